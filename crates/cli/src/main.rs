@@ -1,0 +1,338 @@
+//! `pcache`: the command line of the userspace page cache.
+//!
+//! ```text
+//! pcache bench                      # the main job (now: hitpath at default size)
+//! pcache bench --list               # the experiments
+//! pcache bench hitpath [--json FILE] [--quick] [--file-mib N] [--hit-pages N] [--ops N]
+//! ```
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args, CommandFactory, Parser, Subcommand};
+use pcache_workloads::hitpath::{self, HitpathOpts};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "pcache",
+    version,
+    about = "pcache: the Linux page cache, in userspace"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Run benchmarks and experiments. Without an experiment, runs the main
+    /// job: every experiment in it, at default size.
+    Bench(BenchCmd),
+}
+
+#[derive(Args, Debug)]
+struct BenchCmd {
+    #[command(subcommand)]
+    experiment: Option<Experiment>,
+
+    /// List the experiments and exit.
+    #[arg(long)]
+    list: bool,
+
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+/// Options every experiment takes, before or after its name.
+#[derive(Args, Debug, Clone)]
+struct CommonArgs {
+    /// Write the results as JSON to FILE ("-" for stdout; the report then
+    /// goes to stderr).
+    #[arg(long, value_name = "FILE", global = true)]
+    json: Option<PathBuf>,
+
+    /// Reduced sizes, for tests and CI.
+    #[arg(long, global = true)]
+    quick: bool,
+
+    /// Seed of every random choice.
+    #[arg(long, value_name = "N", global = true)]
+    seed: Option<u64>,
+
+    /// Repetitions of each measurement (the median is reported).
+    #[arg(long, value_name = "N", global = true)]
+    rounds: Option<usize>,
+
+    /// Directory to create temporary files in [default: the system's].
+    #[arg(long, value_name = "DIR", global = true)]
+    dir: Option<PathBuf>,
+
+    /// Draw no progress bars.
+    #[arg(long, global = true)]
+    no_progress: bool,
+}
+
+/// The experiments. Each is a subcommand of `bench` with its own options;
+/// `MAIN_JOB` says which ones `pcache bench` alone runs.
+#[derive(Subcommand, Debug, Clone)]
+enum Experiment {
+    /// The cache-hit path: pcache read_at against kernel pread and memcpy,
+    /// hot reads, and find_page with 1 and 2 threads.
+    Hitpath(HitpathArgs),
+}
+
+impl Experiment {
+    fn name(&self) -> &'static str {
+        match self {
+            Experiment::Hitpath(_) => "hitpath",
+        }
+    }
+}
+
+/// The main job: what `pcache bench` runs with no experiment named.
+fn main_job() -> Vec<Experiment> {
+    vec![Experiment::Hitpath(HitpathArgs::default())]
+}
+
+#[derive(Args, Debug, Clone, Default)]
+struct HitpathArgs {
+    /// Size of the host file for the read measurements, MiB [default: 256; quick: 64].
+    #[arg(long, value_name = "N")]
+    file_mib: Option<u64>,
+
+    /// Pages (4 KiB) of the memory-backed file for the hit path [default: 1048576; quick: 65536].
+    #[arg(long, value_name = "N")]
+    hit_pages: Option<u64>,
+
+    /// Operations per measurement, per thread on the hit path [default: 2000000; quick: 200000].
+    #[arg(long, value_name = "N")]
+    ops: Option<u64>,
+
+    /// Hit-path thread counts, comma-separated [default: 1,2].
+    #[arg(long, value_name = "N,N", value_delimiter = ',')]
+    threads: Option<Vec<usize>>,
+}
+
+type BoxError = Box<dyn std::error::Error>;
+
+/// What one experiment produced.
+struct Outcome {
+    report: String,
+    /// Pretty JSON, fields in the order the result struct declares them.
+    json: String,
+}
+
+fn run_hitpath(args: &HitpathArgs, common: &CommonArgs) -> Result<Outcome, BoxError> {
+    let mut opts = if common.quick {
+        HitpathOpts::quick()
+    } else {
+        HitpathOpts::default()
+    };
+    if let Some(v) = args.file_mib {
+        opts.file_mib = v;
+    }
+    if let Some(v) = args.hit_pages {
+        opts.hit_pages = v;
+    }
+    if let Some(v) = args.ops {
+        opts.ops = v;
+    }
+    if let Some(v) = &args.threads {
+        opts.threads = v.clone();
+    }
+    if let Some(v) = common.seed {
+        opts.seed = v;
+    }
+    if let Some(v) = common.rounds {
+        opts.rounds = v;
+    }
+    opts.dir = common.dir.clone();
+    opts.progress = !common.no_progress;
+    opts.validate()?;
+    let result = hitpath::run(&opts)?;
+    Ok(Outcome {
+        report: result.report(),
+        json: serde_json::to_string_pretty(&result)?,
+    })
+}
+
+fn run_experiment(exp: &Experiment, common: &CommonArgs) -> Result<Outcome, BoxError> {
+    match exp {
+        Experiment::Hitpath(args) => run_hitpath(args, common),
+    }
+}
+
+fn list_experiments() -> String {
+    let mut out = String::from("experiments (pcache bench NAME --help for options):\n");
+    let main: Vec<&str> = main_job().iter().map(Experiment::name).collect();
+    let mut cmd = Cli::command();
+    cmd.build();
+    if let Some(bench) = cmd.find_subcommand("bench") {
+        for sub in bench.get_subcommands().filter(|s| s.get_name() != "help") {
+            let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
+            let about = about.split_whitespace().collect::<Vec<_>>().join(" ");
+            let tag = if main.contains(&sub.get_name()) {
+                " [main job]"
+            } else {
+                ""
+            };
+            out.push_str(&format!("  {:<12} {}{}\n", sub.get_name(), about, tag));
+        }
+    }
+    out
+}
+
+/// Where the JSON goes, opened before the run so that a bad path fails
+/// at once rather than after minutes of benchmark.
+enum JsonSink {
+    Stdout,
+    File(PathBuf, std::fs::File),
+}
+
+impl JsonSink {
+    fn open(path: &Path) -> Result<JsonSink, BoxError> {
+        if path.as_os_str() == "-" {
+            return Ok(JsonSink::Stdout);
+        }
+        let f = std::fs::File::create(path)
+            .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        Ok(JsonSink::File(path.to_path_buf(), f))
+    }
+
+    fn write(self, text: &str) -> Result<(), BoxError> {
+        match self {
+            JsonSink::Stdout => std::io::stdout().write_all(text.as_bytes())?,
+            JsonSink::File(path, mut f) => f
+                .write_all(text.as_bytes())
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?,
+        }
+        Ok(())
+    }
+}
+
+/// `{"name": {...}, ...}` from pretty-printed JSON texts, keeping each
+/// text's field order.
+fn keyed_object(parts: &[(&str, String)]) -> String {
+    let mut s = String::from("{\n");
+    for (i, (name, text)) in parts.iter().enumerate() {
+        let sep = if i + 1 < parts.len() { "," } else { "" };
+        // Pretty JSON has newlines only between tokens, so indenting
+        // after each one is safe.
+        s.push_str(&format!(
+            "  \"{name}\": {}{sep}\n",
+            text.replace('\n', "\n  ")
+        ));
+    }
+    s.push_str("}\n");
+    s
+}
+
+fn bench(cmd: BenchCmd) -> Result<(), BoxError> {
+    if cmd.list {
+        print!("{}", list_experiments());
+        return Ok(());
+    }
+    let common = cmd.common;
+    let sink = common.json.as_deref().map(JsonSink::open).transpose()?;
+    let report_to_stderr = matches!(sink, Some(JsonSink::Stdout));
+    if cfg!(debug_assertions) {
+        eprintln!(
+            "pcache: warning: this is a debug build; build with --release for meaningful timings"
+        );
+    }
+
+    let (experiments, is_main_job) = match cmd.experiment {
+        Some(e) => (vec![e], false),
+        None => (main_job(), true),
+    };
+    let mut outputs: Vec<(&str, String)> = Vec::new();
+    for exp in &experiments {
+        if is_main_job {
+            eprintln!("pcache bench: running {}", exp.name());
+        }
+        let outcome = run_experiment(exp, &common).map_err(|e| format!("{}: {e}", exp.name()))?;
+        if report_to_stderr {
+            eprint!("{}", outcome.report);
+        } else {
+            print!("{}", outcome.report);
+        }
+        outputs.push((exp.name(), outcome.json));
+    }
+    if let Some(sink) = sink {
+        // One experiment named: its own object. The main job: an object
+        // keyed by experiment name.
+        let text = match outputs.as_slice() {
+            [(_, one)] if !is_main_job => format!("{one}\n"),
+            all => keyed_object(all),
+        };
+        sink.write(&text)?;
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Bench(cmd) => bench(cmd),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pcache: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn parses_global_options_after_the_experiment() {
+        let cli = Cli::try_parse_from([
+            "pcache", "bench", "hitpath", "--quick", "--json", "x.json", "--ops", "5",
+        ])
+        .unwrap();
+        let Cmd::Bench(b) = cli.cmd;
+        assert!(b.common.quick);
+        assert_eq!(b.common.json.as_deref(), Some(Path::new("x.json")));
+        match b.experiment {
+            Some(Experiment::Hitpath(a)) => assert_eq!(a.ops, Some(5)),
+            other => panic!("{other:?}"),
+        }
+        let cli = Cli::try_parse_from(["pcache", "bench", "--json", "y.json"]).unwrap();
+        let Cmd::Bench(b) = cli.cmd;
+        assert!(b.experiment.is_none());
+        assert_eq!(b.common.json.as_deref(), Some(Path::new("y.json")));
+        assert!(Cli::try_parse_from(["pcache", "bench", "hitpath", "--ops", "many"]).is_err());
+        assert!(Cli::try_parse_from(["pcache", "bench", "nosuch"]).is_err());
+    }
+
+    #[test]
+    fn keyed_object_is_json() {
+        let a =
+            serde_json::to_string_pretty(&serde_json::json!({"z": 1, "a": [1, 2], "s": "x\ny"}))
+                .unwrap();
+        let text = keyed_object(&[("one", a.clone()), ("two", a)]);
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["two"]["s"], "x\ny");
+        assert_eq!(v["one"]["a"][1], 2);
+        assert!(text.find("\"z\"").unwrap() < text.find("\"a\"").unwrap());
+    }
+
+    #[test]
+    fn list_names_every_experiment() {
+        let list = list_experiments();
+        for e in main_job() {
+            assert!(list.contains(e.name()), "{list}");
+        }
+        assert!(list.contains("[main job]"));
+    }
+}

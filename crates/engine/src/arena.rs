@@ -1,0 +1,175 @@
+//! The frame arena (mm/page_alloc.c, much reduced): one page-aligned
+//! allocation of `nr_pages` frames made at start-up, their descriptors, the
+//! free list and the watermarks.
+//!
+//! The free list is a Treiber stack threaded through `Page::lru_next`, with a
+//! 32-bit tag beside the head to defeat ABA. Allocation and freeing are
+//! lock-free; nothing on any path allocates heap memory per page.
+//!
+//! Watermarks are derived as the kernel derives them from
+//! `min_free_kbytes = sqrt(lowmem_kbytes * 16)` (clamped to 128 KiB..256 MiB),
+//! with `watermark_scale_factor` 10 (0.1%): low = min + max(min/4, 0.1%),
+//! high = low + the same step. Deviation: for small arenas min is capped at
+//! 1/16 of the frames so that tiny test caches still hold pages.
+
+use std::alloc::{self, Layout};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::error::{Error, Result};
+use crate::page::{Page, Pfn, NO_PFN};
+use crate::Watermarks;
+
+pub struct Arena {
+    base: NonNull<u8>,
+    layout: Layout,
+    pub page_size: usize,
+    pub page_shift: u32,
+    pub nr_pages: u64,
+    pages: Box<[Page]>,
+    /// Tag (high 32 bits) and top pfn (low 32 bits) of the free stack.
+    free_head: AtomicU64,
+    nr_free: AtomicU64,
+    pub watermarks: Watermarks,
+}
+
+// SAFETY: the frame memory is shared by design; access to a frame's bytes is
+// governed by the page's reference count and lock (see page.rs), and the
+// arena itself only hands out raw pointers.
+unsafe impl Send for Arena {}
+// SAFETY: as above.
+unsafe impl Sync for Arena {}
+
+impl Arena {
+    pub fn new(nr_pages: u64, page_size: usize) -> Result<Arena> {
+        let bytes = (nr_pages as usize)
+            .checked_mul(page_size)
+            .ok_or_else(|| Error::InvalidConfig(format!("{nr_pages} pages of {page_size} bytes overflow")))?;
+        let layout = Layout::from_size_align(bytes, page_size)
+            .map_err(|e| Error::InvalidConfig(format!("arena layout: {e}")))?;
+        // SAFETY: the layout has a non-zero size (nr_pages >= MIN_PAGES).
+        let ptr = unsafe { alloc::alloc_zeroed(layout) };
+        let base = NonNull::new(ptr).ok_or(Error::NoMemory { frames: nr_pages as usize })?;
+        let pages: Box<[Page]> = (0..nr_pages).map(|_| Page::new()).collect();
+        // Build the free stack so that low frames are handed out first.
+        for pfn in 0..nr_pages as u32 {
+            let next = if (pfn as u64) + 1 < nr_pages { pfn + 1 } else { NO_PFN };
+            pages[pfn as usize].lru_next.store(next, Ordering::Relaxed);
+        }
+        Ok(Arena {
+            base,
+            layout,
+            page_size,
+            page_shift: page_size.trailing_zeros(),
+            nr_pages,
+            pages,
+            free_head: AtomicU64::new(0),
+            nr_free: AtomicU64::new(nr_pages),
+            watermarks: Self::watermarks_for(nr_pages, page_size),
+        })
+    }
+
+    /// The kernel's derivation of min/low/high (see the module comment).
+    pub fn watermarks_for(nr_pages: u64, page_size: usize) -> Watermarks {
+        let kbytes = nr_pages * page_size as u64 / 1024;
+        let min_free_kbytes = ((kbytes * 16) as f64).sqrt() as u64;
+        let min_free_kbytes = min_free_kbytes.clamp(128, 262_144);
+        let min = (min_free_kbytes * 1024 / page_size as u64).min(nr_pages / 16).max(1);
+        let step = (min / 4).max(nr_pages * 10 / 10_000).max(1);
+        Watermarks { min, low: min + step, high: min + 2 * step }
+    }
+
+    #[inline]
+    pub fn page(&self, pfn: Pfn) -> &Page {
+        &self.pages[pfn as usize]
+    }
+
+    /// The frame's first byte.
+    #[inline]
+    pub fn frame_ptr(&self, pfn: Pfn) -> *mut u8 {
+        debug_assert!((pfn as u64) < self.nr_pages);
+        // SAFETY: pfn < nr_pages, so the offset stays inside the allocation.
+        unsafe { self.base.as_ptr().add((pfn as usize) << self.page_shift) }
+    }
+
+    /// The frame's bytes, shared.
+    ///
+    /// # Safety
+    /// The caller holds a reference on the page, so the frame is not reused
+    /// while the slice lives. Concurrent writers of the same page (write_at
+    /// on an uptodate page) may tear what is read, as with Linux read(2).
+    #[inline]
+    pub unsafe fn frame(&self, pfn: Pfn) -> &[u8] {
+        // SAFETY: in bounds and aligned; lifetime and aliasing per the caller.
+        unsafe { std::slice::from_raw_parts(self.frame_ptr(pfn), self.page_size) }
+    }
+
+    /// The frame's bytes, exclusive.
+    ///
+    /// # Safety
+    /// The caller holds the page lock (or the page is not yet visible), so
+    /// no other thread writes the frame; readers may observe a torn copy.
+    #[inline]
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn frame_mut(&self, pfn: Pfn) -> &mut [u8] {
+        // SAFETY: in bounds and aligned; exclusivity per the caller.
+        unsafe { std::slice::from_raw_parts_mut(self.frame_ptr(pfn), self.page_size) }
+    }
+
+    #[inline]
+    pub fn nr_free(&self) -> u64 {
+        self.nr_free.load(Ordering::Relaxed)
+    }
+
+    /// Pop a free frame. The returned page has refcount 1, no flags.
+    pub fn alloc(&self) -> Option<Pfn> {
+        let mut head = self.free_head.load(Ordering::Acquire);
+        loop {
+            let pfn = head as u32;
+            if pfn == NO_PFN {
+                return None;
+            }
+            let next = self.page(pfn).lru_next.load(Ordering::Relaxed);
+            let tag = (head >> 32).wrapping_add(1);
+            let new = (tag << 32) | next as u64;
+            match self.free_head.compare_exchange_weak(head, new, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {
+                    self.nr_free.fetch_sub(1, Ordering::Relaxed);
+                    let page = self.page(pfn);
+                    page.lru_next.store(NO_PFN, Ordering::Relaxed);
+                    page.refcount.store(1, Ordering::Release);
+                    return Some(pfn);
+                }
+                Err(cur) => head = cur,
+            }
+        }
+    }
+
+    /// Push a frame whose refcount dropped to 0 and that is off every list.
+    pub fn free(&self, pfn: Pfn) {
+        let page = self.page(pfn);
+        debug_assert_eq!(page.refcount(), 0);
+        page.reset_for_free();
+        let mut head = self.free_head.load(Ordering::Acquire);
+        loop {
+            page.lru_next.store(head as u32, Ordering::Relaxed);
+            let tag = (head >> 32).wrapping_add(1);
+            let new = (tag << 32) | pfn as u64;
+            match self.free_head.compare_exchange_weak(head, new, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {
+                    self.nr_free.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+                Err(cur) => head = cur,
+            }
+        }
+    }
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout; no frame is referenced
+        // once the arena is dropped (it outlives every File and PageRef).
+        unsafe { alloc::dealloc(self.base.as_ptr(), self.layout) };
+    }
+}

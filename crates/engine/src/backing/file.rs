@@ -1,0 +1,938 @@
+//! A backing device on a host file, bypassing the host page cache with
+//! O_DIRECT where the filesystem allows it.
+//!
+//! When the filesystem refuses O_DIRECT (at open, or with EINVAL at I/O
+//! time) the device switches to buffered I/O for good and follows every
+//! read and write with `POSIX_FADV_DONTNEED`, so the host does not keep a
+//! second copy of the data this cache already holds.
+
+use std::alloc::{self, Layout};
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::io::{AsRawFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Once;
+
+use parking_lot::RwLock;
+
+use super::BackingDev;
+
+/// Most iovecs passed to one `preadv`/`pwritev` call (Linux's `IOV_MAX`).
+const IOV_MAX: usize = 1024;
+
+/// Pages of zeroes written per call when `punch_hole` has to write zeroes.
+const ZERO_CHUNK_PAGES: usize = 64;
+
+/// Set once the first time any `FileDev` in the process falls back to
+/// buffered I/O, so the notice is printed only once.
+static FALLBACK_NOTICE: Once = Once::new();
+
+fn fallback_notice(name: &str) {
+    FALLBACK_NOTICE.call_once(|| {
+        eprintln!(
+            "pcache: {name}: O_DIRECT not supported, using buffered I/O + POSIX_FADV_DONTNEED"
+        );
+    });
+}
+
+fn invalid_input(msg: &'static str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+/// `base + add` as an `off_t`, or an error if it does not fit.
+fn file_offset(base: u64, add: usize) -> io::Result<libc::off_t> {
+    base.checked_add(add as u64)
+        .and_then(|o| libc::off_t::try_from(o).ok())
+        .ok_or_else(|| invalid_input("file offset out of range"))
+}
+
+/// A backing device on a host file.
+///
+/// Transfers are whole pages at page-aligned offsets. With O_DIRECT the
+/// last page of a file is written whole and the file is then cut back to
+/// its logical size; in buffered mode only the bytes below the logical size
+/// are written.
+#[derive(Debug)]
+pub struct FileDev {
+    file: File,
+    path: PathBuf,
+    name: String,
+    page_size: usize,
+    /// The file descriptor currently has O_DIRECT set. Only ever goes from
+    /// true to false.
+    direct: AtomicBool,
+    /// O_DIRECT was asked for but is not available: drop the host's copy of
+    /// the data after every transfer.
+    dontneed: AtomicBool,
+    /// Taken shared by writes that cannot change the file's length beyond
+    /// what the caller asked for, and exclusively by O_DIRECT tail writes
+    /// (which grow the file and cut it back) and `set_len`, so that the
+    /// cut-back never discards another writer's data.
+    size_lock: RwLock<()>,
+}
+
+impl FileDev {
+    /// Open (or create) the host file at `path`.
+    ///
+    /// With `direct`, the file is opened with O_DIRECT; if the filesystem
+    /// refuses that (EINVAL), it is opened for buffered I/O instead and the
+    /// device advises the host to drop cached data after each transfer.
+    /// `page_size` must be a power of two; with O_DIRECT every transfer
+    /// must be a whole number of pages at a page-aligned offset.
+    pub fn open(
+        path: &Path,
+        create: bool,
+        truncate: bool,
+        direct: bool,
+        page_size: usize,
+    ) -> io::Result<FileDev> {
+        if !page_size.is_power_of_two() {
+            return Err(invalid_input("page size must be a power of two"));
+        }
+        let mut opts = OpenOptions::new();
+        opts.read(true)
+            .write(true)
+            .create(create)
+            .truncate(truncate);
+        let name = path.to_string_lossy().into_owned();
+
+        let mut is_direct = false;
+        let mut dontneed = false;
+        let file = if direct {
+            let mut direct_opts = opts.clone();
+            direct_opts.custom_flags(libc::O_DIRECT);
+            match direct_opts.open(path) {
+                Ok(file) => {
+                    is_direct = true;
+                    file
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                    let file = opts.open(path)?;
+                    fallback_notice(&name);
+                    dontneed = true;
+                    file
+                }
+                Err(e) => return Err(e),
+            }
+        } else {
+            opts.open(path)?
+        };
+
+        Ok(FileDev {
+            file,
+            path: path.to_path_buf(),
+            name,
+            page_size,
+            direct: AtomicBool::new(is_direct),
+            dontneed: AtomicBool::new(dontneed),
+            size_lock: RwLock::new(()),
+        })
+    }
+
+    /// The page size this device was opened with.
+    pub fn page_size(&self) -> usize {
+        self.page_size
+    }
+
+    /// The host path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn fd(&self) -> RawFd {
+        self.file.as_raw_fd()
+    }
+
+    /// Switch this device to buffered I/O for good: clear O_DIRECT on the
+    /// descriptor and drop the host's cached copy after every transfer.
+    fn fall_back(&self) -> io::Result<()> {
+        let fd = self.fd();
+        // SAFETY: F_GETFL on a descriptor owned by `self.file`, which stays
+        // open for the lifetime of `self`; no memory is passed.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+        if flags < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if flags & libc::O_DIRECT != 0 {
+            // SAFETY: as above; F_SETFL only changes the descriptor's status
+            // flags (O_DIRECT is one Linux lets us clear).
+            if unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_DIRECT) } < 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        self.dontneed.store(true, Ordering::Release);
+        self.direct.store(false, Ordering::Release);
+        fallback_notice(&self.name);
+        Ok(())
+    }
+
+    /// After a buffered transfer standing in for O_DIRECT, ask the host to
+    /// drop its copy of the range.
+    fn advise_dontneed(&self, pos: u64, len: usize) {
+        if len == 0 || !self.dontneed.load(Ordering::Acquire) {
+            return;
+        }
+        if let (Ok(off), Ok(len)) = (libc::off_t::try_from(pos), libc::off_t::try_from(len)) {
+            // SAFETY: an advisory call on our own open descriptor; no memory
+            // is passed. Its result is deliberately ignored: the advice only
+            // limits double caching and failing it loses nothing.
+            let _ = unsafe { libc::posix_fadvise(self.fd(), off, len, libc::POSIX_FADV_DONTNEED) };
+        }
+    }
+
+    /// O_DIRECT needs page-aligned offsets and whole pages.
+    fn check_direct_shape(&self, pos: u64, lens: impl Iterator<Item = usize>) -> io::Result<()> {
+        let ps = self.page_size;
+        let mut ok = pos % ps as u64 == 0;
+        for len in lens {
+            ok &= len % ps == 0;
+        }
+        if ok {
+            Ok(())
+        } else {
+            Err(invalid_input(
+                "O_DIRECT transfers must be whole pages at page-aligned offsets",
+            ))
+        }
+    }
+
+    fn all_aligned(&self, mut ptrs: impl Iterator<Item = *const u8>) -> bool {
+        ptrs.all(|p| (p as usize) % self.page_size == 0)
+    }
+
+    /// The core loop: move every byte of `segs` at file offset `pos`,
+    /// resuming after short transfers and EINTR, and switching to buffered
+    /// I/O if O_DIRECT turns out to be refused (EINVAL). Returns the bytes
+    /// transferred, which for reads is fewer than asked only at end of file.
+    fn transfer(&self, pos: u64, segs: &Segs<'_>) -> io::Result<usize> {
+        let ps = self.page_size;
+        let mut done = 0usize;
+        // The first segment not yet fully transferred, and how much of it was.
+        let mut idx = 0usize;
+        let mut skip = 0usize;
+        let mut iov: Vec<libc::iovec> = Vec::with_capacity(segs.iov.len().min(IOV_MAX));
+        while done < segs.total {
+            iov.clear();
+            for (k, seg) in segs.iov[idx..].iter().take(IOV_MAX).enumerate() {
+                let off = if k == 0 { skip } else { 0 };
+                iov.push(libc::iovec {
+                    iov_base: seg.iov_base.cast::<u8>().wrapping_add(off).cast(),
+                    iov_len: seg.iov_len - off,
+                });
+            }
+            let off = file_offset(pos, done)?;
+            let direct = self.is_direct();
+            let count = iov.len() as libc::c_int; // <= IOV_MAX
+                                                  // SAFETY: every iovec lies inside one of the caller's buffers
+                                                  // (the `Segs` invariant: `skip` is less than the first segment's
+                                                  // length), which stay borrowed for the duration of this call.
+                                                  // For reads those borrows are exclusive, so the kernel may write
+                                                  // them; for writes the kernel only reads them. `count` matches
+                                                  // the array and the descriptor is open.
+            let n = unsafe {
+                match segs.dir {
+                    Dir::Read => libc::preadv(self.fd(), iov.as_ptr(), count, off),
+                    Dir::Write => libc::pwritev(self.fd(), iov.as_ptr(), count, off),
+                }
+            };
+            if n < 0 {
+                let err = io::Error::last_os_error();
+                match err.raw_os_error() {
+                    Some(libc::EINTR) => continue,
+                    Some(libc::EINVAL) if direct => {
+                        self.fall_back()?;
+                        continue;
+                    }
+                    _ => return Err(err),
+                }
+            }
+            let n = n as usize; // n >= 0 here
+            if n == 0 {
+                match segs.dir {
+                    Dir::Read => break,
+                    Dir::Write => {
+                        return Err(io::Error::new(io::ErrorKind::WriteZero, "write returned 0"))
+                    }
+                }
+            }
+            let mut advance = n;
+            // While direct, `done` is page aligned (pos and every segment are
+            // whole pages), so a short transfer ending mid-page cannot be
+            // resumed where it stopped.
+            if direct && (done + n) % ps != 0 {
+                match segs.dir {
+                    // An O_DIRECT read stops mid-page only at end of file.
+                    Dir::Read => {
+                        done += n;
+                        break;
+                    }
+                    // Rewrite the partial page from its start next time.
+                    Dir::Write => {
+                        advance -= (done + n) % ps;
+                        if advance == 0 {
+                            return Err(io::Error::new(
+                                io::ErrorKind::WriteZero,
+                                "O_DIRECT write made no whole-page progress",
+                            ));
+                        }
+                    }
+                }
+            }
+            done += advance;
+            let mut left = advance;
+            while left > 0 {
+                let rest = segs.iov[idx].iov_len - skip;
+                if left >= rest {
+                    left -= rest;
+                    idx += 1;
+                    skip = 0;
+                } else {
+                    skip += left;
+                    left = 0;
+                }
+            }
+        }
+        Ok(done)
+    }
+
+    /// Write all of `bufs` at `pos` (no length handling).
+    fn write_all_at(&self, pos: u64, bufs: &[&[u8]]) -> io::Result<()> {
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        if total == 0 {
+            return Ok(());
+        }
+        if self.is_direct() && !self.all_aligned(bufs.iter().map(|b| b.as_ptr())) {
+            // O_DIRECT needs aligned memory: bounce through an aligned copy.
+            let mut bounce = AlignedBuf::zeroed(total, self.page_size)?;
+            let mut at = 0;
+            for b in bufs {
+                bounce[at..at + b.len()].copy_from_slice(b);
+                at += b.len();
+            }
+            let one: [&[u8]; 1] = [&bounce[..]];
+            self.transfer(pos, &Segs::for_write(&one))?;
+        } else {
+            self.transfer(pos, &Segs::for_write(bufs))?;
+        }
+        self.advise_dontneed(pos, total);
+        Ok(())
+    }
+
+    /// Cut the file back to `limit` if a whole-page write made it longer.
+    fn trim_to(&self, limit: u64) -> io::Result<()> {
+        if self.len()? > limit {
+            self.file.set_len(limit)?;
+        }
+        Ok(())
+    }
+
+    /// Write zeroes over `[offset, offset + len)`, not extending the file:
+    /// the fallback for filesystems that cannot punch holes.
+    fn zero_range(&self, offset: u64, len: u64) -> io::Result<()> {
+        let size = self.len()?;
+        let end = offset.saturating_add(len).min(size);
+        if offset >= end {
+            return Ok(());
+        }
+        let ps = self.page_size;
+        let ps64 = ps as u64;
+        let mut buf = AlignedBuf::zeroed(ZERO_CHUNK_PAGES * ps, ps)?;
+        let mut cur = offset;
+        while cur < end {
+            let page_start = cur - cur % ps64;
+            if cur != page_start || end - page_start < ps64 {
+                // Partial page: read, zero the part in range, write back.
+                let lo = (cur - page_start) as usize;
+                let hi = (end.min(page_start + ps64) - page_start) as usize;
+                let page = &mut buf[..ps];
+                let n = self.read_pages(page_start, &mut [&mut *page])?;
+                page[n..].fill(0);
+                page[lo..hi].fill(0);
+                self.write_pages(page_start, &[&*page], size)?;
+                page.fill(0);
+                cur = page_start + hi as u64;
+            } else {
+                let pages = ((end - cur) / ps64).min(ZERO_CHUNK_PAGES as u64) as usize;
+                self.write_pages(cur, &[&buf[..pages * ps]], size)?;
+                cur += (pages * ps) as u64;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl BackingDev for FileDev {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn read_pages(&self, pos: u64, bufs: &mut [&mut [u8]]) -> io::Result<usize> {
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        if total == 0 {
+            return Ok(0);
+        }
+        let direct = self.is_direct();
+        if direct {
+            self.check_direct_shape(pos, bufs.iter().map(|b| b.len()))?;
+        }
+        let n = if direct && !self.all_aligned(bufs.iter().map(|b| b.as_ptr())) {
+            // O_DIRECT needs aligned memory: bounce through an aligned buffer.
+            let mut bounce = AlignedBuf::zeroed(total, self.page_size)?;
+            let n = {
+                let mut one: [&mut [u8]; 1] = [&mut bounce[..]];
+                self.transfer(pos, &Segs::for_read(&mut one))?
+            };
+            let mut src: &[u8] = &bounce[..n];
+            for b in bufs.iter_mut() {
+                let k = b.len().min(src.len());
+                b[..k].copy_from_slice(&src[..k]);
+                src = &src[k..];
+            }
+            n
+        } else {
+            self.transfer(pos, &Segs::for_read(bufs))?
+        };
+        self.advise_dontneed(pos, n);
+        Ok(n)
+    }
+
+    fn write_pages(&self, pos: u64, bufs: &[&[u8]], file_size: u64) -> io::Result<()> {
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        if total == 0 {
+            return Ok(());
+        }
+        let end = pos
+            .checked_add(total as u64)
+            .ok_or_else(|| invalid_input("write past the largest file offset"))?;
+        let direct = self.is_direct();
+        if direct {
+            self.check_direct_shape(pos, bufs.iter().map(|b| b.len()))?;
+        }
+        if end <= file_size {
+            let _shared = self.size_lock.read();
+            return self.write_all_at(pos, bufs);
+        }
+        if !direct {
+            // Buffered: write only the bytes that are part of the file.
+            let mut keep = file_size.saturating_sub(pos);
+            let mut trimmed: Vec<&[u8]> = Vec::with_capacity(bufs.len());
+            for b in bufs {
+                if keep == 0 {
+                    break;
+                }
+                let take = (b.len() as u64).min(keep) as usize;
+                trimmed.push(&b[..take]);
+                keep -= take as u64;
+            }
+            let _shared = self.size_lock.read();
+            return self.write_all_at(pos, &trimmed);
+        }
+        // O_DIRECT writes the last page whole; cut the file back afterwards
+        // to the longer of its logical size and its length before.
+        let _exclusive = self.size_lock.write();
+        let before = self.len()?;
+        let res = self.write_all_at(pos, bufs);
+        // Even a failed write may have extended the file: trim regardless,
+        // but report the write's own error first.
+        let trim = self.trim_to(file_size.max(before));
+        res.and(trim)
+    }
+
+    fn sync(&self, data_only: bool) -> io::Result<()> {
+        if data_only {
+            self.file.sync_data()
+        } else {
+            self.file.sync_all()
+        }
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        let _exclusive = self.size_lock.write();
+        self.file.set_len(len)
+    }
+
+    fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let off = file_offset(offset, 0)?;
+        let count =
+            libc::off_t::try_from(len).map_err(|_| invalid_input("hole length out of range"))?;
+        if off.checked_add(count).is_none() {
+            return Err(invalid_input("hole end out of range"));
+        }
+        loop {
+            // SAFETY: fallocate on our own open descriptor with in-range
+            // offsets; no memory is passed.
+            let r = unsafe {
+                libc::fallocate(
+                    self.fd(),
+                    libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                    off,
+                    count,
+                )
+            };
+            if r == 0 {
+                return Ok(());
+            }
+            let err = io::Error::last_os_error();
+            match err.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EOPNOTSUPP) => return self.zero_range(offset, len),
+                _ => return Err(err),
+            }
+        }
+    }
+
+    fn remove(&self) -> io::Result<()> {
+        std::fs::remove_file(&self.path)
+    }
+
+    fn is_direct(&self) -> bool {
+        self.direct.load(Ordering::Acquire)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Dir {
+    Read,
+    Write,
+}
+
+/// An iovec array over borrowed buffers.
+///
+/// Invariant: every iovec describes exactly one non-empty buffer borrowed
+/// for `'a` — exclusively when `dir` is `Read` (the kernel writes it),
+/// shared when `Write` (the kernel only reads it).
+struct Segs<'a> {
+    dir: Dir,
+    iov: Vec<libc::iovec>,
+    total: usize,
+    _borrow: PhantomData<&'a mut [u8]>,
+}
+
+impl<'a> Segs<'a> {
+    fn for_read(bufs: &'a mut [&mut [u8]]) -> Segs<'a> {
+        let iov: Vec<libc::iovec> = bufs
+            .iter_mut()
+            .filter(|b| !b.is_empty())
+            .map(|b| libc::iovec {
+                iov_base: b.as_mut_ptr().cast(),
+                iov_len: b.len(),
+            })
+            .collect();
+        let total = iov.iter().map(|v| v.iov_len).sum();
+        Segs {
+            dir: Dir::Read,
+            iov,
+            total,
+            _borrow: PhantomData,
+        }
+    }
+
+    fn for_write(bufs: &'a [&[u8]]) -> Segs<'a> {
+        let iov: Vec<libc::iovec> = bufs
+            .iter()
+            .filter(|b| !b.is_empty())
+            .map(|b| libc::iovec {
+                // The kernel only reads through this pointer (pwritev).
+                iov_base: b.as_ptr().cast_mut().cast(),
+                iov_len: b.len(),
+            })
+            .collect();
+        let total = iov.iter().map(|v| v.iov_len).sum();
+        Segs {
+            dir: Dir::Write,
+            iov,
+            total,
+            _borrow: PhantomData,
+        }
+    }
+}
+
+/// A zero-initialised heap buffer aligned for O_DIRECT, freed on drop.
+struct AlignedBuf {
+    ptr: NonNull<u8>,
+    len: usize,
+    layout: Layout,
+}
+
+impl AlignedBuf {
+    fn zeroed(len: usize, align: usize) -> io::Result<AlignedBuf> {
+        let layout = Layout::from_size_align(len.max(align), align)
+            .map_err(|_| invalid_input("bad buffer size or alignment"))?;
+        // SAFETY: the layout's size is at least `align`, which is non-zero
+        // (Layout::from_size_align checked it is a power of two).
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(raw).ok_or_else(|| io::Error::from(io::ErrorKind::OutOfMemory))?;
+        Ok(AlignedBuf { ptr, len, layout })
+    }
+}
+
+impl Deref for AlignedBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: `ptr` points to an allocation of `layout.size() >= len`
+        // bytes, initialised by alloc_zeroed, owned by `self` and alive until
+        // drop; the shared borrow of `self` rules out writers.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl DerefMut for AlignedBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `deref`; the exclusive borrow of `self` makes this
+        // the only access to the allocation.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from alloc_zeroed with exactly `layout` and is
+        // freed only here, once.
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    const PS: usize = 4096;
+
+    fn page(fill: u8) -> AlignedBuf {
+        let mut b = AlignedBuf::zeroed(PS, PS).unwrap();
+        b.fill(fill);
+        b
+    }
+
+    fn pages(n: usize, seed: u8) -> Vec<AlignedBuf> {
+        (0..n).map(|i| page(seed.wrapping_add(i as u8))).collect()
+    }
+
+    fn write(dev: &FileDev, pos: u64, bufs: &[AlignedBuf], file_size: u64) -> io::Result<()> {
+        let refs: Vec<&[u8]> = bufs.iter().map(|b| &b[..]).collect();
+        dev.write_pages(pos, &refs, file_size)
+    }
+
+    /// Read `n` pages at `pos` into fresh buffers filled with 0xEE.
+    fn read(dev: &FileDev, pos: u64, n: usize) -> (usize, Vec<AlignedBuf>) {
+        let mut bufs: Vec<AlignedBuf> = (0..n).map(|_| page(0xEE)).collect();
+        let mut refs: Vec<&mut [u8]> = bufs.iter_mut().map(|b| &mut b[..]).collect();
+        let got = dev.read_pages(pos, &mut refs).unwrap();
+        (got, bufs)
+    }
+
+    fn open(dir: &Path, name: &str, direct: bool) -> FileDev {
+        FileDev::open(&dir.join(name), true, true, direct, PS).unwrap()
+    }
+
+    fn has_o_direct(dev: &FileDev) -> bool {
+        // SAFETY: F_GETFL on the device's open descriptor.
+        let flags = unsafe { libc::fcntl(dev.fd(), libc::F_GETFL) };
+        assert!(flags >= 0);
+        flags & libc::O_DIRECT != 0
+    }
+
+    #[test]
+    fn direct_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let dev = open(dir.path(), "f", true);
+        assert!(dev.is_direct(), "/tmp should support O_DIRECT");
+        assert!(has_o_direct(&dev));
+        assert_eq!(dev.name(), dir.path().join("f").to_string_lossy());
+
+        let data = pages(3, 1);
+        write(&dev, PS as u64, &data, 4 * PS as u64).unwrap();
+        assert_eq!(dev.len().unwrap(), 4 * PS as u64);
+        let (n, back) = read(&dev, PS as u64, 3);
+        assert_eq!(n, 3 * PS);
+        for (a, b) in data.iter().zip(&back) {
+            assert_eq!(&a[..], &b[..]);
+        }
+        // The hole before the data reads as zeroes.
+        let (n, back) = read(&dev, 0, 1);
+        assert_eq!(n, PS);
+        assert!(back[0].iter().all(|&b| b == 0));
+        dev.sync(true).unwrap();
+        dev.sync(false).unwrap();
+        assert!(dev.is_direct());
+    }
+
+    #[test]
+    fn more_than_iov_max_pages() {
+        let dir = tempfile::tempdir().unwrap();
+        for direct in [true, false] {
+            let dev = open(dir.path(), "big", direct);
+            let n = IOV_MAX + 77;
+            let data = pages(n, 3);
+            write(&dev, 0, &data, (n * PS) as u64).unwrap();
+            let (got, back) = read(&dev, 0, n);
+            assert_eq!(got, n * PS);
+            for (i, (a, b)) in data.iter().zip(&back).enumerate() {
+                assert_eq!(&a[..], &b[..], "page {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn short_read_at_eof() {
+        let dir = tempfile::tempdir().unwrap();
+        for direct in [true, false] {
+            let dev = open(dir.path(), "eof", direct);
+            let size = 2 * PS as u64 + 100;
+            let data = pages(3, 7);
+            write(&dev, 0, &data, size).unwrap();
+            assert_eq!(dev.len().unwrap(), size, "direct={direct}");
+
+            let (n, back) = read(&dev, 0, 5);
+            assert_eq!(n, 2 * PS + 100, "direct={direct}");
+            assert_eq!(&back[0][..], &data[0][..]);
+            assert_eq!(&back[1][..], &data[1][..]);
+            assert_eq!(&back[2][..100], &data[2][..100]);
+            // Buffered reads leave bytes past EOF alone; O_DIRECT may write
+            // anything there (ext4 zero-fills). The caller zeroes them.
+            if !direct {
+                assert!(back[2][100..].iter().all(|&b| b == 0xEE));
+                assert!(back[3].iter().all(|&b| b == 0xEE));
+            }
+
+            // Entirely past EOF.
+            let (n, _) = read(&dev, 8 * PS as u64, 2);
+            assert_eq!(n, 0);
+        }
+    }
+
+    #[test]
+    fn tail_write_does_not_extend_past_file_size() {
+        let dir = tempfile::tempdir().unwrap();
+        for direct in [true, false] {
+            let dev = open(dir.path(), "tail", direct);
+            // Grow the file a page at a time as an appending writer would.
+            write(&dev, 0, &pages(1, 1), 10).unwrap();
+            assert_eq!(dev.len().unwrap(), 10, "direct={direct}");
+            write(&dev, 0, &pages(1, 1), 3000).unwrap();
+            assert_eq!(dev.len().unwrap(), 3000);
+            write(&dev, PS as u64, &pages(2, 1), PS as u64 + 1).unwrap();
+            assert_eq!(dev.len().unwrap(), PS as u64 + 1);
+
+            // A file already longer than file_size keeps its length.
+            dev.set_len(5 * PS as u64).unwrap();
+            write(&dev, 0, &pages(1, 9), 100).unwrap();
+            assert_eq!(dev.len().unwrap(), 5 * PS as u64);
+            let (n, back) = read(&dev, 0, 1);
+            assert_eq!(n, PS);
+            assert!(back[0][..100].iter().all(|&b| b == 9));
+        }
+    }
+
+    #[test]
+    fn set_len_truncates_and_extends_with_zeroes() {
+        let dir = tempfile::tempdir().unwrap();
+        for direct in [true, false] {
+            let dev = open(dir.path(), "len", direct);
+            write(&dev, 0, &pages(2, 5), 2 * PS as u64).unwrap();
+            dev.set_len(PS as u64 + 10).unwrap();
+            assert_eq!(dev.len().unwrap(), PS as u64 + 10);
+            let (n, _) = read(&dev, 0, 2);
+            assert_eq!(n, PS + 10);
+            dev.set_len(3 * PS as u64).unwrap();
+            let (n, back) = read(&dev, PS as u64, 2);
+            assert_eq!(n, 2 * PS);
+            assert!(back[0][..10].iter().all(|&b| b == 6));
+            assert!(back[0][10..].iter().all(|&b| b == 0));
+            assert!(back[1].iter().all(|&b| b == 0));
+        }
+    }
+
+    #[test]
+    fn punch_hole_reads_back_zeroes() {
+        let dir = tempfile::tempdir().unwrap();
+        for direct in [true, false] {
+            let dev = open(dir.path(), "hole", direct);
+            write(&dev, 0, &pages(4, 1), 4 * PS as u64).unwrap();
+            dev.punch_hole(PS as u64, 2 * PS as u64).unwrap();
+            assert_eq!(dev.len().unwrap(), 4 * PS as u64);
+            let (n, back) = read(&dev, 0, 4);
+            assert_eq!(n, 4 * PS);
+            assert!(back[0].iter().all(|&b| b == 1));
+            assert!(back[1].iter().all(|&b| b == 0));
+            assert!(back[2].iter().all(|&b| b == 0));
+            assert!(back[3].iter().all(|&b| b == 4));
+            // Punching past the end does not extend the file.
+            dev.punch_hole(3 * PS as u64, 10 * PS as u64).unwrap();
+            assert_eq!(dev.len().unwrap(), 4 * PS as u64);
+            dev.punch_hole(0, 0).unwrap();
+        }
+    }
+
+    #[test]
+    fn zero_range_fallback_for_punch_hole() {
+        let dir = tempfile::tempdir().unwrap();
+        for direct in [true, false] {
+            let dev = open(dir.path(), "zero", direct);
+            let n = ZERO_CHUNK_PAGES + 10;
+            let size = (n * PS) as u64 - 1000;
+            write(&dev, 0, &pages(n, 1), size).unwrap();
+            // Unaligned at both ends, spanning more than one zero chunk.
+            let (lo, hi) = (100u64, (n * PS) as u64 - 3000);
+            dev.zero_range(lo, hi - lo).unwrap();
+            assert_eq!(dev.len().unwrap(), size);
+            let (got, back) = read(&dev, 0, n);
+            assert_eq!(got as u64, size);
+            for (i, p) in back.iter().enumerate() {
+                for (j, &b) in p.iter().enumerate() {
+                    let at = (i * PS + j) as u64;
+                    if at >= size {
+                        break;
+                    }
+                    let want = if (lo..hi).contains(&at) {
+                        0
+                    } else {
+                        (i + 1) as u8
+                    };
+                    assert_eq!(b, want, "byte {at} direct={direct}");
+                }
+            }
+            // Past the end it writes nothing and does not extend.
+            dev.zero_range(size + 5, 10 * PS as u64).unwrap();
+            assert_eq!(dev.len().unwrap(), size);
+        }
+    }
+
+    #[test]
+    fn buffered_when_not_direct() {
+        let dir = tempfile::tempdir().unwrap();
+        let dev = open(dir.path(), "buf", false);
+        assert!(!dev.is_direct());
+        assert!(!has_o_direct(&dev));
+        assert!(!dev.dontneed.load(Ordering::Relaxed));
+        // Buffered mode takes unaligned offsets and lengths.
+        let data = [7u8; 300];
+        dev.write_pages(10, &[&data[..]], 1000).unwrap();
+        let mut out = [0u8; 400];
+        assert_eq!(dev.read_pages(10, &mut [&mut out[..]]).unwrap(), 300);
+        assert_eq!(&out[..300], &data[..]);
+    }
+
+    #[test]
+    fn fallback_to_buffered_at_io_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let dev = open(dir.path(), "fb", true);
+        assert!(dev.is_direct());
+        write(&dev, 0, &pages(2, 1), 2 * PS as u64).unwrap();
+        // What an EINVAL from preadv/pwritev does.
+        dev.fall_back().unwrap();
+        assert!(!dev.is_direct());
+        assert!(!has_o_direct(&dev));
+        assert!(dev.dontneed.load(Ordering::Relaxed));
+        // Data written before is still there, and I/O keeps working.
+        let (n, back) = read(&dev, 0, 3);
+        assert_eq!(n, 2 * PS);
+        assert!(back[1].iter().all(|&b| b == 2));
+        write(&dev, 2 * PS as u64, &pages(1, 9), 2 * PS as u64 + 5).unwrap();
+        assert_eq!(dev.len().unwrap(), 2 * PS as u64 + 5);
+        let (n, back) = read(&dev, 2 * PS as u64, 1);
+        assert_eq!(n, 5);
+        assert!(back[0][..5].iter().all(|&b| b == 9));
+        // Idempotent.
+        dev.fall_back().unwrap();
+        assert!(!dev.is_direct());
+    }
+
+    #[test]
+    fn direct_rejects_unaligned_offsets_but_bounces_unaligned_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let dev = open(dir.path(), "al", true);
+        let p = page(3);
+        let err = dev.write_pages(512, &[&p[..]], 1 << 20).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        let err = dev.write_pages(0, &[&p[..100]], 1 << 20).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        assert!(dev.is_direct(), "a caller's mistake must not cost O_DIRECT");
+
+        // Memory that is not page aligned goes through a bounce buffer.
+        let mut raw = vec![0u8; 2 * PS + 1];
+        raw[1..=PS].fill(4);
+        raw[PS + 1..].fill(5);
+        let (a, b) = raw[1..].split_at(PS);
+        dev.write_pages(0, &[a, b], 2 * PS as u64).unwrap();
+        let mut out = vec![0u8; 2 * PS + 1];
+        let (x, y) = out[1..].split_at_mut(PS);
+        assert_eq!(dev.read_pages(0, &mut [x, y]).unwrap(), 2 * PS);
+        assert_eq!(&out[1..], &raw[1..]);
+        assert!(dev.is_direct());
+    }
+
+    #[test]
+    fn concurrent_disjoint_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let dev = Arc::new(open(dir.path(), "mt", true));
+        let threads = 8;
+        let per = 16;
+        let size = (threads * per * PS) as u64 - 7;
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let dev = Arc::clone(&dev);
+                std::thread::spawn(move || {
+                    for i in 0..per {
+                        let pg = t * per + i;
+                        write(&dev, (pg * PS) as u64, &[page(pg as u8)], size).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert_eq!(dev.len().unwrap(), size);
+        let (n, back) = read(&dev, 0, threads * per);
+        assert_eq!(n as u64, size);
+        for (pg, p) in back.iter().enumerate().take(threads * per - 1) {
+            assert!(p.iter().all(|&b| b == pg as u8), "page {pg}");
+        }
+    }
+
+    #[test]
+    fn enospc_is_an_error_not_a_panic() {
+        let path = Path::new("/dev/full");
+        let Ok(dev) = FileDev::open(path, false, false, true, PS) else {
+            return; // no /dev/full here
+        };
+        let p = page(1);
+        let err = dev.write_pages(0, &[&p[..]], PS as u64).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOSPC));
+    }
+
+    #[test]
+    fn open_errors_and_remove() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing");
+        let err = FileDev::open(&missing, false, false, true, PS).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+        let err = FileDev::open(&missing, true, false, true, 3000).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+
+        let dev = open(dir.path(), "rm", true);
+        write(&dev, 0, &pages(1, 1), PS as u64).unwrap();
+        // Reopening without truncate keeps the data; with it, drops it.
+        let again = FileDev::open(&dir.path().join("rm"), false, false, true, PS).unwrap();
+        assert_eq!(again.len().unwrap(), PS as u64);
+        let again = FileDev::open(&dir.path().join("rm"), false, true, false, PS).unwrap();
+        assert_eq!(again.len().unwrap(), 0);
+        dev.remove().unwrap();
+        assert!(!dir.path().join("rm").exists());
+        assert!(dev.remove().is_err());
+    }
+}

@@ -1,0 +1,65 @@
+//! Backing devices: where pages come from and go to.
+//!
+//! Architecture invariant: the engine does no I/O except through
+//! [`BackingDev`]. Every transfer is of whole pages at page-aligned file
+//! offsets into page-aligned frames, so a device may use O_DIRECT.
+
+use std::io;
+
+mod fault;
+mod file;
+mod memory;
+
+pub use fault::{Fault, FaultInjector, FaultOp};
+pub use file::FileDev;
+pub use memory::MemoryDev;
+
+/// A store of bytes behind one cached file.
+///
+/// Calls may come from many threads at once (readers, the flusher, kswapd),
+/// always for disjoint page ranges except for `set_len`/`punch_hole`, which
+/// the engine serialises against writeback of the pages they touch.
+///
+/// Implementations: [`FileDev`] (a host file, O_DIRECT where possible),
+/// [`MemoryDev`] (a sparse in-memory file, the tmpfs case) and
+/// [`FaultInjector`] (wraps another device and injects errors and delays).
+// `len` is fallible I/O (fstat), not a collection length: no `is_empty`.
+#[allow(clippy::len_without_is_empty)]
+pub trait BackingDev: Send + Sync + 'static {
+    /// A short name for messages (the path, or `memory:NAME`).
+    fn name(&self) -> &str;
+
+    /// Read pages starting at byte `pos` (a multiple of the page size) into
+    /// `bufs`, each one page long and page aligned, in file order. Returns
+    /// the number of bytes read; fewer than asked means end of file, and the
+    /// caller zeroes the rest.
+    fn read_pages(&self, pos: u64, bufs: &mut [&mut [u8]]) -> io::Result<usize>;
+
+    /// Write whole pages starting at byte `pos` (a multiple of the page
+    /// size). `file_size` is the file's logical size: bytes of the last page
+    /// past it are not part of the file, and the device must not end up
+    /// longer than `max(file_size, its length before)` because of them.
+    fn write_pages(&self, pos: u64, bufs: &[&[u8]], file_size: u64) -> io::Result<()>;
+
+    /// Make written data durable (`fdatasync` when `data_only`, else `fsync`).
+    fn sync(&self, data_only: bool) -> io::Result<()>;
+
+    /// The device's length in bytes.
+    fn len(&self) -> io::Result<u64>;
+
+    /// Set the device's length (truncate or extend with zeroes).
+    fn set_len(&self, len: u64) -> io::Result<()>;
+
+    /// Deallocate `[offset, offset + len)`, which then reads as zeroes.
+    fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()>;
+
+    /// Remove the underlying object (unlink). Later calls may fail.
+    fn remove(&self) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// Whether the device bypasses the host page cache (O_DIRECT).
+    fn is_direct(&self) -> bool {
+        false
+    }
+}

@@ -1,0 +1,68 @@
+//! Typed errors. Every fallible public call returns [`Error`]; bad input is
+//! refused before any state changes, so a refused call loses no data.
+
+use std::io;
+
+/// What went wrong. The variants map onto the errno a kernel would return.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// `offset + len` does not fit in a `u64`, or passes the largest file size.
+    #[error("offset {offset} + length {len} overflows the largest file size ({max} bytes)")]
+    Overflow { offset: u64, len: u64, max: u64 },
+    /// A page index past the end of the file was asked for where that is not allowed.
+    #[error("offset {offset} is past the end of the file ({size} bytes)")]
+    PastEof { offset: u64, size: u64 },
+    /// The handle was closed with [`crate::File::close`].
+    #[error("file handle is closed")]
+    Closed,
+    /// A configuration value is out of range.
+    #[error("invalid configuration: {0}")]
+    InvalidConfig(String),
+    /// An argument is out of range (EINVAL).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// No frame could be freed: every page is pinned, locked or under writeback
+    /// and stayed so through every reclaim priority (ENOMEM).
+    #[error("out of page frames: all {frames} frames are pinned or busy")]
+    NoMemory { frames: usize },
+    /// The backing device has no space left (ENOSPC). The data stays dirty in
+    /// the cache and is retried by later writeback.
+    #[error("no space left on the backing device of {name}")]
+    NoSpace { name: String },
+    /// An I/O error from the backing device (EIO and others). A writeback error
+    /// is reported once per handle by the next fsync, as Linux's errseq does.
+    #[error("I/O error on {name}: {source}")]
+    Io {
+        name: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl Error {
+    /// Wrap an I/O error from the device called `name`, turning ENOSPC into
+    /// [`Error::NoSpace`].
+    pub fn io(name: &str, source: io::Error) -> Error {
+        if source.raw_os_error() == Some(libc::ENOSPC) {
+            Error::NoSpace { name: name.to_string() }
+        } else {
+            Error::Io { name: name.to_string(), source }
+        }
+    }
+
+    /// The errno this error stands for, as a kernel would return it.
+    pub fn errno(&self) -> i32 {
+        match self {
+            Error::Overflow { .. } => libc::EFBIG,
+            Error::PastEof { .. } => libc::EINVAL,
+            Error::Closed => libc::EBADF,
+            Error::InvalidConfig(_) | Error::InvalidArgument(_) => libc::EINVAL,
+            Error::NoMemory { .. } => libc::ENOMEM,
+            Error::NoSpace { .. } => libc::ENOSPC,
+            Error::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
+        }
+    }
+}
+
+/// Shorthand used across the engine.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

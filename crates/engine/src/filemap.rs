@@ -1,0 +1,540 @@
+//! The page cache proper (mm/filemap.c): address spaces, lookup, insertion
+//! and removal, and the buffered read and write paths.
+//!
+//! Lock order (outermost first), as at the top of mm/filemap.c:
+//!
+//! ```text
+//!   inode.rwsem (i_rwsem: write, truncate, punch)
+//!     page lock (PG_locked)
+//!       inode.tree_lock (i_pages lock)
+//!       CPU batch lock (swap.rs)
+//!         lru_lock
+//! ```
+//!
+//! Reclaim takes page locks only with trylock, after dropping lru_lock.
+//!
+//! The hit path (`find_get_entry`) takes no lock: it walks the page tree,
+//! takes a reference with `get_page_unless_zero`, and re-checks that the
+//! slot still holds the page (it may have been removed and its frame
+//! reused). A page whose count is frozen at 0 is being removed under the tree
+//! lock; the lookup waits for that lock and retries, so it never spins
+//! unboundedly.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::backing::BackingDev;
+use crate::error::{Error, Result};
+use crate::mm::Cache;
+use crate::page::*;
+use crate::pagetree::{entry_pfn, page_entry, PageTree, MARK_DIRTY};
+use crate::readahead::FileRaState;
+use crate::vmstat::Item;
+use crate::{AccessedInit, RemarkRule};
+
+/// Mark the page accessed (or initialise its accessed state if new).
+pub const FGP_ACCESSED: u32 = 1 << 0;
+/// Return the page locked.
+pub const FGP_LOCK: u32 = 1 << 1;
+/// Create the page if it is not cached.
+pub const FGP_CREAT: u32 = 1 << 2;
+/// The page will be written to.
+pub const FGP_WRITE: u32 = 1 << 3;
+/// Do not sleep on the page lock or in reclaim.
+pub const FGP_NOWAIT: u32 = 1 << 4;
+
+/// The largest file: page indices stay below 2^40.
+pub const MAX_FILE_PAGES_SHIFT: u32 = 40;
+
+/// A cached file: its address_space (page tree) and inode fields.
+pub struct Inode {
+    pub id: u32,
+    pub name: String,
+    pub dev: Arc<dyn BackingDev>,
+    pub tree: PageTree,
+    /// The i_pages lock: serialises tree changes and marks.
+    pub tree_lock: Mutex<()>,
+    pub nrpages: AtomicU64,
+    /// i_size in bytes.
+    pub size: AtomicU64,
+    /// i_rwsem: writers, truncation and hole punching.
+    pub rwsem: Mutex<()>,
+    /// errseq_t of writeback errors.
+    pub wb_err: AtomicU32,
+    /// Dirty pages of this inode.
+    pub nr_dirty: AtomicU64,
+    /// When the inode became dirty (ms since cache start; 0 = clean).
+    pub dirtied_when: AtomicU64,
+    pub unlinked: AtomicBool,
+    /// Open handles.
+    pub handles: AtomicU64,
+}
+
+impl Inode {
+    pub fn max_bytes(page_shift: u32) -> u64 {
+        1u64 << (MAX_FILE_PAGES_SHIFT + page_shift)
+    }
+}
+
+impl Cache {
+    /// Find or create the inode for `name` on `dev`.
+    pub fn iget(&self, name: &str, make_dev: impl FnOnce() -> Result<Arc<dyn BackingDev>>) -> Result<Arc<Inode>> {
+        let mut inodes = self.inodes.lock();
+        if let Some(i) = inodes.by_name.get(name) {
+            return Ok(i.clone());
+        }
+        let dev = make_dev()?;
+        let size = dev.len().map_err(|e| Error::io(name, e))?;
+        let id = match inodes.free_ids.pop() {
+            Some(id) => id,
+            None => {
+                let id = inodes.next_id;
+                if id == NO_MAPPING {
+                    return Err(Error::InvalidArgument("too many open inodes".into()));
+                }
+                inodes.next_id += 1;
+                id
+            }
+        };
+        let inode = Arc::new(Inode {
+            id,
+            name: name.to_string(),
+            dev,
+            tree: PageTree::new(),
+            tree_lock: Mutex::new(()),
+            nrpages: AtomicU64::new(0),
+            size: AtomicU64::new(size),
+            rwsem: Mutex::new(()),
+            wb_err: AtomicU32::new(0),
+            nr_dirty: AtomicU64::new(0),
+            dirtied_when: AtomicU64::new(0),
+            unlinked: AtomicBool::new(false),
+            handles: AtomicU64::new(0),
+        });
+        inodes.by_name.insert(name.to_string(), inode.clone());
+        let mut by_id = self.by_id.write();
+        if by_id.len() <= id as usize {
+            by_id.resize(id as usize + 1, None);
+        }
+        by_id[id as usize] = Some(inode.clone());
+        Ok(inode)
+    }
+
+    /// evict_inode: an unlinked inode's last handle is gone; drop its
+    /// pages and forget it.
+    pub fn evict_inode(&self, inode: &Inode) {
+        {
+            let _g = inode.rwsem.lock();
+            self.truncate_inode_pages_final(inode);
+        }
+        let mut inodes = self.inodes.lock();
+        if inodes.by_name.get(&inode.name).is_some_and(|i| i.id == inode.id) {
+            inodes.by_name.remove(&inode.name);
+        }
+        let mut by_id = self.by_id.write();
+        if by_id.get(inode.id as usize).is_some_and(|i| i.as_ref().is_some_and(|i| i.id == inode.id)) {
+            by_id[inode.id as usize] = None;
+            inodes.free_ids.push(inode.id);
+        }
+    }
+
+    /// find_get_entry: the page at `index` with a reference, or None.
+    #[inline]
+    pub fn find_get_page(&self, inode: &Inode, index: u64) -> Option<Pfn> {
+        loop {
+            let entry = inode.tree.load(index);
+            let pfn = entry_pfn(entry)?;
+            let page = self.page(pfn);
+            if !page.get_unless_zero() {
+                // Frozen by a remover that holds the tree lock: wait for it.
+                drop(inode.tree_lock.lock());
+                continue;
+            }
+            if inode.tree.load(index) != entry {
+                // Removed (and maybe reused) between the load and the get.
+                self.put_page(pfn);
+                continue;
+            }
+            return Some(pfn);
+        }
+    }
+
+    /// pagecache_get_page: the core of every lookup (seed 000).
+    pub fn pagecache_get_page(&self, inode: &Inode, index: u64, fgp: u32) -> Result<Option<Pfn>> {
+        loop {
+            if let Some(pfn) = self.find_get_page(inode, index) {
+                let page = self.page(pfn);
+                if fgp & FGP_LOCK != 0 {
+                    if fgp & FGP_NOWAIT != 0 {
+                        if !page.trylock(&self.vm) {
+                            self.put_page(pfn);
+                            return Ok(None);
+                        }
+                    } else {
+                        page.lock(&self.vm);
+                    }
+                    // Truncated while we slept on the lock?
+                    if page.mapping() != inode.id || page.index() != index {
+                        page.unlock(&self.vm);
+                        self.put_page(pfn);
+                        continue;
+                    }
+                }
+                if fgp & FGP_ACCESSED != 0 {
+                    self.mark_page_accessed(pfn);
+                }
+                return Ok(Some(pfn));
+            }
+            if fgp & FGP_CREAT == 0 {
+                return Ok(None);
+            }
+            let pfn = if fgp & FGP_NOWAIT != 0 {
+                match self.arena.alloc() {
+                    Some(p) => p,
+                    None => return Ok(None),
+                }
+            } else {
+                self.alloc_page()?
+            };
+            let v2 = self.tunables.accessed_init == AccessedInit::AccessedV2;
+            if fgp & FGP_ACCESSED != 0 && v2 {
+                self.init_page_accessed(pfn);
+            }
+            if !self.add_to_page_cache_lru(pfn, inode, index) {
+                // Someone else inserted it first.
+                self.put_page(pfn);
+                continue;
+            }
+            if fgp & FGP_ACCESSED != 0 && !v2 {
+                // 3.15 vanilla: the caller marks the now-visible page.
+                self.mark_page_accessed(pfn);
+            }
+            if fgp & FGP_LOCK == 0 {
+                self.page(pfn).unlock(&self.vm);
+            }
+            return Ok(Some(pfn));
+        }
+    }
+
+    /// find_lock_page.
+    pub fn find_lock_page(&self, inode: &Inode, index: u64) -> Result<Option<Pfn>> {
+        self.pagecache_get_page(inode, index, FGP_LOCK)
+    }
+
+    /// find_or_create_page.
+    pub fn find_or_create_page(&self, inode: &Inode, index: u64) -> Result<Option<Pfn>> {
+        self.pagecache_get_page(inode, index, FGP_LOCK | FGP_ACCESSED | FGP_CREAT)
+    }
+
+    /// grab_cache_page_nowait.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn grab_cache_page_nowait(&self, inode: &Inode, index: u64) -> Result<Option<Pfn>> {
+        self.pagecache_get_page(inode, index, FGP_LOCK | FGP_CREAT | FGP_NOWAIT)
+    }
+
+    /// grab_cache_page_write_begin. With accessed-v2 the page is marked
+    /// accessed here (FGP_ACCESSED); 3.15 vanilla marks it after the copy.
+    pub fn grab_cache_page_write_begin(&self, inode: &Inode, index: u64) -> Result<Pfn> {
+        let mut fgp = FGP_LOCK | FGP_WRITE | FGP_CREAT;
+        if self.tunables.accessed_init == AccessedInit::AccessedV2 {
+            fgp |= FGP_ACCESSED;
+        }
+        match self.pagecache_get_page(inode, index, fgp)? {
+            Some(pfn) => Ok(pfn),
+            None => Err(Error::NoMemory { frames: self.arena.nr_pages as usize }),
+        }
+    }
+
+    /// add_to_page_cache_lru: insert a new locked page, then queue it for
+    /// the LRU. False if the index is already taken. The caller's reference
+    /// stays the caller's; the cache takes its own.
+    pub fn add_to_page_cache_lru(&self, pfn: Pfn, inode: &Inode, index: u64) -> bool {
+        let page = self.page(pfn);
+        // Invisible until stored in the tree: plain stores suffice.
+        page.set_nonatomic(PG_LOCKED);
+        page.mapping.store(inode.id, Ordering::Relaxed);
+        page.index.store(index, Ordering::Relaxed);
+        page.get();
+        {
+            let _g = inode.tree_lock.lock();
+            let old = inode.tree.load(index);
+            if entry_pfn(old).is_some() {
+                drop(_g);
+                page.refcount.fetch_sub(1, Ordering::Relaxed);
+                page.mapping.store(NO_MAPPING, Ordering::Relaxed);
+                page.clear_nonatomic(PG_LOCKED);
+                return false;
+            }
+            // Release: the descriptor's fields are visible before the entry.
+            inode.tree.store(index, page_entry(pfn));
+            inode.nrpages.fetch_add(1, Ordering::Relaxed);
+        }
+        self.nr_file_pages.fetch_add(1, Ordering::Relaxed);
+        self.lru_cache_add(pfn);
+        true
+    }
+
+    /// __delete_from_page_cache with the tree lock held: the slot empties,
+    /// the page forgets its mapping. The caller drops the cache's reference
+    /// afterwards.
+    pub fn __delete_from_page_cache(&self, inode: &Inode, pfn: Pfn) {
+        let page = self.page(pfn);
+        let index = page.index();
+        debug_assert_eq!(inode.tree.load(index), page_entry(pfn));
+        if page.test(PG_DIRTY) {
+            self.account_page_cleaned(inode, pfn);
+            page.clear(PG_DIRTY, &self.vm);
+        }
+        inode.tree.clear_mark(index, MARK_DIRTY);
+        inode.tree.store(index, 0);
+        inode.nrpages.fetch_sub(1, Ordering::Relaxed);
+        self.nr_file_pages.fetch_sub(1, Ordering::Relaxed);
+        page.mapping.store(NO_MAPPING, Ordering::Release);
+    }
+
+    /// Read pages in: `pages` are locked, not uptodate, and consecutive from
+    /// `first` (the readpage/readpages of a filesystem). On return they are
+    /// uptodate, or carry PG_error; they stay locked.
+    pub fn read_pages_io(&self, inode: &Inode, first: u64, pages: &[Pfn]) -> Result<()> {
+        let shift = self.page_shift();
+        let ps = self.page_size();
+        let mut bufs: Vec<&mut [u8]> = pages
+            .iter()
+            // SAFETY: each page is locked and not uptodate, so no one else
+            // writes or reads its frame.
+            .map(|&p| unsafe { self.arena.frame_mut(p) })
+            .collect();
+        let res = inode.dev.read_pages(first << shift, &mut bufs);
+        match res {
+            Ok(n) => {
+                // Bytes past the device's end read as zeroes.
+                for (i, buf) in bufs.iter_mut().enumerate() {
+                    let start = i * ps;
+                    if n < start + ps {
+                        let from = n.saturating_sub(start);
+                        buf[from..].fill(0);
+                    }
+                }
+                for &p in pages {
+                    let page = self.page(p);
+                    page.clear(PG_ERROR, &self.vm);
+                    page.set(PG_UPTODATE, &self.vm);
+                }
+                self.vm.add(Item::pgpgin, (pages.len() * ps / 1024) as u64);
+                Ok(())
+            }
+            Err(e) => {
+                for &p in pages {
+                    self.page(p).set(PG_ERROR, &self.vm);
+                }
+                Err(Error::io(&inode.name, e))
+            }
+        }
+    }
+
+    /// Make sure a referenced page is uptodate: wait for I/O in flight, and
+    /// read it ourselves if that failed. Returns false if the page was
+    /// truncated meanwhile (the caller retries the lookup).
+    pub fn wait_page_uptodate(&self, inode: &Inode, pfn: Pfn) -> Result<bool> {
+        let page = self.page(pfn);
+        if page.test(PG_UPTODATE) {
+            return Ok(true);
+        }
+        page.lock(&self.vm);
+        if page.mapping() != inode.id {
+            page.unlock(&self.vm);
+            return Ok(false);
+        }
+        let res = if page.test(PG_UPTODATE) { Ok(()) } else { self.read_pages_io(inode, page.index(), &[pfn]) };
+        page.unlock(&self.vm);
+        res.map(|_| true)
+    }
+
+    /// Look a page up, reading it in (with readahead when `ra` is given) if
+    /// it is not cached. Returns it referenced and uptodate.
+    pub fn read_cache_page(&self, inode: &Inode, ra: Option<&FileRaState>, index: u64, req: u64) -> Result<Pfn> {
+        loop {
+            let pfn = match self.find_get_page(inode, index) {
+                Some(p) => {
+                    self.vm.inc(Item::pgcache_hit);
+                    p
+                }
+                None => {
+                    self.vm.inc(Item::pgcache_miss);
+                    if let Some(ra) = ra {
+                        self.page_cache_sync_readahead(inode, ra, index, req);
+                        if let Some(p) = self.find_get_page(inode, index) {
+                            p
+                        } else {
+                            self.read_one_page(inode, index)?
+                        }
+                    } else {
+                        self.read_one_page(inode, index)?
+                    }
+                }
+            };
+            if let Some(ra) = ra {
+                if self.page(pfn).test(PG_READAHEAD) {
+                    self.page_cache_async_readahead(inode, ra, pfn, index, req);
+                }
+            }
+            match self.wait_page_uptodate(inode, pfn) {
+                Ok(true) => return Ok(pfn),
+                Ok(false) => self.put_page(pfn),
+                Err(e) => {
+                    self.put_page(pfn);
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// no_cached_page: allocate, insert and read one page.
+    fn read_one_page(&self, inode: &Inode, index: u64) -> Result<Pfn> {
+        let pfn = self
+            .pagecache_get_page(inode, index, FGP_LOCK | FGP_CREAT)?
+            .ok_or(Error::NoMemory { frames: self.arena.nr_pages as usize })?;
+        let page = self.page(pfn);
+        let res = if page.test(PG_UPTODATE) { Ok(()) } else { self.read_pages_io(inode, index, &[pfn]) };
+        page.unlock(&self.vm);
+        match res {
+            Ok(()) => Ok(pfn),
+            Err(e) => {
+                self.put_page(pfn);
+                Err(e)
+            }
+        }
+    }
+
+    /// The buffered read path (filemap_read / do_generic_file_read).
+    pub fn filemap_read(&self, inode: &Inode, ra: &FileRaState, buf: &mut [u8], pos: u64) -> Result<usize> {
+        let shift = self.page_shift();
+        let ps = self.page_size() as u64;
+        let size = inode.size.load(Ordering::Acquire);
+        if pos >= size || buf.is_empty() {
+            return Ok(0);
+        }
+        let count = (buf.len() as u64).min(size - pos);
+        let last_index = (pos + count - 1) >> shift;
+        let mut prev_pos = ra.prev_pos.load(Ordering::Relaxed);
+        let mut cur = pos;
+        let end = pos + count;
+        let noreuse = ra.noreuse();
+        while cur < end {
+            let index = cur >> shift;
+            let offset = cur & (ps - 1);
+            let pfn = self.read_cache_page(inode, Some(ra), index, last_index - index + 1)?;
+            // i_size may have shrunk while we waited.
+            let size = inode.size.load(Ordering::Acquire);
+            if cur >= size {
+                self.put_page(pfn);
+                break;
+            }
+            let nr = (ps - offset).min(end - cur).min(size - cur);
+            if !noreuse && self.should_mark_accessed(ra, prev_pos, index, cur) {
+                self.mark_page_accessed(pfn);
+            }
+            let done = (cur - pos) as usize;
+            // SAFETY: we hold a reference, so the frame is not reused.
+            let frame = unsafe { self.arena.frame(pfn) };
+            buf[done..done + nr as usize].copy_from_slice(&frame[offset as usize..(offset + nr) as usize]);
+            self.put_page(pfn);
+            cur += nr;
+            prev_pos = cur;
+        }
+        ra.prev_pos.store(cur, Ordering::Relaxed);
+        Ok((cur - pos) as usize)
+    }
+
+    /// M7: does a read starting at byte `pos` in page `index` re-mark it?
+    /// `prev_pos` is where the previous read through this handle ended.
+    #[inline]
+    fn should_mark_accessed(&self, ra: &FileRaState, prev_pos: u64, index: u64, pos: u64) -> bool {
+        let shift = self.page_shift();
+        let offset = pos & ((1 << shift) - 1);
+        let prev_index = if prev_pos == 0 || prev_pos == u64::MAX { None } else { Some((prev_pos - 1) >> shift) };
+        let same_page = prev_index == Some(index);
+        match self.tunables.remark_rule {
+            RemarkRule::PageAligned => offset == 0,
+            RemarkRule::PrevIndex => !same_page,
+            RemarkRule::PrevIndexOrOffsetZero => !same_page || offset == 0,
+            RemarkRule::Unconditional => true,
+            RemarkRule::Every32nd => {
+                if same_page {
+                    let hits = ra.repeat_hits.load(Ordering::Relaxed).wrapping_add(1);
+                    ra.repeat_hits.store(hits, Ordering::Relaxed);
+                    hits % 32 == 0
+                } else {
+                    ra.repeat_hits.store(0, Ordering::Relaxed);
+                    true
+                }
+            }
+            RemarkRule::PrevPos => !(same_page && prev_pos == pos),
+        }
+    }
+
+    /// The buffered write path (generic_perform_write with
+    /// write_begin/write_end). The caller holds `inode.rwsem`.
+    pub fn generic_perform_write(&self, inode: &Inode, buf: &[u8], pos: u64) -> Result<usize> {
+        let shift = self.page_shift();
+        let ps = self.page_size() as u64;
+        let mut written = 0usize;
+        while written < buf.len() {
+            let cur = pos + written as u64;
+            let index = cur >> shift;
+            let offset = cur & (ps - 1);
+            let bytes = (ps - offset).min((buf.len() - written) as u64) as usize;
+            let res = self.write_one_page(inode, index, offset as usize, &buf[written..written + bytes]);
+            match res {
+                Ok(()) => {}
+                Err(e) if written == 0 => return Err(e),
+                Err(_) => break,
+            }
+            written += bytes;
+            let end = pos + written as u64;
+            inode.size.fetch_max(end, Ordering::AcqRel);
+            self.balance_dirty_pages_ratelimited(inode);
+        }
+        Ok(written)
+    }
+
+    /// write_begin, copy, write_end for one page.
+    fn write_one_page(&self, inode: &Inode, index: u64, offset: usize, data: &[u8]) -> Result<()> {
+        let ps = self.page_size();
+        let pfn = self.grab_cache_page_write_begin(inode, index)?;
+        let page = self.page(pfn);
+        // Stable pages: never change bytes that are being written out.
+        page.wait_on_writeback();
+        if !page.test(PG_UPTODATE) && data.len() != ps {
+            let size = inode.size.load(Ordering::Acquire);
+            if index << self.page_shift() < size {
+                if let Err(e) = self.read_pages_io(inode, index, &[pfn]) {
+                    page.unlock(&self.vm);
+                    self.put_page(pfn);
+                    return Err(e);
+                }
+            } else {
+                // SAFETY: page locked and not uptodate: nobody reads it.
+                let frame = unsafe { self.arena.frame_mut(pfn) };
+                frame.fill(0);
+                page.set(PG_UPTODATE, &self.vm);
+            }
+        }
+        // SAFETY: the page is locked; readers of an uptodate page may see a
+        // torn copy, as with Linux read(2) racing write(2).
+        let frame = unsafe { self.arena.frame_mut(pfn) };
+        frame[offset..offset + data.len()].copy_from_slice(data);
+        if !page.test(PG_UPTODATE) {
+            page.set(PG_UPTODATE, &self.vm);
+        }
+        self.set_page_dirty(inode, pfn);
+        page.unlock(&self.vm);
+        if self.tunables.accessed_init == AccessedInit::Vanilla315 {
+            self.mark_page_accessed(pfn);
+        }
+        self.put_page(pfn);
+        Ok(())
+    }
+}

@@ -1,0 +1,614 @@
+//! pcache: the Linux page cache and its reclaim machinery, in userspace.
+//!
+//! A [`PageCache`] owns a fixed arena of page frames. Files opened through
+//! it ([`File`]) are cached page by page; reads and writes go through the
+//! cache as `read(2)`/`write(2)` go through Linux's, with the same aging
+//! (two LRU lists, `mark_page_accessed`), per-CPU batching, readahead,
+//! background reclaim (kswapd) and writeback. See ARCHITECTURE.md.
+//!
+//! ```no_run
+//! use pcache::{Config, PageCache, OpenOptions};
+//! let cache = PageCache::new(Config::with_memory(64 << 20))?;
+//! let f = cache.open("/tmp/data", OpenOptions::default())?;
+//! f.write_at(b"hello", 0)?;
+//! let mut buf = [0u8; 5];
+//! f.read_at(&mut buf, 0)?;
+//! f.fsync()?;
+//! # Ok::<(), pcache::Error>(())
+//! ```
+
+mod arena;
+pub mod backing;
+mod error;
+mod filemap;
+mod lruvec;
+mod mm;
+mod page;
+mod page_writeback;
+mod pagetree;
+pub mod percpu;
+mod readahead;
+mod swap;
+mod truncate;
+mod tunables;
+mod vmscan;
+pub mod vmstat;
+
+pub use backing::BackingDev;
+pub use error::{Error, Result};
+pub use tunables::{
+    AccessedInit, Advice, Config, LruBatching, PagevecDrain, ReclaimWriteback, RemarkRule, Tunables, MAX_PAGE_SIZE,
+    MIN_PAGE_SIZE,
+};
+pub use vmstat::{Item, VmStat};
+
+use std::ops::Deref;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use parking_lot::Mutex;
+
+use crate::backing::{FileDev, MemoryDev};
+use crate::filemap::Inode;
+use crate::mm::Cache;
+use crate::page::*;
+use crate::readahead::{FileRaState, FMODE_NOREUSE, FMODE_RANDOM};
+
+pub use crate::swap::PAGEVEC_SIZE;
+pub use crate::vmscan::DEF_PRIORITY;
+
+/// Which LRU list a page is on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum LruList {
+    InactiveAnon,
+    ActiveAnon,
+    InactiveFile,
+    ActiveFile,
+    Unevictable,
+}
+
+/// A page's state as tests and tools see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct PageState {
+    /// The list the page is on, or `None` when it is off the LRU (in a
+    /// per-CPU add batch, or isolated by reclaim).
+    pub lru: Option<LruList>,
+    pub referenced: bool,
+    pub active: bool,
+    pub uptodate: bool,
+    pub dirty: bool,
+    pub writeback: bool,
+    pub locked: bool,
+    pub reclaim: bool,
+    pub readahead: bool,
+    pub error: bool,
+    /// References held: the page cache's own, pins, batch entries.
+    pub refcount: u32,
+}
+
+/// The free-frame watermarks, in pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Watermarks {
+    pub min: u64,
+    pub low: u64,
+    pub high: u64,
+}
+
+/// How [`PageCache::open`] opens a host file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// Create the file if it does not exist.
+    pub create: bool,
+    /// Truncate the file to zero length.
+    pub truncate: bool,
+    /// Try O_DIRECT (falls back to buffered I/O plus POSIX_FADV_DONTNEED,
+    /// saying so once, where the filesystem refuses it).
+    pub direct: bool,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions { create: true, truncate: false, direct: true }
+    }
+}
+
+/// Owns the background threads; the last handle to drop stops them.
+struct Owner {
+    cache: Arc<Cache>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        // Best effort: dirty data reaches the devices before the cache goes.
+        let _ = self.cache.sync_all();
+        self.cache.shutdown.store(true, Ordering::Release);
+        self.cache.kswapd_wait.wake();
+        self.cache.flusher_wait.wake();
+        for t in self.threads.lock().drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A page cache: an arena of frames, the LRU, kswapd and the flusher.
+/// Cheap to clone; every clone is the same cache.
+#[derive(Clone)]
+pub struct PageCache {
+    owner: Arc<Owner>,
+}
+
+impl PageCache {
+    /// Build a cache: allocate the arena, start kswapd (if enabled) and the
+    /// flusher.
+    pub fn new(config: Config) -> Result<PageCache> {
+        let cache = Arc::new(Cache::new(config)?);
+        let mut threads = Vec::new();
+        if cache.tunables.kswapd {
+            let c = cache.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name("kswapd0".into())
+                    .spawn(move || vmscan::kswapd_thread(c))
+                    .map_err(|e| Error::io("kswapd", e))?,
+            );
+        }
+        let c = cache.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name("flush".into())
+                .spawn(move || page_writeback::flusher_thread(c))
+                .map_err(|e| Error::io("flusher", e))?,
+        );
+        Ok(PageCache { owner: Arc::new(Owner { cache, threads: Mutex::new(threads) }) })
+    }
+
+    fn cache(&self) -> &Arc<Cache> {
+        &self.owner.cache
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cache().config
+    }
+
+    pub fn page_size(&self) -> usize {
+        self.cache().page_size()
+    }
+
+    pub fn watermarks(&self) -> Watermarks {
+        self.cache().arena.watermarks
+    }
+
+    pub fn nr_free_pages(&self) -> u64 {
+        self.cache().arena.nr_free()
+    }
+
+    /// Open (and by default create) a host file. Opening the same path
+    /// twice shares its cached pages.
+    pub fn open(&self, path: impl AsRef<Path>, opts: OpenOptions) -> Result<File> {
+        let path = path.as_ref();
+        let name = path.to_string_lossy().into_owned();
+        let ps = self.page_size();
+        let inode = self.cache().iget(&name, || {
+            let dev = FileDev::open(path, opts.create, opts.truncate, opts.direct, ps)
+                .map_err(|e| Error::io(&name, e))?;
+            Ok(Arc::new(dev) as Arc<dyn BackingDev>)
+        })?;
+        if opts.truncate && inode.size.load(Ordering::Acquire) != 0 {
+            let _g = inode.rwsem.lock();
+            self.cache().truncate_inode(&inode, 0)?;
+        }
+        Ok(self.new_file(inode))
+    }
+
+    /// Open (creating if new) a memory-only file: the tmpfs case.
+    pub fn open_memory(&self, name: &str) -> Result<File> {
+        let ps = self.page_size();
+        let inode = self.cache().iget(&format!("memory:{name}"), || {
+            Ok(Arc::new(MemoryDev::new(name, ps)) as Arc<dyn BackingDev>)
+        })?;
+        Ok(self.new_file(inode))
+    }
+
+    /// Open a file on any device (a fault injector in tests, say), keyed by
+    /// the device's name.
+    pub fn open_dev(&self, dev: Arc<dyn BackingDev>) -> Result<File> {
+        let name = dev.name().to_string();
+        let inode = self.cache().iget(&name, move || Ok(dev))?;
+        Ok(self.new_file(inode))
+    }
+
+    fn new_file(&self, inode: Arc<Inode>) -> File {
+        inode.handles.fetch_add(1, Ordering::AcqRel);
+        File {
+            cache: self.cache().clone(),
+            owner: self.owner.clone(),
+            wb_err_since: AtomicU32::new(page_writeback::errseq_sample(&inode.wb_err)),
+            inode,
+            ra: FileRaState::new(self.cache().tunables.ra_pages),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    fn unlink_name(&self, name: &str) -> Result<()> {
+        let cache = self.cache();
+        let inode = cache.inodes.lock().by_name.remove(name);
+        let Some(inode) = inode else {
+            return Err(Error::InvalidArgument(format!("{name}: not open in this cache")));
+        };
+        inode.unlinked.store(true, Ordering::Release);
+        let res = inode.dev.remove().map_err(|e| Error::io(name, e));
+        if inode.handles.load(Ordering::Acquire) == 0 {
+            cache.evict_inode(&inode);
+        }
+        res
+    }
+
+    /// Unlink a host file: its pages are dropped (once no handle is open)
+    /// and the file removed. A file never opened here is just removed.
+    pub fn unlink(&self, path: impl AsRef<Path>) -> Result<()> {
+        let name = path.as_ref().to_string_lossy().into_owned();
+        if self.cache().inodes.lock().by_name.contains_key(&name) {
+            return self.unlink_name(&name);
+        }
+        std::fs::remove_file(path.as_ref()).map_err(|e| Error::io(&name, e))
+    }
+
+    /// Unlink a memory-only file.
+    pub fn unlink_memory(&self, name: &str) -> Result<()> {
+        self.unlink_name(&format!("memory:{name}"))
+    }
+
+    /// A snapshot of every counter.
+    pub fn vmstat(&self) -> VmStat {
+        self.cache().vmstat()
+    }
+
+    /// lru_add_drain: apply the calling CPU's LRU batches.
+    pub fn lru_add_drain(&self) {
+        self.cache().lru_add_drain();
+    }
+
+    /// lru_add_drain_all: apply every CPU's LRU batches.
+    pub fn lru_add_drain_all(&self) {
+        self.cache().lru_add_drain_all();
+    }
+
+    /// Reclaim up to `nr` pages now, as a direct reclaimer would (without
+    /// counting an allocstall). Returns pages freed.
+    pub fn reclaim(&self, nr: u64) -> u64 {
+        self.cache().reclaim_pages(nr, false)
+    }
+
+    /// Write back every dirty page and wait (sync(2)).
+    pub fn sync_all(&self) -> Result<()> {
+        self.cache().sync_all()
+    }
+
+    /// Drop every clean, unpinned page (echo 1 > /proc/sys/vm/drop_caches).
+    pub fn drop_caches(&self) {
+        let cache = self.cache();
+        cache.lru_add_drain_all();
+        let inodes: Vec<_> = cache.by_id.read().iter().flatten().cloned().collect();
+        for inode in inodes {
+            cache.invalidate_mapping_pages(&inode, 0, u64::MAX);
+        }
+    }
+
+    /// The pages of each LRU list from head (newest) to tail, for tests
+    /// and tools: (file name, page index) per page.
+    pub fn lru_snapshot(&self, list: LruList) -> Vec<(String, u64)> {
+        let cache = self.cache();
+        let pfns = cache.lruvec.lock(&cache.arena, &cache.vm).collect(list);
+        pfns.into_iter()
+            .map(|pfn| {
+                let page = cache.page(pfn);
+                let name = cache.inode_by_id(page.mapping()).map(|i| i.name.clone()).unwrap_or_default();
+                (name, page.index())
+            })
+            .collect()
+    }
+}
+
+/// An open file: a handle with its own readahead state and error cursor.
+pub struct File {
+    cache: Arc<Cache>,
+    #[allow(dead_code)]
+    owner: Arc<Owner>,
+    inode: Arc<Inode>,
+    ra: FileRaState,
+    wb_err_since: AtomicU32,
+    closed: AtomicBool,
+}
+
+impl File {
+    #[inline]
+    fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Relaxed) {
+            Err(Error::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn check_range(&self, offset: u64, len: u64) -> Result<u64> {
+        let max = Inode::max_bytes(self.cache.page_shift());
+        match offset.checked_add(len) {
+            Some(end) if end <= max => Ok(end),
+            _ => Err(Error::Overflow { offset, len, max }),
+        }
+    }
+
+    /// The file's name (its path, or `memory:NAME`).
+    pub fn name(&self) -> &str {
+        &self.inode.name
+    }
+
+    /// Read up to `buf.len()` bytes at `offset`; fewer at end of file.
+    #[inline]
+    pub fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+        self.check_open()?;
+        self.check_range(offset, buf.len() as u64)?;
+        self.cache.filemap_read(&self.inode, &self.ra, buf, offset)
+    }
+
+    /// Write `buf` at `offset`, extending the file as needed. Returns bytes
+    /// written (all of them unless an error stopped it part way).
+    pub fn write_at(&self, buf: &[u8], offset: u64) -> Result<usize> {
+        self.check_open()?;
+        self.check_range(offset, buf.len() as u64)?;
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let _g = self.inode.rwsem.lock();
+        self.cache.generic_perform_write(&self.inode, buf, offset)
+    }
+
+    fn sync(&self, data_only: bool) -> Result<()> {
+        self.check_open()?;
+        let res = self.cache.write_and_wait_range(&self.inode, 0, u64::MAX);
+        let dev = self.inode.dev.sync(data_only).map_err(|e| Error::io(&self.inode.name, e));
+        // Report a writeback error once per handle (errseq).
+        let errno = page_writeback::errseq_check_and_advance(&self.inode.wb_err, &self.wb_err_since);
+        if errno != 0 {
+            return Err(Error::io(&self.inode.name, std::io::Error::from_raw_os_error(errno)));
+        }
+        match (res, dev) {
+            (Err(e), _) | (Ok(()), Err(e)) => {
+                // Already reported through errseq above when it was a
+                // writeback error; a device sync error is reported here.
+                if matches!(e, Error::Io { .. } | Error::NoSpace { .. }) && errno == 0 {
+                    // The writeback error was consumed by another handle's
+                    // fsync between our write and our check: not ours to
+                    // report again.
+                    return Ok(());
+                }
+                Err(e)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Write back the file's dirty pages, wait, and flush the device.
+    pub fn fsync(&self) -> Result<()> {
+        self.sync(false)
+    }
+
+    /// As fsync, flushing only data on the device.
+    pub fn fdatasync(&self) -> Result<()> {
+        self.sync(true)
+    }
+
+    /// The file's size in bytes.
+    pub fn len(&self) -> Result<u64> {
+        self.check_open()?;
+        Ok(self.inode.size.load(Ordering::Acquire))
+    }
+
+    pub fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    /// Truncate or extend the file to `len` bytes.
+    pub fn set_len(&self, len: u64) -> Result<()> {
+        self.check_open()?;
+        self.check_range(len, 0)?;
+        let _g = self.inode.rwsem.lock();
+        self.cache.truncate_inode(&self.inode, len)
+    }
+
+    /// Deallocate `[offset, offset + len)`: it reads back as zeroes.
+    pub fn punch_hole(&self, offset: u64, len: u64) -> Result<()> {
+        self.check_open()?;
+        self.check_range(offset, len)?;
+        let _g = self.inode.rwsem.lock();
+        self.cache.punch_hole(&self.inode, offset, len)
+    }
+
+    /// posix_fadvise(2). `len` 0 means to the end of the file.
+    pub fn fadvise(&self, offset: u64, len: u64, advice: Advice) -> Result<()> {
+        self.check_open()?;
+        let end = if len == 0 { u64::MAX } else { self.check_range(offset, len)? };
+        let shift = self.cache.page_shift();
+        let ra = &self.ra;
+        let default_ra = self.cache.tunables.ra_pages;
+        match advice {
+            Advice::Normal => {
+                ra.ra_pages.store(default_ra, Ordering::Relaxed);
+                ra.mode.fetch_and(!(FMODE_RANDOM | FMODE_NOREUSE), Ordering::Relaxed);
+            }
+            Advice::Sequential => {
+                ra.ra_pages.store(default_ra.saturating_mul(2), Ordering::Relaxed);
+                ra.mode.fetch_and(!FMODE_RANDOM, Ordering::Relaxed);
+            }
+            Advice::Random => {
+                ra.mode.fetch_or(FMODE_RANDOM, Ordering::Relaxed);
+            }
+            Advice::NoReuse => {
+                ra.mode.fetch_or(FMODE_NOREUSE, Ordering::Relaxed);
+            }
+            Advice::WillNeed => {
+                let size = self.inode.size.load(Ordering::Acquire);
+                let end = end.min(size);
+                if offset < end {
+                    let first = offset >> shift;
+                    let last = (end - 1) >> shift;
+                    self.cache.force_page_cache_readahead(&self.inode, first, last - first + 1);
+                }
+            }
+            Advice::DontNeed => {
+                // Start writeback of dirty pages, then drop the clean ones
+                // wholly inside the range.
+                let first = offset >> shift;
+                let last = if end == u64::MAX { u64::MAX } else { end >> shift };
+                let _ = self.cache.write_cache_pages(&self.inode, first, last, u64::MAX, false);
+                let start = offset.div_ceil(1 << shift);
+                let dropped = self.cache.invalidate_mapping_pages(&self.inode, start, last);
+                let _ = dropped;
+            }
+        }
+        Ok(())
+    }
+
+    /// Look the page at `index` up, reading it in if needed, pin it and
+    /// mark it accessed. The page must lie below the end of the file.
+    pub fn get_page(&self, index: u64) -> Result<PageRef<'_>> {
+        self.check_open()?;
+        let shift = self.cache.page_shift();
+        let size = self.inode.size.load(Ordering::Acquire);
+        if index >= size.div_ceil(1 << shift) {
+            return Err(Error::PastEof { offset: index.saturating_mul(1 << shift), size });
+        }
+        let pfn = self.cache.read_cache_page(&self.inode, None, index, 1)?;
+        self.cache.mark_page_accessed(pfn);
+        Ok(PageRef { file: self, pfn, index })
+    }
+
+    /// The hit path: look up, pin and mark accessed a cached, uptodate page;
+    /// None if it is not cached.
+    #[inline]
+    pub fn find_page(&self, index: u64) -> Result<Option<PageRef<'_>>> {
+        self.check_open()?;
+        let Some(pfn) = self.cache.find_get_page(&self.inode, index) else { return Ok(None) };
+        if !self.cache.page(pfn).test(PG_UPTODATE) {
+            self.cache.put_page(pfn);
+            return Ok(None);
+        }
+        self.cache.mark_page_accessed(pfn);
+        Ok(Some(PageRef { file: self, pfn, index }))
+    }
+
+    /// find_or_create_page through the FGP core, for tools: returns whether
+    /// the page was already cached.
+    pub fn touch_page(&self, index: u64) -> Result<bool> {
+        self.check_open()?;
+        let cached = self.cache.find_get_page(&self.inode, index);
+        if let Some(pfn) = cached {
+            self.cache.mark_page_accessed(pfn);
+            self.cache.put_page(pfn);
+            return Ok(true);
+        }
+        if let Some(pfn) = self.cache.find_or_create_page(&self.inode, index)? {
+            self.cache.page(pfn).unlock(&self.cache.vm);
+            self.cache.put_page(pfn);
+        }
+        Ok(false)
+    }
+
+    /// The state of the cached page at `index`, if any.
+    pub fn page_state(&self, index: u64) -> Option<PageState> {
+        let pfn = self.cache.find_get_page(&self.inode, index)?;
+        let page = self.cache.page(pfn);
+        let f = page.flags();
+        let st = PageState {
+            lru: (f & PG_LRU != 0).then(|| LruList::of_flags(f)),
+            referenced: f & PG_REFERENCED != 0,
+            active: f & PG_ACTIVE != 0,
+            uptodate: f & PG_UPTODATE != 0,
+            dirty: f & PG_DIRTY != 0,
+            writeback: f & PG_WRITEBACK != 0,
+            locked: f & PG_LOCKED != 0,
+            reclaim: f & PG_RECLAIM != 0,
+            readahead: f & PG_READAHEAD != 0,
+            error: f & PG_ERROR != 0,
+            // Less the reference this call took.
+            refcount: page.refcount() - 1,
+        };
+        self.cache.put_page(pfn);
+        Some(st)
+    }
+
+    /// Pages of this file in the cache.
+    pub fn cached_pages(&self) -> u64 {
+        self.inode.nrpages.load(Ordering::Relaxed)
+    }
+
+    /// Another handle on the same file, with its own readahead state.
+    pub fn reopen(&self) -> Result<File> {
+        self.check_open()?;
+        if self.inode.unlinked.load(Ordering::Acquire) {
+            return Err(Error::InvalidArgument(format!("{}: unlinked", self.inode.name)));
+        }
+        let pc = PageCache { owner: self.owner.clone() };
+        Ok(pc.new_file(self.inode.clone()))
+    }
+
+    /// Close the handle: later calls fail with [`Error::Closed`]. Dirty
+    /// pages stay cached and are written back as usual.
+    pub fn close(&self) -> Result<()> {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Err(Error::Closed);
+        }
+        self.release();
+        Ok(())
+    }
+
+    fn release(&self) {
+        if self.inode.handles.fetch_sub(1, Ordering::AcqRel) == 1 && self.inode.unlinked.load(Ordering::Acquire) {
+            self.cache.evict_inode(&self.inode);
+        }
+    }
+}
+
+impl Drop for File {
+    fn drop(&mut self) {
+        if !self.closed.swap(true, Ordering::AcqRel) {
+            self.release();
+        }
+    }
+}
+
+/// A pinned page: its bytes stay this page's until the ref is dropped.
+pub struct PageRef<'a> {
+    file: &'a File,
+    pfn: Pfn,
+    index: u64,
+}
+
+impl PageRef<'_> {
+    /// The page's index in its file.
+    pub fn index(&self) -> u64 {
+        self.index
+    }
+}
+
+impl Deref for PageRef<'_> {
+    type Target = [u8];
+
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        // SAFETY: we hold a reference, so the frame is not reused; the page
+        // is uptodate. Concurrent write_at to this page may tear what is
+        // seen, as with a shared mapping.
+        unsafe { self.file.cache.arena.frame(self.pfn) }
+    }
+}
+
+impl Drop for PageRef<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.file.cache.put_page(self.pfn);
+    }
+}

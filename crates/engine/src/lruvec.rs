@@ -1,0 +1,193 @@
+//! The LRU lists of the (single) node and their lock (mm_inline.h,
+//! struct lruvec).
+//!
+//! Lists are intrusive and doubly linked through `Page::lru_prev/lru_next`,
+//! which only the holder of `lru_lock` touches. New and rotated-back pages
+//! go to the head; reclaim takes from the tail (`list_add` and
+//! `list_add_tail` as in the kernel). List lengths are mirrored in atomics
+//! so that heuristics and vmstat read them without the lock.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::{Mutex, MutexGuard};
+
+use crate::arena::Arena;
+use crate::page::{Pfn, NO_PFN, PG_ACTIVE, PG_SWAPBACKED, PG_UNEVICTABLE};
+use crate::vmstat::{Item, VmCounters};
+use crate::LruList;
+
+pub const NR_LRU_LISTS: usize = 5;
+
+impl LruList {
+    pub const ALL: [LruList; NR_LRU_LISTS] =
+        [LruList::InactiveAnon, LruList::ActiveAnon, LruList::InactiveFile, LruList::ActiveFile, LruList::Unevictable];
+
+    #[inline]
+    pub fn idx(self) -> usize {
+        self as usize
+    }
+
+    pub fn is_active(self) -> bool {
+        matches!(self, LruList::ActiveAnon | LruList::ActiveFile)
+    }
+
+    /// The list a page belongs on, from its flags (page_lru()).
+    #[inline]
+    pub fn of_flags(flags: u32) -> LruList {
+        if flags & PG_UNEVICTABLE != 0 {
+            return LruList::Unevictable;
+        }
+        match (flags & PG_SWAPBACKED != 0, flags & PG_ACTIVE != 0) {
+            (false, false) => LruList::InactiveFile,
+            (false, true) => LruList::ActiveFile,
+            (true, false) => LruList::InactiveAnon,
+            (true, true) => LruList::ActiveAnon,
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct ListHead {
+    head: Pfn,
+    tail: Pfn,
+}
+
+/// The lists themselves; only reachable through the lock.
+pub struct Lists {
+    heads: [ListHead; NR_LRU_LISTS],
+    lens: [u64; NR_LRU_LISTS],
+}
+
+pub struct Lruvec {
+    lock: Mutex<Lists>,
+    lens: [AtomicU64; NR_LRU_LISTS],
+}
+
+/// lru_lock held.
+pub struct LruGuard<'a> {
+    lists: MutexGuard<'a, Lists>,
+    lruvec: &'a Lruvec,
+    arena: &'a Arena,
+}
+
+impl Lruvec {
+    pub fn new() -> Lruvec {
+        Lruvec {
+            lock: Mutex::new(Lists {
+                heads: [ListHead { head: NO_PFN, tail: NO_PFN }; NR_LRU_LISTS],
+                lens: [0; NR_LRU_LISTS],
+            }),
+            lens: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+
+    /// spin_lock_irq(&lruvec->lru_lock), counted.
+    pub fn lock<'a>(&'a self, arena: &'a Arena, vm: &VmCounters) -> LruGuard<'a> {
+        vm.inc(Item::lru_lock_acquire);
+        LruGuard { lists: self.lock.lock(), lruvec: self, arena }
+    }
+
+    /// Lock-free read of a list's length.
+    #[inline]
+    pub fn len(&self, lru: LruList) -> u64 {
+        self.lens[lru.idx()].load(Ordering::Relaxed)
+    }
+}
+
+impl Default for Lruvec {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LruGuard<'_> {
+    fn set_len(&mut self, lru: LruList, len: u64) {
+        self.lists.lens[lru.idx()] = len;
+        self.lruvec.lens[lru.idx()].store(len, Ordering::Relaxed);
+    }
+
+    pub fn len(&self, lru: LruList) -> u64 {
+        self.lists.lens[lru.idx()]
+    }
+
+    /// add_page_to_lru_list: at the head (most recent end).
+    pub fn add(&mut self, pfn: Pfn, lru: LruList) {
+        let h = self.lists.heads[lru.idx()];
+        let page = self.arena.page(pfn);
+        page.lru_prev.store(NO_PFN, Ordering::Relaxed);
+        page.lru_next.store(h.head, Ordering::Relaxed);
+        if h.head != NO_PFN {
+            self.arena.page(h.head).lru_prev.store(pfn, Ordering::Relaxed);
+        }
+        let head = &mut self.lists.heads[lru.idx()];
+        head.head = pfn;
+        if head.tail == NO_PFN {
+            head.tail = pfn;
+        }
+        let n = self.len(lru) + 1;
+        self.set_len(lru, n);
+    }
+
+    /// add_page_to_lru_list_tail: at the tail, next in line for reclaim.
+    pub fn add_tail(&mut self, pfn: Pfn, lru: LruList) {
+        let h = self.lists.heads[lru.idx()];
+        let page = self.arena.page(pfn);
+        page.lru_next.store(NO_PFN, Ordering::Relaxed);
+        page.lru_prev.store(h.tail, Ordering::Relaxed);
+        if h.tail != NO_PFN {
+            self.arena.page(h.tail).lru_next.store(pfn, Ordering::Relaxed);
+        }
+        let head = &mut self.lists.heads[lru.idx()];
+        head.tail = pfn;
+        if head.head == NO_PFN {
+            head.head = pfn;
+        }
+        let n = self.len(lru) + 1;
+        self.set_len(lru, n);
+    }
+
+    /// del_page_from_lru_list.
+    pub fn del(&mut self, pfn: Pfn, lru: LruList) {
+        let page = self.arena.page(pfn);
+        let prev = page.lru_prev.load(Ordering::Relaxed);
+        let next = page.lru_next.load(Ordering::Relaxed);
+        if prev != NO_PFN {
+            self.arena.page(prev).lru_next.store(next, Ordering::Relaxed);
+        } else {
+            debug_assert_eq!(self.lists.heads[lru.idx()].head, pfn, "page not on list {lru:?}");
+            self.lists.heads[lru.idx()].head = next;
+        }
+        if next != NO_PFN {
+            self.arena.page(next).lru_prev.store(prev, Ordering::Relaxed);
+        } else {
+            self.lists.heads[lru.idx()].tail = prev;
+        }
+        page.lru_prev.store(NO_PFN, Ordering::Relaxed);
+        page.lru_next.store(NO_PFN, Ordering::Relaxed);
+        let n = self.len(lru) - 1;
+        self.set_len(lru, n);
+    }
+
+    /// The page at the tail (oldest), if any.
+    pub fn tail(&self, lru: LruList) -> Option<Pfn> {
+        let t = self.lists.heads[lru.idx()].tail;
+        (t != NO_PFN).then_some(t)
+    }
+
+    /// The page before `pfn` (towards the head).
+    pub fn prev(&self, pfn: Pfn) -> Option<Pfn> {
+        let p = self.arena.page(pfn).lru_prev.load(Ordering::Relaxed);
+        (p != NO_PFN).then_some(p)
+    }
+
+    /// Walk a list from the head, for tests and tools.
+    pub fn collect(&self, lru: LruList) -> Vec<Pfn> {
+        let mut v = Vec::with_capacity(self.len(lru) as usize);
+        let mut p = self.lists.heads[lru.idx()].head;
+        while p != NO_PFN {
+            v.push(p);
+            p = self.arena.page(p).lru_next.load(Ordering::Relaxed);
+        }
+        v
+    }
+}

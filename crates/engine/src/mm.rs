@@ -1,0 +1,214 @@
+//! The cache's shared state and the page allocator's slow path
+//! (mm/page_alloc.c's `__alloc_pages_slowpath`, reduced).
+//!
+//! Allocation takes a frame from the free list while the free count stays
+//! above the min watermark (above low when kswapd is off). Below low it
+//! wakes kswapd; below min the allocating thread reclaims directly
+//! (`allocstall`). A thread that can free nothing waits briefly for
+//! writeback or kswapd and retries; the number of fruitless retries is
+//! bounded, after which it fails with ENOMEM rather than hang.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::arena::Arena;
+use crate::error::{Error, Result};
+use crate::filemap::Inode;
+use crate::lruvec::Lruvec;
+use crate::page::{Page, Pfn};
+use crate::swap::PerCpu;
+use crate::tunables::{Config, Tunables};
+use crate::vmstat::{Item, VmCounters, VmStat, NR_ITEMS};
+use crate::LruList;
+
+/// A sleeping thread's doorbell (kswapd_wait, the flusher's wait queue).
+#[derive(Default)]
+pub struct Wakeup {
+    pending: Mutex<bool>,
+    cv: Condvar,
+    waiters: AtomicUsize,
+}
+
+impl Wakeup {
+    pub fn wake(&self) {
+        let mut p = self.pending.lock();
+        *p = true;
+        self.cv.notify_all();
+    }
+
+    /// Wake only if someone sleeps here: cheap enough for per-page paths.
+    #[inline]
+    pub fn wake_if_waiting(&self) {
+        if self.waiters.load(Ordering::Acquire) > 0 {
+            self.wake();
+        }
+    }
+
+    /// Sleep until woken or `timeout`; returns whether woken.
+    pub fn wait(&self, timeout: Duration) -> bool {
+        let mut p = self.pending.lock();
+        if !*p {
+            self.waiters.fetch_add(1, Ordering::AcqRel);
+            self.cv.wait_for(&mut p, timeout);
+            self.waiters.fetch_sub(1, Ordering::AcqRel);
+        }
+        std::mem::replace(&mut *p, false)
+    }
+}
+
+/// Open inodes by name and by id (the icache).
+#[derive(Default)]
+pub struct Inodes {
+    pub by_name: HashMap<String, Arc<Inode>>,
+    pub free_ids: Vec<u32>,
+    pub next_id: u32,
+}
+
+pub struct Cache {
+    pub config: Config,
+    pub tunables: Tunables,
+    pub arena: Arena,
+    pub lruvec: Lruvec,
+    pub percpu: Box<[PerCpu]>,
+    pub vm: VmCounters,
+    pub inodes: Mutex<Inodes>,
+    /// Inodes by id, for reclaim and writeback to go from a page to its file.
+    pub by_id: RwLock<Vec<Option<Arc<Inode>>>>,
+    pub nr_file_pages: AtomicU64,
+    pub nr_dirty: AtomicI64,
+    pub nr_writeback: AtomicI64,
+    pub kswapd_wait: Wakeup,
+    pub flusher_wait: Wakeup,
+    /// Signalled when frames are freed or writeback ends, for allocators
+    /// and throttled writers waiting for progress.
+    pub progress: Wakeup,
+    pub shutdown: AtomicBool,
+    pub start: Instant,
+}
+
+/// How many fruitless direct-reclaim rounds an allocation makes before it
+/// fails with ENOMEM.
+const ALLOC_NO_PROGRESS_MAX: u32 = 16;
+/// The longest an allocation waits for writeback in all.
+const ALLOC_WAIT_MAX: Duration = Duration::from_secs(60);
+
+impl Cache {
+    pub fn new(config: Config) -> Result<Cache> {
+        config.validate()?;
+        let nr_cpus = if config.nr_cpus == 0 {
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+        } else {
+            config.nr_cpus
+        };
+        let arena = Arena::new(config.nr_pages(), config.page_size)?;
+        Ok(Cache {
+            config,
+            tunables: config.tunables,
+            arena,
+            lruvec: Lruvec::new(),
+            percpu: (0..nr_cpus).map(|_| PerCpu::default()).collect(),
+            vm: VmCounters::new(),
+            inodes: Mutex::new(Inodes::default()),
+            by_id: RwLock::new(Vec::new()),
+            nr_file_pages: AtomicU64::new(0),
+            nr_dirty: AtomicI64::new(0),
+            nr_writeback: AtomicI64::new(0),
+            kswapd_wait: Wakeup::default(),
+            flusher_wait: Wakeup::default(),
+            progress: Wakeup::default(),
+            shutdown: AtomicBool::new(false),
+            start: Instant::now(),
+        })
+    }
+
+    #[inline]
+    pub fn page(&self, pfn: Pfn) -> &Page {
+        self.arena.page(pfn)
+    }
+
+    #[inline]
+    pub fn page_shift(&self) -> u32 {
+        self.arena.page_shift
+    }
+
+    #[inline]
+    pub fn page_size(&self) -> usize {
+        self.arena.page_size
+    }
+
+    pub fn now_ms(&self) -> u64 {
+        self.start.elapsed().as_millis() as u64 + 1
+    }
+
+    pub fn inode_by_id(&self, id: u32) -> Option<Arc<Inode>> {
+        self.by_id.read().get(id as usize).and_then(|o| o.clone())
+    }
+
+    /// Allocate a frame for the page cache, reclaiming if memory is short.
+    /// The frame comes back with refcount 1 and no flags.
+    pub fn alloc_page(&self) -> Result<Pfn> {
+        let wm = self.arena.watermarks;
+        let floor = if self.tunables.kswapd { wm.min } else { wm.low };
+        let started = Instant::now();
+        let mut fruitless = 0;
+        loop {
+            let free = self.arena.nr_free();
+            if free <= wm.low && self.tunables.kswapd {
+                self.kswapd_wait.wake();
+            }
+            if free > floor {
+                if let Some(pfn) = self.arena.alloc() {
+                    self.vm.inc(Item::pgalloc);
+                    return Ok(pfn);
+                }
+            }
+            let reclaimed = self.try_to_free_pages();
+            if let Some(pfn) = self.arena.alloc() {
+                self.vm.inc(Item::pgalloc);
+                return Ok(pfn);
+            }
+            let busy = self.nr_writeback.load(Ordering::Relaxed) > 0 || self.nr_dirty.load(Ordering::Relaxed) > 0;
+            if reclaimed == 0 && !busy {
+                fruitless += 1;
+            }
+            if fruitless >= ALLOC_NO_PROGRESS_MAX || started.elapsed() > ALLOC_WAIT_MAX {
+                return Err(Error::NoMemory { frames: self.arena.nr_pages as usize });
+            }
+            // Let writeback and kswapd make progress (congestion_wait).
+            self.flusher_wait.wake();
+            self.progress.wait(Duration::from_millis(if busy { 5 } else { 1 }));
+        }
+    }
+
+    /// Return a frame whose last reference is gone.
+    pub fn free_page(&self, pfn: Pfn) {
+        self.arena.free(pfn);
+        self.vm.inc(Item::pgfree);
+        self.progress.wake_if_waiting();
+    }
+
+    /// A snapshot of every counter.
+    pub fn vmstat(&self) -> VmStat {
+        let mut values = vec![0u64; NR_ITEMS];
+        for &item in Item::ALL {
+            values[item as usize] = match item {
+                Item::nr_free_pages => self.arena.nr_free(),
+                Item::nr_inactive_anon => self.lruvec.len(LruList::InactiveAnon),
+                Item::nr_active_anon => self.lruvec.len(LruList::ActiveAnon),
+                Item::nr_inactive_file => self.lruvec.len(LruList::InactiveFile),
+                Item::nr_active_file => self.lruvec.len(LruList::ActiveFile),
+                Item::nr_file_pages => self.nr_file_pages.load(Ordering::Relaxed),
+                Item::nr_dirty => self.nr_dirty.load(Ordering::Relaxed).max(0) as u64,
+                Item::nr_writeback => self.nr_writeback.load(Ordering::Relaxed).max(0) as u64,
+                Item::nr_dirty_threshold => self.dirty_thresholds().1,
+                Item::nr_dirty_background_threshold => self.dirty_thresholds().0,
+                _ => self.vm.sum(item),
+            };
+        }
+        VmStat::new(values)
+    }
+}

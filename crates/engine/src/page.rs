@@ -1,0 +1,307 @@
+//! Page descriptors and their flags (include/linux/page-flags.h, mm_types.h).
+//!
+//! Every frame of the arena has one [`Page`] of 32 bytes (half a cache line;
+//! the kernel's struct page is 64). All fields are atomics so that lock-free
+//! readers may look at a page they do not own; who may *write* each field is
+//! an invariant:
+//!
+//! - `flags`: atomic read-modify-writes by anyone holding a reference
+//!   (SetPageX/ClearPageX), counted in `atomic_flag_rmw`; plain stores
+//!   (`__SetPageX`) only while the page is invisible (just allocated, or
+//!   frozen at refcount 0 by its remover).
+//! - `refcount`: the page cache holds one reference while the page is in a
+//!   mapping; pins, per-CPU batch entries and reclaim isolation hold one each.
+//!   A page whose count is 0 is free or being freed; `get_page_unless_zero`
+//!   never resurrects it.
+//! - `mapping`, `index`: set before the page is inserted in a mapping's tree,
+//!   cleared by the remover under the page lock, read by lock-free lookups
+//!   only after they hold a reference and have re-checked the tree slot.
+//! - `lru_prev`, `lru_next`: under `lru_lock` while PG_lru is set; the free
+//!   list reuses `lru_next` while the page is free.
+//!
+//! Flag paragraphs (who sets, who clears):
+//! - PG_locked: `lock_page` / `unlock_page`; held across I/O that fills a
+//!   page, across truncation and reclaim of it. Waiters sleep in a hashed
+//!   wait table (parking_lot_core) and announce themselves with PG_waiters.
+//! - PG_referenced: `mark_page_accessed` (first touch) and
+//!   `init_page_accessed`; cleared on activation and by reclaim's
+//!   `page_check_references`.
+//! - PG_active: set on activation, cleared by `shrink_active_list`.
+//! - PG_lru: set when the page is put on an LRU list, cleared when it is
+//!   isolated or released. Off the LRU, the page is in a per-CPU add batch or
+//!   isolated by reclaim.
+//! - PG_uptodate: set when the page's bytes are valid (read in, or fully
+//!   written); never cleared while the page is cached.
+//! - PG_dirty: `set_page_dirty`; cleared by `clear_page_dirty_for_io` when
+//!   writeback starts, and by truncation.
+//! - PG_writeback: set for the duration of a page's write I/O; writers wait
+//!   on it (stable pages).
+//! - PG_reclaim: reclaim wants the page freed as soon as its writeback ends
+//!   (`rotate_reclaimable_page`).
+//! - PG_readahead: the asynchronous readahead marker.
+//! - PG_error: the last I/O on the page failed.
+//! - PG_workingset: the page was active once (workingset detection).
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use crate::vmstat::{Item, VmCounters};
+
+/// A page frame number: the index of a frame in the arena.
+pub type Pfn = u32;
+/// "No page" in links and slots.
+pub const NO_PFN: Pfn = u32::MAX;
+/// "No mapping" in `Page::mapping`.
+pub const NO_MAPPING: u32 = u32::MAX;
+
+pub const PG_LOCKED: u32 = 1 << 0;
+pub const PG_REFERENCED: u32 = 1 << 1;
+pub const PG_UPTODATE: u32 = 1 << 2;
+pub const PG_DIRTY: u32 = 1 << 3;
+pub const PG_LRU: u32 = 1 << 4;
+pub const PG_ACTIVE: u32 = 1 << 5;
+pub const PG_WAITERS: u32 = 1 << 6;
+pub const PG_WRITEBACK: u32 = 1 << 7;
+pub const PG_RECLAIM: u32 = 1 << 8;
+pub const PG_ERROR: u32 = 1 << 9;
+pub const PG_READAHEAD: u32 = 1 << 10;
+pub const PG_WORKINGSET: u32 = 1 << 11;
+pub const PG_SWAPBACKED: u32 = 1 << 12;
+pub const PG_UNEVICTABLE: u32 = 1 << 13;
+
+/// One frame's descriptor.
+#[repr(C, align(32))]
+pub struct Page {
+    pub(crate) flags: AtomicU32,
+    pub(crate) refcount: AtomicU32,
+    pub(crate) mapping: AtomicU32,
+    pub(crate) lru_prev: AtomicU32,
+    pub(crate) lru_next: AtomicU32,
+    _pad: u32,
+    pub(crate) index: AtomicU64,
+}
+
+const _: () = assert!(std::mem::size_of::<Page>() <= 64);
+
+impl Page {
+    pub(crate) fn new() -> Page {
+        Page {
+            flags: AtomicU32::new(0),
+            refcount: AtomicU32::new(0),
+            mapping: AtomicU32::new(NO_MAPPING),
+            lru_prev: AtomicU32::new(NO_PFN),
+            lru_next: AtomicU32::new(NO_PFN),
+            _pad: 0,
+            index: AtomicU64::new(0),
+        }
+    }
+
+    #[inline]
+    pub fn flags(&self) -> u32 {
+        self.flags.load(Ordering::Acquire)
+    }
+
+    #[inline]
+    pub fn test(&self, flag: u32) -> bool {
+        self.flags() & flag != 0
+    }
+
+    /// SetPageX: an atomic read-modify-write.
+    #[inline]
+    pub fn set(&self, flag: u32, vm: &VmCounters) {
+        vm.inc(Item::atomic_flag_rmw);
+        self.flags.fetch_or(flag, Ordering::AcqRel);
+    }
+
+    /// ClearPageX: an atomic read-modify-write.
+    #[inline]
+    pub fn clear(&self, flag: u32, vm: &VmCounters) {
+        vm.inc(Item::atomic_flag_rmw);
+        self.flags.fetch_and(!flag, Ordering::AcqRel);
+    }
+
+    /// TestSetPageX: returns whether the flag was already set.
+    #[inline]
+    pub fn test_set(&self, flag: u32, vm: &VmCounters) -> bool {
+        vm.inc(Item::atomic_flag_rmw);
+        self.flags.fetch_or(flag, Ordering::AcqRel) & flag != 0
+    }
+
+    /// TestClearPageX: returns whether the flag was set.
+    #[inline]
+    pub fn test_clear(&self, flag: u32, vm: &VmCounters) -> bool {
+        vm.inc(Item::atomic_flag_rmw);
+        self.flags.fetch_and(!flag, Ordering::AcqRel) & flag != 0
+    }
+
+    /// __SetPageX: a plain load and store, for a page nobody else can see.
+    #[inline]
+    pub fn set_nonatomic(&self, flag: u32) {
+        let f = self.flags.load(Ordering::Relaxed);
+        self.flags.store(f | flag, Ordering::Relaxed);
+    }
+
+    /// __ClearPageX, for a page nobody else can see.
+    #[inline]
+    pub fn clear_nonatomic(&self, flag: u32) {
+        let f = self.flags.load(Ordering::Relaxed);
+        self.flags.store(f & !flag, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub fn refcount(&self) -> u32 {
+        self.refcount.load(Ordering::Acquire)
+    }
+
+    /// get_page: the caller already holds a reference.
+    #[inline]
+    pub fn get(&self) {
+        let old = self.refcount.fetch_add(1, Ordering::Relaxed);
+        debug_assert!(old > 0, "get_page on a free page");
+    }
+
+    /// get_page_unless_zero: take a reference unless the page is free or
+    /// frozen. Pairs with `freeze`: a frozen page is never resurrected.
+    #[inline]
+    pub fn get_unless_zero(&self) -> bool {
+        let mut v = self.refcount.load(Ordering::Relaxed);
+        loop {
+            if v == 0 {
+                return false;
+            }
+            match self.refcount.compare_exchange_weak(v, v + 1, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) => return true,
+                Err(cur) => v = cur,
+            }
+        }
+    }
+
+    /// put_page_testzero: drop a reference; true if it was the last.
+    #[inline]
+    pub fn put_testzero(&self) -> bool {
+        let old = self.refcount.fetch_sub(1, Ordering::Release);
+        debug_assert!(old > 0, "put_page on a free page");
+        if old == 1 {
+            std::sync::atomic::fence(Ordering::Acquire);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// page_ref_freeze: drop the count from exactly `expected` to 0, so no
+    /// lookup can take a new reference.
+    #[inline]
+    pub fn freeze(&self, expected: u32) -> bool {
+        self.refcount.compare_exchange(expected, 0, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+    }
+
+    /// page_ref_unfreeze.
+    #[inline]
+    pub fn unfreeze(&self, count: u32) {
+        self.refcount.store(count, Ordering::Release);
+    }
+
+    #[inline]
+    pub fn mapping(&self) -> u32 {
+        self.mapping.load(Ordering::Acquire)
+    }
+
+    #[inline]
+    pub fn index(&self) -> u64 {
+        self.index.load(Ordering::Acquire)
+    }
+
+    // ---- the page lock and waits ----
+
+    /// The key of this page in the hashed wait table.
+    fn wait_key(&self) -> usize {
+        self as *const Page as usize
+    }
+
+    /// trylock_page.
+    #[inline]
+    pub fn trylock(&self, vm: &VmCounters) -> bool {
+        !self.test_set(PG_LOCKED, vm)
+    }
+
+    /// lock_page: sleep until the lock is ours.
+    pub fn lock(&self, vm: &VmCounters) {
+        while !self.trylock(vm) {
+            self.wait_while(PG_LOCKED);
+        }
+    }
+
+    /// unlock_page: release and wake anyone waiting on this page.
+    pub fn unlock(&self, vm: &VmCounters) {
+        vm.inc(Item::atomic_flag_rmw);
+        let old = self.flags.fetch_and(!PG_LOCKED, Ordering::Release);
+        debug_assert!(old & PG_LOCKED != 0, "unlock_page of an unlocked page");
+        if old & PG_WAITERS != 0 {
+            self.wake_waiters();
+        }
+    }
+
+    /// Clear `flag` (PG_writeback) and wake waiters: end of a waited-on state.
+    pub fn clear_and_wake(&self, flag: u32, vm: &VmCounters) -> u32 {
+        vm.inc(Item::atomic_flag_rmw);
+        let old = self.flags.fetch_and(!flag, Ordering::AcqRel);
+        if old & PG_WAITERS != 0 {
+            self.wake_waiters();
+        }
+        old
+    }
+
+    fn wake_waiters(&self) {
+        // Every waiter re-checks its condition and re-announces itself, so
+        // clearing PG_waiters before waking all is safe.
+        self.flags.fetch_and(!PG_WAITERS, Ordering::AcqRel);
+        // SAFETY: unpark_all only reads the key; any usize is a valid key.
+        unsafe {
+            parking_lot_core::unpark_all(self.wait_key(), parking_lot_core::DEFAULT_UNPARK_TOKEN);
+        }
+    }
+
+    /// Sleep while any bit of `mask` is set. Returns at once if none is.
+    pub fn wait_while(&self, mask: u32) {
+        loop {
+            if self.flags() & mask == 0 {
+                return;
+            }
+            let validate = || {
+                // Announce ourselves, then re-check under the bucket lock; a
+                // waker clears the bit before it looks at PG_waiters.
+                let f = self.flags.fetch_or(PG_WAITERS, Ordering::AcqRel);
+                f & mask != 0
+            };
+            // SAFETY: the key is this page's address, stable for the arena's
+            // life; the closures do not panic and do not call into
+            // parking_lot_core.
+            unsafe {
+                parking_lot_core::park(
+                    self.wait_key(),
+                    validate,
+                    || {},
+                    |_, _| {},
+                    parking_lot_core::DEFAULT_PARK_TOKEN,
+                    None,
+                );
+            }
+        }
+    }
+
+    /// wait_on_page_writeback.
+    #[inline]
+    pub fn wait_on_writeback(&self) {
+        if self.test(PG_WRITEBACK) {
+            self.wait_while(PG_WRITEBACK);
+        }
+    }
+
+    /// Reset a page that is being freed (refcount 0, off every list).
+    pub(crate) fn reset_for_free(&self) {
+        self.flags.store(0, Ordering::Relaxed);
+        self.mapping.store(NO_MAPPING, Ordering::Relaxed);
+        self.lru_prev.store(NO_PFN, Ordering::Relaxed);
+        self.index.store(0, Ordering::Relaxed);
+    }
+}

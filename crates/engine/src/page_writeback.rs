@@ -1,0 +1,395 @@
+//! Dirty page accounting and writeback (mm/page-writeback.c,
+//! fs/fs-writeback.c, lib/errseq.c), in the simple form of the core engine.
+//!
+//! `set_page_dirty` tags the page in its tree (PAGECACHE_TAG_DIRTY) and
+//! counts it globally and per inode. Writeback (`write_cache_pages`) walks
+//! the dirty tags in file-offset order, clears PG_dirty and sets
+//! PG_writeback page by page, and writes each contiguous run with one device
+//! call of up to `WRITEBACK_BATCH` pages. A failed write leaves the pages
+//! dirty (their data is never dropped) and records the error in the inode's
+//! errseq, which each handle's next fsync reports once.
+//!
+//! The flusher thread wakes every `dirty_writeback_centisecs`, or when
+//! woken: it writes inodes dirty for longer than `dirty_expire_centisecs`,
+//! and everything while dirty pages exceed the background threshold.
+//! Writers that push dirty + writeback pages past the dirty limit wait in
+//! `balance_dirty_pages` until the flusher brings them back under it.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::filemap::Inode;
+use crate::mm::Cache;
+use crate::page::*;
+use crate::pagetree::{entry_pfn, MARK_DIRTY};
+use crate::vmstat::Item;
+
+/// Pages per device write.
+pub const WRITEBACK_BATCH: usize = 64;
+/// How many pages a writer dirties between dirty-limit checks
+/// (ratelimit_pages, per thread).
+const RATELIMIT_PAGES: u32 = 32;
+
+// ---- errseq (lib/errseq.c) ----
+//
+// A 32-bit word: the low 12 bits hold an errno, bit 12 is SEEN, and the
+// bits above count errors. A handle samples the word when opened; fsync
+// reports an error when the word moved since the handle's sample, and
+// marks it seen, so each handle sees each error once.
+const ERRSEQ_ERRNO_MASK: u32 = 0xfff;
+const ERRSEQ_SEEN: u32 = 1 << 12;
+const ERRSEQ_CTR_INC: u32 = 1 << 13;
+
+pub fn errseq_set(word: &AtomicU32, errno: i32) {
+    let errno = (errno as u32) & ERRSEQ_ERRNO_MASK;
+    let mut old = word.load(Ordering::Acquire);
+    loop {
+        let mut new = (old & !(ERRSEQ_ERRNO_MASK | ERRSEQ_SEEN)) | errno;
+        if old & ERRSEQ_SEEN != 0 || old == 0 {
+            new = new.wrapping_add(ERRSEQ_CTR_INC);
+        }
+        if new == old {
+            return;
+        }
+        match word.compare_exchange(old, new, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return,
+            Err(cur) => old = cur,
+        }
+    }
+}
+
+/// errseq_sample: what a newly opened handle starts from. An error nobody
+/// has seen yet is reported to the new handle too.
+pub fn errseq_sample(word: &AtomicU32) -> u32 {
+    let old = word.load(Ordering::Acquire);
+    if old & ERRSEQ_SEEN != 0 {
+        old
+    } else {
+        0
+    }
+}
+
+/// errseq_check_and_advance: the errno to report to a handle whose sample
+/// is `since`, or 0.
+pub fn errseq_check_and_advance(word: &AtomicU32, since: &AtomicU32) -> i32 {
+    let old = word.load(Ordering::Acquire);
+    if old == since.load(Ordering::Acquire) {
+        return 0;
+    }
+    let new = old | ERRSEQ_SEEN;
+    if new != old {
+        let _ = word.compare_exchange(old, new, Ordering::AcqRel, Ordering::Acquire);
+    }
+    since.store(new, Ordering::Release);
+    (new & ERRSEQ_ERRNO_MASK) as i32
+}
+
+thread_local! {
+    static DIRTIED: Cell<u32> = const { Cell::new(0) };
+}
+
+impl Cache {
+    /// (background threshold, dirty limit) in pages, from the ratios and the
+    /// dirtyable memory (all frames, as global_dirtyable_memory counts free
+    /// plus file pages).
+    pub fn dirty_thresholds(&self) -> (u64, u64) {
+        let dirtyable = self.arena.nr_pages;
+        let limit = (dirtyable * self.tunables.dirty_ratio as u64 / 100).max(1);
+        let bg = (dirtyable * self.tunables.dirty_background_ratio as u64 / 100).min(limit / 2).max(1);
+        (bg, limit)
+    }
+
+    /// set_page_dirty (__set_page_dirty_nobuffers). The page is locked or
+    /// otherwise held against truncation by the caller.
+    pub fn set_page_dirty(&self, inode: &Inode, pfn: Pfn) {
+        let page = self.page(pfn);
+        if page.test_set(PG_DIRTY, &self.vm) {
+            return;
+        }
+        {
+            let _g = inode.tree_lock.lock();
+            if page.mapping() == inode.id {
+                inode.tree.set_mark(page.index(), MARK_DIRTY);
+            }
+        }
+        self.nr_dirty.fetch_add(1, Ordering::Relaxed);
+        if inode.nr_dirty.fetch_add(1, Ordering::Relaxed) == 0 {
+            let _ = inode.dirtied_when.compare_exchange(0, self.now_ms(), Ordering::Relaxed, Ordering::Relaxed);
+        }
+    }
+
+    /// The dirty accounting half of cancel_dirty_page / clear_page_dirty.
+    pub fn account_page_cleaned(&self, inode: &Inode, _pfn: Pfn) {
+        self.nr_dirty.fetch_sub(1, Ordering::Relaxed);
+        if inode.nr_dirty.fetch_sub(1, Ordering::Relaxed) == 1 {
+            inode.dirtied_when.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// clear_page_dirty_for_io + set_page_writeback, page locked.
+    pub fn start_writeback_locked(&self, inode: &Inode, pfn: Pfn) -> bool {
+        let page = self.page(pfn);
+        if !page.test_clear(PG_DIRTY, &self.vm) {
+            return false;
+        }
+        {
+            let _g = inode.tree_lock.lock();
+            inode.tree.clear_mark(page.index(), MARK_DIRTY);
+        }
+        self.account_page_cleaned(inode, pfn);
+        page.set(PG_WRITEBACK, &self.vm);
+        self.nr_writeback.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    /// end_page_writeback: on failure the page is redirtied so its data is
+    /// written again later; a PG_reclaim page is rotated for reclaim.
+    fn end_page_writeback(&self, inode: &Inode, pfn: Pfn, ok: bool) {
+        let page = self.page(pfn);
+        if ok {
+            page.clear(PG_ERROR, &self.vm);
+        } else {
+            page.set(PG_ERROR, &self.vm);
+            if page.mapping() == inode.id {
+                self.set_page_dirty(inode, pfn);
+            }
+        }
+        let old = page.clear_and_wake(PG_WRITEBACK, &self.vm);
+        debug_assert!(old & PG_WRITEBACK != 0);
+        self.nr_writeback.fetch_sub(1, Ordering::Relaxed);
+        if ok && page.test_clear(PG_RECLAIM, &self.vm) {
+            self.rotate_reclaimable_page(pfn);
+        }
+        self.progress.wake_if_waiting();
+    }
+
+    /// Write one run of pages under writeback, consecutive from `first`,
+    /// ending their writeback and dropping one reference on each.
+    pub fn write_pages_now(&self, inode: &Inode, first: u64, run: &[Pfn]) -> Result<()> {
+        let size = inode.size.load(Ordering::Acquire);
+        // SAFETY: pages under writeback are stable: writers wait on
+        // PG_writeback before changing their bytes.
+        let bufs: Vec<&[u8]> = run.iter().map(|&p| unsafe { self.arena.frame(p) }).collect();
+        let res = inode.dev.write_pages(first << self.page_shift(), &bufs, size);
+        let ok = res.is_ok();
+        if let Err(e) = &res {
+            errseq_set(&inode.wb_err, e.raw_os_error().unwrap_or(libc::EIO));
+        } else {
+            self.vm.add(Item::pgpgout, (run.len() * self.page_size() / 1024) as u64);
+            self.vm.add(Item::pgwriteback, run.len() as u64);
+        }
+        for &pfn in run {
+            self.end_page_writeback(inode, pfn, ok);
+            self.put_page(pfn);
+        }
+        res.map_err(|e| Error::io(&inode.name, e))
+    }
+
+    /// write_cache_pages: write dirty pages of `[start, end)` in file order,
+    /// at most `nr_to_write` of them. With `sync`, pages already under
+    /// writeback are waited for (data integrity); without, skipped.
+    /// Returns pages written and the first error.
+    pub fn write_cache_pages(&self, inode: &Inode, start: u64, end: u64, nr_to_write: u64, sync: bool) -> (u64, Result<()>) {
+        let mut written = 0u64;
+        let mut first_err = Ok(());
+        let mut next = start;
+        let mut batch: Vec<(u64, Pfn)> = Vec::with_capacity(WRITEBACK_BATCH);
+        while written < nr_to_write && next < end {
+            batch.clear();
+            // Gather a pagevec-sized batch of dirty-tagged pages in order.
+            inode.tree.for_each(next, end, Some(MARK_DIRTY), &mut |idx, e| {
+                if let Some(pfn) = entry_pfn(e) {
+                    batch.push((idx, pfn));
+                }
+                batch.len() < WRITEBACK_BATCH
+            });
+            if batch.is_empty() {
+                break;
+            }
+            next = batch[batch.len() - 1].0 + 1;
+            let mut run: Vec<Pfn> = Vec::with_capacity(WRITEBACK_BATCH);
+            let mut run_first = 0u64;
+            for &(idx, _) in batch.iter() {
+                let Some(pfn) = self.find_get_page(inode, idx) else { continue };
+                let page = self.page(pfn);
+                page.lock(&self.vm);
+                if page.mapping() != inode.id || !page.test(PG_DIRTY) {
+                    page.unlock(&self.vm);
+                    self.put_page(pfn);
+                    continue;
+                }
+                if page.test(PG_WRITEBACK) {
+                    if sync {
+                        page.wait_on_writeback();
+                    } else {
+                        page.unlock(&self.vm);
+                        self.put_page(pfn);
+                        continue;
+                    }
+                }
+                let started = self.start_writeback_locked(inode, pfn);
+                page.unlock(&self.vm);
+                if !started {
+                    self.put_page(pfn);
+                    continue;
+                }
+                if !run.is_empty() && run_first + run.len() as u64 != idx {
+                    let r = self.write_pages_now(inode, run_first, &run);
+                    if first_err.is_ok() {
+                        first_err = r;
+                    }
+                    run.clear();
+                }
+                if run.is_empty() {
+                    run_first = idx;
+                }
+                run.push(pfn);
+                written += 1;
+                if written >= nr_to_write {
+                    break;
+                }
+            }
+            if !run.is_empty() {
+                let r = self.write_pages_now(inode, run_first, &run);
+                if first_err.is_ok() {
+                    first_err = r;
+                }
+            }
+        }
+        (written, first_err)
+    }
+
+    /// Wait for writeback of every page of `[start, end)` to end
+    /// (filemap_fdatawait_range).
+    pub fn wait_writeback_range(&self, inode: &Inode, start: u64, end: u64) {
+        let mut pages = Vec::new();
+        inode.tree.for_each(start, end, None, &mut |_, e| {
+            if let Some(pfn) = entry_pfn(e) {
+                pages.push(pfn);
+            }
+            true
+        });
+        for pfn in pages {
+            // The page may have been freed and reused; waiting on an
+            // unrelated page's writeback is harmless and bounded by its I/O.
+            self.page(pfn).wait_on_writeback();
+        }
+    }
+
+    /// filemap_write_and_wait_range.
+    pub fn write_and_wait_range(&self, inode: &Inode, start: u64, end: u64) -> Result<()> {
+        let (_, res) = self.write_cache_pages(inode, start, end, u64::MAX, true);
+        self.wait_writeback_range(inode, start, end);
+        res
+    }
+
+    /// balance_dirty_pages_ratelimited: every RATELIMIT_PAGES dirtied pages
+    /// per thread, check the thresholds; over background wake the flusher,
+    /// over the limit wait for it.
+    pub fn balance_dirty_pages_ratelimited(&self, _inode: &Inode) {
+        let n = DIRTIED.with(|d| {
+            let n = d.get() + 1;
+            d.set(if n >= RATELIMIT_PAGES { 0 } else { n });
+            n
+        });
+        if n < RATELIMIT_PAGES {
+            return;
+        }
+        self.balance_dirty_pages();
+    }
+
+    /// balance_dirty_pages: throttle the writer while dirty + writeback
+    /// pages exceed the dirty limit. Bounded: the wait gives up after a
+    /// while so a dead device cannot hang writers forever.
+    pub fn balance_dirty_pages(&self) {
+        let (bg, limit) = self.dirty_thresholds();
+        let nr = |c: &Cache| {
+            (c.nr_dirty.load(Ordering::Relaxed) + c.nr_writeback.load(Ordering::Relaxed)).max(0) as u64
+        };
+        if nr(self) <= bg {
+            return;
+        }
+        self.wakeup_flusher();
+        if nr(self) <= limit {
+            return;
+        }
+        let started = Instant::now();
+        self.vm.inc(Item::balance_dirty_pages_pauses);
+        let setpoint = (bg + limit) / 2;
+        while nr(self) > setpoint && started.elapsed() < Duration::from_secs(30) {
+            if self.shutdown.load(Ordering::Relaxed) {
+                break;
+            }
+            self.wakeup_flusher();
+            self.progress.wait(Duration::from_millis(10));
+        }
+        self.vm.add(Item::balance_dirty_pages_pause_ns, started.elapsed().as_nanos() as u64);
+    }
+
+    pub fn wakeup_flusher(&self) {
+        self.vm.inc(Item::flusher_wakeups);
+        self.flusher_wait.wake();
+    }
+
+    /// Inodes with dirty pages, oldest first.
+    fn dirty_inodes(&self) -> Vec<Arc<Inode>> {
+        let mut v: Vec<Arc<Inode>> =
+            self.by_id.read().iter().flatten().filter(|i| i.nr_dirty.load(Ordering::Relaxed) > 0).cloned().collect();
+        v.sort_by_key(|i| i.dirtied_when.load(Ordering::Relaxed));
+        v
+    }
+
+    /// One flusher pass (wb_do_writeback): expired inodes, then everything
+    /// while over the background threshold.
+    pub fn wb_do_writeback(&self) {
+        let expire_ms = self.tunables.dirty_expire_centisecs as u64 * 10;
+        let (bg, _) = self.dirty_thresholds();
+        // Bounded: each round writes something or stops.
+        for _round in 0..1024 {
+            let now = self.now_ms();
+            let mut wrote = 0;
+            for inode in self.dirty_inodes() {
+                let when = inode.dirtied_when.load(Ordering::Relaxed);
+                let over_bg = self.nr_dirty.load(Ordering::Relaxed).max(0) as u64 > bg;
+                let expired = when != 0 && now.saturating_sub(when) >= expire_ms;
+                if over_bg || expired {
+                    wrote += self.write_cache_pages(&inode, 0, u64::MAX, 1024, false).0;
+                }
+                if self.shutdown.load(Ordering::Relaxed) {
+                    return;
+                }
+            }
+            let over_bg = self.nr_dirty.load(Ordering::Relaxed).max(0) as u64 > bg;
+            if wrote == 0 || !over_bg {
+                return;
+            }
+        }
+    }
+
+    /// Write every dirty page of every inode and wait (sync(2)).
+    pub fn sync_all(&self) -> Result<()> {
+        let mut first = Ok(());
+        for inode in self.dirty_inodes() {
+            let r = self.write_and_wait_range(&inode, 0, u64::MAX);
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    }
+}
+
+/// The flusher thread's body.
+pub fn flusher_thread(cache: Arc<Cache>) {
+    let period = Duration::from_millis((cache.tunables.dirty_writeback_centisecs.max(1) as u64) * 10);
+    while !cache.shutdown.load(Ordering::Acquire) {
+        cache.flusher_wait.wait(period);
+        if cache.shutdown.load(Ordering::Acquire) {
+            break;
+        }
+        cache.wb_do_writeback();
+    }
+}

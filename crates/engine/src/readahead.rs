@@ -1,0 +1,253 @@
+//! Readahead (mm/readahead.c): per-handle state and the on-demand
+//! algorithm.
+//!
+//! Each open handle has a `file_ra_state`: the current window
+//! `[start, start + size)`, of which the last `async_size` pages are the
+//! asynchronous part; the page at `start + size - async_size` carries
+//! PG_readahead. A cache miss runs *synchronous* readahead: a sequential
+//! miss (the read continues `prev_pos`) or a read at offset 0 opens an
+//! initial window sized from the request (`get_init_ra_size`); a random miss
+//! reads just what was asked. Hitting a PG_readahead page runs
+//! *asynchronous* readahead: the window moves forward and grows
+//! (`get_next_ra_size`: x4 while small, then x2, capped at `ra_pages`), so a
+//! sequential reader finds its next pages already cached.
+//!
+//! Deviation: the kernel submits readahead I/O and returns; here the
+//! calling thread does the I/O of the window (pages stay locked until it is
+//! done, so other readers wait on them as they would on in-flight bios).
+//!
+//! The state is a handful of relaxed atomics, not locked: like the kernel's
+//! `struct file_ra_state`, concurrent users of one handle may race on it
+//! harmlessly.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use crate::filemap::Inode;
+use crate::mm::Cache;
+use crate::page::*;
+use crate::vmstat::Item;
+
+/// FMODE_RANDOM: no readahead (POSIX_FADV_RANDOM).
+pub const FMODE_RANDOM: u32 = 1 << 0;
+/// FMODE_NOREUSE: reads through this handle do not mark pages accessed.
+pub const FMODE_NOREUSE: u32 = 1 << 1;
+
+/// struct file_ra_state, plus the handle's fmode bits.
+pub struct FileRaState {
+    pub start: AtomicU64,
+    pub size: AtomicU32,
+    pub async_size: AtomicU32,
+    pub ra_pages: AtomicU32,
+    /// The byte after the last one read through this handle (u64::MAX: none).
+    pub prev_pos: AtomicU64,
+    /// Mohr's counter of repeated hits on the same page (M7 every-32nd).
+    pub repeat_hits: AtomicU32,
+    pub mode: AtomicU32,
+}
+
+impl FileRaState {
+    pub fn new(ra_pages: u32) -> FileRaState {
+        FileRaState {
+            start: AtomicU64::new(0),
+            size: AtomicU32::new(0),
+            async_size: AtomicU32::new(0),
+            ra_pages: AtomicU32::new(ra_pages),
+            prev_pos: AtomicU64::new(u64::MAX),
+            repeat_hits: AtomicU32::new(0),
+            mode: AtomicU32::new(0),
+        }
+    }
+
+    #[inline]
+    pub fn noreuse(&self) -> bool {
+        self.mode.load(Ordering::Relaxed) & FMODE_NOREUSE != 0
+    }
+
+    fn window(&self) -> (u64, u64, u64) {
+        (
+            self.start.load(Ordering::Relaxed),
+            self.size.load(Ordering::Relaxed) as u64,
+            self.async_size.load(Ordering::Relaxed) as u64,
+        )
+    }
+
+    fn set_window(&self, start: u64, size: u64, async_size: u64) {
+        self.start.store(start, Ordering::Relaxed);
+        self.size.store(size as u32, Ordering::Relaxed);
+        self.async_size.store(async_size as u32, Ordering::Relaxed);
+    }
+}
+
+/// get_init_ra_size: the first window for a request of `size` pages.
+pub fn get_init_ra_size(size: u64, max: u64) -> u64 {
+    let newsize = size.max(1).next_power_of_two();
+    let r = if newsize <= max / 32 {
+        newsize * 4
+    } else if newsize <= max / 4 {
+        newsize * 2
+    } else {
+        max
+    };
+    r.min(max).max(1)
+}
+
+/// get_next_ra_size: ramp the window up.
+pub fn get_next_ra_size(cur: u64, max: u64) -> u64 {
+    let r = if cur < max / 16 { 4 * cur } else { 2 * cur };
+    r.min(max).max(1)
+}
+
+impl Cache {
+    /// page_cache_sync_readahead: a miss at `index` for a read of `req` pages.
+    pub fn page_cache_sync_readahead(&self, inode: &Inode, ra: &FileRaState, index: u64, req: u64) {
+        if ra.mode.load(Ordering::Relaxed) & FMODE_RANDOM != 0 {
+            self.force_page_cache_readahead(inode, index, req);
+            return;
+        }
+        if ra.ra_pages.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        self.ondemand_readahead(inode, ra, false, index, req);
+    }
+
+    /// page_cache_async_readahead: the reader hit the PG_readahead marker.
+    pub fn page_cache_async_readahead(&self, inode: &Inode, ra: &FileRaState, pfn: Pfn, index: u64, req: u64) {
+        if ra.ra_pages.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let page = self.page(pfn);
+        if page.test(PG_WRITEBACK) {
+            return;
+        }
+        page.clear(PG_READAHEAD, &self.vm);
+        self.ondemand_readahead(inode, ra, true, index, req);
+    }
+
+    /// ondemand_readahead: decide the window and read it.
+    fn ondemand_readahead(&self, inode: &Inode, ra: &FileRaState, hit_marker: bool, index: u64, req: u64) {
+        let max = ra.ra_pages.load(Ordering::Relaxed) as u64;
+        let (start, size, async_size) = ra.window();
+        let initial = |ra: &FileRaState| {
+            let size = get_init_ra_size(req, max);
+            let async_size = if size > req { size - req } else { size };
+            ra.set_window(index, size, async_size);
+        };
+        if index == 0 {
+            initial(ra);
+        } else if size > 0 && (index == start + size - async_size || index == start + size) {
+            // Sequential: the expected next window.
+            let next = get_next_ra_size(size, max);
+            ra.set_window(start + size, next, next);
+        } else if hit_marker {
+            // A marker hit without matching state (interleaved readers): find
+            // the first page not cached and ramp from there.
+            let mut first_missing = index + 1;
+            while first_missing <= index + max && inode.tree.load(first_missing) != 0 {
+                first_missing += 1;
+            }
+            if first_missing - index > max {
+                return;
+            }
+            let size = get_next_ra_size(first_missing - index + req, max);
+            ra.set_window(first_missing, size, size);
+        } else if req > max {
+            initial(ra);
+        } else {
+            let prev_pos = ra.prev_pos.load(Ordering::Relaxed);
+            let prev_index = if prev_pos == u64::MAX { u64::MAX } else { prev_pos >> self.page_shift() };
+            if prev_index != u64::MAX && index.wrapping_sub(prev_index) <= 1 {
+                // A sequential cache miss.
+                initial(ra);
+            } else {
+                // Random: read just what was asked, with no window.
+                self.do_page_cache_ra(inode, index, req, 0);
+                return;
+            }
+        }
+        let (mut start, mut size, mut async_size) = ra.window();
+        // Merge the first async window into a fresh sync one.
+        if !hit_marker && index == start && size == async_size {
+            async_size = get_next_ra_size(size, max);
+            size += async_size;
+            ra.set_window(start, size, async_size);
+        }
+        if start < index && !hit_marker {
+            start = index;
+        }
+        self.do_page_cache_ra(inode, start, size, async_size);
+    }
+
+    /// force_page_cache_readahead: read `[index, index + nr)` in chunks of
+    /// at most the default window, no marker.
+    pub fn force_page_cache_readahead(&self, inode: &Inode, index: u64, nr: u64) {
+        let chunk = (self.tunables.ra_pages.max(1)) as u64;
+        let mut i = index;
+        while i < index + nr {
+            let n = chunk.min(index + nr - i);
+            self.do_page_cache_ra(inode, i, n, 0);
+            i += n;
+        }
+    }
+
+    /// __do_page_cache_readahead: allocate and insert the missing pages of
+    /// `[index, index + nr)` below EOF, mark the page where the async part
+    /// starts, and read each contiguous run with one device call.
+    pub fn do_page_cache_ra(&self, inode: &Inode, index: u64, nr: u64, lookahead: u64) {
+        let size = inode.size.load(Ordering::Acquire);
+        if size == 0 || nr == 0 {
+            return;
+        }
+        let end_index = (size - 1) >> self.page_shift();
+        let mut run: Vec<Pfn> = Vec::with_capacity(nr.min(256) as usize);
+        let mut run_start = index;
+        for i in 0..nr {
+            let idx = index + i;
+            if idx > end_index {
+                break;
+            }
+            if entry_present(inode, idx) {
+                self.submit_ra_run(inode, run_start, &mut run);
+                continue;
+            }
+            // Readahead does not push hard for memory: stop when short.
+            if self.arena.nr_free() <= self.arena.watermarks.min {
+                break;
+            }
+            let Some(pfn) = self.arena.alloc() else { break };
+            self.vm.inc(Item::pgalloc);
+            if lookahead > 0 && i == nr - lookahead {
+                self.page(pfn).set_nonatomic(PG_READAHEAD);
+            }
+            if !self.add_to_page_cache_lru(pfn, inode, idx) {
+                self.put_page(pfn);
+                self.submit_ra_run(inode, run_start, &mut run);
+                continue;
+            }
+            if run.is_empty() {
+                run_start = idx;
+            }
+            run.push(pfn);
+            self.vm.inc(Item::pgreadahead);
+        }
+        self.submit_ra_run(inode, run_start, &mut run);
+    }
+
+    /// Read a run of locked new pages, unlock them, drop our references.
+    fn submit_ra_run(&self, inode: &Inode, first: u64, run: &mut Vec<Pfn>) {
+        if run.is_empty() {
+            return;
+        }
+        // Errors stay on the pages (PG_error, not uptodate); a reader that
+        // needs one retries the read itself and reports the error.
+        let _ = self.read_pages_io(inode, first, run);
+        for &pfn in run.iter() {
+            self.page(pfn).unlock(&self.vm);
+        }
+        self.release_pages(run);
+        run.clear();
+    }
+}
+
+fn entry_present(inode: &Inode, index: u64) -> bool {
+    crate::pagetree::entry_pfn(inode.tree.load(index)).is_some()
+}

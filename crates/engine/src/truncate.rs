@@ -1,0 +1,172 @@
+//! Truncation, hole punching and invalidation (mm/truncate.c).
+//!
+//! Pages are found in batches of PAGEVEC_SIZE with a gang lookup, each is
+//! locked, waited out of writeback, stripped of its dirty state and deleted
+//! from the page tree; then `pagevec_release` drops the lookup references.
+//! Seed 001: `pagevec_release` drains the per-CPU LRU batches (pages still
+//! queued there hold references that delay their freeing), either on every
+//! release (4.14-rc4) or once per pagevec lifecycle (default).
+//!
+//! Partial pages at the edges of the range are zeroed in place, not removed.
+
+use std::sync::atomic::Ordering;
+
+use crate::error::Result;
+use crate::filemap::Inode;
+use crate::mm::Cache;
+use crate::page::*;
+use crate::pagetree::entry_pfn;
+use crate::swap::{PageVec, PAGEVEC_SIZE};
+
+impl Cache {
+    /// Gather up to PAGEVEC_SIZE pages of `[start, end)` with references
+    /// (pagevec_lookup_entries). Returns the next index to look at.
+    fn pagevec_lookup(&self, inode: &Inode, start: u64, end: u64, pv: &mut PageVec) -> Option<u64> {
+        let mut found: [(u64, Pfn); PAGEVEC_SIZE] = [(0, NO_PFN); PAGEVEC_SIZE];
+        let mut n = 0;
+        inode.tree.for_each(start, end, None, &mut |idx, e| {
+            if entry_pfn(e).is_some() {
+                found[n] = (idx, 0);
+                n += 1;
+            }
+            n < PAGEVEC_SIZE
+        });
+        if n == 0 {
+            return None;
+        }
+        for &(idx, _) in &found[..n] {
+            if let Some(pfn) = self.find_get_page(inode, idx) {
+                pv.add(pfn);
+            }
+        }
+        Some(found[n - 1].0 + 1)
+    }
+
+    /// truncate_inode_pages_range: drop every page wholly inside the byte
+    /// range `[lstart, lend)`; zero the parts of partial pages inside it.
+    pub fn truncate_inode_pages_range(&self, inode: &Inode, lstart: u64, lend: u64) {
+        if lstart >= lend {
+            return;
+        }
+        let shift = self.page_shift();
+        let ps = self.page_size() as u64;
+        let start = lstart.div_ceil(ps);
+        let end = lend >> shift; // whole pages: [start, end)
+        let mut pv = PageVec::new();
+        let mut index = start;
+        while index < end {
+            let Some(next) = self.pagevec_lookup(inode, index, end, &mut pv) else { break };
+            for &pfn in pv.pages() {
+                let page = self.page(pfn);
+                page.lock(&self.vm);
+                if page.mapping() == inode.id {
+                    page.wait_on_writeback();
+                    self.truncate_complete_page(inode, pfn);
+                }
+                page.unlock(&self.vm);
+            }
+            self.pagevec_release(&mut pv);
+            index = next;
+        }
+        // Partial pages at the edges.
+        let first_partial = lstart >> shift;
+        if lstart & (ps - 1) != 0 {
+            let to = if (lend - 1) >> shift == first_partial { lend } else { (first_partial + 1) << shift };
+            self.zero_page_range(inode, first_partial, lstart, to);
+        }
+        let last_partial = lend >> shift;
+        if lend & (ps - 1) != 0 && last_partial != first_partial && last_partial >= start {
+            self.zero_page_range(inode, last_partial, last_partial << shift, lend);
+        }
+    }
+
+    /// Zero bytes `[from, to)` of the cached page `index`, if cached.
+    fn zero_page_range(&self, inode: &Inode, index: u64, from: u64, to: u64) {
+        let Ok(Some(pfn)) = self.find_lock_page(inode, index) else { return };
+        let page = self.page(pfn);
+        if page.test(PG_UPTODATE) {
+            page.wait_on_writeback();
+            let base = index << self.page_shift();
+            // SAFETY: page locked.
+            let frame = unsafe { self.arena.frame_mut(pfn) };
+            frame[(from - base) as usize..(to - base) as usize].fill(0);
+        }
+        page.unlock(&self.vm);
+        self.put_page(pfn);
+    }
+
+    /// truncate_complete_page: the page is locked and in `inode`.
+    fn truncate_complete_page(&self, inode: &Inode, pfn: Pfn) {
+        {
+            let _g = inode.tree_lock.lock();
+            self.__delete_from_page_cache(inode, pfn);
+        }
+        let page = self.page(pfn);
+        page.clear(PG_READAHEAD | PG_REFERENCED | PG_RECLAIM, &self.vm);
+        // The page cache's reference.
+        self.put_page(pfn);
+    }
+
+    /// truncate_setsize + the device's truncate.
+    pub fn truncate_inode(&self, inode: &Inode, len: u64) -> Result<()> {
+        let old = inode.size.swap(len, Ordering::AcqRel);
+        if len < old {
+            let ps = self.page_size() as u64;
+            self.truncate_inode_pages_range(inode, len, old.div_ceil(ps) * ps);
+        }
+        inode.dev.set_len(len).map_err(|e| crate::Error::io(&inode.name, e))
+    }
+
+    /// Hole punch: drop the cached range, then deallocate it on the device.
+    pub fn punch_hole(&self, inode: &Inode, offset: u64, len: u64) -> Result<()> {
+        let size = inode.size.load(Ordering::Acquire);
+        let end = (offset + len).min(size);
+        if offset >= end {
+            return Ok(());
+        }
+        self.truncate_inode_pages_range(inode, offset, end);
+        inode.dev.punch_hole(offset, end - offset).map_err(|e| crate::Error::io(&inode.name, e))
+    }
+
+    /// invalidate_mapping_pages: drop clean, unlocked, unpinned pages of
+    /// the page range `[start, end)`; pages that cannot be dropped are
+    /// deactivated instead. Returns pages dropped.
+    pub fn invalidate_mapping_pages(&self, inode: &Inode, start: u64, end: u64) -> u64 {
+        let mut pv = PageVec::new();
+        let mut index = start;
+        let mut dropped = 0;
+        while index < end {
+            let Some(next) = self.pagevec_lookup(inode, index, end, &mut pv) else { break };
+            for &pfn in pv.pages() {
+                let page = self.page(pfn);
+                if !page.trylock(&self.vm) {
+                    continue;
+                }
+                let mut ok = false;
+                if page.mapping() == inode.id && !page.test(PG_DIRTY) && !page.test(PG_WRITEBACK) {
+                    // Only the cache's and our lookup reference may remain.
+                    let _g = inode.tree_lock.lock();
+                    if page.freeze(2) {
+                        self.__delete_from_page_cache(inode, pfn);
+                        page.unfreeze(1);
+                        ok = true;
+                    }
+                }
+                page.unlock(&self.vm);
+                if ok {
+                    dropped += 1;
+                } else {
+                    self.deactivate_file_page(pfn);
+                }
+            }
+            self.pagevec_release(&mut pv);
+            index = next;
+        }
+        dropped
+    }
+
+    /// Forget every page of an inode (evict_inode), writing nothing.
+    pub fn truncate_inode_pages_final(&self, inode: &Inode) {
+        self.truncate_inode_pages_range(inode, 0, u64::MAX & !(self.page_size() as u64 - 1));
+    }
+}

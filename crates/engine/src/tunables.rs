@@ -1,0 +1,222 @@
+//! Configuration and run-time knobs, including the named historical
+//! variants each seed compares ("before" and "after"). Defaults are the
+//! "after" behaviour of every seed, i.e. what Linux does today.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// M3 (seed 000): how a page created by `pagecache_get_page(FGP_ACCESSED)`
+/// gets its accessed state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum AccessedInit {
+    /// 3.15-rc3 vanilla: the page is inserted, then `mark_page_accessed`
+    /// sets PG_referenced with an atomic read-modify-write.
+    Vanilla315,
+    /// accessed-v2: `init_page_accessed` sets PG_referenced with a plain
+    /// store before the page is visible; callers skip `mark_page_accessed`.
+    #[default]
+    AccessedV2,
+}
+
+/// M5 (seed 002): how `mark_page_accessed` activates a page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum LruBatching {
+    /// 2.6.10: `activate_page` takes lru_lock for every activation.
+    Immediate2610,
+    /// Danilov's 2004 patch: every `mark_page_accessed` call takes a page
+    /// reference and goes into a per-CPU pagevec; the whole state machine is
+    /// applied under one lru_lock acquisition when it fills.
+    DanilovBatch,
+    /// Linux today: PG_referenced is set directly; only activations go
+    /// through the per-CPU pagevec of 15 pages.
+    #[default]
+    Batched,
+}
+
+/// M6 (seed 001): when `pagevec_release` drains the per-CPU LRU batches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum PagevecDrain {
+    /// 4.14-rc4 batchshadow: `lru_add_drain` on every release.
+    EveryRelease,
+    /// onedrain: once per pagevec lifecycle.
+    #[default]
+    Once,
+}
+
+/// M7 (seed 003): when a read that touches a page again re-marks it
+/// accessed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum RemarkRule {
+    /// Before 2.6.11: only reads that start at a page boundary mark.
+    PageAligned,
+    /// 2.6.11-2.6.20: mark when `prev_index != index`.
+    PrevIndex,
+    /// Piggin: `prev_index != index || offset == 0`.
+    PrevIndexOrOffsetZero,
+    /// Harji: always mark.
+    Unconditional,
+    /// Mohr: `prev_index != index`, or every 32nd repeated hit.
+    Every32nd,
+    /// The merged fix: remember `prev_pos` (index and offset of the last
+    /// byte read) and mark unless this read continues the last one inside
+    /// the same page.
+    #[default]
+    PrevPos,
+}
+
+impl RemarkRule {
+    pub const ALL: [RemarkRule; 6] = [
+        RemarkRule::PageAligned,
+        RemarkRule::PrevIndex,
+        RemarkRule::PrevIndexOrOffsetZero,
+        RemarkRule::Unconditional,
+        RemarkRule::Every32nd,
+        RemarkRule::PrevPos,
+    ];
+
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            RemarkRule::PageAligned => "page-aligned",
+            RemarkRule::PrevIndex => "prev-index",
+            RemarkRule::PrevIndexOrOffsetZero => "prev-index-or-offset0",
+            RemarkRule::Unconditional => "unconditional",
+            RemarkRule::Every32nd => "every-32nd",
+            RemarkRule::PrevPos => "prev-pos",
+        }
+    }
+}
+
+/// M12 (seed 004): who writes dirty pages met at the inactive tail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum ReclaimWriteback {
+    /// 3.1: reclaim (direct and kswapd) calls writepage itself.
+    Writepage31,
+    /// The 3.2 series: direct reclaim never writes file pages; kswapd only
+    /// when its priority is below DEF_PRIORITY - 2; otherwise the page is
+    /// tagged PG_reclaim and the flushers are woken.
+    #[default]
+    Flusher32,
+}
+
+/// fadvise(2) advice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Advice {
+    Normal,
+    Sequential,
+    Random,
+    NoReuse,
+    WillNeed,
+    DontNeed,
+}
+
+/// Knobs that select mechanisms; each field is one seed's before/after.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tunables {
+    pub accessed_init: AccessedInit,
+    pub lru_batching: LruBatching,
+    pub pagevec_drain: PagevecDrain,
+    pub remark_rule: RemarkRule,
+    pub reclaim_writeback: ReclaimWriteback,
+    /// Default readahead window in pages (the bdi's ra_pages; 128 KiB at 4 KiB
+    /// pages). 0 disables readahead.
+    pub ra_pages: u32,
+    /// dirty_background_ratio, percent of memory.
+    pub dirty_background_ratio: u32,
+    /// dirty_ratio, percent of memory.
+    pub dirty_ratio: u32,
+    /// dirty_expire_centisecs: pages dirty longer than this are written by
+    /// the periodic flusher.
+    pub dirty_expire_centisecs: u32,
+    /// dirty_writeback_centisecs: the flusher's period.
+    pub dirty_writeback_centisecs: u32,
+    /// Whether background kswapd runs. With it off, allocations below the
+    /// low watermark reclaim directly (useful for deterministic tests).
+    pub kswapd: bool,
+}
+
+impl Default for Tunables {
+    fn default() -> Self {
+        Tunables {
+            accessed_init: AccessedInit::default(),
+            lru_batching: LruBatching::default(),
+            pagevec_drain: PagevecDrain::default(),
+            remark_rule: RemarkRule::default(),
+            reclaim_writeback: ReclaimWriteback::default(),
+            ra_pages: 32,
+            dirty_background_ratio: 10,
+            dirty_ratio: 20,
+            dirty_expire_centisecs: 3000,
+            dirty_writeback_centisecs: 500,
+            kswapd: true,
+        }
+    }
+}
+
+/// How to build a [`crate::PageCache`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Config {
+    /// Bytes of page frames (the arena). Rounded down to whole pages.
+    pub memory_bytes: u64,
+    /// Page size in bytes: a power of two from 4 KiB to 64 KiB.
+    pub page_size: usize,
+    /// Number of per-CPU batch sets (the kernel's nr_cpu_ids). 0 means the
+    /// machine's CPU count.
+    pub nr_cpus: usize,
+    /// Mechanism knobs.
+    pub tunables: Tunables,
+}
+
+pub const MIN_PAGE_SIZE: usize = 4096;
+pub const MAX_PAGE_SIZE: usize = 65536;
+/// The smallest arena that leaves room for watermarks and batches.
+pub const MIN_PAGES: u64 = 16;
+/// Frame numbers are 31-bit (the top bit tags shadow entries in the tree).
+pub const MAX_PAGES: u64 = (1 << 31) - 1;
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { memory_bytes: 256 << 20, page_size: 4096, nr_cpus: 0, tunables: Tunables::default() }
+    }
+}
+
+impl Config {
+    /// A config with `memory_bytes` of frames and defaults elsewhere.
+    pub fn with_memory(memory_bytes: u64) -> Config {
+        Config { memory_bytes, ..Config::default() }
+    }
+
+    /// Check every value, so that a bad config is refused at open.
+    pub fn validate(&self) -> Result<()> {
+        let ps = self.page_size;
+        if !ps.is_power_of_two() || !(MIN_PAGE_SIZE..=MAX_PAGE_SIZE).contains(&ps) {
+            return Err(Error::InvalidConfig(format!(
+                "page_size {ps} must be a power of two from {MIN_PAGE_SIZE} to {MAX_PAGE_SIZE}"
+            )));
+        }
+        let pages = self.memory_bytes / ps as u64;
+        if !(MIN_PAGES..=MAX_PAGES).contains(&pages) {
+            return Err(Error::InvalidConfig(format!(
+                "memory_bytes {} gives {pages} pages; it must give {MIN_PAGES} to {MAX_PAGES}",
+                self.memory_bytes
+            )));
+        }
+        let t = &self.tunables;
+        if t.dirty_ratio == 0 || t.dirty_ratio > 100 || t.dirty_background_ratio > 100 {
+            return Err(Error::InvalidConfig(format!(
+                "dirty_ratio {} must be 1..=100 and dirty_background_ratio {} at most 100",
+                t.dirty_ratio, t.dirty_background_ratio
+            )));
+        }
+        if self.nr_cpus > 1024 {
+            return Err(Error::InvalidConfig(format!("nr_cpus {} is above 1024", self.nr_cpus)));
+        }
+        Ok(())
+    }
+
+    /// Number of page frames.
+    pub fn nr_pages(&self) -> u64 {
+        self.memory_bytes / self.page_size as u64
+    }
+}

@@ -1,0 +1,388 @@
+//! Page reclaim (mm/vmscan.c).
+//!
+//! Free frames are kept between watermarks. When an allocation finds fewer
+//! than `low` free, it wakes kswapd, which reclaims until `high` are free
+//! (`balance_pgdat`). An allocation that finds fewer than `min` reclaims
+//! directly (`try_to_free_pages`, counted in `allocstall`).
+//!
+//! Either way reclaim scans at a priority from DEF_PRIORITY (12) down to 0:
+//! at priority p it scans `list_size >> p` pages of each list, in batches of
+//! SWAP_CLUSTER_MAX (32), until enough are reclaimed.
+//!
+//! ```text
+//!   new pages ──> inactive head ... inactive tail ──> reclaimed
+//!                  ^     (mark_page_accessed x2)  |
+//!                  |                              v
+//!   deactivated <── active tail ... active head <─┘ activated
+//! ```
+//!
+//! `shrink_active_list` runs only while the inactive list is too small
+//! (`inactive_list_is_low`: inactive * ratio < active, ratio =
+//! sqrt(10 * GiB of the two lists), 1 below 1 GiB); it moves pages from the
+//! active tail to the inactive head, keeping their PG_referenced.
+//! `shrink_inactive_list` isolates pages from the inactive tail and decides
+//! for each (`shrink_page_list`): locked, under writeback or pinned pages
+//! are kept; PG_referenced is tested and cleared, and an unmapped file page
+//! that had it is still reclaimed if clean (PAGEREF_RECLAIM_CLEAN: "vmscan
+//! throws away page cache pages with PageReferenced set, unless they are
+//! mapped", seed 003); dirty pages are written first (3.1) or left to the
+//! flushers and tagged PG_reclaim (3.2, seed 004); clean pages are frozen,
+//! removed from their mapping and freed.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::filemap::Inode;
+use crate::lruvec::LruGuard;
+use crate::mm::Cache;
+use crate::page::*;
+use crate::tunables::ReclaimWriteback;
+use crate::vmstat::Item;
+use crate::LruList;
+
+pub const DEF_PRIORITY: i32 = 12;
+pub const SWAP_CLUSTER_MAX: u64 = 32;
+
+/// struct scan_control.
+pub struct ScanControl {
+    pub nr_to_reclaim: u64,
+    pub priority: i32,
+    pub nr_scanned: u64,
+    pub nr_reclaimed: u64,
+    pub kswapd: bool,
+}
+
+impl ScanControl {
+    pub fn new(nr_to_reclaim: u64, kswapd: bool) -> ScanControl {
+        ScanControl { nr_to_reclaim, priority: DEF_PRIORITY, nr_scanned: 0, nr_reclaimed: 0, kswapd }
+    }
+}
+
+enum PageRefs {
+    Reclaim,
+    ReclaimClean,
+}
+
+/// A small memo from mapping id to inode, so a batch looks each up once.
+struct InodeMemo(Option<Arc<Inode>>);
+
+impl InodeMemo {
+    fn get(&mut self, cache: &Cache, id: u32) -> Option<Arc<Inode>> {
+        if let Some(i) = &self.0 {
+            if i.id == id {
+                return Some(i.clone());
+            }
+        }
+        self.0 = cache.inode_by_id(id);
+        self.0.clone()
+    }
+}
+
+impl Cache {
+    /// inactive_list_is_low for the file lists.
+    pub fn inactive_is_low(&self) -> bool {
+        let inactive = self.lruvec.len(LruList::InactiveFile);
+        let active = self.lruvec.len(LruList::ActiveFile);
+        let gb = ((inactive + active) * self.page_size() as u64) >> 30;
+        let ratio = if gb > 0 { ((10 * gb) as f64).sqrt() as u64 } else { 1 };
+        inactive * ratio < active
+    }
+
+    /// Direct reclaim (try_to_free_pages / do_try_to_free_pages).
+    pub fn try_to_free_pages(&self) -> u64 {
+        self.vm.inc(Item::allocstall);
+        self.reclaim_pages(SWAP_CLUSTER_MAX, false)
+    }
+
+    /// Reclaim up to `nr` pages at falling priority, as a direct reclaimer
+    /// (or as kswapd). Returns pages reclaimed.
+    pub fn reclaim_pages(&self, nr: u64, kswapd: bool) -> u64 {
+        let mut sc = ScanControl::new(nr, kswapd);
+        for prio in (0..=DEF_PRIORITY).rev() {
+            sc.priority = prio;
+            self.shrink_node(&mut sc);
+            if sc.nr_reclaimed >= sc.nr_to_reclaim {
+                break;
+            }
+        }
+        sc.nr_reclaimed
+    }
+
+    /// shrink_node / shrink_lruvec for the file lists.
+    pub fn shrink_node(&self, sc: &mut ScanControl) {
+        let prio = sc.priority as u32;
+        let mut nr_inactive = self.lruvec.len(LruList::InactiveFile) >> prio;
+        let mut nr_active = self.lruvec.len(LruList::ActiveFile) >> prio;
+        while nr_inactive > 0 || nr_active > 0 {
+            if nr_inactive > 0 {
+                let n = nr_inactive.min(SWAP_CLUSTER_MAX);
+                nr_inactive -= n;
+                self.shrink_inactive_list(n, sc);
+            }
+            if nr_active > 0 {
+                let n = nr_active.min(SWAP_CLUSTER_MAX);
+                nr_active -= n;
+                if self.inactive_is_low() {
+                    self.shrink_active_list(n, sc);
+                }
+            }
+            if sc.nr_reclaimed >= sc.nr_to_reclaim {
+                break;
+            }
+        }
+        // Keep the inactive list big enough to age pages on.
+        if self.inactive_is_low() {
+            self.shrink_active_list(SWAP_CLUSTER_MAX, sc);
+        }
+    }
+
+    /// isolate_lru_pages: take up to `nr` pages from the tail of `lru`,
+    /// each with a reference and PG_lru cleared. Returns pages scanned.
+    fn isolate_lru_pages(&self, lru: &mut LruGuard<'_>, list: LruList, nr: u64, out: &mut Vec<Pfn>) -> u64 {
+        let mut scanned = 0;
+        let mut cur = lru.tail(list);
+        while let Some(pfn) = cur {
+            if scanned >= nr {
+                break;
+            }
+            cur = lru.prev(pfn);
+            scanned += 1;
+            let page = self.page(pfn);
+            // A page at count 0 is being freed and waits for lru_lock to
+            // leave the list: skip it.
+            if !page.get_unless_zero() {
+                continue;
+            }
+            lru.del(pfn, list);
+            page.clear(PG_LRU, &self.vm);
+            out.push(pfn);
+        }
+        scanned
+    }
+
+    /// Put pages back on their lists and drop the isolation references;
+    /// pages whose count reaches zero are freed (putback_inactive_pages).
+    fn putback_lru_pages(&self, pages: &[Pfn]) {
+        let mut to_free = Vec::new();
+        {
+            let mut lru = self.lruvec.lock(&self.arena, &self.vm);
+            for &pfn in pages {
+                let page = self.page(pfn);
+                page.set(PG_LRU, &self.vm);
+                let list = LruList::of_flags(page.flags());
+                lru.add(pfn, list);
+                if page.put_testzero() {
+                    page.clear_nonatomic(PG_LRU);
+                    lru.del(pfn, list);
+                    to_free.push(pfn);
+                }
+            }
+        }
+        for pfn in to_free {
+            self.free_page(pfn);
+        }
+    }
+
+    /// shrink_active_list: deactivate pages from the active tail.
+    pub fn shrink_active_list(&self, nr: u64, sc: &mut ScanControl) {
+        self.lru_add_drain();
+        let mut isolated = Vec::with_capacity(nr as usize);
+        let scanned = {
+            let mut lru = self.lruvec.lock(&self.arena, &self.vm);
+            self.isolate_lru_pages(&mut lru, LruList::ActiveFile, nr, &mut isolated)
+        };
+        self.vm.add(Item::pgrefill, scanned);
+        sc.nr_scanned += scanned;
+        for &pfn in &isolated {
+            // page_referenced: no mapped pages yet, so nothing keeps a page
+            // active; PG_referenced survives the move (another trip).
+            let page = self.page(pfn);
+            page.clear(PG_ACTIVE, &self.vm);
+            page.set(PG_WORKINGSET, &self.vm);
+        }
+        self.vm.add(Item::pgdeactivate, isolated.len() as u64);
+        self.putback_lru_pages(&isolated);
+    }
+
+    /// shrink_inactive_list: reclaim from the inactive tail.
+    pub fn shrink_inactive_list(&self, nr: u64, sc: &mut ScanControl) {
+        self.lru_add_drain();
+        let mut isolated = Vec::with_capacity(nr as usize);
+        let scanned = {
+            let mut lru = self.lruvec.lock(&self.arena, &self.vm);
+            self.isolate_lru_pages(&mut lru, LruList::InactiveFile, nr, &mut isolated)
+        };
+        sc.nr_scanned += scanned;
+        self.vm.add(if sc.kswapd { Item::pgscan_kswapd } else { Item::pgscan_direct }, scanned);
+        let mut keep = Vec::with_capacity(isolated.len());
+        let reclaimed = self.shrink_page_list(&isolated, sc, &mut keep);
+        sc.nr_reclaimed += reclaimed;
+        self.vm.add(if sc.kswapd { Item::pgsteal_kswapd } else { Item::pgsteal_direct }, reclaimed);
+        self.putback_lru_pages(&keep);
+    }
+
+    /// page_check_references for an unmapped page, page locked.
+    fn page_check_references(&self, pfn: Pfn) -> PageRefs {
+        let referenced_page = self.page(pfn).test_clear(PG_REFERENCED, &self.vm);
+        if referenced_page {
+            PageRefs::ReclaimClean
+        } else {
+            PageRefs::Reclaim
+        }
+    }
+
+    /// shrink_page_list: returns pages freed; the rest go to `keep`.
+    fn shrink_page_list(&self, pages: &[Pfn], sc: &ScanControl, keep: &mut Vec<Pfn>) -> u64 {
+        let mut reclaimed = 0;
+        let mut memo = InodeMemo(None);
+        for &pfn in pages {
+            let page = self.page(pfn);
+            if !page.trylock(&self.vm) {
+                keep.push(pfn);
+                continue;
+            }
+            let id = page.mapping();
+            let inode = if id == NO_MAPPING { None } else { memo.get(self, id) };
+            let Some(inode) = inode else {
+                // Truncated under us: our isolation reference may be the last.
+                page.unlock(&self.vm);
+                if page.put_testzero() {
+                    self.free_page(pfn);
+                    reclaimed += 1;
+                } else {
+                    // Someone else still holds it; it is off the LRU and will
+                    // be freed by their put_page.
+                }
+                continue;
+            };
+            if page.test(PG_WRITEBACK) {
+                if sc.kswapd && page.test(PG_RECLAIM) {
+                    self.vm.inc(Item::nr_vmscan_immediate_reclaim);
+                } else {
+                    page.set(PG_RECLAIM, &self.vm);
+                }
+                page.unlock(&self.vm);
+                keep.push(pfn);
+                continue;
+            }
+            let refs = self.page_check_references(pfn);
+            if page.test(PG_DIRTY) {
+                if matches!(refs, PageRefs::ReclaimClean) || !self.may_writepage(sc) {
+                    if !matches!(refs, PageRefs::ReclaimClean) {
+                        // 3.2: leave it to the flushers, free it when clean.
+                        page.set(PG_RECLAIM, &self.vm);
+                        self.wakeup_flusher();
+                    }
+                    page.unlock(&self.vm);
+                    keep.push(pfn);
+                    continue;
+                }
+                if !self.pageout(&inode, pfn, sc) {
+                    keep.push(pfn);
+                    continue;
+                }
+                // Written synchronously: relock and free it if still clean.
+                if !page.trylock(&self.vm) {
+                    keep.push(pfn);
+                    continue;
+                }
+                if page.test(PG_DIRTY) || page.test(PG_WRITEBACK) || page.mapping() != inode.id {
+                    page.unlock(&self.vm);
+                    keep.push(pfn);
+                    continue;
+                }
+            }
+            if !self.remove_mapping(&inode, pfn) {
+                page.unlock(&self.vm);
+                keep.push(pfn);
+                continue;
+            }
+            // Frozen at 0 and out of the tree: nobody can see it.
+            page.clear_nonatomic(PG_LOCKED);
+            self.free_page(pfn);
+            reclaimed += 1;
+        }
+        reclaimed
+    }
+
+    /// May this reclaimer write a dirty file page itself?
+    fn may_writepage(&self, sc: &ScanControl) -> bool {
+        match self.tunables.reclaim_writeback {
+            ReclaimWriteback::Writepage31 => true,
+            // Direct reclaim never writes file pages; kswapd only "in
+            // trouble", below DEF_PRIORITY - 2 (seed 004, patches 1 and 5).
+            ReclaimWriteback::Flusher32 => sc.kswapd && sc.priority < DEF_PRIORITY - 2,
+        }
+    }
+
+    /// pageout: write one locked dirty page synchronously. Unlocks it.
+    /// Returns whether the write succeeded.
+    fn pageout(&self, inode: &Inode, pfn: Pfn, sc: &ScanControl) -> bool {
+        let page = self.page(pfn);
+        self.vm.inc(Item::nr_vmscan_write);
+        self.vm.inc(if sc.kswapd { Item::nr_vmscan_write_kswapd } else { Item::nr_vmscan_write_direct });
+        let index = page.index();
+        let started = self.start_writeback_locked(inode, pfn);
+        page.unlock(&self.vm);
+        if !started {
+            return false;
+        }
+        // write_pages_now drops a reference per page; keep our isolation one.
+        page.get();
+        self.write_pages_now(inode, index, &[pfn]).is_ok()
+    }
+
+    /// __remove_mapping: freeze the page (the cache's reference and our
+    /// isolation reference must be the only ones) and delete it from its
+    /// mapping. Page locked.
+    fn remove_mapping(&self, inode: &Inode, pfn: Pfn) -> bool {
+        let page = self.page(pfn);
+        let _g = inode.tree_lock.lock();
+        if !page.freeze(2) {
+            return false;
+        }
+        if page.test(PG_DIRTY) {
+            page.unfreeze(2);
+            return false;
+        }
+        self.__delete_from_page_cache(inode, pfn);
+        true
+    }
+
+    /// One kswapd pass (balance_pgdat): reclaim until `high` pages are free.
+    pub fn balance_pgdat(&self) -> u64 {
+        self.vm.inc(Item::pageoutrun);
+        let wm = self.arena.watermarks;
+        let mut total = 0;
+        for prio in (0..=DEF_PRIORITY).rev() {
+            let free = self.arena.nr_free();
+            if free >= wm.high {
+                break;
+            }
+            let mut sc = ScanControl::new((wm.high - free).max(SWAP_CLUSTER_MAX), true);
+            sc.priority = prio;
+            self.shrink_node(&mut sc);
+            total += sc.nr_reclaimed;
+        }
+        total
+    }
+}
+
+/// kswapd's body: sleep until woken below the low watermark, balance.
+pub fn kswapd_thread(cache: Arc<Cache>) {
+    let wm = cache.arena.watermarks;
+    while !cache.shutdown.load(Ordering::Acquire) {
+        if cache.arena.nr_free() > wm.low {
+            cache.kswapd_wait.wait(Duration::from_millis(100));
+            continue;
+        }
+        let reclaimed = cache.balance_pgdat();
+        if reclaimed == 0 {
+            // Nothing reclaimable now (all dirty, pinned or under
+            // writeback): let the flushers work before trying again.
+            cache.wakeup_flusher();
+            cache.kswapd_wait.wait(Duration::from_millis(10));
+        }
+    }
+}

@@ -1,0 +1,189 @@
+//! Counters with `/proc/vmstat` names (mm/vmstat.c).
+//!
+//! Event counters (`pgactivate`, `pgscan_kswapd`, ...) live in per-thread
+//! rows and are summed when read, as the kernel folds its per-CPU diffs.
+//! State counters (`nr_free_pages`, `nr_dirty`, ...) are read from the
+//! structures that own them when a snapshot is taken. Besides the kernel's
+//! names there are cost counters for what the seeds argue about: atomic
+//! flag read-modify-writes, lru_lock acquisitions and per-CPU drains.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::percpu::SlotCounters;
+
+macro_rules! items {
+    ($( $(#[$doc:meta])* $name:ident ),* $(,)?) => {
+        /// One counter. `Item::name` is its `/proc/vmstat` name.
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[repr(usize)]
+        pub enum Item { $( $(#[$doc])* $name, )* }
+        impl Item {
+            pub const ALL: &'static [Item] = &[ $( Item::$name, )* ];
+            pub fn name(self) -> &'static str {
+                match self { $( Item::$name => stringify!($name), )* }
+            }
+            pub fn from_name(name: &str) -> Option<Item> {
+                match name { $( stringify!($name) => Some(Item::$name), )* _ => None }
+            }
+        }
+    };
+}
+
+items! {
+    // State, filled in at snapshot time.
+    nr_free_pages,
+    nr_inactive_anon,
+    nr_active_anon,
+    nr_inactive_file,
+    nr_active_file,
+    nr_file_pages,
+    nr_dirty,
+    nr_writeback,
+    nr_dirty_threshold,
+    nr_dirty_background_threshold,
+    // Events.
+    /// KiB read from backing devices.
+    pgpgin,
+    /// KiB written to backing devices.
+    pgpgout,
+    pgalloc,
+    pgfree,
+    pgactivate,
+    pgdeactivate,
+    pgrotated,
+    pgrefill,
+    pgscan_kswapd,
+    pgscan_direct,
+    pgsteal_kswapd,
+    pgsteal_direct,
+    allocstall,
+    pageoutrun,
+    kswapd_low_wmark_hit_quickly,
+    kswapd_high_wmark_hit_quickly,
+    nr_vmscan_write,
+    nr_vmscan_write_direct,
+    nr_vmscan_write_kswapd,
+    nr_vmscan_immediate_reclaim,
+    pgreadahead,
+    workingset_refault,
+    workingset_activate,
+    /// Page cache lookups that found an uptodate page (pcache's own).
+    pgcache_hit,
+    /// Page cache lookups that had to read the page in (pcache's own).
+    pgcache_miss,
+    pgwriteback,
+    flusher_wakeups,
+    balance_dirty_pages_pause_ns,
+    balance_dirty_pages_pauses,
+    congestion_waits,
+    // Costs the seeds argue about.
+    /// Atomic read-modify-writes of page flags (SetPageX, ClearPageX,
+    /// TestSetPageX); plain stores to pages not yet visible are not counted.
+    atomic_flag_rmw,
+    mark_page_accessed_calls,
+    init_page_accessed_calls,
+    lru_lock_acquire,
+    /// `lru_add_drain` of one CPU's batches.
+    lru_drain,
+    /// `lru_add_drain_all` calls.
+    lru_drain_all,
+    pagevec_release,
+}
+
+pub const NR_ITEMS: usize = Item::ALL.len();
+
+/// The live event counters of one cache.
+pub struct VmCounters {
+    events: SlotCounters<NR_ITEMS>,
+}
+
+impl VmCounters {
+    pub fn new() -> Self {
+        VmCounters { events: SlotCounters::new() }
+    }
+
+    #[inline]
+    pub fn inc(&self, item: Item) {
+        self.events.add(item as usize, 1);
+    }
+
+    #[inline]
+    pub fn add(&self, item: Item, delta: u64) {
+        self.events.add(item as usize, delta);
+    }
+
+    pub fn sum(&self, item: Item) -> u64 {
+        self.events.sum(item as usize)
+    }
+}
+
+impl Default for VmCounters {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A snapshot of every counter.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct VmStat {
+    #[serde(skip)]
+    values: Vec<u64>,
+}
+
+impl VmStat {
+    pub(crate) fn new(values: Vec<u64>) -> VmStat {
+        debug_assert_eq!(values.len(), NR_ITEMS);
+        VmStat { values }
+    }
+
+    pub fn get(&self, item: Item) -> u64 {
+        self.values[item as usize]
+    }
+
+    /// Look a counter up by its `/proc/vmstat` name.
+    pub fn by_name(&self, name: &str) -> Option<u64> {
+        Item::from_name(name).map(|i| self.get(i))
+    }
+
+    /// The counters that changed from `earlier` to `self`, as differences
+    /// (state counters keep their current value).
+    pub fn delta(&self, earlier: &VmStat) -> VmStat {
+        let values = Item::ALL
+            .iter()
+            .map(|&i| if i.is_state() { self.get(i) } else { self.get(i).wrapping_sub(earlier.get(i)) })
+            .collect();
+        VmStat { values }
+    }
+
+    /// `/proc/vmstat` format: one `name value` line each.
+    pub fn to_text(&self) -> String {
+        let mut s = String::new();
+        for &i in Item::ALL {
+            let _ = writeln!(s, "{} {}", i.name(), self.get(i));
+        }
+        s
+    }
+
+    /// A JSON object of name to value, in `/proc/vmstat` order.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut m = serde_json::Map::new();
+        for &i in Item::ALL {
+            m.insert(i.name().to_string(), serde_json::Value::from(self.get(i)));
+        }
+        serde_json::Value::Object(m)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        Item::ALL.iter().map(|&i| (i.name(), self.get(i)))
+    }
+}
+
+impl Item {
+    /// Whether this is a state counter (a level, not a count of events).
+    pub fn is_state(self) -> bool {
+        (self as usize) <= Item::nr_dirty_background_threshold as usize
+    }
+}

@@ -1,0 +1,932 @@
+//! `hitpath`: how fast is a page cache hit?
+//!
+//! Measured in one run, every figure the median of several rounds:
+//!
+//! 1. Random 4 KiB reads of a fully cached host file at seeded page-aligned
+//!    offsets: pcache's [`File::read_at`] against the kernel's `pread(2)` on
+//!    the same file (also fully cached, by the kernel) against a bare
+//!    `copy_from_slice` of 4 KiB out of an in-memory copy of the file, the
+//!    physical limit. The three are interleaved round by round.
+//! 2. Hot reads: the same 4 KiB page again and again, pcache against pread.
+//! 3. The hit path alone: [`File::find_page`] and drop of the [`PageRef`]
+//!    (look up, pin, mark accessed, unpin) on a memory-backed file whose
+//!    every page is cached, keys Zipf(0.99) scrambled over the file, with
+//!    one thread and with several (each with its own key stream and its own
+//!    handle), all started together on a barrier.
+//!
+//! [`PageRef`]: pcache::PageRef
+
+use std::fmt::Write as _;
+use std::hint::black_box;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use pcache::{Config, File, OpenOptions, PageCache, VmStat};
+use rand::rngs::StdRng;
+use rand::{RngCore, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+use crate::progress::Progress;
+use crate::stats::{self, Better, Comparison};
+use crate::zipf::{uniform_page_offsets, ZipfKeys};
+use crate::{Error, Result};
+
+/// The page size of every cache in this benchmark, and the read size.
+pub const PAGE: usize = 4096;
+const MIB: u64 = 1 << 20;
+/// Frames beyond the data, so that neither cache needs to reclaim.
+const SLACK_BYTES: u64 = 64 * MIB;
+
+/// The targets, as `(ratio or ns, comparison)`.
+pub const TARGET_KERNEL_OVER_PCACHE: f64 = 1.5;
+pub const TARGET_PCACHE_OVER_MEMCPY: f64 = 1.25;
+pub const TARGET_HOT_KERNEL_OVER_PCACHE: f64 = 4.0;
+pub const TARGET_HIT_NS_1THREAD: f64 = 25.0;
+pub const TARGET_SCALING_2THREADS: f64 = 1.8;
+
+/// What to run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HitpathOpts {
+    /// Size of the host file for the read measurements, MiB.
+    pub file_mib: u64,
+    /// Pages of the memory-backed file for the hit path (4 KiB each).
+    pub hit_pages: u64,
+    /// Operations per measurement (per thread for the hit path).
+    pub ops: u64,
+    /// Thread counts for the hit path; 1 and 2 fill `hit_ns_1thread`,
+    /// `hit_ns_2threads` and `scaling_2threads`.
+    pub threads: Vec<usize>,
+    /// Seed of the offsets and keys.
+    pub seed: u64,
+    /// Repetitions of each measurement; the median is reported.
+    pub rounds: usize,
+    /// The Zipf exponent of the hit-path keys.
+    pub zipf_s: f64,
+    /// Where to make the temporary directory (the system's temp dir if
+    /// `None`).
+    pub dir: Option<PathBuf>,
+    /// Draw progress bars on stderr (only when it is a terminal).
+    pub progress: bool,
+    /// A label: whether these are the reduced `quick` sizes.
+    pub quick: bool,
+}
+
+impl Default for HitpathOpts {
+    fn default() -> Self {
+        HitpathOpts {
+            file_mib: 256,
+            hit_pages: 1 << 20,
+            ops: 2_000_000,
+            threads: vec![1, 2],
+            seed: 1,
+            rounds: 5,
+            zipf_s: 0.99,
+            dir: None,
+            progress: true,
+            quick: false,
+        }
+    }
+}
+
+impl HitpathOpts {
+    /// Reduced sizes for tests and CI: a 64 MiB file, 64 Ki hit pages,
+    /// 200 000 ops, 3 rounds.
+    pub fn quick() -> HitpathOpts {
+        HitpathOpts {
+            file_mib: 64,
+            hit_pages: 64 << 10,
+            ops: 200_000,
+            rounds: 3,
+            quick: true,
+            ..Self::default()
+        }
+    }
+
+    /// Refuse values the benchmark cannot run with.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::Invalid(m));
+        if self.file_mib == 0 || self.file_mib > 1 << 20 {
+            return bad(format!(
+                "file size {} MiB must be from 1 MiB to 1 TiB",
+                self.file_mib
+            ));
+        }
+        if self.hit_pages == 0 || self.hit_pages > 1 << 30 {
+            return bad(format!(
+                "hit pages {} must be from 1 to 2^30",
+                self.hit_pages
+            ));
+        }
+        if self.ops == 0 || self.ops > 1 << 32 {
+            return bad(format!("ops {} must be from 1 to 2^32", self.ops));
+        }
+        if self.rounds == 0 || self.rounds > 1000 {
+            return bad(format!("rounds {} must be from 1 to 1000", self.rounds));
+        }
+        if self.threads.is_empty() || self.threads.iter().any(|&t| t == 0 || t > 256) {
+            return bad(format!(
+                "thread counts {:?} must be a non-empty list of 1 to 256",
+                self.threads
+            ));
+        }
+        if !(self.zipf_s >= 0.0 && self.zipf_s.is_finite()) {
+            return bad(format!(
+                "zipf exponent {} must be finite and at least 0",
+                self.zipf_s
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The hit path at one thread count.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HitRun {
+    pub threads: usize,
+    /// Median over rounds of the ns per op each thread saw (its elapsed
+    /// time over its ops, averaged over the threads).
+    pub ns_per_op: f64,
+    /// Median over rounds of the total throughput, million ops per second.
+    pub mops: f64,
+    pub rounds_ns_per_op: Vec<f64>,
+    pub rounds_mops: Vec<f64>,
+}
+
+/// Per-round samples of the read measurements, ns per op.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReadSamples {
+    pub pcache_read_ns: Vec<f64>,
+    pub kernel_pread_ns: Vec<f64>,
+    pub memcpy_ns: Vec<f64>,
+    pub pcache_hot_read_ns: Vec<f64>,
+    pub kernel_hot_pread_ns: Vec<f64>,
+}
+
+/// One target and whether it was met.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Target {
+    pub name: String,
+    /// The key of the measured value in this result.
+    pub key: String,
+    pub value: Option<f64>,
+    /// The goal, e.g. `>= 1.5`.
+    pub goal: String,
+    /// `PASS`, `MISS`, or `NOT RUN` when the value was not measured.
+    pub status: String,
+}
+
+/// Wall time of each phase, seconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PhaseSecs {
+    pub setup: f64,
+    pub random_read: f64,
+    pub hot_read: f64,
+    pub hit_setup: f64,
+    pub hit: f64,
+    pub total: f64,
+}
+
+/// The result; serialises to the JSON that `pcache bench hitpath --json`
+/// writes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HitpathResult {
+    pub experiment: String,
+    // Parameters.
+    pub file_mib: u64,
+    pub hit_pages: u64,
+    pub ops: u64,
+    pub threads: Vec<usize>,
+    pub seed: u64,
+    pub rounds: usize,
+    pub zipf_s: f64,
+    pub page_size: usize,
+    pub quick: bool,
+    /// Whether this was an optimised build (timings of a debug build mean
+    /// little).
+    pub optimized: bool,
+    // Medians, ns per op.
+    pub pcache_read_ns: f64,
+    pub kernel_pread_ns: f64,
+    pub memcpy_ns: f64,
+    pub pcache_hot_read_ns: f64,
+    pub kernel_hot_pread_ns: f64,
+    pub hit_ns_1thread: Option<f64>,
+    pub hit_ns_2threads: Option<f64>,
+    // Ratios.
+    pub kernel_over_pcache: f64,
+    pub pcache_over_memcpy: f64,
+    pub hot_kernel_over_pcache: f64,
+    /// throughput(2 threads) / throughput(1 thread).
+    pub scaling_2threads: Option<f64>,
+    // Details.
+    pub hit: Vec<HitRun>,
+    pub samples: ReadSamples,
+    pub targets: Vec<Target>,
+    pub phase_secs: PhaseSecs,
+    /// pcache vmstat deltas: `read_setup` (creating the read cache and
+    /// warming it), `read` (the timed reads), `hit_setup` (populating the
+    /// hit-path cache), `hit` (the timed lookups).
+    pub vmstat: serde_json::Value,
+    /// Anything the run noticed that bears on the numbers.
+    pub notes: Vec<String>,
+}
+
+impl HitpathResult {
+    /// The targets met, of those measured.
+    pub fn passed(&self) -> usize {
+        self.targets.iter().filter(|t| t.status == "PASS").count()
+    }
+
+    /// A readable report: parameters, the targets table, and the per-round
+    /// samples as an mmtests-style comparison.
+    pub fn report(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "hitpath: {} MiB file, {} hit pages ({} MiB), {} ops x {} rounds, zipf {}, seed {}{}",
+            self.file_mib,
+            self.hit_pages,
+            self.hit_pages * self.page_size as u64 / MIB,
+            self.ops,
+            self.rounds,
+            self.zipf_s,
+            self.seed,
+            if self.quick { " (quick)" } else { "" }
+        );
+        if !self.optimized {
+            let _ = writeln!(
+                s,
+                "WARNING: built without optimisations; these timings mean little"
+            );
+        }
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "median ns/op                 pcache     kernel     memcpy"
+        );
+        let _ = writeln!(
+            s,
+            "random 4 KiB read        {:>10.1} {:>10.1} {:>10.1}",
+            self.pcache_read_ns, self.kernel_pread_ns, self.memcpy_ns
+        );
+        let _ = writeln!(
+            s,
+            "hot 4 KiB read           {:>10.1} {:>10.1}",
+            self.pcache_hot_read_ns, self.kernel_hot_pread_ns
+        );
+        for h in &self.hit {
+            let _ = writeln!(
+                s,
+                "hit path, {:>2} thread{}     {:>10.1}   ({:.1} Mops/s total)",
+                h.threads,
+                if h.threads == 1 { " " } else { "s" },
+                h.ns_per_op,
+                h.mops
+            );
+        }
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "{:<36} {:>10}  {:>10}  result",
+            "target", "measured", "goal"
+        );
+        for t in &self.targets {
+            let v = match t.value {
+                Some(v) if t.key.ends_with("_ns") || t.key.contains("_ns_") => format!("{v:.1} ns"),
+                Some(v) => format!("{v:.2}x"),
+                None => "-".to_string(),
+            };
+            let _ = writeln!(s, "{:<36} {:>10}  {:>10}  {}", t.name, v, t.goal, t.status);
+        }
+        let measured = self.targets.iter().filter(|t| t.value.is_some()).count();
+        let _ = writeln!(s, "{} of {} targets met", self.passed(), measured);
+
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "per-round samples, ns/op (percentages against the first column; positive is better)"
+        );
+        let mut cmp = Comparison::new(["kernel", "pcache", "memcpy"]);
+        cmp.metric(
+            "rand-4k",
+            Better::Lower,
+            vec![
+                self.samples.kernel_pread_ns.clone(),
+                self.samples.pcache_read_ns.clone(),
+                self.samples.memcpy_ns.clone(),
+            ],
+        );
+        cmp.metric(
+            "hot-4k",
+            Better::Lower,
+            vec![
+                self.samples.kernel_hot_pread_ns.clone(),
+                self.samples.pcache_hot_read_ns.clone(),
+                Vec::new(),
+            ],
+        );
+        s.push_str(&cmp.render());
+        if !self.hit.is_empty() {
+            let _ = writeln!(s);
+            let mut cmp = Comparison::new(self.hit.iter().map(|h| format!("{} thr", h.threads)));
+            cmp.metric(
+                "hit-ns",
+                Better::Lower,
+                self.hit
+                    .iter()
+                    .map(|h| h.rounds_ns_per_op.clone())
+                    .collect(),
+            );
+            cmp.metric(
+                "hit-mops",
+                Better::Higher,
+                self.hit.iter().map(|h| h.rounds_mops.clone()).collect(),
+            );
+            s.push_str(&cmp.render());
+        }
+        let _ = writeln!(s);
+        let p = &self.phase_secs;
+        let _ = writeln!(
+            s,
+            "time: setup {:.1}s, random reads {:.1}s, hot reads {:.1}s, hit setup {:.1}s, hit path {:.1}s, total {:.1}s",
+            p.setup, p.random_read, p.hot_read, p.hit_setup, p.hit, p.total
+        );
+        for n in &self.notes {
+            let _ = writeln!(s, "note: {n}");
+        }
+        s
+    }
+}
+
+/// A page-aligned byte buffer.
+struct Aligned {
+    v: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl Aligned {
+    fn new(len: usize) -> Aligned {
+        let v = vec![0u8; len + PAGE];
+        let start = v.as_ptr().align_offset(PAGE);
+        Aligned { v, start, len }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        &self.v[self.start..self.start + self.len]
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.v[self.start..self.start + self.len]
+    }
+}
+
+/// Non-zero pseudo-random bytes.
+fn fill_nonzero(buf: &mut [u8], seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    for chunk in buf.chunks_mut(8) {
+        let w = (rng.next_u64() | 0x0101_0101_0101_0101).to_le_bytes();
+        chunk.copy_from_slice(&w[..chunk.len()]);
+    }
+}
+
+fn ns_per_op(elapsed: Duration, ops: usize) -> f64 {
+    elapsed.as_nanos() as f64 / ops.max(1) as f64
+}
+
+fn time_pcache_reads(f: &File, offsets: &[u64], buf: &mut [u8]) -> Result<f64> {
+    let t = Instant::now();
+    for &off in offsets {
+        let n = f.read_at(buf, off)?;
+        if n != buf.len() {
+            return Err(Error::Check(format!(
+                "pcache read_at at {off} returned {n} bytes, not {}",
+                buf.len()
+            )));
+        }
+        black_box(&mut *buf);
+    }
+    Ok(ns_per_op(t.elapsed(), offsets.len()))
+}
+
+fn time_kernel_reads(f: &std::fs::File, offsets: &[u64], buf: &mut [u8]) -> Result<f64> {
+    let t = Instant::now();
+    for &off in offsets {
+        let n = f
+            .read_at(buf, off)
+            .map_err(|e| Error::io(format!("kernel pread at {off}"), e))?;
+        if n != buf.len() {
+            return Err(Error::Check(format!(
+                "kernel pread at {off} returned {n} bytes, not {}",
+                buf.len()
+            )));
+        }
+        black_box(&mut *buf);
+    }
+    Ok(ns_per_op(t.elapsed(), offsets.len()))
+}
+
+fn time_memcpy(mem: &[u8], offsets: &[u64], buf: &mut [u8]) -> f64 {
+    let len = buf.len();
+    let t = Instant::now();
+    for &off in offsets {
+        let off = off as usize;
+        buf.copy_from_slice(&mem[off..off + len]);
+        black_box(&mut *buf);
+    }
+    ns_per_op(t.elapsed(), offsets.len())
+}
+
+fn to_usize(v: u64, what: &str) -> Result<usize> {
+    usize::try_from(v).map_err(|_| Error::Invalid(format!("{what} {v} does not fit in memory")))
+}
+
+fn vm_delta(now: &VmStat, earlier: &VmStat) -> serde_json::Value {
+    now.delta(earlier).to_json()
+}
+
+/// Results of the read phases.
+struct ReadPhase {
+    samples: ReadSamples,
+    vm_setup: serde_json::Value,
+    vm_read: serde_json::Value,
+    misses: Option<u64>,
+    setup: f64,
+    random_read: f64,
+    hot_read: f64,
+}
+
+fn read_phases(opts: &HitpathOpts, progress: &Progress) -> Result<ReadPhase> {
+    let file_bytes = opts.file_mib * MIB;
+    let len = to_usize(file_bytes, "file size")?;
+    let pages = file_bytes / PAGE as u64;
+    let ops = to_usize(opts.ops, "ops")?;
+
+    // a. The file, in memory and on disk, and both caches warm.
+    let phase = progress.phase("setup: create file", 4);
+    let mut mem = Aligned::new(len);
+    fill_nonzero(mem.as_mut_slice(), opts.seed ^ 0x5eed_f11e);
+    phase.inc(1);
+    let tmp = match &opts.dir {
+        Some(d) => tempfile::Builder::new()
+            .prefix("pcache-hitpath-")
+            .tempdir_in(d),
+        None => tempfile::Builder::new().prefix("pcache-hitpath-").tempdir(),
+    }
+    .map_err(|e| Error::io("creating a temporary directory", e))?;
+    let path = tmp.path().join("data");
+    {
+        let f = std::fs::File::create(&path)
+            .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
+        for (i, chunk) in mem.as_slice().chunks(8 << 20).enumerate() {
+            f.write_all_at(chunk, (i * (8 << 20)) as u64)
+                .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+        }
+        f.sync_all()
+            .map_err(|e| Error::io(format!("syncing {}", path.display()), e))?;
+    }
+    phase.inc(1);
+
+    let cache = PageCache::new(Config::with_memory(file_bytes + SLACK_BYTES))?;
+    let vm0 = cache.vmstat();
+    let pf = cache.open(
+        &path,
+        OpenOptions {
+            create: false,
+            truncate: false,
+            direct: true,
+        },
+    )?;
+    let mut chunk = Aligned::new(1 << 20);
+    let mut off = 0u64;
+    while off < file_bytes {
+        let want = chunk.len.min((file_bytes - off) as usize);
+        let n = pf.read_at(&mut chunk.as_mut_slice()[..want], off)?;
+        if n != want
+            || chunk.as_slice()[..want] != mem.as_slice()[off as usize..off as usize + want]
+        {
+            return Err(Error::Check(format!(
+                "pcache read {n} bytes at {off}, wanted {want} bytes of the file's data"
+            )));
+        }
+        off += want as u64;
+    }
+    phase.inc(1);
+    // The kernel's copy: a plain buffered file.
+    let kf = std::fs::File::open(&path)
+        .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+    let mut off = 0u64;
+    while off < file_bytes {
+        let want = chunk.len.min((file_bytes - off) as usize);
+        let n = kf
+            .read_at(&mut chunk.as_mut_slice()[..want], off)
+            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        if n != want
+            || chunk.as_slice()[..want] != mem.as_slice()[off as usize..off as usize + want]
+        {
+            return Err(Error::Check(format!(
+                "kernel read {n} bytes at {off}, wanted {want} bytes of the file's data"
+            )));
+        }
+        off += want as u64;
+    }
+    drop(chunk);
+    phase.inc(1);
+    let setup = phase.finish();
+    let vm1 = cache.vmstat();
+
+    // b. Random 4 KiB reads, interleaved pcache / kernel / memcpy.
+    let offsets = uniform_page_offsets(pages, PAGE as u64, ops, opts.seed);
+    let mut buf = Aligned::new(PAGE);
+    let mut samples = ReadSamples::default();
+    let phase = progress.phase("random 4 KiB reads", 3 * opts.rounds as u64);
+    for r in 0..opts.rounds {
+        phase.set_message(format!("round {}", r + 1));
+        samples
+            .pcache_read_ns
+            .push(time_pcache_reads(&pf, &offsets, buf.as_mut_slice())?);
+        phase.inc(1);
+        samples
+            .kernel_pread_ns
+            .push(time_kernel_reads(&kf, &offsets, buf.as_mut_slice())?);
+        phase.inc(1);
+        samples
+            .memcpy_ns
+            .push(time_memcpy(mem.as_slice(), &offsets, buf.as_mut_slice()));
+        phase.inc(1);
+    }
+    let random_read = phase.finish();
+    drop(offsets);
+
+    // c. One page, again and again.
+    let hot = vec![(pages / 2) * PAGE as u64; ops];
+    let phase = progress.phase("hot 4 KiB reads", 2 * opts.rounds as u64);
+    for r in 0..opts.rounds {
+        phase.set_message(format!("round {}", r + 1));
+        samples
+            .pcache_hot_read_ns
+            .push(time_pcache_reads(&pf, &hot, buf.as_mut_slice())?);
+        phase.inc(1);
+        samples
+            .kernel_hot_pread_ns
+            .push(time_kernel_reads(&kf, &hot, buf.as_mut_slice())?);
+        phase.inc(1);
+    }
+    let hot_read = phase.finish();
+    if buf.as_slice()
+        != &mem.as_slice()[(pages / 2) as usize * PAGE..(pages / 2 + 1) as usize * PAGE]
+    {
+        return Err(Error::Check("the hot page read back wrong data".into()));
+    }
+    let vm2 = cache.vmstat();
+    let misses = vm2
+        .by_name("pgcache_miss")
+        .zip(vm1.by_name("pgcache_miss"))
+        .map(|(a, b)| a.saturating_sub(b));
+    pf.close()?;
+    drop(pf);
+    drop(cache);
+    drop(tmp);
+
+    Ok(ReadPhase {
+        samples,
+        vm_setup: vm_delta(&vm1, &vm0),
+        vm_read: vm_delta(&vm2, &vm1),
+        misses,
+        setup,
+        random_read,
+        hot_read,
+    })
+}
+
+struct HitPhase {
+    runs: Vec<HitRun>,
+    vm_setup: serde_json::Value,
+    vm_hit: serde_json::Value,
+    setup: f64,
+    hit: f64,
+}
+
+/// One timed run of `keys.len()` threads, each with its own handle and key
+/// stream. Returns (mean ns/op per thread, total Mops/s).
+fn hit_round(handles: &[File], keys: &[Vec<u64>]) -> Result<(f64, f64)> {
+    let barrier = Barrier::new(handles.len());
+    let results: Vec<Result<(Duration, u64)>> = std::thread::scope(|s| {
+        let joins: Vec<_> = handles
+            .iter()
+            .zip(keys)
+            .map(|(h, keys)| {
+                let barrier = &barrier;
+                s.spawn(move || -> Result<(Duration, u64)> {
+                    barrier.wait();
+                    let t = Instant::now();
+                    let mut misses = 0u64;
+                    for &k in keys {
+                        match h.find_page(k)? {
+                            Some(p) => {
+                                black_box(&p);
+                                drop(p);
+                            }
+                            None => misses += 1,
+                        }
+                    }
+                    Ok((t.elapsed(), misses))
+                })
+            })
+            .collect();
+        joins
+            .into_iter()
+            .map(|j| j.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    let mut ns = 0.0;
+    let mut mops = 0.0;
+    for (r, keys) in results.into_iter().zip(keys) {
+        let (elapsed, misses) = r?;
+        if misses > 0 {
+            return Err(Error::Check(format!(
+                "hit path: {misses} of {} lookups found no page, but every page was cached \
+                 (was something reclaimed?)",
+                keys.len()
+            )));
+        }
+        ns += ns_per_op(elapsed, keys.len());
+        mops += keys.len() as f64 / elapsed.as_secs_f64().max(1e-9) / 1e6;
+    }
+    Ok((ns / handles.len() as f64, mops))
+}
+
+fn hit_phase(opts: &HitpathOpts, progress: &Progress) -> Result<HitPhase> {
+    let ops = to_usize(opts.ops, "ops")?;
+    let pages = opts.hit_pages;
+    let max_threads = opts.threads.iter().copied().max().unwrap_or(1);
+
+    // d. A cache holding every page of a memory-backed file.
+    let phase = progress.phase("hit path: populate", pages + max_threads as u64);
+    let cache = PageCache::new(Config::with_memory(pages * PAGE as u64 + SLACK_BYTES))?;
+    let vm0 = cache.vmstat();
+    let file = cache.open_memory("hitpath")?;
+    file.set_len(pages * PAGE as u64)?;
+    let step = 1 << 14;
+    for i in 0..pages {
+        drop(file.get_page(i)?);
+        if i % step == step - 1 {
+            phase.inc(step);
+        }
+    }
+    phase.inc(pages % step);
+    cache.lru_add_drain_all();
+    let zipf =
+        ZipfKeys::new(pages, opts.zipf_s, opts.seed ^ 0x21bf_0000).map_err(Error::Invalid)?;
+    let mut streams = Vec::with_capacity(max_threads);
+    for t in 0..max_threads {
+        streams.push(zipf.generate(ops, opts.seed.wrapping_add(0x1000 + t as u64)));
+        phase.inc(1);
+    }
+    drop(zipf);
+    let setup = phase.finish();
+    let vm1 = cache.vmstat();
+
+    let phase = progress.phase(
+        "hit path: lookups",
+        (opts.threads.len() * opts.rounds) as u64,
+    );
+    let mut runs = Vec::new();
+    for &k in &opts.threads {
+        let handles = (0..k)
+            .map(|_| file.reopen())
+            .collect::<pcache::Result<Vec<File>>>()?;
+        let mut ns = Vec::new();
+        let mut mops = Vec::new();
+        for r in 0..opts.rounds {
+            phase.set_message(format!("{k} thread(s), round {}", r + 1));
+            let (n, m) = hit_round(&handles, &streams[..k])?;
+            ns.push(n);
+            mops.push(m);
+            phase.inc(1);
+        }
+        for h in &handles {
+            h.close()?;
+        }
+        runs.push(HitRun {
+            threads: k,
+            ns_per_op: stats::median(&ns),
+            mops: stats::median(&mops),
+            rounds_ns_per_op: ns,
+            rounds_mops: mops,
+        });
+    }
+    let hit = phase.finish();
+    let vm2 = cache.vmstat();
+    file.close()?;
+    drop(file);
+    cache.unlink_memory("hitpath")?;
+    Ok(HitPhase {
+        runs,
+        vm_setup: vm_delta(&vm1, &vm0),
+        vm_hit: vm_delta(&vm2, &vm1),
+        setup,
+        hit,
+    })
+}
+
+fn target(
+    name: &str,
+    key: &str,
+    value: Option<f64>,
+    goal: &str,
+    pass: impl Fn(f64) -> bool,
+) -> Target {
+    let status = match value {
+        Some(v) if v.is_finite() && pass(v) => "PASS",
+        Some(_) => "MISS",
+        None => "NOT RUN",
+    };
+    Target {
+        name: name.into(),
+        key: key.into(),
+        value,
+        goal: goal.into(),
+        status: status.into(),
+    }
+}
+
+/// Run the benchmark.
+pub fn run(opts: &HitpathOpts) -> Result<HitpathResult> {
+    opts.validate()?;
+    let start = Instant::now();
+    let progress = Progress::new(opts.progress);
+    let read = read_phases(opts, &progress)?;
+    let hit = hit_phase(opts, &progress)?;
+
+    let s = &read.samples;
+    let pcache_read_ns = stats::median(&s.pcache_read_ns);
+    let kernel_pread_ns = stats::median(&s.kernel_pread_ns);
+    let memcpy_ns = stats::median(&s.memcpy_ns);
+    let pcache_hot_read_ns = stats::median(&s.pcache_hot_read_ns);
+    let kernel_hot_pread_ns = stats::median(&s.kernel_hot_pread_ns);
+    let by_threads = |k: usize| hit.runs.iter().find(|r| r.threads == k);
+    let hit_ns_1thread = by_threads(1).map(|r| r.ns_per_op);
+    let hit_ns_2threads = by_threads(2).map(|r| r.ns_per_op);
+    let scaling_2threads = by_threads(2)
+        .zip(by_threads(1))
+        .map(|(two, one)| stats::ratio(two.mops, one.mops));
+    let kernel_over_pcache = stats::ratio(kernel_pread_ns, pcache_read_ns);
+    let pcache_over_memcpy = stats::ratio(pcache_read_ns, memcpy_ns);
+    let hot_kernel_over_pcache = stats::ratio(kernel_hot_pread_ns, pcache_hot_read_ns);
+
+    let targets = vec![
+        target(
+            "random read: kernel pread / pcache",
+            "kernel_over_pcache",
+            Some(kernel_over_pcache),
+            &format!(">= {TARGET_KERNEL_OVER_PCACHE:.2}x"),
+            |v| v >= TARGET_KERNEL_OVER_PCACHE,
+        ),
+        target(
+            "random read: pcache / memcpy",
+            "pcache_over_memcpy",
+            Some(pcache_over_memcpy),
+            &format!("<= {TARGET_PCACHE_OVER_MEMCPY:.2}x"),
+            |v| v <= TARGET_PCACHE_OVER_MEMCPY,
+        ),
+        target(
+            "hot read: kernel pread / pcache",
+            "hot_kernel_over_pcache",
+            Some(hot_kernel_over_pcache),
+            &format!(">= {TARGET_HOT_KERNEL_OVER_PCACHE:.2}x"),
+            |v| v >= TARGET_HOT_KERNEL_OVER_PCACHE,
+        ),
+        target(
+            "hit path, 1 thread",
+            "hit_ns_1thread",
+            hit_ns_1thread,
+            &format!("< {TARGET_HIT_NS_1THREAD} ns"),
+            |v| v < TARGET_HIT_NS_1THREAD,
+        ),
+        target(
+            "hit path: 2 threads / 1 throughput",
+            "scaling_2threads",
+            scaling_2threads,
+            &format!(">= {TARGET_SCALING_2THREADS:.2}x"),
+            |v| v >= TARGET_SCALING_2THREADS,
+        ),
+    ];
+
+    let mut notes = Vec::new();
+    if let Some(m) = read.misses.filter(|&m| m > 0) {
+        notes.push(format!(
+            "{m} pcache misses during the timed reads: the read cache was not fully warm"
+        ));
+    }
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    if let Some(&k) = opts.threads.iter().find(|&&k| k > cpus) {
+        notes.push(format!(
+            "{k} hit-path threads on {cpus} CPUs: the threads share CPUs"
+        ));
+    }
+    if cfg!(debug_assertions) {
+        notes.push("debug build: run with --release for meaningful timings".into());
+    }
+
+    Ok(HitpathResult {
+        experiment: "hitpath".into(),
+        file_mib: opts.file_mib,
+        hit_pages: opts.hit_pages,
+        ops: opts.ops,
+        threads: opts.threads.clone(),
+        seed: opts.seed,
+        rounds: opts.rounds,
+        zipf_s: opts.zipf_s,
+        page_size: PAGE,
+        quick: opts.quick,
+        optimized: !cfg!(debug_assertions),
+        pcache_read_ns,
+        kernel_pread_ns,
+        memcpy_ns,
+        pcache_hot_read_ns,
+        kernel_hot_pread_ns,
+        hit_ns_1thread,
+        hit_ns_2threads,
+        kernel_over_pcache,
+        pcache_over_memcpy,
+        hot_kernel_over_pcache,
+        scaling_2threads,
+        hit: hit.runs,
+        samples: read.samples,
+        targets,
+        phase_secs: PhaseSecs {
+            setup: read.setup,
+            random_read: read.random_read,
+            hot_read: read.hot_read,
+            hit_setup: hit.setup,
+            hit: hit.hit,
+            total: start.elapsed().as_secs_f64(),
+        },
+        vmstat: serde_json::json!({
+            "read_setup": read.vm_setup,
+            "read": read.vm_read,
+            "hit_setup": hit.vm_setup,
+            "hit": hit.vm_hit,
+        }),
+        notes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options() {
+        assert!(HitpathOpts::default().validate().is_ok());
+        assert!(HitpathOpts::quick().validate().is_ok());
+        let bad = [
+            HitpathOpts {
+                file_mib: 0,
+                ..HitpathOpts::quick()
+            },
+            HitpathOpts {
+                hit_pages: 0,
+                ..HitpathOpts::quick()
+            },
+            HitpathOpts {
+                ops: 0,
+                ..HitpathOpts::quick()
+            },
+            HitpathOpts {
+                rounds: 0,
+                ..HitpathOpts::quick()
+            },
+            HitpathOpts {
+                threads: vec![],
+                ..HitpathOpts::quick()
+            },
+            HitpathOpts {
+                threads: vec![1, 0],
+                ..HitpathOpts::quick()
+            },
+            HitpathOpts {
+                zipf_s: f64::NAN,
+                ..HitpathOpts::quick()
+            },
+        ];
+        for o in bad {
+            assert!(matches!(o.validate(), Err(Error::Invalid(_))), "{o:?}");
+        }
+    }
+
+    #[test]
+    fn aligned_and_nonzero() {
+        let mut a = Aligned::new(3 * PAGE);
+        assert_eq!(a.as_slice().as_ptr() as usize % PAGE, 0);
+        assert_eq!(a.as_slice().len(), 3 * PAGE);
+        fill_nonzero(&mut a.as_mut_slice()[..PAGE + 3], 9);
+        assert!(a.as_slice()[..PAGE + 3].iter().all(|&b| b != 0));
+        assert!(a.as_slice()[PAGE + 3..].iter().all(|&b| b == 0));
+    }
+}

@@ -1,0 +1,48 @@
+//! Experiments and benchmarks for pcache.
+//!
+//! * [`stats`]: summary statistics and an mmtests-style comparison report.
+//! * [`zipf`]: seeded, scrambled Zipf keys.
+//! * [`hitpath`]: the cache-hit path against the kernel's page cache and
+//!   against a bare `memcpy`.
+
+pub mod hitpath;
+mod progress;
+pub mod stats;
+pub mod zipf;
+
+use std::io;
+
+/// What a workload can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An error from the page cache under test.
+    #[error("pcache: {0}")]
+    Pcache(#[from] pcache::Error),
+    /// An I/O error outside pcache (the temporary directory, the kernel
+    /// baseline).
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: io::Error,
+    },
+    /// Options out of range.
+    #[error("invalid options: {0}")]
+    Invalid(String),
+    /// The workload saw something wrong: wrong data, a miss where every
+    /// lookup must hit.
+    #[error("check failed: {0}")]
+    Check(String),
+}
+
+impl Error {
+    pub(crate) fn io(context: impl Into<String>, source: io::Error) -> Error {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+/// Shorthand for this crate's results.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

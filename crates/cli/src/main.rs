@@ -251,7 +251,16 @@ fn bench(cmd: BenchCmd) -> Result<(), BoxError> {
         if is_main_job {
             eprintln!("pcache bench: running {}", exp.name());
         }
-        let outcome = run_experiment(exp, &common).map_err(|e| format!("{}: {e}", exp.name()))?;
+        let outcome = match run_experiment(exp, &common) {
+            Ok(o) => o,
+            Err(e) => {
+                // Leave no empty results file behind.
+                if let Some(JsonSink::File(path, _)) = &sink {
+                    let _ = std::fs::remove_file(path);
+                }
+                return Err(format!("{}: {e}", exp.name()).into());
+            }
+        };
         if report_to_stderr {
             eprint!("{}", outcome.report);
         } else {

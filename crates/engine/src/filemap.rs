@@ -224,6 +224,7 @@ impl Cache {
     }
 
     /// find_or_create_page.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn find_or_create_page(&self, inode: &Inode, index: u64) -> Result<Option<Pfn>> {
         self.pagecache_get_page(inode, index, FGP_LOCK | FGP_ACCESSED | FGP_CREAT)
     }

@@ -500,23 +500,6 @@ impl File {
         Ok(Some(PageRef { file: self, pfn, index }))
     }
 
-    /// find_or_create_page through the FGP core, for tools: returns whether
-    /// the page was already cached.
-    pub fn touch_page(&self, index: u64) -> Result<bool> {
-        self.check_open()?;
-        let cached = self.cache.find_get_page(&self.inode, index);
-        if let Some(pfn) = cached {
-            self.cache.mark_page_accessed(pfn);
-            self.cache.put_page(pfn);
-            return Ok(true);
-        }
-        if let Some(pfn) = self.cache.find_or_create_page(&self.inode, index)? {
-            self.cache.page(pfn).unlock(&self.cache.vm);
-            self.cache.put_page(pfn);
-        }
-        Ok(false)
-    }
-
     /// The state of the cached page at `index`, if any.
     pub fn page_state(&self, index: u64) -> Option<PageState> {
         let pfn = self.cache.find_get_page(&self.inode, index)?;

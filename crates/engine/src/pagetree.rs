@@ -15,7 +15,7 @@
 //! The root word packs the top node's address with the tree's height (nodes
 //! are 512-byte aligned, leaving the low bits free), so a reader always sees
 //! a consistent pair. Height 0 means the root is a leaf covering 0..64.
-//! Each node carries a bitmap per mark (dirty, towrite): bit i is set when
+//! Each node carries a bitmap per mark (dirty): bit i is set when
 //! slot i holds, or leads to, a marked entry, so writeback can walk dirty
 //! pages in file order without visiting clean ones.
 

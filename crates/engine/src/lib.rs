@@ -37,8 +37,8 @@ pub mod vmstat;
 pub use backing::BackingDev;
 pub use error::{Error, Result};
 pub use tunables::{
-    AccessedInit, Advice, Config, LruBatching, PagevecDrain, ReclaimWriteback, RemarkRule, Tunables, MAX_PAGE_SIZE,
-    MIN_PAGE_SIZE,
+    AccessedInit, Advice, Config, LruBatching, PagevecDrain, ReclaimWriteback, RemarkRule,
+    Tunables, MAX_PAGE_SIZE, MIN_PAGE_SIZE,
 };
 pub use vmstat::{Item, VmStat};
 
@@ -110,7 +110,11 @@ pub struct OpenOptions {
 
 impl Default for OpenOptions {
     fn default() -> Self {
-        OpenOptions { create: true, truncate: false, direct: true }
+        OpenOptions {
+            create: true,
+            truncate: false,
+            direct: true,
+        }
     }
 }
 
@@ -162,7 +166,12 @@ impl PageCache {
                 .spawn(move || page_writeback::flusher_thread(c))
                 .map_err(|e| Error::io("flusher", e))?,
         );
-        Ok(PageCache { owner: Arc::new(Owner { cache, threads: Mutex::new(threads) }) })
+        Ok(PageCache {
+            owner: Arc::new(Owner {
+                cache,
+                threads: Mutex::new(threads),
+            }),
+        })
     }
 
     fn cache(&self) -> &Arc<Cache> {
@@ -236,7 +245,9 @@ impl PageCache {
         let cache = self.cache();
         let inode = cache.inodes.lock().by_name.remove(name);
         let Some(inode) = inode else {
-            return Err(Error::InvalidArgument(format!("{name}: not open in this cache")));
+            return Err(Error::InvalidArgument(format!(
+                "{name}: not open in this cache"
+            )));
         };
         inode.unlinked.store(true, Ordering::Release);
         let res = inode.dev.remove().map_err(|e| Error::io(name, e));
@@ -305,7 +316,10 @@ impl PageCache {
         pfns.into_iter()
             .map(|pfn| {
                 let page = cache.page(pfn);
-                let name = cache.inode_by_id(page.mapping()).map(|i| i.name.clone()).unwrap_or_default();
+                let name = cache
+                    .inode_by_id(page.mapping())
+                    .map(|i| i.name.clone())
+                    .unwrap_or_default();
                 (name, page.index())
             })
             .collect()
@@ -369,11 +383,19 @@ impl File {
     fn sync(&self, data_only: bool) -> Result<()> {
         self.check_open()?;
         let res = self.cache.write_and_wait_range(&self.inode, 0, u64::MAX);
-        let dev = self.inode.dev.sync(data_only).map_err(|e| Error::io(&self.inode.name, e));
+        let dev = self
+            .inode
+            .dev
+            .sync(data_only)
+            .map_err(|e| Error::io(&self.inode.name, e));
         // Report a writeback error once per handle (errseq).
-        let errno = page_writeback::errseq_check_and_advance(&self.inode.wb_err, &self.wb_err_since);
+        let errno =
+            page_writeback::errseq_check_and_advance(&self.inode.wb_err, &self.wb_err_since);
         if errno != 0 {
-            return Err(Error::io(&self.inode.name, std::io::Error::from_raw_os_error(errno)));
+            return Err(Error::io(
+                &self.inode.name,
+                std::io::Error::from_raw_os_error(errno),
+            ));
         }
         match (res, dev) {
             (Err(e), _) | (Ok(()), Err(e)) => {
@@ -430,17 +452,23 @@ impl File {
     /// posix_fadvise(2). `len` 0 means to the end of the file.
     pub fn fadvise(&self, offset: u64, len: u64, advice: Advice) -> Result<()> {
         self.check_open()?;
-        let end = if len == 0 { u64::MAX } else { self.check_range(offset, len)? };
+        let end = if len == 0 {
+            u64::MAX
+        } else {
+            self.check_range(offset, len)?
+        };
         let shift = self.cache.page_shift();
         let ra = &self.ra;
         let default_ra = self.cache.tunables.ra_pages;
         match advice {
             Advice::Normal => {
                 ra.ra_pages.store(default_ra, Ordering::Relaxed);
-                ra.mode.fetch_and(!(FMODE_RANDOM | FMODE_NOREUSE), Ordering::Relaxed);
+                ra.mode
+                    .fetch_and(!(FMODE_RANDOM | FMODE_NOREUSE), Ordering::Relaxed);
             }
             Advice::Sequential => {
-                ra.ra_pages.store(default_ra.saturating_mul(2), Ordering::Relaxed);
+                ra.ra_pages
+                    .store(default_ra.saturating_mul(2), Ordering::Relaxed);
                 ra.mode.fetch_and(!FMODE_RANDOM, Ordering::Relaxed);
             }
             Advice::Random => {
@@ -455,17 +483,26 @@ impl File {
                 if offset < end {
                     let first = offset >> shift;
                     let last = (end - 1) >> shift;
-                    self.cache.force_page_cache_readahead(&self.inode, first, last - first + 1);
+                    self.cache
+                        .force_page_cache_readahead(&self.inode, first, last - first + 1);
                 }
             }
             Advice::DontNeed => {
                 // Start writeback of dirty pages, then drop the clean ones
                 // wholly inside the range.
                 let first = offset >> shift;
-                let last = if end == u64::MAX { u64::MAX } else { end >> shift };
-                let _ = self.cache.write_cache_pages(&self.inode, first, last, u64::MAX, false);
+                let last = if end == u64::MAX {
+                    u64::MAX
+                } else {
+                    end >> shift
+                };
+                let _ = self
+                    .cache
+                    .write_cache_pages(&self.inode, first, last, u64::MAX, false);
                 let start = offset.div_ceil(1 << shift);
-                let dropped = self.cache.invalidate_mapping_pages(&self.inode, start, last);
+                let dropped = self
+                    .cache
+                    .invalidate_mapping_pages(&self.inode, start, last);
                 let _ = dropped;
             }
         }
@@ -479,11 +516,18 @@ impl File {
         let shift = self.cache.page_shift();
         let size = self.inode.size.load(Ordering::Acquire);
         if index >= size.div_ceil(1 << shift) {
-            return Err(Error::PastEof { offset: index.saturating_mul(1 << shift), size });
+            return Err(Error::PastEof {
+                offset: index.saturating_mul(1 << shift),
+                size,
+            });
         }
         let pfn = self.cache.read_cache_page(&self.inode, None, index, 1)?;
         self.cache.mark_page_accessed(pfn);
-        Ok(PageRef { file: self, pfn, index })
+        Ok(PageRef {
+            file: self,
+            pfn,
+            index,
+        })
     }
 
     /// The hit path: look up, pin and mark accessed a cached, uptodate page;
@@ -491,13 +535,19 @@ impl File {
     #[inline]
     pub fn find_page(&self, index: u64) -> Result<Option<PageRef<'_>>> {
         self.check_open()?;
-        let Some(pfn) = self.cache.find_get_page(&self.inode, index) else { return Ok(None) };
+        let Some(pfn) = self.cache.find_get_page(&self.inode, index) else {
+            return Ok(None);
+        };
         if !self.cache.page(pfn).test(PG_UPTODATE) {
             self.cache.put_page(pfn);
             return Ok(None);
         }
         self.cache.mark_page_accessed(pfn);
-        Ok(Some(PageRef { file: self, pfn, index }))
+        Ok(Some(PageRef {
+            file: self,
+            pfn,
+            index,
+        }))
     }
 
     /// The state of the cached page at `index`, if any.
@@ -532,9 +582,14 @@ impl File {
     pub fn reopen(&self) -> Result<File> {
         self.check_open()?;
         if self.inode.unlinked.load(Ordering::Acquire) {
-            return Err(Error::InvalidArgument(format!("{}: unlinked", self.inode.name)));
+            return Err(Error::InvalidArgument(format!(
+                "{}: unlinked",
+                self.inode.name
+            )));
         }
-        let pc = PageCache { owner: self.owner.clone() };
+        let pc = PageCache {
+            owner: self.owner.clone(),
+        };
         Ok(pc.new_file(self.inode.clone()))
     }
 
@@ -549,7 +604,9 @@ impl File {
     }
 
     fn release(&self) {
-        if self.inode.handles.fetch_sub(1, Ordering::AcqRel) == 1 && self.inode.unlinked.load(Ordering::Acquire) {
+        if self.inode.handles.fetch_sub(1, Ordering::AcqRel) == 1
+            && self.inode.unlinked.load(Ordering::Acquire)
+        {
             self.cache.evict_inode(&self.inode);
         }
     }

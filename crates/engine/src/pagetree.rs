@@ -86,7 +86,9 @@ fn fits(index: u64, height: usize) -> bool {
 
 impl PageTree {
     pub const fn new() -> PageTree {
-        PageTree { root: AtomicUsize::new(0) }
+        PageTree {
+            root: AtomicUsize::new(0),
+        }
     }
 
     #[inline]
@@ -218,7 +220,8 @@ impl PageTree {
             for (level, &node) in path.iter().enumerate().take(height + 1) {
                 let slot = (index >> (SHIFT * level as u32)) & MASK;
                 // SAFETY: live node.
-                let left = unsafe { (*node).marks[m].fetch_and(!(1 << slot), Ordering::Relaxed) } & !(1 << slot);
+                let left = unsafe { (*node).marks[m].fetch_and(!(1 << slot), Ordering::Relaxed) }
+                    & !(1 << slot);
                 if left != 0 {
                     break;
                 }
@@ -230,7 +233,9 @@ impl PageTree {
     pub fn get_mark(&self, index: u64, m: usize) -> bool {
         match self.path(index) {
             // SAFETY: live node.
-            Some((path, _)) => unsafe { (*path[0]).marks[m].load(Ordering::Relaxed) & (1 << (index & MASK)) != 0 },
+            Some((path, _)) => unsafe {
+                (*path[0]).marks[m].load(Ordering::Relaxed) & (1 << (index & MASK)) != 0
+            },
             None => false,
         }
     }
@@ -238,7 +243,13 @@ impl PageTree {
     /// Visit non-empty entries with index in `[start, end)` in order, or
     /// only those with mark `mark`. `f` returns false to stop. Lock-free;
     /// entries may change under a reader, as in any gang lookup.
-    pub fn for_each(&self, start: u64, end: u64, mark: Option<usize>, f: &mut dyn FnMut(u64, usize) -> bool) {
+    pub fn for_each(
+        &self,
+        start: u64,
+        end: u64,
+        mark: Option<usize>,
+        f: &mut dyn FnMut(u64, usize) -> bool,
+    ) {
         let (top, height) = self.root();
         if top.is_null() || start >= end {
             return;

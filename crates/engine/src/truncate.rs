@@ -55,7 +55,9 @@ impl Cache {
         let mut pv = PageVec::new();
         let mut index = start;
         while index < end {
-            let Some(next) = self.pagevec_lookup(inode, index, end, &mut pv) else { break };
+            let Some(next) = self.pagevec_lookup(inode, index, end, &mut pv) else {
+                break;
+            };
             for &pfn in pv.pages() {
                 let page = self.page(pfn);
                 page.lock(&self.vm);
@@ -71,7 +73,11 @@ impl Cache {
         // Partial pages at the edges.
         let first_partial = lstart >> shift;
         if lstart & (ps - 1) != 0 {
-            let to = if (lend - 1) >> shift == first_partial { lend } else { (first_partial + 1) << shift };
+            let to = if (lend - 1) >> shift == first_partial {
+                lend
+            } else {
+                (first_partial + 1) << shift
+            };
             self.zero_page_range(inode, first_partial, lstart, to);
         }
         let last_partial = lend >> shift;
@@ -82,7 +88,9 @@ impl Cache {
 
     /// Zero bytes `[from, to)` of the cached page `index`, if cached.
     fn zero_page_range(&self, inode: &Inode, index: u64, from: u64, to: u64) {
-        let Ok(Some(pfn)) = self.find_lock_page(inode, index) else { return };
+        let Ok(Some(pfn)) = self.find_lock_page(inode, index) else {
+            return;
+        };
         let page = self.page(pfn);
         if page.test(PG_UPTODATE) {
             page.wait_on_writeback();
@@ -114,7 +122,10 @@ impl Cache {
             let ps = self.page_size() as u64;
             self.truncate_inode_pages_range(inode, len, old.div_ceil(ps) * ps);
         }
-        inode.dev.set_len(len).map_err(|e| crate::Error::io(&inode.name, e))
+        inode
+            .dev
+            .set_len(len)
+            .map_err(|e| crate::Error::io(&inode.name, e))
     }
 
     /// Hole punch: drop the cached range, then deallocate it on the device.
@@ -125,7 +136,10 @@ impl Cache {
             return Ok(());
         }
         self.truncate_inode_pages_range(inode, offset, end);
-        inode.dev.punch_hole(offset, end - offset).map_err(|e| crate::Error::io(&inode.name, e))
+        inode
+            .dev
+            .punch_hole(offset, end - offset)
+            .map_err(|e| crate::Error::io(&inode.name, e))
     }
 
     /// invalidate_mapping_pages: drop clean, unlocked, unpinned pages of
@@ -136,7 +150,9 @@ impl Cache {
         let mut index = start;
         let mut dropped = 0;
         while index < end {
-            let Some(next) = self.pagevec_lookup(inode, index, end, &mut pv) else { break };
+            let Some(next) = self.pagevec_lookup(inode, index, end, &mut pv) else {
+                break;
+            };
             for &pfn in pv.pages() {
                 let page = self.page(pfn);
                 if !page.trylock(&self.vm) {
@@ -167,6 +183,6 @@ impl Cache {
 
     /// Forget every page of an inode (evict_inode), writing nothing.
     pub fn truncate_inode_pages_final(&self, inode: &Inode) {
-        self.truncate_inode_pages_range(inode, 0, u64::MAX & !(self.page_size() as u64 - 1));
+        self.truncate_inode_pages_range(inode, 0, !(self.page_size() as u64 - 1));
     }
 }

@@ -102,7 +102,9 @@ pub struct VmCounters {
 
 impl VmCounters {
     pub fn new() -> Self {
-        VmCounters { events: SlotCounters::new() }
+        VmCounters {
+            events: SlotCounters::new(),
+        }
     }
 
     #[inline]
@@ -153,7 +155,13 @@ impl VmStat {
     pub fn delta(&self, earlier: &VmStat) -> VmStat {
         let values = Item::ALL
             .iter()
-            .map(|&i| if i.is_state() { self.get(i) } else { self.get(i).wrapping_sub(earlier.get(i)) })
+            .map(|&i| {
+                if i.is_state() {
+                    self.get(i)
+                } else {
+                    self.get(i).wrapping_sub(earlier.get(i))
+                }
+            })
             .collect();
         VmStat { values }
     }

@@ -188,7 +188,7 @@ impl FileDev {
     /// O_DIRECT needs page-aligned offsets and whole pages.
     fn check_direct_shape(&self, pos: u64, lens: impl Iterator<Item = usize>) -> io::Result<()> {
         let ps = self.page_size;
-        let mut ok = pos % ps as u64 == 0;
+        let mut ok = pos.is_multiple_of(ps as u64);
         for len in lens {
             ok &= len % ps == 0;
         }
@@ -202,7 +202,7 @@ impl FileDev {
     }
 
     fn all_aligned(&self, mut ptrs: impl Iterator<Item = *const u8>) -> bool {
-        ptrs.all(|p| (p as usize) % self.page_size == 0)
+        ptrs.all(|p| (p as usize).is_multiple_of(self.page_size))
     }
 
     /// The core loop: move every byte of `segs` at file offset `pos`,
@@ -264,7 +264,7 @@ impl FileDev {
             // While direct, `done` is page aligned (pos and every segment are
             // whole pages), so a short transfer ending mid-page cannot be
             // resumed where it stopped.
-            if direct && (done + n) % ps != 0 {
+            if direct && !(done + n).is_multiple_of(ps) {
                 match segs.dir {
                     // An O_DIRECT read stops mid-page only at end of file.
                     Dir::Read => {

@@ -233,7 +233,7 @@ impl BackingDev for MemoryDev {
         let first_gone = len.div_ceil(ps);
         let old_end = old.div_ceil(ps);
         self.drop_pages(first_gone, old_end);
-        if len % ps != 0 {
+        if !len.is_multiple_of(ps) {
             self.zero_in_page(len / ps, (len % ps) as usize, self.page_size);
         }
         Ok(())
@@ -251,11 +251,11 @@ impl BackingDev for MemoryDev {
         let ps = self.page_size as u64;
         let (first, last) = (offset / ps, (end - 1) / ps);
         self.drop_pages(offset.div_ceil(ps), end / ps);
-        if offset % ps != 0 {
+        if !offset.is_multiple_of(ps) {
             let hi = (end - first * ps).min(ps);
             self.zero_in_page(first, (offset % ps) as usize, hi as usize);
         }
-        if end % ps != 0 && (last != first || offset % ps == 0) {
+        if !end.is_multiple_of(ps) && (last != first || offset.is_multiple_of(ps)) {
             self.zero_in_page(last, 0, (end % ps) as usize);
         }
         Ok(())

@@ -1,0 +1,340 @@
+//! LRU state transitions as the kernel defines them (M4, M5, M6, M8).
+
+use pcache::{
+    Config, Item, LruBatching, LruList, PageCache, PageState, PagevecDrain, RemarkRule, Tunables,
+};
+
+/// Keep this thread on one CPU so "this CPU's batch" stays the same one.
+fn pin_to_cpu0() {
+    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it; the
+    // call only reads the set.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(0, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+fn cache_with(t: Tunables, pages: u64) -> PageCache {
+    PageCache::new(Config {
+        memory_bytes: pages * 4096,
+        tunables: t,
+        ..Config::default()
+    })
+    .unwrap()
+}
+
+fn quiet(lru_batching: LruBatching) -> Tunables {
+    // No readahead, no kswapd: each read touches exactly one page.
+    Tunables {
+        lru_batching,
+        ra_pages: 0,
+        kswapd: false,
+        ..Tunables::default()
+    }
+}
+
+fn state(f: &pcache::File, i: u64) -> PageState {
+    f.page_state(i).expect("page cached")
+}
+
+fn read_page(f: &pcache::File, i: u64) {
+    let mut buf = [0u8; 4096];
+    assert_eq!(f.read_at(&mut buf, i * 4096).unwrap(), 4096);
+}
+
+// Goal: the two-touch state machine of mark_page_accessed, step by step,
+// with today's batching: inactive/unreferenced -> inactive/referenced ->
+// active/unreferenced -> active/referenced -> unchanged, and the activation
+// only lands on the active list when the CPU's batch is drained.
+// Method: whole-page reads through one handle (each read re-marks under
+// the prev_pos rule), inspecting page flags and lists after each step.
+#[test]
+fn mark_page_accessed_state_machine_batched() {
+    pin_to_cpu0();
+    let cache = cache_with(quiet(LruBatching::Batched), 256);
+    let f = cache.open_memory("sm").unwrap();
+    f.set_len(4 * 4096).unwrap();
+
+    // Touch 1: a miss; the new page waits in the per-CPU lru_add batch.
+    read_page(&f, 0);
+    let s = state(&f, 0);
+    assert_eq!(
+        (s.lru, s.referenced, s.active),
+        (None, true, false),
+        "in the add batch, referenced"
+    );
+    cache.lru_add_drain();
+    let s = state(&f, 0);
+    assert_eq!(
+        (s.lru, s.referenced, s.active),
+        (Some(LruList::InactiveFile), true, false)
+    );
+
+    // Touch 2: activation is queued; PG_referenced is cleared at once.
+    let before = cache.vmstat();
+    read_page(&f, 0);
+    let s = state(&f, 0);
+    assert_eq!(
+        (s.lru, s.referenced, s.active),
+        (Some(LruList::InactiveFile), false, false),
+        "queued"
+    );
+    cache.lru_add_drain();
+    let s = state(&f, 0);
+    assert_eq!(
+        (s.lru, s.referenced, s.active),
+        (Some(LruList::ActiveFile), false, true)
+    );
+    assert_eq!(cache.vmstat().delta(&before).get(Item::pgactivate), 1);
+
+    // Touch 3: active, referenced.
+    read_page(&f, 0);
+    let s = state(&f, 0);
+    assert_eq!(
+        (s.lru, s.referenced, s.active),
+        (Some(LruList::ActiveFile), true, true)
+    );
+
+    // Touch 4: nothing changes, and no atomic flag operation is spent.
+    let before = cache.vmstat();
+    read_page(&f, 0);
+    cache.lru_add_drain();
+    let d = cache.vmstat().delta(&before);
+    let s = state(&f, 0);
+    assert_eq!(
+        (s.lru, s.referenced, s.active),
+        (Some(LruList::ActiveFile), true, true)
+    );
+    assert_eq!(d.get(Item::pgactivate), 0);
+    assert_eq!(
+        d.get(Item::atomic_flag_rmw),
+        0,
+        "a hot hit costs no flag RMW"
+    );
+    assert_eq!(d.get(Item::mark_page_accessed_calls), 1);
+}
+
+// Goal: a page touched twice while still in this CPU's lru_add batch goes
+// straight to the active list when the batch drains
+// (__lru_cache_activate_page).
+#[test]
+fn activation_of_page_still_in_add_batch() {
+    pin_to_cpu0();
+    let cache = cache_with(quiet(LruBatching::Batched), 256);
+    let f = cache.open_memory("b").unwrap();
+    f.set_len(4096).unwrap();
+    read_page(&f, 0);
+    read_page(&f, 0);
+    let s = state(&f, 0);
+    assert_eq!((s.lru, s.active, s.referenced), (None, true, false));
+    cache.lru_add_drain();
+    assert_eq!(state(&f, 0).lru, Some(LruList::ActiveFile));
+}
+
+// Goal: 2.6.10 activates under lru_lock at once, and only pages already on
+// the LRU; a page still in the add batch just stays referenced.
+#[test]
+fn mark_page_accessed_state_machine_immediate() {
+    pin_to_cpu0();
+    let cache = cache_with(quiet(LruBatching::Immediate2610), 256);
+    let f = cache.open_memory("imm").unwrap();
+    f.set_len(4096).unwrap();
+    read_page(&f, 0);
+    read_page(&f, 0);
+    let s = state(&f, 0);
+    assert_eq!(
+        (s.lru, s.active, s.referenced),
+        (None, false, true),
+        "not on the LRU yet: no activation"
+    );
+    cache.lru_add_drain();
+    let before = cache.vmstat();
+    read_page(&f, 0);
+    // No drain needed: the page moved under lru_lock during the read.
+    let s = state(&f, 0);
+    assert_eq!(
+        (s.lru, s.active, s.referenced),
+        (Some(LruList::ActiveFile), true, false)
+    );
+    let d = cache.vmstat().delta(&before);
+    assert_eq!(d.get(Item::pgactivate), 1);
+    assert!(d.get(Item::lru_lock_acquire) >= 1);
+}
+
+// Goal: Danilov's batch defers the whole state machine: nothing changes
+// until the per-CPU pagevec is drained, and each queued call holds a page
+// reference (the extra atomic ops of seed 002).
+#[test]
+fn mark_page_accessed_danilov_batch() {
+    pin_to_cpu0();
+    let cache = cache_with(quiet(LruBatching::DanilovBatch), 256);
+    let f = cache.open_memory("dan").unwrap();
+    f.set_len(4096).unwrap();
+    read_page(&f, 0);
+    let s = state(&f, 0);
+    assert!(!s.referenced, "the mark waits in the batch");
+    assert_eq!(s.refcount, 3, "cache + lru_add batch + accessed batch");
+    cache.lru_add_drain();
+    let s = state(&f, 0);
+    assert_eq!(
+        (s.lru, s.referenced, s.active, s.refcount),
+        (Some(LruList::InactiveFile), true, false, 1)
+    );
+    read_page(&f, 0);
+    cache.lru_add_drain();
+    let s = state(&f, 0);
+    assert_eq!(
+        (s.lru, s.referenced, s.active),
+        (Some(LruList::ActiveFile), false, true)
+    );
+}
+
+// Goal: a full batch of PAGEVEC_SIZE activations is applied with one
+// lru_lock acquisition, where 2.6.10 takes the lock once per page.
+#[test]
+fn batching_saves_lru_lock_acquisitions() {
+    pin_to_cpu0();
+    let n = pcache::PAGEVEC_SIZE as u64;
+    let mut locks = vec![];
+    for batching in [LruBatching::Immediate2610, LruBatching::Batched] {
+        let cache = cache_with(quiet(batching), 256);
+        let f = cache.open_memory("l").unwrap();
+        f.set_len(n * 4096).unwrap();
+        for i in 0..n {
+            read_page(&f, i);
+        }
+        cache.lru_add_drain();
+        let before = cache.vmstat();
+        for i in 0..n {
+            read_page(&f, i); // second touch: activate
+        }
+        cache.lru_add_drain();
+        let d = cache.vmstat().delta(&before);
+        assert_eq!(d.get(Item::pgactivate), n);
+        locks.push(d.get(Item::lru_lock_acquire));
+    }
+    assert_eq!(
+        locks[0],
+        pcache::PAGEVEC_SIZE as u64,
+        "2.6.10: one acquisition per activation"
+    );
+    assert_eq!(locks[1], 1, "batched: one acquisition per pagevec");
+}
+
+// Goal (seed 001): truncating a cached file walks it with one pagevec; its
+// releases drain the per-CPU batches once per lifecycle (onedrain) or on
+// every release (4.14-rc4 batchshadow).
+#[test]
+fn pagevec_release_drain_counts() {
+    pin_to_cpu0();
+    let pages = 150u64;
+    for (mode, expect_drains) in [
+        (
+            PagevecDrain::EveryRelease,
+            pages.div_ceil(pcache::PAGEVEC_SIZE as u64),
+        ),
+        (PagevecDrain::Once, 1),
+    ] {
+        let cache = cache_with(
+            Tunables {
+                pagevec_drain: mode,
+                ..quiet(LruBatching::Batched)
+            },
+            1024,
+        );
+        let f = cache.open_memory("t").unwrap();
+        f.set_len(pages * 4096).unwrap();
+        for i in 0..pages {
+            read_page(&f, i);
+        }
+        let before = cache.vmstat();
+        f.set_len(0).unwrap();
+        let d = cache.vmstat().delta(&before);
+        assert_eq!(
+            d.get(Item::pagevec_release),
+            pages.div_ceil(pcache::PAGEVEC_SIZE as u64),
+            "{mode:?}"
+        );
+        assert_eq!(d.get(Item::lru_drain), expect_drains, "{mode:?}");
+        assert_eq!(f.cached_pages(), 0);
+        // Every frame came back.
+        cache.lru_add_drain_all();
+        assert_eq!(cache.vmstat().get(Item::nr_free_pages), 1024);
+    }
+}
+
+// Goal (M8, seed 003): a large file read sequentially in 512-byte chunks
+// does not flush a working set that was touched twice; with Harji's
+// unconditional re-mark the streamed pages get activated and push the
+// working set out.
+// Method: a 256-page cache; 64 working-set pages read twice (active), then
+// a 2048-page file streamed in 512-byte reads; count the survivors.
+#[test]
+fn streaming_small_reads_do_not_flush_working_set() {
+    let mut survivors = vec![];
+    for rule in [RemarkRule::PrevPos, RemarkRule::Unconditional] {
+        let cache = cache_with(
+            Tunables {
+                remark_rule: rule,
+                ..quiet(LruBatching::Batched)
+            },
+            256,
+        );
+        let ws = cache.open_memory("ws").unwrap();
+        ws.set_len(64 * 4096).unwrap();
+        for _ in 0..2 {
+            for i in 0..64 {
+                read_page(&ws, i);
+            }
+        }
+        let stream = cache.open_memory("stream").unwrap();
+        stream.set_len(2048 * 4096).unwrap();
+        let mut buf = [0u8; 512];
+        let mut pos = 0;
+        while pos < 2048 * 4096 {
+            assert_eq!(stream.read_at(&mut buf, pos).unwrap(), 512);
+            pos += 512;
+        }
+        survivors.push((0..64).filter(|&i| ws.page_state(i).is_some()).count());
+    }
+    assert!(
+        survivors[0] >= 60,
+        "prev_pos keeps the working set: {survivors:?}"
+    );
+    assert!(
+        survivors[1] < survivors[0] / 2,
+        "unconditional re-marking flushes it: {survivors:?}"
+    );
+}
+
+// Goal: reclaim takes the inactive tail first; an unmapped page with only
+// PG_referenced set on the inactive list is still reclaimed (seed 003:
+// "vmscan throws away page cache pages with PageReferenced set, unless they
+// are mapped"), while an active page survives.
+#[test]
+fn referenced_unmapped_inactive_pages_are_reclaimed() {
+    pin_to_cpu0();
+    let cache = cache_with(quiet(LruBatching::Batched), 1024);
+    let f = cache.open_memory("r").unwrap();
+    f.set_len(600 * 4096).unwrap();
+    for i in 0..600 {
+        read_page(&f, i);
+    }
+    read_page(&f, 0);
+    read_page(&f, 1); // page 0, 1: second touch -> active
+    cache.lru_add_drain();
+    assert!(state(&f, 0).active);
+    assert!(state(&f, 5).referenced && !state(&f, 5).active);
+    let freed = cache.reclaim(100);
+    assert!(freed >= 100, "freed {freed}");
+    assert!(
+        f.page_state(2).is_none(),
+        "oldest inactive, referenced page reclaimed"
+    );
+    assert!(
+        f.page_state(0).is_some() && f.page_state(1).is_some(),
+        "active pages kept"
+    );
+    assert!(f.page_state(599).is_some(), "newest inactive page kept");
+}

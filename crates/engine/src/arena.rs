@@ -42,24 +42,18 @@ unsafe impl Sync for Arena {}
 
 impl Arena {
     pub fn new(nr_pages: u64, page_size: usize) -> Result<Arena> {
-        let bytes = (nr_pages as usize).checked_mul(page_size).ok_or_else(|| {
-            Error::InvalidConfig(format!("{nr_pages} pages of {page_size} bytes overflow"))
-        })?;
+        let bytes = (nr_pages as usize)
+            .checked_mul(page_size)
+            .ok_or_else(|| Error::InvalidConfig(format!("{nr_pages} pages of {page_size} bytes overflow")))?;
         let layout = Layout::from_size_align(bytes, page_size)
             .map_err(|e| Error::InvalidConfig(format!("arena layout: {e}")))?;
         // SAFETY: the layout has a non-zero size (nr_pages >= MIN_PAGES).
         let ptr = unsafe { alloc::alloc_zeroed(layout) };
-        let base = NonNull::new(ptr).ok_or(Error::NoMemory {
-            frames: nr_pages as usize,
-        })?;
+        let base = NonNull::new(ptr).ok_or(Error::NoMemory { frames: nr_pages as usize })?;
         let pages: Box<[Page]> = (0..nr_pages).map(|_| Page::new()).collect();
         // Build the free stack so that low frames are handed out first.
         for pfn in 0..nr_pages as u32 {
-            let next = if (pfn as u64) + 1 < nr_pages {
-                pfn + 1
-            } else {
-                NO_PFN
-            };
+            let next = if (pfn as u64) + 1 < nr_pages { pfn + 1 } else { NO_PFN };
             pages[pfn as usize].lru_next.store(next, Ordering::Relaxed);
         }
         Ok(Arena {
@@ -80,15 +74,9 @@ impl Arena {
         let kbytes = nr_pages * page_size as u64 / 1024;
         let min_free_kbytes = ((kbytes * 16) as f64).sqrt() as u64;
         let min_free_kbytes = min_free_kbytes.clamp(128, 262_144);
-        let min = (min_free_kbytes * 1024 / page_size as u64)
-            .min(nr_pages / 16)
-            .max(1);
+        let min = (min_free_kbytes * 1024 / page_size as u64).min(nr_pages / 16).max(1);
         let step = (min / 4).max(nr_pages * 10 / 10_000).max(1);
-        Watermarks {
-            min,
-            low: min + step,
-            high: min + 2 * step,
-        }
+        Watermarks { min, low: min + step, high: min + 2 * step }
     }
 
     #[inline]
@@ -144,12 +132,7 @@ impl Arena {
             let next = self.page(pfn).lru_next.load(Ordering::Relaxed);
             let tag = (head >> 32).wrapping_add(1);
             let new = (tag << 32) | next as u64;
-            match self.free_head.compare_exchange_weak(
-                head,
-                new,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
+            match self.free_head.compare_exchange_weak(head, new, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => {
                     self.nr_free.fetch_sub(1, Ordering::Relaxed);
                     let page = self.page(pfn);
@@ -172,12 +155,7 @@ impl Arena {
             page.lru_next.store(head as u32, Ordering::Relaxed);
             let tag = (head >> 32).wrapping_add(1);
             let new = (tag << 32) | pfn as u64;
-            match self.free_head.compare_exchange_weak(
-                head,
-                new,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
+            match self.free_head.compare_exchange_weak(head, new, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => {
                     self.nr_free.fetch_add(1, Ordering::Relaxed);
                     return;

@@ -44,14 +44,9 @@ impl Error {
     /// [`Error::NoSpace`].
     pub fn io(name: &str, source: io::Error) -> Error {
         if source.raw_os_error() == Some(libc::ENOSPC) {
-            Error::NoSpace {
-                name: name.to_string(),
-            }
+            Error::NoSpace { name: name.to_string() }
         } else {
-            Error::Io {
-                name: name.to_string(),
-                source,
-            }
+            Error::Io { name: name.to_string(), source }
         }
     }
 

@@ -80,11 +80,7 @@ impl Inode {
 
 impl Cache {
     /// Find or create the inode for `name` on `dev`.
-    pub fn iget(
-        &self,
-        name: &str,
-        make_dev: impl FnOnce() -> Result<Arc<dyn BackingDev>>,
-    ) -> Result<Arc<Inode>> {
+    pub fn iget(&self, name: &str, make_dev: impl FnOnce() -> Result<Arc<dyn BackingDev>>) -> Result<Arc<Inode>> {
         let mut inodes = self.inodes.lock();
         if let Some(i) = inodes.by_name.get(name) {
             return Ok(i.clone());
@@ -134,18 +130,11 @@ impl Cache {
             self.truncate_inode_pages_final(inode);
         }
         let mut inodes = self.inodes.lock();
-        if inodes
-            .by_name
-            .get(&inode.name)
-            .is_some_and(|i| i.id == inode.id)
-        {
+        if inodes.by_name.get(&inode.name).is_some_and(|i| i.id == inode.id) {
             inodes.by_name.remove(&inode.name);
         }
         let mut by_id = self.by_id.write();
-        if by_id
-            .get(inode.id as usize)
-            .is_some_and(|i| i.as_ref().is_some_and(|i| i.id == inode.id))
-        {
+        if by_id.get(inode.id as usize).is_some_and(|i| i.as_ref().is_some_and(|i| i.id == inode.id)) {
             by_id[inode.id as usize] = None;
             inodes.free_ids.push(inode.id);
         }
@@ -255,9 +244,7 @@ impl Cache {
         }
         match self.pagecache_get_page(inode, index, fgp)? {
             Some(pfn) => Ok(pfn),
-            None => Err(Error::NoMemory {
-                frames: self.arena.nr_pages as usize,
-            }),
+            None => Err(Error::NoMemory { frames: self.arena.nr_pages as usize }),
         }
     }
 
@@ -361,24 +348,14 @@ impl Cache {
             page.unlock(&self.vm);
             return Ok(false);
         }
-        let res = if page.test(PG_UPTODATE) {
-            Ok(())
-        } else {
-            self.read_pages_io(inode, page.index(), &[pfn])
-        };
+        let res = if page.test(PG_UPTODATE) { Ok(()) } else { self.read_pages_io(inode, page.index(), &[pfn]) };
         page.unlock(&self.vm);
         res.map(|_| true)
     }
 
     /// Look a page up, reading it in (with readahead when `ra` is given) if
     /// it is not cached. Returns it referenced and uptodate.
-    pub fn read_cache_page(
-        &self,
-        inode: &Inode,
-        ra: Option<&FileRaState>,
-        index: u64,
-        req: u64,
-    ) -> Result<Pfn> {
+    pub fn read_cache_page(&self, inode: &Inode, ra: Option<&FileRaState>, index: u64, req: u64) -> Result<Pfn> {
         loop {
             let pfn = match self.find_get_page(inode, index) {
                 Some(p) => {
@@ -419,15 +396,9 @@ impl Cache {
     fn read_one_page(&self, inode: &Inode, index: u64) -> Result<Pfn> {
         let pfn = self
             .pagecache_get_page(inode, index, FGP_LOCK | FGP_CREAT)?
-            .ok_or(Error::NoMemory {
-                frames: self.arena.nr_pages as usize,
-            })?;
+            .ok_or(Error::NoMemory { frames: self.arena.nr_pages as usize })?;
         let page = self.page(pfn);
-        let res = if page.test(PG_UPTODATE) {
-            Ok(())
-        } else {
-            self.read_pages_io(inode, index, &[pfn])
-        };
+        let res = if page.test(PG_UPTODATE) { Ok(()) } else { self.read_pages_io(inode, index, &[pfn]) };
         page.unlock(&self.vm);
         match res {
             Ok(()) => Ok(pfn),
@@ -439,13 +410,7 @@ impl Cache {
     }
 
     /// The buffered read path (filemap_read / do_generic_file_read).
-    pub fn filemap_read(
-        &self,
-        inode: &Inode,
-        ra: &FileRaState,
-        buf: &mut [u8],
-        pos: u64,
-    ) -> Result<usize> {
+    pub fn filemap_read(&self, inode: &Inode, ra: &FileRaState, buf: &mut [u8], pos: u64) -> Result<usize> {
         let shift = self.page_shift();
         let ps = self.page_size() as u64;
         let size = inode.size.load(Ordering::Acquire);
@@ -475,8 +440,7 @@ impl Cache {
             let done = (cur - pos) as usize;
             // SAFETY: we hold a reference, so the frame is not reused.
             let frame = unsafe { self.arena.frame(pfn) };
-            buf[done..done + nr as usize]
-                .copy_from_slice(&frame[offset as usize..(offset + nr) as usize]);
+            buf[done..done + nr as usize].copy_from_slice(&frame[offset as usize..(offset + nr) as usize]);
             self.put_page(pfn);
             cur += nr;
             prev_pos = cur;
@@ -491,11 +455,7 @@ impl Cache {
     fn should_mark_accessed(&self, ra: &FileRaState, prev_pos: u64, index: u64, pos: u64) -> bool {
         let shift = self.page_shift();
         let offset = pos & ((1 << shift) - 1);
-        let prev_index = if prev_pos == 0 || prev_pos == u64::MAX {
-            None
-        } else {
-            Some((prev_pos - 1) >> shift)
-        };
+        let prev_index = if prev_pos == 0 || prev_pos == u64::MAX { None } else { Some((prev_pos - 1) >> shift) };
         let same_page = prev_index == Some(index);
         match self.tunables.remark_rule {
             RemarkRule::PageAligned => offset == 0,
@@ -527,12 +487,7 @@ impl Cache {
             let index = cur >> shift;
             let offset = cur & (ps - 1);
             let bytes = (ps - offset).min((buf.len() - written) as u64) as usize;
-            let res = self.write_one_page(
-                inode,
-                index,
-                offset as usize,
-                &buf[written..written + bytes],
-            );
+            let res = self.write_one_page(inode, index, offset as usize, &buf[written..written + bytes]);
             match res {
                 Ok(()) => {}
                 Err(e) if written == 0 => return Err(e),
@@ -594,19 +549,11 @@ mod tests {
     fn cache(accessed_init: AccessedInit) -> (Cache, Arc<Inode>) {
         let cache = Cache::new(Config {
             memory_bytes: 64 * 4096,
-            tunables: Tunables {
-                accessed_init,
-                kswapd: false,
-                ..Tunables::default()
-            },
+            tunables: Tunables { accessed_init, kswapd: false, ..Tunables::default() },
             ..Config::default()
         })
         .unwrap();
-        let inode = cache
-            .iget("t", || {
-                Ok(Arc::new(MemoryDev::new("t", 4096)) as Arc<dyn BackingDev>)
-            })
-            .unwrap();
+        let inode = cache.iget("t", || Ok(Arc::new(MemoryDev::new("t", 4096)) as Arc<dyn BackingDev>)).unwrap();
         (cache, inode)
     }
 
@@ -615,9 +562,7 @@ mod tests {
     // accessed-v2, with one under 3.15 vanilla (seed 000).
     #[test]
     fn fgp_wrappers_and_init_page_accessed() {
-        for (mode, rmw_for_referenced) in
-            [(AccessedInit::AccessedV2, 0), (AccessedInit::Vanilla315, 1)]
-        {
+        for (mode, rmw_for_referenced) in [(AccessedInit::AccessedV2, 0), (AccessedInit::Vanilla315, 1)] {
             let (c, inode) = cache(mode);
             assert_eq!(c.find_get_page(&inode, 0), None);
             assert_eq!(c.find_lock_page(&inode, 0).unwrap(), None);

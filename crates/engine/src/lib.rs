@@ -37,8 +37,8 @@ pub mod vmstat;
 pub use backing::BackingDev;
 pub use error::{Error, Result};
 pub use tunables::{
-    AccessedInit, Advice, Config, LruBatching, PagevecDrain, ReclaimWriteback, RemarkRule,
-    Tunables, MAX_PAGE_SIZE, MIN_PAGE_SIZE,
+    AccessedInit, Advice, Config, LruBatching, PagevecDrain, ReclaimWriteback, RemarkRule, Tunables, MAX_PAGE_SIZE,
+    MIN_PAGE_SIZE,
 };
 pub use vmstat::{Item, VmStat};
 
@@ -110,11 +110,7 @@ pub struct OpenOptions {
 
 impl Default for OpenOptions {
     fn default() -> Self {
-        OpenOptions {
-            create: true,
-            truncate: false,
-            direct: true,
-        }
+        OpenOptions { create: true, truncate: false, direct: true }
     }
 }
 
@@ -166,12 +162,7 @@ impl PageCache {
                 .spawn(move || page_writeback::flusher_thread(c))
                 .map_err(|e| Error::io("flusher", e))?,
         );
-        Ok(PageCache {
-            owner: Arc::new(Owner {
-                cache,
-                threads: Mutex::new(threads),
-            }),
-        })
+        Ok(PageCache { owner: Arc::new(Owner { cache, threads: Mutex::new(threads) }) })
     }
 
     fn cache(&self) -> &Arc<Cache> {
@@ -201,8 +192,8 @@ impl PageCache {
         let name = path.to_string_lossy().into_owned();
         let ps = self.page_size();
         let inode = self.cache().iget(&name, || {
-            let dev = FileDev::open(path, opts.create, opts.truncate, opts.direct, ps)
-                .map_err(|e| Error::io(&name, e))?;
+            let dev =
+                FileDev::open(path, opts.create, opts.truncate, opts.direct, ps).map_err(|e| Error::io(&name, e))?;
             Ok(Arc::new(dev) as Arc<dyn BackingDev>)
         })?;
         if opts.truncate && inode.size.load(Ordering::Acquire) != 0 {
@@ -215,9 +206,9 @@ impl PageCache {
     /// Open (creating if new) a memory-only file: the tmpfs case.
     pub fn open_memory(&self, name: &str) -> Result<File> {
         let ps = self.page_size();
-        let inode = self.cache().iget(&format!("memory:{name}"), || {
-            Ok(Arc::new(MemoryDev::new(name, ps)) as Arc<dyn BackingDev>)
-        })?;
+        let inode = self
+            .cache()
+            .iget(&format!("memory:{name}"), || Ok(Arc::new(MemoryDev::new(name, ps)) as Arc<dyn BackingDev>))?;
         Ok(self.new_file(inode))
     }
 
@@ -245,9 +236,7 @@ impl PageCache {
         let cache = self.cache();
         let inode = cache.inodes.lock().by_name.remove(name);
         let Some(inode) = inode else {
-            return Err(Error::InvalidArgument(format!(
-                "{name}: not open in this cache"
-            )));
+            return Err(Error::InvalidArgument(format!("{name}: not open in this cache")));
         };
         inode.unlinked.store(true, Ordering::Release);
         let res = inode.dev.remove().map_err(|e| Error::io(name, e));
@@ -316,10 +305,7 @@ impl PageCache {
         pfns.into_iter()
             .map(|pfn| {
                 let page = cache.page(pfn);
-                let name = cache
-                    .inode_by_id(page.mapping())
-                    .map(|i| i.name.clone())
-                    .unwrap_or_default();
+                let name = cache.inode_by_id(page.mapping()).map(|i| i.name.clone()).unwrap_or_default();
                 (name, page.index())
             })
             .collect()
@@ -382,35 +368,15 @@ impl File {
 
     fn sync(&self, data_only: bool) -> Result<()> {
         self.check_open()?;
-        let res = self.cache.write_and_wait_range(&self.inode, 0, u64::MAX);
-        let dev = self
-            .inode
-            .dev
-            .sync(data_only)
-            .map_err(|e| Error::io(&self.inode.name, e));
-        // Report a writeback error once per handle (errseq).
-        let errno =
-            page_writeback::errseq_check_and_advance(&self.inode.wb_err, &self.wb_err_since);
+        // Writeback errors (this pass's or the flusher's) are recorded in
+        // the inode's errseq and reported from there, once per handle.
+        let _ = self.cache.write_and_wait_range(&self.inode, 0, u64::MAX);
+        let dev = self.inode.dev.sync(data_only).map_err(|e| Error::io(&self.inode.name, e));
+        let errno = page_writeback::errseq_check_and_advance(&self.inode.wb_err, &self.wb_err_since);
         if errno != 0 {
-            return Err(Error::io(
-                &self.inode.name,
-                std::io::Error::from_raw_os_error(errno),
-            ));
+            return Err(Error::io(&self.inode.name, std::io::Error::from_raw_os_error(errno)));
         }
-        match (res, dev) {
-            (Err(e), _) | (Ok(()), Err(e)) => {
-                // Already reported through errseq above when it was a
-                // writeback error; a device sync error is reported here.
-                if matches!(e, Error::Io { .. } | Error::NoSpace { .. }) && errno == 0 {
-                    // The writeback error was consumed by another handle's
-                    // fsync between our write and our check: not ours to
-                    // report again.
-                    return Ok(());
-                }
-                Err(e)
-            }
-            _ => Ok(()),
-        }
+        dev
     }
 
     /// Write back the file's dirty pages, wait, and flush the device.
@@ -452,23 +418,17 @@ impl File {
     /// posix_fadvise(2). `len` 0 means to the end of the file.
     pub fn fadvise(&self, offset: u64, len: u64, advice: Advice) -> Result<()> {
         self.check_open()?;
-        let end = if len == 0 {
-            u64::MAX
-        } else {
-            self.check_range(offset, len)?
-        };
+        let end = if len == 0 { u64::MAX } else { self.check_range(offset, len)? };
         let shift = self.cache.page_shift();
         let ra = &self.ra;
         let default_ra = self.cache.tunables.ra_pages;
         match advice {
             Advice::Normal => {
                 ra.ra_pages.store(default_ra, Ordering::Relaxed);
-                ra.mode
-                    .fetch_and(!(FMODE_RANDOM | FMODE_NOREUSE), Ordering::Relaxed);
+                ra.mode.fetch_and(!(FMODE_RANDOM | FMODE_NOREUSE), Ordering::Relaxed);
             }
             Advice::Sequential => {
-                ra.ra_pages
-                    .store(default_ra.saturating_mul(2), Ordering::Relaxed);
+                ra.ra_pages.store(default_ra.saturating_mul(2), Ordering::Relaxed);
                 ra.mode.fetch_and(!FMODE_RANDOM, Ordering::Relaxed);
             }
             Advice::Random => {
@@ -483,26 +443,17 @@ impl File {
                 if offset < end {
                     let first = offset >> shift;
                     let last = (end - 1) >> shift;
-                    self.cache
-                        .force_page_cache_readahead(&self.inode, first, last - first + 1);
+                    self.cache.force_page_cache_readahead(&self.inode, first, last - first + 1);
                 }
             }
             Advice::DontNeed => {
                 // Start writeback of dirty pages, then drop the clean ones
                 // wholly inside the range.
                 let first = offset >> shift;
-                let last = if end == u64::MAX {
-                    u64::MAX
-                } else {
-                    end >> shift
-                };
-                let _ = self
-                    .cache
-                    .write_cache_pages(&self.inode, first, last, u64::MAX, false);
+                let last = if end == u64::MAX { u64::MAX } else { end >> shift };
+                let _ = self.cache.write_cache_pages(&self.inode, first, last, u64::MAX, false);
                 let start = offset.div_ceil(1 << shift);
-                let dropped = self
-                    .cache
-                    .invalidate_mapping_pages(&self.inode, start, last);
+                let dropped = self.cache.invalidate_mapping_pages(&self.inode, start, last);
                 let _ = dropped;
             }
         }
@@ -516,18 +467,11 @@ impl File {
         let shift = self.cache.page_shift();
         let size = self.inode.size.load(Ordering::Acquire);
         if index >= size.div_ceil(1 << shift) {
-            return Err(Error::PastEof {
-                offset: index.saturating_mul(1 << shift),
-                size,
-            });
+            return Err(Error::PastEof { offset: index.saturating_mul(1 << shift), size });
         }
         let pfn = self.cache.read_cache_page(&self.inode, None, index, 1)?;
         self.cache.mark_page_accessed(pfn);
-        Ok(PageRef {
-            file: self,
-            pfn,
-            index,
-        })
+        Ok(PageRef { file: self, pfn, index })
     }
 
     /// The hit path: look up, pin and mark accessed a cached, uptodate page;
@@ -543,11 +487,7 @@ impl File {
             return Ok(None);
         }
         self.cache.mark_page_accessed(pfn);
-        Ok(Some(PageRef {
-            file: self,
-            pfn,
-            index,
-        }))
+        Ok(Some(PageRef { file: self, pfn, index }))
     }
 
     /// The state of the cached page at `index`, if any.
@@ -582,14 +522,9 @@ impl File {
     pub fn reopen(&self) -> Result<File> {
         self.check_open()?;
         if self.inode.unlinked.load(Ordering::Acquire) {
-            return Err(Error::InvalidArgument(format!(
-                "{}: unlinked",
-                self.inode.name
-            )));
+            return Err(Error::InvalidArgument(format!("{}: unlinked", self.inode.name)));
         }
-        let pc = PageCache {
-            owner: self.owner.clone(),
-        };
+        let pc = PageCache { owner: self.owner.clone() };
         Ok(pc.new_file(self.inode.clone()))
     }
 
@@ -604,9 +539,7 @@ impl File {
     }
 
     fn release(&self) {
-        if self.inode.handles.fetch_sub(1, Ordering::AcqRel) == 1
-            && self.inode.unlinked.load(Ordering::Acquire)
-        {
+        if self.inode.handles.fetch_sub(1, Ordering::AcqRel) == 1 && self.inode.unlinked.load(Ordering::Acquire) {
             self.cache.evict_inode(&self.inode);
         }
     }

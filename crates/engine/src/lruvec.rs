@@ -19,13 +19,8 @@ use crate::LruList;
 pub const NR_LRU_LISTS: usize = 5;
 
 impl LruList {
-    pub const ALL: [LruList; NR_LRU_LISTS] = [
-        LruList::InactiveAnon,
-        LruList::ActiveAnon,
-        LruList::InactiveFile,
-        LruList::ActiveFile,
-        LruList::Unevictable,
-    ];
+    pub const ALL: [LruList; NR_LRU_LISTS] =
+        [LruList::InactiveAnon, LruList::ActiveAnon, LruList::InactiveFile, LruList::ActiveFile, LruList::Unevictable];
 
     #[inline]
     pub fn idx(self) -> usize {
@@ -79,10 +74,7 @@ impl Lruvec {
     pub fn new() -> Lruvec {
         Lruvec {
             lock: Mutex::new(Lists {
-                heads: [ListHead {
-                    head: NO_PFN,
-                    tail: NO_PFN,
-                }; NR_LRU_LISTS],
+                heads: [ListHead { head: NO_PFN, tail: NO_PFN }; NR_LRU_LISTS],
                 lens: [0; NR_LRU_LISTS],
             }),
             lens: std::array::from_fn(|_| AtomicU64::new(0)),
@@ -92,11 +84,7 @@ impl Lruvec {
     /// spin_lock_irq(&lruvec->lru_lock), counted.
     pub fn lock<'a>(&'a self, arena: &'a Arena, vm: &VmCounters) -> LruGuard<'a> {
         vm.inc(Item::lru_lock_acquire);
-        LruGuard {
-            lists: self.lock.lock(),
-            lruvec: self,
-            arena,
-        }
+        LruGuard { lists: self.lock.lock(), lruvec: self, arena }
     }
 
     /// Lock-free read of a list's length.
@@ -129,10 +117,7 @@ impl LruGuard<'_> {
         page.lru_prev.store(NO_PFN, Ordering::Relaxed);
         page.lru_next.store(h.head, Ordering::Relaxed);
         if h.head != NO_PFN {
-            self.arena
-                .page(h.head)
-                .lru_prev
-                .store(pfn, Ordering::Relaxed);
+            self.arena.page(h.head).lru_prev.store(pfn, Ordering::Relaxed);
         }
         let head = &mut self.lists.heads[lru.idx()];
         head.head = pfn;
@@ -150,10 +135,7 @@ impl LruGuard<'_> {
         page.lru_next.store(NO_PFN, Ordering::Relaxed);
         page.lru_prev.store(h.tail, Ordering::Relaxed);
         if h.tail != NO_PFN {
-            self.arena
-                .page(h.tail)
-                .lru_next
-                .store(pfn, Ordering::Relaxed);
+            self.arena.page(h.tail).lru_next.store(pfn, Ordering::Relaxed);
         }
         let head = &mut self.lists.heads[lru.idx()];
         head.tail = pfn;
@@ -170,23 +152,13 @@ impl LruGuard<'_> {
         let prev = page.lru_prev.load(Ordering::Relaxed);
         let next = page.lru_next.load(Ordering::Relaxed);
         if prev != NO_PFN {
-            self.arena
-                .page(prev)
-                .lru_next
-                .store(next, Ordering::Relaxed);
+            self.arena.page(prev).lru_next.store(next, Ordering::Relaxed);
         } else {
-            debug_assert_eq!(
-                self.lists.heads[lru.idx()].head,
-                pfn,
-                "page not on list {lru:?}"
-            );
+            debug_assert_eq!(self.lists.heads[lru.idx()].head, pfn, "page not on list {lru:?}");
             self.lists.heads[lru.idx()].head = next;
         }
         if next != NO_PFN {
-            self.arena
-                .page(next)
-                .lru_prev
-                .store(prev, Ordering::Relaxed);
+            self.arena.page(next).lru_prev.store(prev, Ordering::Relaxed);
         } else {
             self.lists.heads[lru.idx()].tail = prev;
         }

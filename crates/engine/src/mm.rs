@@ -100,9 +100,7 @@ impl Cache {
     pub fn new(config: Config) -> Result<Cache> {
         config.validate()?;
         let nr_cpus = if config.nr_cpus == 0 {
-            std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1)
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
         } else {
             config.nr_cpus
         };
@@ -160,7 +158,10 @@ impl Cache {
         loop {
             let free = self.arena.nr_free();
             if free <= wm.low && self.tunables.kswapd {
-                self.kswapd_wait.wake();
+                // Only a sleeping kswapd needs the doorbell; one that is
+                // about to sleep re-checks the watermark within 100 ms, and
+                // direct reclaim covers the gap.
+                self.kswapd_wait.wake_if_waiting();
             }
             if free > floor {
                 if let Some(pfn) = self.arena.alloc() {
@@ -173,20 +174,16 @@ impl Cache {
                 self.vm.inc(Item::pgalloc);
                 return Ok(pfn);
             }
-            let busy = self.nr_writeback.load(Ordering::Relaxed) > 0
-                || self.nr_dirty.load(Ordering::Relaxed) > 0;
+            let busy = self.nr_writeback.load(Ordering::Relaxed) > 0 || self.nr_dirty.load(Ordering::Relaxed) > 0;
             if reclaimed == 0 && !busy {
                 fruitless += 1;
             }
             if fruitless >= ALLOC_NO_PROGRESS_MAX || started.elapsed() > ALLOC_WAIT_MAX {
-                return Err(Error::NoMemory {
-                    frames: self.arena.nr_pages as usize,
-                });
+                return Err(Error::NoMemory { frames: self.arena.nr_pages as usize });
             }
             // Let writeback and kswapd make progress (congestion_wait).
             self.flusher_wait.wake();
-            self.progress
-                .wait(Duration::from_millis(if busy { 5 } else { 1 }));
+            self.progress.wait(Duration::from_millis(if busy { 5 } else { 1 }));
         }
     }
 

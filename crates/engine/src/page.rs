@@ -168,12 +168,7 @@ impl Page {
             if v == 0 {
                 return false;
             }
-            match self.refcount.compare_exchange_weak(
-                v,
-                v + 1,
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            ) {
+            match self.refcount.compare_exchange_weak(v, v + 1, Ordering::Acquire, Ordering::Relaxed) {
                 Ok(_) => return true,
                 Err(cur) => v = cur,
             }
@@ -197,9 +192,7 @@ impl Page {
     /// lookup can take a new reference.
     #[inline]
     pub fn freeze(&self, expected: u32) -> bool {
-        self.refcount
-            .compare_exchange(expected, 0, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok()
+        self.refcount.compare_exchange(expected, 0, Ordering::AcqRel, Ordering::Relaxed).is_ok()
     }
 
     /// page_ref_unfreeze.

@@ -98,9 +98,7 @@ impl Cache {
     pub fn dirty_thresholds(&self) -> (u64, u64) {
         let dirtyable = self.arena.nr_pages;
         let limit = (dirtyable * self.tunables.dirty_ratio as u64 / 100).max(1);
-        let bg = (dirtyable * self.tunables.dirty_background_ratio as u64 / 100)
-            .min(limit / 2)
-            .max(1);
+        let bg = (dirtyable * self.tunables.dirty_background_ratio as u64 / 100).min(limit / 2).max(1);
         (bg, limit)
     }
 
@@ -119,12 +117,7 @@ impl Cache {
         }
         self.nr_dirty.fetch_add(1, Ordering::Relaxed);
         if inode.nr_dirty.fetch_add(1, Ordering::Relaxed) == 0 {
-            let _ = inode.dirtied_when.compare_exchange(
-                0,
-                self.now_ms(),
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            );
+            let _ = inode.dirtied_when.compare_exchange(0, self.now_ms(), Ordering::Relaxed, Ordering::Relaxed);
         }
     }
 
@@ -179,19 +172,13 @@ impl Cache {
         let size = inode.size.load(Ordering::Acquire);
         // SAFETY: pages under writeback are stable: writers wait on
         // PG_writeback before changing their bytes.
-        let bufs: Vec<&[u8]> = run
-            .iter()
-            .map(|&p| unsafe { self.arena.frame(p) })
-            .collect();
-        let res = inode
-            .dev
-            .write_pages(first << self.page_shift(), &bufs, size);
+        let bufs: Vec<&[u8]> = run.iter().map(|&p| unsafe { self.arena.frame(p) }).collect();
+        let res = inode.dev.write_pages(first << self.page_shift(), &bufs, size);
         let ok = res.is_ok();
         if let Err(e) = &res {
             errseq_set(&inode.wb_err, e.raw_os_error().unwrap_or(libc::EIO));
         } else {
-            self.vm
-                .add(Item::pgpgout, (run.len() * self.page_size() / 1024) as u64);
+            self.vm.add(Item::pgpgout, (run.len() * self.page_size() / 1024) as u64);
             self.vm.add(Item::pgwriteback, run.len() as u64);
         }
         for &pfn in run {
@@ -220,14 +207,12 @@ impl Cache {
         while written < nr_to_write && next < end {
             batch.clear();
             // Gather a pagevec-sized batch of dirty-tagged pages in order.
-            inode
-                .tree
-                .for_each(next, end, Some(MARK_DIRTY), &mut |idx, e| {
-                    if let Some(pfn) = entry_pfn(e) {
-                        batch.push((idx, pfn));
-                    }
-                    batch.len() < WRITEBACK_BATCH
-                });
+            inode.tree.for_each(next, end, Some(MARK_DIRTY), &mut |idx, e| {
+                if let Some(pfn) = entry_pfn(e) {
+                    batch.push((idx, pfn));
+                }
+                batch.len() < WRITEBACK_BATCH
+            });
             if batch.is_empty() {
                 break;
             }
@@ -330,10 +315,8 @@ impl Cache {
     /// while so a dead device cannot hang writers forever.
     pub fn balance_dirty_pages(&self) {
         let (bg, limit) = self.dirty_thresholds();
-        let nr = |c: &Cache| {
-            (c.nr_dirty.load(Ordering::Relaxed) + c.nr_writeback.load(Ordering::Relaxed)).max(0)
-                as u64
-        };
+        let nr =
+            |c: &Cache| (c.nr_dirty.load(Ordering::Relaxed) + c.nr_writeback.load(Ordering::Relaxed)).max(0) as u64;
         if nr(self) <= bg {
             return;
         }
@@ -351,10 +334,7 @@ impl Cache {
             self.wakeup_flusher();
             self.progress.wait(Duration::from_millis(10));
         }
-        self.vm.add(
-            Item::balance_dirty_pages_pause_ns,
-            started.elapsed().as_nanos() as u64,
-        );
+        self.vm.add(Item::balance_dirty_pages_pause_ns, started.elapsed().as_nanos() as u64);
     }
 
     pub fn wakeup_flusher(&self) {
@@ -364,14 +344,8 @@ impl Cache {
 
     /// Inodes with dirty pages, oldest first.
     fn dirty_inodes(&self) -> Vec<Arc<Inode>> {
-        let mut v: Vec<Arc<Inode>> = self
-            .by_id
-            .read()
-            .iter()
-            .flatten()
-            .filter(|i| i.nr_dirty.load(Ordering::Relaxed) > 0)
-            .cloned()
-            .collect();
+        let mut v: Vec<Arc<Inode>> =
+            self.by_id.read().iter().flatten().filter(|i| i.nr_dirty.load(Ordering::Relaxed) > 0).cloned().collect();
         v.sort_by_key(|i| i.dirtied_when.load(Ordering::Relaxed));
         v
     }
@@ -418,8 +392,7 @@ impl Cache {
 
 /// The flusher thread's body.
 pub fn flusher_thread(cache: Arc<Cache>) {
-    let period =
-        Duration::from_millis((cache.tunables.dirty_writeback_centisecs.max(1) as u64) * 10);
+    let period = Duration::from_millis((cache.tunables.dirty_writeback_centisecs.max(1) as u64) * 10);
     while !cache.shutdown.load(Ordering::Acquire) {
         cache.flusher_wait.wait(period);
         if cache.shutdown.load(Ordering::Acquire) {

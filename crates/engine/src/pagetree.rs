@@ -86,9 +86,7 @@ fn fits(index: u64, height: usize) -> bool {
 
 impl PageTree {
     pub const fn new() -> PageTree {
-        PageTree {
-            root: AtomicUsize::new(0),
-        }
+        PageTree { root: AtomicUsize::new(0) }
     }
 
     #[inline]
@@ -220,8 +218,7 @@ impl PageTree {
             for (level, &node) in path.iter().enumerate().take(height + 1) {
                 let slot = (index >> (SHIFT * level as u32)) & MASK;
                 // SAFETY: live node.
-                let left = unsafe { (*node).marks[m].fetch_and(!(1 << slot), Ordering::Relaxed) }
-                    & !(1 << slot);
+                let left = unsafe { (*node).marks[m].fetch_and(!(1 << slot), Ordering::Relaxed) } & !(1 << slot);
                 if left != 0 {
                     break;
                 }
@@ -233,9 +230,7 @@ impl PageTree {
     pub fn get_mark(&self, index: u64, m: usize) -> bool {
         match self.path(index) {
             // SAFETY: live node.
-            Some((path, _)) => unsafe {
-                (*path[0]).marks[m].load(Ordering::Relaxed) & (1 << (index & MASK)) != 0
-            },
+            Some((path, _)) => unsafe { (*path[0]).marks[m].load(Ordering::Relaxed) & (1 << (index & MASK)) != 0 },
             None => false,
         }
     }
@@ -243,13 +238,7 @@ impl PageTree {
     /// Visit non-empty entries with index in `[start, end)` in order, or
     /// only those with mark `mark`. `f` returns false to stop. Lock-free;
     /// entries may change under a reader, as in any gang lookup.
-    pub fn for_each(
-        &self,
-        start: u64,
-        end: u64,
-        mark: Option<usize>,
-        f: &mut dyn FnMut(u64, usize) -> bool,
-    ) {
+    pub fn for_each(&self, start: u64, end: u64, mark: Option<usize>, f: &mut dyn FnMut(u64, usize) -> bool) {
         let (top, height) = self.root();
         if top.is_null() || start >= end {
             return;

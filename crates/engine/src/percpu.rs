@@ -97,9 +97,7 @@ struct CounterRow<const N: usize>([AtomicU64; N]);
 
 impl<const N: usize> SlotCounters<N> {
     pub fn new() -> Self {
-        let rows = (0..=MAX_SLOTS)
-            .map(|_| CounterRow(std::array::from_fn(|_| AtomicU64::new(0))))
-            .collect();
+        let rows = (0..=MAX_SLOTS).map(|_| CounterRow(std::array::from_fn(|_| AtomicU64::new(0)))).collect();
         SlotCounters { rows }
     }
 
@@ -112,18 +110,13 @@ impl<const N: usize> SlotCounters<N> {
             c.fetch_add(delta, Ordering::Relaxed);
         } else {
             // Single writer: a load and a store, no locked instruction.
-            c.store(
-                c.load(Ordering::Relaxed).wrapping_add(delta),
-                Ordering::Relaxed,
-            );
+            c.store(c.load(Ordering::Relaxed).wrapping_add(delta), Ordering::Relaxed);
         }
     }
 
     /// The sum over all rows.
     pub fn sum(&self, item: usize) -> u64 {
-        self.rows.iter().fold(0u64, |acc, r| {
-            acc.wrapping_add(r.0[item].load(Ordering::Relaxed))
-        })
+        self.rows.iter().fold(0u64, |acc, r| acc.wrapping_add(r.0[item].load(Ordering::Relaxed)))
     }
 }
 

@@ -111,14 +111,7 @@ impl Cache {
     }
 
     /// page_cache_async_readahead: the reader hit the PG_readahead marker.
-    pub fn page_cache_async_readahead(
-        &self,
-        inode: &Inode,
-        ra: &FileRaState,
-        pfn: Pfn,
-        index: u64,
-        req: u64,
-    ) {
+    pub fn page_cache_async_readahead(&self, inode: &Inode, ra: &FileRaState, pfn: Pfn, index: u64, req: u64) {
         if ra.ra_pages.load(Ordering::Relaxed) == 0 {
             return;
         }
@@ -131,14 +124,7 @@ impl Cache {
     }
 
     /// ondemand_readahead: decide the window and read it.
-    fn ondemand_readahead(
-        &self,
-        inode: &Inode,
-        ra: &FileRaState,
-        hit_marker: bool,
-        index: u64,
-        req: u64,
-    ) {
+    fn ondemand_readahead(&self, inode: &Inode, ra: &FileRaState, hit_marker: bool, index: u64, req: u64) {
         let max = ra.ra_pages.load(Ordering::Relaxed) as u64;
         let (start, size, async_size) = ra.window();
         let initial = |ra: &FileRaState| {
@@ -168,11 +154,7 @@ impl Cache {
             initial(ra);
         } else {
             let prev_pos = ra.prev_pos.load(Ordering::Relaxed);
-            let prev_index = if prev_pos == u64::MAX {
-                u64::MAX
-            } else {
-                prev_pos >> self.page_shift()
-            };
+            let prev_index = if prev_pos == u64::MAX { u64::MAX } else { prev_pos >> self.page_shift() };
             if prev_index != u64::MAX && index.wrapping_sub(prev_index) <= 1 {
                 // A sequential cache miss.
                 initial(ra);

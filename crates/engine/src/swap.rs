@@ -54,11 +54,7 @@ pub struct PageVec {
 
 impl PageVec {
     pub const fn new() -> PageVec {
-        PageVec {
-            nr: 0,
-            drained: false,
-            pages: [NO_PFN; PAGEVEC_SIZE],
-        }
+        PageVec { nr: 0, drained: false, pages: [NO_PFN; PAGEVEC_SIZE] }
     }
 
     /// pagevec_add: returns the space left (0 means full: flush now).
@@ -207,10 +203,7 @@ impl Cache {
                     }
                     MoveFn::MarkAccessed => {
                         // Danilov's __pagevec_mark_accessed.
-                        if flags & PG_ACTIVE == 0
-                            && flags & PG_REFERENCED != 0
-                            && flags & PG_LRU != 0
-                        {
+                        if flags & PG_ACTIVE == 0 && flags & PG_REFERENCED != 0 && flags & PG_LRU != 0 {
                             self.__activate_page(&mut lru, pfn);
                             page.clear(PG_REFERENCED, &self.vm);
                         } else if flags & PG_REFERENCED == 0 {

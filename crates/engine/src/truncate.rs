@@ -73,11 +73,7 @@ impl Cache {
         // Partial pages at the edges.
         let first_partial = lstart >> shift;
         if lstart & (ps - 1) != 0 {
-            let to = if (lend - 1) >> shift == first_partial {
-                lend
-            } else {
-                (first_partial + 1) << shift
-            };
+            let to = if (lend - 1) >> shift == first_partial { lend } else { (first_partial + 1) << shift };
             self.zero_page_range(inode, first_partial, lstart, to);
         }
         let last_partial = lend >> shift;
@@ -122,10 +118,7 @@ impl Cache {
             let ps = self.page_size() as u64;
             self.truncate_inode_pages_range(inode, len, old.div_ceil(ps) * ps);
         }
-        inode
-            .dev
-            .set_len(len)
-            .map_err(|e| crate::Error::io(&inode.name, e))
+        inode.dev.set_len(len).map_err(|e| crate::Error::io(&inode.name, e))
     }
 
     /// Hole punch: drop the cached range, then deallocate it on the device.
@@ -136,10 +129,7 @@ impl Cache {
             return Ok(());
         }
         self.truncate_inode_pages_range(inode, offset, end);
-        inode
-            .dev
-            .punch_hole(offset, end - offset)
-            .map_err(|e| crate::Error::io(&inode.name, e))
+        inode.dev.punch_hole(offset, end - offset).map_err(|e| crate::Error::io(&inode.name, e))
     }
 
     /// invalidate_mapping_pages: drop clean, unlocked, unpinned pages of

@@ -177,22 +177,14 @@ pub const MAX_PAGES: u64 = (1 << 31) - 1;
 
 impl Default for Config {
     fn default() -> Self {
-        Config {
-            memory_bytes: 256 << 20,
-            page_size: 4096,
-            nr_cpus: 0,
-            tunables: Tunables::default(),
-        }
+        Config { memory_bytes: 256 << 20, page_size: 4096, nr_cpus: 0, tunables: Tunables::default() }
     }
 }
 
 impl Config {
     /// A config with `memory_bytes` of frames and defaults elsewhere.
     pub fn with_memory(memory_bytes: u64) -> Config {
-        Config {
-            memory_bytes,
-            ..Config::default()
-        }
+        Config { memory_bytes, ..Config::default() }
     }
 
     /// Check every value, so that a bad config is refused at open.
@@ -218,10 +210,7 @@ impl Config {
             )));
         }
         if self.nr_cpus > 1024 {
-            return Err(Error::InvalidConfig(format!(
-                "nr_cpus {} is above 1024",
-                self.nr_cpus
-            )));
+            return Err(Error::InvalidConfig(format!("nr_cpus {} is above 1024", self.nr_cpus)));
         }
         Ok(())
     }

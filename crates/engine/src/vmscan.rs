@@ -55,13 +55,7 @@ pub struct ScanControl {
 
 impl ScanControl {
     pub fn new(nr_to_reclaim: u64, kswapd: bool) -> ScanControl {
-        ScanControl {
-            nr_to_reclaim,
-            priority: DEF_PRIORITY,
-            nr_scanned: 0,
-            nr_reclaimed: 0,
-            kswapd,
-        }
+        ScanControl { nr_to_reclaim, priority: DEF_PRIORITY, nr_scanned: 0, nr_reclaimed: 0, kswapd }
     }
 }
 
@@ -91,11 +85,7 @@ impl Cache {
         let inactive = self.lruvec.len(LruList::InactiveFile);
         let active = self.lruvec.len(LruList::ActiveFile);
         let gb = ((inactive + active) * self.page_size() as u64) >> 30;
-        let ratio = if gb > 0 {
-            ((10 * gb) as f64).sqrt() as u64
-        } else {
-            1
-        };
+        let ratio = if gb > 0 { ((10 * gb) as f64).sqrt() as u64 } else { 1 };
         inactive * ratio < active
     }
 
@@ -149,13 +139,7 @@ impl Cache {
 
     /// isolate_lru_pages: take up to `nr` pages from the tail of `lru`,
     /// each with a reference and PG_lru cleared. Returns pages scanned.
-    fn isolate_lru_pages(
-        &self,
-        lru: &mut LruGuard<'_>,
-        list: LruList,
-        nr: u64,
-        out: &mut Vec<Pfn>,
-    ) -> u64 {
+    fn isolate_lru_pages(&self, lru: &mut LruGuard<'_>, list: LruList, nr: u64, out: &mut Vec<Pfn>) -> u64 {
         let mut scanned = 0;
         let mut cur = lru.tail(list);
         while let Some(pfn) = cur {
@@ -230,25 +214,11 @@ impl Cache {
             self.isolate_lru_pages(&mut lru, LruList::InactiveFile, nr, &mut isolated)
         };
         sc.nr_scanned += scanned;
-        self.vm.add(
-            if sc.kswapd {
-                Item::pgscan_kswapd
-            } else {
-                Item::pgscan_direct
-            },
-            scanned,
-        );
+        self.vm.add(if sc.kswapd { Item::pgscan_kswapd } else { Item::pgscan_direct }, scanned);
         let mut keep = Vec::with_capacity(isolated.len());
         let reclaimed = self.shrink_page_list(&isolated, sc, &mut keep);
         sc.nr_reclaimed += reclaimed;
-        self.vm.add(
-            if sc.kswapd {
-                Item::pgsteal_kswapd
-            } else {
-                Item::pgsteal_direct
-            },
-            reclaimed,
-        );
+        self.vm.add(if sc.kswapd { Item::pgsteal_kswapd } else { Item::pgsteal_direct }, reclaimed);
         self.putback_lru_pages(&keep);
     }
 
@@ -273,11 +243,7 @@ impl Cache {
                 continue;
             }
             let id = page.mapping();
-            let inode = if id == NO_MAPPING {
-                None
-            } else {
-                memo.get(self, id)
-            };
+            let inode = if id == NO_MAPPING { None } else { memo.get(self, id) };
             let Some(inode) = inode else {
                 // Truncated under us: our isolation reference may be the last.
                 page.unlock(&self.vm);
@@ -355,11 +321,7 @@ impl Cache {
     fn pageout(&self, inode: &Inode, pfn: Pfn, sc: &ScanControl) -> bool {
         let page = self.page(pfn);
         self.vm.inc(Item::nr_vmscan_write);
-        self.vm.inc(if sc.kswapd {
-            Item::nr_vmscan_write_kswapd
-        } else {
-            Item::nr_vmscan_write_direct
-        });
+        self.vm.inc(if sc.kswapd { Item::nr_vmscan_write_kswapd } else { Item::nr_vmscan_write_direct });
         let index = page.index();
         let started = self.start_writeback_locked(inode, pfn);
         page.unlock(&self.vm);

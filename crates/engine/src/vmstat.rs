@@ -102,9 +102,7 @@ pub struct VmCounters {
 
 impl VmCounters {
     pub fn new() -> Self {
-        VmCounters {
-            events: SlotCounters::new(),
-        }
+        VmCounters { events: SlotCounters::new() }
     }
 
     #[inline]
@@ -155,13 +153,7 @@ impl VmStat {
     pub fn delta(&self, earlier: &VmStat) -> VmStat {
         let values = Item::ALL
             .iter()
-            .map(|&i| {
-                if i.is_state() {
-                    self.get(i)
-                } else {
-                    self.get(i).wrapping_sub(earlier.get(i))
-                }
-            })
+            .map(|&i| if i.is_state() { self.get(i) } else { self.get(i).wrapping_sub(earlier.get(i)) })
             .collect();
         VmStat { values }
     }

@@ -1,8 +1,6 @@
 //! LRU state transitions as the kernel defines them (M4, M5, M6, M8).
 
-use pcache::{
-    Config, Item, LruBatching, LruList, PageCache, PageState, PagevecDrain, RemarkRule, Tunables,
-};
+use pcache::{Config, Item, LruBatching, LruList, PageCache, PageState, PagevecDrain, RemarkRule, Tunables};
 
 /// Keep this thread on one CPU so "this CPU's batch" stays the same one.
 fn pin_to_cpu0() {
@@ -16,22 +14,12 @@ fn pin_to_cpu0() {
 }
 
 fn cache_with(t: Tunables, pages: u64) -> PageCache {
-    PageCache::new(Config {
-        memory_bytes: pages * 4096,
-        tunables: t,
-        ..Config::default()
-    })
-    .unwrap()
+    PageCache::new(Config { memory_bytes: pages * 4096, tunables: t, ..Config::default() }).unwrap()
 }
 
 fn quiet(lru_batching: LruBatching) -> Tunables {
     // No readahead, no kswapd: each read touches exactly one page.
-    Tunables {
-        lru_batching,
-        ra_pages: 0,
-        kswapd: false,
-        ..Tunables::default()
-    }
+    Tunables { lru_batching, ra_pages: 0, kswapd: false, ..Tunables::default() }
 }
 
 fn state(f: &pcache::File, i: u64) -> PageState {
@@ -59,42 +47,25 @@ fn mark_page_accessed_state_machine_batched() {
     // Touch 1: a miss; the new page waits in the per-CPU lru_add batch.
     read_page(&f, 0);
     let s = state(&f, 0);
-    assert_eq!(
-        (s.lru, s.referenced, s.active),
-        (None, true, false),
-        "in the add batch, referenced"
-    );
+    assert_eq!((s.lru, s.referenced, s.active), (None, true, false), "in the add batch, referenced");
     cache.lru_add_drain();
     let s = state(&f, 0);
-    assert_eq!(
-        (s.lru, s.referenced, s.active),
-        (Some(LruList::InactiveFile), true, false)
-    );
+    assert_eq!((s.lru, s.referenced, s.active), (Some(LruList::InactiveFile), true, false));
 
     // Touch 2: activation is queued; PG_referenced is cleared at once.
     let before = cache.vmstat();
     read_page(&f, 0);
     let s = state(&f, 0);
-    assert_eq!(
-        (s.lru, s.referenced, s.active),
-        (Some(LruList::InactiveFile), false, false),
-        "queued"
-    );
+    assert_eq!((s.lru, s.referenced, s.active), (Some(LruList::InactiveFile), false, false), "queued");
     cache.lru_add_drain();
     let s = state(&f, 0);
-    assert_eq!(
-        (s.lru, s.referenced, s.active),
-        (Some(LruList::ActiveFile), false, true)
-    );
+    assert_eq!((s.lru, s.referenced, s.active), (Some(LruList::ActiveFile), false, true));
     assert_eq!(cache.vmstat().delta(&before).get(Item::pgactivate), 1);
 
     // Touch 3: active, referenced.
     read_page(&f, 0);
     let s = state(&f, 0);
-    assert_eq!(
-        (s.lru, s.referenced, s.active),
-        (Some(LruList::ActiveFile), true, true)
-    );
+    assert_eq!((s.lru, s.referenced, s.active), (Some(LruList::ActiveFile), true, true));
 
     // Touch 4: nothing changes, and no atomic flag operation is spent.
     let before = cache.vmstat();
@@ -102,16 +73,9 @@ fn mark_page_accessed_state_machine_batched() {
     cache.lru_add_drain();
     let d = cache.vmstat().delta(&before);
     let s = state(&f, 0);
-    assert_eq!(
-        (s.lru, s.referenced, s.active),
-        (Some(LruList::ActiveFile), true, true)
-    );
+    assert_eq!((s.lru, s.referenced, s.active), (Some(LruList::ActiveFile), true, true));
     assert_eq!(d.get(Item::pgactivate), 0);
-    assert_eq!(
-        d.get(Item::atomic_flag_rmw),
-        0,
-        "a hot hit costs no flag RMW"
-    );
+    assert_eq!(d.get(Item::atomic_flag_rmw), 0, "a hot hit costs no flag RMW");
     assert_eq!(d.get(Item::mark_page_accessed_calls), 1);
 }
 
@@ -143,20 +107,13 @@ fn mark_page_accessed_state_machine_immediate() {
     read_page(&f, 0);
     read_page(&f, 0);
     let s = state(&f, 0);
-    assert_eq!(
-        (s.lru, s.active, s.referenced),
-        (None, false, true),
-        "not on the LRU yet: no activation"
-    );
+    assert_eq!((s.lru, s.active, s.referenced), (None, false, true), "not on the LRU yet: no activation");
     cache.lru_add_drain();
     let before = cache.vmstat();
     read_page(&f, 0);
     // No drain needed: the page moved under lru_lock during the read.
     let s = state(&f, 0);
-    assert_eq!(
-        (s.lru, s.active, s.referenced),
-        (Some(LruList::ActiveFile), true, false)
-    );
+    assert_eq!((s.lru, s.active, s.referenced), (Some(LruList::ActiveFile), true, false));
     let d = cache.vmstat().delta(&before);
     assert_eq!(d.get(Item::pgactivate), 1);
     assert!(d.get(Item::lru_lock_acquire) >= 1);
@@ -177,17 +134,11 @@ fn mark_page_accessed_danilov_batch() {
     assert_eq!(s.refcount, 3, "cache + lru_add batch + accessed batch");
     cache.lru_add_drain();
     let s = state(&f, 0);
-    assert_eq!(
-        (s.lru, s.referenced, s.active, s.refcount),
-        (Some(LruList::InactiveFile), true, false, 1)
-    );
+    assert_eq!((s.lru, s.referenced, s.active, s.refcount), (Some(LruList::InactiveFile), true, false, 1));
     read_page(&f, 0);
     cache.lru_add_drain();
     let s = state(&f, 0);
-    assert_eq!(
-        (s.lru, s.referenced, s.active),
-        (Some(LruList::ActiveFile), false, true)
-    );
+    assert_eq!((s.lru, s.referenced, s.active), (Some(LruList::ActiveFile), false, true));
 }
 
 // Goal: a full batch of PAGEVEC_SIZE activations is applied with one
@@ -214,11 +165,7 @@ fn batching_saves_lru_lock_acquisitions() {
         assert_eq!(d.get(Item::pgactivate), n);
         locks.push(d.get(Item::lru_lock_acquire));
     }
-    assert_eq!(
-        locks[0],
-        pcache::PAGEVEC_SIZE as u64,
-        "2.6.10: one acquisition per activation"
-    );
+    assert_eq!(locks[0], pcache::PAGEVEC_SIZE as u64, "2.6.10: one acquisition per activation");
     assert_eq!(locks[1], 1, "batched: one acquisition per pagevec");
 }
 
@@ -229,20 +176,10 @@ fn batching_saves_lru_lock_acquisitions() {
 fn pagevec_release_drain_counts() {
     pin_to_cpu0();
     let pages = 150u64;
-    for (mode, expect_drains) in [
-        (
-            PagevecDrain::EveryRelease,
-            pages.div_ceil(pcache::PAGEVEC_SIZE as u64),
-        ),
-        (PagevecDrain::Once, 1),
-    ] {
-        let cache = cache_with(
-            Tunables {
-                pagevec_drain: mode,
-                ..quiet(LruBatching::Batched)
-            },
-            1024,
-        );
+    for (mode, expect_drains) in
+        [(PagevecDrain::EveryRelease, pages.div_ceil(pcache::PAGEVEC_SIZE as u64)), (PagevecDrain::Once, 1)]
+    {
+        let cache = cache_with(Tunables { pagevec_drain: mode, ..quiet(LruBatching::Batched) }, 1024);
         let f = cache.open_memory("t").unwrap();
         f.set_len(pages * 4096).unwrap();
         for i in 0..pages {
@@ -251,11 +188,7 @@ fn pagevec_release_drain_counts() {
         let before = cache.vmstat();
         f.set_len(0).unwrap();
         let d = cache.vmstat().delta(&before);
-        assert_eq!(
-            d.get(Item::pagevec_release),
-            pages.div_ceil(pcache::PAGEVEC_SIZE as u64),
-            "{mode:?}"
-        );
+        assert_eq!(d.get(Item::pagevec_release), pages.div_ceil(pcache::PAGEVEC_SIZE as u64), "{mode:?}");
         assert_eq!(d.get(Item::lru_drain), expect_drains, "{mode:?}");
         assert_eq!(f.cached_pages(), 0);
         // Every frame came back.
@@ -274,13 +207,7 @@ fn pagevec_release_drain_counts() {
 fn streaming_small_reads_do_not_flush_working_set() {
     let mut survivors = vec![];
     for rule in [RemarkRule::PrevPos, RemarkRule::Unconditional] {
-        let cache = cache_with(
-            Tunables {
-                remark_rule: rule,
-                ..quiet(LruBatching::Batched)
-            },
-            256,
-        );
+        let cache = cache_with(Tunables { remark_rule: rule, ..quiet(LruBatching::Batched) }, 256);
         let ws = cache.open_memory("ws").unwrap();
         ws.set_len(64 * 4096).unwrap();
         for _ in 0..2 {
@@ -298,14 +225,8 @@ fn streaming_small_reads_do_not_flush_working_set() {
         }
         survivors.push((0..64).filter(|&i| ws.page_state(i).is_some()).count());
     }
-    assert!(
-        survivors[0] >= 60,
-        "prev_pos keeps the working set: {survivors:?}"
-    );
-    assert!(
-        survivors[1] < survivors[0] / 2,
-        "unconditional re-marking flushes it: {survivors:?}"
-    );
+    assert!(survivors[0] >= 60, "prev_pos keeps the working set: {survivors:?}");
+    assert!(survivors[1] < survivors[0] / 2, "unconditional re-marking flushes it: {survivors:?}");
 }
 
 // Goal: reclaim takes the inactive tail first; an unmapped page with only
@@ -328,13 +249,7 @@ fn referenced_unmapped_inactive_pages_are_reclaimed() {
     assert!(state(&f, 5).referenced && !state(&f, 5).active);
     let freed = cache.reclaim(100);
     assert!(freed >= 100, "freed {freed}");
-    assert!(
-        f.page_state(2).is_none(),
-        "oldest inactive, referenced page reclaimed"
-    );
-    assert!(
-        f.page_state(0).is_some() && f.page_state(1).is_some(),
-        "active pages kept"
-    );
+    assert!(f.page_state(2).is_none(), "oldest inactive, referenced page reclaimed");
+    assert!(f.page_state(0).is_some() && f.page_state(1).is_some(), "active pages kept");
     assert!(f.page_state(599).is_some(), "newest inactive page kept");
 }

@@ -9,12 +9,7 @@ const PS: u64 = 4096;
 fn cache(rule: RemarkRule) -> PageCache {
     PageCache::new(Config {
         memory_bytes: 4096 * PS,
-        tunables: Tunables {
-            remark_rule: rule,
-            ra_pages: 0,
-            kswapd: false,
-            ..Tunables::default()
-        },
+        tunables: Tunables { remark_rule: rule, ra_pages: 0, kswapd: false, ..Tunables::default() },
         ..Config::default()
     })
     .unwrap()
@@ -30,9 +25,7 @@ fn marks(rule: RemarkRule, file_len: u64, reads: &[(u64, usize)]) -> u64 {
     for &(off, len) in reads {
         f.read_at(&mut buf[..len], off).unwrap();
     }
-    c.vmstat()
-        .delta(&before)
-        .get(Item::mark_page_accessed_calls)
+    c.vmstat().delta(&before).get(Item::mark_page_accessed_calls)
 }
 
 /// The rules restated as the seed's thread states them, for reads that do
@@ -100,11 +93,7 @@ fn sequential_512_byte_reads() {
     let reads: Vec<_> = (0..pages * 8).map(|i| (i * 512, 512usize)).collect();
     for rule in RemarkRule::ALL {
         let n = marks(rule, pages * PS, &reads);
-        let expect = if rule == RemarkRule::Unconditional {
-            pages * 8
-        } else {
-            pages
-        };
+        let expect = if rule == RemarkRule::Unconditional { pages * 8 } else { pages };
         assert_eq!(n, expect, "{rule:?}");
         assert_eq!(model(rule, &reads), expect, "model {rule:?}");
     }
@@ -123,34 +112,19 @@ fn random_128_byte_reads() {
         .map(|_| {
             let page = rng.gen_range(0..pages);
             // Page-aligned now and then; never crossing a page.
-            let off = if rng.gen_ratio(1, 16) {
-                0
-            } else {
-                rng.gen_range(0..PS - 128)
-            };
+            let off = if rng.gen_ratio(1, 16) { 0 } else { rng.gen_range(0..PS - 128) };
             (page * PS + off, 128usize)
         })
         .collect();
-    reads.extend([
-        (5 * PS + 256, 128),
-        (5 * PS + 256, 128),
-        (5 * PS + 384, 128),
-        (5 * PS + 512, 128),
-    ]);
+    reads.extend([(5 * PS + 256, 128), (5 * PS + 256, 128), (5 * PS + 384, 128), (5 * PS + 512, 128)]);
     for rule in RemarkRule::ALL {
         let want = model(rule, &reads);
         assert_eq!(marks(rule, pages * PS, &reads), want, "{rule:?}");
     }
     let aligned = marks(RemarkRule::PageAligned, pages * PS, &reads);
     let prev_pos = marks(RemarkRule::PrevPos, pages * PS, &reads);
-    assert!(
-        aligned < reads.len() as u64 / 8,
-        "page-aligned marks few: {aligned}"
-    );
-    assert!(
-        prev_pos > reads.len() as u64 * 9 / 10,
-        "prev_pos marks nearly all: {prev_pos}"
-    );
+    assert!(aligned < reads.len() as u64 / 8, "page-aligned marks few: {aligned}");
+    assert!(prev_pos > reads.len() as u64 * 9 / 10, "prev_pos marks nearly all: {prev_pos}");
     // The tail: re-reading the same 128 bytes marks under prev_pos (it does
     // not continue the last read), continuing reads do not.
     let tail = &reads[reads.len() - 4..];

@@ -4,17 +4,11 @@
 use pcache::{Config, OpenOptions, PageCache, Tunables};
 
 fn small_cache(pages: u64) -> PageCache {
-    PageCache::new(Config {
-        memory_bytes: pages * 4096,
-        ..Config::default()
-    })
-    .unwrap()
+    PageCache::new(Config { memory_bytes: pages * 4096, ..Config::default() }).unwrap()
 }
 
 fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    (0..len)
-        .map(|i| ((i as u64).wrapping_mul(31).wrapping_add(seed * 7) % 251) as u8)
-        .collect()
+    (0..len).map(|i| ((i as u64).wrapping_mul(31).wrapping_add(seed * 7) % 251) as u8).collect()
 }
 
 // Goal: a round trip through the cache with no memory pressure.
@@ -40,17 +34,12 @@ fn roundtrip_under_pressure() {
     for kswapd in [true, false] {
         let cache = PageCache::new(Config {
             memory_bytes: 64 * 4096,
-            tunables: Tunables {
-                kswapd,
-                ..Tunables::default()
-            },
+            tunables: Tunables { kswapd, ..Tunables::default() },
             ..Config::default()
         })
         .unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let f = cache
-            .open(dir.path().join("big"), OpenOptions::default())
-            .unwrap();
+        let f = cache.open(dir.path().join("big"), OpenOptions::default()).unwrap();
         let data = pattern(2, 512 * 4096);
         for (i, chunk) in data.chunks(10_000).enumerate() {
             f.write_at(chunk, (i * 10_000) as u64).unwrap();

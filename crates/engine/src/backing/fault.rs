@@ -125,12 +125,7 @@ impl FaultInjector {
     /// including any pages outside the range. Sync calls have no byte range
     /// and never match.
     pub fn fail_page_range(&self, op: FaultOp, start: u64, end: u64, fault: Fault) {
-        self.rules.lock().ranges.push(RangeRule {
-            op,
-            start,
-            end,
-            fault,
-        });
+        self.rules.lock().ranges.push(RangeRule { op, start, end, fault });
     }
 
     /// Make every call of `op` sleep `delay` first: a slow device.
@@ -172,11 +167,7 @@ impl FaultInjector {
             }
             if fault.is_none() {
                 if let Some((lo, hi)) = range {
-                    fault = rules
-                        .ranges
-                        .iter()
-                        .find(|r| r.op == op && r.start < hi && lo < r.end)
-                        .map(|r| r.fault);
+                    fault = rules.ranges.iter().find(|r| r.op == op && r.start < hi && lo < r.end).map(|r| r.fault);
                 }
             }
             (delay, fault.or(rules.always[i]))
@@ -368,9 +359,7 @@ mod tests {
         // A multi-page call touching the range fails entirely, writing
         // nothing even outside it.
         let bufs = [vec![7u8; PS], vec![7u8; PS]];
-        let err = fi
-            .write_pages(2 * ps, &[&bufs[0][..], &bufs[1][..]], 16 * ps)
-            .unwrap_err();
+        let err = fi.write_pages(2 * ps, &[&bufs[0][..], &bufs[1][..]], 16 * ps).unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::EIO));
         assert!(read(&*mem, 2).unwrap().iter().all(|&b| b == 1));
         assert!(read(&*mem, 3).unwrap().iter().all(|&b| b == 0));

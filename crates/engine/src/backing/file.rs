@@ -34,9 +34,7 @@ static FALLBACK_NOTICE: Once = Once::new();
 
 fn fallback_notice(name: &str) {
     FALLBACK_NOTICE.call_once(|| {
-        eprintln!(
-            "pcache: {name}: O_DIRECT not supported, using buffered I/O + POSIX_FADV_DONTNEED"
-        );
+        eprintln!("pcache: {name}: O_DIRECT not supported, using buffered I/O + POSIX_FADV_DONTNEED");
     });
 }
 
@@ -84,21 +82,12 @@ impl FileDev {
     /// device advises the host to drop cached data after each transfer.
     /// `page_size` must be a power of two; with O_DIRECT every transfer
     /// must be a whole number of pages at a page-aligned offset.
-    pub fn open(
-        path: &Path,
-        create: bool,
-        truncate: bool,
-        direct: bool,
-        page_size: usize,
-    ) -> io::Result<FileDev> {
+    pub fn open(path: &Path, create: bool, truncate: bool, direct: bool, page_size: usize) -> io::Result<FileDev> {
         if !page_size.is_power_of_two() {
             return Err(invalid_input("page size must be a power of two"));
         }
         let mut opts = OpenOptions::new();
-        opts.read(true)
-            .write(true)
-            .create(create)
-            .truncate(truncate);
+        opts.read(true).write(true).create(create).truncate(truncate);
         let name = path.to_string_lossy().into_owned();
 
         let mut is_direct = false;
@@ -195,9 +184,7 @@ impl FileDev {
         if ok {
             Ok(())
         } else {
-            Err(invalid_input(
-                "O_DIRECT transfers must be whole pages at page-aligned offsets",
-            ))
+            Err(invalid_input("O_DIRECT transfers must be whole pages at page-aligned offsets"))
         }
     }
 
@@ -255,9 +242,7 @@ impl FileDev {
             if n == 0 {
                 match segs.dir {
                     Dir::Read => break,
-                    Dir::Write => {
-                        return Err(io::Error::new(io::ErrorKind::WriteZero, "write returned 0"))
-                    }
+                    Dir::Write => return Err(io::Error::new(io::ErrorKind::WriteZero, "write returned 0")),
                 }
             }
             let mut advance = n;
@@ -406,9 +391,7 @@ impl BackingDev for FileDev {
         if total == 0 {
             return Ok(());
         }
-        let end = pos
-            .checked_add(total as u64)
-            .ok_or_else(|| invalid_input("write past the largest file offset"))?;
+        let end = pos.checked_add(total as u64).ok_or_else(|| invalid_input("write past the largest file offset"))?;
         let direct = self.is_direct();
         if direct {
             self.check_direct_shape(pos, bufs.iter().map(|b| b.len()))?;
@@ -465,8 +448,7 @@ impl BackingDev for FileDev {
             return Ok(());
         }
         let off = file_offset(offset, 0)?;
-        let count =
-            libc::off_t::try_from(len).map_err(|_| invalid_input("hole length out of range"))?;
+        let count = libc::off_t::try_from(len).map_err(|_| invalid_input("hole length out of range"))?;
         if off.checked_add(count).is_none() {
             return Err(invalid_input("hole end out of range"));
         }
@@ -474,12 +456,7 @@ impl BackingDev for FileDev {
             // SAFETY: fallocate on our own open descriptor with in-range
             // offsets; no memory is passed.
             let r = unsafe {
-                libc::fallocate(
-                    self.fd(),
-                    libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                    off,
-                    count,
-                )
+                libc::fallocate(self.fd(), libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, off, count)
             };
             if r == 0 {
                 return Ok(());
@@ -525,18 +502,10 @@ impl<'a> Segs<'a> {
         let iov: Vec<libc::iovec> = bufs
             .iter_mut()
             .filter(|b| !b.is_empty())
-            .map(|b| libc::iovec {
-                iov_base: b.as_mut_ptr().cast(),
-                iov_len: b.len(),
-            })
+            .map(|b| libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: b.len() })
             .collect();
         let total = iov.iter().map(|v| v.iov_len).sum();
-        Segs {
-            dir: Dir::Read,
-            iov,
-            total,
-            _borrow: PhantomData,
-        }
+        Segs { dir: Dir::Read, iov, total, _borrow: PhantomData }
     }
 
     fn for_write(bufs: &'a [&[u8]]) -> Segs<'a> {
@@ -550,12 +519,7 @@ impl<'a> Segs<'a> {
             })
             .collect();
         let total = iov.iter().map(|v| v.iov_len).sum();
-        Segs {
-            dir: Dir::Write,
-            iov,
-            total,
-            _borrow: PhantomData,
-        }
+        Segs { dir: Dir::Write, iov, total, _borrow: PhantomData }
     }
 }
 
@@ -797,11 +761,7 @@ mod tests {
                     if at >= size {
                         break;
                     }
-                    let want = if (lo..hi).contains(&at) {
-                        0
-                    } else {
-                        (i + 1) as u8
-                    };
+                    let want = if (lo..hi).contains(&at) { 0 } else { (i + 1) as u8 };
                     assert_eq!(b, want, "byte {at} direct={direct}");
                 }
             }

@@ -29,8 +29,7 @@ type Chunks = HashMap<u64, Box<[u8]>>;
 
 fn is_zero(buf: &[u8]) -> bool {
     // OR-fold in fixed blocks so the compiler can vectorise it.
-    buf.chunks(64)
-        .all(|c| c.iter().fold(0u8, |acc, &b| acc | b) == 0)
+    buf.chunks(64).all(|c| c.iter().fold(0u8, |acc, &b| acc | b) == 0)
 }
 
 /// A sparse, growable in-memory file.
@@ -50,10 +49,7 @@ impl MemoryDev {
     ///
     /// If `page_size` is not a power of two.
     pub fn new(name: &str, page_size: usize) -> MemoryDev {
-        assert!(
-            page_size.is_power_of_two(),
-            "page size {page_size} is not a power of two"
-        );
+        assert!(page_size.is_power_of_two(), "page size {page_size} is not a power of two");
         MemoryDev {
             name: format!("memory:{name}"),
             page_size,
@@ -187,12 +183,9 @@ impl BackingDev for MemoryDev {
         if total == 0 {
             return Ok(());
         }
-        let end = pos.checked_add(total).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "write past the largest file offset",
-            )
-        })?;
+        let end = pos
+            .checked_add(total)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "write past the largest file offset"))?;
         // Bytes at or past `stop` are not part of the file: not stored, and
         // the device grows at most to `stop`.
         let limit = file_size.max(self.len.load(Ordering::Acquire));
@@ -242,9 +235,7 @@ impl BackingDev for MemoryDev {
     fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
         let _guard = self.resize.lock();
         // Past the length everything is zero already.
-        let end = offset
-            .saturating_add(len)
-            .min(self.len.load(Ordering::Acquire));
+        let end = offset.saturating_add(len).min(self.len.load(Ordering::Acquire));
         if offset >= end {
             return Ok(());
         }
@@ -316,10 +307,7 @@ mod tests {
         let (n, back) = read(&dev, 0, 3);
         assert_eq!(n, PS + 10);
         assert!(back[1][..10].iter().all(|&b| b == 4));
-        assert!(
-            back[1][10..].iter().all(|&b| b == 0xEE),
-            "past EOF untouched"
-        );
+        assert!(back[1][10..].iter().all(|&b| b == 0xEE), "past EOF untouched");
         assert!(back[2].iter().all(|&b| b == 0xEE));
         assert_eq!(read(&dev, 5 * PS as u64, 1).0, 0);
     }

@@ -494,8 +494,6 @@ impl Cache {
                 Err(_) => break,
             }
             written += bytes;
-            let end = pos + written as u64;
-            inode.size.fetch_max(end, Ordering::AcqRel);
             self.balance_dirty_pages_ratelimited(inode);
         }
         Ok(written)
@@ -531,6 +529,10 @@ impl Cache {
             page.set(PG_UPTODATE, &self.vm);
         }
         self.set_page_dirty(inode, pfn);
+        // i_size grows before the page is unlocked (generic_write_end), so
+        // writeback, which locks the page first, never writes these bytes
+        // with a stale size and cuts them off the device.
+        inode.size.fetch_max((index << self.page_shift()) + (offset + data.len()) as u64, Ordering::AcqRel);
         page.unlock(&self.vm);
         if self.tunables.accessed_init == AccessedInit::Vanilla315 {
             self.mark_page_accessed(pfn);

@@ -46,7 +46,10 @@ fn roundtrip_under_pressure() {
         }
         let mut buf = vec![0u8; data.len()];
         assert_eq!(f.read_at(&mut buf, 0).unwrap(), data.len());
-        assert!(buf == data, "data mismatch (kswapd={kswapd})");
+        if let Some(at) = (0..data.len()).find(|&i| buf[i] != data[i]) {
+            let bad = (at..data.len()).take_while(|&i| buf[i] != data[i]).count();
+            panic!("data mismatch (kswapd={kswapd}) at {at} (page {}), {bad} bytes; got {:?}", at / 4096, &buf[at..at + 8]);
+        }
         f.fsync().unwrap();
         let vm = cache.vmstat();
         assert!(vm.by_name("pgsteal_direct").unwrap() + vm.by_name("pgsteal_kswapd").unwrap() > 0);

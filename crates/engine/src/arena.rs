@@ -50,7 +50,12 @@ impl Arena {
         // SAFETY: the layout has a non-zero size (nr_pages >= MIN_PAGES).
         let ptr = unsafe { alloc::alloc_zeroed(layout) };
         let base = NonNull::new(ptr).ok_or(Error::NoMemory { frames: nr_pages as usize })?;
-        let pages: Box<[Page]> = (0..nr_pages).map(|_| Page::new()).collect();
+        advise_huge(ptr, bytes);
+        let mut pages: Vec<Page> = Vec::with_capacity(nr_pages as usize);
+        // Before the descriptors are first touched, so they fault in huge.
+        advise_huge(pages.as_mut_ptr().cast(), nr_pages as usize * std::mem::size_of::<Page>());
+        pages.extend((0..nr_pages).map(|_| Page::new()));
+        let pages = pages.into_boxed_slice();
         // Build the free stack so that low frames are handed out first.
         for pfn in 0..nr_pages as u32 {
             let next = if (pfn as u64) + 1 < nr_pages { pfn + 1 } else { NO_PFN };
@@ -163,6 +168,20 @@ impl Arena {
                 Err(cur) => head = cur,
             }
         }
+    }
+}
+
+/// Ask for transparent huge pages on the 2 MiB-aligned part of a region:
+/// the descriptors, the frames and the tree nodes are walked at random, and
+/// 4 KiB TLB entries would not cover them. Advice only; errors are ignored.
+pub fn advise_huge(ptr: *mut u8, len: usize) {
+    const HUGE: usize = 2 << 20;
+    let start = (ptr as usize).next_multiple_of(HUGE);
+    let end = (ptr as usize + len) & !(HUGE - 1);
+    if end > start {
+        // SAFETY: the range lies inside an allocation we own; MADV_HUGEPAGE
+        // changes no contents.
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
     }
 }
 

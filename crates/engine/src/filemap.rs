@@ -23,10 +23,11 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use crate::backing::BackingDev;
 use crate::error::{Error, Result};
+use crate::hazard::Hazard;
 use crate::mm::Cache;
 use crate::page::*;
 use crate::pagetree::{entry_pfn, page_entry, PageTree, MARK_DIRTY};
@@ -61,6 +62,11 @@ pub struct Inode {
     pub size: AtomicU64,
     /// i_rwsem: writers, truncation and hole punching.
     pub rwsem: Mutex<()>,
+    /// mapping->invalidate_lock: held shared by paths that create pages
+    /// from the device (readahead, read misses), exclusive by truncation
+    /// and hole punching, so no page read from a stale size reappears
+    /// after its range was cut.
+    pub invalidate_lock: RwLock<()>,
     /// errseq_t of writeback errors.
     pub wb_err: AtomicU32,
     /// Dirty pages of this inode.
@@ -78,7 +84,41 @@ impl Inode {
     }
 }
 
+/// How a reader holds a page: a hazard pin (the hit path) or a reference.
+#[derive(Clone, Copy, Debug)]
+pub enum Pin {
+    Hazard(Hazard),
+    Ref,
+}
+
 impl Cache {
+    /// The hit path: a cached, uptodate page without the readahead marker,
+    /// pinned by a hazard slot, with no atomic read-modify-write. None when
+    /// the page is not there or the caller must take the slow path.
+    #[inline]
+    pub fn find_page_fast(&self, inode: &Inode, index: u64) -> Option<(Pfn, Hazard)> {
+        let slot = inode.tree.slot(index)?;
+        let entry = slot.load(Ordering::Acquire);
+        let pfn = entry_pfn(entry)?;
+        let h = self.hazards.pin(pfn)?;
+        // Re-check after announcing: still this index's page, and ready.
+        if slot.load(Ordering::Acquire) != entry || self.page(pfn).flags() & (PG_UPTODATE | PG_READAHEAD) != PG_UPTODATE
+        {
+            self.hazards.unpin(h);
+            return None;
+        }
+        Some((pfn, h))
+    }
+
+    /// Release a page held by `pin`.
+    #[inline]
+    pub fn unpin(&self, pfn: Pfn, pin: Pin) {
+        match pin {
+            Pin::Hazard(h) => self.hazards.unpin(h),
+            Pin::Ref => self.put_page(pfn),
+        }
+    }
+
     /// Find or create the inode for `name` on `dev`.
     pub fn iget(&self, name: &str, make_dev: impl FnOnce() -> Result<Arc<dyn BackingDev>>) -> Result<Arc<Inode>> {
         let mut inodes = self.inodes.lock();
@@ -107,6 +147,7 @@ impl Cache {
             nrpages: AtomicU64::new(0),
             size: AtomicU64::new(size),
             rwsem: Mutex::new(()),
+            invalidate_lock: RwLock::new(()),
             wb_err: AtomicU32::new(0),
             nr_dirty: AtomicU64::new(0),
             dirtied_when: AtomicU64::new(0),
@@ -394,6 +435,11 @@ impl Cache {
 
     /// no_cached_page: allocate, insert and read one page.
     fn read_one_page(&self, inode: &Inode, index: u64) -> Result<Pfn> {
+        let _inval = inode.invalidate_lock.read();
+        let size = inode.size.load(Ordering::Acquire);
+        if index >= size.div_ceil(self.page_size() as u64) {
+            return Err(Error::PastEof { offset: index << self.page_shift(), size });
+        }
         let pfn = self
             .pagecache_get_page(inode, index, FGP_LOCK | FGP_CREAT)?
             .ok_or(Error::NoMemory { frames: self.arena.nr_pages as usize })?;
@@ -426,11 +472,22 @@ impl Cache {
         while cur < end {
             let index = cur >> shift;
             let offset = cur & (ps - 1);
-            let pfn = self.read_cache_page(inode, Some(ra), index, last_index - index + 1)?;
+            let (pfn, pin) = match self.find_page_fast(inode, index) {
+                Some((pfn, h)) => {
+                    self.vm.inc(Item::pgcache_hit);
+                    (pfn, Pin::Hazard(h))
+                }
+                None => match self.read_cache_page(inode, Some(ra), index, last_index - index + 1) {
+                    Ok(pfn) => (pfn, Pin::Ref),
+                    // Truncated under us: the read ends at the new EOF.
+                    Err(Error::PastEof { .. }) => break,
+                    Err(e) => return Err(e),
+                },
+            };
             // i_size may have shrunk while we waited.
             let size = inode.size.load(Ordering::Acquire);
             if cur >= size {
-                self.put_page(pfn);
+                self.unpin(pfn, pin);
                 break;
             }
             let nr = (ps - offset).min(end - cur).min(size - cur);
@@ -438,10 +495,10 @@ impl Cache {
                 self.mark_page_accessed(pfn);
             }
             let done = (cur - pos) as usize;
-            // SAFETY: we hold a reference, so the frame is not reused.
+            // SAFETY: we hold a pin, so the frame is not reused.
             let frame = unsafe { self.arena.frame(pfn) };
             buf[done..done + nr as usize].copy_from_slice(&frame[offset as usize..(offset + nr) as usize]);
-            self.put_page(pfn);
+            self.unpin(pfn, pin);
             cur += nr;
             prev_pos = cur;
         }

@@ -21,6 +21,7 @@ mod arena;
 pub mod backing;
 mod error;
 mod filemap;
+mod hazard;
 mod lruvec;
 mod mm;
 mod page;
@@ -42,6 +43,7 @@ pub use tunables::{
 };
 pub use vmstat::{Item, VmStat};
 
+use std::marker::PhantomData;
 use std::ops::Deref;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -51,7 +53,7 @@ use std::thread::JoinHandle;
 use parking_lot::Mutex;
 
 use crate::backing::{FileDev, MemoryDev};
-use crate::filemap::Inode;
+use crate::filemap::{Inode, Pin};
 use crate::mm::Cache;
 use crate::page::*;
 use crate::readahead::{FileRaState, FMODE_NOREUSE, FMODE_RANDOM};
@@ -182,7 +184,7 @@ impl PageCache {
     }
 
     pub fn nr_free_pages(&self) -> u64 {
-        self.cache().arena.nr_free()
+        self.cache().nr_free_pages()
     }
 
     /// Open (and by default create) a host file. Opening the same path
@@ -471,7 +473,7 @@ impl File {
         }
         let pfn = self.cache.read_cache_page(&self.inode, None, index, 1)?;
         self.cache.mark_page_accessed(pfn);
-        Ok(PageRef { file: self, pfn, index })
+        Ok(PageRef::new(self, pfn, index, Pin::Ref))
     }
 
     /// The hit path: look up, pin and mark accessed a cached, uptodate page;
@@ -479,6 +481,10 @@ impl File {
     #[inline]
     pub fn find_page(&self, index: u64) -> Result<Option<PageRef<'_>>> {
         self.check_open()?;
+        if let Some((pfn, h)) = self.cache.find_page_fast(&self.inode, index) {
+            self.cache.mark_page_accessed(pfn);
+            return Ok(Some(PageRef::new(self, pfn, index, Pin::Hazard(h))));
+        }
         let Some(pfn) = self.cache.find_get_page(&self.inode, index) else {
             return Ok(None);
         };
@@ -487,7 +493,7 @@ impl File {
             return Ok(None);
         }
         self.cache.mark_page_accessed(pfn);
-        Ok(Some(PageRef { file: self, pfn, index }))
+        Ok(Some(PageRef::new(self, pfn, index, Pin::Ref)))
     }
 
     /// The state of the cached page at `index`, if any.
@@ -554,10 +560,20 @@ impl Drop for File {
 }
 
 /// A pinned page: its bytes stay this page's until the ref is dropped.
+/// It must be dropped on the thread that took it (hazard pins are
+/// per-thread), so it is not `Send`.
 pub struct PageRef<'a> {
     file: &'a File,
     pfn: Pfn,
     index: u64,
+    pin: Pin,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl<'a> PageRef<'a> {
+    fn new(file: &'a File, pfn: Pfn, index: u64, pin: Pin) -> PageRef<'a> {
+        PageRef { file, pfn, index, pin, _not_send: PhantomData }
+    }
 }
 
 impl PageRef<'_> {
@@ -572,7 +588,7 @@ impl Deref for PageRef<'_> {
 
     #[inline]
     fn deref(&self) -> &[u8] {
-        // SAFETY: we hold a reference, so the frame is not reused; the page
+        // SAFETY: we hold a pin, so the frame is not reused; the page
         // is uptodate. Concurrent write_at to this page may tear what is
         // seen, as with a shared mapping.
         unsafe { self.file.cache.arena.frame(self.pfn) }
@@ -582,6 +598,6 @@ impl Deref for PageRef<'_> {
 impl Drop for PageRef<'_> {
     #[inline]
     fn drop(&mut self) {
-        self.file.cache.put_page(self.pfn);
+        self.file.cache.unpin(self.pfn, self.pin);
     }
 }

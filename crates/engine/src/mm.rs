@@ -18,6 +18,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use crate::arena::Arena;
 use crate::error::{Error, Result};
 use crate::filemap::Inode;
+use crate::hazard::HazardTable;
 use crate::lruvec::Lruvec;
 use crate::page::{Page, Pfn};
 use crate::swap::PerCpu;
@@ -88,6 +89,13 @@ pub struct Cache {
     pub progress: Wakeup,
     pub shutdown: AtomicBool,
     pub start: Instant,
+    /// Hazard pins of the hit path (hazard.rs).
+    pub hazards: HazardTable,
+    /// Frames whose last reference is gone, waiting for a hazard scan
+    /// before they are reused.
+    pending_free: Mutex<Vec<Pfn>>,
+    nr_pending_free: AtomicU64,
+    pending_batch: usize,
 }
 
 /// How many fruitless direct-reclaim rounds an allocation makes before it
@@ -122,6 +130,10 @@ impl Cache {
             progress: Wakeup::default(),
             shutdown: AtomicBool::new(false),
             start: Instant::now(),
+            hazards: HazardTable::new(),
+            pending_free: Mutex::new(Vec::with_capacity(64)),
+            nr_pending_free: AtomicU64::new(0),
+            pending_batch: (config.nr_pages() / 64).clamp(1, 64) as usize,
         })
     }
 
@@ -169,6 +181,9 @@ impl Cache {
                     return Ok(pfn);
                 }
             }
+            if self.flush_pending_frees() > 0 {
+                continue;
+            }
             let reclaimed = self.try_to_free_pages();
             if let Some(pfn) = self.arena.alloc() {
                 self.vm.inc(Item::pgalloc);
@@ -187,11 +202,53 @@ impl Cache {
         }
     }
 
-    /// Return a frame whose last reference is gone.
+    /// Return a frame whose last reference is gone. It waits on the pending
+    /// list until no hazard pin can still see it (hazard.rs).
     pub fn free_page(&self, pfn: Pfn) {
-        self.arena.free(pfn);
         self.vm.inc(Item::pgfree);
-        self.progress.wake_if_waiting();
+        let flush = {
+            let mut pending = self.pending_free.lock();
+            // Counted before it can be taken by a flush, which subtracts.
+            self.nr_pending_free.fetch_add(1, Ordering::Relaxed);
+            pending.push(pfn);
+            pending.len() >= self.pending_batch
+        };
+        if flush {
+            self.flush_pending_frees();
+        }
+    }
+
+    /// Move pending frames that no hazard pin announces to the free list.
+    pub fn flush_pending_frees(&self) -> u64 {
+        let batch = std::mem::take(&mut *self.pending_free.lock());
+        if batch.is_empty() {
+            return 0;
+        }
+        let mut pinned = Vec::new();
+        self.hazards.scan(&mut pinned);
+        let mut keep = Vec::new();
+        let mut freed = 0;
+        for pfn in batch {
+            if pinned.binary_search(&pfn).is_ok() {
+                keep.push(pfn);
+            } else {
+                self.arena.free(pfn);
+                freed += 1;
+            }
+        }
+        if !keep.is_empty() {
+            self.pending_free.lock().extend(keep);
+        }
+        self.nr_pending_free.fetch_sub(freed, Ordering::Relaxed);
+        if freed > 0 {
+            self.progress.wake_if_waiting();
+        }
+        freed
+    }
+
+    /// Free frames, counting those in the hazard grace period.
+    pub fn nr_free_pages(&self) -> u64 {
+        self.arena.nr_free() + self.nr_pending_free.load(Ordering::Relaxed)
     }
 
     /// A snapshot of every counter.
@@ -199,7 +256,7 @@ impl Cache {
         let mut values = vec![0u64; NR_ITEMS];
         for &item in Item::ALL {
             values[item as usize] = match item {
-                Item::nr_free_pages => self.arena.nr_free(),
+                Item::nr_free_pages => self.nr_free_pages(),
                 Item::nr_inactive_anon => self.lruvec.len(LruList::InactiveAnon),
                 Item::nr_active_anon => self.lruvec.len(LruList::ActiveAnon),
                 Item::nr_inactive_file => self.lruvec.len(LruList::InactiveFile),

@@ -19,7 +19,11 @@
 //! slot i holds, or leads to, a marked entry, so writeback can walk dirty
 //! pages in file order without visiting clean ones.
 
+use std::alloc::{alloc_zeroed, dealloc, handle_alloc_error, Layout};
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use parking_lot::Mutex;
 
 use crate::page::Pfn;
 
@@ -54,21 +58,58 @@ struct Node {
     marks: [AtomicU64; NR_MARKS],
 }
 
-impl Node {
-    fn alloc() -> *mut Node {
-        Box::into_raw(Box::new(Node {
-            slots: std::array::from_fn(|_| AtomicUsize::new(0)),
-            marks: std::array::from_fn(|_| AtomicU64::new(0)),
-        }))
+/// Nodes come from chunks that double from 8 nodes up to 4096 (2 MiB,
+/// huge-page backed), so a big file's tree is dense in memory and TLB.
+/// Chunks are freed only with the tree.
+struct NodeSlab {
+    chunks: Vec<(NonNull<Node>, Layout)>,
+    used: usize,
+}
+
+const CHUNK_MAX: usize = 4096;
+
+impl NodeSlab {
+    fn alloc(&mut self) -> *mut Node {
+        let cap = self.chunks.last().map_or(0, |(_, l)| l.size() / std::mem::size_of::<Node>());
+        if self.used == cap {
+            let count = (8usize << self.chunks.len().min(9)).min(CHUNK_MAX);
+            let align = if count == CHUNK_MAX { 2 << 20 } else { std::mem::align_of::<Node>() };
+            let layout = match Layout::from_size_align(count * std::mem::size_of::<Node>(), align) {
+                Ok(l) => l,
+                Err(_) => handle_alloc_error(Layout::new::<Node>()),
+            };
+            // SAFETY: non-zero size. All-zero bytes are a valid Node: empty
+            // slots and clear marks (atomics of zero).
+            let ptr = unsafe { alloc_zeroed(layout) };
+            let Some(ptr) = NonNull::new(ptr.cast::<Node>()) else { handle_alloc_error(layout) };
+            crate::arena::advise_huge(ptr.as_ptr().cast(), layout.size());
+            self.chunks.push((ptr, layout));
+            self.used = 0;
+        }
+        let (chunk, _) = self.chunks[self.chunks.len() - 1];
+        // SAFETY: used < the chunk's node count.
+        let node = unsafe { chunk.as_ptr().add(self.used) };
+        self.used += 1;
+        node
+    }
+}
+
+impl Drop for NodeSlab {
+    fn drop(&mut self) {
+        for (ptr, layout) in self.chunks.drain(..) {
+            // SAFETY: allocated in `alloc` with this layout, freed once.
+            unsafe { dealloc(ptr.as_ptr().cast(), layout) };
+        }
     }
 }
 
 pub struct PageTree {
     root: AtomicUsize,
+    slab: Mutex<NodeSlab>,
 }
 
-// SAFETY: nodes are only reached through atomics; they are freed only in
-// Drop, when no reader can hold the tree.
+// SAFETY: nodes are only reached through atomics; they are freed only when
+// the tree is dropped, when no reader can hold it.
 unsafe impl Send for PageTree {}
 // SAFETY: as above.
 unsafe impl Sync for PageTree {}
@@ -85,14 +126,45 @@ fn fits(index: u64, height: usize) -> bool {
 }
 
 impl PageTree {
-    pub const fn new() -> PageTree {
-        PageTree { root: AtomicUsize::new(0) }
+    pub fn new() -> PageTree {
+        PageTree { root: AtomicUsize::new(0), slab: Mutex::new(NodeSlab { chunks: Vec::new(), used: 0 }) }
+    }
+
+    fn alloc_node(&self) -> *mut Node {
+        self.slab.lock().alloc()
     }
 
     #[inline]
     fn root(&self) -> (*const Node, usize) {
         let r = self.root.load(Ordering::Acquire);
         ((r & !HEIGHT_MASK) as *const Node, r & HEIGHT_MASK)
+    }
+
+    /// The slot holding `index`, if its leaf exists. Lock-free; the slot
+    /// stays valid for the tree's life (nodes are never freed), so a reader
+    /// can re-check it without walking again.
+    #[inline]
+    pub fn slot(&self, index: u64) -> Option<&AtomicUsize> {
+        let (mut node, height) = self.root();
+        if node.is_null() || !fits(index, height) {
+            return None;
+        }
+        let mut level = height;
+        loop {
+            let slot = ((index >> (SHIFT * level as u32)) & MASK) as usize;
+            // SAFETY: `node` came from the root or a parent slot; nodes are
+            // never freed while the tree (which `&self` borrows) lives.
+            let s = unsafe { &(*node).slots[slot] };
+            if level == 0 {
+                return Some(s);
+            }
+            let v = s.load(Ordering::Acquire);
+            if v == 0 {
+                return None;
+            }
+            node = v as *const Node;
+            level -= 1;
+        }
     }
 
     /// The entry at `index` (0 if none). Lock-free.
@@ -127,7 +199,7 @@ impl PageTree {
             if entry == 0 {
                 return 0;
             }
-            top = Node::alloc();
+            top = self.alloc_node();
             height = 0;
             while !fits(index, height) {
                 height += 1;
@@ -139,7 +211,7 @@ impl PageTree {
             if entry == 0 {
                 return 0;
             }
-            let new = Node::alloc();
+            let new = self.alloc_node();
             // SAFETY: `new` is ours until published; `top` is a live node.
             unsafe {
                 (*new).slots[0].store(top as usize, Ordering::Relaxed);
@@ -167,7 +239,7 @@ impl PageTree {
                 if entry == 0 {
                     return 0;
                 }
-                child = Node::alloc();
+                child = self.alloc_node();
                 s.store(child as usize, Ordering::Release);
             }
             node = child;
@@ -293,28 +365,6 @@ impl PageTree {
 impl Default for PageTree {
     fn default() -> Self {
         Self::new()
-    }
-}
-
-impl Drop for PageTree {
-    fn drop(&mut self) {
-        fn free(node: *mut Node, level: usize) {
-            if level > 0 {
-                for s in 0..FANOUT {
-                    // SAFETY: exclusive in Drop.
-                    let v = unsafe { (*node).slots[s].load(Ordering::Relaxed) };
-                    if v != 0 {
-                        free(v as *mut Node, level - 1);
-                    }
-                }
-            }
-            // SAFETY: allocated by Box::into_raw in Node::alloc, freed once.
-            drop(unsafe { Box::from_raw(node) });
-        }
-        let (top, height) = self.root();
-        if !top.is_null() {
-            free(top as *mut Node, height);
-        }
     }
 }
 

@@ -45,6 +45,9 @@ impl SlotGuard {
 impl Drop for SlotGuard {
     fn drop(&mut self) {
         let s = self.slot.get();
+        // Later accesses from this thread's remaining destructors must not
+        // use the slot we give back.
+        let _ = FAST.try_with(|f| f.set(OVERFLOW_SLOT));
         if s < MAX_SLOTS {
             // The mutex orders this thread's last writes to the slot before
             // the next owner's first (release here, acquire in `take`).
@@ -54,22 +57,42 @@ impl Drop for SlotGuard {
 }
 
 thread_local! {
-    static SLOT: SlotGuard = const { SlotGuard { slot: Cell::new(usize::MAX) } };
+    /// Gives the slot back when the thread exits.
+    static GUARD: SlotGuard = const { SlotGuard { slot: Cell::new(usize::MAX) } };
+    /// The slot, in a const thread-local without a destructor: reading it
+    /// is one load, with no registration check.
+    static FAST: Cell<usize> = const { Cell::new(usize::MAX) };
 }
 
 /// This thread's slot number: `0..MAX_SLOTS`, or [`OVERFLOW_SLOT`].
 #[inline]
 pub fn thread_slot() -> usize {
-    SLOT.try_with(|g| {
-        let s = g.slot.get();
-        if s != usize::MAX {
-            return s;
-        }
-        let s = SlotGuard::take();
-        g.slot.set(s);
-        s
-    })
-    .unwrap_or(OVERFLOW_SLOT)
+    let s = FAST.with(|f| f.get());
+    if s != usize::MAX {
+        return s;
+    }
+    thread_slot_slow()
+}
+
+#[cold]
+fn thread_slot_slow() -> usize {
+    let s = GUARD
+        .try_with(|g| {
+            let s = g.slot.get();
+            if s != usize::MAX {
+                return s;
+            }
+            let s = SlotGuard::take();
+            g.slot.set(s);
+            s
+        })
+        .unwrap_or(OVERFLOW_SLOT);
+    // During thread teardown the guard may already be gone: use the shared
+    // slot then, and do not cache it.
+    if s != OVERFLOW_SLOT {
+        FAST.with(|f| f.set(s));
+    }
+    s
 }
 
 /// The CPU this thread is running on, for keying per-CPU batches. Any value

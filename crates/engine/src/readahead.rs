@@ -193,6 +193,7 @@ impl Cache {
     /// `[index, index + nr)` below EOF, mark the page where the async part
     /// starts, and read each contiguous run with one device call.
     pub fn do_page_cache_ra(&self, inode: &Inode, index: u64, nr: u64, lookahead: u64) {
+        let _inval = inode.invalidate_lock.read();
         let size = inode.size.load(Ordering::Acquire);
         if size == 0 || nr == 0 {
             return;

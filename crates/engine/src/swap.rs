@@ -228,7 +228,11 @@ impl Cache {
 
     /// Queue a per-CPU batched move of `pfn`.
     fn batch_move(&self, pfn: Pfn, f: MoveFn) {
-        self.page(pfn).get();
+        // The caller may hold only a hazard pin: never resurrect a page
+        // whose last reference is gone.
+        if !self.page(pfn).get_unless_zero() {
+            return;
+        }
         let mut b = self.this_cpu().batches.lock();
         let pv = match f {
             MoveFn::Activate => &mut b.activate,

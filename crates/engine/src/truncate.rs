@@ -71,14 +71,15 @@ impl Cache {
             index = next;
         }
         // Partial pages at the edges.
-        let first_partial = lstart >> shift;
-        if lstart & (ps - 1) != 0 {
-            let to = if (lend - 1) >> shift == first_partial { lend } else { (first_partial + 1) << shift };
-            self.zero_page_range(inode, first_partial, lstart, to);
+        let first_page = lstart >> shift;
+        let last_page = (lend - 1) >> shift;
+        let start_partial = lstart & (ps - 1) != 0;
+        if start_partial {
+            let to = if last_page == first_page { lend } else { (first_page + 1) << shift };
+            self.zero_page_range(inode, first_page, lstart, to);
         }
-        let last_partial = lend >> shift;
-        if lend & (ps - 1) != 0 && last_partial != first_partial && last_partial >= start {
-            self.zero_page_range(inode, last_partial, last_partial << shift, lend);
+        if lend & (ps - 1) != 0 && !(start_partial && last_page == first_page) {
+            self.zero_page_range(inode, last_page, lstart.max(last_page << shift), lend);
         }
     }
 
@@ -113,6 +114,7 @@ impl Cache {
 
     /// truncate_setsize + the device's truncate.
     pub fn truncate_inode(&self, inode: &Inode, len: u64) -> Result<()> {
+        let _inval = inode.invalidate_lock.write();
         let old = inode.size.swap(len, Ordering::AcqRel);
         if len < old {
             let ps = self.page_size() as u64;
@@ -123,6 +125,7 @@ impl Cache {
 
     /// Hole punch: drop the cached range, then deallocate it on the device.
     pub fn punch_hole(&self, inode: &Inode, offset: u64, len: u64) -> Result<()> {
+        let _inval = inode.invalidate_lock.write();
         let size = inode.size.load(Ordering::Acquire);
         let end = (offset + len).min(size);
         if offset >= end {

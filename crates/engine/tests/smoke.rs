@@ -48,7 +48,11 @@ fn roundtrip_under_pressure() {
         assert_eq!(f.read_at(&mut buf, 0).unwrap(), data.len());
         if let Some(at) = (0..data.len()).find(|&i| buf[i] != data[i]) {
             let bad = (at..data.len()).take_while(|&i| buf[i] != data[i]).count();
-            panic!("data mismatch (kswapd={kswapd}) at {at} (page {}), {bad} bytes; got {:?}", at / 4096, &buf[at..at + 8]);
+            panic!(
+                "data mismatch (kswapd={kswapd}) at {at} (page {}), {bad} bytes; got {:?}",
+                at / 4096,
+                &buf[at..at + 8]
+            );
         }
         f.fsync().unwrap();
         let vm = cache.vmstat();

@@ -94,30 +94,17 @@ impl HitpathOpts {
     /// Reduced sizes for tests and CI: a 64 MiB file, 64 Ki hit pages,
     /// 200 000 ops, 3 rounds.
     pub fn quick() -> HitpathOpts {
-        HitpathOpts {
-            file_mib: 64,
-            hit_pages: 64 << 10,
-            ops: 200_000,
-            rounds: 3,
-            quick: true,
-            ..Self::default()
-        }
+        HitpathOpts { file_mib: 64, hit_pages: 64 << 10, ops: 200_000, rounds: 3, quick: true, ..Self::default() }
     }
 
     /// Refuse values the benchmark cannot run with.
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(Error::Invalid(m));
         if self.file_mib == 0 || self.file_mib > 1 << 20 {
-            return bad(format!(
-                "file size {} MiB must be from 1 MiB to 1 TiB",
-                self.file_mib
-            ));
+            return bad(format!("file size {} MiB must be from 1 MiB to 1 TiB", self.file_mib));
         }
         if self.hit_pages == 0 || self.hit_pages > 1 << 30 {
-            return bad(format!(
-                "hit pages {} must be from 1 to 2^30",
-                self.hit_pages
-            ));
+            return bad(format!("hit pages {} must be from 1 to 2^30", self.hit_pages));
         }
         if self.ops == 0 || self.ops > 1 << 32 {
             return bad(format!("ops {} must be from 1 to 2^32", self.ops));
@@ -126,16 +113,10 @@ impl HitpathOpts {
             return bad(format!("rounds {} must be from 1 to 1000", self.rounds));
         }
         if self.threads.is_empty() || self.threads.iter().any(|&t| t == 0 || t > 256) {
-            return bad(format!(
-                "thread counts {:?} must be a non-empty list of 1 to 256",
-                self.threads
-            ));
+            return bad(format!("thread counts {:?} must be a non-empty list of 1 to 256", self.threads));
         }
         if !(self.zipf_s >= 0.0 && self.zipf_s.is_finite()) {
-            return bad(format!(
-                "zipf exponent {} must be finite and at least 0",
-                self.zipf_s
-            ));
+            return bad(format!("zipf exponent {} must be finite and at least 0", self.zipf_s));
         }
         Ok(())
     }
@@ -256,16 +237,10 @@ impl HitpathResult {
             if self.quick { " (quick)" } else { "" }
         );
         if !self.optimized {
-            let _ = writeln!(
-                s,
-                "WARNING: built without optimisations; these timings mean little"
-            );
+            let _ = writeln!(s, "WARNING: built without optimisations; these timings mean little");
         }
         let _ = writeln!(s);
-        let _ = writeln!(
-            s,
-            "median ns/op                 pcache     kernel     memcpy"
-        );
+        let _ = writeln!(s, "median ns/op                 pcache     kernel     memcpy");
         let _ = writeln!(
             s,
             "random 4 KiB read        {:>10.1} {:>10.1} {:>10.1}",
@@ -287,11 +262,7 @@ impl HitpathResult {
             );
         }
         let _ = writeln!(s);
-        let _ = writeln!(
-            s,
-            "{:<36} {:>10}  {:>10}  result",
-            "target", "measured", "goal"
-        );
+        let _ = writeln!(s, "{:<36} {:>10}  {:>10}  result", "target", "measured", "goal");
         for t in &self.targets {
             let v = match t.value {
                 Some(v) if t.key.ends_with("_ns") || t.key.contains("_ns_") => format!("{v:.1} ns"),
@@ -304,10 +275,7 @@ impl HitpathResult {
         let _ = writeln!(s, "{} of {} targets met", self.passed(), measured);
 
         let _ = writeln!(s);
-        let _ = writeln!(
-            s,
-            "per-round samples, ns/op (percentages against the first column; positive is better)"
-        );
+        let _ = writeln!(s, "per-round samples, ns/op (percentages against the first column; positive is better)");
         let mut cmp = Comparison::new(["kernel", "pcache", "memcpy"]);
         cmp.metric(
             "rand-4k",
@@ -321,29 +289,14 @@ impl HitpathResult {
         cmp.metric(
             "hot-4k",
             Better::Lower,
-            vec![
-                self.samples.kernel_hot_pread_ns.clone(),
-                self.samples.pcache_hot_read_ns.clone(),
-                Vec::new(),
-            ],
+            vec![self.samples.kernel_hot_pread_ns.clone(), self.samples.pcache_hot_read_ns.clone(), Vec::new()],
         );
         s.push_str(&cmp.render());
         if !self.hit.is_empty() {
             let _ = writeln!(s);
             let mut cmp = Comparison::new(self.hit.iter().map(|h| format!("{} thr", h.threads)));
-            cmp.metric(
-                "hit-ns",
-                Better::Lower,
-                self.hit
-                    .iter()
-                    .map(|h| h.rounds_ns_per_op.clone())
-                    .collect(),
-            );
-            cmp.metric(
-                "hit-mops",
-                Better::Higher,
-                self.hit.iter().map(|h| h.rounds_mops.clone()).collect(),
-            );
+            cmp.metric("hit-ns", Better::Lower, self.hit.iter().map(|h| h.rounds_ns_per_op.clone()).collect());
+            cmp.metric("hit-mops", Better::Higher, self.hit.iter().map(|h| h.rounds_mops.clone()).collect());
             s.push_str(&cmp.render());
         }
         let _ = writeln!(s);
@@ -401,10 +354,7 @@ fn time_pcache_reads(f: &File, offsets: &[u64], buf: &mut [u8]) -> Result<f64> {
     for &off in offsets {
         let n = f.read_at(buf, off)?;
         if n != buf.len() {
-            return Err(Error::Check(format!(
-                "pcache read_at at {off} returned {n} bytes, not {}",
-                buf.len()
-            )));
+            return Err(Error::Check(format!("pcache read_at at {off} returned {n} bytes, not {}", buf.len())));
         }
         black_box(&mut *buf);
     }
@@ -414,14 +364,9 @@ fn time_pcache_reads(f: &File, offsets: &[u64], buf: &mut [u8]) -> Result<f64> {
 fn time_kernel_reads(f: &std::fs::File, offsets: &[u64], buf: &mut [u8]) -> Result<f64> {
     let t = Instant::now();
     for &off in offsets {
-        let n = f
-            .read_at(buf, off)
-            .map_err(|e| Error::io(format!("kernel pread at {off}"), e))?;
+        let n = f.read_at(buf, off).map_err(|e| Error::io(format!("kernel pread at {off}"), e))?;
         if n != buf.len() {
-            return Err(Error::Check(format!(
-                "kernel pread at {off} returned {n} bytes, not {}",
-                buf.len()
-            )));
+            return Err(Error::Check(format!("kernel pread at {off} returned {n} bytes, not {}", buf.len())));
         }
         black_box(&mut *buf);
     }
@@ -470,43 +415,30 @@ fn read_phases(opts: &HitpathOpts, progress: &Progress) -> Result<ReadPhase> {
     fill_nonzero(mem.as_mut_slice(), opts.seed ^ 0x5eed_f11e);
     phase.inc(1);
     let tmp = match &opts.dir {
-        Some(d) => tempfile::Builder::new()
-            .prefix("pcache-hitpath-")
-            .tempdir_in(d),
+        Some(d) => tempfile::Builder::new().prefix("pcache-hitpath-").tempdir_in(d),
         None => tempfile::Builder::new().prefix("pcache-hitpath-").tempdir(),
     }
     .map_err(|e| Error::io("creating a temporary directory", e))?;
     let path = tmp.path().join("data");
     {
-        let f = std::fs::File::create(&path)
-            .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
+        let f = std::fs::File::create(&path).map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
         for (i, chunk) in mem.as_slice().chunks(8 << 20).enumerate() {
             f.write_all_at(chunk, (i * (8 << 20)) as u64)
                 .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
         }
-        f.sync_all()
-            .map_err(|e| Error::io(format!("syncing {}", path.display()), e))?;
+        f.sync_all().map_err(|e| Error::io(format!("syncing {}", path.display()), e))?;
     }
     phase.inc(1);
 
     let cache = PageCache::new(Config::with_memory(file_bytes + SLACK_BYTES))?;
     let vm0 = cache.vmstat();
-    let pf = cache.open(
-        &path,
-        OpenOptions {
-            create: false,
-            truncate: false,
-            direct: true,
-        },
-    )?;
+    let pf = cache.open(&path, OpenOptions { create: false, truncate: false, direct: true })?;
     let mut chunk = Aligned::new(1 << 20);
     let mut off = 0u64;
     while off < file_bytes {
         let want = chunk.len.min((file_bytes - off) as usize);
         let n = pf.read_at(&mut chunk.as_mut_slice()[..want], off)?;
-        if n != want
-            || chunk.as_slice()[..want] != mem.as_slice()[off as usize..off as usize + want]
-        {
+        if n != want || chunk.as_slice()[..want] != mem.as_slice()[off as usize..off as usize + want] {
             return Err(Error::Check(format!(
                 "pcache read {n} bytes at {off}, wanted {want} bytes of the file's data"
             )));
@@ -515,17 +447,14 @@ fn read_phases(opts: &HitpathOpts, progress: &Progress) -> Result<ReadPhase> {
     }
     phase.inc(1);
     // The kernel's copy: a plain buffered file.
-    let kf = std::fs::File::open(&path)
-        .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+    let kf = std::fs::File::open(&path).map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
     let mut off = 0u64;
     while off < file_bytes {
         let want = chunk.len.min((file_bytes - off) as usize);
         let n = kf
             .read_at(&mut chunk.as_mut_slice()[..want], off)
             .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-        if n != want
-            || chunk.as_slice()[..want] != mem.as_slice()[off as usize..off as usize + want]
-        {
+        if n != want || chunk.as_slice()[..want] != mem.as_slice()[off as usize..off as usize + want] {
             return Err(Error::Check(format!(
                 "kernel read {n} bytes at {off}, wanted {want} bytes of the file's data"
             )));
@@ -544,17 +473,11 @@ fn read_phases(opts: &HitpathOpts, progress: &Progress) -> Result<ReadPhase> {
     let phase = progress.phase("random 4 KiB reads", 3 * opts.rounds as u64);
     for r in 0..opts.rounds {
         phase.set_message(format!("round {}", r + 1));
-        samples
-            .pcache_read_ns
-            .push(time_pcache_reads(&pf, &offsets, buf.as_mut_slice())?);
+        samples.pcache_read_ns.push(time_pcache_reads(&pf, &offsets, buf.as_mut_slice())?);
         phase.inc(1);
-        samples
-            .kernel_pread_ns
-            .push(time_kernel_reads(&kf, &offsets, buf.as_mut_slice())?);
+        samples.kernel_pread_ns.push(time_kernel_reads(&kf, &offsets, buf.as_mut_slice())?);
         phase.inc(1);
-        samples
-            .memcpy_ns
-            .push(time_memcpy(mem.as_slice(), &offsets, buf.as_mut_slice()));
+        samples.memcpy_ns.push(time_memcpy(mem.as_slice(), &offsets, buf.as_mut_slice()));
         phase.inc(1);
     }
     let random_read = phase.finish();
@@ -565,26 +488,17 @@ fn read_phases(opts: &HitpathOpts, progress: &Progress) -> Result<ReadPhase> {
     let phase = progress.phase("hot 4 KiB reads", 2 * opts.rounds as u64);
     for r in 0..opts.rounds {
         phase.set_message(format!("round {}", r + 1));
-        samples
-            .pcache_hot_read_ns
-            .push(time_pcache_reads(&pf, &hot, buf.as_mut_slice())?);
+        samples.pcache_hot_read_ns.push(time_pcache_reads(&pf, &hot, buf.as_mut_slice())?);
         phase.inc(1);
-        samples
-            .kernel_hot_pread_ns
-            .push(time_kernel_reads(&kf, &hot, buf.as_mut_slice())?);
+        samples.kernel_hot_pread_ns.push(time_kernel_reads(&kf, &hot, buf.as_mut_slice())?);
         phase.inc(1);
     }
     let hot_read = phase.finish();
-    if buf.as_slice()
-        != &mem.as_slice()[(pages / 2) as usize * PAGE..(pages / 2 + 1) as usize * PAGE]
-    {
+    if buf.as_slice() != &mem.as_slice()[(pages / 2) as usize * PAGE..(pages / 2 + 1) as usize * PAGE] {
         return Err(Error::Check("the hot page read back wrong data".into()));
     }
     let vm2 = cache.vmstat();
-    let misses = vm2
-        .by_name("pgcache_miss")
-        .zip(vm1.by_name("pgcache_miss"))
-        .map(|(a, b)| a.saturating_sub(b));
+    let misses = vm2.by_name("pgcache_miss").zip(vm1.by_name("pgcache_miss")).map(|(a, b)| a.saturating_sub(b));
     pf.close()?;
     drop(pf);
     drop(cache);
@@ -636,10 +550,7 @@ fn hit_round(handles: &[File], keys: &[Vec<u64>]) -> Result<(f64, f64)> {
                 })
             })
             .collect();
-        joins
-            .into_iter()
-            .map(|j| j.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
+        joins.into_iter().map(|j| j.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
     });
     let mut ns = 0.0;
     let mut mops = 0.0;
@@ -678,8 +589,7 @@ fn hit_phase(opts: &HitpathOpts, progress: &Progress) -> Result<HitPhase> {
     }
     phase.inc(pages % step);
     cache.lru_add_drain_all();
-    let zipf =
-        ZipfKeys::new(pages, opts.zipf_s, opts.seed ^ 0x21bf_0000).map_err(Error::Invalid)?;
+    let zipf = ZipfKeys::new(pages, opts.zipf_s, opts.seed ^ 0x21bf_0000).map_err(Error::Invalid)?;
     let mut streams = Vec::with_capacity(max_threads);
     for t in 0..max_threads {
         streams.push(zipf.generate(ops, opts.seed.wrapping_add(0x1000 + t as u64)));
@@ -689,19 +599,14 @@ fn hit_phase(opts: &HitpathOpts, progress: &Progress) -> Result<HitPhase> {
     let setup = phase.finish();
     let vm1 = cache.vmstat();
 
-    let phase = progress.phase(
-        "hit path: lookups",
-        (opts.threads.len() * opts.rounds) as u64,
-    );
+    let phase = progress.phase("hit path: lookups", (opts.threads.len() * opts.rounds) as u64);
     let mut runs = Vec::new();
     for &k in &opts.threads {
-        let handles = (0..k)
-            .map(|_| file.reopen())
-            .collect::<pcache::Result<Vec<File>>>()?;
+        let handles = (0..k).map(|_| file.reopen()).collect::<pcache::Result<Vec<File>>>()?;
         let mut ns = Vec::new();
         let mut mops = Vec::new();
         for r in 0..opts.rounds {
-            phase.set_message(format!("{k} thread(s), round {}", r + 1));
+            phase.set_message(format!("{k} thr, round {}", r + 1));
             let (n, m) = hit_round(&handles, &streams[..k])?;
             ns.push(n);
             mops.push(m);
@@ -723,34 +628,16 @@ fn hit_phase(opts: &HitpathOpts, progress: &Progress) -> Result<HitPhase> {
     file.close()?;
     drop(file);
     cache.unlink_memory("hitpath")?;
-    Ok(HitPhase {
-        runs,
-        vm_setup: vm_delta(&vm1, &vm0),
-        vm_hit: vm_delta(&vm2, &vm1),
-        setup,
-        hit,
-    })
+    Ok(HitPhase { runs, vm_setup: vm_delta(&vm1, &vm0), vm_hit: vm_delta(&vm2, &vm1), setup, hit })
 }
 
-fn target(
-    name: &str,
-    key: &str,
-    value: Option<f64>,
-    goal: &str,
-    pass: impl Fn(f64) -> bool,
-) -> Target {
+fn target(name: &str, key: &str, value: Option<f64>, goal: &str, pass: impl Fn(f64) -> bool) -> Target {
     let status = match value {
         Some(v) if v.is_finite() && pass(v) => "PASS",
         Some(_) => "MISS",
         None => "NOT RUN",
     };
-    Target {
-        name: name.into(),
-        key: key.into(),
-        value,
-        goal: goal.into(),
-        status: status.into(),
-    }
+    Target { name: name.into(), key: key.into(), value, goal: goal.into(), status: status.into() }
 }
 
 /// Run the benchmark.
@@ -770,9 +657,7 @@ pub fn run(opts: &HitpathOpts) -> Result<HitpathResult> {
     let by_threads = |k: usize| hit.runs.iter().find(|r| r.threads == k);
     let hit_ns_1thread = by_threads(1).map(|r| r.ns_per_op);
     let hit_ns_2threads = by_threads(2).map(|r| r.ns_per_op);
-    let scaling_2threads = by_threads(2)
-        .zip(by_threads(1))
-        .map(|(two, one)| stats::ratio(two.mops, one.mops));
+    let scaling_2threads = by_threads(2).zip(by_threads(1)).map(|(two, one)| stats::ratio(two.mops, one.mops));
     let kernel_over_pcache = stats::ratio(kernel_pread_ns, pcache_read_ns);
     let pcache_over_memcpy = stats::ratio(pcache_read_ns, memcpy_ns);
     let hot_kernel_over_pcache = stats::ratio(kernel_hot_pread_ns, pcache_hot_read_ns);
@@ -799,13 +684,9 @@ pub fn run(opts: &HitpathOpts) -> Result<HitpathResult> {
             &format!(">= {TARGET_HOT_KERNEL_OVER_PCACHE:.2}x"),
             |v| v >= TARGET_HOT_KERNEL_OVER_PCACHE,
         ),
-        target(
-            "hit path, 1 thread",
-            "hit_ns_1thread",
-            hit_ns_1thread,
-            &format!("< {TARGET_HIT_NS_1THREAD} ns"),
-            |v| v < TARGET_HIT_NS_1THREAD,
-        ),
+        target("hit path, 1 thread", "hit_ns_1thread", hit_ns_1thread, &format!("< {TARGET_HIT_NS_1THREAD} ns"), |v| {
+            v < TARGET_HIT_NS_1THREAD
+        }),
         target(
             "hit path: 2 threads / 1 throughput",
             "scaling_2threads",
@@ -817,17 +698,11 @@ pub fn run(opts: &HitpathOpts) -> Result<HitpathResult> {
 
     let mut notes = Vec::new();
     if let Some(m) = read.misses.filter(|&m| m > 0) {
-        notes.push(format!(
-            "{m} pcache misses during the timed reads: the read cache was not fully warm"
-        ));
+        notes.push(format!("{m} pcache misses during the timed reads: the read cache was not fully warm"));
     }
-    let cpus = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     if let Some(&k) = opts.threads.iter().find(|&&k| k > cpus) {
-        notes.push(format!(
-            "{k} hit-path threads on {cpus} CPUs: the threads share CPUs"
-        ));
+        notes.push(format!("{k} hit-path threads on {cpus} CPUs: the threads share CPUs"));
     }
     if cfg!(debug_assertions) {
         notes.push("debug build: run with --release for meaningful timings".into());
@@ -886,34 +761,13 @@ mod tests {
         assert!(HitpathOpts::default().validate().is_ok());
         assert!(HitpathOpts::quick().validate().is_ok());
         let bad = [
-            HitpathOpts {
-                file_mib: 0,
-                ..HitpathOpts::quick()
-            },
-            HitpathOpts {
-                hit_pages: 0,
-                ..HitpathOpts::quick()
-            },
-            HitpathOpts {
-                ops: 0,
-                ..HitpathOpts::quick()
-            },
-            HitpathOpts {
-                rounds: 0,
-                ..HitpathOpts::quick()
-            },
-            HitpathOpts {
-                threads: vec![],
-                ..HitpathOpts::quick()
-            },
-            HitpathOpts {
-                threads: vec![1, 0],
-                ..HitpathOpts::quick()
-            },
-            HitpathOpts {
-                zipf_s: f64::NAN,
-                ..HitpathOpts::quick()
-            },
+            HitpathOpts { file_mib: 0, ..HitpathOpts::quick() },
+            HitpathOpts { hit_pages: 0, ..HitpathOpts::quick() },
+            HitpathOpts { ops: 0, ..HitpathOpts::quick() },
+            HitpathOpts { rounds: 0, ..HitpathOpts::quick() },
+            HitpathOpts { threads: vec![], ..HitpathOpts::quick() },
+            HitpathOpts { threads: vec![1, 0], ..HitpathOpts::quick() },
+            HitpathOpts { zipf_s: f64::NAN, ..HitpathOpts::quick() },
         ];
         for o in bad {
             assert!(matches!(o.validate(), Err(Error::Invalid(_))), "{o:?}");

@@ -37,10 +37,7 @@ pub enum Error {
 
 impl Error {
     pub(crate) fn io(context: impl Into<String>, source: io::Error) -> Error {
-        Error::Io {
-            context: context.into(),
-            source,
-        }
+        Error::Io { context: context.into(), source }
     }
 }
 

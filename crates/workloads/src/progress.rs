@@ -21,21 +21,13 @@ impl Progress {
 
     /// A bar for a phase of `len` steps.
     pub(crate) fn phase(&self, name: &str, len: u64) -> Phase {
-        let bar = if self.enabled {
-            ProgressBar::new(len)
-        } else {
-            ProgressBar::hidden()
-        };
-        let style =
-            ProgressStyle::with_template("{prefix:>24} [{bar:32}] {pos}/{len} {msg} ({elapsed})")
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .progress_chars("=> ");
+        let bar = if self.enabled { ProgressBar::new(len) } else { ProgressBar::hidden() };
+        let style = ProgressStyle::with_template("{prefix:>20} [{bar:30}] {pos}/{len} {msg} ({elapsed})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> ");
         bar.set_style(style);
         bar.set_prefix(name.to_string());
-        Phase {
-            bar,
-            start: Instant::now(),
-        }
+        Phase { bar, start: Instant::now() }
     }
 }
 

@@ -131,11 +131,7 @@ impl Summary {
         } else {
             0.0
         };
-        let coeffvar = if amean != 0.0 {
-            stddev / amean.abs() * 100.0
-        } else {
-            0.0
-        };
+        let coeffvar = if amean != 0.0 { stddev / amean.abs() * 100.0 } else { 0.0 };
         Some(Summary {
             n,
             min: v[0],
@@ -263,24 +259,12 @@ pub struct Comparison {
 
 impl Comparison {
     pub fn new<S: Into<String>>(columns: impl IntoIterator<Item = S>) -> Comparison {
-        Comparison {
-            columns: columns.into_iter().map(Into::into).collect(),
-            metrics: Vec::new(),
-        }
+        Comparison { columns: columns.into_iter().map(Into::into).collect(), metrics: Vec::new() }
     }
 
     /// Add a metric with one sample vector per column, in column order.
-    pub fn metric(
-        &mut self,
-        name: impl Into<String>,
-        better: Better,
-        columns: Vec<Vec<f64>>,
-    ) -> &mut Self {
-        self.metrics.push(Metric {
-            name: name.into(),
-            better,
-            columns,
-        });
+    pub fn metric(&mut self, name: impl Into<String>, better: Better, columns: Vec<Vec<f64>>) -> &mut Self {
+        self.metrics.push(Metric { name: name.into(), better, columns });
         self
     }
 
@@ -296,13 +280,7 @@ pub fn format_comparison(cmp: &Comparison) -> String {
     const VAL_W: usize = 12;
     const CELL_W: usize = VAL_W + 12; // value, " (", 8-wide pct, "%)"
     let row_w = Row::ALL.iter().map(|r| r.label().len()).max().unwrap_or(0);
-    let name_w = cmp
-        .metrics
-        .iter()
-        .map(|m| m.name.len())
-        .max()
-        .unwrap_or(0)
-        .max(6);
+    let name_w = cmp.metrics.iter().map(|m| m.name.len()).max().unwrap_or(0).max(6);
     let mut out = String::new();
     let _ = write!(out, "{:w$}", "", w = row_w + 1 + name_w);
     for c in &cmp.columns {
@@ -310,17 +288,9 @@ pub fn format_comparison(cmp: &Comparison) -> String {
     }
     out.push('\n');
     for m in &cmp.metrics {
-        let sums: Vec<Option<Summary>> =
-            m.columns.iter().map(|s| Summary::of(s, m.better)).collect();
+        let sums: Vec<Option<Summary>> = m.columns.iter().map(|s| Summary::of(s, m.better)).collect();
         for row in Row::ALL {
-            let _ = write!(
-                out,
-                "{:<rw$} {:<nw$}",
-                row.label(),
-                m.name,
-                rw = row_w,
-                nw = name_w
-            );
+            let _ = write!(out, "{:<rw$} {:<nw$}", row.label(), m.name, rw = row_w, nw = name_w);
             let base = sums.first().copied().flatten().map(|s| s.get(row));
             for s in &sums {
                 match s {
@@ -396,10 +366,7 @@ mod tests {
         assert!(close(s.coeffvar, s.stddev / 50.5 * 100.0));
         // One sample: no spread.
         let one = Summary::of(&[5.0], Better::Higher).unwrap();
-        assert_eq!(
-            (one.min, one.q1, one.max99, one.stddev, one.bamean95),
-            (5.0, 5.0, 5.0, 0.0, 5.0)
-        );
+        assert_eq!((one.min, one.q1, one.max99, one.stddev, one.bamean95), (5.0, 5.0, 5.0, 0.0, 5.0));
         assert!(Summary::of(&[], Better::Lower).is_none());
         assert!(Summary::of(&[f64::NAN], Better::Lower).is_none());
     }
@@ -415,10 +382,7 @@ mod tests {
         let mut w = vec![10.0; 19];
         w.push(1000.0);
         assert!(close(bamean95(&w, Better::Lower), 10.0));
-        assert!(close(
-            bamean95(&w, Better::Higher),
-            (18.0 * 10.0 + 1000.0) / 19.0
-        ));
+        assert!(close(bamean95(&w, Better::Higher), (18.0 * 10.0 + 1000.0) / 19.0));
         // Fewer than 20 samples: floor(0.95 n) of them, at least one.
         assert!(close(bamean95(&[3.0, 1.0, 2.0], Better::Lower), 1.5));
         assert!(close(bamean95(&[7.0], Better::Lower), 7.0));
@@ -450,11 +414,7 @@ mod tests {
     #[test]
     fn report_format() {
         let mut c = Comparison::new(["base", "new"]);
-        c.metric(
-            "ns",
-            Better::Lower,
-            vec![vec![100.0, 100.0], vec![80.0, 80.0]],
-        );
+        c.metric("ns", Better::Lower, vec![vec![100.0, 100.0], vec![80.0, 80.0]]);
         c.metric("ops", Better::Higher, vec![vec![10.0], vec![12.0]]);
         let text = c.render();
         let lines: Vec<&str> = text.lines().collect();
@@ -464,15 +424,9 @@ mod tests {
         assert!(min_ns.starts_with("Min"), "{min_ns}");
         assert!(min_ns.contains("100.00 (   0.00%)"), "{min_ns}");
         assert!(min_ns.contains("80.00 (  20.00%)"), "{min_ns}");
-        let amean_ops = lines
-            .iter()
-            .find(|l| l.starts_with("Amean") && l.contains("ops"))
-            .unwrap();
+        let amean_ops = lines.iter().find(|l| l.starts_with("Amean") && l.contains("ops")).unwrap();
         assert!(amean_ops.contains("12.00 (  20.00%)"), "{amean_ops}");
-        let bamean = lines
-            .iter()
-            .find(|l| l.starts_with("BAmean-95") && l.contains(" ns"))
-            .unwrap();
+        let bamean = lines.iter().find(|l| l.starts_with("BAmean-95") && l.contains(" ns")).unwrap();
         assert!(bamean.contains("80.00 (  20.00%)"), "{bamean}");
         // A column without samples prints a dash.
         let mut d = Comparison::new(["a", "b"]);

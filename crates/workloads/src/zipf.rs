@@ -29,9 +29,7 @@ impl ZipfKeys {
     /// `n` must be from 1 to 2^32.
     pub fn new(n: u64, s: f64, perm_seed: u64) -> Result<ZipfKeys, String> {
         if n == 0 || n > 1 << 32 {
-            return Err(format!(
-                "zipf: the key space must have 1 to 2^32 keys, not {n}"
-            ));
+            return Err(format!("zipf: the key space must have 1 to 2^32 keys, not {n}"));
         }
         let dist = Zipf::new(n, s).map_err(|e| format!("zipf(n={n}, s={s}): {e}"))?;
         let mut perm: Vec<u32> = (0..n).map(|k| k as u32).collect();
@@ -75,19 +73,14 @@ impl ZipfKeys {
 /// draws are both derived from `seed`.
 pub fn zipf_keys(n: u64, s: f64, count: usize, seed: u64) -> Result<Vec<u64>, String> {
     let keys = ZipfKeys::new(n, s, seed)?;
-    Ok(keys.generate(
-        count,
-        seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(1),
-    ))
+    Ok(keys.generate(count, seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(1)))
 }
 
 /// `count` page-aligned byte offsets drawn uniformly from a file of
 /// `pages` pages of `page_size` bytes, seeded.
 pub fn uniform_page_offsets(pages: u64, page_size: u64, count: usize, seed: u64) -> Vec<u64> {
     let mut rng = StdRng::seed_from_u64(seed);
-    (0..count)
-        .map(|_| rng.gen_range(0..pages) * page_size)
-        .collect()
+    (0..count).map(|_| rng.gen_range(0..pages) * page_size).collect()
 }
 
 #[cfg(test)]
@@ -132,18 +125,12 @@ mod tests {
         let h: f64 = (1..=n).map(|k| (k as f64).powf(-0.99)).sum();
         let expect = draws as f64 / h;
         let hottest = counts[z.key_of_rank(0) as usize] as f64;
-        assert!(
-            (hottest - expect).abs() < 0.1 * expect,
-            "hottest {hottest}, expected {expect}"
-        );
+        assert!((hottest - expect).abs() < 0.1 * expect, "hottest {hottest}, expected {expect}");
         assert!(counts[z.key_of_rank(0) as usize] > counts[z.key_of_rank(100) as usize]);
         // Scrambled: the 100 hottest keys are not clustered at low indices.
         let hot: Vec<u64> = (0..100).map(|r| z.key_of_rank(r)).collect();
         let low = hot.iter().filter(|&&k| k < n / 4).count();
-        assert!(
-            (10..=45).contains(&low),
-            "{low} of the 100 hottest keys are in the first quarter"
-        );
+        assert!((10..=45).contains(&low), "{low} of the 100 hottest keys are in the first quarter");
         // Zero exponent is uniform; bad parameters are refused.
         assert!(ZipfKeys::new(10, 0.0, 1).is_ok());
         assert!(ZipfKeys::new(0, 0.99, 1).is_err());

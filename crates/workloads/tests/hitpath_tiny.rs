@@ -5,14 +5,8 @@ use pcache_workloads::hitpath::{self, HitpathOpts};
 
 #[test]
 fn hitpath_tiny_json_has_every_key() {
-    let opts = HitpathOpts {
-        file_mib: 8,
-        hit_pages: 4096,
-        ops: 20_000,
-        rounds: 2,
-        progress: false,
-        ..HitpathOpts::default()
-    };
+    let opts =
+        HitpathOpts { file_mib: 8, hit_pages: 4096, ops: 20_000, rounds: 2, progress: false, ..HitpathOpts::default() };
     let result = hitpath::run(&opts).expect("hitpath runs");
     let json = serde_json::to_value(&result).expect("serialises");
 
@@ -29,19 +23,10 @@ fn hitpath_tiny_json_has_every_key() {
         "hot_kernel_over_pcache",
         "scaling_2threads",
     ] {
-        let v = json
-            .get(key)
-            .and_then(|v| v.as_f64())
-            .unwrap_or_else(|| panic!("{key} missing or not a number"));
+        let v = json.get(key).and_then(|v| v.as_f64()).unwrap_or_else(|| panic!("{key} missing or not a number"));
         assert!(v.is_finite() && v > 0.0, "{key} = {v}");
     }
-    for (key, want) in [
-        ("file_mib", 8),
-        ("hit_pages", 4096),
-        ("ops", 20_000),
-        ("rounds", 2),
-        ("seed", 1),
-    ] {
+    for (key, want) in [("file_mib", 8), ("hit_pages", 4096), ("ops", 20_000), ("rounds", 2), ("seed", 1)] {
         assert_eq!(json[key].as_u64(), Some(want), "{key}");
     }
     assert_eq!(json["threads"], serde_json::json!([1, 2]));
@@ -49,10 +34,7 @@ fn hitpath_tiny_json_has_every_key() {
     for part in ["read_setup", "read", "hit_setup", "hit"] {
         assert!(json["vmstat"][part].is_object(), "vmstat.{part}");
     }
-    assert_eq!(
-        json["samples"]["pcache_read_ns"].as_array().map(Vec::len),
-        Some(2)
-    );
+    assert_eq!(json["samples"]["pcache_read_ns"].as_array().map(Vec::len), Some(2));
     assert_eq!(json["hit"].as_array().map(Vec::len), Some(2));
     assert_eq!(json["targets"].as_array().map(Vec::len), Some(5));
     for t in json["targets"].as_array().unwrap() {

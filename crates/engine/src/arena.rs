@@ -12,7 +12,6 @@
 //! high = low + the same step. Deviation: for small arenas min is capped at
 //! 1/16 of the frames so that tiny test caches still hold pages.
 
-use std::alloc::{self, Layout};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -22,7 +21,7 @@ use crate::Watermarks;
 
 pub struct Arena {
     base: NonNull<u8>,
-    layout: Layout,
+    bytes: usize,
     pub page_size: usize,
     pub page_shift: u32,
     pub nr_pages: u64,
@@ -45,12 +44,27 @@ impl Arena {
         let bytes = (nr_pages as usize)
             .checked_mul(page_size)
             .ok_or_else(|| Error::InvalidConfig(format!("{nr_pages} pages of {page_size} bytes overflow")))?;
-        let layout = Layout::from_size_align(bytes, page_size)
-            .map_err(|e| Error::InvalidConfig(format!("arena layout: {e}")))?;
-        // SAFETY: the layout has a non-zero size (nr_pages >= MIN_PAGES).
-        let ptr = unsafe { alloc::alloc_zeroed(layout) };
-        let base = NonNull::new(ptr).ok_or(Error::NoMemory { frames: nr_pages as usize })?;
-        advise_huge(ptr, bytes);
+        // Anonymous memory straight from mmap: page aligned, zero, and not
+        // touched until used, so the huge-page advice applies to all of it
+        // (an aligned allocator would memset it first). Frames of 64 KiB
+        // need only 4 KiB alignment for O_DIRECT.
+        // SAFETY: a fresh private anonymous mapping; no existing memory is
+        // affected.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(Error::NoMemory { frames: nr_pages as usize });
+        }
+        let base = NonNull::new(ptr.cast::<u8>()).ok_or(Error::NoMemory { frames: nr_pages as usize })?;
+        advise_huge(base.as_ptr(), bytes);
         let mut pages: Vec<Page> = Vec::with_capacity(nr_pages as usize);
         // Before the descriptors are first touched, so they fault in huge.
         advise_huge(pages.as_mut_ptr().cast(), nr_pages as usize * std::mem::size_of::<Page>());
@@ -63,7 +77,7 @@ impl Arena {
         }
         Ok(Arena {
             base,
-            layout,
+            bytes,
             page_size,
             page_shift: page_size.trailing_zeros(),
             nr_pages,
@@ -187,8 +201,8 @@ pub fn advise_huge(ptr: *mut u8, len: usize) {
 
 impl Drop for Arena {
     fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout; no frame is referenced
+        // SAFETY: mapped in `new` with this length; no frame is referenced
         // once the arena is dropped (it outlives every File and PageRef).
-        unsafe { alloc::dealloc(self.base.as_ptr(), self.layout) };
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.bytes) };
     }
 }

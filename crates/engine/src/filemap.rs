@@ -30,7 +30,7 @@ use crate::error::{Error, Result};
 use crate::hazard::Hazard;
 use crate::mm::Cache;
 use crate::page::*;
-use crate::pagetree::{entry_pfn, page_entry, PageTree, MARK_DIRTY};
+use crate::pagetree::{entry_pfn, page_entry, PageTree, MARK_DIRTY, PAGE_HOT};
 use crate::readahead::FileRaState;
 use crate::vmstat::Item;
 use crate::{AccessedInit, RemarkRule};
@@ -94,20 +94,69 @@ pub enum Pin {
 impl Cache {
     /// The hit path: a cached, uptodate page without the readahead marker,
     /// pinned by a hazard slot, with no atomic read-modify-write. None when
-    /// the page is not there or the caller must take the slow path.
+    /// the page is not there or the caller must take the slow path. The
+    /// flag says the entry carries PAGE_HOT: the page is active and
+    /// referenced, so marking it accessed would change nothing.
+    ///
+    /// The hint is set here, the first time a hit sees an active,
+    /// referenced page, and re-checked after it is set; whoever clears
+    /// PG_active or PG_referenced clears the hint afterwards
+    /// (`clear_page_hot`). A stale hint can only cost a page its marks
+    /// until reclaim next looks at it; it never affects which bytes a
+    /// reader sees.
     #[inline]
-    pub fn find_page_fast(&self, inode: &Inode, index: u64) -> Option<(Pfn, Hazard)> {
+    pub fn find_page_fast(&self, inode: &Inode, index: u64) -> Option<(Pfn, Hazard, bool)> {
         let slot = inode.tree.slot(index)?;
         let entry = slot.load(Ordering::Acquire);
         let pfn = entry_pfn(entry)?;
         let h = self.hazards.pin(pfn)?;
-        // Re-check after announcing: still this index's page, and ready.
-        if slot.load(Ordering::Acquire) != entry || self.page(pfn).flags() & (PG_UPTODATE | PG_READAHEAD) != PG_UPTODATE
-        {
+        // Re-check after announcing: still this index's page.
+        if slot.load(Ordering::Acquire) != entry {
             self.hazards.unpin(h);
             return None;
         }
-        Some((pfn, h))
+        if entry & PAGE_HOT != 0 {
+            return Some((pfn, h, true));
+        }
+        let page = self.page(pfn);
+        let flags = page.flags();
+        if flags & (PG_UPTODATE | PG_READAHEAD) != PG_UPTODATE {
+            self.hazards.unpin(h);
+            return None;
+        }
+        const HOT: u32 = PG_ACTIVE | PG_REFERENCED;
+        if self.hot_hints
+            && flags & (HOT | PG_UNEVICTABLE) == HOT
+            && slot.compare_exchange(entry, entry | PAGE_HOT, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+            && page.flags() & HOT != HOT
+        {
+            // Deactivated meanwhile: take the hint back.
+            let _ = slot.compare_exchange(entry | PAGE_HOT, entry, Ordering::AcqRel, Ordering::Relaxed);
+        }
+        Some((pfn, h, false))
+    }
+
+    /// Clear the PAGE_HOT hint of `pfn`, after clearing PG_active or
+    /// PG_referenced. The page is held by the caller.
+    pub fn clear_page_hot(&self, inode: &Inode, pfn: Pfn) {
+        let page = self.page(pfn);
+        if page.mapping() != inode.id {
+            return;
+        }
+        if let Some(slot) = inode.tree.slot(page.index()) {
+            let entry = page_entry(pfn);
+            let _ = slot.compare_exchange(entry | PAGE_HOT, entry, Ordering::AcqRel, Ordering::Relaxed);
+        }
+    }
+
+    /// mark_page_accessed for a hit: a page with the hot hint only counts.
+    #[inline]
+    pub fn mark_page_accessed_hit(&self, pfn: Pfn, hot: bool) {
+        if hot {
+            self.vm.inc(Item::mark_page_accessed_calls);
+        } else {
+            self.mark_page_accessed(pfn);
+        }
     }
 
     /// Release a page held by `pin`.
@@ -193,7 +242,7 @@ impl Cache {
                 drop(inode.tree_lock.lock());
                 continue;
             }
-            if inode.tree.load(index) != entry {
+            if entry_pfn(inode.tree.load(index)) != Some(pfn) {
                 // Removed (and maybe reused) between the load and the get.
                 self.put_page(pfn);
                 continue;
@@ -324,7 +373,7 @@ impl Cache {
     pub fn __delete_from_page_cache(&self, inode: &Inode, pfn: Pfn) {
         let page = self.page(pfn);
         let index = page.index();
-        debug_assert_eq!(inode.tree.load(index), page_entry(pfn));
+        debug_assert_eq!(entry_pfn(inode.tree.load(index)), Some(pfn));
         if page.test(PG_DIRTY) {
             self.account_page_cleaned(inode, pfn);
             page.clear(PG_DIRTY, &self.vm);
@@ -472,13 +521,13 @@ impl Cache {
         while cur < end {
             let index = cur >> shift;
             let offset = cur & (ps - 1);
-            let (pfn, pin) = match self.find_page_fast(inode, index) {
-                Some((pfn, h)) => {
+            let (pfn, pin, hot) = match self.find_page_fast(inode, index) {
+                Some((pfn, h, hot)) => {
                     self.vm.inc(Item::pgcache_hit);
-                    (pfn, Pin::Hazard(h))
+                    (pfn, Pin::Hazard(h), hot)
                 }
                 None => match self.read_cache_page(inode, Some(ra), index, last_index - index + 1) {
-                    Ok(pfn) => (pfn, Pin::Ref),
+                    Ok(pfn) => (pfn, Pin::Ref, false),
                     // Truncated under us: the read ends at the new EOF.
                     Err(Error::PastEof { .. }) => break,
                     Err(e) => return Err(e),
@@ -492,7 +541,7 @@ impl Cache {
             }
             let nr = (ps - offset).min(end - cur).min(size - cur);
             if !noreuse && self.should_mark_accessed(ra, prev_pos, index, cur) {
-                self.mark_page_accessed(pfn);
+                self.mark_page_accessed_hit(pfn, hot);
             }
             let done = (cur - pos) as usize;
             // SAFETY: we hold a pin, so the frame is not reused.

@@ -481,8 +481,8 @@ impl File {
     #[inline]
     pub fn find_page(&self, index: u64) -> Result<Option<PageRef<'_>>> {
         self.check_open()?;
-        if let Some((pfn, h)) = self.cache.find_page_fast(&self.inode, index) {
-            self.cache.mark_page_accessed(pfn);
+        if let Some((pfn, h, hot)) = self.cache.find_page_fast(&self.inode, index) {
+            self.cache.mark_page_accessed_hit(pfn, hot);
             return Ok(Some(PageRef::new(self, pfn, index, Pin::Hazard(h))));
         }
         let Some(pfn) = self.cache.find_get_page(&self.inode, index) else {

@@ -91,6 +91,9 @@ pub struct Cache {
     pub start: Instant,
     /// Hazard pins of the hit path (hazard.rs).
     pub hazards: HazardTable,
+    /// Whether hits may use the PAGE_HOT hint (not with Danilov's batch,
+    /// which queues even no-op marks).
+    pub hot_hints: bool,
     /// Frames whose last reference is gone, waiting for a hazard scan
     /// before they are reused.
     pending_free: Mutex<Vec<Pfn>>,
@@ -131,6 +134,7 @@ impl Cache {
             shutdown: AtomicBool::new(false),
             start: Instant::now(),
             hazards: HazardTable::new(),
+            hot_hints: config.tunables.lru_batching != crate::LruBatching::DanilovBatch,
             pending_free: Mutex::new(Vec::with_capacity(64)),
             nr_pending_free: AtomicU64::new(0),
             pending_batch: (config.nr_pages() / 64).clamp(1, 64) as usize,

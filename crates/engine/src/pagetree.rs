@@ -8,9 +8,9 @@
 //! re-check the slot, because the page may be removed and its frame reused
 //! at any moment (see `filemap::find_get_entry`).
 //!
-//! Entries are `usize`: 0 is empty; a page is `pfn + 1`; a value with the top
-//! bit set is a shadow entry (an evicted page's workingset record, the
-//! kernel's "exceptional" entries).
+//! Entries are `usize`: 0 is empty; a page is `pfn + 1`, possibly with the
+//! PAGE_HOT hint bit; a value with the top bit set is a shadow entry (an
+//! evicted page's workingset record, the kernel's "exceptional" entries).
 //!
 //! The root word packs the top node's address with the tree's height (nodes
 //! are 512-byte aligned, leaving the low bits free), so a reader always sees
@@ -36,6 +36,10 @@ pub const NR_MARKS: usize = 1;
 pub const MARK_DIRTY: usize = 0;
 
 pub const SHADOW_BIT: usize = 1 << (usize::BITS - 1);
+/// On a page entry: a hint that the page is uptodate, active and
+/// referenced, so a hit needs neither to check nor to mark it and the
+/// lookup never touches the page descriptor (filemap::find_page_fast).
+pub const PAGE_HOT: usize = 1 << (usize::BITS - 2);
 
 #[inline]
 pub fn page_entry(pfn: Pfn) -> usize {
@@ -48,7 +52,7 @@ pub fn entry_pfn(entry: usize) -> Option<Pfn> {
     if entry == 0 || entry & SHADOW_BIT != 0 {
         None
     } else {
-        Some((entry - 1) as Pfn)
+        Some(((entry & !PAGE_HOT) - 1) as Pfn)
     }
 }
 

@@ -194,12 +194,19 @@ impl Cache {
         };
         self.vm.add(Item::pgrefill, scanned);
         sc.nr_scanned += scanned;
+        let mut memo = InodeMemo(None);
         for &pfn in &isolated {
             // page_referenced: no mapped pages yet, so nothing keeps a page
             // active; PG_referenced survives the move (another trip).
             let page = self.page(pfn);
             page.clear(PG_ACTIVE, &self.vm);
             page.set(PG_WORKINGSET, &self.vm);
+            let id = page.mapping();
+            if id != NO_MAPPING {
+                if let Some(inode) = memo.get(self, id) {
+                    self.clear_page_hot(&inode, pfn);
+                }
+            }
         }
         self.vm.add(Item::pgdeactivate, isolated.len() as u64);
         self.putback_lru_pages(&isolated);

@@ -47,7 +47,7 @@ fn model(rule: RemarkRule, reads: &[(u64, usize)]) -> u64 {
             RemarkRule::Every32nd => {
                 if same {
                     hits += 1;
-                    hits % 32 == 0
+                    hits.is_multiple_of(32)
                 } else {
                     hits = 0;
                     true

@@ -253,3 +253,56 @@ fn referenced_unmapped_inactive_pages_are_reclaimed() {
     assert!(f.page_state(0).is_some() && f.page_state(1).is_some(), "active pages kept");
     assert!(f.page_state(599).is_some(), "newest inactive page kept");
 }
+
+// Goal: reclaim keeps the kernel's inactive:active balance. Below 1 GiB the
+// inactive_ratio is 1, so once reclaim has run, the active list is not left
+// larger than the inactive one by more than a scan batch; and pages moved
+// down keep PG_referenced (another trip), counted in pgdeactivate/pgrefill.
+// Method: activate a file as big as the cache, then stream another file
+// through a cache with kswapd off (direct reclaim only).
+#[test]
+fn reclaim_keeps_inactive_active_balance() {
+    let cache = cache_with(quiet(LruBatching::Batched), 512);
+    let hot = cache.open_memory("hot").unwrap();
+    hot.set_len(400 * 4096).unwrap();
+    for _ in 0..2 {
+        for i in 0..400 {
+            read_page(&hot, i);
+        }
+    }
+    cache.lru_add_drain_all();
+    let vm = cache.vmstat();
+    assert!(vm.get(Item::nr_active_file) >= 390, "activated: {}", vm.get(Item::nr_active_file));
+    let stream = cache.open_memory("stream").unwrap();
+    stream.set_len(2048 * 4096).unwrap();
+    for i in 0..2048 {
+        read_page(&stream, i);
+    }
+    cache.lru_add_drain_all();
+    let vm = cache.vmstat();
+    let (active, inactive) = (vm.get(Item::nr_active_file), vm.get(Item::nr_inactive_file));
+    assert!(active <= inactive + 32, "active {active} inactive {inactive}");
+    assert!(vm.get(Item::pgdeactivate) > 0 && vm.get(Item::pgrefill) >= vm.get(Item::pgdeactivate));
+    assert!(vm.get(Item::allocstall) > 0 && vm.get(Item::pgsteal_direct) > 0);
+    assert_eq!(vm.get(Item::pgscan_kswapd), 0, "kswapd is off");
+}
+
+// Goal: with kswapd on, an allocation below the low watermark wakes it and
+// it reclaims in the background (pgscan_kswapd, pageoutrun, pgsteal_kswapd)
+// while a reader streams through a full cache.
+#[test]
+fn kswapd_reclaims_in_the_background() {
+    let cache = cache_with(Tunables { ra_pages: 0, ..Tunables::default() }, 1024);
+    let wm = cache.watermarks();
+    assert!(wm.min < wm.low && wm.low < wm.high && wm.high < 1024, "{wm:?}");
+    let f = cache.open_memory("s").unwrap();
+    f.set_len(8192 * 4096).unwrap();
+    for i in 0..8192 {
+        read_page(&f, i);
+    }
+    let vm = cache.vmstat();
+    assert!(vm.get(Item::pageoutrun) > 0, "kswapd never ran");
+    // How the work splits between kswapd and direct reclaim depends on
+    // scheduling; that kswapd took part does not.
+    assert!(vm.get(Item::pgsteal_kswapd) > 0 && vm.get(Item::pgscan_kswapd) >= vm.get(Item::pgsteal_kswapd));
+}

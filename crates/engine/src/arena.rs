@@ -169,16 +169,16 @@ impl Arena {
         let page = self.page(pfn);
         debug_assert_eq!(page.refcount(), 0);
         page.reset_for_free();
+        // Counted before it can be popped (and uncounted by `alloc`), so
+        // the count never dips below the frames really free.
+        self.nr_free.fetch_add(1, Ordering::Relaxed);
         let mut head = self.free_head.load(Ordering::Acquire);
         loop {
             page.lru_next.store(head as u32, Ordering::Relaxed);
             let tag = (head >> 32).wrapping_add(1);
             let new = (tag << 32) | pfn as u64;
             match self.free_head.compare_exchange_weak(head, new, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => {
-                    self.nr_free.fetch_add(1, Ordering::Relaxed);
-                    return;
-                }
+                Ok(_) => return,
                 Err(cur) => head = cur,
             }
         }

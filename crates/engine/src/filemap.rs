@@ -26,6 +26,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use crate::backing::BackingDev;
+use crate::backing_dev::Bdi;
 use crate::error::{Error, Result};
 use crate::hazard::Hazard;
 use crate::mm::Cache;
@@ -54,6 +55,8 @@ pub struct Inode {
     pub id: u32,
     pub name: String,
     pub dev: Arc<dyn BackingDev>,
+    /// The backing device's shared state and flusher.
+    pub bdi: Arc<Bdi>,
     pub tree: PageTree,
     /// The i_pages lock: serialises tree changes and marks.
     pub tree_lock: Mutex<()>,
@@ -187,10 +190,12 @@ impl Cache {
                 id
             }
         };
+        let bdi = self.bdi_get(&dev.bdi_name());
         let inode = Arc::new(Inode {
             id,
             name: name.to_string(),
             dev,
+            bdi,
             tree: PageTree::new(),
             tree_lock: Mutex::new(()),
             nrpages: AtomicU64::new(0),
@@ -654,7 +659,7 @@ mod tests {
     use crate::backing::MemoryDev;
     use crate::{Config, Tunables};
 
-    fn cache(accessed_init: AccessedInit) -> (Cache, Arc<Inode>) {
+    fn cache(accessed_init: AccessedInit) -> (Arc<Cache>, Arc<Inode>) {
         let cache = Cache::new(Config {
             memory_bytes: 64 * 4096,
             tunables: Tunables { accessed_init, kswapd: false, ..Tunables::default() },

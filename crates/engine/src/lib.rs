@@ -19,6 +19,7 @@
 
 mod arena;
 pub mod backing;
+mod backing_dev;
 mod error;
 mod filemap;
 mod hazard;
@@ -50,14 +51,13 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use parking_lot::Mutex;
-
 use crate::backing::{FileDev, MemoryDev};
 use crate::filemap::{Inode, Pin};
 use crate::mm::Cache;
 use crate::page::*;
 use crate::readahead::{FileRaState, FMODE_NOREUSE, FMODE_RANDOM};
 
+pub use crate::backing_dev::BdiStat;
 pub use crate::swap::PAGEVEC_SIZE;
 pub use crate::vmscan::DEF_PRIORITY;
 
@@ -119,7 +119,6 @@ impl Default for OpenOptions {
 /// Owns the background threads; the last handle to drop stops them.
 struct Owner {
     cache: Arc<Cache>,
-    threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl Drop for Owner {
@@ -128,14 +127,15 @@ impl Drop for Owner {
         let _ = self.cache.sync_all();
         self.cache.shutdown.store(true, Ordering::Release);
         self.cache.kswapd_wait.wake();
-        self.cache.flusher_wait.wake();
-        for t in self.threads.lock().drain(..) {
+        self.cache.wakeup_flusher_threads();
+        let threads: Vec<JoinHandle<()>> = self.cache.threads.lock().drain(..).collect();
+        for t in threads {
             let _ = t.join();
         }
     }
 }
 
-/// A page cache: an arena of frames, the LRU, kswapd and the flusher.
+/// A page cache: an arena of frames, the LRU, kswapd and the flushers.
 /// Cheap to clone; every clone is the same cache.
 #[derive(Clone)]
 pub struct PageCache {
@@ -143,28 +143,24 @@ pub struct PageCache {
 }
 
 impl PageCache {
-    /// Build a cache: allocate the arena, start kswapd (if enabled) and the
-    /// flusher.
+    /// Build a cache: allocate the arena and start kswapd (if enabled);
+    /// each backing device's flusher starts with its first file.
     pub fn new(config: Config) -> Result<PageCache> {
-        let cache = Arc::new(Cache::new(config)?);
-        let mut threads = Vec::new();
+        let cache = Cache::new(config)?;
         if cache.tunables.kswapd {
             let c = cache.clone();
-            threads.push(
-                std::thread::Builder::new()
-                    .name("kswapd0".into())
-                    .spawn(move || vmscan::kswapd_thread(c))
-                    .map_err(|e| Error::io("kswapd", e))?,
-            );
+            let t = std::thread::Builder::new()
+                .name("kswapd0".into())
+                .spawn(move || vmscan::kswapd_thread(c))
+                .map_err(|e| Error::io("kswapd", e))?;
+            cache.threads.lock().push(t);
         }
-        let c = cache.clone();
-        threads.push(
-            std::thread::Builder::new()
-                .name("flush".into())
-                .spawn(move || page_writeback::flusher_thread(c))
-                .map_err(|e| Error::io("flusher", e))?,
-        );
-        Ok(PageCache { owner: Arc::new(Owner { cache, threads: Mutex::new(threads) }) })
+        Ok(PageCache { owner: Arc::new(Owner { cache }) })
+    }
+
+    /// Dirty and writeback counts of each backing device.
+    pub fn bdi_stats(&self) -> Vec<BdiStat> {
+        self.cache().bdi_stats()
     }
 
     fn cache(&self) -> &Arc<Cache> {

@@ -10,12 +10,14 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::arena::Arena;
+use crate::backing_dev::Bdi;
 use crate::error::{Error, Result};
 use crate::filemap::Inode;
 use crate::hazard::HazardTable;
@@ -83,7 +85,12 @@ pub struct Cache {
     pub nr_dirty: AtomicI64,
     pub nr_writeback: AtomicI64,
     pub kswapd_wait: Wakeup,
-    pub flusher_wait: Wakeup,
+    /// Backing devices, each with its flusher (backing_dev.rs).
+    pub bdis: Mutex<Vec<Arc<Bdi>>>,
+    /// Background threads (kswapd, flushers), joined at shutdown.
+    pub threads: Mutex<Vec<JoinHandle<()>>>,
+    /// This cache, for spawning flushers from `&self`.
+    pub self_ref: Weak<Cache>,
     /// Signalled when frames are freed or writeback ends, for allocators
     /// and throttled writers waiting for progress.
     pub progress: Wakeup,
@@ -108,7 +115,7 @@ const ALLOC_NO_PROGRESS_MAX: u32 = 16;
 const ALLOC_WAIT_MAX: Duration = Duration::from_secs(60);
 
 impl Cache {
-    pub fn new(config: Config) -> Result<Cache> {
+    pub fn new(config: Config) -> Result<Arc<Cache>> {
         config.validate()?;
         let nr_cpus = if config.nr_cpus == 0 {
             std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
@@ -116,7 +123,7 @@ impl Cache {
             config.nr_cpus
         };
         let arena = Arena::new(config.nr_pages(), config.page_size)?;
-        Ok(Cache {
+        Ok(Arc::new_cyclic(|self_ref| Cache {
             config,
             tunables: config.tunables,
             arena,
@@ -129,7 +136,9 @@ impl Cache {
             nr_dirty: AtomicI64::new(0),
             nr_writeback: AtomicI64::new(0),
             kswapd_wait: Wakeup::default(),
-            flusher_wait: Wakeup::default(),
+            bdis: Mutex::new(Vec::new()),
+            threads: Mutex::new(Vec::new()),
+            self_ref: self_ref.clone(),
             progress: Wakeup::default(),
             shutdown: AtomicBool::new(false),
             start: Instant::now(),
@@ -138,7 +147,7 @@ impl Cache {
             pending_free: Mutex::new(Vec::with_capacity(64)),
             nr_pending_free: AtomicU64::new(0),
             pending_batch: (config.nr_pages() / 64).clamp(1, 64) as usize,
-        })
+        }))
     }
 
     #[inline]
@@ -201,7 +210,7 @@ impl Cache {
                 return Err(Error::NoMemory { frames: self.arena.nr_pages as usize });
             }
             // Let writeback and kswapd make progress (congestion_wait).
-            self.flusher_wait.wake();
+            self.wakeup_flusher_threads();
             self.progress.wait(Duration::from_millis(if busy { 5 } else { 1 }));
         }
     }
@@ -236,6 +245,9 @@ impl Cache {
             if pinned.binary_search(&pfn).is_ok() {
                 keep.push(pfn);
             } else {
+                // Leaves the pending count before it joins the free one, so
+                // no frame is ever counted twice.
+                self.nr_pending_free.fetch_sub(1, Ordering::Relaxed);
                 self.arena.free(pfn);
                 freed += 1;
             }
@@ -243,7 +255,6 @@ impl Cache {
         if !keep.is_empty() {
             self.pending_free.lock().extend(keep);
         }
-        self.nr_pending_free.fetch_sub(freed, Ordering::Relaxed);
         if freed > 0 {
             self.progress.wake_if_waiting();
         }

@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::backing_dev::Bdi;
 use crate::error::{Error, Result};
 use crate::filemap::Inode;
 use crate::mm::Cache;
@@ -92,14 +93,24 @@ thread_local! {
 }
 
 impl Cache {
-    /// (background threshold, dirty limit) in pages, from the ratios and the
-    /// dirtyable memory (all frames, as global_dirtyable_memory counts free
-    /// plus file pages).
+    /// (background threshold, dirty limit) in pages (global_dirty_limits):
+    /// `dirty_bytes` / `dirty_background_bytes` when set, else the ratios of
+    /// the dirtyable memory (all frames, as global_dirtyable_memory counts
+    /// free plus file pages). The background threshold stays below the
+    /// limit, as the kernel keeps it at half when set above.
     pub fn dirty_thresholds(&self) -> (u64, u64) {
+        let t = &self.tunables;
         let dirtyable = self.arena.nr_pages;
-        let limit = (dirtyable * self.tunables.dirty_ratio as u64 / 100).max(1);
-        let bg = (dirtyable * self.tunables.dirty_background_ratio as u64 / 100).min(limit / 2).max(1);
-        (bg, limit)
+        let ps = self.page_size() as u64;
+        let limit = if t.dirty_bytes > 0 { t.dirty_bytes.div_ceil(ps) } else { dirtyable * t.dirty_ratio as u64 / 100 }
+            .clamp(1, dirtyable);
+        let bg = if t.dirty_background_bytes > 0 {
+            t.dirty_background_bytes.div_ceil(ps)
+        } else {
+            dirtyable * t.dirty_background_ratio as u64 / 100
+        };
+        let bg = if bg >= limit { limit / 2 } else { bg };
+        (bg.max(1), limit)
     }
 
     /// set_page_dirty (__set_page_dirty_nobuffers). The page is locked or
@@ -116,6 +127,7 @@ impl Cache {
             }
         }
         self.nr_dirty.fetch_add(1, Ordering::Relaxed);
+        inode.bdi.nr_dirty.fetch_add(1, Ordering::Relaxed);
         if inode.nr_dirty.fetch_add(1, Ordering::Relaxed) == 0 {
             let _ = inode.dirtied_when.compare_exchange(0, self.now_ms(), Ordering::Relaxed, Ordering::Relaxed);
         }
@@ -124,6 +136,7 @@ impl Cache {
     /// The dirty accounting half of cancel_dirty_page / clear_page_dirty.
     pub fn account_page_cleaned(&self, inode: &Inode, _pfn: Pfn) {
         self.nr_dirty.fetch_sub(1, Ordering::Relaxed);
+        inode.bdi.nr_dirty.fetch_sub(1, Ordering::Relaxed);
         if inode.nr_dirty.fetch_sub(1, Ordering::Relaxed) == 1 {
             inode.dirtied_when.store(0, Ordering::Relaxed);
         }
@@ -142,6 +155,7 @@ impl Cache {
         self.account_page_cleaned(inode, pfn);
         page.set(PG_WRITEBACK, &self.vm);
         self.nr_writeback.fetch_add(1, Ordering::Relaxed);
+        inode.bdi.nr_writeback.fetch_add(1, Ordering::Relaxed);
         true
     }
 
@@ -160,6 +174,10 @@ impl Cache {
         let old = page.clear_and_wake(PG_WRITEBACK, &self.vm);
         debug_assert!(old & PG_WRITEBACK != 0);
         self.nr_writeback.fetch_sub(1, Ordering::Relaxed);
+        inode.bdi.nr_writeback.fetch_sub(1, Ordering::Relaxed);
+        if ok {
+            inode.bdi.written.fetch_add(1, Ordering::Relaxed);
+        }
         if ok && page.test_clear(PG_RECLAIM, &self.vm) {
             self.rotate_reclaimable_page(pfn);
         }
@@ -298,7 +316,7 @@ impl Cache {
     /// balance_dirty_pages_ratelimited: every RATELIMIT_PAGES dirtied pages
     /// per thread, check the thresholds; over background wake the flusher,
     /// over the limit wait for it.
-    pub fn balance_dirty_pages_ratelimited(&self, _inode: &Inode) {
+    pub fn balance_dirty_pages_ratelimited(&self, inode: &Inode) {
         let n = DIRTIED.with(|d| {
             let n = d.get() + 1;
             d.set(if n >= RATELIMIT_PAGES { 0 } else { n });
@@ -307,20 +325,22 @@ impl Cache {
         if n < RATELIMIT_PAGES {
             return;
         }
-        self.balance_dirty_pages();
+        self.balance_dirty_pages(inode);
     }
 
     /// balance_dirty_pages: throttle the writer while dirty + writeback
     /// pages exceed the dirty limit. Bounded: the wait gives up after a
     /// while so a dead device cannot hang writers forever.
-    pub fn balance_dirty_pages(&self) {
+    pub fn balance_dirty_pages(&self, inode: &Inode) {
         let (bg, limit) = self.dirty_thresholds();
         let nr =
             |c: &Cache| (c.nr_dirty.load(Ordering::Relaxed) + c.nr_writeback.load(Ordering::Relaxed)).max(0) as u64;
         if nr(self) <= bg {
             return;
         }
-        self.wakeup_flusher();
+        // Over the background threshold: the flushers start (all of them:
+        // the threshold is global).
+        self.wakeup_flusher_threads();
         if nr(self) <= limit {
             return;
         }
@@ -331,45 +351,57 @@ impl Cache {
             if self.shutdown.load(Ordering::Relaxed) {
                 break;
             }
-            self.wakeup_flusher();
+            inode.bdi.wait.wake();
             self.progress.wait(Duration::from_millis(10));
         }
         self.vm.add(Item::balance_dirty_pages_pause_ns, started.elapsed().as_nanos() as u64);
     }
 
-    pub fn wakeup_flusher(&self) {
+    /// Reclaim met a dirty page of `inode` at the inactive tail: have its
+    /// device's flusher clean pages now, whatever the thresholds.
+    pub fn wakeup_flusher_for_reclaim(&self, inode: &Inode) {
         self.vm.inc(Item::flusher_wakeups);
-        self.flusher_wait.wake();
+        inode.bdi.reclaim_wanted.store(true, Ordering::Release);
+        inode.bdi.wait.wake();
     }
 
-    /// Inodes with dirty pages, oldest first.
-    fn dirty_inodes(&self) -> Vec<Arc<Inode>> {
-        let mut v: Vec<Arc<Inode>> =
-            self.by_id.read().iter().flatten().filter(|i| i.nr_dirty.load(Ordering::Relaxed) > 0).cloned().collect();
+    /// Inodes with dirty pages (of one device, if given), oldest first.
+    fn dirty_inodes(&self, bdi: Option<&Bdi>) -> Vec<Arc<Inode>> {
+        let mut v: Vec<Arc<Inode>> = self
+            .by_id
+            .read()
+            .iter()
+            .flatten()
+            .filter(|i| i.nr_dirty.load(Ordering::Relaxed) > 0 && bdi.is_none_or(|b| b.id == i.bdi.id))
+            .cloned()
+            .collect();
         v.sort_by_key(|i| i.dirtied_when.load(Ordering::Relaxed));
         v
     }
 
-    /// One flusher pass (wb_do_writeback): expired inodes, then everything
-    /// while over the background threshold.
-    pub fn wb_do_writeback(&self) {
+    /// One flusher pass for a device (wb_do_writeback): inodes dirty for
+    /// longer than dirty_expire, everything while over the background
+    /// threshold, and the oldest pages when reclaim asked for them.
+    pub fn wb_do_writeback(&self, bdi: &Bdi) {
         let expire_ms = self.tunables.dirty_expire_centisecs as u64 * 10;
         let (bg, _) = self.dirty_thresholds();
+        let mut for_reclaim = bdi.reclaim_wanted.swap(false, Ordering::AcqRel);
         // Bounded: each round writes something or stops.
         for _round in 0..1024 {
             let now = self.now_ms();
             let mut wrote = 0;
-            for inode in self.dirty_inodes() {
+            for inode in self.dirty_inodes(Some(bdi)) {
                 let when = inode.dirtied_when.load(Ordering::Relaxed);
                 let over_bg = self.nr_dirty.load(Ordering::Relaxed).max(0) as u64 > bg;
                 let expired = when != 0 && now.saturating_sub(when) >= expire_ms;
-                if over_bg || expired {
+                if over_bg || expired || for_reclaim {
                     wrote += self.write_cache_pages(&inode, 0, u64::MAX, 1024, false).0;
                 }
                 if self.shutdown.load(Ordering::Relaxed) {
                     return;
                 }
             }
+            for_reclaim = false;
             let over_bg = self.nr_dirty.load(Ordering::Relaxed).max(0) as u64 > bg;
             if wrote == 0 || !over_bg {
                 return;
@@ -380,7 +412,7 @@ impl Cache {
     /// Write every dirty page of every inode and wait (sync(2)).
     pub fn sync_all(&self) -> Result<()> {
         let mut first = Ok(());
-        for inode in self.dirty_inodes() {
+        for inode in self.dirty_inodes(None) {
             let r = self.write_and_wait_range(&inode, 0, u64::MAX);
             if first.is_ok() {
                 first = r;
@@ -390,14 +422,15 @@ impl Cache {
     }
 }
 
-/// The flusher thread's body.
-pub fn flusher_thread(cache: Arc<Cache>) {
+/// A device's flusher thread: wakes every dirty_writeback_centisecs or
+/// when rung.
+pub fn flusher_thread(cache: Arc<Cache>, bdi: Arc<Bdi>) {
     let period = Duration::from_millis((cache.tunables.dirty_writeback_centisecs.max(1) as u64) * 10);
     while !cache.shutdown.load(Ordering::Acquire) {
-        cache.flusher_wait.wait(period);
+        bdi.wait.wait(period);
         if cache.shutdown.load(Ordering::Acquire) {
             break;
         }
-        cache.wb_do_writeback();
+        cache.wb_do_writeback(&bdi);
     }
 }

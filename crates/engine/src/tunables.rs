@@ -126,6 +126,10 @@ pub struct Tunables {
     pub dirty_background_ratio: u32,
     /// dirty_ratio, percent of memory.
     pub dirty_ratio: u32,
+    /// dirty_background_bytes: when non-zero, overrides the ratio.
+    pub dirty_background_bytes: u64,
+    /// dirty_bytes: when non-zero, overrides the ratio.
+    pub dirty_bytes: u64,
     /// dirty_expire_centisecs: pages dirty longer than this are written by
     /// the periodic flusher.
     pub dirty_expire_centisecs: u32,
@@ -147,6 +151,8 @@ impl Default for Tunables {
             ra_pages: 32,
             dirty_background_ratio: 10,
             dirty_ratio: 20,
+            dirty_background_bytes: 0,
+            dirty_bytes: 0,
             dirty_expire_centisecs: 3000,
             dirty_writeback_centisecs: 500,
             kswapd: true,

@@ -59,6 +59,13 @@ impl ScanControl {
     }
 }
 
+/// What shrink_page_list met.
+#[derive(Default)]
+struct ReclaimStat {
+    nr_dirty: u64,
+    nr_writeback: u64,
+}
+
 enum PageRefs {
     Reclaim,
     ReclaimClean,
@@ -223,10 +230,18 @@ impl Cache {
         sc.nr_scanned += scanned;
         self.vm.add(if sc.kswapd { Item::pgscan_kswapd } else { Item::pgscan_direct }, scanned);
         let mut keep = Vec::with_capacity(isolated.len());
-        let reclaimed = self.shrink_page_list(&isolated, sc, &mut keep);
+        let mut stat = ReclaimStat::default();
+        let reclaimed = self.shrink_page_list(&isolated, sc, &mut keep, &mut stat);
         sc.nr_reclaimed += reclaimed;
         self.vm.add(if sc.kswapd { Item::pgsteal_kswapd } else { Item::pgsteal_direct }, reclaimed);
         self.putback_lru_pages(&keep);
+        // Seed 004, patch 6: a reclaimer that meets mostly pages under
+        // writeback, the more so the harder it is trying, waits for the
+        // devices a little instead of spinning, if one is congested.
+        let taken = isolated.len() as u64;
+        if stat.nr_writeback > 0 && stat.nr_writeback >= taken >> (DEF_PRIORITY - sc.priority) as u32 {
+            self.wait_iff_congested(Duration::from_millis(10));
+        }
     }
 
     /// page_check_references for an unmapped page, page locked.
@@ -240,7 +255,7 @@ impl Cache {
     }
 
     /// shrink_page_list: returns pages freed; the rest go to `keep`.
-    fn shrink_page_list(&self, pages: &[Pfn], sc: &ScanControl, keep: &mut Vec<Pfn>) -> u64 {
+    fn shrink_page_list(&self, pages: &[Pfn], sc: &ScanControl, keep: &mut Vec<Pfn>, stat: &mut ReclaimStat) -> u64 {
         let mut reclaimed = 0;
         let mut memo = InodeMemo(None);
         for &pfn in pages {
@@ -264,6 +279,7 @@ impl Cache {
                 continue;
             };
             if page.test(PG_WRITEBACK) {
+                stat.nr_writeback += 1;
                 if sc.kswapd && page.test(PG_RECLAIM) {
                     self.vm.inc(Item::nr_vmscan_immediate_reclaim);
                 } else {
@@ -275,11 +291,12 @@ impl Cache {
             }
             let refs = self.page_check_references(pfn);
             if page.test(PG_DIRTY) {
+                stat.nr_dirty += 1;
                 if matches!(refs, PageRefs::ReclaimClean) || !self.may_writepage(sc) {
                     if !matches!(refs, PageRefs::ReclaimClean) {
                         // 3.2: leave it to the flushers, free it when clean.
                         page.set(PG_RECLAIM, &self.vm);
-                        self.wakeup_flusher();
+                        self.wakeup_flusher_for_reclaim(&inode);
                     }
                     page.unlock(&self.vm);
                     keep.push(pfn);
@@ -388,7 +405,7 @@ pub fn kswapd_thread(cache: Arc<Cache>) {
         if reclaimed == 0 {
             // Nothing reclaimable now (all dirty, pinned or under
             // writeback): let the flushers work before trying again.
-            cache.wakeup_flusher();
+            cache.wakeup_flusher_threads();
             cache.kswapd_wait.wait(Duration::from_millis(10));
         }
     }

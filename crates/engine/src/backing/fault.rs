@@ -207,6 +207,10 @@ impl BackingDev for FaultInjector {
         self.inner.name()
     }
 
+    fn bdi_name(&self) -> String {
+        format!("fault:{}", self.inner.bdi_name())
+    }
+
     fn read_pages(&self, pos: u64, bufs: &mut [&mut [u8]]) -> io::Result<usize> {
         let total = bufs.iter().map(|b| b.len()).sum();
         self.check(FaultOp::Read, span(pos, total))?;

@@ -356,6 +356,14 @@ impl BackingDev for FileDev {
         &self.name
     }
 
+    fn bdi_name(&self) -> String {
+        use std::os::unix::fs::MetadataExt;
+        match self.file.metadata() {
+            Ok(m) => format!("dev:{}:{}", libc::major(m.dev()), libc::minor(m.dev())),
+            Err(_) => "dev:unknown".to_string(),
+        }
+    }
+
     fn read_pages(&self, pos: u64, bufs: &mut [&mut [u8]]) -> io::Result<usize> {
         let total: usize = bufs.iter().map(|b| b.len()).sum();
         if total == 0 {

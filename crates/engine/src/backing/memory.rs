@@ -160,6 +160,10 @@ impl BackingDev for MemoryDev {
         &self.name
     }
 
+    fn bdi_name(&self) -> String {
+        "memory".to_string()
+    }
+
     fn read_pages(&self, pos: u64, bufs: &mut [&mut [u8]]) -> io::Result<usize> {
         let len = self.len.load(Ordering::Acquire);
         let mut avail = len.saturating_sub(pos);

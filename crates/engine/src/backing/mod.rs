@@ -62,4 +62,11 @@ pub trait BackingDev: Send + Sync + 'static {
     fn is_direct(&self) -> bool {
         false
     }
+
+    /// The backing device this file lives on (its `backing_dev_info`):
+    /// files with the same key share dirty accounting, congestion state and
+    /// a flusher thread. Host files are keyed by their filesystem's device.
+    fn bdi_name(&self) -> String {
+        "default".to_string()
+    }
 }

@@ -1,0 +1,613 @@
+//! Readahead and fadvise as mm/readahead.c and mm/fadvise.c define them
+//! (M8, M9; seed 003): the on-demand window (sync window on a miss, the
+//! PG_readahead marker, the async ramp-up), per-handle state, FMODE_RANDOM,
+//! FMODE_NOREUSE, POSIX_FADV_{NORMAL,SEQUENTIAL,RANDOM,WILLNEED,DONTNEED,
+//! NOREUSE}, and EOF.
+
+use pcache::{Advice, Config, File, Item, LruList, PageCache, Tunables, VmStat};
+
+const PS: u64 = 4096;
+/// The default window (Tunables::default().ra_pages).
+const RA: u64 = 32;
+
+/// Keep this thread on one CPU so "this CPU's batch" stays the same one.
+fn pin_to_cpu0() {
+    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it; the
+    // call only reads the set.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(0, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// No kswapd, and a flusher that never finds anything old enough to write:
+/// nothing changes the cache behind the test's back.
+fn quiet() -> Tunables {
+    Tunables {
+        kswapd: false,
+        dirty_expire_centisecs: 360_000,
+        dirty_writeback_centisecs: 360_000,
+        ..Tunables::default()
+    }
+}
+
+fn cache_with(t: Tunables, pages: u64) -> PageCache {
+    PageCache::new(Config { memory_bytes: pages * PS, tunables: t, ..Config::default() }).unwrap()
+}
+
+/// The bytes of page `i`: its index, then a pattern.
+fn page_bytes(i: u64) -> Vec<u8> {
+    let mut v: Vec<u8> = (0..PS).map(|b| (b.wrapping_mul(31).wrapping_add(i * 7) % 251) as u8).collect();
+    v[..8].copy_from_slice(&i.to_le_bytes());
+    v
+}
+
+/// A memory file of `pages` pages with known contents, written back and
+/// dropped from the cache: every read of it starts cold.
+fn cold_file(cache: &PageCache, name: &str, pages: u64) -> File {
+    let f = cache.open_memory(name).unwrap();
+    for i in 0..pages {
+        assert_eq!(f.write_at(&page_bytes(i), i * PS).unwrap(), PS as usize);
+    }
+    cache.sync_all().unwrap();
+    cache.drop_caches();
+    assert_eq!(f.cached_pages(), 0, "{name}: setup left pages cached");
+    f
+}
+
+/// Read page `i` whole through `f` and check its bytes.
+fn read_page(f: &File, i: u64) {
+    let mut buf = vec![0u8; PS as usize];
+    assert_eq!(f.read_at(&mut buf, i * PS).unwrap(), PS as usize, "read of page {i}");
+    assert!(buf == page_bytes(i), "page {i} read back wrong bytes (first 8: {:?})", &buf[..8]);
+}
+
+fn cached(f: &File, i: u64) -> bool {
+    f.page_state(i).is_some()
+}
+
+/// Indices of `[0, n)` that are cached.
+fn cached_set(f: &File, n: u64) -> Vec<u64> {
+    (0..n).filter(|&i| cached(f, i)).collect()
+}
+
+/// Indices of `[0, n)` carrying PG_readahead.
+fn markers(f: &File, n: u64) -> Vec<u64> {
+    (0..n).filter(|&i| f.page_state(i).is_some_and(|s| s.readahead)).collect()
+}
+
+/// The highest cached index of `[0, n)`.
+fn highest_cached(f: &File, n: u64) -> Option<u64> {
+    (0..n).rev().find(|&i| cached(f, i))
+}
+
+fn delta(cache: &PageCache, before: &VmStat, item: Item) -> u64 {
+    cache.vmstat().delta(before).get(item)
+}
+
+// Goal (M8): a cold file read sequentially in 4 KiB reads arrives almost
+// entirely by readahead: one sync miss at page 0, every later page a hit;
+// the window opens small (get_init_ra_size(1, 32) = 4 pages, marker on the
+// first async page) and ramps x2 to ra_pages (4, 8, 16, 32, 32, ...); the
+// PG_readahead marker always sits inside the cached window ahead of the
+// reader and is cleared once the reader hits it; the reader is never more
+// than two windows behind the readahead front.
+// Method: a 512-page cold memory file, page-by-page reads; after each read,
+// scan every page's state (cached?, PG_readahead?) and record how far the
+// cached front moved.
+#[test]
+fn sequential_read_ramps_window_and_hits() {
+    let cache = cache_with(quiet(), 4096);
+    let n = 512;
+    let f = cold_file(&cache, "seq", n);
+    let before = cache.vmstat();
+    let mut front: i64 = -1;
+    let mut growths = vec![];
+    for i in 0..n {
+        read_page(&f, i);
+        let set = cached_set(&f, n);
+        let hi = *set.last().expect("something cached after a read");
+        assert_eq!(set.len() as u64, hi + 1, "after reading page {i}: cached pages are not contiguous from 0: {set:?}");
+        assert!(hi >= i, "after reading page {i}: it is not cached");
+        if hi as i64 > front {
+            growths.push(hi as i64 - front);
+            front = hi as i64;
+        }
+        if i == 0 {
+            assert!(hi > 0, "the first read of a cold file opened no window (only page 0 cached)");
+            assert!(hi < RA, "the first window is ramp-sized, not ra_pages or more: pages 0..={hi} cached");
+        }
+        if i == 4 {
+            assert!(hi >= i + 16, "after reading pages 0..=4 the window has not ramped: front at page {hi}");
+        }
+        assert!(hi - i <= 2 * RA, "after reading page {i}: readahead front at {hi}, more than 2 * ra_pages ahead");
+        let m = markers(&f, n);
+        assert!(m.len() <= 1, "after reading page {i}: one stream, yet PG_readahead on {m:?}");
+        for &p in &m {
+            assert!(
+                p > i && p <= hi,
+                "after reading page {i}: PG_readahead on page {p}, not inside the window ({i}, {hi}] \
+                 (a marker the reader has passed must have been cleared)"
+            );
+        }
+        if hi < n - 1 {
+            assert_eq!(m.len(), 1, "after reading page {i}: window ends at {hi} before EOF but no PG_readahead marker");
+        }
+    }
+    // The window sizes: 4 (initial), 8, 16, 32, then 32 until EOF clips it.
+    assert_eq!(&growths[..4], &[4, 8, 16, 32], "window ramp (pages added per readahead): {growths:?}");
+    let (last, mid) = growths[4..].split_last().unwrap();
+    assert!(mid.iter().all(|&g| g == RA as i64) && *last <= RA as i64, "window not capped at ra_pages: {growths:?}");
+
+    let d = cache.vmstat().delta(&before);
+    let (miss, hit, ra) = (d.get(Item::pgcache_miss), d.get(Item::pgcache_hit), d.get(Item::pgreadahead));
+    assert_eq!(miss + hit, n, "one lookup per page: miss {miss} + hit {hit}");
+    assert!(miss <= 2, "sequential read of {n} pages: {miss} misses (expected 1 sync miss)");
+    assert!(ra >= n - 2 && ra <= n, "pgreadahead {ra}: expected ~{n} (all but the sync misses, none twice)");
+    assert_eq!(d.get(Item::pgpgin), n * PS / 1024, "every page read from the device exactly once");
+    assert_eq!(f.cached_pages(), n);
+}
+
+// Goal: ra_pages 0 disables readahead: every page of a sequential read is
+// a miss that reads only itself, and POSIX_FADV_SEQUENTIAL (2 * 0) does not
+// turn it back on.
+// Method: a cold 64-page file read page by page; after each read the next
+// page is still not cached; counters.
+#[test]
+fn ra_pages_zero_disables_readahead() {
+    let cache = cache_with(Tunables { ra_pages: 0, ..quiet() }, 1024);
+    let n = 64;
+    let f = cold_file(&cache, "nora", n);
+    let before = cache.vmstat();
+    for i in 0..n / 2 {
+        read_page(&f, i);
+        assert!(!cached(&f, i + 1), "ra_pages 0: page {} cached after reading page {i}", i + 1);
+    }
+    f.fadvise(0, 0, Advice::Sequential).unwrap();
+    for i in n / 2..n {
+        read_page(&f, i);
+        if i + 1 < n {
+            assert!(!cached(&f, i + 1), "ra_pages 0 + FADV_SEQUENTIAL: page {} cached after reading {i}", i + 1);
+        }
+    }
+    let d = cache.vmstat().delta(&before);
+    assert_eq!(d.get(Item::pgcache_miss), n, "every page a miss");
+    assert_eq!(d.get(Item::pgcache_hit), 0);
+    assert_eq!(d.get(Item::pgreadahead), 0, "no page read ahead");
+    assert_eq!(f.cached_pages(), n);
+}
+
+// Goal: POSIX_FADV_RANDOM (FMODE_RANDOM) makes a handle read only what it
+// asks: a page-by-page sequential scan caches exactly the pages read, a
+// 4-page read exactly those 4 pages; POSIX_FADV_NORMAL brings the window
+// back.
+// Method: a cold 256-page file; check which pages are cached after each
+// phase.
+#[test]
+fn fadvise_random_reads_only_what_is_asked() {
+    let cache = cache_with(quiet(), 2048);
+    let n = 256;
+    let f = cold_file(&cache, "rnd", n);
+    f.fadvise(0, 0, Advice::Random).unwrap();
+    let before = cache.vmstat();
+    for i in 0..=20 {
+        read_page(&f, i);
+    }
+    assert_eq!(cached_set(&f, n), (0..=20).collect::<Vec<_>>(), "FADV_RANDOM: sequential reads cached a window");
+    assert_eq!(delta(&cache, &before, Item::pgcache_miss), 21, "FADV_RANDOM: every page of the scan is a miss");
+
+    // A multi-page request is read whole, and nothing more.
+    let mut buf = vec![0u8; 4 * PS as usize];
+    assert_eq!(f.read_at(&mut buf, 100 * PS).unwrap(), buf.len());
+    for (k, chunk) in buf.chunks(PS as usize).enumerate() {
+        assert!(chunk == page_bytes(100 + k as u64), "page {} wrong", 100 + k);
+    }
+    assert_eq!(
+        cached_set(&f, n),
+        (0..=20).chain(100..=103).collect::<Vec<_>>(),
+        "FADV_RANDOM: a 4-page read at page 100 cached other pages"
+    );
+    assert!(markers(&f, n).is_empty(), "FADV_RANDOM: a PG_readahead marker was set");
+
+    // POSIX_FADV_NORMAL: the scan continued at page 21 opens a window again.
+    f.fadvise(0, 0, Advice::Normal).unwrap();
+    for i in 21..=30 {
+        read_page(&f, i);
+    }
+    let hi = highest_cached(&f, 100).unwrap();
+    assert!(hi > 31, "after FADV_NORMAL, reading pages 21..=30 read nothing ahead (front at {hi})");
+}
+
+// Goal: POSIX_FADV_SEQUENTIAL doubles the handle's window (ra_pages * 2):
+// after the same reads, the sequential handle has more pages cached ahead,
+// and its front runs further than 2 * ra_pages ahead of the reader (which a
+// normal handle never does); POSIX_FADV_NORMAL restores ra_pages, so the
+// front falls back within 2 * ra_pages.
+// Method: two cold 1024-page files read page by page to page 200, one
+// through a normal handle, one through a FADV_SEQUENTIAL one; compare how
+// far ahead each front is; then advise NORMAL and read on to page 400.
+#[test]
+fn fadvise_sequential_doubles_window_and_normal_restores() {
+    let cache = cache_with(quiet(), 8192);
+    let n = 1024;
+    let normal = cold_file(&cache, "normal", n);
+    let seq = cold_file(&cache, "seq", n);
+    seq.fadvise(0, 0, Advice::Sequential).unwrap();
+    for i in 0..=200 {
+        read_page(&normal, i);
+        read_page(&seq, i);
+    }
+    let hi_normal = highest_cached(&normal, n).unwrap();
+    let hi_seq = highest_cached(&seq, n).unwrap();
+    assert!(hi_normal - 200 <= 2 * RA, "normal handle: front at {hi_normal}, reader at 200");
+    assert!(
+        hi_seq - 200 > 2 * RA && hi_seq - 200 <= 4 * RA,
+        "FADV_SEQUENTIAL handle: front at {hi_seq} with the reader at 200; expected a 2 * ra_pages window \
+         (front more than {} and at most {} ahead); normal handle's front at {hi_normal}",
+        2 * RA,
+        4 * RA
+    );
+    assert!(seq.cached_pages() > normal.cached_pages(), "{} vs {}", seq.cached_pages(), normal.cached_pages());
+
+    seq.fadvise(0, 0, Advice::Normal).unwrap();
+    let mut max_ahead = 0;
+    for i in 201..=400 {
+        read_page(&seq, i);
+        let hi = highest_cached(&seq, n).unwrap();
+        if i >= 320 {
+            // Past the windows opened before the advice.
+            max_ahead = max_ahead.max(hi - i);
+        }
+    }
+    assert!(max_ahead <= 2 * RA, "after FADV_NORMAL the window stays doubled: front up to {max_ahead} pages ahead");
+}
+
+// Goal: POSIX_FADV_WILLNEED on an uncached range reads exactly that range
+// (first and last partial page included, clipped at EOF), with no
+// PG_readahead marker and without marking the pages accessed (not
+// referenced, not active); reading the range afterwards is all hits.
+// Method: a cold 100-page file; advise ranges (aligned, unaligned, crossing
+// EOF, len 0 = to EOF), check which pages are cached and their flags; then
+// read one range through a fresh handle and count hits and misses.
+#[test]
+fn fadvise_willneed_caches_exactly_the_range() {
+    let cache = cache_with(quiet(), 2048);
+    let n = 100;
+    let f = cold_file(&cache, "wn", n);
+    let before = cache.vmstat();
+    f.fadvise(10 * PS, 5 * PS, Advice::WillNeed).unwrap();
+    assert_eq!(cached_set(&f, n + 40), (10..=14).collect::<Vec<_>>(), "WILLNEED [10, 15)");
+    assert_eq!(delta(&cache, &before, Item::pgreadahead), 5);
+    cache.lru_add_drain_all();
+    for i in 10..=14 {
+        let s = f.page_state(i).unwrap();
+        assert!(s.uptodate, "page {i}: WILLNEED page not uptodate: {s:?}");
+        assert!(!s.referenced && !s.active, "page {i}: WILLNEED marked the page accessed: {s:?}");
+        assert_eq!(s.lru, Some(LruList::InactiveFile), "page {i}: {s:?}");
+        assert!(!s.readahead, "page {i}: WILLNEED set PG_readahead: {s:?}");
+    }
+
+    // Unaligned: bytes [20 * PS + 100, 21 * PS + 100) touch pages 20 and 21.
+    f.fadvise(20 * PS + 100, PS, Advice::WillNeed).unwrap();
+    assert!(cached(&f, 20) && cached(&f, 21), "WILLNEED of an unaligned range missed a partial page");
+    assert!(!cached(&f, 19) && !cached(&f, 22), "WILLNEED of an unaligned range read outside it");
+
+    // Across EOF: [90, 110) caches [90, 100) and nothing past EOF.
+    f.fadvise(90 * PS, 20 * PS, Advice::WillNeed).unwrap();
+    assert!((90..100).all(|i| cached(&f, i)), "WILLNEED across EOF: {:?}", cached_set(&f, n));
+    assert!((100..140).all(|i| !cached(&f, i)), "WILLNEED cached pages past EOF");
+    // len 0: to EOF.
+    f.fadvise(75 * PS, 0, Advice::WillNeed).unwrap();
+    assert!((75..100).all(|i| cached(&f, i)), "WILLNEED with len 0 (to EOF): {:?}", cached_set(&f, n));
+    assert!(!cached(&f, 74));
+    assert_eq!(f.cached_pages(), 5 + 2 + 25);
+
+    // Reading the advised range is all hits.
+    let g = f.reopen().unwrap();
+    let before = cache.vmstat();
+    let mut buf = vec![0u8; 5 * PS as usize];
+    assert_eq!(g.read_at(&mut buf, 10 * PS).unwrap(), buf.len());
+    for (k, chunk) in buf.chunks(PS as usize).enumerate() {
+        assert!(chunk == page_bytes(10 + k as u64), "page {} wrong", 10 + k);
+    }
+    let d = cache.vmstat().delta(&before);
+    assert_eq!((d.get(Item::pgcache_hit), d.get(Item::pgcache_miss)), (5, 0), "reading a WILLNEED range: (hit, miss)");
+}
+
+// Goal: POSIX_FADV_DONTNEED drops the clean pages wholly inside the range
+// (invalidate_mapping_pages: a partial first or last page stays) and
+// leaves every page outside it alone.
+// Method: a cold 64-page file read whole, per-CPU batches drained; advise
+// an aligned and an unaligned range; check which pages remain.
+#[test]
+fn fadvise_dontneed_drops_clean_pages_in_range() {
+    let cache = cache_with(quiet(), 1024);
+    let n = 64;
+    let f = cold_file(&cache, "dn", n);
+    for i in 0..n {
+        read_page(&f, i);
+    }
+    cache.lru_add_drain_all();
+    assert_eq!(f.cached_pages(), n);
+    f.fadvise(16 * PS, 16 * PS, Advice::DontNeed).unwrap();
+    let expect: Vec<u64> = (0..16).chain(32..n).collect();
+    assert_eq!(cached_set(&f, n), expect, "DONTNEED [16, 32)");
+    assert_eq!(f.cached_pages(), n - 16);
+
+    // Bytes [40 * PS + 100, 43 * PS + 100): whole pages 41 and 42 only.
+    f.fadvise(40 * PS + 100, 3 * PS, Advice::DontNeed).unwrap();
+    assert!(!cached(&f, 41) && !cached(&f, 42), "DONTNEED left whole pages of an unaligned range");
+    assert!(cached(&f, 40) && cached(&f, 43), "DONTNEED dropped a partial page at the edge of the range");
+    assert_eq!(f.cached_pages(), n - 18);
+    // Dropped pages read back correctly.
+    read_page(&f, 20);
+    read_page(&f, 41);
+}
+
+// Goal: POSIX_FADV_DONTNEED right after the read that brought the pages in
+// drops them: mm/fadvise.c runs lru_add_drain() first ("It's common to
+// FADV_DONTNEED right after the read or write that instantiates the pages,
+// in which case there will be some sitting on the local LRU cache"), then
+// lru_add_drain_all() and a second pass if pages were left, so the
+// references held by per-CPU lru_add batches do not keep pages cached.
+// Method: a cold 8-page file read whole (the new pages sit in this CPU's
+// lru_add batch, fewer than PAGEVEC_SIZE), then DONTNEED with no explicit
+// drain.
+#[test]
+fn fadvise_dontneed_right_after_read_drains_batches() {
+    pin_to_cpu0();
+    let cache = cache_with(quiet(), 1024);
+    let n = 8;
+    let f = cold_file(&cache, "dn-fresh", n);
+    for i in 0..n {
+        read_page(&f, i);
+    }
+    assert_eq!(f.cached_pages(), n);
+    let in_batch: Vec<u64> = (0..n).filter(|&i| f.page_state(i).unwrap().lru.is_none()).collect();
+    f.fadvise(0, n * PS, Advice::DontNeed).unwrap();
+    assert_eq!(
+        cached_set(&f, n),
+        Vec::<u64>::new(),
+        "DONTNEED right after reading left clean, unpinned pages cached (before the call, pages {in_batch:?} \
+         were still in a per-CPU lru_add batch; mm/fadvise.c drains the batches before invalidating)"
+    );
+}
+
+// Goal: POSIX_FADV_DONTNEED writes dirty pages of the range back first
+// (they end clean, their data on the device), and leaves dirty pages
+// outside the range dirty.
+// Method: dirty 16 pages of a fresh memory file; DONTNEED the first 8;
+// check dirty flags and pgwriteback; then drop everything and read back.
+#[test]
+fn fadvise_dontneed_writes_dirty_pages_back() {
+    let cache = cache_with(quiet(), 1024);
+    let f = cache.open_memory("dn-dirty").unwrap();
+    for i in 0..16 {
+        f.write_at(&page_bytes(i), i * PS).unwrap();
+    }
+    assert!((0..16).all(|i| f.page_state(i).unwrap().dirty), "setup: pages not dirty");
+    let before = cache.vmstat();
+    f.fadvise(0, 8 * PS, Advice::DontNeed).unwrap();
+    assert!(
+        delta(&cache, &before, Item::pgwriteback) >= 8,
+        "DONTNEED did not write back the dirty pages of its range (pgwriteback {})",
+        delta(&cache, &before, Item::pgwriteback)
+    );
+    for i in 0..8 {
+        if let Some(s) = f.page_state(i) {
+            assert!(!s.dirty, "page {i} still dirty after DONTNEED of its range: {s:?}");
+        }
+    }
+    for i in 8..16 {
+        let s = f.page_state(i).expect("page outside the DONTNEED range dropped");
+        assert!(s.dirty, "page {i} outside the DONTNEED range was written back: {s:?}");
+    }
+    // What DONTNEED wrote is on the device.
+    cache.sync_all().unwrap();
+    cache.drop_caches();
+    assert_eq!(f.cached_pages(), 0);
+    for i in 0..16 {
+        read_page(&f, i);
+    }
+}
+
+// Goal: POSIX_FADV_DONTNEED does not drop a page someone holds (the kernel's
+// invalidate_inode_page -> remove_mapping freezes the count at 2 and fails
+// on any extra reference): neither a get_page pin nor a find_page pin; the
+// rest of the range goes. Once the pins are gone, DONTNEED drops the pages.
+// Method: a cold 16-page file read whole, batches drained; pin page 3 with
+// get_page and page 5 with find_page; DONTNEED the whole file.
+#[test]
+fn fadvise_dontneed_keeps_pinned_pages() {
+    let cache = cache_with(quiet(), 1024);
+    let n = 16;
+    let f = cold_file(&cache, "dn-pin", n);
+    for i in 0..n {
+        read_page(&f, i);
+    }
+    cache.lru_add_drain_all();
+    {
+        let by_get = f.get_page(3).unwrap();
+        let by_find = f.find_page(5).unwrap().expect("page 5 cached");
+        f.fadvise(0, 0, Advice::DontNeed).unwrap();
+        let others: Vec<u64> = cached_set(&f, n).into_iter().filter(|&i| i != 3 && i != 5).collect();
+        assert!(others.is_empty(), "DONTNEED left unpinned pages {others:?}");
+        assert!(cached(&f, 3), "DONTNEED dropped page 3 while it was held by get_page");
+        assert!(
+            cached(&f, 5),
+            "DONTNEED dropped page 5 while it was held by find_page (a PageRef: the kernel's get_page \
+             reference makes remove_mapping's refcount freeze fail)"
+        );
+        assert!(by_get[..8] == 3u64.to_le_bytes() && by_find[..8] == 5u64.to_le_bytes(), "pinned bytes changed");
+    }
+    cache.lru_add_drain_all();
+    f.fadvise(0, 0, Advice::DontNeed).unwrap();
+    assert_eq!(cached_set(&f, n), Vec::<u64>::new(), "DONTNEED after the pins were dropped");
+}
+
+// Goal: POSIX_FADV_NOREUSE (FMODE_NOREUSE): reads through that handle do not
+// mark pages accessed, so pages it reads twice stay inactive and
+// unreferenced, while another handle's reads of the same pages activate
+// them; POSIX_FADV_NORMAL clears NOREUSE.
+// Method: a cold 8-page file read whole twice through a NOREUSE handle,
+// then twice through a second handle; batches drained between; page flags
+// and mark_page_accessed_calls.
+#[test]
+fn fadvise_noreuse_reads_do_not_mark_accessed() {
+    pin_to_cpu0();
+    let cache = cache_with(quiet(), 1024);
+    let n = 8;
+    let f = cold_file(&cache, "nr", n);
+    let nr = f.reopen().unwrap();
+    nr.fadvise(0, 0, Advice::NoReuse).unwrap();
+    let before = cache.vmstat();
+    for _ in 0..2 {
+        for i in 0..n {
+            read_page(&nr, i);
+        }
+    }
+    cache.lru_add_drain_all();
+    assert_eq!(delta(&cache, &before, Item::mark_page_accessed_calls), 0, "NOREUSE reads called mark_page_accessed");
+    for i in 0..n {
+        let s = nr.page_state(i).unwrap();
+        assert_eq!(
+            (s.lru, s.referenced, s.active),
+            (Some(LruList::InactiveFile), false, false),
+            "page {i} read twice through a NOREUSE handle"
+        );
+    }
+
+    // Another handle's reads mark them: referenced, then active.
+    let other = f.reopen().unwrap();
+    for _ in 0..2 {
+        for i in 0..n {
+            read_page(&other, i);
+        }
+    }
+    cache.lru_add_drain_all();
+    for i in 0..n {
+        let s = other.page_state(i).unwrap();
+        assert_eq!((s.lru, s.active), (Some(LruList::ActiveFile), true), "page {i} read twice, other handle: {s:?}");
+    }
+
+    // FADV_NORMAL clears NOREUSE: the handle marks again.
+    let before = cache.vmstat();
+    nr.fadvise(0, 0, Advice::Normal).unwrap();
+    read_page(&nr, 0);
+    assert!(delta(&cache, &before, Item::mark_page_accessed_calls) >= 1, "FADV_NORMAL did not clear NOREUSE");
+}
+
+// Goal: 4 KiB reads at scattered, non-adjacent offsets of a cold file open
+// no readahead window: each miss reads just its own page (ondemand_readahead's
+// "standalone, small random read"), so no page beyond those read is cached
+// and pgreadahead counts at most the pages asked for.
+// Method: 200 reads at pages (k * 389) % 1021 + 1 of a 1024-page cold file
+// (consecutive reads are never adjacent, page 0 is never read); counters and
+// the cached set.
+#[test]
+fn random_reads_open_no_window() {
+    let cache = cache_with(quiet(), 4096);
+    let n = 1024;
+    let f = cold_file(&cache, "random", n);
+    let reads: Vec<u64> = (0..200u64).map(|k| (k * 389) % 1021 + 1).collect();
+    let before = cache.vmstat();
+    for &i in &reads {
+        read_page(&f, i);
+    }
+    let d = cache.vmstat().delta(&before);
+    let mut want = reads.clone();
+    want.sort_unstable();
+    let got = cached_set(&f, n);
+    let extra: Vec<u64> = got.iter().copied().filter(|i| want.binary_search(i).is_err()).collect();
+    assert!(extra.is_empty(), "random reads cached {} pages never asked for: {extra:?}", extra.len());
+    assert_eq!(got, want);
+    assert_eq!(d.get(Item::pgcache_miss), 200, "each random read of a cold page is a miss");
+    assert!(
+        d.get(Item::pgreadahead) <= 200,
+        "pgreadahead {} for 200 one-page random reads: pages read beyond the requests",
+        d.get(Item::pgreadahead)
+    );
+    assert!(markers(&f, n).is_empty(), "random reads left PG_readahead markers");
+}
+
+// Goal: each handle has its own file_ra_state, so two sequential readers on
+// two handles of one file, interleaved page by page, each keep their own
+// window: both streams mostly hit. (Shared state would see every read as
+// random: the previous read was the other stream's.)
+// Method: a cold 1024-page file; handle A reads pages 0..512, handle B pages
+// 512..1024, alternating one page each; count misses.
+#[test]
+fn interleaved_readers_keep_their_own_windows() {
+    let cache = cache_with(quiet(), 4096);
+    let n = 1024;
+    let f = cold_file(&cache, "two", n);
+    let a = f.reopen().unwrap();
+    let b = f.reopen().unwrap();
+    let before = cache.vmstat();
+    for k in 0..n / 2 {
+        read_page(&a, k);
+        read_page(&b, n / 2 + k);
+    }
+    let d = cache.vmstat().delta(&before);
+    let (miss, hit) = (d.get(Item::pgcache_miss), d.get(Item::pgcache_hit));
+    assert_eq!(miss + hit, n);
+    // A: the sync miss at 0; B: a random miss at 512, a sequential one at 513.
+    assert!(miss <= 6, "two interleaved sequential streams: {miss} misses, {hit} hits (expected ~3 misses)");
+    assert!(d.get(Item::pgreadahead) >= n - 6, "pgreadahead {}", d.get(Item::pgreadahead));
+    assert_eq!(f.cached_pages(), n);
+}
+
+// Goal: reads crossing EOF return only the bytes below EOF (the rest of the
+// buffer untouched), reads at or past EOF return 0, and neither they nor the
+// readahead window cache any page past EOF, for a file ending mid-page and
+// one ending on a page boundary.
+// Method: cold memory files of 10 pages + 100 bytes and of 8 pages; read
+// sequentially in 64 KiB reads (window larger than the file), then across
+// and past EOF; check returned counts, bytes and cached pages.
+#[test]
+fn reads_across_eof_stop_at_eof() {
+    let cache = cache_with(quiet(), 1024);
+    // 10 whole pages + 100 bytes: the last page is 10.
+    let f = cache.open_memory("eof").unwrap();
+    let len = 10 * PS + 100;
+    for i in 0..11 {
+        f.write_at(&page_bytes(i), i * PS).unwrap();
+    }
+    f.set_len(len).unwrap();
+    cache.sync_all().unwrap();
+    cache.drop_caches();
+    assert_eq!(f.cached_pages(), 0);
+
+    let mut buf = vec![0xAAu8; 16 * PS as usize];
+    let got = f.read_at(&mut buf, 0).unwrap();
+    assert_eq!(got as u64, len, "a 64 KiB read of a {len}-byte file");
+    assert!(buf[(10 * PS) as usize..len as usize] == page_bytes(10)[..100]);
+    assert!(buf[len as usize..].iter().all(|&b| b == 0xAA), "bytes past EOF written into the buffer");
+    assert_eq!(f.cached_pages(), 11, "cached: {:?}", cached_set(&f, 64));
+    assert!((11..64).all(|i| !cached(&f, i)), "pages past EOF cached: {:?}", cached_set(&f, 64));
+
+    // Across EOF from page 9, at EOF, past EOF.
+    let mut buf = vec![0xAAu8; 3 * PS as usize];
+    assert_eq!(f.read_at(&mut buf, 9 * PS).unwrap() as u64, PS + 100);
+    assert!(buf[..PS as usize] == page_bytes(9)[..]);
+    assert!(buf[(PS + 100) as usize..].iter().all(|&b| b == 0xAA));
+    assert_eq!(f.read_at(&mut buf, len).unwrap(), 0, "read at EOF");
+    assert_eq!(f.read_at(&mut buf, len + 5 * PS).unwrap(), 0, "read past EOF");
+    assert!((11..64).all(|i| !cached(&f, i)), "pages past EOF cached: {:?}", cached_set(&f, 64));
+
+    // Page-aligned EOF, read cold from the middle, crossing EOF.
+    let g = cold_file(&cache, "eof-aligned", 8);
+    let before = cache.vmstat();
+    let mut buf = vec![0xAAu8; 4 * PS as usize];
+    assert_eq!(g.read_at(&mut buf, 6 * PS).unwrap() as u64, 2 * PS);
+    assert!(buf[..PS as usize] == page_bytes(6)[..] && buf[PS as usize..2 * PS as usize] == page_bytes(7)[..]);
+    assert!(buf[2 * PS as usize..].iter().all(|&b| b == 0xAA));
+    assert!((8..64).all(|i| !cached(&g, i)), "pages past an aligned EOF cached: {:?}", cached_set(&g, 64));
+    // Sequential page reads to EOF: the window stops at EOF too.
+    for i in 0..8 {
+        read_page(&g, i);
+    }
+    assert_eq!(g.cached_pages(), 8, "cached: {:?}", cached_set(&g, 64));
+    assert!(delta(&cache, &before, Item::pgreadahead) <= 8, "pages read ahead past EOF");
+}

@@ -31,7 +31,7 @@ use crate::error::{Error, Result};
 use crate::hazard::Hazard;
 use crate::mm::Cache;
 use crate::page::*;
-use crate::pagetree::{entry_pfn, page_entry, PageTree, MARK_DIRTY, PAGE_HOT};
+use crate::pagetree::{entry_pfn, page_entry, PageTree, MARK_DIRTY, PAGE_HOT, SLOT_FROZEN};
 use crate::readahead::FileRaState;
 use crate::vmstat::Item;
 use crate::{AccessedInit, RemarkRule};
@@ -111,6 +111,9 @@ impl Cache {
     pub fn find_page_fast(&self, inode: &Inode, index: u64) -> Option<(Pfn, Hazard, bool)> {
         let slot = inode.tree.slot(index)?;
         let entry = slot.load(Ordering::Acquire);
+        if entry & SLOT_FROZEN != 0 {
+            return None;
+        }
         let pfn = entry_pfn(entry)?;
         let h = self.hazards.pin(pfn)?;
         // Re-check after announcing: still this index's page.
@@ -159,6 +162,56 @@ impl Cache {
             self.vm.inc(Item::mark_page_accessed_calls);
         } else {
             self.mark_page_accessed(pfn);
+        }
+    }
+
+    /// First half of __remove_mapping, page locked: freeze the page at
+    /// exactly `refs` references (so no reference pin can appear) and mark
+    /// its slot frozen (so no hazard pin can appear), under the tree lock.
+    /// False if the page is pinned by reference or dirty.
+    pub fn freeze_for_removal(&self, inode: &Inode, pfn: Pfn, refs: u32) -> bool {
+        let page = self.page(pfn);
+        let _g = inode.tree_lock.lock();
+        if page.mapping() != inode.id || !page.freeze(refs) {
+            return false;
+        }
+        let slot = inode.tree.slot(page.index());
+        match slot {
+            Some(slot) if !page.test(PG_DIRTY) && entry_pfn(slot.load(Ordering::Acquire)) == Some(pfn) => {
+                slot.store(page_entry(pfn) | SLOT_FROZEN, Ordering::Release);
+                true
+            }
+            _ => {
+                page.unfreeze(refs);
+                false
+            }
+        }
+    }
+
+    /// Second half of __remove_mapping, for a batch frozen by
+    /// `freeze_for_removal`: one hazard scan for all, then pages no hit-path
+    /// reader has pinned leave their mappings (`removed`); pinned ones are
+    /// thawed with `refs` references back and stay (`kept`). Pages stay
+    /// locked either way.
+    pub fn finish_removal(&self, batch: &[(Pfn, Arc<Inode>)], refs: u32, removed: &mut Vec<Pfn>, kept: &mut Vec<Pfn>) {
+        if batch.is_empty() {
+            return;
+        }
+        let mut pinned = Vec::new();
+        self.hazards.scan(&mut pinned);
+        for (pfn, inode) in batch {
+            let page = self.page(*pfn);
+            let _g = inode.tree_lock.lock();
+            if pinned.binary_search(pfn).is_ok() {
+                if let Some(slot) = inode.tree.slot(page.index()) {
+                    slot.store(page_entry(*pfn), Ordering::Release);
+                }
+                page.unfreeze(refs);
+                kept.push(*pfn);
+            } else {
+                self.__delete_from_page_cache(inode, *pfn);
+                removed.push(*pfn);
+            }
         }
     }
 
@@ -238,13 +291,20 @@ impl Cache {
     /// find_get_entry: the page at `index` with a reference, or None.
     #[inline]
     pub fn find_get_page(&self, inode: &Inode, index: u64) -> Option<Pfn> {
+        let mut frozen_seen = 0u32;
         loop {
             let entry = inode.tree.load(index);
             let pfn = entry_pfn(entry)?;
             let page = self.page(pfn);
             if !page.get_unless_zero() {
-                // Frozen by a remover that holds the tree lock: wait for it.
+                // Frozen by a remover: it holds the tree lock, or waits for
+                // one hazard check of its batch. Wait for the lock, and let
+                // the remover run if it takes longer.
                 drop(inode.tree_lock.lock());
+                frozen_seen += 1;
+                if frozen_seen > 8 {
+                    std::thread::yield_now();
+                }
                 continue;
             }
             if entry_pfn(inode.tree.load(index)) != Some(pfn) {

@@ -445,14 +445,25 @@ impl File {
                 }
             }
             Advice::DontNeed => {
-                // Start writeback of dirty pages, then drop the clean ones
-                // wholly inside the range.
+                // As mm/fadvise.c: start writeback of every page the range
+                // touches, drain this CPU's LRU batches (their references
+                // would keep pages), drop the clean pages wholly inside the
+                // range, and if some could not go, drain every CPU and try
+                // once more.
                 let first = offset >> shift;
-                let last = if end == u64::MAX { u64::MAX } else { end >> shift };
-                let _ = self.cache.write_cache_pages(&self.inode, first, last, u64::MAX, false);
+                let touched_end = if end == u64::MAX { u64::MAX } else { ((end - 1) >> shift) + 1 };
+                let _ = self.cache.write_cache_pages(&self.inode, first, touched_end, u64::MAX, false);
                 let start = offset.div_ceil(1 << shift);
-                let dropped = self.cache.invalidate_mapping_pages(&self.inode, start, last);
-                let _ = dropped;
+                let whole_end = if end == u64::MAX { u64::MAX } else { end >> shift };
+                if start < whole_end {
+                    self.cache.lru_add_drain();
+                    let before = self.inode.nrpages.load(Ordering::Relaxed);
+                    let dropped = self.cache.invalidate_mapping_pages(&self.inode, start, whole_end);
+                    if dropped < before && self.cached_in(start, whole_end) > 0 {
+                        self.cache.lru_add_drain_all();
+                        self.cache.invalidate_mapping_pages(&self.inode, start, whole_end);
+                    }
+                }
             }
         }
         Ok(())
@@ -513,6 +524,16 @@ impl File {
         };
         self.cache.put_page(pfn);
         Some(st)
+    }
+
+    /// Pages of this file cached in the page range `[start, end)`.
+    fn cached_in(&self, start: u64, end: u64) -> u64 {
+        let mut n = 0;
+        self.inode.tree.for_each(start, end, None, &mut |_, e| {
+            n += pagetree::entry_pfn(e).is_some() as u64;
+            true
+        });
+        n
     }
 
     /// Pages of this file in the cache.

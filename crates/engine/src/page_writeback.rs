@@ -316,13 +316,23 @@ impl Cache {
     /// balance_dirty_pages_ratelimited: every RATELIMIT_PAGES dirtied pages
     /// per thread, check the thresholds; over background wake the flusher,
     /// over the limit wait for it.
+    /// ratelimit_pages: how many pages a thread dirties between checks,
+    /// small enough that all CPUs together cannot overshoot the limit by
+    /// much (the kernel's dirty_thresh / (cpus * 32), here / (cpus * 8)
+    /// since our caches can be tiny).
+    fn ratelimit_pages(&self) -> u32 {
+        let (_, limit) = self.dirty_thresholds();
+        (limit / (self.percpu.len() as u64 * 8)).clamp(1, RATELIMIT_PAGES as u64) as u32
+    }
+
     pub fn balance_dirty_pages_ratelimited(&self, inode: &Inode) {
-        let n = DIRTIED.with(|d| {
+        let ratelimit = self.ratelimit_pages();
+        let due = DIRTIED.with(|d| {
             let n = d.get() + 1;
-            d.set(if n >= RATELIMIT_PAGES { 0 } else { n });
-            n
+            d.set(if n >= ratelimit { 0 } else { n });
+            n >= ratelimit
         });
-        if n < RATELIMIT_PAGES {
+        if !due {
             return;
         }
         self.balance_dirty_pages(inode);

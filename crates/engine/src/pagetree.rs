@@ -40,6 +40,10 @@ pub const SHADOW_BIT: usize = 1 << (usize::BITS - 1);
 /// referenced, so a hit needs neither to check nor to mark it and the
 /// lookup never touches the page descriptor (filemap::find_page_fast).
 pub const PAGE_HOT: usize = 1 << (usize::BITS - 2);
+/// On a page entry: the page is frozen for removal and waits for the hazard
+/// check; hit-path readers must not take it (filemap::freeze_for_removal).
+pub const SLOT_FROZEN: usize = 1 << (usize::BITS - 3);
+const ENTRY_FLAGS: usize = PAGE_HOT | SLOT_FROZEN;
 
 #[inline]
 pub fn page_entry(pfn: Pfn) -> usize {
@@ -52,7 +56,7 @@ pub fn entry_pfn(entry: usize) -> Option<Pfn> {
     if entry == 0 || entry & SHADOW_BIT != 0 {
         None
     } else {
-        Some(((entry & !PAGE_HOT) - 1) as Pfn)
+        Some(((entry & !ENTRY_FLAGS) - 1) as Pfn)
     }
 }
 

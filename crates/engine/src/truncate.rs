@@ -10,6 +10,7 @@
 //! Partial pages at the edges of the range are zeroed in place, not removed.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use crate::error::Result;
 use crate::filemap::Inode;
@@ -138,7 +139,9 @@ impl Cache {
     /// invalidate_mapping_pages: drop clean, unlocked, unpinned pages of
     /// the page range `[start, end)`; pages that cannot be dropped are
     /// deactivated instead. Returns pages dropped.
-    pub fn invalidate_mapping_pages(&self, inode: &Inode, start: u64, end: u64) -> u64 {
+    pub fn invalidate_mapping_pages(&self, inode: &Arc<Inode>, start: u64, end: u64) -> u64 {
+        let inode_arc = inode;
+        let inode: &Inode = inode;
         let mut pv = PageVec::new();
         let mut index = start;
         let mut dropped = 0;
@@ -146,27 +149,31 @@ impl Cache {
             let Some(next) = self.pagevec_lookup(inode, index, end, &mut pv) else {
                 break;
             };
+            let mut frozen = Vec::with_capacity(PAGEVEC_SIZE);
             for &pfn in pv.pages() {
                 let page = self.page(pfn);
                 if !page.trylock(&self.vm) {
                     continue;
                 }
-                let mut ok = false;
-                if page.mapping() == inode.id && !page.test(PG_DIRTY) && !page.test(PG_WRITEBACK) {
-                    // Only the cache's and our lookup reference may remain.
-                    let _g = inode.tree_lock.lock();
-                    if page.freeze(2) {
-                        self.__delete_from_page_cache(inode, pfn);
-                        page.unfreeze(1);
-                        ok = true;
-                    }
-                }
-                page.unlock(&self.vm);
-                if ok {
-                    dropped += 1;
+                // Only the cache's and our lookup reference may remain.
+                if !page.test(PG_WRITEBACK) && self.freeze_for_removal(inode, pfn, 2) {
+                    frozen.push((pfn, inode_arc.clone()));
                 } else {
+                    page.unlock(&self.vm);
                     self.deactivate_file_page(pfn);
                 }
+            }
+            let (mut removed, mut pinned) = (Vec::new(), Vec::new());
+            self.finish_removal(&frozen, 2, &mut removed, &mut pinned);
+            for pfn in removed {
+                // Our lookup reference is the page's last.
+                self.page(pfn).unfreeze(1);
+                self.page(pfn).unlock(&self.vm);
+                dropped += 1;
+            }
+            for pfn in pinned {
+                self.page(pfn).unlock(&self.vm);
+                self.deactivate_file_page(pfn);
             }
             self.pagevec_release(&mut pv);
             index = next;

@@ -258,6 +258,7 @@ impl Cache {
     fn shrink_page_list(&self, pages: &[Pfn], sc: &ScanControl, keep: &mut Vec<Pfn>, stat: &mut ReclaimStat) -> u64 {
         let mut reclaimed = 0;
         let mut memo = InodeMemo(None);
+        let mut frozen: Vec<(Pfn, Arc<Inode>)> = Vec::with_capacity(pages.len());
         for &pfn in pages {
             let page = self.page(pfn);
             if !page.trylock(&self.vm) {
@@ -279,12 +280,8 @@ impl Cache {
                 continue;
             };
             if page.test(PG_WRITEBACK) {
+                // Being cleaned already: leave it be.
                 stat.nr_writeback += 1;
-                if sc.kswapd && page.test(PG_RECLAIM) {
-                    self.vm.inc(Item::nr_vmscan_immediate_reclaim);
-                } else {
-                    page.set(PG_RECLAIM, &self.vm);
-                }
                 page.unlock(&self.vm);
                 keep.push(pfn);
                 continue;
@@ -292,12 +289,19 @@ impl Cache {
             let refs = self.page_check_references(pfn);
             if page.test(PG_DIRTY) {
                 stat.nr_dirty += 1;
-                if matches!(refs, PageRefs::ReclaimClean) || !self.may_writepage(sc) {
-                    if !matches!(refs, PageRefs::ReclaimClean) {
-                        // 3.2: leave it to the flushers, free it when clean.
-                        page.set(PG_RECLAIM, &self.vm);
-                        self.wakeup_flusher_for_reclaim(&inode);
-                    }
+                if !self.may_writepage(sc) {
+                    // 3.2 (seed 004, patches 1, 5, 7): leave the write to
+                    // the flushers and have the page rotated to the tail,
+                    // to be freed at once, when its writeback ends.
+                    self.vm.inc(Item::nr_vmscan_immediate_reclaim);
+                    page.set(PG_RECLAIM, &self.vm);
+                    self.wakeup_flusher_for_reclaim(&inode);
+                    page.unlock(&self.vm);
+                    keep.push(pfn);
+                    continue;
+                }
+                if matches!(refs, PageRefs::ReclaimClean) {
+                    // Referenced: reclaim it only if clean.
                     page.unlock(&self.vm);
                     keep.push(pfn);
                     continue;
@@ -317,15 +321,25 @@ impl Cache {
                     continue;
                 }
             }
-            if !self.remove_mapping(&inode, pfn) {
+            if !self.freeze_for_removal(&inode, pfn, 2) {
                 page.unlock(&self.vm);
                 keep.push(pfn);
                 continue;
             }
+            frozen.push((pfn, inode));
+        }
+        // One hazard check for the batch; pages a reader pinned meanwhile stay.
+        let (mut removed, mut pinned) = (Vec::new(), Vec::new());
+        self.finish_removal(&frozen, 2, &mut removed, &mut pinned);
+        for pfn in removed {
             // Frozen at 0 and out of the tree: nobody can see it.
-            page.clear_nonatomic(PG_LOCKED);
+            self.page(pfn).clear_nonatomic(PG_LOCKED);
             self.free_page(pfn);
             reclaimed += 1;
+        }
+        for pfn in pinned {
+            self.page(pfn).unlock(&self.vm);
+            keep.push(pfn);
         }
         reclaimed
     }
@@ -355,23 +369,6 @@ impl Cache {
         // write_pages_now drops a reference per page; keep our isolation one.
         page.get();
         self.write_pages_now(inode, index, &[pfn]).is_ok()
-    }
-
-    /// __remove_mapping: freeze the page (the cache's reference and our
-    /// isolation reference must be the only ones) and delete it from its
-    /// mapping. Page locked.
-    fn remove_mapping(&self, inode: &Inode, pfn: Pfn) -> bool {
-        let page = self.page(pfn);
-        let _g = inode.tree_lock.lock();
-        if !page.freeze(2) {
-            return false;
-        }
-        if page.test(PG_DIRTY) {
-            page.unfreeze(2);
-            return false;
-        }
-        self.__delete_from_page_cache(inode, pfn);
-        true
     }
 
     /// One kswapd pass (balance_pgdat): reclaim until `high` pages are free.

@@ -306,3 +306,27 @@ fn kswapd_reclaims_in_the_background() {
     // scheduling; that kswapd took part does not.
     assert!(vm.get(Item::pgsteal_kswapd) > 0 && vm.get(Item::pgscan_kswapd) >= vm.get(Item::pgsteal_kswapd));
 }
+
+// Goal: a pinned page is never evicted, whichever way it was pinned: by
+// the hit path's hazard pin (find_page on a cached page) or by reference
+// (get_page), and its bytes stay readable; unpinned, it goes like the rest.
+#[test]
+fn pinned_pages_survive_reclaim() {
+    let cache = cache_with(quiet(LruBatching::Batched), 1024);
+    let f = cache.open_memory("p").unwrap();
+    let data: Vec<u8> = (0..600 * 4096).map(|i| (i % 241) as u8).collect();
+    f.write_at(&data, 0).unwrap();
+    f.fsync().unwrap();
+    cache.lru_add_drain_all();
+    let hazard = f.find_page(3).unwrap().expect("cached");
+    let by_ref = f.get_page(7).unwrap();
+    let freed = cache.reclaim(2000);
+    assert!(freed >= 590, "freed {freed}");
+    assert!(f.page_state(3).is_some(), "hazard-pinned page evicted");
+    assert!(f.page_state(7).is_some(), "reference-pinned page evicted");
+    assert_eq!(&hazard[..], &data[3 * 4096..4 * 4096]);
+    assert_eq!(&by_ref[..], &data[7 * 4096..8 * 4096]);
+    drop((hazard, by_ref));
+    cache.reclaim(2000);
+    assert!(f.page_state(3).is_none() && f.page_state(7).is_none());
+}

@@ -50,12 +50,14 @@ pub struct ScanControl {
     pub priority: i32,
     pub nr_scanned: u64,
     pub nr_reclaimed: u64,
+    /// Pages scanned by the last isolation.
+    pub last_scanned: u64,
     pub kswapd: bool,
 }
 
 impl ScanControl {
     pub fn new(nr_to_reclaim: u64, kswapd: bool) -> ScanControl {
-        ScanControl { nr_to_reclaim, priority: DEF_PRIORITY, nr_scanned: 0, nr_reclaimed: 0, kswapd }
+        ScanControl { nr_to_reclaim, priority: DEF_PRIORITY, nr_scanned: 0, nr_reclaimed: 0, last_scanned: 0, kswapd }
     }
 }
 
@@ -191,16 +193,24 @@ impl Cache {
         }
     }
 
-    /// shrink_active_list: deactivate pages from the active tail.
-    pub fn shrink_active_list(&self, nr: u64, sc: &mut ScanControl) {
+    /// Drain this CPU's batches (their pages are not on the lists yet), then
+    /// isolate up to `nr` pages from the tail of `list` under one lru_lock.
+    fn isolate_from_tail(&self, list: LruList, nr: u64, sc: &mut ScanControl) -> Vec<Pfn> {
         self.lru_add_drain();
         let mut isolated = Vec::with_capacity(nr as usize);
         let scanned = {
             let mut lru = self.lruvec.lock(&self.arena, &self.vm);
-            self.isolate_lru_pages(&mut lru, LruList::ActiveFile, nr, &mut isolated)
+            self.isolate_lru_pages(&mut lru, list, nr, &mut isolated)
         };
-        self.vm.add(Item::pgrefill, scanned);
         sc.nr_scanned += scanned;
+        sc.last_scanned = scanned;
+        isolated
+    }
+
+    /// shrink_active_list: deactivate pages from the active tail.
+    pub fn shrink_active_list(&self, nr: u64, sc: &mut ScanControl) {
+        let isolated = self.isolate_from_tail(LruList::ActiveFile, nr, sc);
+        self.vm.add(Item::pgrefill, sc.last_scanned);
         let mut memo = InodeMemo(None);
         for &pfn in &isolated {
             // page_referenced: no mapped pages yet, so nothing keeps a page
@@ -221,14 +231,8 @@ impl Cache {
 
     /// shrink_inactive_list: reclaim from the inactive tail.
     pub fn shrink_inactive_list(&self, nr: u64, sc: &mut ScanControl) {
-        self.lru_add_drain();
-        let mut isolated = Vec::with_capacity(nr as usize);
-        let scanned = {
-            let mut lru = self.lruvec.lock(&self.arena, &self.vm);
-            self.isolate_lru_pages(&mut lru, LruList::InactiveFile, nr, &mut isolated)
-        };
-        sc.nr_scanned += scanned;
-        self.vm.add(if sc.kswapd { Item::pgscan_kswapd } else { Item::pgscan_direct }, scanned);
+        let isolated = self.isolate_from_tail(LruList::InactiveFile, nr, sc);
+        self.vm.add(if sc.kswapd { Item::pgscan_kswapd } else { Item::pgscan_direct }, sc.last_scanned);
         let mut keep = Vec::with_capacity(isolated.len());
         let mut stat = ReclaimStat::default();
         let reclaimed = self.shrink_page_list(&isolated, sc, &mut keep, &mut stat);

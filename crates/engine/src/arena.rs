@@ -12,8 +12,8 @@
 //! high = low + the same step. Deviation: for small arenas min is capped at
 //! 1/16 of the frames so that tiny test caches still hold pages.
 
+use crate::sync::atomic::{AtomicU64, Ordering};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
 use crate::page::{Page, Pfn, NO_PFN};

@@ -9,7 +9,7 @@
 //! meet mostly writeback pages of a congested device wait briefly
 //! (`wait_iff_congested`) instead of spinning.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -20,7 +20,7 @@
 //! lock; the lookup waits for that lock and retries, so it never spins
 //! unboundedly.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};

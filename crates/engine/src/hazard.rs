@@ -24,12 +24,23 @@
 //! A thread has `HAZARDS_PER_THREAD` slots; a reader that finds none free
 //! (or has no thread slot) falls back to a reference count.
 
-use std::sync::atomic::{compiler_fence, fence, AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::compiler_fence;
+
+use crate::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
 
 use crate::page::{Pfn, NO_PFN};
 use crate::percpu::{thread_slot, MAX_SLOTS};
 
+/// Hazard slots per thread (shrunk under loom to keep the model small).
+#[cfg(not(loom))]
 pub const HAZARDS_PER_THREAD: usize = 8;
+#[cfg(loom)]
+pub const HAZARDS_PER_THREAD: usize = 2;
+/// Rows: one per thread slot.
+#[cfg(not(loom))]
+const ROWS: usize = MAX_SLOTS;
+#[cfg(loom)]
+const ROWS: usize = 2;
 
 #[repr(align(128))]
 struct HazardRow {
@@ -50,12 +61,25 @@ pub struct Hazard {
     idx: u8,
 }
 
+#[cfg(loom)]
+fn membarrier_register() -> bool {
+    // loom cannot model membarrier: readers fence instead.
+    false
+}
+
+#[cfg(loom)]
+fn membarrier() -> bool {
+    false
+}
+
+#[cfg(not(loom))]
 fn membarrier_register() -> bool {
     const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
     // SAFETY: membarrier takes integer arguments only.
     unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 }
 }
 
+#[cfg(not(loom))]
 fn membarrier() -> bool {
     const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
     // SAFETY: membarrier takes integer arguments only.
@@ -64,7 +88,7 @@ fn membarrier() -> bool {
 
 impl HazardTable {
     pub fn new() -> HazardTable {
-        let rows = (0..MAX_SLOTS)
+        let rows = (0..ROWS)
             .map(|_| HazardRow {
                 slots: std::array::from_fn(|_| AtomicU32::new(NO_PFN)),
                 free: AtomicU32::new((1 << HAZARDS_PER_THREAD) - 1),
@@ -77,7 +101,12 @@ impl HazardTable {
     /// what it looked up, and `unpin` on failure.
     #[inline]
     pub fn pin(&self, pfn: Pfn) -> Option<Hazard> {
-        let row_idx = thread_slot();
+        self.pin_in_row(thread_slot(), pfn)
+    }
+
+    /// `pin` in an explicit row: the row of the calling thread's slot.
+    #[inline]
+    pub fn pin_in_row(&self, row_idx: usize, pfn: Pfn) -> Option<Hazard> {
         let row = self.rows.get(row_idx)?;
         let free = row.free.load(Ordering::Relaxed);
         if free == 0 {

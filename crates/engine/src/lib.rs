@@ -23,6 +23,8 @@ mod backing_dev;
 mod error;
 mod filemap;
 mod hazard;
+#[cfg(loom)]
+mod loom_tests;
 mod lruvec;
 mod mm;
 mod page;
@@ -31,6 +33,7 @@ mod pagetree;
 pub mod percpu;
 mod readahead;
 mod swap;
+mod sync;
 mod truncate;
 mod tunables;
 mod vmscan;
@@ -44,10 +47,10 @@ pub use tunables::{
 };
 pub use vmstat::{Item, VmStat};
 
+use crate::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::marker::PhantomData;
 use std::ops::Deref;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 

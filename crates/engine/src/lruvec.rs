@@ -7,7 +7,7 @@
 //! `list_add_tail` as in the kernel). List lengths are mirrored in atomics
 //! so that heuristics and vmstat read them without the lock.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Mutex, MutexGuard};
 

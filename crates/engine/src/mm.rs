@@ -8,8 +8,8 @@
 //! writeback or kswapd and retries; the number of fruitless retries is
 //! bounded, after which it fails with ENOMEM rather than hang.
 
+use crate::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};

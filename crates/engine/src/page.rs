@@ -42,7 +42,7 @@
 //! - PG_error: the last I/O on the page failed.
 //! - PG_workingset: the page was active once (workingset detection).
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::vmstat::{Item, VmCounters};
 
@@ -80,6 +80,7 @@ pub struct Page {
     pub(crate) index: AtomicU64,
 }
 
+#[cfg(not(loom))]
 const _: () = assert!(std::mem::size_of::<Page>() <= 64);
 
 impl Page {
@@ -181,7 +182,7 @@ impl Page {
         let old = self.refcount.fetch_sub(1, Ordering::Release);
         debug_assert!(old > 0, "put_page on a free page");
         if old == 1 {
-            std::sync::atomic::fence(Ordering::Acquire);
+            crate::sync::atomic::fence(Ordering::Acquire);
             true
         } else {
             false

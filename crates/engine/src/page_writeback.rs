@@ -15,8 +15,8 @@
 //! Writers that push dirty + writeback pages past the dirty limit wait in
 //! `balance_dirty_pages` until the flusher brings them back under it.
 
+use crate::sync::atomic::{AtomicU32, Ordering};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -20,7 +20,7 @@
 //! `struct file_ra_state`, concurrent users of one handle may race on it
 //! harmlessly.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::filemap::Inode;
 use crate::mm::Cache;

@@ -9,7 +9,7 @@
 //!
 //! Partial pages at the edges of the range are zeroed in place, not removed.
 
-use std::sync::atomic::Ordering;
+use crate::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::error::Result;

@@ -29,7 +29,7 @@
 //! flushers and tagged PG_reclaim (3.2, seed 004); clean pages are frozen,
 //! removed from their mapping and freed.
 
-use std::sync::atomic::Ordering;
+use crate::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -29,7 +29,7 @@ use std::sync::atomic::compiler_fence;
 use crate::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
 
 use crate::page::{Pfn, NO_PFN};
-use crate::percpu::{thread_slot, MAX_SLOTS};
+use crate::percpu::thread_slot;
 
 /// Hazard slots per thread (shrunk under loom to keep the model small).
 #[cfg(not(loom))]
@@ -38,7 +38,7 @@ pub const HAZARDS_PER_THREAD: usize = 8;
 pub const HAZARDS_PER_THREAD: usize = 2;
 /// Rows: one per thread slot.
 #[cfg(not(loom))]
-const ROWS: usize = MAX_SLOTS;
+const ROWS: usize = crate::percpu::MAX_SLOTS;
 #[cfg(loom)]
 const ROWS: usize = 2;
 

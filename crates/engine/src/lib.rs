@@ -23,7 +23,7 @@ mod backing_dev;
 mod error;
 mod filemap;
 mod hazard;
-#[cfg(loom)]
+#[cfg(all(loom, test))]
 mod loom_tests;
 mod lruvec;
 mod mm;

@@ -1,9 +1,10 @@
 //! `pcache`: the command line of the userspace page cache.
 //!
 //! ```text
-//! pcache bench                      # the main job (now: hitpath at default size)
+//! pcache bench                      # the main job: hitpath at default size, reclaim-writeback quick
 //! pcache bench --list               # the experiments
 //! pcache bench hitpath [--json FILE] [--quick] [--file-mib N] [--hit-pages N] [--ops N]
+//! pcache bench reclaim-writeback [--mem SIZE] [--dir PATH] [--variants 3.1,3.2] [--runs N] [--quick] [--json FILE]
 //! ```
 
 use std::io::Write as _;
@@ -12,6 +13,8 @@ use std::process::ExitCode;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use pcache_workloads::hitpath::{self, HitpathOpts};
+use pcache_workloads::reclaim_writeback::{self, ReclaimWritebackOpts};
+use pcache_workloads::report::parse_size;
 
 #[derive(Parser, Debug)]
 #[command(name = "pcache", version, about = "pcache: the Linux page cache, in userspace")]
@@ -76,19 +79,27 @@ enum Experiment {
     /// The cache-hit path: pcache read_at against kernel pread and memcpy,
     /// hot reads, and find_page with 1 and 2 threads.
     Hitpath(HitpathArgs),
+    /// Seed 004, writeback from reclaim: fs_mark, parallel dd and streaming
+    /// writes under memory pressure, Linux 3.1 against 3.2, compare-kernels
+    /// report.
+    ReclaimWriteback(ReclaimWritebackArgs),
 }
 
 impl Experiment {
     fn name(&self) -> &'static str {
         match self {
             Experiment::Hitpath(_) => "hitpath",
+            Experiment::ReclaimWriteback(_) => "reclaim-writeback",
         }
     }
 }
 
 /// The main job: what `pcache bench` runs with no experiment named.
 fn main_job() -> Vec<Experiment> {
-    vec![Experiment::Hitpath(HitpathArgs::default())]
+    vec![
+        Experiment::Hitpath(HitpathArgs::default()),
+        Experiment::ReclaimWriteback(ReclaimWritebackArgs { main_job: true, ..ReclaimWritebackArgs::default() }),
+    ]
 }
 
 #[derive(Args, Debug, Clone, Default)]
@@ -108,6 +119,37 @@ struct HitpathArgs {
     /// Hit-path thread counts, comma-separated [default: 1,2].
     #[arg(long, value_name = "N,N", value_delimiter = ',')]
     threads: Option<Vec<usize>>,
+}
+
+#[derive(Args, Debug, Clone, Default)]
+struct ReclaimWritebackArgs {
+    /// Page cache size, e.g. 128M or 1G [default: 128M; quick: 32M].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    mem: Option<u64>,
+
+    /// Variants to compare, comma-separated; the first is the baseline [default: 3.1,3.2].
+    #[arg(long, value_name = "NAME,NAME", value_delimiter = ',')]
+    variants: Option<Vec<String>>,
+
+    /// Runs of every workload under every variant [default: 5; quick: 3]. Overrides --rounds.
+    #[arg(long, value_name = "N")]
+    runs: Option<usize>,
+
+    /// fs_mark file size, e.g. 10M [default: 10M; quick: 1M].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    file_size: Option<u64>,
+
+    /// fs_mark thread counts, comma-separated [default: 1,4,16].
+    #[arg(long, value_name = "N,N", value_delimiter = ',')]
+    fsmark_threads: Option<Vec<usize>>,
+
+    /// simple-wb writers [default: one per CPU].
+    #[arg(long, value_name = "N")]
+    wb_threads: Option<usize>,
+
+    /// In the main job: always the quick sizes.
+    #[arg(skip)]
+    main_job: bool,
 }
 
 type BoxError = Box<dyn std::error::Error>;
@@ -146,9 +188,38 @@ fn run_hitpath(args: &HitpathArgs, common: &CommonArgs) -> Result<Outcome, BoxEr
     Ok(Outcome { report: result.report(), json: serde_json::to_string_pretty(&result)? })
 }
 
+fn run_reclaim_writeback(args: &ReclaimWritebackArgs, common: &CommonArgs) -> Result<Outcome, BoxError> {
+    let mut opts =
+        if common.quick || args.main_job { ReclaimWritebackOpts::quick() } else { ReclaimWritebackOpts::default() };
+    if let Some(v) = args.mem {
+        opts.mem_bytes = v;
+    }
+    if let Some(v) = &args.variants {
+        opts.variants = v.iter().map(|s| s.trim().to_string()).collect();
+    }
+    if let Some(v) = args.runs.or(common.rounds) {
+        opts.runs = v;
+    }
+    if let Some(v) = args.file_size {
+        opts.fsmark_file_bytes = v;
+    }
+    if let Some(v) = &args.fsmark_threads {
+        opts.fsmark_threads = v.clone();
+    }
+    if let Some(v) = args.wb_threads {
+        opts.wb_threads = v;
+    }
+    opts.dir = common.dir.clone();
+    opts.progress = !common.no_progress;
+    opts.validate()?;
+    let result = reclaim_writeback::run(&opts)?;
+    Ok(Outcome { report: reclaim_writeback::report(&result), json: result.to_json_pretty()? })
+}
+
 fn run_experiment(exp: &Experiment, common: &CommonArgs) -> Result<Outcome, BoxError> {
     match exp {
         Experiment::Hitpath(args) => run_hitpath(args, common),
+        Experiment::ReclaimWriteback(args) => run_reclaim_writeback(args, common),
     }
 }
 
@@ -162,7 +233,7 @@ fn list_experiments() -> String {
             let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
             let about = about.split_whitespace().collect::<Vec<_>>().join(" ");
             let tag = if main.contains(&sub.get_name()) { " [main job]" } else { "" };
-            out.push_str(&format!("  {:<12} {}{}\n", sub.get_name(), about, tag));
+            out.push_str(&format!("  {:<18} {}{}\n", sub.get_name(), about, tag));
         }
     }
     out
@@ -299,6 +370,39 @@ mod tests {
         assert_eq!(b.common.json.as_deref(), Some(Path::new("y.json")));
         assert!(Cli::try_parse_from(["pcache", "bench", "hitpath", "--ops", "many"]).is_err());
         assert!(Cli::try_parse_from(["pcache", "bench", "nosuch"]).is_err());
+    }
+
+    #[test]
+    fn parses_reclaim_writeback() {
+        let cli = Cli::try_parse_from([
+            "pcache",
+            "bench",
+            "reclaim-writeback",
+            "--mem",
+            "64M",
+            "--variants",
+            "3.2,3.1",
+            "--runs",
+            "2",
+            "--quick",
+            "--dir",
+            "/tmp",
+        ])
+        .unwrap();
+        let Cmd::Bench(b) = cli.cmd;
+        assert!(b.common.quick);
+        assert_eq!(b.common.dir.as_deref(), Some(Path::new("/tmp")));
+        match b.experiment {
+            Some(Experiment::ReclaimWriteback(a)) => {
+                assert_eq!(a.mem, Some(64 << 20));
+                assert_eq!(a.variants, Some(vec!["3.2".to_string(), "3.1".to_string()]));
+                assert_eq!(a.runs, Some(2));
+                assert!(!a.main_job);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(Cli::try_parse_from(["pcache", "bench", "reclaim-writeback", "--mem", "lots"]).is_err());
+        assert!(main_job().iter().any(|e| matches!(e, Experiment::ReclaimWriteback(a) if a.main_job)));
     }
 
     #[test]

@@ -4,10 +4,20 @@
 //! * [`zipf`]: seeded, scrambled Zipf keys.
 //! * [`hitpath`]: the cache-hit path against the kernel's page cache and
 //!   against a bare `memcpy`.
+//! * [`reclaim_writeback`]: seed 004, writeback from reclaim, 3.1 against
+//!   3.2 (fs_mark, parallel dd, streaming writes).
+//! * [`variants`]: the named variants (kernels, patch sets) each seed
+//!   experiment compares, as `Tunables` presets.
+//! * [`report`]: the result, JSON and report pieces shared by the seed
+//!   experiments.
 
 pub mod hitpath;
+pub mod kernel;
 mod progress;
+pub mod reclaim_writeback;
+pub mod report;
 pub mod stats;
+pub mod variants;
 pub mod zipf;
 
 use std::io;

@@ -1,0 +1,636 @@
+//! The result of a seed experiment that compares named variants (see
+//! [`crate::variants`]), its JSON and the pieces of its report.
+//!
+//! Every such experiment produces an [`ExperimentResult`]:
+//!
+//! ```json
+//! {"experiment": "reclaim-writeback", "seed": "004", "seed_claim": "...",
+//!  "same_direction": true,
+//!  "variants": [{"name": "3.1", "stands_for": "...",
+//!                "metrics": {"fsmark-1t files/s": [1.0, 2.0], ...},
+//!                "vmstat": {"fsmark-1t": {"pgscan_kswapd": 12, ...}, ...}}],
+//!  "metric_specs": [...], "checks": [...], "params": {...}, "notes": [...], ...}
+//! ```
+//!
+//! `metrics` holds one sample per run (NaN, written as `null`, where a run
+//! had nothing to measure, e.g. a ratio over zero); `vmstat` holds counter
+//! deltas keyed by workload (see [`sum_vmstat`]). Maps keep the order the
+//! experiment built them in.
+//!
+//! The report pieces: [`render_compare`], a compare-kernels table (rows
+//! Min, Amean or Hmean, Stddev, CoeffVar, Max, BAmean-95, each value with
+//! its difference against the first column, positive = better, and
+//! mmtests' `*` marking for a significant difference of means, by Welch's
+//! t-test at 95%),
+//! [`render_table`] for plain aligned tables, and
+//! [`ExperimentResult::render_checks`] for the seed's claim against this
+//! run.
+
+use std::fmt::Write as _;
+
+use pcache::{Item, VmStat};
+use serde::de::{MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::stats::{pct_better, Better, Comparison, Summary};
+
+/// A map that keeps insertion order, serialised as a JSON object.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Named<V>(pub Vec<(String, V)>);
+
+impl<V> Default for Named<V> {
+    fn default() -> Self {
+        Named(Vec::new())
+    }
+}
+
+impl<V> Named<V> {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn get(&self, key: &str) -> Option<&V> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    pub fn get_mut(&mut self, key: &str) -> Option<&mut V> {
+        self.0.iter_mut().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    /// Insert or replace, keeping the first insertion's position.
+    pub fn insert(&mut self, key: impl Into<String>, value: V) {
+        let key = key.into();
+        match self.get_mut(&key) {
+            Some(v) => *v = value,
+            None => self.0.push((key, value)),
+        }
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(k, _)| k.as_str())
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<V: Serialize> Serialize for Named<V> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|(k, v)| (k, v)))
+    }
+}
+
+impl<'de, V: Deserialize<'de>> Deserialize<'de> for Named<V> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V2<V>(std::marker::PhantomData<V>);
+        impl<'de, V: Deserialize<'de>> Visitor<'de> for V2<V> {
+            type Value = Named<V>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Named<V>, A::Error> {
+                let mut out = Vec::new();
+                while let Some((k, v)) = map.next_entry::<String, V>()? {
+                    out.push((k, v));
+                }
+                Ok(Named(out))
+            }
+        }
+        d.deserialize_map(V2(std::marker::PhantomData))
+    }
+}
+
+/// One metric's samples, one per run. NaN is written as `null` and read
+/// back as NaN.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Samples(pub Vec<f64>);
+
+impl Serialize for Samples {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(|x| if x.is_finite() { Some(*x) } else { None }))
+    }
+}
+
+impl<'de> Deserialize<'de> for Samples {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = Vec::<Option<f64>>::deserialize(d)?;
+        Ok(Samples(v.into_iter().map(|x| x.unwrap_or(f64::NAN)).collect()))
+    }
+}
+
+/// Which mean a metric is summarised by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Mean {
+    /// The arithmetic mean (times, counts).
+    Arithmetic,
+    /// The harmonic mean (rates, as mmtests does for operations per second).
+    Harmonic,
+}
+
+impl Mean {
+    pub fn label(self) -> &'static str {
+        match self {
+            Mean::Arithmetic => "Amean",
+            Mean::Harmonic => "Hmean",
+        }
+    }
+
+    /// This mean of the samples, NaNs dropped; NaN when none are left.
+    pub fn of(self, samples: &[f64]) -> f64 {
+        match self {
+            Mean::Arithmetic => amean(samples),
+            Mean::Harmonic => hmean(samples),
+        }
+    }
+}
+
+/// What one metric is.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MetricSpec {
+    /// `"WORKLOAD MEASURE"`, e.g. `"fsmark-1t files/s"`.
+    pub name: String,
+    pub workload: String,
+    pub measure: String,
+    pub unit: String,
+    pub better: Better,
+    pub mean: Mean,
+    /// Whether it is in the compare-kernels table.
+    pub table: bool,
+}
+
+/// One variant's results.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct VariantResult {
+    pub name: String,
+    /// Which kernel or patch it stands for.
+    pub stands_for: String,
+    /// Metric name to its samples, one per run.
+    pub metrics: Named<Samples>,
+    /// Workload to its vmstat deltas (see [`sum_vmstat`]).
+    pub vmstat: Named<serde_json::Value>,
+}
+
+impl VariantResult {
+    pub fn samples(&self, metric: &str) -> &[f64] {
+        self.metrics.get(metric).map(|s| s.0.as_slice()).unwrap_or(&[])
+    }
+
+    /// A counter of a workload's vmstat deltas; None when absent.
+    pub fn vm(&self, workload: &str, item: Item) -> Option<u64> {
+        self.vmstat.get(workload)?.get(item.name())?.as_u64()
+    }
+}
+
+/// One comparison of the seed's claim with this run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    pub name: String,
+    /// What the seed reported.
+    pub seed: String,
+    /// What this run measured.
+    pub measured: String,
+    /// Whether this run goes the seed's way; None when it could not be
+    /// told (a variant missing, nothing measured).
+    pub agrees: Option<bool>,
+    /// Whether it counts towards `same_direction`.
+    pub counts: bool,
+}
+
+/// A seed experiment's result; serialises to the JSON `--json` writes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExperimentResult {
+    pub experiment: String,
+    /// The seed's number, e.g. `"004"`.
+    pub seed: String,
+    /// What the seed reported, in a line.
+    pub seed_claim: String,
+    /// Whether every counted check that could be told agrees with the seed
+    /// (and at least one could).
+    pub same_direction: bool,
+    pub variants: Vec<VariantResult>,
+    pub metric_specs: Vec<MetricSpec>,
+    pub checks: Vec<Check>,
+    /// The experiment's options.
+    pub params: serde_json::Value,
+    /// Experiment-specific findings beyond the metrics.
+    pub extra: serde_json::Value,
+    pub runs: usize,
+    pub quick: bool,
+    /// Whether this was an optimised build.
+    pub optimized: bool,
+    /// Wall time of the whole experiment, seconds.
+    pub total_s: f64,
+    /// Anything that bears on the numbers.
+    pub notes: Vec<String>,
+}
+
+/// Whether the checks say "same direction": every counted check that
+/// could be told agrees, and at least one could.
+pub fn same_direction(checks: &[Check]) -> bool {
+    let told: Vec<bool> = checks.iter().filter(|c| c.counts).filter_map(|c| c.agrees).collect();
+    !told.is_empty() && told.iter().all(|&a| a)
+}
+
+impl ExperimentResult {
+    pub fn variant(&self, name: &str) -> Option<&VariantResult> {
+        self.variants.iter().find(|v| v.name == name)
+    }
+
+    pub fn spec(&self, metric: &str) -> Option<&MetricSpec> {
+        self.metric_specs.iter().find(|m| m.name == metric)
+    }
+
+    /// The metric's mean (its own kind of mean) in a variant.
+    pub fn mean(&self, variant: &str, metric: &str) -> f64 {
+        let mean = self.spec(metric).map(|s| s.mean).unwrap_or(Mean::Arithmetic);
+        self.variant(variant).map(|v| mean.of(v.samples(metric))).unwrap_or(f64::NAN)
+    }
+
+    /// The compare-kernels table of the metrics marked `table`, one column
+    /// per variant.
+    pub fn comparison(&self) -> (Comparison, Vec<Mean>) {
+        let mut cmp = Comparison::new(self.variants.iter().map(|v| v.name.clone()));
+        let mut means = Vec::new();
+        for m in self.metric_specs.iter().filter(|m| m.table) {
+            cmp.metric(m.name.clone(), m.better, self.variants.iter().map(|v| v.samples(&m.name).to_vec()).collect());
+            means.push(m.mean);
+        }
+        (cmp, means)
+    }
+
+    /// The seed's claim, each check, and the verdict.
+    pub fn render_checks(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "seed {} reported: {}", self.seed, self.seed_claim);
+        let mut rows =
+            vec![vec!["check".to_string(), "seed".to_string(), "this run".to_string(), "same way".to_string()]];
+        for c in &self.checks {
+            let a = match c.agrees {
+                Some(true) => "yes",
+                Some(false) => "NO",
+                None => "n/a",
+            };
+            let a = if c.counts { a.to_string() } else { format!("{a} (not counted)") };
+            rows.push(vec![c.name.clone(), c.seed.clone(), c.measured.clone(), a]);
+        }
+        s.push_str(&render_table(&rows, &[false, false, false, false]));
+        let counted: Vec<&Check> = self.checks.iter().filter(|c| c.counts && c.agrees.is_some()).collect();
+        let agree = counted.iter().filter(|c| c.agrees == Some(true)).count();
+        let uncounted = self.checks.len() - counted.len();
+        let _ = writeln!(
+            s,
+            "same direction as the seed: {} ({agree} of {} counted checks agree{})",
+            if self.same_direction { "YES" } else { "NO" },
+            counted.len(),
+            if uncounted > 0 { format!("; {uncounted} not counted or not told") } else { String::new() }
+        );
+        s
+    }
+
+    /// Pretty JSON, fields in declaration order.
+    pub fn to_json_pretty(&self) -> serde_json::Result<String> {
+        serde_json::to_string_pretty(self)
+    }
+}
+
+/// Counter deltas of several runs as one JSON object: event counters
+/// summed, state counters (levels) as in the last run.
+pub fn sum_vmstat(deltas: &[VmStat]) -> serde_json::Value {
+    let mut m = serde_json::Map::new();
+    for &i in Item::ALL {
+        let v = if i.is_state() {
+            deltas.last().map(|d| d.get(i)).unwrap_or(0)
+        } else {
+            deltas.iter().map(|d| d.get(i)).fold(0u64, u64::wrapping_add)
+        };
+        m.insert(i.name().to_string(), serde_json::Value::from(v));
+    }
+    serde_json::Value::Object(m)
+}
+
+fn clean(samples: &[f64]) -> Vec<f64> {
+    samples.iter().copied().filter(|x| !x.is_nan()).collect()
+}
+
+/// The arithmetic mean, NaNs dropped; NaN when none are left.
+pub fn amean(samples: &[f64]) -> f64 {
+    let v = clean(samples);
+    if v.is_empty() {
+        f64::NAN
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+/// The harmonic mean, NaNs dropped; NaN when none are left or any is not
+/// positive.
+pub fn hmean(samples: &[f64]) -> f64 {
+    let v = clean(samples);
+    if v.is_empty() || v.iter().any(|&x| x <= 0.0) {
+        return f64::NAN;
+    }
+    v.len() as f64 / v.iter().map(|x| 1.0 / x).sum::<f64>()
+}
+
+/// The 97.5% quantile of Student's t with `dof` degrees of freedom
+/// (rounded down, so on the safe side): the critical value of a two-sided
+/// test at 95%.
+pub fn t_critical_95(dof: f64) -> f64 {
+    const T: [f64; 30] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+    ];
+    let d = if dof.is_finite() { dof.floor().max(1.0) } else { f64::INFINITY };
+    match d {
+        d if d <= 30.0 => T[d as usize - 1],
+        d if d < 40.0 => 2.042,
+        d if d < 60.0 => 2.021,
+        d if d < 120.0 => 2.000,
+        d if d < f64::INFINITY => 1.980,
+        _ => 1.960,
+    }
+}
+
+/// Whether the means of `a` and `b` differ significantly: Welch's t-test,
+/// two-sided at 95% (the difference of means exceeds `t * se`, with
+/// `se = sqrt(var_a/n_a + var_b/n_b)` from the sample variances, `t` the
+/// critical value at the Welch-Satterthwaite degrees of freedom; about two
+/// standard errors for many samples, more for few). Needs two samples in
+/// each; false otherwise. With no spread at all, any difference counts.
+pub fn significant(a: &[f64], b: &[f64]) -> bool {
+    let (a, b) = (clean(a), clean(b));
+    if a.len() < 2 || b.len() < 2 {
+        return false;
+    }
+    let var = |v: &[f64]| {
+        let m = amean(v);
+        v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (v.len() - 1) as f64
+    };
+    let (qa, qb) = (var(&a) / a.len() as f64, var(&b) / b.len() as f64);
+    let diff = (amean(&a) - amean(&b)).abs();
+    let se2 = qa + qb;
+    if se2 == 0.0 {
+        return diff > 0.0;
+    }
+    let dof = se2 * se2 / (qa * qa / (a.len() - 1) as f64 + qb * qb / (b.len() - 1) as f64);
+    diff > t_critical_95(dof) * se2.sqrt()
+}
+
+/// A number for a table: four decimals below 10, two up to a million,
+/// none above.
+pub fn fmt_value(v: f64) -> String {
+    if v.is_nan() {
+        "nan".to_string()
+    } else if v.abs() >= 1e6 {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 || v == 0.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+/// A compare-kernels cell: `value (  pct%)`, or mmtests' `value *  pct%*`
+/// when the difference is significant.
+pub fn fmt_cell(value: f64, pct: f64, significant: bool) -> String {
+    if significant {
+        format!("{:>12} *{:>7.2}%*", fmt_value(value), pct)
+    } else {
+        format!("{:>12} ({:>7.2}%)", fmt_value(value), pct)
+    }
+}
+
+/// The rows of [`render_compare`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CmpRow {
+    Min,
+    Mean,
+    Stddev,
+    CoeffVar,
+    Max,
+    BAmean95,
+}
+
+/// Render a comparison as mmtests' compare-kernels: for each metric the
+/// rows Min, Amean (Hmean for a metric whose `means` entry is
+/// [`Mean::Harmonic`]), Stddev, CoeffVar, Max and BAmean-95, one column per
+/// variant, each value followed by its difference against the first
+/// column in percent, positive = better (Stddev and CoeffVar: less is
+/// better). On the mean row a significant difference of means (Welch's
+/// t-test at 95%, see [`significant`]) is marked `value *  pct%*`. `means` is parallel to
+/// `cmp.metrics` (arithmetic where missing).
+pub fn render_compare(cmp: &Comparison, means: &[Mean]) -> String {
+    const CELL_W: usize = 12 + 11;
+    let rows = [CmpRow::Min, CmpRow::Mean, CmpRow::Stddev, CmpRow::CoeffVar, CmpRow::Max, CmpRow::BAmean95];
+    let label_w = 9;
+    let name_w = cmp.metrics.iter().map(|m| m.name.len()).max().unwrap_or(0).max(6);
+    let mut out = String::new();
+    let _ = write!(out, "{:w$}", "", w = label_w + 1 + name_w);
+    for c in &cmp.columns {
+        let _ = write!(out, " {:>w$}", c, w = CELL_W);
+    }
+    out.push('\n');
+    for (mi, m) in cmp.metrics.iter().enumerate() {
+        let mean = means.get(mi).copied().unwrap_or(Mean::Arithmetic);
+        let sums: Vec<Option<Summary>> = m.columns.iter().map(|s| Summary::of(s, m.better)).collect();
+        let value = |ci: usize, row: CmpRow| -> Option<f64> {
+            let s = sums.get(ci).copied().flatten()?;
+            Some(match row {
+                CmpRow::Min => s.min,
+                CmpRow::Mean => mean.of(&m.columns[ci]),
+                CmpRow::Stddev => s.stddev,
+                CmpRow::CoeffVar => s.coeffvar,
+                CmpRow::Max => s.max,
+                CmpRow::BAmean95 => s.bamean95,
+            })
+        };
+        for row in rows {
+            let label = match row {
+                CmpRow::Min => "Min",
+                CmpRow::Mean => mean.label(),
+                CmpRow::Stddev => "Stddev",
+                CmpRow::CoeffVar => "CoeffVar",
+                CmpRow::Max => "Max",
+                CmpRow::BAmean95 => "BAmean-95",
+            };
+            let better = if matches!(row, CmpRow::Stddev | CmpRow::CoeffVar) { Better::Lower } else { m.better };
+            let _ = write!(out, "{:<lw$} {:<nw$}", label, m.name, lw = label_w, nw = name_w);
+            let base = value(0, row);
+            for ci in 0..m.columns.len() {
+                match value(ci, row) {
+                    Some(v) => {
+                        let pct = base.map(|b| pct_better(b, v, better)).unwrap_or(f64::NAN);
+                        let sig = row == CmpRow::Mean && ci > 0 && significant(&m.columns[0], &m.columns[ci]);
+                        let _ = write!(out, " {}", fmt_cell(v, pct, sig));
+                    }
+                    None => {
+                        let _ = write!(out, " {:>w$}", "-", w = CELL_W);
+                    }
+                }
+            }
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// An aligned plain-text table; the first row is the header. `right[i]`
+/// right-aligns column `i`.
+pub fn render_table(rows: &[Vec<String>], right: &[bool]) -> String {
+    let ncols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..ncols)
+        .map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let mut line = String::new();
+        for (c, cell) in r.iter().enumerate() {
+            if c > 0 {
+                line.push_str("  ");
+            }
+            if right.get(c).copied().unwrap_or(false) {
+                let _ = write!(line, "{:>w$}", cell, w = widths[c]);
+            } else {
+                let _ = write!(line, "{:<w$}", cell, w = widths[c]);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// Parse a size: bytes, or a number with K, M, G or T (binary units,
+/// optionally followed by `iB` or `B`), e.g. `128M`, `1.5GiB`, `65536`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let lower = t.to_ascii_lowercase();
+    let body = lower.strip_suffix("ib").or_else(|| lower.strip_suffix('b')).unwrap_or(&lower);
+    let (num, mult) = match body.chars().last() {
+        Some('k') => (&body[..body.len() - 1], 1u64 << 10),
+        Some('m') => (&body[..body.len() - 1], 1 << 20),
+        Some('g') => (&body[..body.len() - 1], 1 << 30),
+        Some('t') => (&body[..body.len() - 1], 1 << 40),
+        _ => (body, 1),
+    };
+    let bad = || format!("{s:?} is not a size (e.g. 128M, 1G, 65536)");
+    let num = num.trim();
+    if num.is_empty() {
+        return Err(bad());
+    }
+    if let Ok(n) = num.parse::<u64>() {
+        return n.checked_mul(mult).ok_or_else(bad);
+    }
+    let f: f64 = num.parse().map_err(|_| bad())?;
+    if !(f.is_finite() && f >= 0.0) || f * mult as f64 >= u64::MAX as f64 {
+        return Err(bad());
+    }
+    Ok((f * mult as f64).round() as u64)
+}
+
+/// A size for people: `128 MiB`, `1.5 GiB`, `64 KiB`, `100 B`.
+pub fn fmt_size(bytes: u64) -> String {
+    const UNITS: [(&str, u64); 4] = [("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+    for (name, u) in UNITS {
+        if bytes >= u {
+            let v = bytes as f64 / u as f64;
+            return if bytes & (u - 1) == 0 { format!("{} {name}", bytes / u) } else { format!("{v:.1} {name}") };
+        }
+    }
+    format!("{bytes} B")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("128M"), Ok(128 << 20));
+        assert_eq!(parse_size("128MiB"), Ok(128 << 20));
+        assert_eq!(parse_size("1g"), Ok(1 << 30));
+        assert_eq!(parse_size("64K"), Ok(64 << 10));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("1.5G"), Ok(3 << 29));
+        assert_eq!(parse_size("10B"), Ok(10));
+        assert!(parse_size("").is_err());
+        assert!(parse_size("M").is_err());
+        assert!(parse_size("-1M").is_err());
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("99999999999T").is_err());
+        assert_eq!(fmt_size(128 << 20), "128 MiB");
+        assert_eq!(fmt_size(3 << 29), "1.5 GiB");
+        assert_eq!(fmt_size(100), "100 B");
+    }
+
+    #[test]
+    fn means_and_significance() {
+        assert!((hmean(&[1.0, 2.0, 4.0]) - 3.0 / 1.75).abs() < 1e-12);
+        assert!(hmean(&[1.0, 0.0]).is_nan());
+        assert!(hmean(&[]).is_nan());
+        assert!((amean(&[1.0, f64::NAN, 3.0]) - 2.0).abs() < 1e-12);
+        assert!(significant(&[10.0, 10.1, 9.9], &[12.0, 12.1, 11.9]));
+        assert!(!significant(&[10.0, 12.0, 8.0], &[11.0, 9.0, 13.0]));
+        assert!(!significant(&[10.0], &[20.0]), "one sample tells nothing");
+        // Two samples each: 3 degrees of freedom at most, t = 3.18 or more,
+        // so two standard errors are not enough.
+        assert!(!significant(&[10.0, 11.0], &[12.5, 13.5]));
+        assert!(significant(&[10.0, 10.0], &[11.0, 11.0]), "no spread: any difference");
+        assert_eq!(t_critical_95(1.0), 12.706);
+        assert_eq!(t_critical_95(2.9), 4.303);
+        assert_eq!(t_critical_95(1000.0), 1.980);
+        assert_eq!(t_critical_95(f64::INFINITY), 1.960);
+    }
+
+    #[test]
+    fn named_keeps_order_and_nan() {
+        let mut n: Named<Samples> = Named::new();
+        n.insert("z", Samples(vec![1.0, f64::NAN]));
+        n.insert("a", Samples(vec![2.0]));
+        n.insert("z", Samples(vec![3.0]));
+        let text = serde_json::to_string(&n).unwrap();
+        assert_eq!(text, r#"{"z":[3.0],"a":[2.0]}"#);
+        let mut m: Named<Samples> = Named::new();
+        m.insert("x", Samples(vec![1.0, f64::NAN]));
+        let text = serde_json::to_string(&m).unwrap();
+        assert_eq!(text, r#"{"x":[1.0,null]}"#);
+        let back: Named<Samples> = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.get("x").unwrap().0[0], 1.0);
+        assert!(back.get("x").unwrap().0[1].is_nan());
+    }
+
+    #[test]
+    fn compare_rows_and_marks() {
+        let mut c = Comparison::new(["old", "new"]);
+        c.metric("t", Better::Lower, vec![vec![10.0, 10.1, 9.9], vec![8.0, 8.1, 7.9]]);
+        c.metric("r", Better::Higher, vec![vec![1.0, 2.0], vec![2.0, 4.0]]);
+        let text = render_compare(&c, &[Mean::Arithmetic, Mean::Harmonic]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 1 + 2 * 6);
+        let am = lines.iter().find(|l| l.starts_with("Amean") && l.contains(" t ")).unwrap();
+        assert!(am.contains("8.0000 *  20.00%*"), "{am}");
+        let hm = lines.iter().find(|l| l.starts_with("Hmean")).unwrap();
+        assert!(hm.contains("1.3333 (   0.00%)") && hm.contains("2.6667 ( 100.00%)"), "{hm}");
+        assert!(lines.iter().any(|l| l.starts_with("BAmean-95")));
+        let t = render_table(&[vec!["a".into(), "1".into()], vec!["bbb".into(), "22".into()]], &[false, true]);
+        assert_eq!(t, "a     1\nbbb  22\n");
+    }
+
+    #[test]
+    fn verdict() {
+        let c = |agrees, counts| Check { name: "x".into(), seed: "".into(), measured: "".into(), agrees, counts };
+        assert!(same_direction(&[c(Some(true), true), c(Some(false), false), c(None, true)]));
+        assert!(!same_direction(&[c(Some(true), true), c(Some(false), true)]));
+        assert!(!same_direction(&[c(None, true)]));
+        assert!(!same_direction(&[]));
+    }
+}

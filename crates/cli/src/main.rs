@@ -12,9 +12,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
+use pcache_workloads::experiment::{parse_set, ExpOpts};
 use pcache_workloads::hitpath::{self, HitpathOpts};
 use pcache_workloads::reclaim_writeback::{self, ReclaimWritebackOpts};
-use pcache_workloads::report::parse_size;
+use pcache_workloads::report::{parse_size, ExperimentResult};
+use pcache_workloads::{dd, lru_contention, small_file_server, sparsetruncate};
 
 #[derive(Parser, Debug)]
 #[command(name = "pcache", version, about = "pcache: the Linux page cache, in userspace")]
@@ -28,6 +30,11 @@ enum Cmd {
     /// Run benchmarks and experiments. Without an experiment, runs the main
     /// job: every experiment in it, at default size.
     Bench(BenchCmd),
+    /// The kernel column's child process (internal): joins the memory
+    /// cgroup CGROUP and runs EXPERIMENT's workload through the kernel's
+    /// page cache with PARAMS (JSON), printing JSON.
+    #[command(name = "__kernel-worker", hide = true)]
+    KernelWorker { experiment: String, cgroup: PathBuf, params: String },
 }
 
 #[derive(Args, Debug)]
@@ -83,6 +90,20 @@ enum Experiment {
     /// writes under memory pressure, Linux 3.1 against 3.2, compare-kernels
     /// report.
     ReclaimWriteback(ReclaimWritebackArgs),
+    /// Seed 000, dd of a file of 1/10 of memory, repeated, async and
+    /// fdatasync, memory and real files: 3.15 vanilla against accessed-v2.
+    Dd(SeedArgs),
+    /// Seed 001, sparse files read once then truncated: drain on every
+    /// pagevec release against once per lifecycle.
+    Sparsetruncate(SeedArgs),
+    /// Seed 002, threads hitting cached pages: 2.6.10 immediate activation
+    /// against batched mark_page_accessed.
+    LruContention(SeedArgs),
+    /// Seed 003, a SPECweb99-like small-file server under streaming, every
+    /// M7 re-mark rule; small-chunk scans and 128-byte random reads.
+    SmallFileServer(SeedArgs),
+    /// List the experiments.
+    List,
 }
 
 impl Experiment {
@@ -90,8 +111,46 @@ impl Experiment {
         match self {
             Experiment::Hitpath(_) => "hitpath",
             Experiment::ReclaimWriteback(_) => "reclaim-writeback",
+            Experiment::Dd(_) => "dd",
+            Experiment::Sparsetruncate(_) => "sparsetruncate",
+            Experiment::LruContention(_) => "lru-contention",
+            Experiment::SmallFileServer(_) => "small-file-server",
+            Experiment::List => "list",
         }
     }
+}
+
+/// Options of the seed experiments.
+#[derive(Args, Debug, Clone, Default)]
+struct SeedArgs {
+    /// Page cache size, e.g. 128M or 1G [default: the experiment's].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    mem: Option<u64>,
+
+    /// Variants to compare, comma-separated; the first is the baseline.
+    #[arg(long, value_name = "NAME,NAME", value_delimiter = ',')]
+    variants: Option<Vec<String>>,
+
+    /// Runs of every measurement. Overrides --rounds.
+    #[arg(long, value_name = "N")]
+    runs: Option<usize>,
+
+    /// Set a tunable for every variant, by name (repeatable), e.g.
+    /// --set dirty_ratio=40 --set remark_rule=PrevIndex.
+    #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_set)]
+    set: Vec<(String, String)>,
+
+    /// Write SVG plots to DIR.
+    #[arg(long, value_name = "DIR")]
+    plot: Option<PathBuf>,
+
+    /// Skip the kernel column.
+    #[arg(long)]
+    no_kernel: bool,
+
+    /// In the main job: always the quick sizes.
+    #[arg(skip)]
+    main_job: bool,
 }
 
 /// The main job: what `pcache bench` runs with no experiment named.
@@ -216,10 +275,35 @@ fn run_reclaim_writeback(args: &ReclaimWritebackArgs, common: &CommonArgs) -> Re
     Ok(Outcome { report: reclaim_writeback::report(&result), json: result.to_json_pretty()? })
 }
 
+type SeedRun = fn(&ExpOpts) -> pcache_workloads::Result<ExperimentResult>;
+type SeedReport = fn(&ExperimentResult) -> String;
+
+fn run_seed(args: &SeedArgs, common: &CommonArgs, run: SeedRun, report: SeedReport) -> Result<Outcome, BoxError> {
+    let opts = ExpOpts {
+        mem_bytes: args.mem,
+        variants: args.variants.clone(),
+        runs: args.runs.or(common.rounds),
+        quick: common.quick || args.main_job,
+        dir: common.dir.clone(),
+        progress: !common.no_progress,
+        seed: common.seed.unwrap_or(1),
+        plot_dir: args.plot.clone(),
+        set: args.set.clone(),
+        kernel: !args.no_kernel,
+    };
+    let result = run(&opts)?;
+    Ok(Outcome { report: report(&result), json: result.to_json_pretty()? })
+}
+
 fn run_experiment(exp: &Experiment, common: &CommonArgs) -> Result<Outcome, BoxError> {
     match exp {
         Experiment::Hitpath(args) => run_hitpath(args, common),
         Experiment::ReclaimWriteback(args) => run_reclaim_writeback(args, common),
+        Experiment::Dd(a) => run_seed(a, common, dd::run, dd::report),
+        Experiment::Sparsetruncate(a) => run_seed(a, common, sparsetruncate::run, sparsetruncate::report),
+        Experiment::LruContention(a) => run_seed(a, common, lru_contention::run, lru_contention::report),
+        Experiment::SmallFileServer(a) => run_seed(a, common, small_file_server::run, small_file_server::report),
+        Experiment::List => Ok(Outcome { report: list_experiments(), json: "{}".into() }),
     }
 }
 
@@ -229,7 +313,7 @@ fn list_experiments() -> String {
     let mut cmd = Cli::command();
     cmd.build();
     if let Some(bench) = cmd.find_subcommand("bench") {
-        for sub in bench.get_subcommands().filter(|s| s.get_name() != "help") {
+        for sub in bench.get_subcommands().filter(|s| !matches!(s.get_name(), "help" | "list")) {
             let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
             let about = about.split_whitespace().collect::<Vec<_>>().join(" ");
             let tag = if main.contains(&sub.get_name()) { " [main job]" } else { "" };
@@ -281,7 +365,7 @@ fn keyed_object(parts: &[(&str, String)]) -> String {
 }
 
 fn bench(cmd: BenchCmd) -> Result<(), BoxError> {
-    if cmd.list {
+    if cmd.list || matches!(cmd.experiment, Some(Experiment::List)) {
         print!("{}", list_experiments());
         return Ok(());
     }
@@ -334,6 +418,15 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.cmd {
         Cmd::Bench(cmd) => bench(cmd),
+        Cmd::KernelWorker { experiment, cgroup, params } => {
+            match pcache_workloads::kernel::worker_main(&experiment, &cgroup, &params) {
+                Ok(v) => {
+                    println!("{v}");
+                    Ok(())
+                }
+                Err(e) => Err(e.into()),
+            }
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -357,7 +450,7 @@ mod tests {
     fn parses_global_options_after_the_experiment() {
         let cli =
             Cli::try_parse_from(["pcache", "bench", "hitpath", "--quick", "--json", "x.json", "--ops", "5"]).unwrap();
-        let Cmd::Bench(b) = cli.cmd;
+        let Cmd::Bench(b) = cli.cmd else { panic!("not bench") };
         assert!(b.common.quick);
         assert_eq!(b.common.json.as_deref(), Some(Path::new("x.json")));
         match b.experiment {
@@ -365,7 +458,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         let cli = Cli::try_parse_from(["pcache", "bench", "--json", "y.json"]).unwrap();
-        let Cmd::Bench(b) = cli.cmd;
+        let Cmd::Bench(b) = cli.cmd else { panic!("not bench") };
         assert!(b.experiment.is_none());
         assert_eq!(b.common.json.as_deref(), Some(Path::new("y.json")));
         assert!(Cli::try_parse_from(["pcache", "bench", "hitpath", "--ops", "many"]).is_err());
@@ -389,7 +482,7 @@ mod tests {
             "/tmp",
         ])
         .unwrap();
-        let Cmd::Bench(b) = cli.cmd;
+        let Cmd::Bench(b) = cli.cmd else { panic!("not bench") };
         assert!(b.common.quick);
         assert_eq!(b.common.dir.as_deref(), Some(Path::new("/tmp")));
         match b.experiment {

@@ -11,11 +11,17 @@
 //! * [`report`]: the result, JSON and report pieces shared by the seed
 //!   experiments.
 
+pub mod dd;
+pub mod experiment;
 pub mod hitpath;
 pub mod kernel;
+pub mod lru_contention;
+pub mod plot;
 mod progress;
 pub mod reclaim_writeback;
 pub mod report;
+pub mod small_file_server;
+pub mod sparsetruncate;
 pub mod stats;
 pub mod variants;
 pub mod zipf;

@@ -63,9 +63,18 @@ pub const PRESETS: &[Preset] = &[
     },
 ];
 
+/// Every experiment's preset table.
+static TABLES: &[&[Preset]] = &[
+    PRESETS,
+    crate::dd::PRESETS,
+    crate::sparsetruncate::PRESETS,
+    crate::lru_contention::PRESETS,
+    crate::small_file_server::PRESETS,
+];
+
 /// The presets of `experiment`, in table order.
 pub fn presets(experiment: &str) -> impl Iterator<Item = &'static Preset> + '_ {
-    PRESETS.iter().filter(move |p| p.experiment == experiment)
+    TABLES.iter().flat_map(|t| t.iter()).filter(move |p| p.experiment == experiment)
 }
 
 /// The preset `name` of `experiment`.

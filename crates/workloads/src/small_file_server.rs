@@ -1,0 +1,21 @@
+//! `pcache bench small-file-server` (seed 003). Not implemented yet.
+
+use crate::experiment::ExpOpts;
+use crate::report::ExperimentResult;
+use crate::variants::Preset;
+use crate::{Error, Result};
+
+pub const EXPERIMENT: &str = "small-file-server";
+
+/// This experiment's variants.
+pub const PRESETS: &[Preset] = &[];
+
+/// Run the experiment.
+pub fn run(_opts: &ExpOpts) -> Result<ExperimentResult> {
+    Err(Error::Invalid(format!("{EXPERIMENT}: not implemented yet")))
+}
+
+/// The human-readable report.
+pub fn report(_r: &ExperimentResult) -> String {
+    String::new()
+}

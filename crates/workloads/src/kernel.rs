@@ -30,7 +30,12 @@ use serde_json::Value;
 pub type Workload = fn(&Value) -> Result<Value, String>;
 
 /// The kernel workloads of the experiments, by experiment name.
-pub static WORKLOADS: &[(&str, Workload)] = &[];
+pub static WORKLOADS: &[(&str, Workload)] = &[
+    (crate::dd::EXPERIMENT, crate::dd::kernel_workload),
+    (crate::sparsetruncate::EXPERIMENT, crate::sparsetruncate::kernel_workload),
+    (crate::lru_contention::EXPERIMENT, crate::lru_contention::kernel_workload),
+    (crate::small_file_server::EXPERIMENT, crate::small_file_server::kernel_workload),
+];
 
 /// The hidden subcommand the child runs.
 pub const WORKER_SUBCOMMAND: &str = "__kernel-worker";

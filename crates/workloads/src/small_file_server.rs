@@ -19,3 +19,10 @@ pub fn run(_opts: &ExpOpts) -> Result<ExperimentResult> {
 pub fn report(_r: &ExperimentResult) -> String {
     String::new()
 }
+
+/// The same workload through the kernel's page cache, run by
+/// `kernel::run` in a child process inside a memory cgroup: parameters in,
+/// measurements out (JSON).
+pub fn kernel_workload(_params: &serde_json::Value) -> std::result::Result<serde_json::Value, String> {
+    Err(format!("{EXPERIMENT}: no kernel workload yet"))
+}

@@ -281,6 +281,10 @@ impl Cache {
                 Item::nr_writeback => self.nr_writeback.load(Ordering::Relaxed).max(0) as u64,
                 Item::nr_dirty_threshold => self.dirty_thresholds().1,
                 Item::nr_dirty_background_threshold => self.dirty_thresholds().0,
+                Item::kswapd_efficiency => {
+                    let scanned = self.vm.sum(Item::pgscan_kswapd);
+                    self.vm.sum(Item::pgsteal_kswapd) * 100 / scanned.max(1)
+                }
                 _ => self.vm.sum(item),
             };
         }

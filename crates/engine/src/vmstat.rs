@@ -44,6 +44,9 @@ items! {
     nr_writeback,
     nr_dirty_threshold,
     nr_dirty_background_threshold,
+    /// pgsteal_kswapd * 100 / pgscan_kswapd, in percent, since the cache
+    /// started (seed 004's "kswapd efficiency"; pcache's own line).
+    kswapd_efficiency,
     // Events.
     /// KiB read from backing devices.
     pgpgin,
@@ -184,6 +187,6 @@ impl VmStat {
 impl Item {
     /// Whether this is a state counter (a level, not a count of events).
     pub fn is_state(self) -> bool {
-        (self as usize) <= Item::nr_dirty_background_threshold as usize
+        (self as usize) <= Item::kswapd_efficiency as usize
     }
 }

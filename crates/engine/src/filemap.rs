@@ -456,21 +456,29 @@ impl Cache {
     pub fn read_pages_io(&self, inode: &Inode, first: u64, pages: &[Pfn]) -> Result<()> {
         let shift = self.page_shift();
         let ps = self.page_size();
-        let mut bufs: Vec<&mut [u8]> = pages
-            .iter()
-            // SAFETY: each page is locked and not uptodate, so no one else
+        let res = if let [pfn] = pages {
+            // A single page (a plain miss) needs no heap allocation.
+            // SAFETY: the page is locked and not uptodate, so no one else
             // writes or reads its frame.
-            .map(|&p| unsafe { self.arena.frame_mut(p) })
-            .collect();
-        let res = inode.dev.read_pages(first << shift, &mut bufs);
+            let mut one = [unsafe { self.arena.frame_mut(*pfn) }];
+            inode.dev.read_pages(first << shift, &mut one)
+        } else {
+            let mut bufs: Vec<&mut [u8]> = pages
+                .iter()
+                // SAFETY: as above, for each page of the run.
+                .map(|&p| unsafe { self.arena.frame_mut(p) })
+                .collect();
+            inode.dev.read_pages(first << shift, &mut bufs)
+        };
         match res {
             Ok(n) => {
                 // Bytes past the device's end read as zeroes.
-                for (i, buf) in bufs.iter_mut().enumerate() {
+                for (i, &pfn) in pages.iter().enumerate() {
                     let start = i * ps;
                     if n < start + ps {
-                        let from = n.saturating_sub(start);
-                        buf[from..].fill(0);
+                        // SAFETY: as above.
+                        let frame = unsafe { self.arena.frame_mut(pfn) };
+                        frame[n.saturating_sub(start)..].fill(0);
                     }
                 }
                 for &p in pages {

@@ -155,9 +155,11 @@ struct SeedArgs {
 
 /// The main job: what `pcache bench` runs with no experiment named.
 fn main_job() -> Vec<Experiment> {
+    let quick = || SeedArgs { main_job: true, ..SeedArgs::default() };
     vec![
         Experiment::Hitpath(HitpathArgs::default()),
         Experiment::ReclaimWriteback(ReclaimWritebackArgs { main_job: true, ..ReclaimWritebackArgs::default() }),
+        Experiment::LruContention(quick()),
     ]
 }
 

@@ -159,6 +159,8 @@ fn main_job() -> Vec<Experiment> {
     vec![
         Experiment::Hitpath(HitpathArgs::default()),
         Experiment::ReclaimWriteback(ReclaimWritebackArgs { main_job: true, ..ReclaimWritebackArgs::default() }),
+        Experiment::Dd(quick()),
+        Experiment::Sparsetruncate(quick()),
         Experiment::LruContention(quick()),
     ]
 }

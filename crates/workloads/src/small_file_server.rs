@@ -179,8 +179,8 @@ pub const PRESETS: &[Preset] = &[
     Preset {
         experiment: EXPERIMENT,
         name: PREV_POS,
-        stands_for: "the merged fix, Linux today: remember prev_pos (where the last read ended) and re-mark \
-                     unless the read continues it inside the same page (RemarkRule::PrevPos)",
+        stands_for: "the fix merged in 2.6.23 and pcache's default: remember prev_pos (where the last read \
+                     ended) and re-mark unless the read continues it inside the same page (RemarkRule::PrevPos)",
         default: true,
         tunables: t_prev_pos,
     },

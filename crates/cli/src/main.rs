@@ -162,6 +162,7 @@ fn main_job() -> Vec<Experiment> {
         Experiment::Dd(quick()),
         Experiment::Sparsetruncate(quick()),
         Experiment::LruContention(quick()),
+        Experiment::SmallFileServer(quick()),
     ]
 }
 

@@ -58,9 +58,12 @@ pub enum RemarkRule {
     Unconditional,
     /// Mohr: `prev_index != index`, or every 32nd repeated hit.
     Every32nd,
-    /// The merged fix: remember `prev_pos` (index and offset of the last
-    /// byte read) and mark unless this read continues the last one inside
-    /// the same page.
+    /// The fix that was merged (2.6.23, "readahead: combine prev_index and
+    /// prev_offset into prev_pos"): remember where the last read ended and
+    /// mark unless this read continues it inside the same page. The
+    /// default. (Linux 5.x/6.x's folio-based filemap_read skips the mark
+    /// whenever a read starts in the folio where the last one ended, which
+    /// for a one-page file re-read from offset 0 behaves like PrevIndex.)
     #[default]
     PrevPos,
 }

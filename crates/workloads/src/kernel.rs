@@ -95,7 +95,8 @@ pub fn run(experiment: &str, mem_bytes: u64, params: &Value) -> Result<Value, St
         return Err(format!("{experiment} has no kernel workload yet"));
     }
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
-    if exe.file_stem().and_then(|s| s.to_str()) != Some("pcache") {
+    // A binary rebuilt while it runs shows as "pcache (deleted)".
+    if !exe.file_name().and_then(|s| s.to_str()).is_some_and(|n| n.starts_with("pcache")) {
         return Err("the kernel column runs only from the pcache binary".into());
     }
     let memcg = Memcg::create(mem_bytes)?;

@@ -146,7 +146,9 @@ impl Cache {
             hot_hints: config.tunables.lru_batching != crate::LruBatching::DanilovBatch,
             pending_free: Mutex::new(Vec::with_capacity(64)),
             nr_pending_free: AtomicU64::new(0),
-            pending_batch: (config.nr_pages() / 64).clamp(1, 64) as usize,
+            // A flush costs a membarrier and a scan of every hazard slot;
+            // up to 1/64 of memory (at most 512 frames) waits for one.
+            pending_batch: (config.nr_pages() / 64).clamp(1, 512) as usize,
         }))
     }
 
@@ -218,12 +220,17 @@ impl Cache {
     /// Return a frame whose last reference is gone. It waits on the pending
     /// list until no hazard pin can still see it (hazard.rs).
     pub fn free_page(&self, pfn: Pfn) {
-        self.vm.inc(Item::pgfree);
+        self.free_pages(&[pfn]);
+    }
+
+    /// free_page for a batch, with one lock of the pending list.
+    pub fn free_pages(&self, pfns: &[Pfn]) {
+        self.vm.add(Item::pgfree, pfns.len() as u64);
         let flush = {
             let mut pending = self.pending_free.lock();
-            // Counted before it can be taken by a flush, which subtracts.
-            self.nr_pending_free.fetch_add(1, Ordering::Relaxed);
-            pending.push(pfn);
+            // Counted before they can be taken by a flush, which subtracts.
+            self.nr_pending_free.fetch_add(pfns.len() as u64, Ordering::Relaxed);
+            pending.extend_from_slice(pfns);
             pending.len() >= self.pending_batch
         };
         if flush {

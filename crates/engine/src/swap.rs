@@ -419,9 +419,7 @@ impl Cache {
                 }
             }
         }
-        for &pfn in pages {
-            self.free_page(pfn);
-        }
+        self.free_pages(pages);
     }
 
     /// __pagevec_release: drain the per-CPU batches (once per lifecycle, or

@@ -5,6 +5,7 @@
 //! pcache bench --list               # the experiments
 //! pcache bench hitpath [--json FILE] [--quick] [--file-mib N] [--hit-pages N] [--ops N]
 //! pcache bench reclaim-writeback [--mem SIZE] [--dir PATH] [--variants 3.1,3.2] [--runs N] [--quick] [--json FILE]
+//!                                 [--set NAME=VALUE]... [--plot DIR] [--no-kernel]
 //! ```
 
 use std::io::Write as _;
@@ -211,6 +212,19 @@ struct ReclaimWritebackArgs {
     #[arg(long, value_name = "N")]
     wb_threads: Option<usize>,
 
+    /// Set a tunable for every variant, by name (repeatable), after its
+    /// preset, e.g. --set dirty_ratio=20.
+    #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_set)]
+    set: Vec<(String, String)>,
+
+    /// Write SVG plots of dirty, writeback and free pages over time to DIR.
+    #[arg(long, value_name = "DIR")]
+    plot: Option<PathBuf>,
+
+    /// Skip the kernel column.
+    #[arg(long)]
+    no_kernel: bool,
+
     /// In the main job: always the quick sizes.
     #[arg(skip)]
     main_job: bool,
@@ -273,6 +287,9 @@ fn run_reclaim_writeback(args: &ReclaimWritebackArgs, common: &CommonArgs) -> Re
     if let Some(v) = args.wb_threads {
         opts.wb_threads = v;
     }
+    opts.set = args.set.clone();
+    opts.plot_dir = args.plot.clone();
+    opts.kernel = !args.no_kernel;
     opts.dir = common.dir.clone();
     opts.progress = !common.no_progress;
     opts.validate()?;
@@ -485,6 +502,13 @@ mod tests {
             "--quick",
             "--dir",
             "/tmp",
+            "--set",
+            "dirty_ratio=20",
+            "--set",
+            "dirty_background_ratio=5",
+            "--plot",
+            "plots",
+            "--no-kernel",
         ])
         .unwrap();
         let Cmd::Bench(b) = cli.cmd else { panic!("not bench") };
@@ -495,11 +519,18 @@ mod tests {
                 assert_eq!(a.mem, Some(64 << 20));
                 assert_eq!(a.variants, Some(vec!["3.2".to_string(), "3.1".to_string()]));
                 assert_eq!(a.runs, Some(2));
+                assert_eq!(
+                    a.set,
+                    [("dirty_ratio".to_string(), "20".to_string()), ("dirty_background_ratio".into(), "5".into())]
+                );
+                assert_eq!(a.plot.as_deref(), Some(Path::new("plots")));
+                assert!(a.no_kernel);
                 assert!(!a.main_job);
             }
             other => panic!("{other:?}"),
         }
         assert!(Cli::try_parse_from(["pcache", "bench", "reclaim-writeback", "--mem", "lots"]).is_err());
+        assert!(Cli::try_parse_from(["pcache", "bench", "reclaim-writeback", "--set", "dirty_ratio"]).is_err());
         assert!(main_job().iter().any(|e| matches!(e, Experiment::ReclaimWriteback(a) if a.main_job)));
     }
 

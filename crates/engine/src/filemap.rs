@@ -31,7 +31,7 @@ use crate::error::{Error, Result};
 use crate::hazard::Hazard;
 use crate::mm::Cache;
 use crate::page::*;
-use crate::pagetree::{entry_pfn, page_entry, PageTree, MARK_DIRTY, PAGE_HOT, SLOT_FROZEN};
+use crate::pagetree::{entry_pfn, page_entry, PageTree, MARK_DIRTY, PAGE_HOT, SHADOW_BIT, SLOT_FROZEN};
 use crate::readahead::FileRaState;
 use crate::vmstat::Item;
 use crate::{AccessedInit, RemarkRule};
@@ -193,7 +193,16 @@ impl Cache {
     /// reader has pinned leave their mappings (`removed`); pinned ones are
     /// thawed with `refs` references back and stay (`kept`). Pages stay
     /// locked either way.
-    pub fn finish_removal(&self, batch: &[(Pfn, Arc<Inode>)], refs: u32, removed: &mut Vec<Pfn>, kept: &mut Vec<Pfn>) {
+    /// Evicted pages (`evict`, from reclaim) leave shadow entries when
+    /// workingset detection is on.
+    pub fn finish_removal(
+        &self,
+        batch: &[(Pfn, Arc<Inode>)],
+        refs: u32,
+        evict: bool,
+        removed: &mut Vec<Pfn>,
+        kept: &mut Vec<Pfn>,
+    ) {
         if batch.is_empty() {
             return;
         }
@@ -209,7 +218,8 @@ impl Cache {
                 page.unfreeze(refs);
                 kept.push(*pfn);
             } else {
-                self.__delete_from_page_cache(inode, *pfn);
+                let shadow = if evict && self.tunables.workingset { self.workingset_eviction() } else { 0 };
+                self.__delete_from_page_cache(inode, *pfn, shadow);
                 removed.push(*pfn);
             }
         }
@@ -416,6 +426,12 @@ impl Cache {
         {
             let _g = inode.tree_lock.lock();
             let old = inode.tree.load(index);
+            if old & SHADOW_BIT != 0 && self.tunables.workingset && self.workingset_refault(old) {
+                // Refaulted within the active list's size: it was part of
+                // the working set; it goes straight to the active list.
+                page.set_nonatomic(PG_ACTIVE);
+                self.workingset_activation();
+            }
             if entry_pfn(old).is_some() {
                 drop(_g);
                 page.refcount.fetch_sub(1, Ordering::Relaxed);
@@ -432,10 +448,11 @@ impl Cache {
         true
     }
 
-    /// __delete_from_page_cache with the tree lock held: the slot empties,
-    /// the page forgets its mapping. The caller drops the cache's reference
+    /// __delete_from_page_cache with the tree lock held: the slot empties (or
+    /// takes `shadow`, the workingset record of an evicted page), the page
+    /// forgets its mapping. The caller drops the cache's reference
     /// afterwards.
-    pub fn __delete_from_page_cache(&self, inode: &Inode, pfn: Pfn) {
+    pub fn __delete_from_page_cache(&self, inode: &Inode, pfn: Pfn, shadow: usize) {
         let page = self.page(pfn);
         let index = page.index();
         debug_assert_eq!(entry_pfn(inode.tree.load(index)), Some(pfn));
@@ -444,7 +461,7 @@ impl Cache {
             page.clear(PG_DIRTY, &self.vm);
         }
         inode.tree.clear_mark(index, MARK_DIRTY);
-        inode.tree.store(index, 0);
+        inode.tree.store(index, shadow);
         inode.nrpages.fetch_sub(1, Ordering::Relaxed);
         self.nr_file_pages.fetch_sub(1, Ordering::Relaxed);
         page.mapping.store(NO_MAPPING, Ordering::Release);

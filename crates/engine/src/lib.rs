@@ -38,6 +38,7 @@ mod truncate;
 mod tunables;
 mod vmscan;
 pub mod vmstat;
+mod workingset;
 
 pub use backing::BackingDev;
 pub use error::{Error, Result};

@@ -61,6 +61,8 @@ pub struct Lists {
 pub struct Lruvec {
     lock: Mutex<Lists>,
     lens: [AtomicU64; NR_LRU_LISTS],
+    /// The workingset clock: evictions plus activations (workingset.rs).
+    pub inactive_age: AtomicU64,
 }
 
 /// lru_lock held.
@@ -78,6 +80,7 @@ impl Lruvec {
                 lens: [0; NR_LRU_LISTS],
             }),
             lens: std::array::from_fn(|_| AtomicU64::new(0)),
+            inactive_age: AtomicU64::new(0),
         }
     }
 

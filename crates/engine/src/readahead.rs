@@ -142,7 +142,7 @@ impl Cache {
             // A marker hit without matching state (interleaved readers): find
             // the first page not cached and ramp from there.
             let mut first_missing = index + 1;
-            while first_missing <= index + max && inode.tree.load(first_missing) != 0 {
+            while first_missing <= index + max && entry_present(inode, first_missing) {
                 first_missing += 1;
             }
             if first_missing - index > max {

@@ -232,6 +232,7 @@ impl Cache {
         page.set(PG_ACTIVE, &self.vm);
         lru.add(pfn, LruList::of_flags(page.flags()));
         self.vm.inc(Item::pgactivate);
+        self.workingset_activation();
     }
 
     /// Queue a per-CPU batched move of `pfn`.

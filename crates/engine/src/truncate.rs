@@ -16,7 +16,7 @@ use crate::error::Result;
 use crate::filemap::Inode;
 use crate::mm::Cache;
 use crate::page::*;
-use crate::pagetree::entry_pfn;
+use crate::pagetree::{entry_pfn, SHADOW_BIT};
 use crate::swap::{PageVec, PAGEVEC_SIZE};
 
 impl Cache {
@@ -71,6 +71,7 @@ impl Cache {
             self.pagevec_release(&mut pv);
             index = next;
         }
+        self.clear_shadows(inode, start, end);
         // Partial pages at the edges.
         let first_page = lstart >> shift;
         let last_page = (lend - 1) >> shift;
@@ -81,6 +82,28 @@ impl Cache {
         }
         if lend & (ps - 1) != 0 && !(start_partial && last_page == first_page) {
             self.zero_page_range(inode, last_page, lstart.max(last_page << shift), lend);
+        }
+    }
+
+    /// Remove the workingset shadow entries of `[start, end)`: what was
+    /// truncated is not a refault when it comes back.
+    fn clear_shadows(&self, inode: &Inode, start: u64, end: u64) {
+        let mut shadows = Vec::new();
+        inode.tree.for_each(start, end, None, &mut |idx, e| {
+            if e & SHADOW_BIT != 0 {
+                shadows.push(idx);
+            }
+            true
+        });
+        if shadows.is_empty() {
+            return;
+        }
+        let _g = inode.tree_lock.lock();
+        for idx in shadows {
+            // Only if still a shadow: a page may have been read in since.
+            if inode.tree.load(idx) & SHADOW_BIT != 0 {
+                inode.tree.store(idx, 0);
+            }
         }
     }
 
@@ -105,7 +128,7 @@ impl Cache {
     fn truncate_complete_page(&self, inode: &Inode, pfn: Pfn) {
         {
             let _g = inode.tree_lock.lock();
-            self.__delete_from_page_cache(inode, pfn);
+            self.__delete_from_page_cache(inode, pfn, 0);
         }
         let page = self.page(pfn);
         page.clear(PG_READAHEAD | PG_REFERENCED | PG_RECLAIM, &self.vm);
@@ -164,7 +187,7 @@ impl Cache {
                 }
             }
             let (mut removed, mut pinned) = (Vec::new(), Vec::new());
-            self.finish_removal(&frozen, 2, &mut removed, &mut pinned);
+            self.finish_removal(&frozen, 2, false, &mut removed, &mut pinned);
             for pfn in removed {
                 // Our lookup reference is the page's last.
                 self.page(pfn).unfreeze(1);

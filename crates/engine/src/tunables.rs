@@ -138,6 +138,9 @@ pub struct Tunables {
     pub dirty_expire_centisecs: u32,
     /// dirty_writeback_centisecs: the flusher's period.
     pub dirty_writeback_centisecs: u32,
+    /// M14: leave shadow entries on eviction and activate pages that
+    /// refault within the active list's size (Linux 3.15 workingset.c).
+    pub workingset: bool,
     /// Whether background kswapd runs. With it off, allocations below the
     /// low watermark reclaim directly (useful for deterministic tests).
     pub kswapd: bool,
@@ -158,6 +161,7 @@ impl Default for Tunables {
             dirty_bytes: 0,
             dirty_expire_centisecs: 3000,
             dirty_writeback_centisecs: 500,
+            workingset: true,
             kswapd: true,
         }
     }

@@ -334,7 +334,7 @@ impl Cache {
         }
         // One hazard check for the batch; pages a reader pinned meanwhile stay.
         let (mut removed, mut pinned) = (Vec::new(), Vec::new());
-        self.finish_removal(&frozen, 2, &mut removed, &mut pinned);
+        self.finish_removal(&frozen, 2, true, &mut removed, &mut pinned);
         for pfn in removed {
             // Frozen at 0 and out of the tree: nobody can see it.
             self.page(pfn).clear_nonatomic(PG_LOCKED);

@@ -35,6 +35,7 @@ pub static WORKLOADS: &[(&str, Workload)] = &[
     (crate::sparsetruncate::EXPERIMENT, crate::sparsetruncate::kernel_workload),
     (crate::lru_contention::EXPERIMENT, crate::lru_contention::kernel_workload),
     (crate::small_file_server::EXPERIMENT, crate::small_file_server::kernel_workload),
+    (crate::reclaim_writeback::EXPERIMENT, crate::reclaim_writeback::kernel_workload),
 ];
 
 /// The hidden subcommand the child runs.

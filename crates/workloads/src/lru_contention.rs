@@ -40,8 +40,9 @@ use std::fmt::Write as _;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use pcache::{Advice, BackingDev, Config, File, Item, LruBatching, PageCache, Tunables, VmStat};
 use rand::rngs::StdRng;
@@ -458,6 +459,90 @@ struct CellOut {
     elapsed_s: f64,
     ops: u64,
     vm: VmStat,
+    /// The LRU list sizes over the timed reads, if this cell was sampled.
+    lru: Vec<LruSample>,
+}
+
+/// One look at the LRU lists during the timed reads.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct LruSample {
+    /// Seconds since the timed reads started.
+    t_s: f64,
+    active: u64,
+    inactive: u64,
+    free: u64,
+}
+
+impl LruSample {
+    fn take(cache: &PageCache, start: Instant) -> Self {
+        let vm = cache.vmstat();
+        LruSample {
+            t_s: start.elapsed().as_secs_f64(),
+            active: vm.get(Item::nr_active_file),
+            inactive: vm.get(Item::nr_inactive_file),
+            free: vm.get(Item::nr_free_pages),
+        }
+    }
+
+    /// nr_active_file / (nr_active_file + nr_inactive_file); NaN if both
+    /// lists are empty.
+    fn active_fraction(&self) -> f64 {
+        let lru = self.active + self.inactive;
+        if lru == 0 {
+            f64::NAN
+        } else {
+            self.active as f64 / lru as f64
+        }
+    }
+}
+
+/// How often the LRU sampler looks when plots are asked for, and otherwise
+/// (the series then only go to the JSON, so it looks less often).
+const SAMPLE_MS_PLOT: u64 = 2;
+const SAMPLE_MS: u64 = 5;
+/// At most this many points of each sampled series go into the JSON.
+const MAX_JSON_POINTS: usize = 200;
+
+fn sample_interval_ms(opts: &LruContentionOpts) -> u64 {
+    if opts.plot_dir.is_some() {
+        SAMPLE_MS_PLOT
+    } else {
+        SAMPLE_MS
+    }
+}
+
+/// The LRU sampler: passes both start barriers with the workers, then
+/// takes a [`LruSample`] every `interval` until `stop` is set.
+///
+/// It hardly disturbs the measurement: it sleeps between looks, and a look
+/// is one `cache.vmstat()`, which takes no lock and touches no page: it
+/// reads the lists' length atomics and the free-page counters and sums the
+/// event counters' per-thread rows (relaxed loads, some microseconds), so
+/// at one look per 2-5 ms it costs well under 1% of one CPU, never makes a
+/// worker wait for a lock, and at most costs a worker a cache miss on a
+/// counter row it just read.
+fn sampler(cache: &PageCache, barrier: &Barrier, stop: &AtomicBool, interval: Duration) -> Vec<LruSample> {
+    barrier.wait();
+    barrier.wait();
+    let start = Instant::now();
+    let mut out = Vec::with_capacity(1024);
+    while !stop.load(Ordering::Relaxed) {
+        out.push(LruSample::take(cache, start));
+        std::thread::sleep(interval);
+    }
+    out
+}
+
+/// At most `max` of `v`, evenly spread, the first and the last included.
+fn downsample<T: Copy>(v: &[T], max: usize) -> Vec<T> {
+    if v.len() <= max {
+        return v.to_vec();
+    }
+    if max < 2 {
+        return v[..max].to_vec();
+    }
+    let last = v.len() - 1;
+    (0..max).map(|i| v[(i * last + (max - 1) / 2) / (max - 1)]).collect()
 }
 
 /// Read page `key` of the working set through `handles` into `buf` and
@@ -498,12 +583,15 @@ fn worker(files: &[File], pages_per_file: u64, warm: &[u32], timed: &[u32], barr
     Ok(())
 }
 
+/// One cell; with `sample`, a sampler thread records the LRU list sizes
+/// during the timed reads.
 fn run_cell(
     tunables: Tunables,
     opts: &LruContentionOpts,
     zipf: &ZipfKeys,
     run: usize,
     threads: usize,
+    sample: bool,
 ) -> Result<CellOut> {
     let cache = PageCache::new(Config {
         memory_bytes: opts.mem_bytes,
@@ -531,8 +619,10 @@ fn run_cell(
         }
     }
     let warm_n = opts.warm_ops_per_thread(threads);
-    let barrier = Barrier::new(threads + 1);
-    let (elapsed_s, before, results) = std::thread::scope(|s| {
+    let barrier = Barrier::new(threads + 1 + sample as usize);
+    let stop = AtomicBool::new(false);
+    let interval = Duration::from_millis(sample_interval_ms(opts));
+    let (elapsed_s, before, results, mut lru) = std::thread::scope(|s| {
         let joins: Vec<_> = (0..threads)
             .map(|i| {
                 let (files, barrier) = (&files, &barrier);
@@ -543,21 +633,37 @@ fn run_cell(
                 })
             })
             .collect();
+        let sampler = sample.then(|| {
+            let (cache, barrier, stop) = (&cache, &barrier, &stop);
+            s.spawn(move || sampler(cache, barrier, stop, interval))
+        });
         barrier.wait();
         let before = cache.vmstat();
         let start = Instant::now();
         barrier.wait();
+        let joined: Vec<std::thread::Result<Result<()>>> = joins.into_iter().map(|j| j.join()).collect();
+        let elapsed_s = start.elapsed().as_secs_f64();
+        // Stop the sampler before a worker's panic goes on, or the scope
+        // would wait for it forever.
+        stop.store(true, Ordering::Relaxed);
+        let mut lru = sampler.map(|j| j.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).unwrap_or_default();
         let results: Vec<Result<()>> =
-            joins.into_iter().map(|j| j.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect();
-        (start.elapsed().as_secs_f64(), before, results)
+            joined.into_iter().map(|r| r.unwrap_or_else(|p| std::panic::resume_unwind(p))).collect();
+        if sample {
+            // The lists as the last reader left them.
+            lru.push(LruSample { t_s: elapsed_s, ..LruSample::take(&cache, start) });
+        }
+        (elapsed_s, before, results, lru)
     });
     let vm = cache.vmstat().delta(&before);
     for r in results {
         r?;
     }
+    // The sampler's clock starts a moment after the main thread's.
+    lru.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
     drop(files);
     drop(cache);
-    Ok(CellOut { elapsed_s, ops: opts.ops_per_thread * threads as u64, vm })
+    Ok(CellOut { elapsed_s, ops: opts.ops_per_thread * threads as u64, vm, lru })
 }
 
 /// The measures of every workload: (measure, unit, better, mean, in the
@@ -651,12 +757,14 @@ pub fn run_opts(opts: &LruContentionOpts) -> Result<ExperimentResult> {
     let phase = progress.phase(EXPERIMENT, (opts.runs * nt * nv) as u64);
     // outs[variant][thread count][run]
     let mut outs: Vec<Vec<Vec<CellOut>>> = (0..nv).map(|_| (0..nt).map(|_| Vec::new()).collect()).collect();
+    // The LRU list sizes are sampled in the first run at the most threads.
+    let sampled_threads = opts.threads.iter().copied().max().unwrap_or(1);
     for r in 0..opts.runs {
         for (ti, &t) in opts.threads.iter().enumerate() {
             let order: Vec<usize> = if r % 2 == 0 { (0..nv).collect() } else { (0..nv).rev().collect() };
             for vi in order {
                 phase.set_message(format!("run {}/{} {} threads {}", r + 1, opts.runs, t, presets[vi].name));
-                let out = run_cell(tunables[vi], opts, &zipf, r, t)?;
+                let out = run_cell(tunables[vi], opts, &zipf, r, t, r == 0 && t == sampled_threads)?;
                 outs[vi][ti].push(out);
                 phase.inc(1);
             }
@@ -665,6 +773,15 @@ pub fn run_opts(opts: &LruContentionOpts) -> Result<ExperimentResult> {
     phase.finish();
 
     let workloads: Vec<String> = opts.threads.iter().map(|&t| workload_name(t)).collect();
+    // (variant, samples) of the sampled cells.
+    let lru_series: Vec<(String, Vec<LruSample>)> = presets
+        .iter()
+        .zip(&mut outs)
+        .map(|(p, o)| {
+            let lru = o.iter_mut().flatten().find(|c| !c.lru.is_empty()).map(|c| std::mem::take(&mut c.lru));
+            (p.name.to_string(), lru.unwrap_or_default())
+        })
+        .collect();
     let mut specs = Vec::new();
     for w in &workloads {
         for &(measure, unit, better, mean, table) in MEASURES {
@@ -717,6 +834,13 @@ pub fn run_opts(opts: &LruContentionOpts) -> Result<ExperimentResult> {
             opts.nr_cpus()
         ));
     }
+    notes.push(format!(
+        "LRU list sizes (nr_active_file, nr_inactive_file, nr_free_pages) sampled every {} ms during the timed \
+         reads of run 1 at {} threads, for every variant: extra.lru_sizes (at most {} points per series)",
+        sample_interval_ms(opts),
+        sampled_threads,
+        MAX_JSON_POINTS
+    ));
     if opts.runs < 2 {
         notes.push("one run: no spread, so no difference can be marked significant".into());
     }
@@ -793,7 +917,10 @@ pub fn run_opts(opts: &LruContentionOpts) -> Result<ExperimentResult> {
             "loadavg_before": load_before,
             "loadavg_after": load_after,
         }),
-        extra: serde_json::json!({ "kernel": kernel_out }),
+        extra: serde_json::json!({
+            "kernel": kernel_out,
+            "lru_sizes": lru_sizes_json(opts, sampled_threads, &lru_series),
+        }),
         runs: opts.runs,
         quick: opts.quick,
         optimized: !cfg!(debug_assertions),
@@ -804,7 +931,7 @@ pub fn run_opts(opts: &LruContentionOpts) -> Result<ExperimentResult> {
     result.same_direction = report::same_direction(&result.checks);
 
     if let Some(dir) = &opts.plot_dir {
-        match plots(&result, opts, dir) {
+        match plots(&result, opts, dir, sampled_threads, &lru_series) {
             Ok(paths) => {
                 let list: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
                 result.notes.push(format!("plots: {}", list.join(", ")));
@@ -816,9 +943,53 @@ pub fn run_opts(opts: &LruContentionOpts) -> Result<ExperimentResult> {
     Ok(result)
 }
 
+/// The sampled LRU list sizes for the JSON: per variant, the series
+/// downsampled to at most [`MAX_JSON_POINTS`] points.
+fn lru_sizes_json(opts: &LruContentionOpts, threads: usize, series: &[(String, Vec<LruSample>)]) -> Value {
+    let num = |x: f64| if x.is_finite() { Value::from(x) } else { Value::Null };
+    let variants: serde_json::Map<String, Value> = series
+        .iter()
+        .map(|(name, samples)| {
+            let d = downsample(samples, MAX_JSON_POINTS);
+            let v = serde_json::json!({
+                "samples": samples.len(),
+                "t_ms": d.iter().map(|x| num((x.t_s * 1e6).round() / 1e3)).collect::<Vec<_>>(),
+                "nr_active_file": d.iter().map(|x| x.active).collect::<Vec<_>>(),
+                "nr_inactive_file": d.iter().map(|x| x.inactive).collect::<Vec<_>>(),
+                "nr_free_pages": d.iter().map(|x| x.free).collect::<Vec<_>>(),
+                "active_fraction": d.iter().map(|x| num(x.active_fraction())).collect::<Vec<_>>(),
+            });
+            (name.clone(), v)
+        })
+        .collect();
+    serde_json::json!({
+        "workload": workload_name(threads),
+        "run": 1,
+        "interval_ms": sample_interval_ms(opts),
+        "cache_pages": opts.cache_pages(),
+        "max_points": MAX_JSON_POINTS,
+        "about": "pages on each list, sampled during the timed reads; t_ms from the start of the timed reads, \
+                  the last point as the last reader finished; active_fraction = active / (active + inactive); \
+                  evenly downsampled when more were taken (samples = how many)",
+        "variants": variants,
+    })
+}
+
+/// A variant's name as part of a file name.
+fn file_part(name: &str) -> String {
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '-' }).collect()
+}
+
 /// Throughput against threads per variant; hit ratio against threads,
-/// with the kernel where it ran.
-fn plots(r: &ExperimentResult, opts: &LruContentionOpts, dir: &Path) -> Result<Vec<PathBuf>> {
+/// with the kernel where it ran; the LRU list sizes over time per variant
+/// and the variants' active fractions over time.
+fn plots(
+    r: &ExperimentResult,
+    opts: &LruContentionOpts,
+    dir: &Path,
+    lru_threads: usize,
+    lru: &[(String, Vec<LruSample>)],
+) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
     let series = |measure: &str, with_kernel: bool| -> Vec<plot::Series> {
         r.variants
@@ -850,7 +1021,48 @@ fn plots(r: &ExperimentResult, opts: &LruContentionOpts, dir: &Path) -> Result<V
         "hit ratio % (mean over runs)",
         &series("hit_ratio_%", true),
     )?;
-    Ok(vec![tp, hp])
+    let mut out = vec![tp, hp];
+    let ms = |x: &LruSample| x.t_s * 1e3;
+    for (name, samples) in lru.iter().filter(|(_, s)| !s.is_empty()) {
+        let p = dir.join(format!("lru-sizes-{}.svg", file_part(name)));
+        plot::line_chart(
+            &p,
+            &format!("lru-contention: LRU lists, {name}, {lru_threads} threads, {} cache", fmt_size(opts.mem_bytes)),
+            "ms into the timed reads",
+            "pages",
+            &[
+                plot::Series {
+                    name: format!("{name} nr_active_file"),
+                    points: samples.iter().map(|x| (ms(x), x.active as f64)).collect(),
+                },
+                plot::Series {
+                    name: format!("{name} nr_inactive_file"),
+                    points: samples.iter().map(|x| (ms(x), x.inactive as f64)).collect(),
+                },
+            ],
+        )?;
+        out.push(p);
+    }
+    let fractions: Vec<plot::Series> = lru
+        .iter()
+        .filter(|(_, s)| !s.is_empty())
+        .map(|(name, samples)| plot::Series {
+            name: name.clone(),
+            points: samples.iter().map(|x| (ms(x), x.active_fraction())).collect(),
+        })
+        .collect();
+    if !fractions.is_empty() {
+        let p = dir.join("lru-active-fraction.svg");
+        plot::line_chart(
+            &p,
+            &format!("lru-contention: active / (active + inactive), {lru_threads} threads"),
+            "ms into the timed reads",
+            "active fraction of the file LRU",
+            &fractions,
+        )?;
+        out.push(p);
+    }
+    Ok(out)
 }
 
 /// The 1-minute load average, as /proc/loadavg gives it ("?" if unknown).
@@ -1521,5 +1733,23 @@ mod tests {
         fill_page(&mut page, 3, 77);
         assert!(check_page(&page, 3, 77, "t").is_ok());
         assert!(check_page(&page, 3, 78, "t").is_err());
+    }
+
+    // Goal: downsampling keeps at most the asked-for points, evenly
+    // spread, the first and the last among them, in order.
+    #[test]
+    fn downsampling() {
+        let v: Vec<u32> = (0..1000).collect();
+        let d = downsample(&v, 200);
+        assert_eq!(d.len(), 200);
+        assert_eq!((d[0], d[199]), (0, 999));
+        assert!(d.windows(2).all(|w| w[0] < w[1] && w[1] - w[0] <= 6));
+        assert_eq!(downsample(&v[..150], 200), v[..150]);
+        assert_eq!(downsample(&v[..3], 2), [0, 2]);
+        assert_eq!(downsample(&v[..3], 1), [0]);
+        assert!(downsample(&v, 0).is_empty());
+        let s = LruSample { t_s: 0.0, active: 1, inactive: 3, free: 0 };
+        assert_eq!(s.active_fraction(), 0.25);
+        assert!(LruSample { active: 0, inactive: 0, ..s }.active_fraction().is_nan());
     }
 }

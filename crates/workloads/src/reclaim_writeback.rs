@@ -28,15 +28,30 @@
 //! outside the timing and that time reported as `sync_s`. Every run gets a
 //! fresh cache and its files are unlinked after it. Runs alternate the
 //! order of the variants (even runs in the given order, odd runs reversed).
+//!
+//! `opts.set` sets tunables by name for every variant, after its preset
+//! ([`experiment::apply_sets`]). With `opts.plot_dir`, a sampler thread
+//! reads `nr_dirty + nr_writeback` and `nr_free_pages` every
+//! [`SAMPLE_INTERVAL_MS`] ms during the first run of each workload (its
+//! sync included), drawn as one chart per workload and counter, one line
+//! per variant. With `opts.kernel`, the fsmark and simple-wb workloads
+//! also run through `std::fs` (buffered, no fsync, syncfs after, untimed)
+//! in a memory cgroup of `mem_bytes` ([`kernel_workload`]), shown as one
+//! more column, "kernel", for elapsed and files/s.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Barrier;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use pcache::{Config, File, Item, OpenOptions, PageCache, VmStat};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
+use crate::experiment;
+use crate::kernel;
+use crate::plot;
 use crate::progress::Progress;
 use crate::report::{
     self, fmt_cell, fmt_size, render_compare, render_table, significant, sum_vmstat, Check, ExperimentResult, Mean,
@@ -62,6 +77,10 @@ const FSMARK_CHUNK: u64 = 64 * KIB;
 const BLOCK: u64 = MIB;
 /// Kswapd efficiency may move this many points and still be "unchanged".
 pub const EFFICIENCY_TOLERANCE_POINTS: f64 = 10.0;
+/// The name of the kernel column.
+pub const KERNEL_COLUMN: &str = "kernel";
+/// The plots' sampler reads the counters this often.
+pub const SAMPLE_INTERVAL_MS: u64 = 2;
 
 /// What to run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -93,6 +112,21 @@ pub struct ReclaimWritebackOpts {
     pub progress: bool,
     /// A label: whether these are the reduced `quick` sizes.
     pub quick: bool,
+    /// Tunables set by name for every variant, applied after the preset
+    /// (`--set NAME=VALUE`).
+    #[serde(default)]
+    pub set: Vec<(String, String)>,
+    /// Write SVG plots of dirty, writeback and free pages over time here.
+    #[serde(default)]
+    pub plot_dir: Option<PathBuf>,
+    /// Try the kernel column (the fsmark and simple-wb workloads through
+    /// the kernel's page cache in a memory cgroup of `mem_bytes`).
+    #[serde(default = "yes")]
+    pub kernel: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl Default for ReclaimWritebackOpts {
@@ -111,6 +145,9 @@ impl Default for ReclaimWritebackOpts {
             dir: None,
             progress: true,
             quick: false,
+            set: Vec::new(),
+            plot_dir: None,
+            kernel: true,
         }
     }
 }
@@ -166,8 +203,16 @@ impl ReclaimWritebackOpts {
                 return bad(format!("{what} {r} must be above 0 and at most 64"));
             }
         }
-        variants::resolve(EXPERIMENT, &self.variants)?;
+        // Refuse bad --set values before anything runs.
+        for p in variants::resolve(EXPERIMENT, &self.variants)? {
+            self.tunables(p)?;
+        }
         Ok(())
+    }
+
+    /// A variant's tunables: its preset, then the `--set` overrides.
+    fn tunables(&self, p: &Preset) -> Result<pcache::Tunables> {
+        experiment::apply_sets((p.tunables)(), &self.set)
     }
 
     fn wb_threads(&self) -> usize {
@@ -262,6 +307,39 @@ struct RunOut {
     sync_s: f64,
     files: u64,
     vm: VmStat,
+    /// The sampler's readings, when asked for.
+    timeline: Vec<Sample>,
+}
+
+/// One reading of the plots' sampler.
+#[derive(Clone, Copy, Debug)]
+struct Sample {
+    /// Milliseconds since the workload started.
+    ms: f64,
+    /// nr_dirty + nr_writeback.
+    dirty_wb: u64,
+    nr_free: u64,
+}
+
+fn sample_now(cache: &PageCache, t0: Instant) -> Sample {
+    let vm = cache.vmstat();
+    Sample {
+        ms: t0.elapsed().as_secs_f64() * 1e3,
+        dirty_wb: vm.get(Item::nr_dirty) + vm.get(Item::nr_writeback),
+        nr_free: vm.get(Item::nr_free_pages),
+    }
+}
+
+/// Read the counters every [`SAMPLE_INTERVAL_MS`] until `stop`, then once
+/// more.
+fn sampler(cache: &PageCache, stop: &AtomicBool, t0: Instant) -> Vec<Sample> {
+    let mut out = Vec::new();
+    while !stop.load(Ordering::Acquire) {
+        out.push(sample_now(cache, t0));
+        std::thread::sleep(Duration::from_millis(SAMPLE_INTERVAL_MS));
+    }
+    out.push(sample_now(cache, t0));
+    out
 }
 
 const CREATE: OpenOptions = OpenOptions { create: true, truncate: true, direct: true };
@@ -389,20 +467,40 @@ fn run_workload(
     }
 }
 
-fn run_one(preset: &Preset, w: Workload, opts: &ReclaimWritebackOpts, dir: &Path, buf: &[u8]) -> Result<RunOut> {
+/// One run of `w` in a fresh cache; with `sample`, a sampler thread reads
+/// the dirty, writeback and free pages from the start of the workload to
+/// the end of its sync.
+fn run_one(
+    preset: &Preset,
+    w: Workload,
+    opts: &ReclaimWritebackOpts,
+    dir: &Path,
+    buf: &[u8],
+    sample: bool,
+) -> Result<RunOut> {
     let cache =
-        PageCache::new(Config { memory_bytes: opts.mem_bytes, tunables: (preset.tunables)(), ..Config::default() })?;
+        PageCache::new(Config { memory_bytes: opts.mem_bytes, tunables: opts.tunables(preset)?, ..Config::default() })?;
     let before = cache.vmstat();
-    let (elapsed_s, files, paths) = run_workload(&cache, w, opts, dir, buf)?;
-    let t = Instant::now();
-    cache.sync_all()?;
-    let sync_s = t.elapsed().as_secs_f64();
+    let stop = AtomicBool::new(false);
+    let t0 = Instant::now();
+    let (res, timeline) = std::thread::scope(|s| {
+        let sampler = sample.then(|| s.spawn(|| sampler(&cache, &stop, t0)));
+        let res = run_workload(&cache, w, opts, dir, buf).and_then(|(elapsed_s, files, paths)| {
+            let t = Instant::now();
+            cache.sync_all()?;
+            Ok((elapsed_s, t.elapsed().as_secs_f64(), files, paths))
+        });
+        stop.store(true, Ordering::Release);
+        let timeline = sampler.map(|j| j.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).unwrap_or_default();
+        (res, timeline)
+    });
+    let (elapsed_s, sync_s, files, paths) = res?;
     let vm = cache.vmstat().delta(&before);
     for p in &paths {
         cache.unlink(p)?;
     }
     drop(cache);
-    Ok(RunOut { elapsed_s, sync_s, files, vm })
+    Ok(RunOut { elapsed_s, sync_s, files, vm, timeline })
 }
 
 /// Non-zero bytes to write.
@@ -504,14 +602,14 @@ pub fn run(opts: &ReclaimWritebackOpts) -> Result<ExperimentResult> {
             let order: Vec<usize> = if r % 2 == 0 { (0..nv).collect() } else { (0..nv).rev().collect() };
             for vi in order {
                 phase.set_message(format!("run {}/{} {} {}", r + 1, opts.runs, w.name(), presets[vi].name));
-                let out = run_one(presets[vi], w, opts, tmp.path(), &buf)?;
+                let sample = r == 0 && opts.plot_dir.is_some();
+                let out = run_one(presets[vi], w, opts, tmp.path(), &buf, sample)?;
                 outs[vi][wi].push(out);
                 phase.inc(1);
             }
         }
     }
     phase.finish();
-    drop(tmp);
 
     // Metrics, in workload order.
     let mut specs = Vec::new();
@@ -567,6 +665,38 @@ pub fn run(opts: &ReclaimWritebackOpts) -> Result<ExperimentResult> {
     if cfg!(debug_assertions) {
         notes.push("debug build: run with --release for meaningful timings".into());
     }
+    if !opts.set.is_empty() {
+        let sets: Vec<String> = opts.set.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        notes.push(format!("tunables set for every variant, after its preset: {}", sets.join(", ")));
+    }
+
+    // The kernel column.
+    let mut kernel_out = Value::Null;
+    if opts.kernel {
+        match kernel_column(opts, &workloads, tmp.path()) {
+            Ok((col, v, mut kn)) => {
+                variants_out.push(col);
+                kernel_out = v;
+                notes.append(&mut kn);
+            }
+            Err(why) => notes.push(format!("kernel column not available: {why}")),
+        }
+    } else {
+        notes.push("kernel column not run (--no-kernel)".into());
+    }
+    drop(tmp);
+
+    if let Some(dir) = &opts.plot_dir {
+        let names: Vec<&str> = presets.iter().map(|p| p.name).collect();
+        match plot_timelines(dir, &names, &workloads, &outs, opts) {
+            Ok(files) => notes.push(format!(
+                "plots (first run of each workload, sampled every {SAMPLE_INTERVAL_MS} ms by a thread of its own, \
+                 which that run's timings carry): {}",
+                files.join(", ")
+            )),
+            Err(e) => notes.push(format!("plots not written: {e}")),
+        }
+    }
 
     let mut result = ExperimentResult {
         experiment: EXPERIMENT.into(),
@@ -586,6 +716,7 @@ pub fn run(opts: &ReclaimWritebackOpts) -> Result<ExperimentResult> {
             "timing": "elapsed_s: first write to the return of the last (files closed), no sync; \
                        sync_s: the sync_all after, untimed in elapsed",
             "vmstat": "deltas per workload, event counters summed over the runs",
+            "kernel_column": opts.kernel,
         }),
         runs: opts.runs,
         quick: opts.quick,
@@ -609,6 +740,7 @@ pub fn run(opts: &ReclaimWritebackOpts) -> Result<ExperimentResult> {
     let ex_map: serde_json::Map<String, serde_json::Value> =
         exercised.iter().map(|(w, e)| (w.clone(), serde_json::Value::from(*e))).collect();
     result.extra = serde_json::json!({
+        "kernel": kernel_out,
         "exercised": ex_map,
         "exercised_means": "reclaim met dirty pages at the inactive tail in some variant: nr_vmscan_write + \
                             nr_vmscan_immediate_reclaim > 0",
@@ -616,6 +748,215 @@ pub fn run(opts: &ReclaimWritebackOpts) -> Result<ExperimentResult> {
     result.checks = checks(&result, &exercised);
     result.same_direction = report::same_direction(&result.checks);
     Ok(result)
+}
+
+fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default()
+}
+
+/// Run the kernel column (fsmark and simple-wb): the column, the worker's
+/// JSON and notes, or why not.
+fn kernel_column(
+    opts: &ReclaimWritebackOpts,
+    workloads: &[Workload],
+    tmp: &Path,
+) -> std::result::Result<(VariantResult, Value, Vec<String>), String> {
+    let dir = tmp.join("kernel");
+    std::fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let ws: Vec<Value> = workloads
+        .iter()
+        .filter_map(|&w| match w {
+            Workload::Fsmark { threads, per_thread } => Some(serde_json::json!({
+                "name": w.name(), "kind": "fsmark", "threads": threads, "files": per_thread,
+                "file_bytes": opts.fsmark_file_bytes, "chunk_bytes": FSMARK_CHUNK,
+            })),
+            Workload::SimpleWb { threads, blocks } => Some(serde_json::json!({
+                "name": w.name(), "kind": "simple-wb", "threads": threads, "files": 1,
+                "file_bytes": blocks as u64 * BLOCK, "chunk_bytes": BLOCK,
+            })),
+            Workload::MmapStrm { .. } => None,
+        })
+        .collect();
+    let params = serde_json::json!({
+        "dir": dir.to_string_lossy(),
+        "runs": opts.runs,
+        "workloads": ws,
+    });
+    let v = kernel::run(EXPERIMENT, opts.mem_bytes, &params)?;
+    let out = v.get("workloads").and_then(|w| w.as_object()).ok_or("the kernel worker returned no workloads")?;
+    let mut metrics: Named<Samples> = Named::new();
+    for &w in workloads {
+        let n = w.name();
+        let Some(x) = out.get(&n) else { continue };
+        let list = |k: &str| -> Vec<f64> {
+            x.get(k)
+                .and_then(|a| a.as_array())
+                .map(|a| a.iter().map(|x| x.as_f64().unwrap_or(f64::NAN)).collect())
+                .unwrap_or_default()
+        };
+        let el = list("elapsed_s");
+        if el.is_empty() {
+            continue;
+        }
+        if matches!(w, Workload::Fsmark { .. }) {
+            let files = x.get("files").and_then(|f| f.as_u64()).unwrap_or(0) as f64;
+            metrics.insert(format!("{n} files/s"), Samples(el.iter().map(|&s| files / s.max(1e-9)).collect()));
+        }
+        metrics.insert(format!("{n} elapsed_s"), Samples(el));
+        metrics.insert(format!("{n} sync_s"), Samples(list("sync_s")));
+    }
+    if metrics.is_empty() {
+        return Err("the kernel worker measured nothing".into());
+    }
+    let fs = v.get("file_fs").and_then(|x| x.as_str()).unwrap_or("?");
+    let notes = vec![format!(
+        "kernel column: the host kernel ({}) through std::fs, buffered, in a memory cgroup of {}: fsmark and \
+         simple-wb only (no mmap-strm), files on {fs} in {}, closed without fsync, then syncfs outside the \
+         timing; no vmstat, so no counters, and the kernel's own dirty limits (not dirty_ratio 40)",
+        kernel_release(),
+        fmt_size(opts.mem_bytes),
+        opts.dir.as_deref().map(|d| d.display().to_string()).unwrap_or_else(|| "the system temp dir".into())
+    )];
+    let col = VariantResult {
+        name: KERNEL_COLUMN.into(),
+        stands_for: format!(
+            "the host kernel's page cache (Linux {}), the same fsmark and simple-wb through std::fs in a memory \
+             cgroup of {}",
+            kernel_release(),
+            fmt_size(opts.mem_bytes)
+        ),
+        metrics,
+        vmstat: Named::new(),
+    };
+    Ok((col, v, notes))
+}
+
+/// Whether `dir` is on a tmpfs.
+fn is_tmpfs(dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else { return false };
+    // SAFETY: a NUL-terminated path and a valid out-pointer.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::statfs(c.as_ptr(), &mut st) };
+    r == 0 && st.f_type as i64 == TMPFS_MAGIC
+}
+
+/// The fsmark and simple-wb workloads through the kernel's page cache (run
+/// in the memory cgroup by [`kernel::run`]), as fs_mark -S0 runs them:
+/// every thread creates its files with `std::fs`, writes them in chunks and
+/// closes them without fsync, timed; then a syncfs of the directory,
+/// timed apart, and the files are removed. Parameters: `dir`, `runs`,
+/// `workloads` (each `name`, `threads`, `files` per thread, `file_bytes`,
+/// `chunk_bytes`). Returns `{"workloads": {"fsmark-1t": {"files": n,
+/// "elapsed_s": [...], "sync_s": [...]}, ...}, "file_fs": "..."}`.
+pub fn kernel_workload(params: &Value) -> std::result::Result<Value, String> {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    let dir = PathBuf::from(params.get("dir").and_then(|d| d.as_str()).ok_or("parameter dir missing")?);
+    let runs = params.get("runs").and_then(|r| r.as_u64()).ok_or("parameter runs missing")?.max(1);
+    let ws = params.get("workloads").and_then(|w| w.as_array()).ok_or("parameter workloads missing")?;
+    let dir_file = std::fs::File::open(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let syncfs = || -> std::result::Result<(), String> {
+        // SAFETY: a valid fd of an open directory.
+        if unsafe { libc::syncfs(dir_file.as_raw_fd()) } != 0 {
+            return Err(format!("syncfs {}: {}", dir.display(), std::io::Error::last_os_error()));
+        }
+        Ok(())
+    };
+    // Start from a clean filesystem.
+    syncfs()?;
+    let mut out = serde_json::Map::new();
+    for w in ws {
+        let num = |k: &str| w.get(k).and_then(|x| x.as_u64()).ok_or_else(|| format!("workload parameter {k} missing"));
+        let name = w.get("name").and_then(|x| x.as_str()).ok_or("workload parameter name missing")?;
+        let threads = num("threads")?.clamp(1, 256) as usize;
+        let files = num("files")? as usize;
+        let file_bytes = num("file_bytes")?;
+        let chunk = num("chunk_bytes")?.clamp(1, 64 * MIB);
+        let buf = pattern(chunk as usize);
+        let (mut elapsed, mut sync) = (Vec::new(), Vec::new());
+        for _ in 0..runs {
+            let timed = parallel(threads, |t, paths| {
+                for i in 0..files {
+                    let path = dir.join(format!("{name}-{t:03}-{i:05}"));
+                    let err = |e: std::io::Error| Error::io(format!("writing {}", path.display()), e);
+                    let mut f = std::fs::File::create(&path).map_err(err)?;
+                    paths.push(path.clone());
+                    let mut off = 0;
+                    while off < file_bytes {
+                        let n = chunk.min(file_bytes - off) as usize;
+                        f.write_all(&buf[..n]).map_err(err)?;
+                        off += n as u64;
+                    }
+                    drop(f);
+                }
+                Ok(())
+            });
+            let (secs, paths) = timed.map_err(|e| e.to_string())?;
+            let t = Instant::now();
+            syncfs()?;
+            sync.push(t.elapsed().as_secs_f64());
+            elapsed.push(secs);
+            for p in &paths {
+                std::fs::remove_file(p).map_err(|e| format!("removing {}: {e}", p.display()))?;
+            }
+        }
+        out.insert(
+            name.to_string(),
+            serde_json::json!({ "files": threads * files, "elapsed_s": elapsed, "sync_s": sync }),
+        );
+    }
+    let file_fs = if is_tmpfs(&dir) { "tmpfs" } else { "a disk filesystem" };
+    Ok(serde_json::json!({ "workloads": out, "file_fs": file_fs }))
+}
+
+/// Dirty + writeback and free pages over the first run of each workload,
+/// one line per variant: two charts per workload.
+fn plot_timelines(
+    dir: &Path,
+    names: &[&str],
+    workloads: &[Workload],
+    outs: &[Vec<Vec<RunOut>>],
+    opts: &ReclaimWritebackOpts,
+) -> Result<Vec<String>> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+    let mut files = Vec::new();
+    for (wi, &w) in workloads.iter().enumerate() {
+        let n = w.name();
+        for (what, label, f) in [
+            ("dirty", "nr_dirty + nr_writeback (pages)", (|s: &Sample| s.dirty_wb) as fn(&Sample) -> u64),
+            ("free", "nr_free_pages (pages)", |s: &Sample| s.nr_free),
+        ] {
+            let series: Vec<plot::Series> = names
+                .iter()
+                .zip(outs)
+                .filter_map(|(name, per_w)| {
+                    let tl = &per_w[wi].first()?.timeline;
+                    (!tl.is_empty()).then(|| plot::Series {
+                        name: name.to_string(),
+                        points: tl.iter().map(|s| (s.ms, f(s) as f64)).collect(),
+                    })
+                })
+                .collect();
+            if series.is_empty() {
+                continue;
+            }
+            let path = dir.join(format!("{EXPERIMENT}-{n}-{what}.svg"));
+            plot::line_chart(
+                &path,
+                &format!(
+                    "{EXPERIMENT} {n}: {what} pages, run 1, {} cache (the sync included)",
+                    fmt_size(opts.mem_bytes)
+                ),
+                "time since the first write (ms)",
+                label,
+                &series,
+            )?;
+            files.push(path.display().to_string());
+        }
+    }
+    Ok(files)
 }
 
 /// Whether reclaim met dirty pages in workload `w` under some variant:
@@ -802,6 +1143,10 @@ pub fn report(r: &ExperimentResult) -> String {
         let mut row = vec![label];
         for v in &r.variants {
             let m = r.mean(&v.name, metric);
+            if m.is_nan() {
+                row.push("-".into());
+                continue;
+            }
             let sig = v.name != r.variants[0].name && significant(r.variants[0].samples(metric), v.samples(metric));
             row.push(fmt_cell(m, pct_better(base, m, spec.better), sig).trim_start().to_string());
         }
@@ -922,5 +1267,42 @@ mod tests {
         assert_eq!(w[4], Workload::MmapStrm { blocks: 192, mix_blocks: 64 });
         let names: Vec<String> = w.iter().map(|w| w.name()).collect();
         assert_eq!(names, ["fsmark-1t", "fsmark-4t", "fsmark-16t", "simple-wb", "mmap-strm"]);
+    }
+
+    // Goal: the kernel workload (run here in-process, no cgroup) writes and
+    // times every workload it is given, every run, and leaves no file.
+    #[test]
+    fn kernel_workload_times_every_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let params = serde_json::json!({
+            "dir": dir.path().to_string_lossy(),
+            "runs": 2,
+            "workloads": [
+                {"name": "fsmark-2t", "threads": 2, "files": 3, "file_bytes": 100_000, "chunk_bytes": FSMARK_CHUNK},
+                {"name": "simple-wb", "threads": 2, "files": 1, "file_bytes": 2 * MIB, "chunk_bytes": BLOCK},
+            ],
+        });
+        let v = kernel_workload(&params).unwrap();
+        for (w, files) in [("fsmark-2t", 6), ("simple-wb", 2)] {
+            assert_eq!(v["workloads"][w]["files"], files, "{v}");
+            for k in ["elapsed_s", "sync_s"] {
+                let el = v["workloads"][w][k].as_array().unwrap();
+                assert_eq!(el.len(), 2, "{w} {k}");
+                assert!(el.iter().all(|x| x.as_f64().is_some_and(|x| x >= 0.0)), "{w} {k}");
+            }
+        }
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        assert!(kernel_workload(&serde_json::json!({})).is_err());
+    }
+
+    // Goal: --set names are checked by validate, before anything runs.
+    #[test]
+    fn sets_are_validated() {
+        let o = ReclaimWritebackOpts { set: vec![("dirty_ratio".into(), "20".into())], ..ReclaimWritebackOpts::tiny() };
+        assert!(o.validate().is_ok());
+        let p = variants::resolve(EXPERIMENT, &o.variants).unwrap();
+        assert_eq!(o.tunables(p[0]).unwrap().dirty_ratio, 20);
+        let bad = ReclaimWritebackOpts { set: vec![("nosuch".into(), "1".into())], ..o };
+        assert!(matches!(bad.validate(), Err(Error::Invalid(_))));
     }
 }

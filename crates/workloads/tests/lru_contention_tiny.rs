@@ -1,15 +1,16 @@
 //! Runs `lru-contention` at a tiny size and checks that the report and the
 //! JSON are complete: every variant, every metric of every thread count,
-//! the vmstat deltas, the checks. Asserts nothing about timings or about
-//! which variant is faster; only about counts that follow from the
-//! variants' definitions.
+//! the vmstat deltas, the checks, the sampled LRU list sizes, the plots.
+//! Asserts nothing about timings or about which variant is faster; only
+//! about counts that follow from the variants' definitions.
 
 use pcache_workloads::lru_contention::{self, LruContentionOpts};
 use pcache_workloads::report::ExperimentResult;
 
 #[test]
 fn lru_contention_tiny_report_and_json_are_complete() {
-    let opts = LruContentionOpts::tiny();
+    let plots = tempfile::tempdir().unwrap();
+    let opts = LruContentionOpts { plot_dir: Some(plots.path().to_path_buf()), ..LruContentionOpts::tiny() };
     let result = lru_contention::run_opts(&opts).expect("lru-contention runs");
     let text = result.to_json_pretty().expect("serialises");
     let json: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
@@ -88,6 +89,54 @@ fn lru_contention_tiny_report_and_json_are_complete() {
     assert!(checks.iter().any(|c| c["name"].as_str().is_some_and(|n| n.contains("hit ratio"))));
     assert_eq!(json["metric_specs"].as_array().map(Vec::len), Some(names.len()));
     assert!(json["notes"].as_array().is_some_and(|n| n.iter().any(|n| n.as_str().unwrap().contains("kernel column"))));
+
+    // The LRU list sizes, sampled at the most threads, per variant: the
+    // series are as long as each other, at most 200 points, the lists
+    // never hold more pages than the cache, the fraction is in [0, 1].
+    let lru = &json["extra"]["lru_sizes"];
+    assert_eq!(lru["workload"], "zipf-2t", "{lru}");
+    let cache_pages = opts.mem_bytes / 4096;
+    let series = lru["variants"].as_object().expect("extra.lru_sizes.variants");
+    let mut keys: Vec<&str> = series.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["2.6.10", "batched", "danilov"]);
+    for name in ["2.6.10", "danilov", "batched"] {
+        let v = &series.get(name).unwrap_or_else(|| panic!("extra.lru_sizes lacks {name}"));
+        let col = |k: &str| v[k].as_array().unwrap_or_else(|| panic!("{name} lacks {k}")).clone();
+        let t = col("t_ms");
+        assert!(!t.is_empty() && t.len() <= 200, "{name}: {} points", t.len());
+        assert!(v["samples"].as_u64().unwrap() >= t.len() as u64);
+        let ts: Vec<f64> = t.iter().map(|x| x.as_f64().unwrap()).collect();
+        assert!(ts.windows(2).all(|w| w[0] <= w[1]), "{name}: time goes forward: {ts:?}");
+        for k in ["nr_active_file", "nr_inactive_file", "nr_free_pages", "active_fraction"] {
+            assert_eq!(col(k).len(), t.len(), "{name} {k}");
+        }
+        for (a, i) in col("nr_active_file").iter().zip(col("nr_inactive_file")) {
+            let (a, i) = (a.as_u64().unwrap(), i.as_u64().unwrap());
+            assert!(a + i <= cache_pages && a + i > 0, "{name}: {a} + {i} pages on the lists");
+        }
+        for f in col("active_fraction") {
+            let f = f.as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&f), "{name}: active fraction {f}");
+        }
+    }
+
+    // The plots: throughput, hit ratio, one of the list sizes per variant,
+    // one of the active fractions naming every variant.
+    let svg = |f: &str| std::fs::read_to_string(plots.path().join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+    for f in ["lru-contention-throughput.svg", "lru-contention-hit-ratio.svg"] {
+        assert!(svg(f).starts_with("<svg"), "{f}");
+    }
+    for name in ["2.6.10", "danilov", "batched"] {
+        let sizes = svg(&format!("lru-sizes-{name}.svg"));
+        assert!(sizes.starts_with("<svg") && sizes.contains(name), "lru-sizes-{name}.svg");
+        assert!(sizes.contains("nr_active_file") && sizes.contains("nr_inactive_file"));
+    }
+    let fraction = svg("lru-active-fraction.svg");
+    for name in ["2.6.10", "danilov", "batched"] {
+        assert!(fraction.contains(name), "lru-active-fraction.svg lacks {name}");
+    }
+    assert!(json["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().contains("lru-active-fraction.svg")));
 
     // The JSON reads back.
     let back: ExperimentResult = serde_json::from_str(&text).expect("deserialises");

@@ -7,7 +7,14 @@ use pcache_workloads::report::ExperimentResult;
 
 #[test]
 fn reclaim_writeback_tiny_report_and_json_are_complete() {
-    let opts = ReclaimWritebackOpts { wb_threads: 2, ..ReclaimWritebackOpts::tiny() };
+    let plots = tempfile::tempdir().expect("a plot directory");
+    let opts = ReclaimWritebackOpts {
+        wb_threads: 2,
+        kernel: false,
+        plot_dir: Some(plots.path().to_path_buf()),
+        set: vec![("dirty_background_ratio".into(), "10".into())],
+        ..ReclaimWritebackOpts::tiny()
+    };
     let result = reclaim_writeback::run(&opts).expect("reclaim-writeback runs");
     let text = result.to_json_pretty().expect("serialises");
     let json: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
@@ -109,4 +116,19 @@ fn reclaim_writeback_tiny_report_and_json_are_complete() {
     for w in workloads {
         assert!(report.contains(&format!("{w} elapsed_s")), "{w}");
     }
+    assert!(report.contains("kernel column not run (--no-kernel)"), "{report}");
+    assert!(report.contains("tunables set for every variant"), "{report}");
+
+    // Two charts per workload, a line per variant.
+    for w in workloads {
+        for what in ["dirty", "free"] {
+            let path = plots.path().join(format!("reclaim-writeback-{w}-{what}.svg"));
+            let svg = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert!(svg.starts_with("<svg") && svg.contains("3.1") && svg.contains("3.2"), "{}", path.display());
+        }
+    }
+
+    // A tunable that does not exist is refused before anything runs.
+    let bad = ReclaimWritebackOpts { set: vec![("nosuch".into(), "1".into())], ..opts };
+    assert!(reclaim_writeback::run(&bad).is_err());
 }

@@ -218,7 +218,11 @@ impl Cache {
                 page.unfreeze(refs);
                 kept.push(*pfn);
             } else {
-                let shadow = if evict && self.tunables.workingset { self.workingset_eviction() } else { 0 };
+                let shadow = if evict && self.tunables.workingset {
+                    self.workingset_eviction(page.test(PG_WORKINGSET))
+                } else {
+                    0
+                };
                 self.__delete_from_page_cache(inode, *pfn, shadow);
                 removed.push(*pfn);
             }
@@ -426,11 +430,18 @@ impl Cache {
         {
             let _g = inode.tree_lock.lock();
             let old = inode.tree.load(index);
-            if old & SHADOW_BIT != 0 && self.tunables.workingset && self.workingset_refault(old) {
-                // Refaulted within the active list's size: it was part of
-                // the working set; it goes straight to the active list.
-                page.set_nonatomic(PG_ACTIVE);
-                self.workingset_activation();
+            if old & SHADOW_BIT != 0 && self.tunables.workingset {
+                let (activate, restore) = self.workingset_refault(old);
+                if activate {
+                    // Refaulted within the active list's size: it was part
+                    // of the working set; it goes straight to the active
+                    // list.
+                    page.set_nonatomic(PG_ACTIVE);
+                    if restore {
+                        page.set_nonatomic(PG_WORKINGSET);
+                    }
+                    self.workingset_activation();
+                }
             }
             if entry_pfn(old).is_some() {
                 drop(_g);

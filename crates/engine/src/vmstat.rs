@@ -73,6 +73,8 @@ items! {
     pgreadahead,
     workingset_refault,
     workingset_activate,
+    /// Refaults activated that had been active before eviction.
+    workingset_restore,
     /// Page cache lookups that found an uptodate page (pcache's own).
     pgcache_hit,
     /// Page cache lookups that had to read the page in (pcache's own).

@@ -34,36 +34,81 @@ use crate::sync::atomic::Ordering;
 use crate::vmstat::Item;
 use crate::LruList;
 
-/// Bits of the clock kept in a shadow entry; distances wrap modulo 2^48.
-const EVICTION_BITS: u32 = 48;
+/// Bits of the clock kept in a shadow entry; distances wrap modulo 2^47.
+const EVICTION_BITS: u32 = 47;
 const EVICTION_MASK: u64 = (1 << EVICTION_BITS) - 1;
+/// In a shadow entry: the page had been active (PG_workingset) when it was
+/// evicted.
+const SHADOW_WORKINGSET: usize = 1 << EVICTION_BITS;
 
 impl Cache {
     /// workingset_eviction: the shadow entry a page leaves behind when it
-    /// is reclaimed from the inactive list.
-    pub fn workingset_eviction(&self) -> usize {
+    /// is reclaimed from the inactive list; `workingset` says the page had
+    /// been active.
+    pub fn workingset_eviction(&self, workingset: bool) -> usize {
         let eviction = self.lruvec.inactive_age.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
-        SHADOW_BIT | (eviction & EVICTION_MASK) as usize
+        let flag = if workingset { SHADOW_WORKINGSET } else { 0 };
+        SHADOW_BIT | flag | (eviction & EVICTION_MASK) as usize
     }
 
     /// workingset_refault: a page is faulting back in where `shadow` was.
-    /// Whether it should go straight to the active list.
-    pub fn workingset_refault(&self, shadow: usize) -> bool {
+    /// Returns (activate it, it was in the workingset before).
+    pub fn workingset_refault(&self, shadow: usize) -> (bool, bool) {
         self.vm.inc(Item::workingset_refault);
-        let eviction = (shadow & !SHADOW_BIT) as u64 & EVICTION_MASK;
+        let eviction = shadow as u64 & EVICTION_MASK;
         let now = self.lruvec.inactive_age.load(Ordering::Relaxed) & EVICTION_MASK;
         let distance = now.wrapping_sub(eviction) & EVICTION_MASK;
-        if distance <= self.lruvec.len(LruList::ActiveFile) {
-            self.vm.inc(Item::workingset_activate);
-            true
-        } else {
-            false
+        if distance > self.lruvec.len(LruList::ActiveFile) {
+            return (false, false);
         }
+        self.vm.inc(Item::workingset_activate);
+        let restore = shadow & SHADOW_WORKINGSET != 0;
+        if restore {
+            self.vm.inc(Item::workingset_restore);
+        }
+        (true, restore)
     }
 
     /// workingset_activation: a page was activated; the clock advances.
     #[inline]
     pub fn workingset_activation(&self) {
         self.lruvec.inactive_age.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Config, Tunables};
+
+    fn cache() -> std::sync::Arc<Cache> {
+        Cache::new(Config {
+            memory_bytes: 64 * 4096,
+            tunables: Tunables { kswapd: false, ..Tunables::default() },
+            ..Config::default()
+        })
+        .unwrap()
+    }
+
+    // Goal: the refault distance is the clock's advance since the eviction,
+    // modulo 2^EVICTION_BITS, so it stays right when the clock wraps; and
+    // the page is activated only if that distance fits in the active list
+    // (empty here, so only a distance of 0 does).
+    #[test]
+    fn refault_distance_wraps() {
+        let c = cache();
+        c.lruvec.inactive_age.store(EVICTION_MASK - 1, Ordering::Relaxed);
+        let shadow = c.workingset_eviction(true); // clock: MASK
+        assert_eq!(shadow as u64 & EVICTION_MASK, EVICTION_MASK);
+        assert!(shadow & SHADOW_BIT != 0 && shadow & SHADOW_WORKINGSET != 0);
+        // Refault at once: distance 0 fits even an empty active list.
+        assert_eq!(c.workingset_refault(shadow), (true, true));
+        // One more eviction wraps the masked clock to 0: distance 1.
+        let _ = c.workingset_eviction(false);
+        assert_eq!(c.lruvec.inactive_age.load(Ordering::Relaxed) & EVICTION_MASK, 0);
+        assert_eq!(c.workingset_refault(shadow), (false, false));
+        assert_eq!(c.vm.sum(Item::workingset_refault), 2);
+        assert_eq!(c.vm.sum(Item::workingset_activate), 1);
+        assert_eq!(c.vm.sum(Item::workingset_restore), 1);
     }
 }

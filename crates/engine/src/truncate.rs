@@ -59,15 +59,27 @@ impl Cache {
             let Some(next) = self.pagevec_lookup(inode, index, end, &mut pv) else {
                 break;
             };
+            // Lock the batch in index order and wait out its writeback...
+            let mut batch = [NO_PFN; PAGEVEC_SIZE];
+            let mut n = 0;
             for &pfn in pv.pages() {
                 let page = self.page(pfn);
                 page.lock(&self.vm);
                 if page.mapping() == inode.id {
                     page.wait_on_writeback();
-                    self.truncate_complete_page(inode, pfn);
+                    batch[n] = pfn;
+                    n += 1;
+                } else {
+                    page.unlock(&self.vm);
                 }
-                page.unlock(&self.vm);
             }
+            // ...delete it under one tree lock (delete_from_page_cache_batch)...
+            self.delete_from_page_cache_batch(inode, &batch[..n]);
+            for &pfn in &batch[..n] {
+                self.page(pfn).unlock(&self.vm);
+            }
+            // ...and drop the cache's references, then the lookup's.
+            self.release_pages(&batch[..n]);
             self.pagevec_release(&mut pv);
             index = next;
         }
@@ -124,16 +136,15 @@ impl Cache {
         self.put_page(pfn);
     }
 
-    /// truncate_complete_page: the page is locked and in `inode`.
-    fn truncate_complete_page(&self, inode: &Inode, pfn: Pfn) {
-        {
-            let _g = inode.tree_lock.lock();
+    /// delete_from_page_cache_batch: the pages are locked and in `inode`.
+    fn delete_from_page_cache_batch(&self, inode: &Inode, pages: &[Pfn]) {
+        if pages.is_empty() {
+            return;
+        }
+        let _g = inode.tree_lock.lock();
+        for &pfn in pages {
             self.__delete_from_page_cache(inode, pfn, 0);
         }
-        let page = self.page(pfn);
-        page.clear(PG_READAHEAD | PG_REFERENCED | PG_RECLAIM, &self.vm);
-        // The page cache's reference.
-        self.put_page(pfn);
     }
 
     /// truncate_setsize + the device's truncate.

@@ -31,11 +31,93 @@ enum Cmd {
     /// Run benchmarks and experiments. Without an experiment, runs the main
     /// job: every experiment in it, at default size.
     Bench(BenchCmd),
+    /// Replay block traces (LIRS, libCacheSim csv or oracleGeneral)
+    /// through pcache and report miss ratios per cache size and variant.
+    Replay(ReplayCmd),
     /// The kernel column's child process (internal): joins the memory
     /// cgroup CGROUP and runs EXPERIMENT's workload through the kernel's
     /// page cache with PARAMS (JSON), printing JSON.
     #[command(name = "__kernel-worker", hide = true)]
     KernelWorker { experiment: String, cgroup: PathBuf, params: String },
+}
+
+#[derive(Args, Debug)]
+struct ReplayCmd {
+    /// Trace files (gzip is detected).
+    #[arg(required = true, value_name = "TRACE")]
+    traces: Vec<PathBuf>,
+
+    /// Trace format: lirs, csv or oracleGeneral [default: from the name:
+    /// .csv is csv, a name containing oracleGeneral is oracleGeneral,
+    /// anything else lirs].
+    #[arg(long, value_parser = parse_replay_format)]
+    format: Option<pcache_workloads::replay::Format>,
+
+    /// One cache size in pages (instead of --sizes).
+    #[arg(long, value_name = "N", conflicts_with_all = ["mem", "sizes"])]
+    pages: Option<u64>,
+
+    /// One cache size in bytes, e.g. 4M (instead of --sizes).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, conflicts_with = "sizes")]
+    mem: Option<u64>,
+
+    /// Cache sizes in percent of the trace's distinct pages.
+    #[arg(long, value_name = "PCTS", value_delimiter = ',', default_value = "10,20,40,80")]
+    sizes: Vec<f64>,
+
+    /// Variants, comma-separated: workingset-off, workingset-on.
+    #[arg(long, value_name = "NAMES", value_delimiter = ',', default_value = "workingset-off,workingset-on")]
+    variants: Vec<String>,
+
+    /// Readahead: only "off" (replays read one page per request).
+    #[arg(long, value_name = "off", default_value = "off", value_parser = ["off"])]
+    readahead: String,
+
+    /// Write the results as JSON to FILE ("-" for stdout; the tables then
+    /// go to stderr). One trace: its object; several: an array.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+
+    /// Write a miss-ratio curve per trace (SVG) into DIR.
+    #[arg(long, value_name = "DIR")]
+    plot: Option<PathBuf>,
+}
+
+fn parse_replay_format(s: &str) -> Result<pcache_workloads::replay::Format, String> {
+    s.parse()
+}
+
+fn replay(cmd: ReplayCmd) -> Result<(), BoxError> {
+    use pcache_workloads::replay::{self as rp, ReplayOpts, Sizes};
+    let sizes = match (cmd.pages, cmd.mem) {
+        (Some(n), _) => Sizes::Pages(vec![n]),
+        (None, Some(bytes)) => Sizes::Pages(vec![bytes / rp::PAGE]),
+        (None, None) => {
+            if cmd.sizes.iter().any(|p| !(p.is_finite() && *p > 0.0)) {
+                return Err(format!("--sizes {:?}: percentages must be above 0", cmd.sizes).into());
+            }
+            Sizes::Percent(cmd.sizes.clone())
+        }
+    };
+    let opts = ReplayOpts { sizes, variants: cmd.variants.clone(), plot_dir: cmd.plot.clone() };
+    rp::resolve(&opts.variants)?;
+    let sink = cmd.json.as_deref().map(JsonSink::open).transpose()?;
+    let to_stderr = matches!(sink, Some(JsonSink::Stdout));
+    let mut all = Vec::new();
+    for path in &cmd.traces {
+        let res = rp::run_file(path, cmd.format, &opts).map_err(|e| format!("{}: {e}", path.display()))?;
+        if to_stderr {
+            eprintln!("{}", res.render());
+        } else {
+            println!("{}", res.render());
+        }
+        all.push(res.to_json());
+    }
+    if let Some(sink) = sink {
+        let v = if all.len() == 1 { all.pop().unwrap() } else { serde_json::Value::Array(all) };
+        sink.write(&format!("{}\n", serde_json::to_string_pretty(&v)?))?;
+    }
+    Ok(())
 }
 
 #[derive(Args, Debug)]
@@ -440,6 +522,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.cmd {
         Cmd::Bench(cmd) => bench(cmd),
+        Cmd::Replay(cmd) => replay(cmd),
         Cmd::KernelWorker { experiment, cgroup, params } => {
             match pcache_workloads::kernel::worker_main(&experiment, &cgroup, &params) {
                 Ok(v) => {

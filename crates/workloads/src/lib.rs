@@ -19,6 +19,7 @@ pub mod lru_contention;
 pub mod plot;
 mod progress;
 pub mod reclaim_writeback;
+pub mod replay;
 pub mod report;
 pub mod small_file_server;
 pub mod sparsetruncate;

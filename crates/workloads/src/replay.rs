@@ -1,0 +1,619 @@
+//! `replay`: miss-ratio curves of recorded block traces through pcache.
+//!
+//! A trace is read into a list of page accesses (one page index each):
+//!
+//! * LIRS text traces (`*.trace`, optionally gzipped): one decimal block
+//!   number per line, each one page; CRLF line ends are accepted, a line
+//!   `*` (a checkpoint marker) and empty lines are skipped.
+//! * libCacheSim csv: a header naming the columns; the id is the column
+//!   named like `obj_id`/`key`/`block` (`lbn`, `lba`, `addr` also do), the
+//!   size the column named like `size` (optional). A request of `size`
+//!   bytes at id `b` touches pages `b .. b + ceil(size / 4096)` (at least
+//!   one), each counted as one access. Ids that are not integers are hashed.
+//! * libCacheSim oracleGeneral binary: 24-byte little-endian records (u32
+//!   timestamp, u64 obj_id, u32 obj_size, i64 next_access_vtime), sizes
+//!   treated as in csv.
+//!
+//! Any of them may be gzipped (detected by the gzip magic). When the page
+//! indices are sparse (the largest is above 16 times the distinct count
+//! plus 1024, as with hashed object ids), they are renumbered densely in
+//! order of first touch; with readahead off the cache does not care about
+//! the numbers, only about their identity.
+//!
+//! Every (variant, cache size) replays the whole trace through a fresh
+//! [`PageCache`] of `cache_pages` frames (`memory_bytes = cache_pages *
+//! 4096`), readahead off (`ra_pages` 0), kswapd off (reclaim is direct,
+//! hence deterministic), one per-CPU batch set, and one memory-backed file
+//! long enough for the largest page; each access is a 4 KiB `read_at` of
+//! its page. Misses and hits are `pgcache_miss`/`pgcache_hit` deltas.
+//! The arena keeps a free reserve (its watermarks), so the pages that can
+//! actually be cached are fewer than `cache_pages`: the most pages resident
+//! at once during the replay is counted exactly and reported as `usable`.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use pcache::{Config, Item, PageCache, Tunables};
+use serde::Serialize;
+
+use crate::plot;
+use crate::report::render_table;
+use crate::variants::Preset;
+use crate::{Error, Result};
+
+pub const EXPERIMENT: &str = "replay";
+pub const WORKINGSET_OFF: &str = "workingset-off";
+pub const WORKINGSET_ON: &str = "workingset-on";
+
+/// The page size of every cache here, and the read size.
+pub const PAGE: u64 = 4096;
+/// The smallest cache the engine builds (`pcache`'s MIN_PAGES).
+pub const MIN_CACHE_PAGES: u64 = 16;
+/// Default cache sizes, in percent of the trace's distinct pages.
+pub const DEFAULT_PERCENTS: &[f64] = &[10.0, 20.0, 40.0, 80.0];
+
+fn base_tunables() -> Tunables {
+    Tunables { ra_pages: 0, kswapd: false, ..Tunables::default() }
+}
+
+fn tunables_ws_off() -> Tunables {
+    Tunables { workingset: false, ..base_tunables() }
+}
+
+fn tunables_ws_on() -> Tunables {
+    Tunables { workingset: true, ..base_tunables() }
+}
+
+/// The variants replay compares.
+pub const PRESETS: &[Preset] = &[
+    Preset {
+        experiment: EXPERIMENT,
+        name: WORKINGSET_OFF,
+        stands_for: "two-list LRU without refault detection (before Linux 3.15): evicted pages leave no shadow \
+                     entry; readahead off, kswapd off",
+        default: true,
+        tunables: tunables_ws_off,
+    },
+    Preset {
+        experiment: EXPERIMENT,
+        name: WORKINGSET_ON,
+        stands_for: "Linux 3.15 workingset detection: shadow entries on eviction, refaults within the active \
+                     list's size are activated; readahead off, kswapd off",
+        default: true,
+        tunables: tunables_ws_on,
+    },
+];
+
+/// The default variant names.
+pub fn default_variants() -> Vec<String> {
+    PRESETS.iter().filter(|p| p.default).map(|p| p.name.to_string()).collect()
+}
+
+/// Look up variant names, refusing unknown ones, duplicates and none.
+pub fn resolve(names: &[String]) -> Result<Vec<&'static Preset>> {
+    if names.is_empty() {
+        return Err(Error::Invalid("replay: no variants given".into()));
+    }
+    let mut out: Vec<&'static Preset> = Vec::new();
+    for n in names {
+        let Some(p) = PRESETS.iter().find(|p| p.name == n.trim()) else {
+            let known: Vec<&str> = PRESETS.iter().map(|p| p.name).collect();
+            return Err(Error::Invalid(format!("replay: unknown variant {n:?}; known: {}", known.join(", "))));
+        };
+        if out.iter().any(|q| q.name == p.name) {
+            return Err(Error::Invalid(format!("replay: variant {n:?} given twice")));
+        }
+        out.push(p);
+    }
+    Ok(out)
+}
+
+/// A trace file format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Format {
+    #[serde(rename = "lirs")]
+    Lirs,
+    #[serde(rename = "csv")]
+    Csv,
+    #[serde(rename = "oracleGeneral")]
+    OracleGeneral,
+}
+
+impl Format {
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Lirs => "lirs",
+            Format::Csv => "csv",
+            Format::OracleGeneral => "oracleGeneral",
+        }
+    }
+
+    /// Guess from the file name: `.csv` is csv, `oracleGeneral` in the name
+    /// is oracleGeneral, anything else LIRS.
+    pub fn guess(path: &Path) -> Format {
+        let name = path.file_name().map(|n| n.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
+        let name = name.strip_suffix(".gz").unwrap_or(&name);
+        if name.ends_with(".csv") {
+            Format::Csv
+        } else if name.contains("oraclegeneral") {
+            Format::OracleGeneral
+        } else {
+            Format::Lirs
+        }
+    }
+}
+
+impl FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Format, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "lirs" => Ok(Format::Lirs),
+            "csv" => Ok(Format::Csv),
+            "oraclegeneral" | "oracle" => Ok(Format::OracleGeneral),
+            _ => Err(format!("unknown trace format {s:?}; known: lirs, csv, oracleGeneral")),
+        }
+    }
+}
+
+/// A trace as page accesses.
+#[derive(Clone, Debug, Default)]
+pub struct Trace {
+    /// Its name (the file name without `.gz` and `.trace`).
+    pub name: String,
+    /// Records read from the file (a csv/oracleGeneral record may touch
+    /// several pages).
+    pub records: u64,
+    /// The page index of every access, in order.
+    pub accesses: Vec<u64>,
+    /// Whether page indices were renumbered densely.
+    pub renumbered: bool,
+}
+
+impl Trace {
+    /// A trace of these page indices (one record each), as they are.
+    pub fn from_pages(name: &str, pages: Vec<u64>) -> Trace {
+        Trace { name: name.to_string(), records: pages.len() as u64, accesses: pages, renumbered: false }
+    }
+
+    /// Distinct pages touched.
+    pub fn distinct_pages(&self) -> u64 {
+        self.accesses.iter().collect::<HashSet<_>>().len() as u64
+    }
+
+    /// Accesses that touch a page for the first time (= distinct pages).
+    pub fn compulsory_misses(&self) -> u64 {
+        self.distinct_pages()
+    }
+
+    /// Renumber sparse indices densely in order of first touch.
+    fn densify(&mut self) {
+        let distinct = self.distinct_pages();
+        let max = self.accesses.iter().copied().max().unwrap_or(0);
+        if max <= distinct.saturating_mul(16) + 1024 {
+            return;
+        }
+        let mut map: HashMap<u64, u64> = HashMap::with_capacity(distinct as usize);
+        for a in &mut self.accesses {
+            let next = map.len() as u64;
+            *a = *map.entry(*a).or_insert(next);
+        }
+        self.renumbered = true;
+    }
+}
+
+fn trace_name(path: &Path) -> String {
+    let n = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "trace".into());
+    let n = n.strip_suffix(".gz").unwrap_or(&n);
+    let n = n.strip_suffix(".trace").unwrap_or(n);
+    n.to_string()
+}
+
+/// Open `path`, gunzipping it if it starts with the gzip magic.
+fn open_maybe_gz(path: &Path) -> Result<Box<dyn Read>> {
+    let ctx = || path.display().to_string();
+    let mut f = std::fs::File::open(path).map_err(|e| Error::io(ctx(), e))?;
+    let mut magic = [0u8; 2];
+    let n = f.read(&mut magic).map_err(|e| Error::io(ctx(), e))?;
+    let head = std::io::Cursor::new(magic[..n].to_vec());
+    let chained = head.chain(f);
+    if n == 2 && magic == [0x1f, 0x8b] {
+        Ok(Box::new(flate2::read::MultiGzDecoder::new(chained)))
+    } else {
+        Ok(Box::new(chained))
+    }
+}
+
+/// Read a trace file (`format` guessed from the name when `None`).
+pub fn read_trace(path: &Path, format: Option<Format>) -> Result<Trace> {
+    let format = format.unwrap_or_else(|| Format::guess(path));
+    let r = open_maybe_gz(path)?;
+    let ctx = path.display().to_string();
+    let mut t = parse(r, format, &ctx)?;
+    t.name = trace_name(path);
+    Ok(t)
+}
+
+/// Parse a trace from a reader; `ctx` names it in errors.
+pub fn parse(r: impl Read, format: Format, ctx: &str) -> Result<Trace> {
+    let mut t = match format {
+        Format::Lirs => parse_lirs(BufReader::new(r), ctx)?,
+        Format::Csv => parse_csv(BufReader::new(r), ctx)?,
+        Format::OracleGeneral => parse_oracle(BufReader::new(r), ctx)?,
+    };
+    t.name = ctx.to_string();
+    t.densify();
+    Ok(t)
+}
+
+fn parse_lirs(r: impl BufRead, ctx: &str) -> Result<Trace> {
+    let mut t = Trace::default();
+    for (i, line) in r.lines().enumerate() {
+        let line = line.map_err(|e| Error::io(ctx, e))?;
+        let s = line.trim();
+        if s.is_empty() || s == "*" {
+            continue;
+        }
+        let b: u64 = s.parse().map_err(|_| Error::Invalid(format!("{ctx}:{}: {s:?} is not a block number", i + 1)))?;
+        t.accesses.push(b);
+        t.records += 1;
+    }
+    Ok(t)
+}
+
+/// Push the pages a request of `size` bytes at page `id` covers.
+fn push_request(t: &mut Trace, id: u64, size: Option<u64>) {
+    let n = size.map(|s| s.div_ceil(PAGE)).unwrap_or(1).max(1);
+    for k in 0..n {
+        t.accesses.push(id.wrapping_add(k));
+    }
+    t.records += 1;
+}
+
+fn hash_str(s: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    s.hash(&mut h);
+    h.finish()
+}
+
+fn parse_csv(r: impl BufRead, ctx: &str) -> Result<Trace> {
+    let mut lines = r.lines();
+    let header = loop {
+        match lines.next() {
+            None => return Err(Error::Invalid(format!("{ctx}: empty csv"))),
+            Some(l) => {
+                let l = l.map_err(|e| Error::io(ctx, e))?;
+                if !l.trim().is_empty() {
+                    break l;
+                }
+            }
+        }
+    };
+    let cols: Vec<String> =
+        header.split(',').map(|c| c.trim().trim_start_matches('#').trim().to_ascii_lowercase()).collect();
+    let find = |pred: &dyn Fn(&str) -> bool| cols.iter().position(|c| pred(c));
+    let id_col = find(&|c| c == "obj_id" || c == "key" || c == "block")
+        .or_else(|| find(&|c| c.contains("obj_id") || c.contains("key") || c.contains("block")))
+        .or_else(|| find(&|c| c.contains("lbn") || c.contains("lba") || c.contains("addr") || c == "id"))
+        .ok_or_else(|| Error::Invalid(format!("{ctx}: no obj_id/key/block column in header {header:?}")))?;
+    let size_col = find(&|c| c == "size" || c == "obj_size").or_else(|| find(&|c| c.contains("size")));
+    let mut t = Trace::default();
+    for (i, line) in lines.enumerate() {
+        let line = line.map_err(|e| Error::io(ctx, e))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+        let lineno = i + 2;
+        let id_s =
+            fields.get(id_col).ok_or_else(|| Error::Invalid(format!("{ctx}:{lineno}: no column {}", id_col + 1)))?;
+        let id = id_s.parse::<u64>().unwrap_or_else(|_| hash_str(id_s));
+        let size = match size_col.and_then(|c| fields.get(c)) {
+            Some(s) if !s.is_empty() => Some(
+                s.parse::<u64>().map_err(|_| Error::Invalid(format!("{ctx}:{lineno}: size {s:?} is not a number")))?,
+            ),
+            _ => None,
+        };
+        push_request(&mut t, id, size);
+    }
+    Ok(t)
+}
+
+/// Bytes of one oracleGeneral record.
+pub const ORACLE_RECORD: usize = 24;
+
+fn parse_oracle(mut r: impl Read, ctx: &str) -> Result<Trace> {
+    let mut t = Trace::default();
+    let mut rec = [0u8; ORACLE_RECORD];
+    loop {
+        let mut got = 0;
+        while got < ORACLE_RECORD {
+            let n = r.read(&mut rec[got..]).map_err(|e| Error::io(ctx, e))?;
+            if n == 0 {
+                break;
+            }
+            got += n;
+        }
+        if got == 0 {
+            break;
+        }
+        if got < ORACLE_RECORD {
+            return Err(Error::Invalid(format!("{ctx}: truncated record ({got} of {ORACLE_RECORD} bytes)")));
+        }
+        let id = u64::from_le_bytes(rec[4..12].try_into().unwrap());
+        let size = u32::from_le_bytes(rec[12..16].try_into().unwrap()) as u64;
+        push_request(&mut t, id, Some(size));
+    }
+    Ok(t)
+}
+
+/// Encode one oracleGeneral record (for tests and tools).
+pub fn oracle_record(timestamp: u32, obj_id: u64, obj_size: u32, next_access_vtime: i64) -> [u8; ORACLE_RECORD] {
+    let mut b = [0u8; ORACLE_RECORD];
+    b[0..4].copy_from_slice(&timestamp.to_le_bytes());
+    b[4..12].copy_from_slice(&obj_id.to_le_bytes());
+    b[12..16].copy_from_slice(&obj_size.to_le_bytes());
+    b[16..24].copy_from_slice(&next_access_vtime.to_le_bytes());
+    b
+}
+
+/// Which cache sizes to replay at.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Sizes {
+    /// Percentages of the trace's distinct pages.
+    Percent(Vec<f64>),
+    /// Exact page counts.
+    Pages(Vec<u64>),
+}
+
+impl Default for Sizes {
+    fn default() -> Self {
+        Sizes::Percent(DEFAULT_PERCENTS.to_vec())
+    }
+}
+
+impl Sizes {
+    /// The cache sizes in pages for a trace of `distinct` pages, at least
+    /// [`MIN_CACHE_PAGES`] each, ascending, without repeats.
+    pub fn pages(&self, distinct: u64) -> Vec<u64> {
+        let mut v: Vec<u64> = match self {
+            Sizes::Percent(p) => p.iter().map(|&pct| (distinct as f64 * pct / 100.0).round() as u64).collect(),
+            Sizes::Pages(p) => p.clone(),
+        };
+        for x in &mut v {
+            *x = (*x).max(MIN_CACHE_PAGES);
+        }
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct ReplayOpts {
+    pub sizes: Sizes,
+    pub variants: Vec<String>,
+    /// Write a miss-ratio curve per trace here (SVG).
+    pub plot_dir: Option<PathBuf>,
+}
+
+impl Default for ReplayOpts {
+    fn default() -> Self {
+        ReplayOpts { sizes: Sizes::default(), variants: default_variants(), plot_dir: None }
+    }
+}
+
+/// One (variant, cache size) replay.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunResult {
+    pub variant: String,
+    /// Frames in the arena (`memory_bytes / 4096`).
+    pub cache_pages: u64,
+    /// The most pages resident at once: the usable cache (frames minus
+    /// the free reserve the watermarks keep).
+    pub usable_pages: u64,
+    pub watermark_min: u64,
+    pub watermark_low: u64,
+    pub watermark_high: u64,
+    pub requests: u64,
+    pub misses: u64,
+    pub hits: u64,
+    pub miss_ratio: f64,
+    pub compulsory_misses: u64,
+    pub compulsory_miss_ratio: f64,
+    pub workingset_refault: u64,
+    pub workingset_activate: u64,
+}
+
+/// A trace's replays.
+#[derive(Clone, Debug, Serialize)]
+pub struct ReplayResult {
+    pub trace: String,
+    pub format: Format,
+    pub records: u64,
+    pub requests: u64,
+    /// Distinct pages.
+    pub pages: u64,
+    pub renumbered: bool,
+    pub compulsory_misses: u64,
+    pub compulsory_miss_ratio: f64,
+    pub variants: Vec<String>,
+    pub sizes: Vec<u64>,
+    pub results: Vec<RunResult>,
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// Replay `trace` once through a fresh cache of `cache_pages` frames.
+pub fn replay_once(trace: &Trace, tunables: Tunables, cache_pages: u64, variant: &str) -> Result<RunResult> {
+    let cfg = Config { memory_bytes: cache_pages * PAGE, page_size: PAGE as usize, nr_cpus: 1, tunables };
+    let cache = PageCache::new(cfg)?;
+    let wm = cache.watermarks();
+    let f = cache.open_memory("trace")?;
+    let max = trace.accesses.iter().copied().max().unwrap_or(0);
+    f.set_len((max + 1) * PAGE)?;
+    let before = cache.vmstat();
+    let mut buf = vec![0u8; PAGE as usize];
+    let mut usable = 0u64;
+    for &p in &trace.accesses {
+        let n = f.read_at(&mut buf, p * PAGE)?;
+        if n != PAGE as usize {
+            return Err(Error::Check(format!("page {p}: short read of {n} bytes")));
+        }
+        usable = usable.max(f.cached_pages());
+    }
+    let d = cache.vmstat().delta(&before);
+    let requests = trace.accesses.len() as u64;
+    let misses = d.get(Item::pgcache_miss);
+    let compulsory = trace.compulsory_misses();
+    f.close()?;
+    Ok(RunResult {
+        variant: variant.to_string(),
+        cache_pages,
+        usable_pages: usable,
+        watermark_min: wm.min,
+        watermark_low: wm.low,
+        watermark_high: wm.high,
+        requests,
+        misses,
+        hits: d.get(Item::pgcache_hit),
+        miss_ratio: ratio(misses, requests),
+        compulsory_misses: compulsory,
+        compulsory_miss_ratio: ratio(compulsory, requests),
+        workingset_refault: d.get(Item::workingset_refault),
+        workingset_activate: d.get(Item::workingset_activate),
+    })
+}
+
+/// Replay `trace` at every size for every variant.
+pub fn run(trace: &Trace, format: Format, opts: &ReplayOpts) -> Result<ReplayResult> {
+    let presets = resolve(&opts.variants)?;
+    if trace.accesses.is_empty() {
+        return Err(Error::Invalid(format!("{}: the trace is empty", trace.name)));
+    }
+    let distinct = trace.distinct_pages();
+    let sizes = opts.sizes.pages(distinct);
+    if sizes.is_empty() {
+        return Err(Error::Invalid("no cache sizes given".into()));
+    }
+    let mut results = Vec::new();
+    for &pages in &sizes {
+        for p in &presets {
+            results.push(replay_once(trace, (p.tunables)(), pages, p.name)?);
+        }
+    }
+    let requests = trace.accesses.len() as u64;
+    let res = ReplayResult {
+        trace: trace.name.clone(),
+        format,
+        records: trace.records,
+        requests,
+        pages: distinct,
+        renumbered: trace.renumbered,
+        compulsory_misses: distinct,
+        compulsory_miss_ratio: ratio(distinct, requests),
+        variants: presets.iter().map(|p| p.name.to_string()).collect(),
+        sizes,
+        results,
+    };
+    if let Some(dir) = &opts.plot_dir {
+        plot_result(&res, dir)?;
+    }
+    Ok(res)
+}
+
+/// Read and replay the trace at `path`.
+pub fn run_file(path: &Path, format: Option<Format>, opts: &ReplayOpts) -> Result<ReplayResult> {
+    let format = format.unwrap_or_else(|| Format::guess(path));
+    let trace = read_trace(path, Some(format))?;
+    run(&trace, format, opts)
+}
+
+impl ReplayResult {
+    /// The run of `variant` at `cache_pages`.
+    pub fn get(&self, variant: &str, cache_pages: u64) -> Option<&RunResult> {
+        self.results.iter().find(|r| r.variant == variant && r.cache_pages == cache_pages)
+    }
+
+    /// The table: a row per cache size, a miss-ratio column per variant,
+    /// the compulsory miss ratio last.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "{}: {} requests ({} records), {} distinct pages{}; readahead off, kswapd off",
+            self.trace,
+            self.requests,
+            self.records,
+            self.pages,
+            if self.renumbered { " (renumbered)" } else { "" }
+        );
+        let mut header = vec!["cache pages".to_string(), "usable".into(), "% distinct".into()];
+        header.extend(self.variants.iter().map(|v| format!("{v} miss%")));
+        header.push("compulsory%".into());
+        let mut rows = vec![header];
+        for &s in &self.sizes {
+            let runs: Vec<&RunResult> = self.variants.iter().filter_map(|v| self.get(v, s)).collect();
+            let umin = runs.iter().map(|r| r.usable_pages).min().unwrap_or(0);
+            let umax = runs.iter().map(|r| r.usable_pages).max().unwrap_or(0);
+            let usable = if umin == umax { umin.to_string() } else { format!("{umin}-{umax}") };
+            let mut row = vec![s.to_string(), usable, format!("{:.1}", 100.0 * ratio(s, self.pages))];
+            row.extend(runs.iter().map(|r| format!("{:.2}", 100.0 * r.miss_ratio)));
+            row.push(format!("{:.2}", 100.0 * self.compulsory_miss_ratio));
+            rows.push(row);
+        }
+        let right: Vec<bool> = (0..rows[0].len()).map(|_| true).collect();
+        out.push_str(&render_table(&rows, &right));
+        if let Some(r) = self.results.first() {
+            let _ = writeln!(
+                out,
+                "usable = most pages resident at once: the frames minus the free reserve the watermarks keep \
+                 (e.g. {} frames: min {}, low {}, high {})",
+                r.cache_pages, r.watermark_min, r.watermark_low, r.watermark_high
+            );
+        }
+        out
+    }
+
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("serializable")
+    }
+}
+
+/// Write `DIR/replay-TRACE.svg`: miss ratio (%) against cache pages, one
+/// line per variant and one for the compulsory misses.
+pub fn plot_result(res: &ReplayResult, dir: &Path) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
+    let safe: String =
+        res.trace.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
+    let path = dir.join(format!("replay-{safe}.svg"));
+    let mut series: Vec<plot::Series> = res
+        .variants
+        .iter()
+        .map(|v| plot::Series {
+            name: v.clone(),
+            points: res
+                .results
+                .iter()
+                .filter(|r| &r.variant == v)
+                .map(|r| (r.cache_pages as f64, 100.0 * r.miss_ratio))
+                .collect(),
+        })
+        .collect();
+    series.push(plot::Series {
+        name: "compulsory".into(),
+        points: res.sizes.iter().map(|&s| (s as f64, 100.0 * res.compulsory_miss_ratio)).collect(),
+    });
+    plot::line_chart(&path, &format!("{}: miss ratio", res.trace), "cache pages", "miss ratio (%)", &series)?;
+    Ok(path)
+}

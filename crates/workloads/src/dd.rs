@@ -58,6 +58,7 @@ use crate::report::{
     MetricSpec, Named, Samples, VariantResult,
 };
 use crate::stats::{pct_better, Better};
+use crate::sys::{kernel_release, load_note, loadavg, tempdir_in};
 use crate::variants::{self, Preset};
 use crate::{Error, Result};
 
@@ -371,15 +372,6 @@ fn mbps(bytes: u64, secs: f64) -> f64 {
         f64::NAN
     }
 }
-
-fn tempdir_in(dir: Option<&Path>, prefix: &str) -> Result<tempfile::TempDir> {
-    match dir {
-        Some(d) => tempfile::Builder::new().prefix(prefix).tempdir_in(d),
-        None => tempfile::Builder::new().prefix(prefix).tempdir(),
-    }
-    .map_err(|e| Error::io("creating a temporary directory", e))
-}
-
 /// Whether `path` is on tmpfs.
 fn is_tmpfs(path: &Path) -> bool {
     use std::os::unix::ffi::OsStrExt;
@@ -389,32 +381,6 @@ fn is_tmpfs(path: &Path) -> bool {
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
     let r = unsafe { libc::statfs(c.as_ptr(), &mut st) };
     r == 0 && st.f_type as i64 == TMPFS_MAGIC
-}
-
-/// The host kernel's release, for the kernel column's label.
-/// The 1-minute load average, from /proc/loadavg.
-fn loadavg() -> f64 {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().next().and_then(|x| x.parse().ok()))
-        .unwrap_or(f64::NAN)
-}
-
-/// A note on the other load on the machine during the run.
-fn load_note(before: f64, after: f64) -> String {
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    format!(
-        "1-minute load average {before:.2} at the start, {after:.2} at the end, on {cpus} CPUs{}",
-        if before.max(after) > cpus as f64 * 0.75 {
-            ": other work shared the CPUs, so wall times carry its preemptions"
-        } else {
-            ""
-        }
-    )
-}
-
-fn kernel_release() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default()
 }
 
 /// Run the experiment.
@@ -985,12 +951,7 @@ pub fn report(r: &ExperimentResult) -> String {
         s.push_str(&render_table(&rows, &pright));
     }
 
-    let _ = writeln!(s);
-    s.push_str(&r.render_checks());
-    for n in &r.notes {
-        let _ = writeln!(s, "note: {n}");
-    }
-    let _ = writeln!(s, "time: {:.1}s", r.total_s);
+    s.push_str(&r.render_tail());
     s
 }
 

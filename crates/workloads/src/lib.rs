@@ -24,6 +24,7 @@ pub mod report;
 pub mod small_file_server;
 pub mod sparsetruncate;
 pub mod stats;
+pub mod sys;
 pub mod variants;
 pub mod zipf;
 

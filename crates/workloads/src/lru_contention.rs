@@ -59,6 +59,7 @@ use crate::report::{
     ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult,
 };
 use crate::stats::{pct_better, Better};
+use crate::sys::kernel_release;
 use crate::variants::{self, Preset};
 use crate::zipf::ZipfKeys;
 use crate::{Error, Result};
@@ -1084,11 +1085,6 @@ fn coeffvar(samples: &[f64]) -> f64 {
     var.sqrt() / m * 100.0
 }
 
-/// The host kernel's release.
-fn kernel_release() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default()
-}
-
 /// The kernel workload's parameters.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct KernelParams {
@@ -1668,12 +1664,7 @@ pub fn report(r: &ExperimentResult) -> String {
         s.push_str(&render_table(&rows, &vright));
     }
 
-    let _ = writeln!(s);
-    s.push_str(&r.render_checks());
-    for n in &r.notes {
-        let _ = writeln!(s, "note: {n}");
-    }
-    let _ = writeln!(s, "time: {:.1}s", r.total_s);
+    s.push_str(&r.render_tail());
     s
 }
 

@@ -58,6 +58,7 @@ use crate::report::{
     MetricSpec, Named, Samples, VariantResult,
 };
 use crate::stats::{pct_better, Better};
+use crate::sys::kernel_release;
 use crate::variants::{self, Preset};
 use crate::{Error, Result};
 
@@ -749,11 +750,6 @@ pub fn run(opts: &ReclaimWritebackOpts) -> Result<ExperimentResult> {
     result.same_direction = report::same_direction(&result.checks);
     Ok(result)
 }
-
-fn kernel_release() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default()
-}
-
 /// Run the kernel column (fsmark and simple-wb): the column, the worker's
 /// JSON and notes, or why not.
 fn kernel_column(

@@ -268,6 +268,18 @@ impl ExperimentResult {
     }
 
     /// The seed's claim, each check, and the verdict.
+    /// The end of every report: the checks against the seed, the notes
+    /// and the wall time.
+    pub fn render_tail(&self) -> String {
+        let mut s = String::from("\n");
+        s.push_str(&self.render_checks());
+        for n in &self.notes {
+            let _ = writeln!(s, "note: {n}");
+        }
+        let _ = writeln!(s, "time: {:.1}s", self.total_s);
+        s
+    }
+
     pub fn render_checks(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "seed {} reported: {}", self.seed, self.seed_claim);

@@ -75,6 +75,7 @@ use crate::report::{
     MetricSpec, Named, Samples, VariantResult,
 };
 use crate::stats::{pct_better, Better};
+use crate::sys::kernel_release;
 use crate::variants::{self, Preset};
 use crate::zipf::ZipfKeys;
 use crate::{Error, Result};
@@ -1114,11 +1115,6 @@ fn load_average() -> f64 {
         .and_then(|s| s.split_whitespace().next().and_then(|x| x.parse().ok()))
         .unwrap_or(f64::NAN)
 }
-
-fn kernel_release() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default()
-}
-
 /// The kernel column, or why there is none.
 fn kernel_column(p: &Params, root: &Path) -> std::result::Result<(VariantResult, Vec<RoundPoint>), String> {
     let v = kernel::run(EXPERIMENT, p.mem_bytes, &serde_json::json!({"params": p, "root": root}))?;
@@ -1729,12 +1725,7 @@ pub fn report(r: &ExperimentResult) -> String {
         s.push_str(&render_table(&rows, &right));
     }
 
-    let _ = writeln!(s);
-    s.push_str(&r.render_checks());
-    for n in &r.notes {
-        let _ = writeln!(s, "note: {n}");
-    }
-    let _ = writeln!(s, "time: {:.1}s", r.total_s);
+    s.push_str(&r.render_tail());
     s
 }
 

@@ -55,6 +55,7 @@ use crate::report::{
     Samples, VariantResult,
 };
 use crate::stats::{pct_better, quantile_sorted, Better, Summary};
+use crate::sys::{kernel_release, load_note, loadavg, tempdir_in};
 use crate::variants::{self, Preset};
 use crate::{Error, Result};
 
@@ -416,40 +417,6 @@ fn spec(workload: &str, measure: &str, unit: &str, table: bool) -> MetricSpec {
         table,
     }
 }
-
-fn tempdir_in(dir: Option<&Path>, prefix: &str) -> Result<tempfile::TempDir> {
-    match dir {
-        Some(d) => tempfile::Builder::new().prefix(prefix).tempdir_in(d),
-        None => tempfile::Builder::new().prefix(prefix).tempdir(),
-    }
-    .map_err(|e| Error::io("creating a temporary directory", e))
-}
-
-/// The 1-minute load average, from /proc/loadavg.
-fn loadavg() -> f64 {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().next().and_then(|x| x.parse().ok()))
-        .unwrap_or(f64::NAN)
-}
-
-/// A note on the other load on the machine during the run.
-fn load_note(before: f64, after: f64) -> String {
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    format!(
-        "1-minute load average {before:.2} at the start, {after:.2} at the end, on {cpus} CPUs{}",
-        if before.max(after) > cpus as f64 * 0.75 {
-            ": other work shared the CPUs, so wall times carry its preemptions"
-        } else {
-            ""
-        }
-    )
-}
-
-fn kernel_release() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default()
-}
-
 /// Run the experiment.
 pub fn run(opts: &ExpOpts) -> Result<ExperimentResult> {
     let p = SparseParams::from_opts(opts)?;
@@ -978,12 +945,7 @@ pub fn report(r: &ExperimentResult) -> String {
         s.push_str(&render_table(&rows, &right));
     }
 
-    let _ = writeln!(s);
-    s.push_str(&r.render_checks());
-    for n in &r.notes {
-        let _ = writeln!(s, "note: {n}");
-    }
-    let _ = writeln!(s, "time: {:.1}s", r.total_s);
+    s.push_str(&r.render_tail());
     s
 }
 

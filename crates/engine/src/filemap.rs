@@ -430,6 +430,10 @@ impl Cache {
         {
             let _g = inode.tree_lock.lock();
             let old = inode.tree.load(index);
+            if old & SHADOW_BIT != 0 {
+                // The page takes the shadow's slot below.
+                self.nr_shadows.fetch_sub(1, Ordering::Relaxed);
+            }
             if old & SHADOW_BIT != 0 && self.tunables.workingset {
                 let (activate, restore) = self.workingset_refault(old);
                 if activate {
@@ -473,6 +477,9 @@ impl Cache {
         }
         inode.tree.clear_mark(index, MARK_DIRTY);
         inode.tree.store(index, shadow);
+        if shadow != 0 {
+            self.nr_shadows.fetch_add(1, Ordering::Relaxed);
+        }
         inode.nrpages.fetch_sub(1, Ordering::Relaxed);
         self.nr_file_pages.fetch_sub(1, Ordering::Relaxed);
         page.mapping.store(NO_MAPPING, Ordering::Release);

@@ -84,6 +84,8 @@ pub struct Cache {
     pub nr_file_pages: AtomicU64,
     pub nr_dirty: AtomicI64,
     pub nr_writeback: AtomicI64,
+    /// Shadow entries in all page trees (workingset.rs).
+    pub nr_shadows: AtomicI64,
     pub kswapd_wait: Wakeup,
     /// Backing devices, each with its flusher (backing_dev.rs).
     pub bdis: Mutex<Vec<Arc<Bdi>>>,
@@ -135,6 +137,7 @@ impl Cache {
             nr_file_pages: AtomicU64::new(0),
             nr_dirty: AtomicI64::new(0),
             nr_writeback: AtomicI64::new(0),
+            nr_shadows: AtomicI64::new(0),
             kswapd_wait: Wakeup::default(),
             bdis: Mutex::new(Vec::new()),
             threads: Mutex::new(Vec::new()),
@@ -288,6 +291,7 @@ impl Cache {
                 Item::nr_writeback => self.nr_writeback.load(Ordering::Relaxed).max(0) as u64,
                 Item::nr_dirty_threshold => self.dirty_thresholds().1,
                 Item::nr_dirty_background_threshold => self.dirty_thresholds().0,
+                Item::nr_workingset_shadows => self.nr_shadows.load(Ordering::Relaxed).max(0) as u64,
                 Item::kswapd_efficiency => {
                     let scanned = self.vm.sum(Item::pgscan_kswapd);
                     self.vm.sum(Item::pgsteal_kswapd) * 100 / scanned.max(1)

@@ -115,6 +115,7 @@ impl Cache {
             // Only if still a shadow: a page may have been read in since.
             if inode.tree.load(idx) & SHADOW_BIT != 0 {
                 inode.tree.store(idx, 0);
+                self.nr_shadows.fetch_sub(1, Ordering::Relaxed);
             }
         }
     }

@@ -47,6 +47,9 @@ items! {
     /// pgsteal_kswapd * 100 / pgscan_kswapd, in percent, since the cache
     /// started (seed 004's "kswapd efficiency"; pcache's own line).
     kswapd_efficiency,
+    /// Workingset shadow entries held in page trees (pcache's own; the
+    /// kernel counts the nodes holding them, workingset_nodes).
+    nr_workingset_shadows,
     // Events.
     /// KiB read from backing devices.
     pgpgin,
@@ -189,6 +192,6 @@ impl VmStat {
 impl Item {
     /// Whether this is a state counter (a level, not a count of events).
     pub fn is_state(self) -> bool {
-        (self as usize) <= Item::kswapd_efficiency as usize
+        (self as usize) <= Item::nr_workingset_shadows as usize
     }
 }

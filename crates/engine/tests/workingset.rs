@@ -87,8 +87,9 @@ fn distant_refault_does_not_activate() {
     assert_eq!(f.page_state(0).unwrap().lru, Some(LruList::InactiveFile));
 }
 
-// Goal: truncation removes the shadow entries of its range, so pages of a
-// truncated file that come back are not refaults.
+// Goal: every evicted page leaves one shadow entry (counted), truncation
+// removes the shadow entries of its range, and pages of a truncated file
+// that come back are not refaults.
 #[test]
 fn truncate_forgets_shadows() {
     let c = cache(true);
@@ -101,7 +102,9 @@ fn truncate_forgets_shadows() {
     while (0..100).any(|i| f.page_state(i).is_some()) {
         assert!(c.reclaim(32) > 0);
     }
+    assert_eq!(c.vmstat().get(Item::nr_workingset_shadows), 100, "one shadow per evicted page");
     f.set_len(0).unwrap();
+    assert_eq!(c.vmstat().get(Item::nr_workingset_shadows), 0, "truncate removed them");
     f.set_len(100 * 4096).unwrap();
     let before = c.vmstat();
     for i in 0..100 {

@@ -455,10 +455,12 @@ impl Cache {
                 return false;
             }
             // Release: the descriptor's fields are visible before the entry.
-            inode.tree.store(index, page_entry(pfn));
+            // Counted under the tree lock, before anyone can delete the
+            // page and uncount it.
+            self.nr_file_pages.fetch_add(1, Ordering::Relaxed);
             inode.nrpages.fetch_add(1, Ordering::Relaxed);
+            inode.tree.store(index, page_entry(pfn));
         }
-        self.nr_file_pages.fetch_add(1, Ordering::Relaxed);
         self.lru_cache_add(pfn);
         true
     }

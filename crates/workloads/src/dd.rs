@@ -188,17 +188,8 @@ pub const QUICK_RUNS: usize = 3;
 impl DdParams {
     /// The sizes `opts` asks for, checked.
     pub fn from_opts(opts: &ExpOpts) -> Result<DdParams> {
-        let mem_bytes = opts.mem_bytes.unwrap_or(if opts.quick { QUICK_MEM } else { FULL_MEM });
-        if !(4 * MIB..=(64 << 30)).contains(&mem_bytes) {
-            return Err(Error::Invalid(format!("memory {} must be from 4 MiB to 64 GiB", fmt_size(mem_bytes))));
-        }
-        let runs = opts.runs.unwrap_or(if opts.quick { QUICK_RUNS } else { FULL_RUNS });
-        if runs == 0 || runs > 1000 {
-            return Err(Error::Invalid(format!("runs {runs} must be from 1 to 1000")));
-        }
-        let variants = opts.variants.clone().unwrap_or_else(|| variants::defaults(EXPERIMENT));
-        let variants: Vec<String> = variants.iter().map(|s| s.trim().to_string()).collect();
-        variants::resolve(EXPERIMENT, &variants)?;
+        let c = opts.common(EXPERIMENT, (QUICK_MEM, FULL_MEM), (QUICK_RUNS, FULL_RUNS), 64 << 30)?;
+        let (mem_bytes, runs, variants) = (c.mem_bytes, c.runs, c.variants);
         let page_size = Config::default().page_size;
         let ps = page_size as u64;
         let file_bytes = (mem_bytes / 10 / ps).max(1) * ps;

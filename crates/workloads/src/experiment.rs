@@ -36,6 +36,39 @@ pub struct ExpOpts {
     pub kernel: bool,
 }
 
+/// The memory, runs and variant names every seed experiment resolves the
+/// same way: `opts`' values or the experiment's quick/full defaults,
+/// checked, with the variants looked up.
+pub struct Common {
+    pub mem_bytes: u64,
+    pub runs: usize,
+    pub variants: Vec<String>,
+}
+
+impl ExpOpts {
+    /// Resolve [`Common`] for `experiment`: `mem` and `runs` are its
+    /// (quick, full) defaults, `max_mem` the largest cache it accepts.
+    pub fn common(&self, experiment: &str, mem: (u64, u64), runs: (usize, usize), max_mem: u64) -> Result<Common> {
+        const MIB: u64 = 1 << 20;
+        let mem_bytes = self.mem_bytes.unwrap_or(if self.quick { mem.0 } else { mem.1 });
+        if !(4 * MIB..=max_mem).contains(&mem_bytes) {
+            return Err(Error::Invalid(format!(
+                "memory {} must be from 4 MiB to {}",
+                crate::report::fmt_size(mem_bytes),
+                crate::report::fmt_size(max_mem)
+            )));
+        }
+        let runs = self.runs.unwrap_or(if self.quick { runs.0 } else { runs.1 });
+        if runs == 0 || runs > 1000 {
+            return Err(Error::Invalid(format!("runs {runs} must be from 1 to 1000")));
+        }
+        let names = self.variants.clone().unwrap_or_else(|| crate::variants::defaults(experiment));
+        let variants: Vec<String> = names.iter().map(|s| s.trim().to_string()).collect();
+        crate::variants::resolve(experiment, &variants)?;
+        Ok(Common { mem_bytes, runs, variants })
+    }
+}
+
 /// Parse `NAME=VALUE`.
 pub fn parse_set(s: &str) -> std::result::Result<(String, String), String> {
     let (k, v) = s.split_once('=').ok_or_else(|| format!("{s:?} is not NAME=VALUE"))?;

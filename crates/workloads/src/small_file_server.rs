@@ -273,19 +273,9 @@ impl Params {
     /// The sizes for `opts`: a 64 MiB cache and 5 runs, or 16 MiB and 3
     /// quick; everything else scales with the cache.
     pub fn new(opts: &ExpOpts) -> Result<Params> {
-        let bad = |m: String| Err(Error::Invalid(m));
         let quick = opts.quick;
-        let mem = opts.mem_bytes.unwrap_or(if quick { 16 * MIB } else { 64 * MIB });
-        if !(4 * MIB..=(4 << 30)).contains(&mem) {
-            return bad(format!("memory {} must be from 4 MiB to 4 GiB", fmt_size(mem)));
-        }
-        let runs = opts.runs.unwrap_or(if quick { 3 } else { 5 });
-        if runs == 0 || runs > 1000 {
-            return bad(format!("runs {runs} must be from 1 to 1000"));
-        }
-        let variants = opts.variants.clone().unwrap_or_else(|| variants::defaults(EXPERIMENT));
-        let variants: Vec<String> = variants.iter().map(|s| s.trim().to_string()).collect();
-        variants::resolve(EXPERIMENT, &variants)?;
+        let c = opts.common(EXPERIMENT, (16 * MIB, 64 * MIB), (3, 5), 4 << 30)?;
+        let (mem, runs, variants) = (c.mem_bytes, c.runs, c.variants);
         let ps = Config::default().page_size as u64;
         let pages = |bytes: f64| ((bytes / ps as f64).round() as u64).max(1) * ps;
         let m = mem as f64;

@@ -53,6 +53,7 @@ use crate::experiment::{variant_tunables, ExpOpts};
 use crate::kernel;
 use crate::plot;
 use crate::progress::Progress;
+use crate::report::vmstat_rows;
 use crate::report::{
     self, fmt_cell, fmt_size, render_compare, render_table, significant, sum_vmstat, Check, ExperimentResult, Mean,
     MetricSpec, Named, Samples, VariantResult,
@@ -810,16 +811,6 @@ fn checks(r: &ExperimentResult) -> Vec<Check> {
     out
 }
 
-fn fmt_count(v: f64) -> String {
-    if v.is_nan() {
-        "-".into()
-    } else if (v - v.round()).abs() < 1e-9 || v.abs() >= 100.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.2}")
-    }
-}
-
 fn fmt_per_page(v: f64) -> String {
     if v.is_nan() {
         "-".into()
@@ -933,13 +924,7 @@ pub fn report(r: &ExperimentResult) -> String {
     let runs = r.runs.max(1) as f64;
     for &(be, m) in &WORKLOADS {
         let w = workload_name(be, m);
-        let mut rows = vec![std::iter::once(w.clone()).chain(pc.iter().map(|v| v.name.clone())).collect::<Vec<_>>()];
-        for &item in VM_ITEMS {
-            let mut row = vec![format!("  {}", item.name())];
-            row.extend(pc.iter().map(|v| fmt_count(v.vm(&w, item).map(|x| x as f64 / runs).unwrap_or(f64::NAN))));
-            rows.push(row);
-        }
-        s.push_str(&render_table(&rows, &pright));
+        s.push_str(&render_table(&vmstat_rows(&w, &pc, VM_ITEMS, &|_| runs), &pright));
     }
 
     s.push_str(&r.render_tail());

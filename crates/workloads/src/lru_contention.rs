@@ -54,6 +54,7 @@ use crate::experiment::{apply_sets, ExpOpts};
 use crate::kernel;
 use crate::plot;
 use crate::progress::Progress;
+use crate::report::vmstat_rows;
 use crate::report::{
     self, fmt_cell, fmt_size, fmt_value, render_compare, render_table, significant, sum_vmstat, Check,
     ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult,
@@ -1549,16 +1550,6 @@ fn fmt_pctval(v: f64) -> String {
     }
 }
 
-fn fmt_count(v: f64) -> String {
-    if v.is_nan() {
-        "-".into()
-    } else if (v - v.round()).abs() < 1e-9 || v.abs() >= 100.0 {
-        format!("{:.0}", v)
-    } else {
-        format!("{v:.1}")
-    }
-}
-
 /// The vmstat counters the report shows per workload.
 const VM_ITEMS: &[Item] = &[
     Item::pgcache_hit,
@@ -1654,14 +1645,7 @@ pub fn report(r: &ExperimentResult) -> String {
     let counted: Vec<&VariantResult> = r.variants.iter().filter(|v| !v.vmstat.is_empty()).collect();
     let vright: Vec<bool> = (0..=counted.len()).map(|c| c > 0).collect();
     for w in &workloads {
-        let mut rows =
-            vec![std::iter::once(w.clone()).chain(counted.iter().map(|v| v.name.clone())).collect::<Vec<_>>()];
-        for &item in VM_ITEMS {
-            let mut row = vec![format!("  {}", item.name())];
-            row.extend(counted.iter().map(|v| fmt_count(v.vm(w, item).map(|x| x as f64 / runs).unwrap_or(f64::NAN))));
-            rows.push(row);
-        }
-        s.push_str(&render_table(&rows, &vright));
+        s.push_str(&render_table(&vmstat_rows(w, &counted, VM_ITEMS, &|_| runs), &vright));
     }
 
     s.push_str(&r.render_tail());

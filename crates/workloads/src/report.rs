@@ -561,6 +561,38 @@ pub fn fmt_size(bytes: u64) -> String {
     format!("{bytes} B")
 }
 
+/// A count for a table: whole numbers plain, small fractions with two
+/// decimals, `-` for nothing measured.
+pub fn fmt_count(v: f64) -> String {
+    if v.is_nan() {
+        "-".into()
+    } else if (v - v.round()).abs() < 1e-9 || v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// The rows of one workload's vmstat table: a header of variant names, then
+/// one row per counter with each variant's delta divided by `per(variant)`
+/// (runs, truncates, ...).
+pub fn vmstat_rows(
+    workload: &str,
+    variants: &[&VariantResult],
+    items: &[Item],
+    per: &dyn Fn(&VariantResult) -> f64,
+) -> Vec<Vec<String>> {
+    let mut rows = vec![std::iter::once(workload.to_string()).chain(variants.iter().map(|v| v.name.clone())).collect()];
+    for &item in items {
+        let mut row = vec![format!("  {}", item.name())];
+        row.extend(
+            variants.iter().map(|v| fmt_count(v.vm(workload, item).map(|x| x as f64 / per(v)).unwrap_or(f64::NAN))),
+        );
+        rows.push(row);
+    }
+    rows
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -70,6 +70,7 @@ use crate::experiment::{variant_tunables, ExpOpts};
 use crate::kernel;
 use crate::plot::{self, Series};
 use crate::progress::Progress;
+use crate::report::vmstat_rows;
 use crate::report::{
     self, fmt_cell, fmt_size, render_compare, render_table, significant, sum_vmstat, Check, ExperimentResult, Mean,
     MetricSpec, Named, Samples, VariantResult,
@@ -1705,14 +1706,7 @@ pub fn report(r: &ExperimentResult) -> String {
     let workloads: Vec<String> =
         pcache.first().map(|v| v.vmstat.keys().map(String::from).collect()).unwrap_or_default();
     for w in &workloads {
-        let mut rows =
-            vec![std::iter::once(w.clone()).chain(pcache.iter().map(|v| v.name.clone())).collect::<Vec<_>>()];
-        for &item in VM_ITEMS {
-            let mut row = vec![format!("  {}", item.name())];
-            row.extend(pcache.iter().map(|v| fmt_num(v.vm(w, item).map(|x| x as f64 / runs).unwrap_or(f64::NAN))));
-            rows.push(row);
-        }
-        s.push_str(&render_table(&rows, &right));
+        s.push_str(&render_table(&vmstat_rows(w, &pcache, VM_ITEMS, &|_| runs), &right));
     }
 
     s.push_str(&r.render_tail());

@@ -54,6 +54,7 @@ use crate::report::{
     self, fmt_size, render_compare, render_table, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named,
     Samples, VariantResult,
 };
+use crate::report::{fmt_count, vmstat_rows};
 use crate::stats::{pct_better, quantile_sorted, Better, Summary};
 use crate::sys::{kernel_release, load_note, loadavg, tempdir_in};
 use crate::variants::{self, Preset};
@@ -814,16 +815,6 @@ fn render_seed_table(r: &ExperimentResult, metric: &str) -> String {
     render_table(&rows, &right)
 }
 
-fn fmt_count(v: f64) -> String {
-    if v.is_nan() {
-        "-".into()
-    } else if (v - v.round()).abs() < 1e-9 || v.abs() >= 100.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.2}")
-    }
-}
-
 /// The readable report: setup, the seed's table per backend, the
 /// mechanism counters, compare-kernels, vmstat, the seed's claim against
 /// this run.
@@ -927,13 +918,7 @@ pub fn report(r: &ExperimentResult) -> String {
     for b in BACKENDS {
         let w = b.name();
         let n = |v: &VariantResult| v.samples(&format!("{w} truncate_us")).len().max(1) as f64;
-        let mut rows = vec![std::iter::once(w.to_string()).chain(pc.iter().map(|v| v.name.clone())).collect()];
-        for &item in VM_ITEMS {
-            let mut row = vec![format!("  {}", item.name())];
-            row.extend(pc.iter().map(|v| fmt_count(v.vm(w, item).map(|x| x as f64 / n(v)).unwrap_or(f64::NAN))));
-            rows.push(row);
-        }
-        s.push_str(&render_table(&rows, &right));
+        s.push_str(&render_table(&vmstat_rows(w, &pc, VM_ITEMS, &n), &right));
     }
 
     s.push_str(&r.render_tail());

@@ -55,8 +55,8 @@ use crate::plot;
 use crate::progress::Progress;
 use crate::report::vmstat_rows;
 use crate::report::{
-    self, fmt_cell, fmt_size, render_compare, render_table, significant, sum_vmstat, Check, ExperimentResult, Mean,
-    MetricSpec, Named, Samples, VariantResult,
+    self, fmt_cell, fmt_size, render_table, significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named,
+    Samples, VariantResult,
 };
 use crate::stats::{pct_better, Better};
 use crate::sys::{kernel_release, load_note, loadavg, tempdir_in};
@@ -837,32 +837,14 @@ pub fn report(r: &ExperimentResult) -> String {
         p.as_ref().map(|p| p.iterations).unwrap_or(0),
         if r.quick { " (quick)" } else { "" }
     );
-    if !r.optimized {
-        let _ = writeln!(s, "WARNING: built without optimisations; these timings mean little");
-    }
-    for v in &r.variants {
-        let _ = writeln!(s, "  {:<12} {}", v.name, v.stands_for);
-    }
-    if let Some(ws) = r.params["workloads"].as_array() {
-        for w in ws {
-            let _ =
-                writeln!(s, "  {:<15} {}", w["name"].as_str().unwrap_or(""), w["description"].as_str().unwrap_or(""));
-        }
-    }
+    s.push_str(&r.render_setup());
     let _ = writeln!(
         s,
         "elapsed: open to the return of close (fdatasync included), unlink not timed; cpu: the writer thread's CPU \
          time over the same span (not the flusher's; stops while the thread is preempted)"
     );
 
-    let _ = writeln!(s);
-    let _ = writeln!(
-        s,
-        "compare-kernels: percentages against the first column, positive = better; `*  x%*` marks a significant \
-         difference of means (Welch's t-test, 95%)"
-    );
-    let (cmp, means) = r.comparison();
-    s.push_str(&render_compare(&cmp, &means));
+    s.push_str(&r.render_compare_section());
 
     // The seed's table: Max elapsed (async), plus the means.
     let _ = writeln!(s);

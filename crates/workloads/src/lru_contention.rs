@@ -56,8 +56,8 @@ use crate::plot;
 use crate::progress::Progress;
 use crate::report::vmstat_rows;
 use crate::report::{
-    self, fmt_cell, fmt_size, fmt_value, render_compare, render_table, significant, sum_vmstat, Check,
-    ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult,
+    self, fmt_cell, fmt_size, fmt_value, render_table, significant, sum_vmstat, Check, ExperimentResult, Mean,
+    MetricSpec, Named, Samples, VariantResult,
 };
 use crate::stats::{pct_better, Better};
 use crate::sys::kernel_release;
@@ -1600,14 +1600,7 @@ pub fn report(r: &ExperimentResult) -> String {
         let _ = writeln!(s, "timing: {t}");
     }
 
-    let _ = writeln!(s);
-    let _ = writeln!(
-        s,
-        "compare-kernels: percentages against the first column, positive = better; `*  x%*` marks a significant \
-         difference of means (Welch's t-test, 95%)"
-    );
-    let (cmp, means) = r.comparison();
-    s.push_str(&render_compare(&cmp, &means));
+    s.push_str(&r.render_compare_section());
 
     // Means of every measure, grouped by measure.
     let _ = writeln!(s);

@@ -54,8 +54,8 @@ use crate::kernel;
 use crate::plot;
 use crate::progress::Progress;
 use crate::report::{
-    self, fmt_cell, fmt_size, render_compare, render_table, significant, sum_vmstat, Check, ExperimentResult, Mean,
-    MetricSpec, Named, Samples, VariantResult,
+    self, fmt_cell, fmt_size, render_table, significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named,
+    Samples, VariantResult,
 };
 use crate::stats::{pct_better, Better};
 use crate::sys::kernel_release;
@@ -1099,32 +1099,14 @@ pub fn report(r: &ExperimentResult) -> String {
         if r.runs == 1 { "" } else { "s" },
         if r.quick { " (quick)" } else { "" }
     );
-    if !r.optimized {
-        let _ = writeln!(s, "WARNING: built without optimisations; these timings mean little");
-    }
-    for v in &r.variants {
-        let _ = writeln!(s, "  {:<5} {}", v.name, v.stands_for);
-    }
-    if let Some(ws) = r.params["workloads"].as_array() {
-        for w in ws {
-            let _ =
-                writeln!(s, "  {:<11} {}", w["name"].as_str().unwrap_or(""), w["description"].as_str().unwrap_or(""));
-        }
-    }
+    s.push_str(&r.render_setup());
     let _ = writeln!(
         s,
         "elapsed: first write to the return of the last, files closed, no sync (as fs_mark -S0); the dirty data \
          left is synced after, outside the timing (sync_s)"
     );
 
-    let _ = writeln!(s);
-    let _ = writeln!(
-        s,
-        "compare-kernels: percentages against the first column, positive = better; `*  x%*` marks a significant \
-         difference of means (Welch's t-test, 95%)"
-    );
-    let (cmp, means) = r.comparison();
-    s.push_str(&render_compare(&cmp, &means));
+    s.push_str(&r.render_compare_section());
 
     // The seed's summary.
     let _ = writeln!(s);

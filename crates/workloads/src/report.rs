@@ -268,6 +268,45 @@ impl ExperimentResult {
     }
 
     /// The seed's claim, each check, and the verdict.
+    /// The start of every report after its title: a warning for an
+    /// unoptimised build, the variants and what each stands for, and the
+    /// workloads with their descriptions (from `params.workloads`).
+    pub fn render_setup(&self) -> String {
+        let mut s = String::new();
+        if !self.optimized {
+            let _ = writeln!(s, "WARNING: built without optimisations; these timings mean little");
+        }
+        let vw = self.variants.iter().map(|v| v.name.len()).max().unwrap_or(0);
+        for v in &self.variants {
+            let _ = writeln!(s, "  {:<vw$} {}", v.name, v.stands_for);
+        }
+        if let Some(ws) = self.params["workloads"].as_array() {
+            let ww = ws.iter().map(|w| w["name"].as_str().unwrap_or("").len()).max().unwrap_or(0);
+            for w in ws {
+                let _ = writeln!(
+                    s,
+                    "  {:<ww$} {}",
+                    w["name"].as_str().unwrap_or(""),
+                    w["description"].as_str().unwrap_or("")
+                );
+            }
+        }
+        s
+    }
+
+    /// The compare-kernels table of every metric, with its legend.
+    pub fn render_compare_section(&self) -> String {
+        let mut s = String::from("\n");
+        let _ = writeln!(
+            s,
+            "compare-kernels: percentages against the first column, positive = better; `*  x%*` marks a significant \
+             difference of means (Welch's t-test, 95%)"
+        );
+        let (cmp, means) = self.comparison();
+        s.push_str(&render_compare(&cmp, &means));
+        s
+    }
+
     /// The end of every report: the checks against the seed, the notes
     /// and the wall time.
     pub fn render_tail(&self) -> String {

@@ -72,8 +72,8 @@ use crate::plot::{self, Series};
 use crate::progress::Progress;
 use crate::report::vmstat_rows;
 use crate::report::{
-    self, fmt_cell, fmt_size, render_compare, render_table, significant, sum_vmstat, Check, ExperimentResult, Mean,
-    MetricSpec, Named, Samples, VariantResult,
+    self, fmt_cell, fmt_size, render_table, significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named,
+    Samples, VariantResult,
 };
 use crate::stats::{pct_better, Better};
 use crate::sys::kernel_release;
@@ -1666,14 +1666,7 @@ pub fn report(r: &ExperimentResult) -> String {
         }
     }
 
-    let _ = writeln!(s);
-    let _ = writeln!(
-        s,
-        "compare-kernels: percentages against the first column, positive = better; `*  x%*` marks a significant \
-         difference of means (Welch's t-test, 95%)"
-    );
-    let (cmp, means) = r.comparison();
-    s.push_str(&render_compare(&cmp, &means));
+    s.push_str(&r.render_compare_section());
 
     // Summary of means, one row per metric.
     let _ = writeln!(s);

@@ -833,18 +833,7 @@ pub fn report(r: &ExperimentResult) -> String {
         p.as_ref().map(|p| fmt_size(p.file_bytes)).unwrap_or_default(),
         if r.quick { " (quick)" } else { "" }
     );
-    if !r.optimized {
-        let _ = writeln!(s, "WARNING: built without optimisations; these timings mean little");
-    }
-    for v in &r.variants {
-        let _ = writeln!(s, "  {:<12} {}", v.name, v.stands_for);
-    }
-    if let Some(ws) = r.params["workloads"].as_array() {
-        for w in ws {
-            let _ =
-                writeln!(s, "  {:<6} {}", w["name"].as_str().unwrap_or(""), w["description"].as_str().unwrap_or(""));
-        }
-    }
+    s.push_str(&r.render_setup());
 
     for b in BACKENDS {
         let _ = writeln!(s);

@@ -29,6 +29,14 @@ pub enum Error {
     /// the cache and is retried by later writeback.
     #[error("no space left on the backing device of {name}")]
     NoSpace { name: String },
+    /// No run-time tunable has this name (ENOENT, as for a missing
+    /// `/proc/sys/vm` file).
+    #[error("no tunable named {name:?}")]
+    UnknownSysctl { name: String },
+    /// A value written to a run-time tunable is malformed or out of range
+    /// (EINVAL); the tunable keeps its value.
+    #[error("tunable {name}: invalid value {value:?}: {reason}")]
+    InvalidSysctl { name: String, value: String, reason: String },
     /// An I/O error from the backing device (EIO and others). A writeback error
     /// is reported once per handle by the next fsync, as Linux's errseq does.
     #[error("I/O error on {name}: {source}")]
@@ -59,6 +67,8 @@ impl Error {
             Error::InvalidConfig(_) | Error::InvalidArgument(_) => libc::EINVAL,
             Error::NoMemory { .. } => libc::ENOMEM,
             Error::NoSpace { .. } => libc::ENOSPC,
+            Error::UnknownSysctl { .. } => libc::ENOENT,
+            Error::InvalidSysctl { .. } => libc::EINVAL,
             Error::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
         }
     }

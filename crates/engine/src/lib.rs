@@ -34,6 +34,7 @@ pub mod percpu;
 mod readahead;
 mod swap;
 mod sync;
+mod sysctl;
 mod truncate;
 mod tunables;
 mod vmscan;
@@ -229,7 +230,7 @@ impl PageCache {
             owner: self.owner.clone(),
             wb_err_since: AtomicU32::new(page_writeback::errseq_sample(&inode.wb_err)),
             inode,
-            ra: FileRaState::new(self.cache().tunables.ra_pages),
+            ra: FileRaState::new(self.cache().sysctl.ra_pages()),
             closed: AtomicBool::new(false),
         }
     }
@@ -261,6 +262,115 @@ impl PageCache {
     /// Unlink a memory-only file.
     pub fn unlink_memory(&self, name: &str) -> Result<()> {
         self.unlink_name(&format!("memory:{name}"))
+    }
+
+    /// Unlink a file opened with [`PageCache::open_dev`], by its device's
+    /// name: its device's `remove` is called and its pages are dropped,
+    /// dirty or not, once no handle is open (handles already open keep
+    /// working, as on an unlinked file). Returns false, changing nothing,
+    /// when no such file is cached.
+    pub fn unlink_dev(&self, name: &str) -> Result<bool> {
+        if !self.cache().inodes.lock().by_name.contains_key(name) {
+            return Ok(false);
+        }
+        self.unlink_name(name).map(|()| true)
+    }
+
+    /// Rename a host file, as rename(2) does (replacing `new` if it
+    /// exists). A cached file keeps its pages, its dirty data and its open
+    /// handles, now under the new name: later opens of `new` share them,
+    /// and [`PageCache::unlink`] of `new` removes the right file. A cached
+    /// file that `new` named before is dropped as unlink drops it (handles
+    /// open on it keep working). Messages and `lru_snapshot` keep showing
+    /// the name a file was opened under.
+    pub fn rename(&self, old: impl AsRef<Path>, new: impl AsRef<Path>) -> Result<()> {
+        let (old, new) = (old.as_ref(), new.as_ref());
+        let old_name = old.to_string_lossy().into_owned();
+        let new_name = new.to_string_lossy().into_owned();
+        let cache = self.cache();
+        let replaced = {
+            // The icache lock is held across the host rename so that no
+            // open in between finds a name the host no longer has.
+            let mut inodes = cache.inodes.lock();
+            let moving = inodes.by_name.get(&old_name).cloned();
+            match &moving {
+                Some(inode) => inode.dev.rename(new),
+                None => std::fs::rename(old, new),
+            }
+            .map_err(|e| Error::io(&old_name, e))?;
+            if old_name == new_name {
+                return Ok(());
+            }
+            let replaced = inodes.by_name.remove(&new_name);
+            if let Some(inode) = moving {
+                inodes.by_name.remove(&old_name);
+                inodes.by_name.insert(new_name, inode);
+            }
+            replaced
+        };
+        if let Some(inode) = replaced {
+            inode.unlinked.store(true, Ordering::Release);
+            if inode.handles.load(Ordering::Acquire) == 0 {
+                cache.evict_inode(&inode);
+            }
+        }
+        Ok(())
+    }
+
+    /// Drop a file no handle has open from the cache, as the kernel evicts
+    /// an unused inode: write back its dirty pages, then free every page
+    /// and close its device. `name` is what the file is keyed by (the path
+    /// given to [`PageCache::open`], or the device's name). Returns false,
+    /// changing nothing, when the file is not cached or a handle is open;
+    /// a writeback error is returned and the file stays cached with its
+    /// dirty pages, so no data is lost. The caller makes sure no open of
+    /// the same file races with this call.
+    pub fn evict(&self, name: &str) -> Result<bool> {
+        let cache = self.cache();
+        let Some(inode) = cache.inodes.lock().by_name.get(name).cloned() else {
+            return Ok(false);
+        };
+        if inode.handles.load(Ordering::Acquire) > 0 {
+            return Ok(false);
+        }
+        cache.write_and_wait_range(&inode, 0, u64::MAX)?;
+        {
+            let mut inodes = cache.inodes.lock();
+            if inode.handles.load(Ordering::Acquire) > 0 || inode.nr_dirty.load(Ordering::Acquire) > 0 {
+                return Ok(false);
+            }
+            if inodes.by_name.get(name).is_some_and(|i| Arc::ptr_eq(i, &inode)) {
+                inodes.by_name.remove(name);
+            }
+        }
+        cache.evict_inode(&inode);
+        Ok(true)
+    }
+
+    /// Whether a file keyed by `name` is cached (open, or closed with
+    /// pages or state still held).
+    pub fn is_cached(&self, name: &str) -> bool {
+        self.cache().inodes.lock().by_name.contains_key(name)
+    }
+
+    /// The run-time tunables' names (the files of `/proc/sys/vm` this
+    /// cache has, plus `read_ahead_kb`).
+    pub fn sysctl_names(&self) -> &'static [&'static str] {
+        sysctl::SYSCTL_NAMES
+    }
+
+    /// A run-time tunable's value as `/proc/sys/vm/NAME` shows it, or None
+    /// for an unknown name.
+    pub fn sysctl_read(&self, name: &str) -> Option<String> {
+        self.cache().sysctl.read(name)
+    }
+
+    /// Set a run-time tunable from text (`echo 30 > dirty_ratio`). It takes
+    /// effect at the next decision that uses it; a bad value is refused
+    /// ([`Error::InvalidSysctl`], [`Error::UnknownSysctl`]) and changes
+    /// nothing.
+    pub fn sysctl_write(&self, name: &str, value: &str) -> Result<()> {
+        self.cache().sysctl.write(name, value)
     }
 
     /// A snapshot of every counter.
@@ -423,7 +533,7 @@ impl File {
         let end = if len == 0 { u64::MAX } else { self.check_range(offset, len)? };
         let shift = self.cache.page_shift();
         let ra = &self.ra;
-        let default_ra = self.cache.tunables.ra_pages;
+        let default_ra = self.cache.sysctl.ra_pages();
         match advice {
             Advice::Normal => {
                 ra.ra_pages.store(default_ra, Ordering::Relaxed);

@@ -24,6 +24,7 @@ use crate::hazard::HazardTable;
 use crate::lruvec::Lruvec;
 use crate::page::{Page, Pfn};
 use crate::swap::PerCpu;
+use crate::sysctl::VmSysctl;
 use crate::tunables::{Config, Tunables};
 use crate::vmstat::{Item, VmCounters, VmStat, NR_ITEMS};
 use crate::LruList;
@@ -74,6 +75,9 @@ pub struct Inodes {
 pub struct Cache {
     pub config: Config,
     pub tunables: Tunables,
+    /// The knobs that can change while the cache runs (sysctl.rs); the
+    /// paths that use them read these, not `tunables`.
+    pub sysctl: VmSysctl,
     pub arena: Arena,
     pub lruvec: Lruvec,
     pub percpu: Box<[PerCpu]>,
@@ -128,6 +132,7 @@ impl Cache {
         Ok(Arc::new_cyclic(|self_ref| Cache {
             config,
             tunables: config.tunables,
+            sysctl: VmSysctl::new(&config.tunables, config.page_size),
             arena,
             lruvec: Lruvec::new(),
             percpu: (0..nr_cpus).map(|_| PerCpu::default()).collect(),

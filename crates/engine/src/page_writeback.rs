@@ -99,15 +99,18 @@ impl Cache {
     /// free plus file pages). The background threshold stays below the
     /// limit, as the kernel keeps it at half when set above.
     pub fn dirty_thresholds(&self) -> (u64, u64) {
-        let t = &self.tunables;
+        // Read once each: a concurrent sysctl write may land between the
+        // loads, and either value of each knob is a valid answer.
+        let t = &self.sysctl;
+        let (dirty_bytes, dirty_bg_bytes) = (t.dirty_bytes(), t.dirty_background_bytes());
         let dirtyable = self.arena.nr_pages;
         let ps = self.page_size() as u64;
-        let limit = if t.dirty_bytes > 0 { t.dirty_bytes.div_ceil(ps) } else { dirtyable * t.dirty_ratio as u64 / 100 }
+        let limit = if dirty_bytes > 0 { dirty_bytes.div_ceil(ps) } else { dirtyable * t.dirty_ratio() as u64 / 100 }
             .clamp(1, dirtyable);
-        let bg = if t.dirty_background_bytes > 0 {
-            t.dirty_background_bytes.div_ceil(ps)
+        let bg = if dirty_bg_bytes > 0 {
+            dirty_bg_bytes.div_ceil(ps)
         } else {
-            dirtyable * t.dirty_background_ratio as u64 / 100
+            dirtyable * t.dirty_background_ratio() as u64 / 100
         };
         let bg = if bg >= limit { limit / 2 } else { bg };
         (bg.max(1), limit)
@@ -393,7 +396,7 @@ impl Cache {
     /// longer than dirty_expire, everything while over the background
     /// threshold, and the oldest pages when reclaim asked for them.
     pub fn wb_do_writeback(&self, bdi: &Bdi) {
-        let expire_ms = self.tunables.dirty_expire_centisecs as u64 * 10;
+        let expire_ms = self.sysctl.dirty_expire_centisecs() as u64 * 10;
         let (bg, _) = self.dirty_thresholds();
         let mut for_reclaim = bdi.reclaim_wanted.swap(false, Ordering::AcqRel);
         // Bounded: each round writes something or stops.
@@ -432,15 +435,25 @@ impl Cache {
     }
 }
 
+/// While periodic writeback is off (dirty_writeback_centisecs = 0), how
+/// often the flusher looks again at the knob.
+const PERIODIC_OFF_RECHECK: Duration = Duration::from_secs(1);
+
 /// A device's flusher thread: wakes every dirty_writeback_centisecs or
-/// when rung.
+/// when rung. The period is read at every sleep, so a sysctl write takes
+/// effect after the current one; 0 turns periodic writeback off (as in
+/// Linux) and the flusher then works only when rung.
 pub fn flusher_thread(cache: Arc<Cache>, bdi: Arc<Bdi>) {
-    let period = Duration::from_millis((cache.tunables.dirty_writeback_centisecs.max(1) as u64) * 10);
     while !cache.shutdown.load(Ordering::Acquire) {
-        bdi.wait.wait(period);
+        let centisecs = cache.sysctl.dirty_writeback_centisecs();
+        let periodic = centisecs > 0;
+        let period = if periodic { Duration::from_millis(centisecs as u64 * 10) } else { PERIODIC_OFF_RECHECK };
+        let rung = bdi.wait.wait(period);
         if cache.shutdown.load(Ordering::Acquire) {
             break;
         }
-        cache.wb_do_writeback(&bdi);
+        if rung || periodic {
+            cache.wb_do_writeback(&bdi);
+        }
     }
 }

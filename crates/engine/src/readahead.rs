@@ -180,7 +180,7 @@ impl Cache {
     /// force_page_cache_readahead: read `[index, index + nr)` in chunks of
     /// at most the default window, no marker.
     pub fn force_page_cache_readahead(&self, inode: &Inode, index: u64, nr: u64) {
-        let chunk = (self.tunables.ra_pages.max(1)) as u64;
+        let chunk = (self.sysctl.ra_pages().max(1)) as u64;
         let mut i = index;
         while i < index + nr {
             let n = chunk.min(index + nr - i);

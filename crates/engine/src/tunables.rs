@@ -115,6 +115,11 @@ pub enum Advice {
 }
 
 /// Knobs that select mechanisms; each field is one seed's before/after.
+///
+/// The dirty-page knobs and `ra_pages` are only start values: the cache
+/// copies them into its run-time sysctls (sysctl.rs), which
+/// `PageCache::sysctl_write` changes while it runs and which the writeback
+/// and readahead paths read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tunables {
     pub accessed_init: AccessedInit,

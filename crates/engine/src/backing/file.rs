@@ -18,7 +18,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Once;
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 use super::BackingDev;
 
@@ -58,7 +58,9 @@ fn file_offset(base: u64, add: usize) -> io::Result<libc::off_t> {
 #[derive(Debug)]
 pub struct FileDev {
     file: File,
-    path: PathBuf,
+    /// Where the file is now: `rename` moves it, and `remove` must unlink
+    /// the current name, not the one it was opened under.
+    path: Mutex<PathBuf>,
     name: String,
     page_size: usize,
     /// The file descriptor currently has O_DIRECT set. Only ever goes from
@@ -114,7 +116,7 @@ impl FileDev {
 
         Ok(FileDev {
             file,
-            path: path.to_path_buf(),
+            path: Mutex::new(path.to_path_buf()),
             name,
             page_size,
             direct: AtomicBool::new(is_direct),
@@ -128,9 +130,9 @@ impl FileDev {
         self.page_size
     }
 
-    /// The host path.
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// The host path (after any rename).
+    pub fn path(&self) -> PathBuf {
+        self.path.lock().clone()
     }
 
     fn fd(&self) -> RawFd {
@@ -479,7 +481,16 @@ impl BackingDev for FileDev {
     }
 
     fn remove(&self) -> io::Result<()> {
-        std::fs::remove_file(&self.path)
+        std::fs::remove_file(&*self.path.lock())
+    }
+
+    fn rename(&self, to: &Path) -> io::Result<()> {
+        // Under the lock, so a concurrent remove unlinks one name or the
+        // other, never a name the file no longer has.
+        let mut path = self.path.lock();
+        std::fs::rename(&*path, to)?;
+        *path = to.to_path_buf();
+        Ok(())
     }
 
     fn is_direct(&self) -> bool {

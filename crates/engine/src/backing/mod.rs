@@ -58,6 +58,14 @@ pub trait BackingDev: Send + Sync + 'static {
         Ok(())
     }
 
+    /// Rename the underlying object to `to` (rename(2), replacing whatever
+    /// is there), so that later calls, `remove` among them, act on the new
+    /// name. Devices without names do not support it.
+    fn rename(&self, to: &std::path::Path) -> io::Result<()> {
+        let _ = to;
+        Err(io::Error::from_raw_os_error(libc::EXDEV))
+    }
+
     /// Whether the device bypasses the host page cache (O_DIRECT).
     fn is_direct(&self) -> bool {
         false

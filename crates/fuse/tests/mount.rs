@@ -1,0 +1,563 @@
+//! Real programs on a pcache mount.
+//!
+//! Each test mounts a temporary backing directory through the
+//! `pcache-mount` binary (the same code as `pcache mount`) with a cache of
+//! a few MiB, a fraction of the data the program moves, so reclaim and
+//! writeback run throughout; then runs the program and checks its data, on
+//! the mount and, after unmounting, in the backing directory.
+//!
+//! A test is skipped, saying why, only when FUSE cannot be used here
+//! (/dev/fuse does not open or fusermount3 is missing), and a program that
+//! is not installed (fio, sqlite3) skips its own test. `.ci/run` installs
+//! them all, so CI skips nothing. A `Mount` guard unmounts (lazily) and
+//! kills the daemon in Drop, so a failing test leaves no stale mount; every
+//! program runs under `timeout`, so no test hangs.
+
+use std::fs;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+/// A running `pcache-mount` daemon and its directories.
+struct Mount {
+    child: Option<Child>,
+    dir: TempDir,
+}
+
+impl Mount {
+    fn backing(&self) -> PathBuf {
+        self.dir.path().join("backing")
+    }
+
+    fn mnt(&self) -> PathBuf {
+        self.dir.path().join("mnt")
+    }
+
+    fn log(&self) -> String {
+        fs::read_to_string(self.dir.path().join("daemon.log")).unwrap_or_default()
+    }
+
+    /// Start a daemon with `--mem MEM` and `extra` options and wait until
+    /// the mount is up.
+    fn start(mem: &str, extra: &[&str]) -> Mount {
+        let dir = tempfile::Builder::new().prefix("pcache-fuse-test").tempdir().unwrap();
+        let mut m = Mount { child: None, dir };
+        fs::create_dir(m.backing()).unwrap();
+        fs::create_dir(m.mnt()).unwrap();
+        m.spawn(mem, extra);
+        m
+    }
+
+    fn spawn(&mut self, mem: &str, extra: &[&str]) {
+        let log = fs::File::create(self.dir.path().join("daemon.log")).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_pcache-mount"))
+            .arg(self.backing())
+            .arg(self.mnt())
+            .args(["--mem", mem])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let started = Instant::now();
+        while !pcache_fuse::is_fuse_mount(&self.mnt()) {
+            if let Some(st) = self.child.as_mut().and_then(|c| c.try_wait().unwrap()) {
+                panic!("daemon exited ({st}) before mounting:\n{}", self.log());
+            }
+            assert!(started.elapsed() < Duration::from_secs(20), "mount did not come up:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.as_ref().map(|c| c.id() as i32).unwrap_or(0)
+    }
+
+    /// Wait up to `secs` for the daemon to exit.
+    fn wait_exit(&mut self, secs: u64) -> ExitStatus {
+        let child = self.child.as_mut().expect("daemon running");
+        let started = Instant::now();
+        loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                self.child = None;
+                return st;
+            }
+            assert!(started.elapsed() < Duration::from_secs(secs), "daemon did not exit:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Unmount as a user would (fusermount3 -u) and wait for the daemon,
+    /// which writes everything back before it exits.
+    fn unmount(&mut self) {
+        let st = run("fusermount3", &["-u".as_ref(), self.mnt().as_os_str()], 30);
+        assert!(st.success(), "fusermount3 -u failed");
+        let st = self.wait_exit(60);
+        assert!(st.success(), "daemon failed ({st}):\n{}", self.log());
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child's pid; no memory involved.
+        assert_eq!(unsafe { libc::kill(self.pid(), sig) }, 0);
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        // Unconditionally: a mount whose daemon died (kill -9) no longer
+        // answers statfs, but its entry stays until unmounted.
+        let _ = Command::new("fusermount3")
+            .args(["-u", "-z", "-q"])
+            .arg(self.mnt())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        if let Some(mut child) = self.child.take() {
+            let started = Instant::now();
+            while child.try_wait().ok().flatten().is_none() {
+                if started.elapsed() > Duration::from_secs(20) {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+/// Why FUSE tests cannot run here, printed; None when they can.
+fn skip_reason() -> Option<String> {
+    let why = pcache_fuse::fuse_unavailable()?;
+    eprintln!("SKIPPED: FUSE is not usable here: {why}");
+    Some(why)
+}
+
+fn have(program: &str, test: &str) -> bool {
+    let ok = Command::new(program).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
+    if !ok {
+        eprintln!("SKIPPED {test}: {program} is not installed (apt-get install {program})");
+    }
+    ok
+}
+
+/// Run a program under `timeout`, inheriting output; its exit status.
+fn run(program: &str, args: &[&std::ffi::OsStr], secs: u64) -> ExitStatus {
+    Command::new("timeout")
+        .args(["-k", "5", &secs.to_string(), program])
+        .args(args)
+        .status()
+        .unwrap_or_else(|e| panic!("running {program}: {e}"))
+}
+
+/// Run `sh -c SCRIPT` under `timeout`; its stdout, panicking on failure.
+fn sh(script: &str, secs: u64) -> String {
+    let out = Command::new("timeout")
+        .args(["-k", "5", &secs.to_string(), "sh", "-c", script])
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "`{script}` failed: {}", out.status);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn vmstat(m: &Mount) -> std::collections::HashMap<String, u64> {
+    fs::read_to_string(m.mnt().join(".pcache/vmstat"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            Some((k.to_string(), v.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// Pages reclaimed so far (kswapd and direct).
+fn reclaimed(m: &Mount) -> u64 {
+    let v = vmstat(m);
+    v.get("pgsteal_kswapd").unwrap_or(&0) + v.get("pgsteal_direct").unwrap_or(&0)
+}
+
+fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn q(p: &Path) -> String {
+    format!("'{}'", p.display())
+}
+
+// Goal: dd through the mount of a file six times the cache, read back
+// byte for byte with cmp, on the mount and in the backing directory
+// after unmount. Method: 8 MiB of cache, 48 MiB file; reclaim must run.
+#[test]
+fn dd_then_cmp_larger_than_cache() {
+    if skip_reason().is_some() {
+        return;
+    }
+    let mut m = Mount::start("8M", &[]);
+    let src = m.dir.path().join("src");
+    fs::write(&src, pattern(1, 48 << 20)).unwrap();
+    let dst = m.mnt().join("big");
+    sh(
+        &format!(
+            "dd if={} of={} bs=1M status=none && dd if={} of=/dev/null bs=64k status=none",
+            q(&src),
+            q(&dst),
+            q(&dst)
+        ),
+        60,
+    );
+    sh(&format!("cmp {} {}", q(&src), q(&dst)), 60);
+    assert!(reclaimed(&m) > 0, "no reclaim with a file 6x the cache: {:?}", vmstat(&m));
+    m.unmount();
+    sh(&format!("cmp {} {}", q(&src), q(&m.backing().join("big"))), 60);
+}
+
+// Goal: fio's own data verification (crc32c) passes for random read-write
+// and sequential jobs running at once through a cache a fraction of their
+// data. Method: 3 randrw jobs of 8 MiB at 4 KiB and 2 sequential writers
+// of 12 MiB at 128 KiB, 8 MiB of cache.
+#[test]
+fn fio_verify_crc32c() {
+    if skip_reason().is_some() || !have("fio", "fio_verify_crc32c") {
+        return;
+    }
+    let m = Mount::start("8M", &[]);
+    let dir = m.mnt();
+    let out = sh(
+        &format!(
+            "cd {} && fio --output-format=terse --ioengine=psync --verify=crc32c --verify_fatal=1 \
+             --name=rand --rw=randrw --bs=4k --size=8M --numjobs=3 \
+             --name=seq --rw=write --bs=128k --size=12M --numjobs=2",
+            q(&dir)
+        ),
+        90,
+    );
+    // Terse output: field 5 of each job's line is its error number.
+    let jobs: Vec<&str> = out.lines().filter(|l| l.starts_with("3;")).collect();
+    assert_eq!(jobs.len(), 5, "fio output:\n{out}");
+    for j in &jobs {
+        assert_eq!(j.split(';').nth(4), Some("0"), "fio job failed:\n{j}");
+    }
+    assert!(reclaimed(&m) > 0, "no reclaim: {:?}", vmstat(&m));
+}
+
+// Goal: SQLite builds and queries a database larger than the cache, and
+// PRAGMA integrity_check says ok on the mount and, after unmount, on the
+// backing file. Method: 8 MiB of cache, ~20 MiB of rows in several
+// transactions, an index, queries.
+#[test]
+fn sqlite_larger_than_cache() {
+    if skip_reason().is_some() || !have("sqlite3", "sqlite_larger_than_cache") {
+        return;
+    }
+    let mut m = Mount::start("8M", &[]);
+    let db = m.mnt().join("t.db");
+    let mut script =
+        String::from("PRAGMA journal_mode=DELETE;\nCREATE TABLE t(id INTEGER PRIMARY KEY, k INTEGER, v BLOB);\n");
+    for batch in 0..4 {
+        script += &format!(
+            "BEGIN; WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x<5000) \
+             INSERT INTO t(k, v) SELECT (x * 7919 + {batch}) % 10007, randomblob(1000) FROM c; COMMIT;\n"
+        );
+    }
+    script += "CREATE INDEX tk ON t(k);\nUPDATE t SET v = randomblob(900) WHERE id % 3 = 0;\nDELETE FROM t WHERE id % 10 = 0;\n";
+    fs::write(m.dir.path().join("build.sql"), script).unwrap();
+    sh(&format!("sqlite3 {} < {}", q(&db), q(&m.dir.path().join("build.sql"))), 90);
+    let size = fs::metadata(&db).unwrap().len();
+    assert!(size > 16 << 20, "database only {size} bytes");
+    let out = sh(
+        &format!(
+            "sqlite3 {} 'SELECT count(*) FROM t; SELECT count(*) FROM t WHERE k < 100; PRAGMA integrity_check;'",
+            q(&db)
+        ),
+        60,
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.first(), Some(&"18000"), "{out}");
+    assert_eq!(lines.last(), Some(&"ok"), "{out}");
+    assert!(reclaimed(&m) > 0, "no reclaim: {:?}", vmstat(&m));
+    m.unmount();
+    let out =
+        sh(&format!("sqlite3 {} 'PRAGMA integrity_check; SELECT count(*) FROM t;'", q(&m.backing().join("t.db"))), 60);
+    assert_eq!(out.trim(), "ok\n18000");
+}
+
+/// A small tree: nested directories, files of many sizes, a symlink, a
+/// hard link, an empty file and an empty directory.
+fn make_tree(root: &Path) {
+    for d in 0..6 {
+        let dir = root.join(format!("d{d}/sub{}", d % 2));
+        fs::create_dir_all(&dir).unwrap();
+        for f in 0..20u64 {
+            let len = ((f * 7919 + d as u64 * 104_729) % 300_000) as usize;
+            fs::write(dir.join(format!("f{f}")), pattern(d as u64 * 100 + f, len)).unwrap();
+        }
+    }
+    fs::write(root.join("empty"), b"").unwrap();
+    fs::create_dir(root.join("emptydir")).unwrap();
+    std::os::unix::fs::symlink("d0/sub0/f1", root.join("link")).unwrap();
+    fs::hard_link(root.join("d1/sub1/f2"), root.join("hard")).unwrap();
+}
+
+// Goal: a tree packed with tar and extracted on the mount is identical
+// (diff -r) on the mount and, after unmount, in the backing directory.
+// Method: ~18 MiB in 120 files, 4 MiB of cache.
+#[test]
+fn tar_extract_then_diff() {
+    if skip_reason().is_some() {
+        return;
+    }
+    let mut m = Mount::start("4M", &[]);
+    let src = m.dir.path().join("tree");
+    make_tree(&src);
+    let tarball = m.dir.path().join("tree.tar");
+    sh(&format!("tar -cf {} -C {} .", q(&tarball), q(&src)), 60);
+    let x = m.mnt().join("x");
+    fs::create_dir(&x).unwrap();
+    sh(&format!("tar -xf {} -C {}", q(&tarball), q(&x)), 60);
+    sh(&format!("diff -r {} {}", q(&src), q(&x)), 60);
+    // Hard links share one cached file.
+    assert_eq!(fs::metadata(x.join("hard")).unwrap().nlink(), 2);
+    m.unmount();
+    sh(&format!("diff -r {} {}", q(&src), q(&m.backing().join("x"))), 60);
+}
+
+use std::os::unix::fs::MetadataExt;
+
+// Goal: concurrent writers and readers keep every byte: 4 writers of
+// their own files, 2 threads writing disjoint stripes of one shared file,
+// 2 readers checking files as they complete, with renames and unlinks
+// while files are open. Method: 8 MiB of cache, ~40 MiB of data.
+#[test]
+fn concurrent_writers_and_readers() {
+    if skip_reason().is_some() {
+        return;
+    }
+    let mut m = Mount::start("8M", &[]);
+    let mnt = m.mnt();
+    const FILE: usize = 6 << 20;
+    let done = std::sync::Arc::new(std::sync::Mutex::new(Vec::<usize>::new()));
+    std::thread::scope(|s| {
+        for w in 0..4usize {
+            let (mnt, done) = (mnt.clone(), done.clone());
+            s.spawn(move || {
+                let data = pattern(w as u64 + 10, FILE);
+                let tmp = mnt.join(format!("w{w}.tmp"));
+                let mut f = fs::File::create(&tmp).unwrap();
+                for chunk in data.chunks(100_003) {
+                    f.write_all(chunk).unwrap();
+                }
+                // Rename while open (the kernel's cache follows the inode),
+                // then keep writing through the handle.
+                fs::rename(&tmp, mnt.join(format!("w{w}"))).unwrap();
+                f.write_all_at(&data[..4096], 0).unwrap();
+                drop(f);
+                done.lock().unwrap().push(w);
+            });
+        }
+        let shared = mnt.join("shared");
+        fs::File::create(&shared).unwrap().set_len(4 * FILE as u64 / 2).unwrap();
+        for t in 0..2u64 {
+            let shared = shared.clone();
+            s.spawn(move || {
+                let f = fs::OpenOptions::new().write(true).open(&shared).unwrap();
+                // Interleaved 64 KiB stripes: thread t owns every other one.
+                for i in (t..(2 * FILE as u64 / 65536)).step_by(2) {
+                    f.write_all_at(&pattern(1000 + i, 65536), i * 65536).unwrap();
+                }
+            });
+        }
+        for _ in 0..2 {
+            let (mnt, done) = (mnt.clone(), done.clone());
+            s.spawn(move || {
+                let mut checked = std::collections::HashSet::new();
+                let started = Instant::now();
+                while checked.len() < 4 && started.elapsed() < Duration::from_secs(90) {
+                    let ready: Vec<usize> = done.lock().unwrap().clone();
+                    for w in ready {
+                        if checked.contains(&w) {
+                            continue;
+                        }
+                        let got = fs::read(mnt.join(format!("w{w}"))).unwrap();
+                        assert!(got == pattern(w as u64 + 10, FILE), "w{w} corrupt");
+                        checked.insert(w);
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                assert_eq!(checked.len(), 4, "readers timed out");
+            });
+        }
+    });
+    let got = fs::read(mnt.join("shared")).unwrap();
+    for i in 0..(2 * FILE / 65536) {
+        assert!(got[i * 65536..(i + 1) * 65536] == pattern(1000 + i as u64, 65536)[..], "stripe {i}");
+    }
+    // Unlinked while open: the handle keeps reading and writing its file.
+    let f = fs::OpenOptions::new().read(true).write(true).open(mnt.join("w0")).unwrap();
+    fs::remove_file(mnt.join("w0")).unwrap();
+    assert!(!mnt.join("w0").exists());
+    f.write_all_at(b"still here", 0).unwrap();
+    let mut buf = [0u8; 10];
+    f.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf, b"still here");
+    drop(f);
+    assert!(reclaimed(&m) > 0, "no reclaim: {:?}", vmstat(&m));
+    m.unmount();
+    for w in 1..4u64 {
+        assert!(fs::read(m.backing().join(format!("w{w}"))).unwrap() == pattern(w + 10, FILE), "backing w{w}");
+    }
+    assert!(!m.backing().join("w0").exists());
+}
+
+// Goal: .pcache/vmstat reads in the /proc/vmstat format, a tunable written
+// there reads back and takes effect (the dirty threshold follows), a bad
+// value fails with EINVAL, and errors from the backing directory reach
+// programs as the right errno. Method: 16 MiB of cache.
+#[test]
+fn control_files_and_errnos() {
+    if skip_reason().is_some() {
+        return;
+    }
+    let mut m = Mount::start("16M", &["--set", "dirty_background_ratio=5"]);
+    let mnt = m.mnt();
+    let v = vmstat(&m);
+    assert_eq!(v.get("nr_free_pages").map(|&n| n > 0), Some(true), "{v:?}");
+    assert!(v.contains_key("pgsteal_kswapd") && v.contains_key("nr_dirty"));
+    let ctl = mnt.join(".pcache");
+    assert_eq!(fs::read_to_string(ctl.join("dirty_background_ratio")).unwrap(), "5\n");
+    fs::write(ctl.join("dirty_ratio"), "50\n").unwrap();
+    assert_eq!(fs::read_to_string(ctl.join("dirty_ratio")).unwrap(), "50\n");
+    assert_eq!(vmstat(&m)["nr_dirty_threshold"], 4096 / 2);
+    let e = fs::write(ctl.join("dirty_ratio"), "101").unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
+    assert_eq!(fs::read_to_string(ctl.join("dirty_ratio")).unwrap(), "50\n");
+    fs::write(ctl.join("read_ahead_kb"), "256").unwrap();
+    assert_eq!(fs::read_to_string(ctl.join("read_ahead_kb")).unwrap(), "256\n");
+    let e = fs::write(ctl.join("vmstat"), "x").unwrap_err();
+    assert!(matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM)), "{e}");
+
+    let errno = |r: std::io::Result<()>| r.unwrap_err().raw_os_error();
+    assert_eq!(errno(fs::File::open(mnt.join("missing")).map(drop)), Some(libc::ENOENT));
+    fs::create_dir(mnt.join("d")).unwrap();
+    assert_eq!(errno(fs::create_dir(mnt.join("d"))), Some(libc::EEXIST));
+    fs::write(mnt.join("d/f"), b"x").unwrap();
+    assert_eq!(errno(fs::remove_dir(mnt.join("d"))), Some(libc::ENOTEMPTY));
+    assert_eq!(errno(fs::OpenOptions::new().write(true).open(mnt.join("d")).map(drop)), Some(libc::EISDIR));
+    assert_eq!(errno(fs::remove_file(mnt.join("d"))), Some(libc::EISDIR));
+    assert_eq!(errno(fs::create_dir(mnt.join("d/f/x"))), Some(libc::ENOTDIR));
+    assert_eq!(
+        errno(fs::OpenOptions::new().write(true).create_new(true).open(mnt.join("d/f")).map(drop)),
+        Some(libc::EEXIST)
+    );
+    // A read-only handle refuses writes (EBADF), as on any filesystem.
+    let ro = fs::File::open(mnt.join("d/f")).unwrap();
+    assert_eq!(errno(ro.write_all_at(b"y", 0)), Some(libc::EBADF));
+    // Truncate, extend, punch and fallocate through the cache.
+    let f = fs::OpenOptions::new().read(true).write(true).open(mnt.join("d/f")).unwrap();
+    f.write_all_at(&[7u8; 100_000], 0).unwrap();
+    f.set_len(50_000).unwrap();
+    assert_eq!(fs::metadata(mnt.join("d/f")).unwrap().len(), 50_000);
+    // SAFETY: fallocate on an open descriptor we own; no memory passed.
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&f);
+    let r = unsafe { libc::fallocate(fd, libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, 4096, 8192) };
+    if r == 0 {
+        let mut buf = vec![1u8; 8192];
+        f.read_exact_at(&mut buf, 4096).unwrap();
+        assert!(buf.iter().all(|&b| b == 0), "punched range not zero");
+        let mut edge = [0u8; 1];
+        f.read_exact_at(&mut edge, 4095).unwrap();
+        assert_eq!(edge, [7]);
+    } else {
+        let e = std::io::Error::last_os_error();
+        assert_eq!(e.raw_os_error(), Some(libc::EOPNOTSUPP), "punch: {e}");
+    }
+    // SAFETY: as above.
+    if unsafe { libc::fallocate(fd, 0, 0, 1 << 20) } == 0 {
+        assert_eq!(f.metadata().unwrap().len(), 1 << 20);
+    }
+    drop((ro, f));
+    m.unmount();
+    let disk = fs::read(m.backing().join("d/f")).unwrap();
+    assert!(disk.len() == 1 << 20 || disk.len() == 50_000, "{}", disk.len());
+    assert_eq!(disk[0], 7);
+}
+
+// Goal: data an fsync acknowledged survives a crash of the daemon
+// (SIGKILL); data never fsynced may be lost, but nothing else is. Method:
+// write and fsync 4 MiB, write 4 MiB more without fsync, kill -9, read
+// the backing file.
+#[test]
+fn fsync_survives_kill_9() {
+    if skip_reason().is_some() {
+        return;
+    }
+    // Nothing reaches the disk unless fsync sends it: no periodic or
+    // background writeback, a dirty limit above the data.
+    let mut m = Mount::start(
+        "16M",
+        &["--set", "dirty_writeback_centisecs=0", "--set", "dirty_ratio=90", "--set", "dirty_background_ratio=90"],
+    );
+    let synced = pattern(7, 4 << 20);
+    let mut f = fs::File::create(m.mnt().join("durable")).unwrap();
+    f.write_all(&synced).unwrap();
+    f.sync_all().unwrap();
+    f.write_all(&pattern(8, 4 << 20)).unwrap();
+    m.signal(libc::SIGKILL);
+    m.wait_exit(20);
+    drop(f);
+    let disk = fs::read(m.backing().join("durable")).unwrap();
+    assert!(disk.len() >= synced.len(), "fsynced data lost: {} bytes on disk", disk.len());
+    assert!(disk[..synced.len()] == synced[..], "fsynced data corrupt");
+}
+
+// Goal: SIGTERM (and SIGINT) write every dirty page back before the daemon
+// exits. Method: dirty 6 MiB that nothing would write back on its own,
+// check the backing file lacks it, SIGTERM, check the backing file has it.
+#[test]
+fn sigterm_writes_back_dirty_pages() {
+    if skip_reason().is_some() {
+        return;
+    }
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        let mut m = Mount::start(
+            "16M",
+            &["--set", "dirty_writeback_centisecs=0", "--set", "dirty_ratio=90", "--set", "dirty_background_ratio=90"],
+        );
+        let data = pattern(sig as u64, 6 << 20);
+        let mut f = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(m.mnt().join("dirty"))
+            .unwrap();
+        f.write_all(&data).unwrap();
+        f.seek(SeekFrom::Start(0)).unwrap();
+        let mut first = [0u8; 16];
+        f.read_exact(&mut first).unwrap();
+        drop(f);
+        let before = fs::metadata(m.backing().join("dirty")).unwrap().len();
+        assert!(before < data.len() as u64, "written back before the signal; the test proves nothing");
+        assert!(vmstat(&m)["nr_dirty"] > 0);
+        m.signal(sig);
+        let st = m.wait_exit(60);
+        assert!(st.success(), "daemon exit {st}:\n{}", m.log());
+        assert!(!pcache_fuse::is_fuse_mount(&m.mnt()), "still mounted after signal {sig}");
+        let disk = fs::read(m.backing().join("dirty")).unwrap();
+        assert!(disk == data, "signal {sig}: dirty data not written back ({} bytes on disk)", disk.len());
+    }
+}

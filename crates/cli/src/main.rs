@@ -31,6 +31,11 @@ enum Cmd {
     /// Run benchmarks and experiments. Without an experiment, runs the main
     /// job: every experiment in it, at default size.
     Bench(BenchCmd),
+    /// Serve BACKING_DIR at MOUNTPOINT through pcache with FUSE, until
+    /// unmounted (fusermount3 -u) or signalled (Ctrl-C, SIGTERM); dirty
+    /// pages are written back before it exits. `.pcache/vmstat` and the
+    /// tunables are at the mount root.
+    Mount(pcache_fuse::MountArgs),
     /// Replay block traces (LIRS, libCacheSim csv or oracleGeneral)
     /// through pcache and report miss ratios per cache size and variant.
     Replay(ReplayCmd),
@@ -185,8 +190,46 @@ enum Experiment {
     /// Seed 003, a SPECweb99-like small-file server under streaming, every
     /// M7 re-mark rule; small-chunk scans and 128-byte random reads.
     SmallFileServer(SeedArgs),
+    /// The seed's dd as a real program through a `pcache mount`, against
+    /// the same dd through the library and through the kernel: the cost
+    /// of FUSE. Skips the mount column without FUSE.
+    FuseDd(FuseDdArgs),
     /// List the experiments.
     List,
+}
+
+/// Options of `pcache bench fuse-dd`.
+#[derive(Args, Debug, Clone, Default)]
+struct FuseDdArgs {
+    /// Cache size of the library and the mount [default: 512M; quick: 64M].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    mem: Option<u64>,
+
+    /// Size of dd's file in MiB [default: 64; quick: 8].
+    #[arg(long, value_name = "N")]
+    file_mib: Option<u64>,
+
+    /// Runs of each workload (the median is reported) [default: 5; quick: 3].
+    #[arg(long, value_name = "N")]
+    runs: Option<usize>,
+}
+
+fn run_fuse_dd(args: &FuseDdArgs, common: &CommonArgs) -> Result<Outcome, BoxError> {
+    use pcache_workloads::fuse_dd::{self, FuseDdOpts};
+    let exe = std::env::current_exe()?;
+    let mut opts = if common.quick { FuseDdOpts::quick(exe) } else { FuseDdOpts::new(exe) };
+    if let Some(v) = args.mem {
+        opts.mem_bytes = v;
+    }
+    if let Some(v) = args.file_mib {
+        opts.file_bytes = v << 20;
+    }
+    if let Some(v) = args.runs.or(common.rounds) {
+        opts.runs = v;
+    }
+    opts.dir = common.dir.clone();
+    let result = fuse_dd::run(&opts)?;
+    Ok(Outcome { report: result.report(), json: serde_json::to_string_pretty(&result)? })
 }
 
 impl Experiment {
@@ -198,6 +241,7 @@ impl Experiment {
             Experiment::Sparsetruncate(_) => "sparsetruncate",
             Experiment::LruContention(_) => "lru-contention",
             Experiment::SmallFileServer(_) => "small-file-server",
+            Experiment::FuseDd(_) => "fuse-dd",
             Experiment::List => "list",
         }
     }
@@ -407,6 +451,7 @@ fn run_experiment(exp: &Experiment, common: &CommonArgs) -> Result<Outcome, BoxE
         Experiment::Sparsetruncate(a) => run_seed(a, common, sparsetruncate::run, sparsetruncate::report),
         Experiment::LruContention(a) => run_seed(a, common, lru_contention::run, lru_contention::report),
         Experiment::SmallFileServer(a) => run_seed(a, common, small_file_server::run, small_file_server::report),
+        Experiment::FuseDd(args) => run_fuse_dd(args, common),
         Experiment::List => Ok(Outcome { report: list_experiments(), json: "{}".into() }),
     }
 }
@@ -523,6 +568,7 @@ fn main() -> ExitCode {
     let result = match cli.cmd {
         Cmd::Bench(cmd) => bench(cmd),
         Cmd::Replay(cmd) => replay(cmd),
+        Cmd::Mount(args) => pcache_fuse::run(&args).map_err(|e| e.into()),
         Cmd::KernelWorker { experiment, cgroup, params } => {
             match pcache_workloads::kernel::worker_main(&experiment, &cgroup, &params) {
                 Ok(v) => {

@@ -13,6 +13,7 @@
 
 pub mod dd;
 pub mod experiment;
+pub mod fuse_dd;
 pub mod hitpath;
 pub mod kernel;
 pub mod lru_contention;

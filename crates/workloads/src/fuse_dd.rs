@@ -1,0 +1,379 @@
+//! `pcache bench fuse-dd`: the seed's dd (000) as a real program, through
+//! a `pcache mount`, beside the same dd through the library and through
+//! the kernel's page cache: what the FUSE layer costs.
+//!
+//! Three columns, each on a file of `file_bytes` (by default 1/8 of the
+//! cache, as the seed keeps its file out of dirty balancing):
+//!
+//! * **library**: `PageCache::open` on a host file, 1 MiB `write_at`s
+//!   from offset 0, then `close` (in-process, no system call per block);
+//! * **fuse**: `/bin/dd bs=1M` on a `pcache mount` of the same size
+//!   (`mount_exe mount BACKING MNT --mem SIZE`), every block a FUSE request
+//!   served by the same engine;
+//! * **kernel**: `/bin/dd bs=1M` on the backing directory itself, through
+//!   the kernel's page cache (no memory limit: a reference, not a match).
+//!
+//! Three workloads per column: **write** (dd of `/dev/zero`, async),
+//! **write-fdatasync** (`conv=fdatasync`: writeback and the disk flush
+//! included) and **read-cached** (the file just written, read whole; every
+//! page a hit). Each run deletes and rewrites the file; the columns take
+//! turns inside a run so that drifts of the machine fall on all alike.
+//! Elapsed is the wall time from before the open to after the close (for
+//! dd: from the spawn to its exit, about a millisecond more); MB/s is
+//! 10^6 bytes per second of the median elapsed.
+//!
+//! Without FUSE (no /dev/fuse, no fusermount3) the fuse column is skipped
+//! and the report says why.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use pcache::{Config, OpenOptions, PageCache};
+use serde::Serialize;
+
+use crate::sys::{kernel_release, load_note, loadavg, tempdir_in};
+use crate::{Error, Result};
+
+pub const EXPERIMENT: &str = "fuse-dd";
+const MIB: u64 = 1 << 20;
+/// dd's block size.
+const BLOCK: usize = MIB as usize;
+/// The workloads, in report order.
+pub const WORKLOADS: [&str; 3] = ["write", "write-fdatasync", "read-cached"];
+
+/// Options of `pcache bench fuse-dd`.
+#[derive(Clone, Debug)]
+pub struct FuseDdOpts {
+    /// Cache size of the library and the mount.
+    pub mem_bytes: u64,
+    /// The file dd writes and reads, a multiple of 1 MiB.
+    pub file_bytes: u64,
+    pub runs: usize,
+    /// Where the temporary directories go.
+    pub dir: Option<PathBuf>,
+    /// The `pcache` binary, whose `mount` subcommand serves the mount.
+    pub mount_exe: PathBuf,
+}
+
+impl FuseDdOpts {
+    pub fn new(mount_exe: PathBuf) -> FuseDdOpts {
+        FuseDdOpts { mem_bytes: 512 * MIB, file_bytes: 64 * MIB, runs: 5, dir: None, mount_exe }
+    }
+
+    pub fn quick(mount_exe: PathBuf) -> FuseDdOpts {
+        FuseDdOpts { mem_bytes: 64 * MIB, file_bytes: 8 * MIB, runs: 3, ..FuseDdOpts::new(mount_exe) }
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        if self.file_bytes == 0 || !self.file_bytes.is_multiple_of(MIB) {
+            return Err(Error::Invalid(format!("file size {} must be a positive multiple of 1 MiB", self.file_bytes)));
+        }
+        if !(1..=100).contains(&self.runs) {
+            return Err(Error::Invalid(format!("runs {} must be from 1 to 100", self.runs)));
+        }
+        Ok(())
+    }
+}
+
+/// One workload of one column.
+#[derive(Clone, Debug, Serialize)]
+pub struct Timing {
+    pub workload: String,
+    pub elapsed_s: Vec<f64>,
+    pub median_s: f64,
+    pub mb_per_s: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Column {
+    pub name: String,
+    pub timings: Vec<Timing>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FuseDdResult {
+    pub experiment: String,
+    pub kernel_release: String,
+    pub mem_bytes: u64,
+    pub file_bytes: u64,
+    pub runs: usize,
+    pub columns: Vec<Column>,
+    /// Why the fuse column is missing, if it is.
+    pub fuse_skipped: Option<String>,
+    pub load_note: String,
+}
+
+/// Why FUSE cannot be used here, or None.
+pub fn fuse_unavailable() -> Option<String> {
+    if let Err(e) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/fuse") {
+        return Some(format!("/dev/fuse cannot be opened: {e}"));
+    }
+    if let Err(e) = Command::new("fusermount3").arg("-V").output() {
+        return Some(format!("fusermount3 cannot be run: {e}"));
+    }
+    None
+}
+
+fn is_fuse_mount(path: &Path) -> bool {
+    const FUSE_SUPER_MAGIC: i64 = 0x6573_5546;
+    let Ok(p) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else { return false };
+    // SAFETY: `struct statfs` is plain old data; all zeroes is valid.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `p` is NUL-terminated; `st` is valid and writable.
+    unsafe { libc::statfs(p.as_ptr(), &mut st) == 0 && st.f_type as i64 == FUSE_SUPER_MAGIC }
+}
+
+/// A `pcache mount` daemon, unmounted (lazily if need be) when dropped.
+struct Daemon {
+    child: Option<Child>,
+    mnt: PathBuf,
+}
+
+impl Daemon {
+    fn start(exe: &Path, backing: &Path, mnt: &Path, mem: u64) -> Result<Daemon> {
+        let child = Command::new(exe)
+            .arg("mount")
+            .arg(backing)
+            .arg(mnt)
+            .args(["--mem", &mem.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| Error::io(format!("starting {} mount", exe.display()), e))?;
+        let mut d = Daemon { child: Some(child), mnt: mnt.to_path_buf() };
+        let started = Instant::now();
+        while !is_fuse_mount(mnt) {
+            if let Some(st) = d.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                return Err(Error::Check(format!("pcache mount exited ({st}) before mounting")));
+            }
+            if started.elapsed() > Duration::from_secs(20) {
+                return Err(Error::Check("pcache mount did not come up in 20 s".into()));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(d)
+    }
+
+    fn stop(&mut self) -> Result<()> {
+        let st = Command::new("fusermount3").arg("-u").arg(&self.mnt).status();
+        if !st.map(|s| s.success()).unwrap_or(false) {
+            return Err(Error::Check("fusermount3 -u failed".into()));
+        }
+        if let Some(mut c) = self.child.take() {
+            let st = c.wait().map_err(|e| Error::io("waiting for pcache mount", e))?;
+            if !st.success() {
+                return Err(Error::Check(format!("pcache mount exited with {st}")));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = Command::new("fusermount3").args(["-u", "-z", "-q"]).arg(&self.mnt).status();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn dd(args: &[String]) -> Result<f64> {
+    let t = Instant::now();
+    let st = Command::new("dd")
+        .args(args)
+        .arg("status=none")
+        .status()
+        .map_err(|e| Error::io("running dd (coreutils)", e))?;
+    let s = t.elapsed().as_secs_f64();
+    if !st.success() {
+        return Err(Error::Check(format!("dd {args:?} failed: {st}")));
+    }
+    Ok(s)
+}
+
+/// One workload with real dd on `path` (the mount or the backing
+/// directory).
+fn dd_workload(path: &Path, workload: &str, blocks: u64) -> Result<f64> {
+    let of = format!("of={}", path.display());
+    let count = format!("count={blocks}");
+    match workload {
+        "write" | "write-fdatasync" => {
+            let _ = std::fs::remove_file(path);
+            let mut args = vec!["if=/dev/zero".to_string(), of, "bs=1M".into(), count];
+            if workload == "write-fdatasync" {
+                args.push("conv=fdatasync".into());
+            }
+            dd(&args)
+        }
+        _ => dd(&[format!("if={}", path.display()), "of=/dev/null".into(), "bs=1M".into()]),
+    }
+}
+
+/// The same workload through the library.
+fn library_workload(cache: &PageCache, path: &Path, workload: &str, blocks: u64) -> Result<f64> {
+    let block = vec![0u8; BLOCK];
+    match workload {
+        "write" | "write-fdatasync" => {
+            if cache.is_cached(&path.to_string_lossy()) || path.exists() {
+                cache.unlink(path)?;
+            }
+            let t = Instant::now();
+            let f = cache.open(path, OpenOptions { create: true, truncate: true, direct: true })?;
+            for i in 0..blocks {
+                f.write_at(&block, i * BLOCK as u64)?;
+            }
+            if workload == "write-fdatasync" {
+                f.fdatasync()?;
+            }
+            f.close()?;
+            Ok(t.elapsed().as_secs_f64())
+        }
+        _ => {
+            let mut buf = vec![0u8; BLOCK];
+            let t = Instant::now();
+            let f = cache.open(path, OpenOptions { create: false, truncate: false, direct: true })?;
+            let mut off = 0u64;
+            loop {
+                let n = f.read_at(&mut buf, off)?;
+                if n == 0 {
+                    break;
+                }
+                off += n as u64;
+            }
+            f.close()?;
+            Ok(t.elapsed().as_secs_f64())
+        }
+    }
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+pub fn run(opts: &FuseDdOpts) -> Result<FuseDdResult> {
+    opts.validate()?;
+    let load_before = loadavg();
+    let tmp = tempdir_in(opts.dir.as_deref(), "pcache-fuse-dd")?;
+    let mkdir = |name: &str| -> Result<PathBuf> {
+        let p = tmp.path().join(name);
+        std::fs::create_dir(&p).map_err(|e| Error::io(format!("creating {}", p.display()), e))?;
+        Ok(p)
+    };
+    let (lib_dir, kernel_dir, backing, mnt) = (mkdir("library")?, mkdir("kernel")?, mkdir("backing")?, mkdir("mnt")?);
+    let fuse_skipped = fuse_unavailable();
+    let mut daemon = match &fuse_skipped {
+        None => Some(Daemon::start(&opts.mount_exe, &backing, &mnt, opts.mem_bytes)?),
+        Some(_) => None,
+    };
+    let cache = PageCache::new(Config::with_memory(opts.mem_bytes))?;
+    let blocks = opts.file_bytes / MIB;
+    let mut names = vec!["library", "fuse", "kernel"];
+    if daemon.is_none() {
+        names.retain(|n| *n != "fuse");
+    }
+    // times[column][workload] = elapsed per run
+    let mut times = vec![vec![Vec::new(); WORKLOADS.len()]; names.len()];
+    // One untimed round warms everything up (the arena faults in, the
+    // daemon's threads start).
+    for run in 0..=opts.runs {
+        for k in 0..names.len() {
+            // Rotate the column order from run to run.
+            let c = (k + run) % names.len();
+            for (w, workload) in WORKLOADS.iter().enumerate() {
+                let s = match names[c] {
+                    "library" => library_workload(&cache, &lib_dir.join("f"), workload, blocks)?,
+                    "fuse" => dd_workload(&mnt.join("f"), workload, blocks)?,
+                    _ => dd_workload(&kernel_dir.join("f"), workload, blocks)?,
+                };
+                if run > 0 {
+                    times[c][w].push(s);
+                }
+            }
+        }
+    }
+    if let Some(d) = daemon.as_mut() {
+        d.stop()?;
+    }
+    let columns = names
+        .iter()
+        .zip(times)
+        .map(|(name, per_workload)| Column {
+            name: name.to_string(),
+            timings: WORKLOADS
+                .iter()
+                .zip(per_workload)
+                .map(|(w, elapsed_s)| {
+                    let m = median(&elapsed_s);
+                    Timing {
+                        workload: w.to_string(),
+                        median_s: m,
+                        mb_per_s: opts.file_bytes as f64 / 1e6 / m,
+                        elapsed_s,
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    Ok(FuseDdResult {
+        experiment: EXPERIMENT.into(),
+        kernel_release: kernel_release(),
+        mem_bytes: opts.mem_bytes,
+        file_bytes: opts.file_bytes,
+        runs: opts.runs,
+        columns,
+        fuse_skipped,
+        load_note: load_note(load_before, loadavg()),
+    })
+}
+
+impl FuseDdResult {
+    pub fn report(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "fuse-dd: dd bs=1M of a {} MiB file, cache {} MiB, {} runs (median); kernel {}",
+            self.file_bytes >> 20,
+            self.mem_bytes >> 20,
+            self.runs,
+            self.kernel_release
+        );
+        if let Some(why) = &self.fuse_skipped {
+            let _ = writeln!(s, "fuse column SKIPPED: {why}");
+        }
+        let _ = write!(s, "{:<18}", "workload");
+        for c in &self.columns {
+            let _ = write!(s, "{:>22}", format!("{} s (MB/s)", c.name));
+        }
+        let lib = self.columns.iter().find(|c| c.name == "library");
+        let fuse = self.columns.iter().find(|c| c.name == "fuse");
+        if fuse.is_some() {
+            let _ = write!(s, "{:>16}", "fuse/library");
+        }
+        s.push('\n');
+        for (w, name) in WORKLOADS.iter().enumerate() {
+            let _ = write!(s, "{name:<18}");
+            for c in &self.columns {
+                let t = &c.timings[w];
+                let _ = write!(s, "{:>22}", format!("{:.4} ({:.0})", t.median_s, t.mb_per_s));
+            }
+            if let (Some(l), Some(f)) = (lib, fuse) {
+                let _ = write!(s, "{:>16}", format!("{:.2}x", f.timings[w].median_s / l.timings[w].median_s));
+            }
+            s.push('\n');
+        }
+        let _ = writeln!(s, "{}", self.load_note);
+        s
+    }
+}

@@ -86,6 +86,33 @@ struct ReplayCmd {
     /// Write a miss-ratio curve per trace (SVG) into DIR.
     #[arg(long, value_name = "DIR")]
     plot: Option<PathBuf>,
+
+    /// Threads replaying interleaved slices of the trace through the same
+    /// cache (thread i reads accesses i, i+N, ...). With more than one the
+    /// miss counts depend on the interleaving: not deterministic.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    threads: usize,
+
+    /// Add the kernel column: the same trace through the host kernel's page
+    /// cache, in a memory cgroup of the same size (needs root and a memory
+    /// cgroup; skipped with the reason otherwise).
+    #[arg(long, overrides_with = "no_kernel")]
+    kernel: bool,
+
+    /// No kernel column (the default).
+    #[arg(long, overrides_with = "kernel")]
+    no_kernel: bool,
+
+    /// Directory for the kernel column's files (on a disk, not tmpfs)
+    /// [default: the system's temporary directory].
+    #[arg(long, value_name = "DIR")]
+    kernel_dir: Option<PathBuf>,
+
+    /// Merge another simulator's results (JSON in replay's schema, e.g.
+    /// from scripts/libcachesim_replay.py) as extra columns, matched by
+    /// trace name and cache size. Repeatable.
+    #[arg(long, value_name = "FILE.json")]
+    baseline: Vec<PathBuf>,
 }
 
 fn parse_replay_format(s: &str) -> Result<pcache_workloads::replay::Format, String> {
@@ -104,19 +131,52 @@ fn replay(cmd: ReplayCmd) -> Result<(), BoxError> {
             Sizes::Percent(cmd.sizes.clone())
         }
     };
-    let opts = ReplayOpts { sizes, variants: cmd.variants.clone(), plot_dir: cmd.plot.clone() };
+    if cmd.threads == 0 {
+        return Err("--threads must be at least 1".into());
+    }
+    // Plots are drawn here, after the baselines are merged.
+    let opts = ReplayOpts {
+        sizes,
+        variants: cmd.variants.clone(),
+        plot_dir: None,
+        threads: cmd.threads,
+        kernel: cmd.kernel && !cmd.no_kernel,
+        kernel_dir: cmd.kernel_dir.clone(),
+    };
     rp::resolve(&opts.variants)?;
+    let baselines = cmd
+        .baseline
+        .iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            let v: serde_json::Value =
+                serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", p.display()))?;
+            Ok((p, v))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let mut merged = vec![0usize; baselines.len()];
     let sink = cmd.json.as_deref().map(JsonSink::open).transpose()?;
     let to_stderr = matches!(sink, Some(JsonSink::Stdout));
     let mut all = Vec::new();
     for path in &cmd.traces {
-        let res = rp::run_file(path, cmd.format, &opts).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut res = rp::run_file(path, cmd.format, &opts).map_err(|e| format!("{}: {e}", path.display()))?;
+        for ((p, v), n) in baselines.iter().zip(&mut merged) {
+            *n += rp::merge_baselines(std::slice::from_mut(&mut res), v, &p.display().to_string())?;
+        }
+        if let Some(dir) = &cmd.plot {
+            rp::plot_result(&res, dir)?;
+        }
         if to_stderr {
             eprintln!("{}", res.render());
         } else {
             println!("{}", res.render());
         }
         all.push(res.to_json());
+    }
+    for ((p, _), n) in baselines.iter().zip(&merged) {
+        if *n == 0 {
+            eprintln!("pcache: warning: {} matched no trace and cache size here", p.display());
+        }
     }
     if let Some(sink) = sink {
         let v = if all.len() == 1 { all.pop().unwrap() } else { serde_json::Value::Array(all) };

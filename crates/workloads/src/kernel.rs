@@ -13,9 +13,15 @@
 //! goes on without the column.
 //!
 //! [`page_cached`] tells whether a page of a file is in the kernel's page
-//! cache without disturbing its LRU (cachestat(2), falling back to
-//! mincore(2) on a mapping), for hit ratios measured the way pcache counts
-//! them.
+//! cache without disturbing its LRU (cachestat(2); callers that must work
+//! without it fall back to mincore(2) on a mapping), for hit ratios
+//! measured the way pcache counts them.
+//!
+//! A workload that must size its cache exactly (replay) cannot take the
+//! limit as given: the child's own memory (heap, stacks, page tables) is
+//! charged to the group too. It finds its group with [`current_memcg`],
+//! reads its charge with [`memcg_usage`] and moves the limit itself with
+//! [`set_memcg_limit`].
 
 use std::fs;
 use std::io::Read;
@@ -23,6 +29,7 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 use serde_json::Value;
 
@@ -36,6 +43,7 @@ pub static WORKLOADS: &[(&str, Workload)] = &[
     (crate::lru_contention::EXPERIMENT, crate::lru_contention::kernel_workload),
     (crate::small_file_server::EXPERIMENT, crate::small_file_server::kernel_workload),
     (crate::reclaim_writeback::EXPERIMENT, crate::reclaim_writeback::kernel_workload),
+    (crate::replay::EXPERIMENT, crate::replay_kernel::kernel_workload),
 ];
 
 /// The hidden subcommand the child runs.
@@ -82,26 +90,96 @@ impl Drop for Memcg {
     }
 }
 
+/// The memory cgroup this process joined with [`join`] (the worker's).
+static JOINED: OnceLock<PathBuf> = OnceLock::new();
+
 /// Join the memory cgroup at `path` (called in the child).
 pub fn join(path: &Path) -> Result<(), String> {
     fs::write(path.join("cgroup.procs"), std::process::id().to_string())
-        .map_err(|e| format!("cannot join {}: {e}", path.display()))
+        .map_err(|e| format!("cannot join {}: {e}", path.display()))?;
+    let _ = JOINED.set(path.to_path_buf());
+    Ok(())
+}
+
+/// Pin the calling thread (the worker's only one) to the CPU it runs on.
+fn pin_to_this_cpu() -> Result<(), String> {
+    // SAFETY: sched_getcpu has no preconditions; the cpu_set_t is zeroed
+    // and filled with CPU_SET before sched_setaffinity reads it.
+    unsafe {
+        let cpu = libc::sched_getcpu();
+        if cpu < 0 {
+            return Err(format!("sched_getcpu: {}", std::io::Error::last_os_error()));
+        }
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu as usize, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(format!("pinning to CPU {cpu}: {}", std::io::Error::last_os_error()));
+        }
+    }
+    Ok(())
+}
+
+/// The memory cgroup the worker joined, if it did.
+pub fn current_memcg() -> Option<&'static Path> {
+    JOINED.get().map(PathBuf::as_path)
+}
+
+/// Whether the group at `path` is a cgroup v2 one (else v1).
+fn is_v2(path: &Path) -> bool {
+    path.join("memory.max").exists()
+}
+
+/// Bytes charged to the memory cgroup at `path` (v2 `memory.current`, v1
+/// `memory.usage_in_bytes`). Both include the charges cached per CPU that
+/// no page uses yet, so they are an upper bound of what is in use.
+pub fn memcg_usage(path: &Path) -> Result<u64, String> {
+    let file = path.join(if is_v2(path) { "memory.current" } else { "memory.usage_in_bytes" });
+    let s = fs::read_to_string(&file).map_err(|e| format!("reading {}: {e}", file.display()))?;
+    s.trim().parse().map_err(|_| format!("{}: {:?} is not a number", file.display(), s.trim()))
+}
+
+/// Set the limit of the memory cgroup at `path` (v2 `memory.max`, v1
+/// `memory.limit_in_bytes`). The kernel reclaims down to a lower limit
+/// before it returns.
+pub fn set_memcg_limit(path: &Path, bytes: u64) -> Result<(), String> {
+    let file = path.join(if is_v2(path) { "memory.max" } else { "memory.limit_in_bytes" });
+    fs::write(&file, bytes.to_string()).map_err(|e| format!("writing {bytes} to {}: {e}", file.display()))
+}
+
+/// One counter of the group's `memory.stat` (None if it has no such key).
+pub fn memcg_stat(path: &Path, key: &str) -> Option<u64> {
+    let s = fs::read_to_string(path.join("memory.stat")).ok()?;
+    s.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
 /// Run `experiment`'s kernel workload with `params` in a child process
 /// inside a memory cgroup of `mem_bytes`. Returns its JSON result, or why
 /// the kernel column cannot be had here.
 pub fn run(experiment: &str, mem_bytes: u64, params: &Value) -> Result<Value, String> {
-    if !WORKLOADS.iter().any(|(name, _)| *name == experiment) {
-        return Err(format!("{experiment} has no kernel workload yet"));
-    }
+    run_with(Command::new(worker_exe()?), experiment, mem_bytes, params)
+}
+
+/// This executable, if it is the `pcache` binary (which has the worker
+/// subcommand); else why the kernel column cannot run from here.
+pub fn worker_exe() -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
     // A binary rebuilt while it runs shows as "pcache (deleted)".
     if !exe.file_name().and_then(|s| s.to_str()).is_some_and(|n| n.starts_with("pcache")) {
         return Err("the kernel column runs only from the pcache binary".into());
     }
+    Ok(exe)
+}
+
+/// [`run`] with another worker program: `program` is run with the
+/// arguments `__kernel-worker EXPERIMENT CGROUP PARAMS` appended and must
+/// call [`worker_main`] with them and print its JSON on a line of its own
+/// (a test binary does, with its harness's lines around it).
+pub fn run_with(mut program: Command, experiment: &str, mem_bytes: u64, params: &Value) -> Result<Value, String> {
+    if !WORKLOADS.iter().any(|(name, _)| *name == experiment) {
+        return Err(format!("{experiment} has no kernel workload yet"));
+    }
     let memcg = Memcg::create(mem_bytes)?;
-    let mut child = Command::new(exe)
+    let mut child = program
         .arg(WORKER_SUBCOMMAND)
         .arg(experiment)
         .arg(memcg.path())
@@ -119,18 +197,38 @@ pub fn run(experiment: &str, mem_bytes: u64, params: &Value) -> Result<Value, St
     if !status.success() {
         return Err(format!("the kernel worker failed ({status})"));
     }
-    serde_json::from_str(out.trim()).map_err(|e| format!("the kernel worker's output is not JSON: {e}"))
+    let line = out.lines().rev().find(|l| l.starts_with('{')).unwrap_or(out.trim());
+    serde_json::from_str(line).map_err(|e| format!("the kernel worker's output is not JSON: {e}"))
 }
 
 /// The child's side: join the cgroup, run the workload, return its JSON.
+/// `"pin_cpu": true` in the parameters pins the worker to the CPU it is on
+/// before it joins: the kernel keeps up to 64 pages of charge cached per CPU
+/// and group, and a worker that moved between CPUs would leave some behind,
+/// charged but unusable, shrinking its cache by that much for a while.
 pub fn worker_main(experiment: &str, cgroup: &Path, params: &str) -> Result<Value, String> {
-    join(cgroup)?;
     let params: Value = serde_json::from_str(params).map_err(|e| format!("bad worker parameters: {e}"))?;
+    if params.get("pin_cpu").and_then(Value::as_bool) == Some(true) {
+        pin_to_this_cpu()?;
+    }
+    join(cgroup)?;
     let (_, workload) = WORKLOADS
         .iter()
         .find(|(name, _)| *name == experiment)
         .ok_or_else(|| format!("no kernel workload for {experiment}"))?;
     workload(&params)
+}
+
+/// Whether `path` is on tmpfs, whose pages the kernel cannot reclaim
+/// without swap (a limited group would kill the worker instead).
+pub fn is_tmpfs(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return false };
+    // SAFETY: statfs fills the zeroed struct; c is a valid C string.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::statfs(c.as_ptr(), &mut st) };
+    r == 0 && st.f_type as i64 == TMPFS_MAGIC
 }
 
 /// Drop the kernel's cached pages of a file (POSIX_FADV_DONTNEED), so a run
@@ -169,6 +267,16 @@ pub fn page_cached(file: &fs::File, offset: u64, page_size: u64) -> Option<bool>
     // across the call.
     let r = unsafe { libc::syscall(SYS_CACHESTAT, file.as_raw_fd(), &range, &mut cs, 0u32) };
     (r == 0).then_some(cs.nr_cache > 0)
+}
+
+/// Pages of `file` in the kernel's page cache within `len` bytes from
+/// `offset` (cachestat; None if the kernel cannot say).
+pub fn cached_pages(file: &fs::File, offset: u64, len: u64) -> Option<u64> {
+    let range = CachestatRange { off: offset, len };
+    let mut cs = Cachestat::default();
+    // SAFETY: as in page_cached.
+    let r = unsafe { libc::syscall(SYS_CACHESTAT, file.as_raw_fd(), &range, &mut cs, 0u32) };
+    (r == 0).then_some(cs.nr_cache)
 }
 
 #[cfg(test)]

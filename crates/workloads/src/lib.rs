@@ -21,6 +21,7 @@ pub mod plot;
 mod progress;
 pub mod reclaim_writeback;
 pub mod replay;
+pub mod replay_kernel;
 pub mod report;
 pub mod small_file_server;
 pub mod sparsetruncate;

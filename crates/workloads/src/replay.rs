@@ -29,6 +29,16 @@
 //! The arena keeps a free reserve (its watermarks), so the pages that can
 //! actually be cached are fewer than `cache_pages`: the most pages resident
 //! at once during the replay is counted exactly and reported as `usable`.
+//!
+//! With `threads` > 1, thread `i` replays accesses `i, i + N, i + 2N, ...`
+//! through the same cache at the same time (one per-CPU batch set per
+//! thread). Misses then depend on how the threads interleave, so the counts
+//! are not deterministic from run to run; `usable` is sampled per thread.
+//!
+//! Optional columns: the kernel's page cache on the same trace
+//! ([`crate::replay_kernel`]), and baselines merged from JSON files in this
+//! schema (`scripts/libcachesim_replay.py` writes libCacheSim's policies),
+//! matched by trace name and cache size ([`merge_baselines`]).
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
@@ -40,6 +50,7 @@ use pcache::{Config, Item, PageCache, Tunables};
 use serde::Serialize;
 
 use crate::plot;
+use crate::replay_kernel::{self, KernelColumn, KERNEL};
 use crate::report::render_table;
 use crate::variants::Preset;
 use crate::{Error, Result};
@@ -399,11 +410,26 @@ pub struct ReplayOpts {
     pub variants: Vec<String>,
     /// Write a miss-ratio curve per trace here (SVG).
     pub plot_dir: Option<PathBuf>,
+    /// Threads replaying interleaved slices through one cache (1: the
+    /// deterministic replay).
+    pub threads: usize,
+    /// Also replay through the kernel's page cache (the `kernel` column).
+    pub kernel: bool,
+    /// Where the kernel column's files go (the system's temporary
+    /// directory if None; must not be tmpfs).
+    pub kernel_dir: Option<PathBuf>,
 }
 
 impl Default for ReplayOpts {
     fn default() -> Self {
-        ReplayOpts { sizes: Sizes::default(), variants: default_variants(), plot_dir: None }
+        ReplayOpts {
+            sizes: Sizes::default(),
+            variants: default_variants(),
+            plot_dir: None,
+            threads: 1,
+            kernel: false,
+            kernel_dir: None,
+        }
     }
 }
 
@@ -443,7 +469,26 @@ pub struct ReplayResult {
     pub compulsory_miss_ratio: f64,
     pub variants: Vec<String>,
     pub sizes: Vec<u64>,
+    /// Every run: the variants', then the kernel's (variant `kernel`).
     pub results: Vec<RunResult>,
+    /// Threads that replayed (1: deterministic).
+    pub threads: usize,
+    /// How the kernel column ran, if it did.
+    pub kernel: Option<KernelColumn>,
+    /// Why there is no kernel column, if it was asked for.
+    pub kernel_skipped: Option<String>,
+    /// Runs merged from baseline files (`--baseline`).
+    pub baselines: Vec<BaselineRun>,
+}
+
+/// A run of another simulator, merged from a baseline file.
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
+pub struct BaselineRun {
+    pub variant: String,
+    pub cache_pages: u64,
+    pub requests: u64,
+    pub misses: u64,
+    pub miss_ratio: f64,
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -495,11 +540,81 @@ pub fn replay_once(trace: &Trace, tunables: Tunables, cache_pages: u64, variant:
     })
 }
 
+/// [`replay_once`] with `threads` threads through the same cache at once:
+/// thread `i` reads accesses `i, i + threads, i + 2 * threads, ...`. The
+/// counts depend on how the threads interleave (not deterministic), and
+/// `usable` is the most any thread saw resident.
+pub fn replay_threads(
+    trace: &Trace,
+    tunables: Tunables,
+    cache_pages: u64,
+    variant: &str,
+    threads: usize,
+) -> Result<RunResult> {
+    let cfg = Config { memory_bytes: cache_pages * PAGE, page_size: PAGE as usize, nr_cpus: threads, tunables };
+    let cache = PageCache::new(cfg)?;
+    let wm = cache.watermarks();
+    let f = cache.open_memory("trace")?;
+    let max = trace.accesses.iter().copied().max().unwrap_or(0);
+    f.set_len((max + 1) * PAGE)?;
+    let before = cache.vmstat();
+    let barrier = std::sync::Barrier::new(threads);
+    let outs: Vec<Result<u64>> = std::thread::scope(|s| {
+        let joins: Vec<_> = (0..threads)
+            .map(|i| {
+                let (f, barrier) = (&f, &barrier);
+                s.spawn(move || -> Result<u64> {
+                    let mut buf = vec![0u8; PAGE as usize];
+                    let mut usable = 0u64;
+                    barrier.wait();
+                    for &p in trace.accesses.iter().skip(i).step_by(threads) {
+                        let n = f.read_at(&mut buf, p * PAGE)?;
+                        if n != PAGE as usize {
+                            return Err(Error::Check(format!("page {p}: short read of {n} bytes")));
+                        }
+                        usable = usable.max(f.cached_pages());
+                    }
+                    Ok(usable)
+                })
+            })
+            .collect();
+        joins.into_iter().map(|j| j.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+    });
+    let mut usable = 0;
+    for o in outs {
+        usable = usable.max(o?);
+    }
+    let d = cache.vmstat().delta(&before);
+    let requests = trace.accesses.len() as u64;
+    let misses = d.get(Item::pgcache_miss);
+    let compulsory = trace.compulsory_misses();
+    f.close()?;
+    Ok(RunResult {
+        variant: variant.to_string(),
+        cache_pages,
+        usable_pages: usable,
+        watermark_min: wm.min,
+        watermark_low: wm.low,
+        watermark_high: wm.high,
+        requests,
+        misses,
+        hits: d.get(Item::pgcache_hit),
+        miss_ratio: ratio(misses, requests),
+        compulsory_misses: compulsory,
+        compulsory_miss_ratio: ratio(compulsory, requests),
+        workingset_refault: d.get(Item::workingset_refault),
+        workingset_activate: d.get(Item::workingset_activate),
+    })
+}
+
 /// Replay `trace` at every size for every variant.
 pub fn run(trace: &Trace, format: Format, opts: &ReplayOpts) -> Result<ReplayResult> {
     let presets = resolve(&opts.variants)?;
     if trace.accesses.is_empty() {
         return Err(Error::Invalid(format!("{}: the trace is empty", trace.name)));
+    }
+    if opts.threads == 0 || opts.threads > 1024 {
+        return Err(Error::Invalid(format!("replay: {} threads (1 to 1024)", opts.threads)));
     }
     let distinct = trace.distinct_pages();
     let sizes = opts.sizes.pages(distinct);
@@ -509,7 +624,21 @@ pub fn run(trace: &Trace, format: Format, opts: &ReplayOpts) -> Result<ReplayRes
     let mut results = Vec::new();
     for &pages in &sizes {
         for p in &presets {
-            results.push(replay_once(trace, (p.tunables)(), pages, p.name)?);
+            results.push(if opts.threads > 1 {
+                replay_threads(trace, (p.tunables)(), pages, p.name, opts.threads)?
+            } else {
+                replay_once(trace, (p.tunables)(), pages, p.name)?
+            });
+        }
+    }
+    let (mut kernel, mut kernel_skipped) = (None, None);
+    if opts.kernel {
+        match replay_kernel::run(trace, &sizes, opts.kernel_dir.as_deref(), None) {
+            Ok(k) => {
+                results.extend(k.results(trace));
+                kernel = Some(k);
+            }
+            Err(why) => kernel_skipped = Some(why),
         }
     }
     let requests = trace.accesses.len() as u64;
@@ -525,6 +654,10 @@ pub fn run(trace: &Trace, format: Format, opts: &ReplayOpts) -> Result<ReplayRes
         variants: presets.iter().map(|p| p.name.to_string()).collect(),
         sizes,
         results,
+        threads: opts.threads,
+        kernel,
+        kernel_skipped,
+        baselines: Vec::new(),
     };
     if let Some(dir) = &opts.plot_dir {
         plot_result(&res, dir)?;
@@ -545,23 +678,43 @@ impl ReplayResult {
         self.results.iter().find(|r| r.variant == variant && r.cache_pages == cache_pages)
     }
 
+    /// Baseline variant names, in the order first merged.
+    pub fn baseline_variants(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = Vec::new();
+        for b in &self.baselines {
+            if !v.contains(&b.variant.as_str()) {
+                v.push(&b.variant);
+            }
+        }
+        v
+    }
+
     /// The table: a row per cache size, a miss-ratio column per variant,
+    /// then the kernel's (and the pages it held at most), the baselines',
     /// the compulsory miss ratio last.
     pub fn render(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "{}: {} requests ({} records), {} distinct pages{}; readahead off, kswapd off",
+            "{}: {} requests ({} records), {} distinct pages{}; readahead off, kswapd off{}",
             self.trace,
             self.requests,
             self.records,
             self.pages,
-            if self.renumbered { " (renumbered)" } else { "" }
+            if self.renumbered { " (renumbered)" } else { "" },
+            if self.threads > 1 { format!("; {} threads", self.threads) } else { String::new() }
         );
+        let kernel = self.results.iter().any(|r| r.variant == KERNEL);
+        let baselines = self.baseline_variants();
         let mut header = vec!["cache pages".to_string(), "usable".into(), "% distinct".into()];
         header.extend(self.variants.iter().map(|v| format!("{v} miss%")));
+        if kernel {
+            header.extend(["kernel miss%".to_string(), "kernel pages".into()]);
+        }
+        header.extend(baselines.iter().map(|v| format!("{v} miss%")));
         header.push("compulsory%".into());
         let mut rows = vec![header];
+        let pct = |r: Option<f64>| r.map(|x| format!("{:.2}", 100.0 * x)).unwrap_or_else(|| "-".into());
         for &s in &self.sizes {
             let runs: Vec<&RunResult> = self.variants.iter().filter_map(|v| self.get(v, s)).collect();
             let umin = runs.iter().map(|r| r.usable_pages).min().unwrap_or(0);
@@ -569,6 +722,15 @@ impl ReplayResult {
             let usable = if umin == umax { umin.to_string() } else { format!("{umin}-{umax}") };
             let mut row = vec![s.to_string(), usable, format!("{:.1}", 100.0 * ratio(s, self.pages))];
             row.extend(runs.iter().map(|r| format!("{:.2}", 100.0 * r.miss_ratio)));
+            if kernel {
+                let k = self.get(KERNEL, s);
+                row.push(pct(k.map(|r| r.miss_ratio)));
+                row.push(k.map(|r| r.usable_pages.to_string()).unwrap_or_else(|| "-".into()));
+            }
+            for b in &baselines {
+                let run = self.baselines.iter().find(|r| r.variant == *b && r.cache_pages == s);
+                row.push(pct(run.map(|r| r.miss_ratio)));
+            }
             row.push(format!("{:.2}", 100.0 * self.compulsory_miss_ratio));
             rows.push(row);
         }
@@ -580,6 +742,36 @@ impl ReplayResult {
                 "usable = most pages resident at once: the frames minus the free reserve the watermarks keep \
                  (e.g. {} frames: min {}, low {}, high {})",
                 r.cache_pages, r.watermark_min, r.watermark_low, r.watermark_high
+            );
+        }
+        if let Some(k) = &self.kernel {
+            let rounds = k.runs.iter().map(|r| r.calibration_rounds).max().unwrap_or(0);
+            let method = k.runs.first().map(|r| r.method.as_str()).unwrap_or("cachestat");
+            let _ = writeln!(
+                out,
+                "kernel = Linux {} page cache, pread(2) of a file of the trace's pages with POSIX_FADV_RANDOM \
+                 (readahead off), in a memory cgroup whose limit was calibrated (up to {rounds} rounds) so that \
+                 `cache pages` of another file fit; kernel pages = the most trace pages resident at once; hits \
+                 told by {method} before each read",
+                k.release
+            );
+        }
+        if let Some(why) = &self.kernel_skipped {
+            let _ = writeln!(out, "kernel column skipped: {why}");
+        }
+        if !baselines.is_empty() {
+            let _ = writeln!(
+                out,
+                "{} ran at the nominal `cache pages` (from --baseline files); pcache's variants could use only \
+                 `usable` of them",
+                baselines.join(", ")
+            );
+        }
+        if self.threads > 1 {
+            let _ = writeln!(
+                out,
+                "{} threads replayed interleaved slices through one cache: counts depend on the interleaving",
+                self.threads
             );
         }
         out
@@ -597,23 +789,84 @@ pub fn plot_result(res: &ReplayResult, dir: &Path) -> Result<PathBuf> {
     let safe: String =
         res.trace.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
     let path = dir.join(format!("replay-{safe}.svg"));
+    let kernel = res.results.iter().any(|r| r.variant == KERNEL).then_some(KERNEL);
     let mut series: Vec<plot::Series> = res
         .variants
         .iter()
+        .map(String::as_str)
+        .chain(kernel)
         .map(|v| plot::Series {
-            name: v.clone(),
+            name: v.to_string(),
             points: res
                 .results
                 .iter()
-                .filter(|r| &r.variant == v)
+                .filter(|r| r.variant == v)
                 .map(|r| (r.cache_pages as f64, 100.0 * r.miss_ratio))
                 .collect(),
         })
         .collect();
+    for b in res.baseline_variants() {
+        series.push(plot::Series {
+            name: b.to_string(),
+            points: res
+                .baselines
+                .iter()
+                .filter(|r| r.variant == b)
+                .map(|r| (r.cache_pages as f64, 100.0 * r.miss_ratio))
+                .collect(),
+        });
+    }
     series.push(plot::Series {
         name: "compulsory".into(),
         points: res.sizes.iter().map(|&s| (s as f64, 100.0 * res.compulsory_miss_ratio)).collect(),
     });
     plot::line_chart(&path, &format!("{}: miss ratio", res.trace), "cache pages", "miss ratio (%)", &series)?;
     Ok(path)
+}
+
+/// Merge baseline runs (another simulator's, in replay's JSON schema: one
+/// trace's `{"trace", "pages", "results": [{"variant", "cache_pages",
+/// "requests", "misses", "miss_ratio"}]}` or an array of them) into the
+/// results of the traces of the same name, at the cache sizes they have.
+/// A trace whose distinct pages differ was numbered differently: refused.
+/// `ctx` names the source in errors. Returns the runs merged.
+pub fn merge_baselines(results: &mut [ReplayResult], v: &serde_json::Value, ctx: &str) -> Result<usize> {
+    #[derive(serde::Deserialize)]
+    struct Doc {
+        trace: String,
+        pages: u64,
+        results: Vec<BaselineRun>,
+    }
+    let docs: Vec<Doc> = match v {
+        serde_json::Value::Array(a) => a.iter().map(|d| serde_json::from_value(d.clone())).collect(),
+        d => serde_json::from_value(d.clone()).map(|d| vec![d]),
+    }
+    .map_err(|e| Error::Invalid(format!("{ctx}: not in replay's schema: {e}")))?;
+    let mut merged = 0;
+    for d in docs {
+        let Some(res) = results.iter_mut().find(|r| r.trace == d.trace) else { continue };
+        if d.pages != res.pages {
+            return Err(Error::Invalid(format!(
+                "{ctx}: trace {} has {} distinct pages there and {} here: numbered differently",
+                d.trace, d.pages, res.pages
+            )));
+        }
+        for run in d.results {
+            if !res.sizes.contains(&run.cache_pages) {
+                continue;
+            }
+            if res.variants.contains(&run.variant)
+                || run.variant == KERNEL
+                || res.baselines.iter().any(|b| b.variant == run.variant && b.cache_pages == run.cache_pages)
+            {
+                return Err(Error::Invalid(format!(
+                    "{ctx}: {} at {} pages of {} is already in the results",
+                    run.variant, run.cache_pages, d.trace
+                )));
+            }
+            res.baselines.push(run);
+            merged += 1;
+        }
+    }
+    Ok(merged)
 }

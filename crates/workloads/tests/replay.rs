@@ -1,14 +1,19 @@
-//! Trace readers and the replay's hit/miss accounting.
+//! Trace readers and the replay's hit/miss accounting; the kernel column
+//! (where the machine allows it), baselines merged from JSON, and the
+//! libCacheSim script's trace reading (where python3 is installed).
 
 use std::io::Write as _;
 use std::path::Path;
+use std::process::Command;
 
+use pcache_workloads::kernel::{self, WORKER_SUBCOMMAND};
 use pcache_workloads::replay::{
     self, oracle_record, parse, read_trace, Format, ReplayOpts, Sizes, Trace, WORKINGSET_OFF, WORKINGSET_ON,
 };
+use pcache_workloads::replay_kernel::{self, KERNEL};
 
 fn opts(sizes: Sizes, variants: &[&str]) -> ReplayOpts {
-    ReplayOpts { sizes, variants: variants.iter().map(|s| s.to_string()).collect(), plot_dir: None }
+    ReplayOpts { sizes, variants: variants.iter().map(|s| s.to_string()).collect(), ..ReplayOpts::default() }
 }
 
 // Goal: LIRS text accepts CRLF and skips `*` markers and blank lines.
@@ -123,7 +128,7 @@ fn default_sizes() {
     assert_eq!(Sizes::default().pages(1000), vec![100, 200, 400, 800]);
     assert_eq!(Sizes::default().pages(100), vec![16, 20, 40, 80]);
     assert!(replay::resolve(&["nosuch".into()]).is_err());
-    assert_eq!(replay::default_variants(), vec![WORKINGSET_OFF, WORKINGSET_ON]);
+    assert!(replay::default_variants().starts_with(&[WORKINGSET_OFF.to_string(), WORKINGSET_ON.to_string()]));
 }
 
 // Goal: the cs LIRS trace replays at one size and its JSON has every key;
@@ -157,4 +162,220 @@ fn cs_trace_json() {
     }
     assert!(r.render().contains("workingset-on miss%"));
     assert!(dir.path().join("replay-cs.svg").exists());
+}
+
+// Goal: misses and hits of a cache that holds the whole working set are
+// worked out by hand, for both variants.
+#[test]
+fn hand_counted_fitting_trace() {
+    // Pages 0..40 three times, a scan of 100..200 once, then 0..40 again:
+    // 3 * 40 + 100 + 40 = 260 requests over 140 distinct pages. 256 frames
+    // keep all 140 (the usable cache is 256 minus a reserve of well under
+    // 116), so only first touches miss: 40 + 100 = 140 misses, 260 - 140 =
+    // 120 hits (2 * 40 re-reads of the loop, 40 after the scan).
+    let mut pages: Vec<u64> = Vec::new();
+    for _ in 0..3 {
+        pages.extend(0..40);
+    }
+    pages.extend(100..200);
+    pages.extend(0..40);
+    let t = Trace::from_pages("fit", pages);
+    let r = replay::run(&t, Format::Lirs, &opts(Sizes::Pages(vec![256]), &[WORKINGSET_OFF, WORKINGSET_ON])).unwrap();
+    assert_eq!(r.requests, 260);
+    assert_eq!(r.pages, 140);
+    for run in &r.results {
+        assert_eq!(run.misses, 140, "{}", run.variant);
+        assert_eq!(run.hits, 120, "{}", run.variant);
+        assert_eq!(run.miss_ratio, 140.0 / 260.0);
+        // Nothing was ever evicted, so nothing refaulted.
+        assert_eq!(run.workingset_refault, 0);
+    }
+}
+
+// Goal: a loop too big for the cache followed by a loop that fits, counted
+// by hand: every access of the big loop misses (as in LRU), then the small
+// loop misses once per page it did not leave cached.
+#[test]
+fn hand_counted_loop_then_small_loop() {
+    // 5 passes over 0..80 through 64 frames (usable < 64): each access
+    // evicts the page needed next, so all 400 miss. Then 10 passes over
+    // 1000..1010 (10 pages, fits): 10 misses, 90 hits.
+    // Totals: 410 misses, 90 hits of 500.
+    let mut pages: Vec<u64> = (0..400).map(|i| i % 80).collect();
+    pages.extend((0..100).map(|i| 1000 + i % 10));
+    let t = Trace::from_pages("loops", pages);
+    let r = replay::run(&t, Format::Lirs, &opts(Sizes::Pages(vec![64]), &[WORKINGSET_OFF])).unwrap();
+    let run = &r.results[0];
+    assert_eq!((run.misses, run.hits), (410, 90));
+}
+
+// Goal: the JSON of a replay has the schema's fields at both levels, and
+// the kernel column, when not asked for, is simply absent.
+#[test]
+fn json_schema_fields() {
+    let t = Trace::from_pages("schema", (0..300u64).map(|i| i % 30).collect());
+    let r = replay::run(&t, Format::Lirs, &ReplayOpts::default()).unwrap();
+    let j = r.to_json();
+    for k in ["trace", "format", "records", "requests", "pages", "sizes", "variants", "results", "threads"] {
+        assert!(!j[k].is_null(), "missing {k}");
+    }
+    assert!(j["kernel"].is_null() && j["kernel_skipped"].is_null());
+    assert_eq!(j["baselines"], serde_json::json!([]));
+    // 10/20/40% of 30 pages (3, 6, 12) are below the minimum of 16; 80%
+    // is 24.
+    assert_eq!(j["sizes"], serde_json::json!([16, 24]));
+    for x in j["results"].as_array().unwrap() {
+        for k in ["variant", "cache_pages", "usable_pages", "requests", "misses", "hits", "miss_ratio"] {
+            assert!(!x[k].is_null(), "missing {k}");
+        }
+    }
+}
+
+// Goal: with threads, every request is counted once as a hit or a miss;
+// in a cache that holds everything each thread misses a page at most once.
+#[test]
+fn threads_count_every_request() {
+    let pages: Vec<u64> = (0..4000u64).map(|i| (i * 7919) % 100).collect();
+    let t = Trace::from_pages("t", pages);
+    let o = ReplayOpts { threads: 3, ..opts(Sizes::Pages(vec![512]), &[WORKINGSET_OFF]) };
+    let r = replay::run(&t, Format::Lirs, &o).unwrap();
+    let run = &r.results[0];
+    assert_eq!(r.threads, 3);
+    assert_eq!(run.hits + run.misses, 4000);
+    assert!(run.misses >= 100 && run.misses <= 300, "{}", run.misses);
+    assert!(r.render().contains("3 threads"));
+    let bad = ReplayOpts { threads: 0, ..ReplayOpts::default() };
+    assert!(replay::run(&t, Format::Lirs, &bad).is_err());
+}
+
+// Goal: baseline runs merge by trace name and cache size into the table
+// and the JSON; other sizes and traces are ignored; a trace numbered
+// differently (other distinct pages) or a run given twice is refused.
+#[test]
+fn baselines_merge() {
+    let t = Trace::from_pages("b", (0..300u64).map(|i| i % 40).collect());
+    let r = replay::run(&t, Format::Lirs, &opts(Sizes::Pages(vec![16, 32]), &[WORKINGSET_OFF])).unwrap();
+    let doc = serde_json::json!([
+        {"trace": "b", "pages": 40, "results": [
+            {"variant": "libcachesim-LRU", "cache_pages": 16, "requests": 300, "misses": 300, "miss_ratio": 1.0},
+            {"variant": "libcachesim-LRU", "cache_pages": 32, "requests": 300, "misses": 300, "miss_ratio": 1.0},
+            {"variant": "libcachesim-LRU", "cache_pages": 99, "requests": 300, "misses": 40, "miss_ratio": 0.1333}
+        ]},
+        {"trace": "other", "pages": 5, "results": []}
+    ]);
+    let mut all = vec![r];
+    assert_eq!(replay::merge_baselines(&mut all, &doc, "doc").unwrap(), 2);
+    let table = all[0].render();
+    assert!(table.contains("libcachesim-LRU miss%"), "{table}");
+    assert!(table.contains("100.00"));
+    assert_eq!(all[0].to_json()["baselines"].as_array().unwrap().len(), 2);
+    // Given again: refused.
+    assert!(replay::merge_baselines(&mut all, &doc, "doc").is_err());
+    let renumbered = serde_json::json!({"trace": "b", "pages": 41, "results": []});
+    assert!(replay::merge_baselines(&mut all, &renumbered, "x").is_err());
+    assert!(replay::merge_baselines(&mut all, &serde_json::json!({"trace": 1}), "x").is_err());
+}
+
+/// The kernel worker, when this test binary is started as one by
+/// `kernel_column_counts` (arguments `... __kernel-worker EXPERIMENT CGROUP
+/// PARAMS`, which the harness takes for filters); otherwise nothing.
+#[test]
+fn kernel_worker_entry() {
+    let args: Vec<String> = std::env::args().collect();
+    let Some(i) = args.iter().position(|a| a == WORKER_SUBCOMMAND) else { return };
+    let (Some(exp), Some(cg), Some(params)) = (args.get(i + 1), args.get(i + 2), args.get(i + 3)) else {
+        panic!("worker arguments missing: {args:?}");
+    };
+    match kernel::worker_main(exp, Path::new(cg), params) {
+        // On a line of its own: the harness prints around it.
+        Ok(v) => println!("\n{v}"),
+        Err(e) => {
+            eprintln!("kernel worker: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+// Goal: the kernel column counts hits and misses by hand-checkable rules
+// (a cache holding the working set misses once per page; every request is
+// a hit or a miss) and its calibrated cache is the nominal one within a
+// few pages. Skipped, with the reason, where there is no memory cgroup to
+// be had (not root, no controller).
+#[test]
+fn kernel_column_counts() {
+    if let Err(why) = kernel::Memcg::create(64 << 20) {
+        eprintln!("skipping the kernel column test: {why}");
+        return;
+    }
+    // 100 distinct pages read 6 times in a scrambled order: 600 requests.
+    let pages: Vec<u64> = (0..600u64).map(|i| (i * 37) % 100).collect();
+    let t = Trace::from_pages("k", pages);
+    let exe = std::env::current_exe().unwrap();
+    let worker = move || {
+        let mut c = Command::new(&exe);
+        c.args(["kernel_worker_entry", "--exact", "--nocapture", "--test-threads=1"]);
+        c
+    };
+    // 256 pages hold all 100: 100 misses, 500 hits. 48 pages do not: at
+    // least the 100 first touches miss.
+    let col = replay_kernel::run(&t, &[48, 256], None, Some(&worker)).unwrap();
+    let results = col.results(&t);
+    assert_eq!(results.len(), 2);
+    let (small, big) = (&results[0], &results[1]);
+    assert!(small.variant == KERNEL && small.cache_pages == 48);
+    assert_eq!((big.misses, big.hits), (100, 500));
+    assert_eq!(small.hits + small.misses, 600);
+    assert!(small.misses >= 100);
+    for r in &col.runs {
+        assert_eq!(r.unknown, 0);
+        assert!(r.calibrated_pages.abs_diff(r.cache_pages) <= 4, "{r:?}");
+    }
+    // The small cache was full; its effective size is near the nominal.
+    assert!(col.runs[0].effective_pages.abs_diff(48) <= 6, "{:?}", col.runs[0]);
+}
+
+// Goal: scripts/libcachesim_replay.py reads all three formats into the
+// same accesses as pcache (requests, distinct pages, cache sizes), and its
+// reference LRU misses exactly once per page in a cache that holds them.
+// Needs only python3 (not libcachesim); skipped without it.
+#[test]
+fn python_script_reads_traces_as_pcache_does() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/libcachesim_replay.py");
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("skipping: no python3");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let lirs = dir.path().join("s.trace");
+    std::fs::write(&lirs, "5\r\n6\r\n*\r\n5\r\n\r\n900\n").unwrap();
+    let csv = dir.path().join("c.csv");
+    std::fs::write(&csv, "timestamp,obj_id,obj_size\n1,10,4096\n2,20,10000\n3,10,0\n4,abc,\n").unwrap();
+    let oracle = dir.path().join("o.oracleGeneral.bin");
+    let mut b = Vec::new();
+    b.extend_from_slice(&oracle_record(1, u64::MAX - 7, 9000, 2));
+    b.extend_from_slice(&oracle_record(2, 1 << 50, 10, -1));
+    b.extend_from_slice(&oracle_record(3, u64::MAX - 7, 10, -1));
+    std::fs::write(&oracle, b).unwrap();
+    for path in [&lirs, &csv, &oracle] {
+        let out = Command::new("python3")
+            .arg(&script)
+            .arg(path)
+            .args(["--policies", "reference-LRU", "--sizes", "10,200"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let t = read_trace(path, None).unwrap();
+        assert_eq!(j["trace"], t.name.as_str());
+        assert_eq!(j["requests"], t.accesses.len() as u64);
+        assert_eq!(j["pages"], t.distinct_pages());
+        let sizes = Sizes::Percent(vec![10.0, 200.0]).pages(t.distinct_pages());
+        assert_eq!(j["sizes"], serde_json::json!(sizes));
+        let runs = j["results"].as_array().unwrap();
+        assert_eq!(runs.len(), sizes.len());
+        for run in runs {
+            assert_eq!(run["variant"], "reference-LRU");
+            assert_eq!(run["misses"], t.distinct_pages(), "{}", path.display());
+        }
+    }
 }

@@ -1,0 +1,413 @@
+//! The kernel column of `pcache replay`: the same trace through the host
+//! kernel's page cache, in a memory cgroup sized to the same cache.
+//!
+//! For each cache size the parent writes a fresh file holding the trace's
+//! pages (page `i` at byte `i * 4096`, the numbering replay uses; fresh, so
+//! no shadow entry of an earlier size is left in its tree) and a
+//! calibration file, syncs both, drops their cached pages, and runs
+//! [`kernel_workload`] in a child inside a fresh memory cgroup
+//! ([`kernel::run`]). The access list travels as a temporary file of
+//! little-endian u64 page indices named in the parameters, not on the
+//! command line.
+//!
+//! The child:
+//!
+//! 1. loads the access list, maps what it needs and drops the list file's
+//!    pages, so that its own memory is charged before it measures;
+//! 2. sets the limit to its charge plus the cache's bytes and calibrates,
+//!    because the group is also charged for things that are not the
+//!    file's pages (per-CPU charge caches of up to 64 pages, tree nodes,
+//!    whatever the child allocates): it reads the calibration file once
+//!    through (twice the cache plus 256 pages), takes the most of its pages
+//!    resident at once, and moves the limit by the difference to the
+//!    nominal size, until within 1% (at least 2 pages) or 6 rounds; then
+//!    drops the calibration file's pages;
+//! 3. replays: `POSIX_FADV_RANDOM` on the trace file (readahead off, so a
+//!    miss reads exactly one page), and for each access asks cachestat(2)
+//!    (mincore(2) on a mapping where cachestat is missing) whether the page
+//!    is cached, then preads it and checks it is the right page. The
+//!    file's resident pages are sampled every `cache / 128` accesses; the
+//!    most at once is reported as the effective cache (as pcache's
+//!    `usable`).
+
+use std::fs::File;
+use std::io::Write as _;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::kernel;
+use crate::replay::{RunResult, Trace, EXPERIMENT, PAGE};
+use crate::sys::kernel_release;
+
+/// The kernel column's variant name in replay's results.
+pub const KERNEL: &str = "kernel";
+
+/// Calibration rounds at most.
+const CALIBRATION_ROUNDS: u32 = 6;
+
+/// What the child is told.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Params {
+    /// The trace's pages, cold.
+    file: PathBuf,
+    /// Pages in `file`.
+    file_pages: u64,
+    /// The calibration file, cold.
+    calib: PathBuf,
+    calib_pages: u64,
+    /// Little-endian u64 page indices, one per access.
+    accesses: PathBuf,
+    cache_pages: u64,
+}
+
+/// One size's run in the kernel, as the child reports it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct KernelRun {
+    /// The nominal cache size.
+    pub cache_pages: u64,
+    pub requests: u64,
+    pub misses: u64,
+    pub hits: u64,
+    /// Accesses whose residency could not be told (counted as neither).
+    pub unknown: u64,
+    /// "cachestat" or "mincore".
+    pub method: String,
+    /// The most trace pages resident at once during the replay (sampled).
+    pub effective_pages: u64,
+    /// The most calibration pages resident at once in the last round.
+    pub calibrated_pages: u64,
+    pub calibration_rounds: u32,
+    /// The group's charge before any file page was read.
+    pub baseline_bytes: u64,
+    /// The limit the replay ran under.
+    pub limit_bytes: u64,
+    /// From the group's memory.stat, where it has them.
+    pub workingset_refault: Option<u64>,
+    pub workingset_activate: Option<u64>,
+    /// Seconds of the replay loop (residency checks included).
+    pub replay_s: f64,
+}
+
+/// The kernel column of one trace.
+#[derive(Clone, Debug, Serialize)]
+pub struct KernelColumn {
+    /// `uname -r`.
+    pub release: String,
+    /// Where the files lived.
+    pub dir: PathBuf,
+    pub runs: Vec<KernelRun>,
+}
+
+impl KernelColumn {
+    /// The runs as replay results (variant [`KERNEL`]; `usable_pages` is
+    /// the effective cache, the watermarks are 0: the kernel has none per
+    /// group).
+    pub fn results(&self, trace: &Trace) -> Vec<RunResult> {
+        let compulsory = trace.compulsory_misses();
+        let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+        self.runs
+            .iter()
+            .map(|r| RunResult {
+                variant: KERNEL.into(),
+                cache_pages: r.cache_pages,
+                usable_pages: r.effective_pages,
+                watermark_min: 0,
+                watermark_low: 0,
+                watermark_high: 0,
+                requests: r.requests,
+                misses: r.misses,
+                hits: r.hits,
+                miss_ratio: ratio(r.misses, r.hits + r.misses),
+                compulsory_misses: compulsory,
+                compulsory_miss_ratio: ratio(compulsory, r.requests),
+                workingset_refault: r.workingset_refault.unwrap_or(0),
+                workingset_activate: r.workingset_activate.unwrap_or(0),
+            })
+            .collect()
+    }
+}
+
+/// Replay `trace` through the kernel at each of `sizes` (pages), files in
+/// a temporary directory in `dir` (the system's if None). `worker` makes
+/// the child's command (None: this executable, which must be `pcache`).
+/// Err says why the column cannot be had here.
+pub fn run(
+    trace: &Trace,
+    sizes: &[u64],
+    dir: Option<&Path>,
+    worker: Option<&dyn Fn() -> Command>,
+) -> Result<KernelColumn, String> {
+    // Find out whether it can work before writing any file.
+    if worker.is_none() {
+        kernel::worker_exe()?;
+    }
+    drop(kernel::Memcg::create(1 << 30)?);
+    let tmp = crate::sys::tempdir_in(dir, "pcache-replay-kernel-").map_err(|e| e.to_string())?;
+    if kernel::is_tmpfs(tmp.path()) {
+        return Err(format!(
+            "{} is on tmpfs, whose pages the kernel cannot reclaim without swap; give a directory on a disk",
+            tmp.path().display()
+        ));
+    }
+    let file_pages = trace.accesses.iter().copied().max().unwrap_or(0) + 1;
+    let accesses = tmp.path().join("accesses.u64");
+    let mut bytes = Vec::with_capacity(trace.accesses.len() * 8);
+    for &a in &trace.accesses {
+        bytes.extend_from_slice(&a.to_le_bytes());
+    }
+    std::fs::write(&accesses, &bytes).map_err(|e| format!("writing {}: {e}", accesses.display()))?;
+    drop(bytes);
+    let mut runs = Vec::new();
+    for &cache_pages in sizes {
+        let file = tmp.path().join(format!("trace-{cache_pages}"));
+        let calib = tmp.path().join(format!("calib-{cache_pages}"));
+        let calib_pages = 2 * cache_pages + 256;
+        write_pages(&file, file_pages)?;
+        write_pages(&calib, calib_pages)?;
+        let params = Params {
+            file: file.clone(),
+            file_pages,
+            calib: calib.clone(),
+            calib_pages,
+            accesses: accesses.clone(),
+            cache_pages,
+        };
+        let mut params = serde_json::to_value(&params).map_err(|e| format!("kernel parameters: {e}"))?;
+        params["pin_cpu"] = Value::Bool(true);
+        // The child sets its own limit; this one only bounds it until then.
+        let start_limit = cache_pages * PAGE + (256 << 20);
+        let v = match worker {
+            Some(make) => kernel::run_with(make(), EXPERIMENT, start_limit, &params)?,
+            None => kernel::run(EXPERIMENT, start_limit, &params)?,
+        };
+        let r: KernelRun = serde_json::from_value(v).map_err(|e| format!("the kernel worker's result: {e}"))?;
+        runs.push(r);
+        let _ = std::fs::remove_file(&file);
+        let _ = std::fs::remove_file(&calib);
+    }
+    Ok(KernelColumn { release: kernel_release(), dir: tmp.path().to_path_buf(), runs })
+}
+
+/// Write `pages` pages to a new file at `path`, each starting with its
+/// index (so a read can be checked), sync it and drop its cached pages.
+fn write_pages(path: &Path, pages: u64) -> Result<(), String> {
+    let ctx = |e: std::io::Error| format!("writing {}: {e}", path.display());
+    let mut f = File::create(path).map_err(ctx)?;
+    const CHUNK: u64 = 256;
+    let mut buf = vec![0x5au8; (CHUNK * PAGE) as usize];
+    let mut i = 0;
+    while i < pages {
+        let n = CHUNK.min(pages - i);
+        for (k, page) in buf.chunks_mut(PAGE as usize).take(n as usize).enumerate() {
+            page[..8].copy_from_slice(&(i + k as u64).to_le_bytes());
+        }
+        f.write_all(&buf[..(n * PAGE) as usize]).map_err(ctx)?;
+        i += n;
+    }
+    f.sync_all().map_err(ctx)?;
+    kernel::drop_cached(&f);
+    Ok(())
+}
+
+/// Tells which pages of a file are cached: cachestat, or mincore on a
+/// read-only shared mapping (never touched, so nothing is faulted in).
+struct Residency {
+    file: File,
+    pages: u64,
+    map: Option<(*mut libc::c_void, usize)>,
+    /// mincore's output for the whole file, allocated up front.
+    vec: Vec<u8>,
+}
+
+impl Residency {
+    fn open(path: &Path, pages: u64) -> Result<Residency, String> {
+        let file = File::open(path).map_err(|e| format!("opening {}: {e}", path.display()))?;
+        // Readahead off: a miss reads one order-0 page, as replay's model
+        // wants (and as calibration needs to count in pages).
+        // SAFETY: a valid descriptor; fadvise only gives advice.
+        unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+        let mut r = Residency { file, pages, map: None, vec: Vec::new() };
+        if kernel::cached_pages(&r.file, 0, PAGE).is_none() {
+            let len = (pages * PAGE) as usize;
+            // SAFETY: a fresh read-only shared mapping of a file we hold
+            // open; it is only passed to mincore and unmapped on drop.
+            let addr = unsafe {
+                libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, r.file.as_raw_fd(), 0)
+            };
+            if addr == libc::MAP_FAILED {
+                return Err(format!("mapping {}: {}", path.display(), std::io::Error::last_os_error()));
+            }
+            r.map = Some((addr, len));
+            r.vec = vec![0u8; pages as usize];
+        }
+        Ok(r)
+    }
+
+    fn method(&self) -> &'static str {
+        if self.map.is_some() {
+            "mincore"
+        } else {
+            "cachestat"
+        }
+    }
+
+    fn mincore(&mut self, first: u64, n: u64) -> Option<&[u8]> {
+        let (addr, _) = self.map?;
+        // SAFETY: the range lies inside the mapping; vec has a byte per page.
+        let r = unsafe {
+            libc::mincore(
+                addr.cast::<u8>().add((first * PAGE) as usize).cast(),
+                (n * PAGE) as usize,
+                self.vec.as_mut_ptr().add(first as usize),
+            )
+        };
+        (r == 0).then(|| &self.vec[first as usize..(first + n) as usize])
+    }
+
+    /// Whether page `index` is cached.
+    fn cached(&mut self, index: u64) -> Option<bool> {
+        if self.map.is_none() {
+            return kernel::page_cached(&self.file, index * PAGE, PAGE);
+        }
+        self.mincore(index, 1).map(|v| v[0] & 1 == 1)
+    }
+
+    /// Pages of the file cached.
+    fn count(&mut self) -> Option<u64> {
+        if self.map.is_none() {
+            return kernel::cached_pages(&self.file, 0, self.pages * PAGE);
+        }
+        let pages = self.pages;
+        self.mincore(0, pages).map(|v| v.iter().filter(|&&b| b & 1 == 1).count() as u64)
+    }
+
+    fn drop_cached(&self) {
+        kernel::drop_cached(&self.file);
+    }
+}
+
+impl Drop for Residency {
+    fn drop(&mut self) {
+        if let Some((addr, len)) = self.map {
+            // SAFETY: the mapping made in open, unmapped once.
+            unsafe { libc::munmap(addr, len) };
+        }
+    }
+}
+
+/// Read page `index` of `f` into `buf` and check it is that page.
+fn read_page(f: &File, index: u64, buf: &mut [u8]) -> Result<(), String> {
+    let n = f.read_at(buf, index * PAGE).map_err(|e| format!("pread of page {index}: {e}"))?;
+    if n != buf.len() || buf[..8] != index.to_le_bytes() {
+        return Err(format!("page {index}: read {n} bytes of another page"));
+    }
+    Ok(())
+}
+
+/// Read every page of `r`'s file once, in order, and return the most
+/// pages resident at once (sampled every `step` reads and at the end).
+fn fill(r: &mut Residency, step: u64, buf: &mut [u8]) -> Result<u64, String> {
+    let mut most = 0;
+    for index in 0..r.pages {
+        read_page(&r.file, index, buf)?;
+        if index.is_multiple_of(step) || index + 1 == r.pages {
+            most = most.max(r.count().ok_or("cannot count cached pages")?);
+        }
+    }
+    Ok(most)
+}
+
+/// The child's side (run by `kernel::run` in the memory cgroup): see the
+/// module comment.
+pub fn kernel_workload(params: &Value) -> Result<Value, String> {
+    let p: Params = serde_json::from_value(params.clone()).map_err(|e| format!("bad parameters: {e}"))?;
+    if p.cache_pages == 0 || p.file_pages == 0 || p.calib_pages == 0 {
+        return Err("bad parameters: empty cache or files".into());
+    }
+    let cg = kernel::current_memcg().ok_or("the worker is not in a memory cgroup")?;
+    // 1. Everything the child needs, allocated before measuring.
+    let raw = std::fs::read(&p.accesses).map_err(|e| format!("reading {}: {e}", p.accesses.display()))?;
+    if !raw.len().is_multiple_of(8) {
+        return Err(format!("{}: not a list of u64", p.accesses.display()));
+    }
+    let accesses: Vec<u64> = raw.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect();
+    drop(raw);
+    if let Some(&bad) = accesses.iter().find(|&&a| a >= p.file_pages) {
+        return Err(format!("page {bad} is beyond the file's {} pages", p.file_pages));
+    }
+    if let Ok(f) = File::open(&p.accesses) {
+        kernel::drop_cached(&f);
+    }
+    let mut trace = Residency::open(&p.file, p.file_pages)?;
+    let mut calib = Residency::open(&p.calib, p.calib_pages)?;
+    trace.drop_cached();
+    calib.drop_cached();
+    let mut buf = vec![0u8; PAGE as usize];
+    let step = (p.cache_pages / 128).max(1);
+    let baseline = kernel::memcg_usage(cg)?;
+
+    // 2. Calibrate the limit on the other file.
+    let tolerance = (p.cache_pages / 100).max(2);
+    let mut limit = baseline + p.cache_pages * PAGE;
+    let (mut calibrated, mut rounds) = (0, 0);
+    while rounds < CALIBRATION_ROUNDS {
+        calib.drop_cached();
+        kernel::set_memcg_limit(cg, limit)?;
+        calibrated = fill(&mut calib, step, &mut buf)?;
+        rounds += 1;
+        if calibrated.abs_diff(p.cache_pages) <= tolerance {
+            break;
+        }
+        // Drop first, so the new limit is never below what is charged.
+        calib.drop_cached();
+        // The baseline may sit below the limit: it includes charges cached
+        // per CPU (up to 64 pages) that the file's pages then use.
+        limit = (limit as i64 + (p.cache_pages as i64 - calibrated as i64) * PAGE as i64).max(PAGE as i64) as u64;
+    }
+    calib.drop_cached();
+    drop(calib);
+
+    // 3. Replay.
+    trace.drop_cached();
+    let stat = |k: &str| kernel::memcg_stat(cg, k);
+    let (refault0, activate0) = (stat("workingset_refault_file"), stat("workingset_activate_file"));
+    let (mut hits, mut misses, mut unknown, mut effective) = (0u64, 0u64, 0u64, 0u64);
+    let start = Instant::now();
+    for (i, &page) in accesses.iter().enumerate() {
+        match trace.cached(page) {
+            Some(true) => hits += 1,
+            Some(false) => misses += 1,
+            None => unknown += 1,
+        }
+        read_page(&trace.file, page, &mut buf)?;
+        if (i as u64).is_multiple_of(step) {
+            effective = effective.max(trace.count().unwrap_or(0));
+        }
+    }
+    let replay_s = start.elapsed().as_secs_f64();
+    effective = effective.max(trace.count().unwrap_or(0));
+    let delta = |after: Option<u64>, before: Option<u64>| Some(after?.saturating_sub(before?));
+    let run = KernelRun {
+        cache_pages: p.cache_pages,
+        requests: accesses.len() as u64,
+        misses,
+        hits,
+        unknown,
+        method: trace.method().into(),
+        effective_pages: effective,
+        calibrated_pages: calibrated,
+        calibration_rounds: rounds,
+        baseline_bytes: baseline,
+        limit_bytes: limit,
+        workingset_refault: delta(stat("workingset_refault_file"), refault0),
+        workingset_activate: delta(stat("workingset_activate_file"), activate0),
+        replay_s,
+    };
+    serde_json::to_value(&run).map_err(|e| format!("kernel result: {e}"))
+}

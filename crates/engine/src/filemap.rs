@@ -219,7 +219,7 @@ impl Cache {
                 kept.push(*pfn);
             } else {
                 let shadow = if evict && self.tunables.workingset {
-                    self.workingset_eviction(page.test(PG_WORKINGSET))
+                    self.workingset_eviction(page.test(PG_WORKINGSET), page.test(PG_PROBATION))
                 } else {
                     0
                 };
@@ -435,7 +435,7 @@ impl Cache {
                 self.nr_shadows.fetch_sub(1, Ordering::Relaxed);
             }
             if old & SHADOW_BIT != 0 && self.tunables.workingset {
-                let (activate, restore) = self.workingset_refault(old);
+                let (activate, restore) = self.workingset_refault(old, crate::admission::page_key(inode.id, index));
                 if activate {
                     // Refaulted within the active list's size: it was part
                     // of the working set; it goes straight to the active
@@ -652,6 +652,9 @@ impl Cache {
             let nr = (ps - offset).min(end - cur).min(size - cur);
             if !noreuse && self.should_mark_accessed(ra, prev_pos, index, cur) {
                 self.mark_page_accessed_hit(pfn, hot);
+                // Counted after the lookup, so a refault's admission saw
+                // the count of its earlier accesses only.
+                self.admission_access(inode.id, index);
             }
             let done = (cur - pos) as usize;
             // SAFETY: we hold a pin, so the frame is not reused.
@@ -753,6 +756,7 @@ impl Cache {
         if self.tunables.accessed_init == AccessedInit::Vanilla315 {
             self.mark_page_accessed(pfn);
         }
+        self.admission_access(inode.id, index);
         self.put_page(pfn);
         Ok(())
     }

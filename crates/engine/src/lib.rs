@@ -17,6 +17,7 @@
 //! # Ok::<(), pcache::Error>(())
 //! ```
 
+mod admission;
 mod arena;
 pub mod backing;
 mod backing_dev;
@@ -44,8 +45,8 @@ mod workingset;
 pub use backing::BackingDev;
 pub use error::{Error, Result};
 pub use tunables::{
-    AccessedInit, Advice, Config, LruBatching, PagevecDrain, ReclaimWriteback, RemarkRule, Tunables, MAX_PAGE_SIZE,
-    MIN_PAGE_SIZE,
+    AccessedInit, Admission, Advice, Config, LruBatching, PagevecDrain, ReclaimWriteback, RemarkRule, Tunables,
+    MAX_PAGE_SIZE, MIN_PAGE_SIZE,
 };
 pub use vmstat::{Item, VmStat};
 
@@ -74,6 +75,9 @@ pub enum LruList {
     InactiveFile,
     ActiveFile,
     Unevictable,
+    /// New pages waiting for admission (admission.rs; only with
+    /// `Admission::AdaptiveTinyLfu`).
+    Window,
 }
 
 /// A page's state as tests and tools see it.

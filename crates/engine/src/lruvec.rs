@@ -12,15 +12,21 @@ use crate::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::{Mutex, MutexGuard};
 
 use crate::arena::Arena;
-use crate::page::{Pfn, NO_PFN, PG_ACTIVE, PG_SWAPBACKED, PG_UNEVICTABLE};
+use crate::page::{Pfn, NO_PFN, PG_ACTIVE, PG_SWAPBACKED, PG_UNEVICTABLE, PG_WINDOW};
 use crate::vmstat::{Item, VmCounters};
 use crate::LruList;
 
-pub const NR_LRU_LISTS: usize = 5;
+pub const NR_LRU_LISTS: usize = 6;
 
 impl LruList {
-    pub const ALL: [LruList; NR_LRU_LISTS] =
-        [LruList::InactiveAnon, LruList::ActiveAnon, LruList::InactiveFile, LruList::ActiveFile, LruList::Unevictable];
+    pub const ALL: [LruList; NR_LRU_LISTS] = [
+        LruList::InactiveAnon,
+        LruList::ActiveAnon,
+        LruList::InactiveFile,
+        LruList::ActiveFile,
+        LruList::Unevictable,
+        LruList::Window,
+    ];
 
     #[inline]
     pub fn idx(self) -> usize {
@@ -36,6 +42,9 @@ impl LruList {
     pub fn of_flags(flags: u32) -> LruList {
         if flags & PG_UNEVICTABLE != 0 {
             return LruList::Unevictable;
+        }
+        if flags & PG_WINDOW != 0 {
+            return LruList::Window;
         }
         match (flags & PG_SWAPBACKED != 0, flags & PG_ACTIVE != 0) {
             (false, false) => LruList::InactiveFile,
@@ -61,6 +70,9 @@ pub struct Lists {
 pub struct Lruvec {
     lock: Mutex<Lists>,
     lens: [AtomicU64; NR_LRU_LISTS],
+    /// Each list's tail, mirrored like `lens` for lock-free heuristics
+    /// (admission.rs); NO_PFN when empty.
+    tails: [AtomicU64; NR_LRU_LISTS],
     /// The workingset clock: evictions plus activations (workingset.rs).
     pub inactive_age: AtomicU64,
 }
@@ -80,6 +92,7 @@ impl Lruvec {
                 lens: [0; NR_LRU_LISTS],
             }),
             lens: std::array::from_fn(|_| AtomicU64::new(0)),
+            tails: std::array::from_fn(|_| AtomicU64::new(NO_PFN as u64)),
             inactive_age: AtomicU64::new(0),
         }
     }
@@ -94,6 +107,14 @@ impl Lruvec {
     #[inline]
     pub fn len(&self, lru: LruList) -> u64 {
         self.lens[lru.idx()].load(Ordering::Relaxed)
+    }
+
+    /// Lock-free read of a list's tail page: only a hint, the page may
+    /// have moved or been freed by the time the caller looks at it.
+    #[inline]
+    pub fn tail_hint(&self, lru: LruList) -> Option<Pfn> {
+        let t = self.tails[lru.idx()].load(Ordering::Relaxed) as Pfn;
+        (t != NO_PFN).then_some(t)
     }
 }
 
@@ -113,6 +134,11 @@ impl LruGuard<'_> {
         self.lists.lens[lru.idx()]
     }
 
+    fn set_tail(&mut self, lru: LruList, tail: Pfn) {
+        self.lists.heads[lru.idx()].tail = tail;
+        self.lruvec.tails[lru.idx()].store(tail as u64, Ordering::Relaxed);
+    }
+
     /// add_page_to_lru_list: at the head (most recent end).
     pub fn add(&mut self, pfn: Pfn, lru: LruList) {
         let h = self.lists.heads[lru.idx()];
@@ -122,10 +148,9 @@ impl LruGuard<'_> {
         if h.head != NO_PFN {
             self.arena.page(h.head).lru_prev.store(pfn, Ordering::Relaxed);
         }
-        let head = &mut self.lists.heads[lru.idx()];
-        head.head = pfn;
-        if head.tail == NO_PFN {
-            head.tail = pfn;
+        self.lists.heads[lru.idx()].head = pfn;
+        if self.lists.heads[lru.idx()].tail == NO_PFN {
+            self.set_tail(lru, pfn);
         }
         let n = self.len(lru) + 1;
         self.set_len(lru, n);
@@ -140,10 +165,9 @@ impl LruGuard<'_> {
         if h.tail != NO_PFN {
             self.arena.page(h.tail).lru_next.store(pfn, Ordering::Relaxed);
         }
-        let head = &mut self.lists.heads[lru.idx()];
-        head.tail = pfn;
-        if head.head == NO_PFN {
-            head.head = pfn;
+        self.set_tail(lru, pfn);
+        if self.lists.heads[lru.idx()].head == NO_PFN {
+            self.lists.heads[lru.idx()].head = pfn;
         }
         let n = self.len(lru) + 1;
         self.set_len(lru, n);
@@ -163,7 +187,7 @@ impl LruGuard<'_> {
         if next != NO_PFN {
             self.arena.page(next).lru_prev.store(prev, Ordering::Relaxed);
         } else {
-            self.lists.heads[lru.idx()].tail = prev;
+            self.set_tail(lru, prev);
         }
         page.lru_prev.store(NO_PFN, Ordering::Relaxed);
         page.lru_next.store(NO_PFN, Ordering::Relaxed);

@@ -104,6 +104,8 @@ pub struct Cache {
     pub start: Instant,
     /// Hazard pins of the hit path (hazard.rs).
     pub hazards: HazardTable,
+    /// pcache's adaptive admission (admission.rs), when selected.
+    pub admission: Option<crate::admission::Admission>,
     /// Whether hits may use the PAGE_HOT hint (not with Danilov's batch,
     /// which queues even no-op marks).
     pub hot_hints: bool,
@@ -151,6 +153,8 @@ impl Cache {
             shutdown: AtomicBool::new(false),
             start: Instant::now(),
             hazards: HazardTable::new(),
+            admission: (config.tunables.admission == crate::tunables::Admission::AdaptiveTinyLfu)
+                .then(|| crate::admission::Admission::new(config.nr_pages())),
             hot_hints: config.tunables.lru_batching != crate::LruBatching::DanilovBatch,
             pending_free: Mutex::new(Vec::with_capacity(64)),
             nr_pending_free: AtomicU64::new(0),
@@ -291,6 +295,10 @@ impl Cache {
                 Item::nr_active_anon => self.lruvec.len(LruList::ActiveAnon),
                 Item::nr_inactive_file => self.lruvec.len(LruList::InactiveFile),
                 Item::nr_active_file => self.lruvec.len(LruList::ActiveFile),
+                Item::nr_admission_window => self.lruvec.len(LruList::Window),
+                Item::admission_window_target => {
+                    self.admission.as_ref().map_or(0, |a| a.window_target.load(Ordering::Relaxed))
+                }
                 Item::nr_file_pages => self.nr_file_pages.load(Ordering::Relaxed),
                 Item::nr_dirty => self.nr_dirty.load(Ordering::Relaxed).max(0) as u64,
                 Item::nr_writeback => self.nr_writeback.load(Ordering::Relaxed).max(0) as u64,

@@ -41,6 +41,7 @@
 //! - PG_readahead: the asynchronous readahead marker.
 //! - PG_error: the last I/O on the page failed.
 //! - PG_workingset: the page was active once (workingset detection).
+//! - PG_window, PG_probation: pcache's admission window (admission.rs).
 
 use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -67,6 +68,11 @@ pub const PG_READAHEAD: u32 = 1 << 10;
 pub const PG_WORKINGSET: u32 = 1 << 11;
 pub const PG_SWAPBACKED: u32 = 1 << 12;
 pub const PG_UNEVICTABLE: u32 = 1 << 13;
+/// On the admission window list (admission.rs).
+pub const PG_WINDOW: u32 = 1 << 14;
+/// Lost the admission contest: at the inactive tail, next to be reclaimed;
+/// its shadow entry will say so (admission.rs).
+pub const PG_PROBATION: u32 = 1 << 15;
 
 /// One frame's descriptor.
 #[repr(C, align(32))]

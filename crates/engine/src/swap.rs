@@ -153,9 +153,14 @@ impl Cache {
             for &pfn in pv.pages() {
                 let page = self.page(pfn);
                 debug_assert!(!page.test(PG_LRU));
+                if self.admission.is_some() && page.flags() & (PG_ACTIVE | PG_UNEVICTABLE) == 0 {
+                    // New pages wait in the admission window.
+                    page.set(PG_WINDOW, &self.vm);
+                }
                 page.set(PG_LRU, &self.vm);
                 lru.add(pfn, LruList::of_flags(page.flags()));
             }
+            self.window_balance(&mut lru);
         }
         self.release_pages(pv.pages());
     }
@@ -227,8 +232,13 @@ impl Cache {
     /// __activate_page with lru_lock held: inactive to active.
     fn __activate_page(&self, lru: &mut crate::lruvec::LruGuard<'_>, pfn: Pfn) {
         let page = self.page(pfn);
-        let from = LruList::of_flags(page.flags());
+        let flags = page.flags();
+        let from = LruList::of_flags(flags);
         lru.del(pfn, from);
+        if flags & (PG_WINDOW | PG_PROBATION) != 0 {
+            // Used twice: admitted whatever the sketch says.
+            page.clear(PG_WINDOW | PG_PROBATION, &self.vm);
+        }
         page.set(PG_ACTIVE, &self.vm);
         lru.add(pfn, LruList::of_flags(page.flags()));
         self.vm.inc(Item::pgactivate);
@@ -291,6 +301,14 @@ impl Cache {
         self.vm.inc(Item::mark_page_accessed_calls);
         let page = self.page(pfn);
         let flags = page.flags();
+        if flags & PG_WINDOW != 0 {
+            // In the admission window only the sketch counts a re-access;
+            // the contest decides (admission.rs).
+            if flags & PG_REFERENCED == 0 {
+                page.set(PG_REFERENCED, &self.vm);
+            }
+            return;
+        }
         match self.tunables.lru_batching {
             LruBatching::DanilovBatch => self.batch_move(pfn, MoveFn::MarkAccessed),
             LruBatching::Immediate2610 => {

@@ -103,6 +103,23 @@ pub enum ReclaimWriteback {
     Flusher32,
 }
 
+/// Which pages reach the LRU lists' protected part (pcache's own; the
+/// kernel has only `Kernel`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Admission {
+    /// Every new page starts at the inactive head; a refault within the
+    /// active list's size goes to the active list (workingset.c).
+    #[default]
+    Kernel,
+    /// Adaptive W-TinyLFU admission in front of the two lists
+    /// (admission.rs): new pages wait in a window list; when the window is
+    /// over its target, its oldest page is admitted to the inactive head
+    /// only if a frequency sketch says it is used more often than the
+    /// inactive tail, else it goes to the tail, next to be reclaimed. The
+    /// window's target adapts to which side's evicted pages refault.
+    AdaptiveTinyLfu,
+}
+
 /// fadvise(2) advice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Advice {
@@ -146,6 +163,9 @@ pub struct Tunables {
     /// M14: leave shadow entries on eviction and activate pages that
     /// refault within the active list's size (Linux 3.15 workingset.c).
     pub workingset: bool,
+    /// Admission to the lists: the kernel's, or pcache's adaptive
+    /// W-TinyLFU (frequency-aware, scan- and loop-resistant).
+    pub admission: Admission,
     /// Whether background kswapd runs. With it off, allocations below the
     /// low watermark reclaim directly (useful for deterministic tests).
     pub kswapd: bool,
@@ -167,6 +187,7 @@ impl Default for Tunables {
             dirty_expire_centisecs: 3000,
             dirty_writeback_centisecs: 500,
             workingset: true,
+            admission: Admission::Kernel,
             kswapd: true,
         }
     }

@@ -121,7 +121,10 @@ impl Cache {
     /// shrink_node / shrink_lruvec for the file lists.
     pub fn shrink_node(&self, sc: &mut ScanControl) {
         let prio = sc.priority as u32;
-        let mut nr_inactive = self.lruvec.len(LruList::InactiveFile) >> prio;
+        // The admission window's pages become inactive through it
+        // (shrink_inactive_list), so they count as inactive here.
+        let inactive = self.lruvec.len(LruList::InactiveFile) + self.lruvec.len(LruList::Window);
+        let mut nr_inactive = inactive >> prio;
         let mut nr_active = self.lruvec.len(LruList::ActiveFile) >> prio;
         while nr_inactive > 0 || nr_active > 0 {
             if nr_inactive > 0 {
@@ -200,6 +203,12 @@ impl Cache {
         let mut isolated = Vec::with_capacity(nr as usize);
         let scanned = {
             let mut lru = self.lruvec.lock(&self.arena, &self.vm);
+            let short = nr.saturating_sub(lru.len(list));
+            if list == LruList::InactiveFile && short > 0 {
+                // The window holds what reclaim needs: pass it on through
+                // the admission contest.
+                self.window_shrink(&mut lru, short);
+            }
             self.isolate_lru_pages(&mut lru, list, nr, &mut isolated)
         };
         sc.nr_scanned += scanned;

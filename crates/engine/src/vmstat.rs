@@ -50,6 +50,10 @@ items! {
     /// Workingset shadow entries held in page trees (pcache's own; the
     /// kernel counts the nodes holding them, workingset_nodes).
     nr_workingset_shadows,
+    /// Pages in the admission window and its adaptive target (pcache's
+    /// own, admission.rs; 0 with the kernel's admission).
+    nr_admission_window,
+    admission_window_target,
     // Events.
     /// KiB read from backing devices.
     pgpgin,
@@ -78,6 +82,10 @@ items! {
     workingset_activate,
     /// Refaults activated that had been active before eviction.
     workingset_restore,
+    /// Window pages that won the admission contest against the inactive
+    /// tail, and those that lost it (pcache's own, admission.rs).
+    admission_admit,
+    admission_reject,
     /// Page cache lookups that found an uptodate page (pcache's own).
     pgcache_hit,
     /// Page cache lookups that had to read the page in (pcache's own).

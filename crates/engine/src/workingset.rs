@@ -24,6 +24,9 @@
 //! Implementation: the clock is `Lruvec::inactive_age`; shadow entries are
 //! page-tree entries with `SHADOW_BIT` set holding the low `EVICTION_BITS`
 //! bits of the clock. Truncation removes the shadows of its range.
+//! With pcache's adaptive admission (admission.rs) a shadow also records
+//! whether the page lost the admission contest, and refaults feed the
+//! window's adaptation.
 //! Deviation: shadow entries are not themselves reclaimed (the kernel's
 //! shadow-node shrinker); they only ever replace a page in a slot, so they
 //! take no memory a page's slot did not already take.
@@ -40,25 +43,41 @@ const EVICTION_MASK: u64 = (1 << EVICTION_BITS) - 1;
 /// In a shadow entry: the page had been active (PG_workingset) when it was
 /// evicted.
 const SHADOW_WORKINGSET: usize = 1 << EVICTION_BITS;
+/// In a shadow entry: the page lost the admission contest (PG_probation,
+/// admission.rs), so it was evicted from the window side.
+const SHADOW_PROBATION: usize = 1 << (EVICTION_BITS + 1);
 
 impl Cache {
     /// workingset_eviction: the shadow entry a page leaves behind when it
     /// is reclaimed from the inactive list; `workingset` says the page had
-    /// been active.
-    pub fn workingset_eviction(&self, workingset: bool) -> usize {
+    /// been active, `probation` that it lost the admission contest.
+    pub fn workingset_eviction(&self, workingset: bool, probation: bool) -> usize {
         let eviction = self.lruvec.inactive_age.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
-        let flag = if workingset { SHADOW_WORKINGSET } else { 0 };
-        SHADOW_BIT | flag | (eviction & EVICTION_MASK) as usize
+        let mut flags = if workingset { SHADOW_WORKINGSET } else { 0 };
+        if probation {
+            flags |= SHADOW_PROBATION;
+        }
+        SHADOW_BIT | flags | (eviction & EVICTION_MASK) as usize
     }
 
-    /// workingset_refault: a page is faulting back in where `shadow` was.
-    /// Returns (activate it, it was in the workingset before).
-    pub fn workingset_refault(&self, shadow: usize) -> (bool, bool) {
+    /// workingset_refault: a page with admission sketch key `key` is
+    /// faulting back in where `shadow` was. Returns (activate it, it was in
+    /// the workingset before).
+    pub fn workingset_refault(&self, shadow: usize, key: u64) -> (bool, bool) {
         self.vm.inc(Item::workingset_refault);
         let eviction = shadow as u64 & EVICTION_MASK;
         let now = self.lruvec.inactive_age.load(Ordering::Relaxed) & EVICTION_MASK;
         let distance = now.wrapping_sub(eviction) & EVICTION_MASK;
+        if let Some(a) = &self.admission {
+            a.ghost_hit(distance, shadow & SHADOW_PROBATION != 0);
+        }
         if distance > self.lruvec.len(LruList::ActiveFile) {
+            return (false, false);
+        }
+        // With adaptive admission, a refault must also be used more often
+        // than the inactive tail, or loops would cycle through the active
+        // list (admission.rs).
+        if !self.admission_beats_victim(key) {
             return (false, false);
         }
         self.vm.inc(Item::workingset_activate);
@@ -98,15 +117,15 @@ mod tests {
     fn refault_distance_wraps() {
         let c = cache();
         c.lruvec.inactive_age.store(EVICTION_MASK - 1, Ordering::Relaxed);
-        let shadow = c.workingset_eviction(true); // clock: MASK
+        let shadow = c.workingset_eviction(true, false); // clock: MASK
         assert_eq!(shadow as u64 & EVICTION_MASK, EVICTION_MASK);
         assert!(shadow & SHADOW_BIT != 0 && shadow & SHADOW_WORKINGSET != 0);
         // Refault at once: distance 0 fits even an empty active list.
-        assert_eq!(c.workingset_refault(shadow), (true, true));
+        assert_eq!(c.workingset_refault(shadow, 0), (true, true));
         // One more eviction wraps the masked clock to 0: distance 1.
-        let _ = c.workingset_eviction(false);
+        let _ = c.workingset_eviction(false, false);
         assert_eq!(c.lruvec.inactive_age.load(Ordering::Relaxed) & EVICTION_MASK, 0);
-        assert_eq!(c.workingset_refault(shadow), (false, false));
+        assert_eq!(c.workingset_refault(shadow, 0), (false, false));
         assert_eq!(c.vm.sum(Item::workingset_refault), 2);
         assert_eq!(c.vm.sum(Item::workingset_activate), 1);
         assert_eq!(c.vm.sum(Item::workingset_restore), 1);

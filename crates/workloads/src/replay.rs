@@ -46,7 +46,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use pcache::{Config, Item, PageCache, Tunables};
+use pcache::{Admission, Config, Item, PageCache, Tunables};
 use serde::Serialize;
 
 use crate::plot;
@@ -58,6 +58,7 @@ use crate::{Error, Result};
 pub const EXPERIMENT: &str = "replay";
 pub const WORKINGSET_OFF: &str = "workingset-off";
 pub const WORKINGSET_ON: &str = "workingset-on";
+pub const ADAPTIVE: &str = "pcache-adaptive";
 
 /// The page size of every cache here, and the read size.
 pub const PAGE: u64 = 4096;
@@ -78,6 +79,10 @@ fn tunables_ws_on() -> Tunables {
     Tunables { workingset: true, ..base_tunables() }
 }
 
+fn tunables_adaptive() -> Tunables {
+    Tunables { workingset: true, admission: Admission::AdaptiveTinyLfu, ..base_tunables() }
+}
+
 /// The variants replay compares.
 pub const PRESETS: &[Preset] = &[
     Preset {
@@ -95,6 +100,15 @@ pub const PRESETS: &[Preset] = &[
                      list's size are activated; readahead off, kswapd off",
         default: true,
         tunables: tunables_ws_on,
+    },
+    Preset {
+        experiment: EXPERIMENT,
+        name: ADAPTIVE,
+        stands_for: "pcache's own: workingset detection plus adaptive W-TinyLFU admission (a window list in \
+                     front of the two lists, a frequency sketch deciding who enters, an ARC-style adaptive \
+                     window); readahead off, kswapd off",
+        default: true,
+        tunables: tunables_adaptive,
     },
 ];
 
@@ -869,4 +883,45 @@ pub fn merge_baselines(results: &mut [ReplayResult], v: &serde_json::Value, ctx:
         }
     }
     Ok(merged)
+}
+
+/// One Markdown table for many traces (BENCHMARKS.md's): a row per trace
+/// and cache size, miss ratios in % per variant, the kernel, each baseline
+/// and the compulsory misses; "-" where a column has no run.
+pub fn markdown_table(results: &[ReplayResult]) -> String {
+    let mut cols: Vec<String> = Vec::new();
+    let mut push = |v: &str| {
+        if !cols.iter().any(|c| c == v) {
+            cols.push(v.to_string());
+        }
+    };
+    results.iter().flat_map(|r| &r.variants).for_each(|v| push(v));
+    if results.iter().any(|r| r.kernel.is_some()) {
+        push(KERNEL);
+    }
+    results.iter().flat_map(|r| r.baseline_variants()).for_each(&mut push);
+    let mut out = format!("| trace (distinct pages) | cache pages | {} | compulsory |\n", cols.join(" | "));
+    let _ = writeln!(out, "|---|---|{}---|", "---|".repeat(cols.len()));
+    for r in results {
+        for (i, &s) in r.sizes.iter().enumerate() {
+            let name = if i == 0 { format!("{} ({})", r.trace, r.pages) } else { String::new() };
+            let cells: Vec<String> = cols
+                .iter()
+                .map(|c| {
+                    let run = r.get(c, s).map(|x| x.miss_ratio);
+                    let base =
+                        || r.baselines.iter().find(|b| &b.variant == c && b.cache_pages == s).map(|b| b.miss_ratio);
+                    run.or_else(base).map(|x| format!("{:.2}", 100.0 * x)).unwrap_or_else(|| "-".into())
+                })
+                .collect();
+            let _ = writeln!(
+                out,
+                "| {name} | {s} ({:.0}%) | {} | {:.2} |",
+                100.0 * ratio(s, r.pages),
+                cells.join(" | "),
+                100.0 * r.compulsory_miss_ratio
+            );
+        }
+    }
+    out
 }

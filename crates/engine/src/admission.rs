@@ -1,0 +1,327 @@
+//! Adaptive W-TinyLFU admission in front of the two LRU lists (pcache's
+//! own; no kernel counterpart). Selected by `Tunables::admission`.
+//!
+//! The kernel's two lists lose everything on a loop or a scan slightly
+//! larger than memory: every page is evicted from the inactive list before
+//! it is used again, and workingset detection cannot help because the
+//! active list it compares refault distances against stays empty.
+//! TinyLFU (Einziger, Friedman and Manes, 2017) keeps an approximate
+//! access count of every page, resident or not, in a small count-min
+//! sketch, and lets a new page displace an old one only if it is used more
+//! often. Here that becomes:
+//!
+//! ```text
+//!   miss --> window list --(window over target: contest)--> inactive head
+//!                 |                       \--(lost)--------> inactive tail (probation)
+//!                 +--(second access)--> active list
+//! ```
+//!
+//! * A new page goes to the head of a window list.
+//! * When the window is longer than its target, its oldest page (the
+//!   candidate) meets the inactive tail (the victim): the candidate is
+//!   admitted to the inactive head if the sketch counts it strictly more
+//!   often than the victim; otherwise it goes to the inactive tail with
+//!   PG_probation and is the next page reclaimed. On a loop every page has
+//!   the same count, so candidates lose and a fixed part of the loop stays
+//!   cached instead of none of it.
+//! * A refault that workingset detection would activate is activated only
+//!   if it also beats the victim's count, so loops cannot flush the active
+//!   list through refault activation either.
+//! * The window is FIFO-like: a second access there only sets
+//!   PG_referenced (and counts in the sketch); it does not activate, so the
+//!   pages around the turn of a zigzag or a short loop do not churn the
+//!   active list.
+//! * The window's target adapts as ARC's does (Megiddo and Modha, 2003):
+//!   evicted pages leave a shadow entry saying whether they lost the
+//!   contest (window side) or aged out of the lists (main side). A refault
+//!   of a window-side page within four window lengths means recency was
+//!   undervalued: the window grows by one page; a refault of a main-side
+//!   page within the cache's size means frequency was undervalued: it
+//!   shrinks by one. The target stays between 1% of memory (at least 4
+//!   pages) and all of it. A recency-friendly workload thus drifts towards
+//!   the kernel's behaviour, a looping one towards LFU.
+//!
+//! Use-once pages (a stream, a scan) have a count of one, lose the contest
+//! and leave through the inactive tail without touching the working set.
+//!
+//! The sketch has 4-bit counters, four per page in one 64-bit word, so an
+//! increment is four relaxed read-modify-writes on one cache line; it ages
+//! (halves every counter) after 10 accesses per frame, as TinyLFU's reset.
+
+use crate::sync::atomic::{AtomicU64, Ordering};
+
+use crate::lruvec::LruGuard;
+use crate::mm::Cache;
+use crate::page::*;
+use crate::vmstat::Item;
+use crate::LruList;
+
+/// The sketch has at least this many words (16 counters each): small
+/// caches over large files would otherwise alias most pages.
+const SKETCH_MIN_WORDS: u64 = 4096;
+/// The window never shrinks below 1% of memory nor below this many pages.
+const WINDOW_MIN_PAGES: u64 = 4;
+/// Window-side refaults are evidence for a larger window only within this
+/// many times its target.
+const WINDOW_GHOST_FACTOR: u64 = 4;
+/// Counters saturate at 15.
+const COUNTER_MAX: u64 = 15;
+/// Every nibble's low three bits: halving is `(w >> 1) & RESET_MASK`.
+const RESET_MASK: u64 = 0x7777_7777_7777_7777;
+
+/// A count-min sketch of 4-bit counters: each key picks one 64-bit word
+/// (16 counters) and four counters in it, one per hash.
+pub struct FrequencySketch {
+    table: Box<[AtomicU64]>,
+    mask: u64,
+    samples: AtomicU64,
+    sample_size: u64,
+}
+
+#[inline]
+fn mix(mut h: u64) -> u64 {
+    // splitmix64's finaliser: cheap and well spread.
+    h ^= h >> 30;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
+}
+
+/// The sketch key of page `index` of file `id`.
+#[inline]
+pub fn page_key(id: u32, index: u64) -> u64 {
+    mix(((id as u64) << 40) ^ index)
+}
+
+impl FrequencySketch {
+    /// A sketch for a cache of `nr_pages` frames: one word per frame
+    /// (rounded to a power of two), aging every 10 accesses per frame.
+    pub fn new(nr_pages: u64) -> FrequencySketch {
+        let words = nr_pages.max(SKETCH_MIN_WORDS).next_power_of_two();
+        FrequencySketch {
+            table: (0..words).map(|_| AtomicU64::new(0)).collect(),
+            mask: words - 1,
+            samples: AtomicU64::new(0),
+            sample_size: 10 * nr_pages.max(64),
+        }
+    }
+
+    /// The word and the four nibble shifts of `key`.
+    #[inline]
+    fn slots(&self, key: u64) -> (usize, [u32; 4]) {
+        let word = (key & self.mask) as usize;
+        let h = key >> 32;
+        // Four distinct nibbles of the 16, from 4 bits of the hash each.
+        let mut shifts = [0u32; 4];
+        for (i, s) in shifts.iter_mut().enumerate() {
+            let nib = ((h >> (i * 8)) & 3) as u32 + (i as u32) * 4;
+            *s = nib * 4;
+        }
+        (word, shifts)
+    }
+
+    /// The estimated access count of `key` (0..=15).
+    #[inline]
+    pub fn frequency(&self, key: u64) -> u64 {
+        let (word, shifts) = self.slots(key);
+        let w = self.table[word].load(Ordering::Relaxed);
+        shifts.iter().map(|&s| (w >> s) & COUNTER_MAX).min().unwrap_or(0)
+    }
+
+    /// Count one access of `key`. Increments race benignly: a lost update
+    /// only makes the estimate a little low.
+    pub fn increment(&self, key: u64) {
+        let (word, shifts) = self.slots(key);
+        let slot = &self.table[word];
+        let mut w = slot.load(Ordering::Relaxed);
+        loop {
+            let mut new = w;
+            for &s in &shifts {
+                if (new >> s) & COUNTER_MAX < COUNTER_MAX {
+                    new += 1 << s;
+                }
+            }
+            if new == w {
+                break;
+            }
+            match slot.compare_exchange_weak(w, new, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(cur) => w = cur,
+            }
+        }
+        if self.samples.fetch_add(1, Ordering::Relaxed) + 1 == self.sample_size {
+            self.reset();
+        }
+    }
+
+    /// Age every counter by half, so the sketch follows a changing
+    /// workload. The one thread that reaches the sample size does it.
+    fn reset(&self) {
+        for w in self.table.iter() {
+            let v = w.load(Ordering::Relaxed);
+            w.store((v >> 1) & RESET_MASK, Ordering::Relaxed);
+        }
+        self.samples.fetch_sub(self.sample_size / 2, Ordering::Relaxed);
+    }
+}
+
+/// The adaptive admission state of a cache.
+pub struct Admission {
+    pub sketch: FrequencySketch,
+    /// The window list's target length in pages.
+    pub window_target: AtomicU64,
+    pub window_min: u64,
+    pub window_max: u64,
+    /// Refault distances up to this count as ghost hits (the cache's size).
+    pub ghost_limit: u64,
+}
+
+impl Admission {
+    pub fn new(nr_pages: u64) -> Admission {
+        let window_min = (nr_pages / 100).max(WINDOW_MIN_PAGES);
+        Admission {
+            sketch: FrequencySketch::new(nr_pages),
+            window_target: AtomicU64::new(window_min),
+            window_min,
+            window_max: nr_pages.max(window_min),
+            ghost_limit: nr_pages,
+        }
+    }
+
+    /// A refault of a page evicted `distance` clock ticks ago from the
+    /// window side (`probation`) or the main side: move the window target
+    /// one page towards the side that would have kept it.
+    pub fn ghost_hit(&self, distance: u64, probation: bool) {
+        let t = self.window_target.load(Ordering::Relaxed);
+        // A window-side page counts only if a window a few times larger
+        // would have kept it: on a loop larger than memory every rejected
+        // page comes back, but from too far for any window to help.
+        let limit = if probation { t * WINDOW_GHOST_FACTOR } else { self.ghost_limit };
+        if distance > limit {
+            return;
+        }
+        let new = if probation { (t + 1).min(self.window_max) } else { t.saturating_sub(1).max(self.window_min) };
+        self.window_target.store(new, Ordering::Relaxed);
+    }
+}
+
+impl Cache {
+    /// Count an access to page `index` of file `id` in the sketch.
+    #[inline]
+    pub fn admission_access(&self, id: u32, index: u64) {
+        if let Some(a) = &self.admission {
+            a.sketch.increment(page_key(id, index));
+        }
+    }
+
+    /// The sketch's count of the page at `pfn`.
+    fn page_frequency(&self, a: &Admission, pfn: Pfn) -> u64 {
+        let page = self.page(pfn);
+        a.sketch.frequency(page_key(page.mapping(), page.index()))
+    }
+
+    /// Does a refaulting page with sketch key `key` beat the inactive tail?
+    /// Read without lru_lock: the tail may change under us, which only
+    /// makes this heuristic compare against a neighbour.
+    pub fn admission_beats_victim(&self, key: u64) -> bool {
+        let Some(a) = &self.admission else { return true };
+        match self.lruvec.tail_hint(LruList::InactiveFile) {
+            Some(victim) => a.sketch.frequency(key) > self.page_frequency(a, victim),
+            None => true,
+        }
+    }
+
+    /// With lru_lock held: while the window is over its target, let its
+    /// oldest page contest the inactive tail (see the module comment).
+    /// Pages move only between lists; at most `window_len - target` of
+    /// them.
+    pub fn window_balance(&self, lru: &mut LruGuard<'_>) {
+        let Some(a) = &self.admission else { return };
+        let target = a.window_target.load(Ordering::Relaxed);
+        while lru.len(LruList::Window) > target {
+            let Some(cand) = lru.tail(LruList::Window) else { break };
+            self.window_admit(a, lru, cand);
+        }
+    }
+
+    /// Move window page `cand` (lru_lock held) to the inactive head if it
+    /// wins against the inactive tail, else to the inactive tail.
+    fn window_admit(&self, a: &Admission, lru: &mut LruGuard<'_>, cand: Pfn) {
+        let page = self.page(cand);
+        lru.del(cand, LruList::Window);
+        page.clear(PG_WINDOW, &self.vm);
+        let wins = match lru.tail(LruList::InactiveFile) {
+            Some(victim) => self.page_frequency(a, cand) > self.page_frequency(a, victim),
+            None => true,
+        };
+        if wins {
+            self.vm.inc(Item::admission_admit);
+            lru.add(cand, LruList::InactiveFile);
+        } else {
+            self.vm.inc(Item::admission_reject);
+            page.set(PG_PROBATION, &self.vm);
+            lru.add_tail(cand, LruList::InactiveFile);
+        }
+    }
+
+    /// With lru_lock held: reclaim needs inactive pages but the window
+    /// holds them; move up to `nr` window pages to the inactive tail
+    /// through the contest.
+    pub fn window_shrink(&self, lru: &mut LruGuard<'_>, nr: u64) {
+        let Some(a) = &self.admission else { return };
+        for _ in 0..nr {
+            let Some(cand) = lru.tail(LruList::Window) else { break };
+            self.window_admit(a, lru, cand);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Goal: the sketch counts up to 15, estimates never undercount a key
+    // that was not aged, and aging halves counts.
+    #[test]
+    fn sketch_counts_and_ages() {
+        let s = FrequencySketch::new(1024);
+        let k = page_key(1, 42);
+        assert_eq!(s.frequency(k), 0);
+        for i in 1..=20 {
+            s.increment(k);
+            assert_eq!(s.frequency(k), i.min(COUNTER_MAX));
+        }
+        // Other keys only ever add to k's estimate (count-min).
+        for i in 0..500 {
+            s.increment(page_key(2, i));
+        }
+        assert_eq!(s.frequency(k), COUNTER_MAX);
+        s.reset();
+        assert_eq!(s.frequency(k), 7);
+    }
+
+    // Goal: the window target moves one page towards the side whose
+    // evicted pages refault within the cache's size, within its bounds.
+    #[test]
+    fn ghost_hits_move_the_window_target() {
+        let a = Admission::new(1000);
+        assert_eq!(a.window_target.load(Ordering::Relaxed), 10);
+        a.ghost_hit(5, true);
+        assert_eq!(a.window_target.load(Ordering::Relaxed), 11);
+        // Window side: within 4 window lengths only.
+        a.ghost_hit(44, true);
+        assert_eq!(a.window_target.load(Ordering::Relaxed), 12);
+        a.ghost_hit(49, true);
+        assert_eq!(a.window_target.load(Ordering::Relaxed), 12);
+        // Main side: within the cache's size.
+        a.ghost_hit(1000, false);
+        assert_eq!(a.window_target.load(Ordering::Relaxed), 11);
+        a.ghost_hit(1001, false);
+        assert_eq!(a.window_target.load(Ordering::Relaxed), 11);
+        for _ in 0..5 {
+            a.ghost_hit(5, false);
+        }
+        assert_eq!(a.window_target.load(Ordering::Relaxed), 10);
+    }
+}

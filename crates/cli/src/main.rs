@@ -108,6 +108,11 @@ struct ReplayCmd {
     #[arg(long, value_name = "DIR")]
     kernel_dir: Option<PathBuf>,
 
+    /// Also write one Markdown table of every trace, size and column to
+    /// FILE (as in BENCHMARKS.md).
+    #[arg(long, value_name = "FILE")]
+    markdown: Option<PathBuf>,
+
     /// Merge another simulator's results (JSON in replay's schema, e.g.
     /// from scripts/libcachesim_replay.py) as extra columns, matched by
     /// trace name and cache size. Repeatable.
@@ -157,7 +162,7 @@ fn replay(cmd: ReplayCmd) -> Result<(), BoxError> {
     let mut merged = vec![0usize; baselines.len()];
     let sink = cmd.json.as_deref().map(JsonSink::open).transpose()?;
     let to_stderr = matches!(sink, Some(JsonSink::Stdout));
-    let mut all = Vec::new();
+    let (mut all, mut results) = (Vec::new(), Vec::new());
     for path in &cmd.traces {
         let mut res = rp::run_file(path, cmd.format, &opts).map_err(|e| format!("{}: {e}", path.display()))?;
         for ((p, v), n) in baselines.iter().zip(&mut merged) {
@@ -172,6 +177,10 @@ fn replay(cmd: ReplayCmd) -> Result<(), BoxError> {
             println!("{}", res.render());
         }
         all.push(res.to_json());
+        results.push(res);
+    }
+    if let Some(path) = &cmd.markdown {
+        std::fs::write(path, rp::markdown_table(&results)).map_err(|e| format!("{}: {e}", path.display()))?;
     }
     for ((p, _), n) in baselines.iter().zip(&merged) {
         if *n == 0 {

@@ -151,7 +151,7 @@ fn cs_trace_json() {
     assert_eq!(j["trace"], "cs");
     assert!(j["pages"].as_u64().unwrap() > 1000);
     let results = j["results"].as_array().unwrap();
-    assert_eq!(results.len(), 2);
+    assert_eq!(results.len(), replay::default_variants().len());
     for x in results {
         for k in ["variant", "cache_pages", "requests", "misses", "miss_ratio"] {
             assert!(!x[k].is_null(), "missing {k}");
@@ -269,6 +269,12 @@ fn baselines_merge() {
     assert!(table.contains("libcachesim-LRU miss%"), "{table}");
     assert!(table.contains("100.00"));
     assert_eq!(all[0].to_json()["baselines"].as_array().unwrap().len(), 2);
+    // The Markdown table: a row per size, "-" where a column has no run.
+    let md = replay::markdown_table(&all);
+    assert!(md.starts_with("| trace (distinct pages) | cache pages | workingset-off | libcachesim-LRU | compulsory |"));
+    assert!(md.contains("| b (40) | 16 (40%) | "), "{md}");
+    assert!(md.contains("|  | 32 (80%) | "), "{md}");
+    assert_eq!(md.lines().count(), 4);
     // Given again: refused.
     assert!(replay::merge_baselines(&mut all, &doc, "doc").is_err());
     let renumbered = serde_json::json!({"trace": "b", "pages": 41, "results": []});

@@ -104,7 +104,14 @@ fn reclaim_writes_dirty_pages_in_3_1_only() {
             }
             ReclaimWriteback::Flusher32 => {
                 assert_eq!(d.get(Item::nr_vmscan_write), 0);
-                assert_eq!(freed, 0);
+                // The flushers that reclaim woke may clean (and rotate)
+                // pages before the second pass meets them; reclaim frees
+                // only pages they have written.
+                assert!(
+                    freed * 4 <= d.get(Item::pgpgout),
+                    "freed {freed}, flushers wrote {} KiB",
+                    d.get(Item::pgpgout)
+                );
                 assert!(d.get(Item::nr_vmscan_immediate_reclaim) > 0);
             }
         }

@@ -459,7 +459,8 @@ impl Cache {
             // page and uncount it.
             self.nr_file_pages.fetch_add(1, Ordering::Relaxed);
             inode.nrpages.fetch_add(1, Ordering::Relaxed);
-            inode.tree.store(index, page_entry(pfn));
+            let (_, node) = inode.tree.store_tracked(index, page_entry(pfn));
+            self.account_shadow_node(inode, index, node);
         }
         self.lru_cache_add(pfn);
         true
@@ -478,7 +479,8 @@ impl Cache {
             page.clear(PG_DIRTY, &self.vm);
         }
         inode.tree.clear_mark(index, MARK_DIRTY);
-        inode.tree.store(index, shadow);
+        let (_, node) = inode.tree.store_tracked(index, shadow);
+        self.account_shadow_node(inode, index, node);
         if shadow != 0 {
             self.nr_shadows.fetch_add(1, Ordering::Relaxed);
         }

@@ -90,6 +90,11 @@ pub struct Cache {
     pub nr_writeback: AtomicI64,
     /// Shadow entries in all page trees (workingset.rs).
     pub nr_shadows: AtomicI64,
+    /// Leaves holding only shadow entries (workingset_nodes), and a queue
+    /// of (inode id, index) naming them for the shadow-node shrinker; the
+    /// queue may hold stale names, re-checked when popped.
+    pub nr_shadow_nodes: AtomicI64,
+    pub shadow_nodes: Mutex<std::collections::VecDeque<(u32, u64)>>,
     pub kswapd_wait: Wakeup,
     /// Backing devices, each with its flusher (backing_dev.rs).
     pub bdis: Mutex<Vec<Arc<Bdi>>>,
@@ -145,6 +150,8 @@ impl Cache {
             nr_dirty: AtomicI64::new(0),
             nr_writeback: AtomicI64::new(0),
             nr_shadows: AtomicI64::new(0),
+            nr_shadow_nodes: AtomicI64::new(0),
+            shadow_nodes: Mutex::new(std::collections::VecDeque::new()),
             kswapd_wait: Wakeup::default(),
             bdis: Mutex::new(Vec::new()),
             threads: Mutex::new(Vec::new()),
@@ -305,6 +312,7 @@ impl Cache {
                 Item::nr_dirty_threshold => self.dirty_thresholds().1,
                 Item::nr_dirty_background_threshold => self.dirty_thresholds().0,
                 Item::nr_workingset_shadows => self.nr_shadows.load(Ordering::Relaxed).max(0) as u64,
+                Item::workingset_nodes => self.nr_shadow_nodes.load(Ordering::Relaxed).max(0) as u64,
                 Item::kswapd_efficiency => {
                     let scanned = self.vm.sum(Item::pgscan_kswapd);
                     self.vm.sum(Item::pgsteal_kswapd) * 100 / scanned.max(1)

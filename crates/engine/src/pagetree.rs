@@ -21,7 +21,7 @@
 
 use std::alloc::{alloc_zeroed, dealloc, handle_alloc_error, Layout};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 
@@ -64,6 +64,21 @@ pub fn entry_pfn(entry: usize) -> Option<Pfn> {
 struct Node {
     slots: [AtomicUsize; FANOUT],
     marks: [AtomicU64; NR_MARKS],
+    /// In a leaf: non-empty slots, and how many of them are shadow entries
+    /// (xa_node's count and nr_values). Written under the tree lock.
+    count: AtomicU32,
+    values: AtomicU32,
+}
+
+/// How a store changed its leaf, for the shadow-node shrinker
+/// (workingset.rs): a leaf holding only shadow entries is a shadow node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShadowNode {
+    Unchanged,
+    /// The leaf now holds shadow entries and nothing else.
+    Became,
+    /// The leaf held only shadows and now holds a page or nothing.
+    Ceased,
 }
 
 /// Nodes come from chunks that double from 8 nodes up to 4096 (2 MiB,
@@ -201,11 +216,62 @@ impl PageTree {
 
     /// Store `entry` at `index`, growing the tree as needed; returns the old
     /// entry. Caller holds the tree lock.
+    #[cfg(test)]
     pub fn store(&self, index: u64, entry: usize) -> usize {
+        self.store_tracked(index, entry).0
+    }
+
+    /// `store`, also saying whether the leaf became or ceased to be a
+    /// shadow node.
+    pub fn store_tracked(&self, index: u64, entry: usize) -> (usize, ShadowNode) {
+        let (old, leaf) = self.store_inner(index, entry);
+        if leaf.is_null() || old == entry {
+            return (old, ShadowNode::Unchanged);
+        }
+        // SAFETY: a live leaf; counters change only under the tree lock.
+        let (count, values) = unsafe { (&(*leaf).count, &(*leaf).values) };
+        let (c0, v0) = (count.load(Ordering::Relaxed), values.load(Ordering::Relaxed));
+        let is_value = |e: usize| e & SHADOW_BIT != 0;
+        let (mut c1, mut v1) = (c0, v0);
+        if old != 0 {
+            c1 -= 1;
+            v1 -= is_value(old) as u32;
+        }
+        if entry != 0 {
+            c1 += 1;
+            v1 += is_value(entry) as u32;
+        }
+        count.store(c1, Ordering::Relaxed);
+        values.store(v1, Ordering::Relaxed);
+        let was = v0 > 0 && v0 == c0;
+        let now = v1 > 0 && v1 == c1;
+        let change = match (was, now) {
+            (false, true) => ShadowNode::Became,
+            (true, false) => ShadowNode::Ceased,
+            _ => ShadowNode::Unchanged,
+        };
+        (old, change)
+    }
+
+    /// Whether the leaf holding `index` holds only shadow entries.
+    pub fn is_shadow_node(&self, index: u64) -> bool {
+        match self.path(index) {
+            Some((path, _)) => {
+                // SAFETY: live node.
+                let (c, v) =
+                    unsafe { ((*path[0]).count.load(Ordering::Relaxed), (*path[0]).values.load(Ordering::Relaxed)) };
+                v > 0 && v == c
+            }
+            None => false,
+        }
+    }
+
+    /// The store itself; also returns the leaf written (null if none).
+    fn store_inner(&self, index: u64, entry: usize) -> (usize, *const Node) {
         let (mut top, mut height) = self.root();
         if top.is_null() {
             if entry == 0 {
-                return 0;
+                return (0, std::ptr::null());
             }
             top = self.alloc_node();
             height = 0;
@@ -217,7 +283,7 @@ impl PageTree {
         }
         while !fits(index, height) {
             if entry == 0 {
-                return 0;
+                return (0, std::ptr::null());
             }
             let new = self.alloc_node();
             // SAFETY: `new` is ours until published; `top` is a live node.
@@ -240,12 +306,12 @@ impl PageTree {
             // SAFETY: live node, writers serialised by the tree lock.
             let s = unsafe { &(*node).slots[slot] };
             if level == 0 {
-                return s.swap(entry, Ordering::AcqRel);
+                return (s.swap(entry, Ordering::AcqRel), node);
             }
             let mut child = s.load(Ordering::Acquire) as *mut Node;
             if child.is_null() {
                 if entry == 0 {
-                    return 0;
+                    return (0, std::ptr::null());
                 }
                 child = self.alloc_node();
                 s.store(child as usize, Ordering::Release);
@@ -428,5 +494,24 @@ mod tests {
         assert_eq!(ranged, vec![63, 64, 4095]);
         assert_eq!(t.store(64, 0), 4);
         assert_eq!(t.load(64), 0);
+    }
+
+    // Goal: a leaf is a shadow node exactly while it holds shadow entries
+    // and nothing else, and stores report the transitions.
+    #[test]
+    fn shadow_node_transitions() {
+        let t = PageTree::new();
+        let sh = SHADOW_BIT | 7;
+        assert_eq!(t.store_tracked(70, page_entry(1)).1, ShadowNode::Unchanged);
+        assert_eq!(t.store_tracked(71, sh).1, ShadowNode::Unchanged, "a page is still there");
+        assert_eq!(t.store_tracked(70, sh).1, ShadowNode::Became);
+        assert!(t.is_shadow_node(64) && t.is_shadow_node(127));
+        assert!(!t.is_shadow_node(0), "another leaf");
+        assert_eq!(t.store_tracked(72, sh).1, ShadowNode::Unchanged);
+        assert_eq!(t.store_tracked(72, page_entry(2)).1, ShadowNode::Ceased);
+        assert_eq!(t.store_tracked(72, 0).1, ShadowNode::Became);
+        assert_eq!(t.store_tracked(70, 0).1, ShadowNode::Unchanged);
+        assert_eq!(t.store_tracked(71, 0).1, ShadowNode::Ceased, "empty now");
+        assert!(!t.is_shadow_node(64));
     }
 }

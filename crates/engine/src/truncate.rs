@@ -114,7 +114,8 @@ impl Cache {
         for idx in shadows {
             // Only if still a shadow: a page may have been read in since.
             if inode.tree.load(idx) & SHADOW_BIT != 0 {
-                inode.tree.store(idx, 0);
+                let (_, node) = inode.tree.store_tracked(idx, 0);
+                self.account_shadow_node(inode, idx, node);
                 self.nr_shadows.fetch_sub(1, Ordering::Relaxed);
             }
         }

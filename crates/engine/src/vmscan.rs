@@ -43,6 +43,8 @@ use crate::LruList;
 
 pub const DEF_PRIORITY: i32 = 12;
 pub const SWAP_CLUSTER_MAX: u64 = 32;
+/// Shadow-node queue entries the shrinker looks at per shrink_node.
+const SHADOW_SCAN_BATCH: usize = 128;
 
 /// struct scan_control.
 pub struct ScanControl {
@@ -147,6 +149,8 @@ impl Cache {
         if self.inactive_is_low() {
             self.shrink_active_list(SWAP_CLUSTER_MAX, sc);
         }
+        // shrink_slab's part here: the shadow-node shrinker.
+        self.shrink_shadow_nodes(SHADOW_SCAN_BATCH);
     }
 
     /// isolate_lru_pages: take up to `nr` pages from the tail of `lru`,

@@ -50,6 +50,9 @@ items! {
     /// Workingset shadow entries held in page trees (pcache's own; the
     /// kernel counts the nodes holding them, workingset_nodes).
     nr_workingset_shadows,
+    /// Page-tree leaves holding only shadow entries (the kernel's
+    /// workingset_nodes), bounded by the shadow-node shrinker.
+    workingset_nodes,
     /// Pages in the admission window and its adaptive target (pcache's
     /// own, admission.rs; 0 with the kernel's admission).
     nr_admission_window,
@@ -82,6 +85,9 @@ items! {
     workingset_activate,
     /// Refaults activated that had been active before eviction.
     workingset_restore,
+    /// Shadow nodes whose entries the shrinker dropped (the kernel's
+    /// workingset_nodereclaim).
+    workingset_nodereclaim,
     /// Window pages that won the admission contest against the inactive
     /// tail, and those that lost it (pcache's own, admission.rs).
     admission_admit,

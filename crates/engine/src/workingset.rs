@@ -27,12 +27,21 @@
 //! With pcache's adaptive admission (admission.rs) a shadow also records
 //! whether the page lost the admission contest, and refaults feed the
 //! window's adaptation.
-//! Deviation: shadow entries are not themselves reclaimed (the kernel's
-//! shadow-node shrinker); they only ever replace a page in a slot, so they
-//! take no memory a page's slot did not already take.
+//!
+//! Shadow entries are bounded as the kernel's shadow-node shrinker bounds
+//! them (count_shadow_nodes / shadow_lru_isolate): a page-tree leaf that
+//! holds only shadows is a shadow node (`workingset_nodes`); when there are
+//! more than one per 8 frames of memory (`nr_pages >> (6 - 3)`, the
+//! kernel's limit for 64-slot nodes, i.e. at most 8 shadows per frame in
+//! dense nodes), reclaim drops every shadow of the oldest shadow nodes
+//! (`workingset_nodereclaim`). Deviation: the emptied leaf itself is kept
+//! (lock-free readers need nodes to outlive them without RCU, see
+//! pagetree.rs) and reused when pages return; node memory is bounded by
+//! the span of each file, shadow entries by the shrinker.
 
+use crate::filemap::Inode;
 use crate::mm::Cache;
-use crate::pagetree::SHADOW_BIT;
+use crate::pagetree::{ShadowNode, SHADOW_BIT};
 use crate::sync::atomic::Ordering;
 use crate::vmstat::Item;
 use crate::LruList;
@@ -92,6 +101,75 @@ impl Cache {
     #[inline]
     pub fn workingset_activation(&self) {
         self.lruvec.inactive_age.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// workingset_update_node: keep the shadow-node count and queue in step
+    /// with a store at `index` of `inode` (tree lock held).
+    pub fn account_shadow_node(&self, inode: &Inode, index: u64, change: ShadowNode) {
+        match change {
+            ShadowNode::Unchanged => {}
+            ShadowNode::Became => {
+                self.nr_shadow_nodes.fetch_add(1, Ordering::Relaxed);
+                self.shadow_nodes.lock().push_back((inode.id, index));
+            }
+            ShadowNode::Ceased => {
+                self.nr_shadow_nodes.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The most shadow nodes kept (count_shadow_nodes): one per 8 frames.
+    pub fn max_shadow_nodes(&self) -> u64 {
+        (self.arena.nr_pages >> 3).max(1)
+    }
+
+    /// The shadow-node shrinker (scan_shadow_nodes): while there are more
+    /// shadow nodes than `max_shadow_nodes`, drop the shadows of the oldest
+    /// ones. Looks at no more than `nr_to_scan` queue entries. Returns the
+    /// shadow nodes reclaimed.
+    pub fn shrink_shadow_nodes(&self, nr_to_scan: usize) -> u64 {
+        let max = self.max_shadow_nodes() as i64;
+        let mut reclaimed = 0;
+        for _ in 0..nr_to_scan {
+            if self.nr_shadow_nodes.load(Ordering::Relaxed) <= max {
+                break;
+            }
+            let Some((id, index)) = self.shadow_nodes.lock().pop_front() else { break };
+            let Some(inode) = self.inode_by_id(id) else { continue };
+            if self.shadow_lru_isolate(&inode, index) {
+                reclaimed += 1;
+            }
+        }
+        reclaimed
+    }
+
+    /// shadow_lru_isolate: drop every shadow entry of the leaf holding
+    /// `index`, if it still holds nothing else. Stale queue entries (the
+    /// leaf got a page, or was emptied, since) are skipped; a leaf that
+    /// becomes a shadow node again is queued again then.
+    fn shadow_lru_isolate(&self, inode: &Inode, index: u64) -> bool {
+        let _g = inode.tree_lock.lock();
+        if !inode.tree.is_shadow_node(index) {
+            return false;
+        }
+        let base = index & !63;
+        let mut shadows = Vec::with_capacity(64);
+        inode.tree.for_each(base, base + 64, None, &mut |i, e| {
+            if e & SHADOW_BIT != 0 {
+                shadows.push(i);
+            }
+            true
+        });
+        for i in shadows {
+            let (_, change) = inode.tree.store_tracked(i, 0);
+            self.nr_shadows.fetch_sub(1, Ordering::Relaxed);
+            if change == ShadowNode::Ceased {
+                // The leaf is empty now: no longer a shadow node.
+                self.nr_shadow_nodes.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        self.vm.inc(Item::workingset_nodereclaim);
+        true
     }
 }
 

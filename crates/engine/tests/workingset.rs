@@ -112,3 +112,38 @@ fn truncate_forgets_shadows() {
     }
     assert_eq!(c.vmstat().delta(&before).get(Item::workingset_refault), 0);
 }
+
+// Goal: shadow entries stay bounded. A stream many times the size of
+// memory leaves a shadow for every evicted page; the shadow-node shrinker
+// keeps the leaves holding only shadows (workingset_nodes) at about one per
+// 8 frames (the kernel's limit), so shadows stay within 64 per such leaf,
+// and counts the leaves it emptied (workingset_nodereclaim). Truncation
+// then removes every shadow of the file.
+#[test]
+fn shadow_nodes_are_bounded_and_truncate_removes_shadows() {
+    let c = cache(true);
+    let frames = 1024u64;
+    let max_nodes = frames >> 3;
+    let f = c.open_memory("stream").unwrap();
+    let n = 40 * frames;
+    f.set_len(n * 4096).unwrap();
+    let mut peak_nodes = 0;
+    for i in 0..n {
+        read(&f, i);
+        if i % 256 == 0 {
+            peak_nodes = peak_nodes.max(c.vmstat().get(Item::workingset_nodes));
+        }
+    }
+    let v = c.vmstat();
+    // Slack: one reclaim pass evicts at most a few batches of 32 pages
+    // before its shrinker call.
+    assert!(peak_nodes <= max_nodes + 8, "{peak_nodes} shadow nodes, limit {max_nodes}");
+    assert!(v.get(Item::workingset_nodereclaim) > 0);
+    let shadows = v.get(Item::nr_workingset_shadows);
+    assert!(shadows <= (max_nodes + 8) * 64 + frames, "{shadows} shadows");
+    assert!(shadows >= max_nodes * 32, "shadows are kept up to the limit: {shadows}");
+    f.set_len(0).unwrap();
+    let v = c.vmstat();
+    assert_eq!(v.get(Item::nr_workingset_shadows), 0);
+    assert_eq!(v.get(Item::workingset_nodes), 0);
+}

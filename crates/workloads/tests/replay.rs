@@ -324,7 +324,18 @@ fn kernel_column_counts() {
     };
     // 256 pages hold all 100: 100 misses, 500 hits. 48 pages do not: at
     // least the 100 first touches miss.
-    let col = replay_kernel::run(&t, &[48, 256], None, Some(&worker)).unwrap();
+    // In the target directory: the system's temporary one may be tmpfs.
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let col = match replay_kernel::run(&t, &[48, 256], Some(dir), Some(&worker)) {
+        Ok(col) => col,
+        // A group that can be made but not joined or limited (a container),
+        // or no disk to put the file on: the machine does not allow it.
+        Err(why) if why.contains("cgroup") || why.contains("tmpfs") => {
+            eprintln!("skipping the kernel column test: {why}");
+            return;
+        }
+        Err(why) => panic!("{why}"),
+    };
     let results = col.results(&t);
     assert_eq!(results.len(), 2);
     let (small, big) = (&results[0], &results[1]);

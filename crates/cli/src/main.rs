@@ -70,8 +70,9 @@ struct ReplayCmd {
     #[arg(long, value_name = "PCTS", value_delimiter = ',', default_value = "10,20,40,80")]
     sizes: Vec<f64>,
 
-    /// Variants, comma-separated: workingset-off, workingset-on.
-    #[arg(long, value_name = "NAMES", value_delimiter = ',', default_value = "workingset-off,workingset-on")]
+    /// Variants, comma-separated (see replay.rs's PRESETS: workingset-off,
+    /// workingset-on, ...) [default: every default preset].
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
     variants: Vec<String>,
 
     /// Readahead: only "off" (replays read one page per request).
@@ -142,7 +143,8 @@ fn replay(cmd: ReplayCmd) -> Result<(), BoxError> {
     // Plots are drawn here, after the baselines are merged.
     let opts = ReplayOpts {
         sizes,
-        variants: cmd.variants.clone(),
+        // Presets marked default, so a new one needs no change here.
+        variants: if cmd.variants.is_empty() { rp::default_variants() } else { cmd.variants.clone() },
         plot_dir: None,
         threads: cmd.threads,
         kernel: cmd.kernel && !cmd.no_kernel,

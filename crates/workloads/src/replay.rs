@@ -46,7 +46,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use pcache::{Config, Item, PageCache, Tunables};
+use pcache::{Admission, Config, Item, PageCache, Tunables};
 use serde::Serialize;
 
 use crate::plot;
@@ -58,6 +58,7 @@ use crate::{Error, Result};
 pub const EXPERIMENT: &str = "replay";
 pub const WORKINGSET_OFF: &str = "workingset-off";
 pub const WORKINGSET_ON: &str = "workingset-on";
+pub const ADAPTIVE: &str = "pcache-adaptive";
 
 /// The page size of every cache here, and the read size.
 pub const PAGE: u64 = 4096;
@@ -78,6 +79,10 @@ fn tunables_ws_on() -> Tunables {
     Tunables { workingset: true, ..base_tunables() }
 }
 
+fn tunables_adaptive() -> Tunables {
+    Tunables { workingset: true, admission: Admission::AdaptiveTinyLfu, ..base_tunables() }
+}
+
 /// The variants replay compares.
 pub const PRESETS: &[Preset] = &[
     Preset {
@@ -95,6 +100,15 @@ pub const PRESETS: &[Preset] = &[
                      list's size are activated; readahead off, kswapd off",
         default: true,
         tunables: tunables_ws_on,
+    },
+    Preset {
+        experiment: EXPERIMENT,
+        name: ADAPTIVE,
+        stands_for: "pcache's own: workingset detection plus adaptive W-TinyLFU admission (a window list in \
+                     front of the two lists, a frequency sketch deciding who enters, an ARC-style adaptive \
+                     window); readahead off, kswapd off",
+        default: true,
+        tunables: tunables_adaptive,
     },
 ];
 

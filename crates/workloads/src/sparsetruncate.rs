@@ -260,6 +260,11 @@ impl Subject {
             }
             f.close()?;
         }
+        // Pages still in another CPU's lru_add batch when this thread has
+        // migrated would outlive their unlink (a local drain cannot reach
+        // them) and blur the truncation phase's counts: start it with
+        // every page on the lists.
+        self.cache.lru_add_drain_all();
         Ok(())
     }
 

@@ -46,7 +46,7 @@ pub use backing::BackingDev;
 pub use error::{Error, Result};
 pub use tunables::{
     AccessedInit, Admission, Advice, Config, LruBatching, PagevecDrain, ReclaimWriteback, RemarkRule, Tunables,
-    MAX_PAGE_SIZE, MIN_PAGE_SIZE,
+    WorkingsetVersion, MAX_PAGE_SIZE, MIN_PAGE_SIZE,
 };
 pub use vmstat::{Item, VmStat};
 

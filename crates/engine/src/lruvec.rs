@@ -75,6 +75,11 @@ pub struct Lruvec {
     tails: [AtomicU64; NR_LRU_LISTS],
     /// The workingset clock: evictions plus activations (workingset.rs).
     pub inactive_age: AtomicU64,
+    /// WORKINGSET_ACTIVATE_FILE as reclaim reads it: refaults activated.
+    pub refaults_activated: AtomicU64,
+    /// lruvec->refaults[WORKINGSET_FILE]: `refaults_activated` when the
+    /// last reclaim invocation ended (snapshot_refaults, Linux6 only).
+    pub refaults_snapshot: AtomicU64,
 }
 
 /// lru_lock held.
@@ -94,6 +99,8 @@ impl Lruvec {
             lens: std::array::from_fn(|_| AtomicU64::new(0)),
             tails: std::array::from_fn(|_| AtomicU64::new(NO_PFN as u64)),
             inactive_age: AtomicU64::new(0),
+            refaults_activated: AtomicU64::new(0),
+            refaults_snapshot: AtomicU64::new(0),
         }
     }
 

@@ -120,6 +120,29 @@ pub enum Admission {
     AdaptiveTinyLfu,
 }
 
+/// Which kernel's workingset-driven list balancing (M14 and after). Only
+/// what changes a file-only workload without mapped pages is modelled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum WorkingsetVersion {
+    /// Linux 3.15: the active file list is deactivated only while the
+    /// inactive list is low (`inactive_list_is_low`), checked per batch;
+    /// the eviction clock is read after it advances.
+    #[default]
+    Linux315,
+    /// Linux 5.9 to 6.18 with the classic two lists (lru_gen off). Reclaim
+    /// decides once per shrink_node whether the active file list may be
+    /// deactivated (`sc->may_deactivate & DEACTIVATE_FILE`): when refaults
+    /// were activated since the last reclaim invocation ended
+    /// (`WORKINGSET_ACTIVATE_FILE` against `lruvec->refaults`, 4.12's "fix
+    /// IO/refault regression in cache workingset transition", moved to the
+    /// reclaim root by 5.5's "detect file thrashing at the reclaim root"),
+    /// or when the inactive list is low; `snapshot_refaults` at the end of
+    /// `do_try_to_free_pages` and kswapd's pass. No file-list rebalancing
+    /// after the scan loop (shrink_lruvec does that for anon only). The
+    /// shadow records `nonresident_age` before the eviction ages it (5.9).
+    Linux6,
+}
+
 /// fadvise(2) advice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Advice {
@@ -163,6 +186,9 @@ pub struct Tunables {
     /// M14: leave shadow entries on eviction and activate pages that
     /// refault within the active list's size (Linux 3.15 workingset.c).
     pub workingset: bool,
+    /// Which kernel's refault-driven list balancing: 3.15's (the default)
+    /// or 5.9-6.18's (`WorkingsetVersion::Linux6`).
+    pub workingset_version: WorkingsetVersion,
     /// Admission to the lists: the kernel's, or pcache's adaptive
     /// W-TinyLFU (frequency-aware, scan- and loop-resistant).
     pub admission: Admission,
@@ -187,6 +213,7 @@ impl Default for Tunables {
             dirty_expire_centisecs: 3000,
             dirty_writeback_centisecs: 500,
             workingset: true,
+            workingset_version: WorkingsetVersion::Linux315,
             admission: Admission::Kernel,
             kswapd: true,
         }

@@ -37,7 +37,7 @@ use crate::filemap::Inode;
 use crate::lruvec::LruGuard;
 use crate::mm::Cache;
 use crate::page::*;
-use crate::tunables::ReclaimWriteback;
+use crate::tunables::{ReclaimWriteback, WorkingsetVersion};
 use crate::vmstat::Item;
 use crate::LruList;
 
@@ -55,11 +55,21 @@ pub struct ScanControl {
     /// Pages scanned by the last isolation.
     pub last_scanned: u64,
     pub kswapd: bool,
+    /// sc->may_deactivate & DEACTIVATE_FILE (Linux6): set per shrink_node.
+    pub may_deactivate_file: bool,
 }
 
 impl ScanControl {
     pub fn new(nr_to_reclaim: u64, kswapd: bool) -> ScanControl {
-        ScanControl { nr_to_reclaim, priority: DEF_PRIORITY, nr_scanned: 0, nr_reclaimed: 0, last_scanned: 0, kswapd }
+        ScanControl {
+            nr_to_reclaim,
+            priority: DEF_PRIORITY,
+            nr_scanned: 0,
+            nr_reclaimed: 0,
+            last_scanned: 0,
+            kswapd,
+            may_deactivate_file: false,
+        }
     }
 }
 
@@ -117,12 +127,23 @@ impl Cache {
                 break;
             }
         }
+        // do_try_to_free_pages' end (Linux6).
+        self.snapshot_refaults();
         sc.nr_reclaimed
     }
 
     /// shrink_node / shrink_lruvec for the file lists.
     pub fn shrink_node(&self, sc: &mut ScanControl) {
         let prio = sc.priority as u32;
+        let linux6 = self.tunables.workingset_version == WorkingsetVersion::Linux6;
+        if linux6 {
+            // prepare_scan_count: "When refaults are being observed, it
+            // means a new workingset is being established. Deactivate to
+            // get rid of any stale active pages quickly."
+            let refaults = self.lruvec.refaults_activated.load(Ordering::Relaxed);
+            let snapshot = self.lruvec.refaults_snapshot.load(Ordering::Relaxed);
+            sc.may_deactivate_file = refaults != snapshot || self.inactive_is_low();
+        }
         // The admission window's pages become inactive through it
         // (shrink_inactive_list), so they count as inactive here.
         let inactive = self.lruvec.len(LruList::InactiveFile) + self.lruvec.len(LruList::Window);
@@ -137,7 +158,10 @@ impl Cache {
             if nr_active > 0 {
                 let n = nr_active.min(SWAP_CLUSTER_MAX);
                 nr_active -= n;
-                if self.inactive_is_low() {
+                // shrink_list: 3.15 asks inactive_list_is_low per batch;
+                // Linux6 uses the decision made once above.
+                let deactivate = if linux6 { sc.may_deactivate_file } else { self.inactive_is_low() };
+                if deactivate {
                     self.shrink_active_list(n, sc);
                 }
             }
@@ -145,8 +169,9 @@ impl Cache {
                 break;
             }
         }
-        // Keep the inactive list big enough to age pages on.
-        if self.inactive_is_low() {
+        // Keep the inactive list big enough to age pages on (pcache's
+        // 3.15 model; Linux6's shrink_lruvec rebalances only anon here).
+        if !linux6 && self.inactive_is_low() {
             self.shrink_active_list(SWAP_CLUSTER_MAX, sc);
         }
         // shrink_slab's part here: the shadow-node shrinker.
@@ -403,6 +428,8 @@ impl Cache {
             self.shrink_node(&mut sc);
             total += sc.nr_reclaimed;
         }
+        // balance_pgdat's end (Linux6).
+        self.snapshot_refaults();
         total
     }
 }

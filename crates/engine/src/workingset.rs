@@ -28,6 +28,13 @@
 //! whether the page lost the admission contest, and refaults feed the
 //! window's adaptation.
 //!
+//! `Tunables::workingset_version = Linux6` selects what 5.9-6.18 changed
+//! for file pages (see vmscan.rs's shrink_node): refault activations since
+//! the last reclaim let reclaim deactivate the active list whatever the
+//! list ratio, and the shadow records the clock before the eviction ages
+//! it. The refault test itself (distance against NR_ACTIVE_FILE, without
+//! swap) is the same in both.
+//!
 //! Shadow entries are bounded as the kernel's shadow-node shrinker bounds
 //! them (count_shadow_nodes / shadow_lru_isolate): a page-tree leaf that
 //! holds only shadows is a shadow node (`workingset_nodes`); when there are
@@ -44,7 +51,7 @@ use crate::mm::Cache;
 use crate::pagetree::{ShadowNode, SHADOW_BIT};
 use crate::sync::atomic::Ordering;
 use crate::vmstat::Item;
-use crate::LruList;
+use crate::{LruList, WorkingsetVersion};
 
 /// Bits of the clock kept in a shadow entry; distances wrap modulo 2^47.
 const EVICTION_BITS: u32 = 47;
@@ -61,7 +68,14 @@ impl Cache {
     /// is reclaimed from the inactive list; `workingset` says the page had
     /// been active, `probation` that it lost the admission contest.
     pub fn workingset_eviction(&self, workingset: bool, probation: bool) -> usize {
-        let eviction = self.lruvec.inactive_age.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
+        let before = self.lruvec.inactive_age.fetch_add(1, Ordering::Relaxed);
+        // 3.15 stores the clock after this eviction advanced it
+        // (atomic_long_inc_return); 5.9+ reads nonresident_age first and
+        // ages it after, so the same refault is one step further away.
+        let eviction = match self.tunables.workingset_version {
+            WorkingsetVersion::Linux315 => before.wrapping_add(1),
+            WorkingsetVersion::Linux6 => before,
+        };
         let mut flags = if workingset { SHADOW_WORKINGSET } else { 0 };
         if probation {
             flags |= SHADOW_PROBATION;
@@ -90,11 +104,24 @@ impl Cache {
             return (false, false);
         }
         self.vm.inc(Item::workingset_activate);
+        // WORKINGSET_ACTIVATE_FILE, which Linux6 reclaim compares with its
+        // snapshot to decide whether to deactivate (vmscan.rs).
+        self.lruvec.refaults_activated.fetch_add(1, Ordering::Relaxed);
         let restore = shadow & SHADOW_WORKINGSET != 0;
         if restore {
             self.vm.inc(Item::workingset_restore);
         }
         (true, restore)
+    }
+
+    /// snapshot_refaults (Linux6): remember the activated refaults at the
+    /// end of a reclaim invocation; the next one deactivates the active
+    /// file list freely only if more have come since.
+    pub fn snapshot_refaults(&self) {
+        if self.tunables.workingset_version == WorkingsetVersion::Linux6 {
+            let now = self.lruvec.refaults_activated.load(Ordering::Relaxed);
+            self.lruvec.refaults_snapshot.store(now, Ordering::Relaxed);
+        }
     }
 
     /// workingset_activation: a page was activated; the clock advances.

@@ -46,7 +46,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use pcache::{Admission, Config, Item, PageCache, Tunables};
+use pcache::{Admission, Config, Item, PageCache, Tunables, WorkingsetVersion};
 use serde::Serialize;
 
 use crate::plot;
@@ -59,6 +59,7 @@ pub const EXPERIMENT: &str = "replay";
 pub const WORKINGSET_OFF: &str = "workingset-off";
 pub const WORKINGSET_ON: &str = "workingset-on";
 pub const ADAPTIVE: &str = "pcache-adaptive";
+pub const WORKINGSET_6: &str = "workingset-6";
 
 /// The page size of every cache here, and the read size.
 pub const PAGE: u64 = 4096;
@@ -77,6 +78,10 @@ fn tunables_ws_off() -> Tunables {
 
 fn tunables_ws_on() -> Tunables {
     Tunables { workingset: true, ..base_tunables() }
+}
+
+fn tunables_ws_6() -> Tunables {
+    Tunables { workingset: true, workingset_version: WorkingsetVersion::Linux6, ..base_tunables() }
 }
 
 fn tunables_adaptive() -> Tunables {
@@ -100,6 +105,15 @@ pub const PRESETS: &[Preset] = &[
                      list's size are activated; readahead off, kswapd off",
         default: true,
         tunables: tunables_ws_on,
+    },
+    Preset {
+        experiment: EXPERIMENT,
+        name: WORKINGSET_6,
+        stands_for: "Linux 5.9-6.18 workingset balancing (lru_gen off): the active file list is deactivated \
+                     whenever refaults were activated since the last reclaim, else only while the inactive list \
+                     is low; readahead off, kswapd off",
+        default: false,
+        tunables: tunables_ws_6,
     },
     Preset {
         experiment: EXPERIMENT,

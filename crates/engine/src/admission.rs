@@ -64,6 +64,15 @@ const WINDOW_MIN_PAGES: u64 = 4;
 /// Window-side refaults are evidence for a larger window only within this
 /// many times its target.
 const WINDOW_GHOST_FACTOR: u64 = 4;
+/// Accesses a thread counts before adding them to a sketch's sample.
+const SAMPLE_BATCH: u32 = 64;
+
+std::thread_local! {
+    /// This thread's accesses not yet added to a sample, and the sketch
+    /// (its id) they belong to.
+    static SAMPLES: std::cell::Cell<(u64, u32)> = const { std::cell::Cell::new((0, 0)) };
+}
+
 /// Counters saturate at 15.
 const COUNTER_MAX: u64 = 15;
 /// Every nibble's low three bits: halving is `(w >> 1) & RESET_MASK`.
@@ -76,7 +85,12 @@ pub struct FrequencySketch {
     mask: u64,
     samples: AtomicU64,
     sample_size: u64,
+    /// Unique per sketch (addresses are reused), for the per-thread sample.
+    id: u64,
 }
+
+// std, not loom: a process-wide counter outside any model.
+static NEXT_SKETCH_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 #[inline]
 fn mix(mut h: u64) -> u64 {
@@ -104,6 +118,7 @@ impl FrequencySketch {
             mask: words - 1,
             samples: AtomicU64::new(0),
             sample_size: 10 * nr_pages.max(64),
+            id: NEXT_SKETCH_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
     }
 
@@ -130,7 +145,10 @@ impl FrequencySketch {
     }
 
     /// Count one access of `key`. Increments race benignly: a lost update
-    /// only makes the estimate a little low.
+    /// only makes the estimate a little low. A saturated key (a hot page)
+    /// costs one load and no shared write: the aging sample is counted
+    /// per thread and added to the shared count every `SAMPLE_BATCH`
+    /// accesses.
     pub fn increment(&self, key: u64) {
         let (word, shifts) = self.slots(key);
         let slot = &self.table[word];
@@ -150,8 +168,20 @@ impl FrequencySketch {
                 Err(cur) => w = cur,
             }
         }
-        if self.samples.fetch_add(1, Ordering::Relaxed) + 1 == self.sample_size {
-            self.reset();
+        let me = self.id;
+        let batch = SAMPLES.with(|c| {
+            let (owner, n) = c.get();
+            // Another sketch's leftover is dropped, so a single-threaded
+            // replay ages at the same accesses whatever ran before it.
+            let n = if owner == me { n + 1 } else { 1 };
+            c.set((me, if n == SAMPLE_BATCH { 0 } else { n }));
+            n == SAMPLE_BATCH
+        });
+        if batch {
+            let before = self.samples.fetch_add(SAMPLE_BATCH as u64, Ordering::Relaxed);
+            if before < self.sample_size && before + SAMPLE_BATCH as u64 >= self.sample_size {
+                self.reset();
+            }
         }
     }
 

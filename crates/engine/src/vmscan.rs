@@ -169,11 +169,10 @@ impl Cache {
                 break;
             }
         }
-        // Keep the inactive list big enough to age pages on (pcache's
-        // 3.15 model; Linux6's shrink_lruvec rebalances only anon here).
-        if !linux6 && self.inactive_is_low() {
-            self.shrink_active_list(SWAP_CLUSTER_MAX, sc);
-        }
+        // No file rebalancing here: 3.15's shrink_lruvec (as every version
+        // since 2.6.28) rebalances only the anon lists after the scan
+        // ("even if we did not try to evict anon pages at all"); the file
+        // lists are balanced inside the loop above.
         // shrink_slab's part here: the shadow-node shrinker.
         self.shrink_shadow_nodes(SHADOW_SCAN_BATCH);
     }

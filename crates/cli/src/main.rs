@@ -119,6 +119,13 @@ struct ReplayCmd {
     /// trace name and cache size. Repeatable.
     #[arg(long, value_name = "FILE.json")]
     baseline: Vec<PathBuf>,
+
+    /// Size pcache's arena so that its usable pages equal the nominal
+    /// cache size (frames = pages + the free reserve its watermarks keep),
+    /// to compare at equal capacity with the kernel column and the
+    /// baselines, which keep no reserve. Default: frames = nominal pages.
+    #[arg(long)]
+    usable_equals_nominal: bool,
 }
 
 fn parse_replay_format(s: &str) -> Result<pcache_workloads::replay::Format, String> {
@@ -149,6 +156,7 @@ fn replay(cmd: ReplayCmd) -> Result<(), BoxError> {
         threads: cmd.threads,
         kernel: cmd.kernel && !cmd.no_kernel,
         kernel_dir: cmd.kernel_dir.clone(),
+        usable_equals_nominal: cmd.usable_equals_nominal,
     };
     rp::resolve(&opts.variants)?;
     let baselines = cmd

@@ -446,6 +446,11 @@ pub struct ReplayOpts {
     /// Where the kernel column's files go (the system's temporary
     /// directory if None; must not be tmpfs).
     pub kernel_dir: Option<PathBuf>,
+    /// Size each arena so that its usable pages (frames minus the free
+    /// reserve its watermarks keep) equal the nominal cache size, for
+    /// comparisons at equal capacity with the kernel's memory cgroup and
+    /// libCacheSim, which keep no reserve.
+    pub usable_equals_nominal: bool,
 }
 
 impl Default for ReplayOpts {
@@ -457,6 +462,7 @@ impl Default for ReplayOpts {
             threads: 1,
             kernel: false,
             kernel_dir: None,
+            usable_equals_nominal: false,
         }
     }
 }
@@ -465,8 +471,11 @@ impl Default for ReplayOpts {
 #[derive(Clone, Debug, Serialize)]
 pub struct RunResult {
     pub variant: String,
-    /// Frames in the arena (`memory_bytes / 4096`).
+    /// The nominal cache size in pages: the arena's frames, or with
+    /// `usable_equals_nominal` the pages it can cache.
     pub cache_pages: u64,
+    /// Frames in the arena (`memory_bytes / 4096`).
+    pub frames: u64,
     /// The most pages resident at once: the usable cache (frames minus
     /// the free reserve the watermarks keep).
     pub usable_pages: u64,
@@ -527,59 +536,45 @@ fn ratio(a: u64, b: u64) -> f64 {
     }
 }
 
-/// Replay `trace` once through a fresh cache of `cache_pages` frames.
+/// Replay `trace` once through a fresh cache of `cache_pages` frames
+/// (one thread: deterministic).
 pub fn replay_once(trace: &Trace, tunables: Tunables, cache_pages: u64, variant: &str) -> Result<RunResult> {
-    let cfg = Config { memory_bytes: cache_pages * PAGE, page_size: PAGE as usize, nr_cpus: 1, tunables };
-    let cache = PageCache::new(cfg)?;
-    let wm = cache.watermarks();
-    let f = cache.open_memory("trace")?;
-    let max = trace.accesses.iter().copied().max().unwrap_or(0);
-    f.set_len((max + 1) * PAGE)?;
-    let before = cache.vmstat();
-    let mut buf = vec![0u8; PAGE as usize];
-    let mut usable = 0u64;
-    for &p in &trace.accesses {
-        let n = f.read_at(&mut buf, p * PAGE)?;
-        if n != PAGE as usize {
-            return Err(Error::Check(format!("page {p}: short read of {n} bytes")));
-        }
-        usable = usable.max(f.cached_pages());
-    }
-    let d = cache.vmstat().delta(&before);
-    let requests = trace.accesses.len() as u64;
-    let misses = d.get(Item::pgcache_miss);
-    let compulsory = trace.compulsory_misses();
-    f.close()?;
-    Ok(RunResult {
-        variant: variant.to_string(),
-        cache_pages,
-        usable_pages: usable,
-        watermark_min: wm.min,
-        watermark_low: wm.low,
-        watermark_high: wm.high,
-        requests,
-        misses,
-        hits: d.get(Item::pgcache_hit),
-        miss_ratio: ratio(misses, requests),
-        compulsory_misses: compulsory,
-        compulsory_miss_ratio: ratio(compulsory, requests),
-        workingset_refault: d.get(Item::workingset_refault),
-        workingset_activate: d.get(Item::workingset_activate),
-    })
+    replay_threads(trace, tunables, cache_pages, cache_pages, variant, 1)
 }
 
-/// [`replay_once`] with `threads` threads through the same cache at once:
-/// thread `i` reads accesses `i, i + threads, i + 2 * threads, ...`. The
-/// counts depend on how the threads interleave (not deterministic), and
-/// `usable` is the most any thread saw resident.
+/// The frames that leave `usable` pages cacheable: the arena keeps its
+/// low watermark free when kswapd is off (the replays' setting), so
+/// frames = usable + low(frames), found by fixed-point iteration (the
+/// watermarks grow with the frames; a few rounds converge).
+pub fn frames_for_usable(usable: u64, tunables: Tunables) -> Result<u64> {
+    let mut frames = usable;
+    for _ in 0..8 {
+        let cfg = Config { memory_bytes: frames * PAGE, page_size: PAGE as usize, nr_cpus: 1, tunables };
+        let wm = PageCache::new(cfg)?.watermarks();
+        let reserve = if tunables.kswapd { wm.min } else { wm.low };
+        let next = usable + reserve;
+        if next == frames {
+            break;
+        }
+        frames = next;
+    }
+    Ok(frames)
+}
+
+/// Replay `trace` through a fresh cache of `frames` frames, reported as
+/// the cache size `cache_pages`, with `threads` threads at once: thread
+/// `i` reads accesses `i, i + threads, i + 2 * threads, ...`. With more
+/// than one thread the counts depend on how the threads interleave (not
+/// deterministic), and `usable` is the most any thread saw resident.
 pub fn replay_threads(
     trace: &Trace,
     tunables: Tunables,
     cache_pages: u64,
+    frames: u64,
     variant: &str,
     threads: usize,
 ) -> Result<RunResult> {
-    let cfg = Config { memory_bytes: cache_pages * PAGE, page_size: PAGE as usize, nr_cpus: threads, tunables };
+    let cfg = Config { memory_bytes: frames * PAGE, page_size: PAGE as usize, nr_cpus: threads, tunables };
     let cache = PageCache::new(cfg)?;
     let wm = cache.watermarks();
     let f = cache.open_memory("trace")?;
@@ -620,6 +615,7 @@ pub fn replay_threads(
     Ok(RunResult {
         variant: variant.to_string(),
         cache_pages,
+        frames,
         usable_pages: usable,
         watermark_min: wm.min,
         watermark_low: wm.low,
@@ -652,11 +648,9 @@ pub fn run(trace: &Trace, format: Format, opts: &ReplayOpts) -> Result<ReplayRes
     let mut results = Vec::new();
     for &pages in &sizes {
         for p in &presets {
-            results.push(if opts.threads > 1 {
-                replay_threads(trace, (p.tunables)(), pages, p.name, opts.threads)?
-            } else {
-                replay_once(trace, (p.tunables)(), pages, p.name)?
-            });
+            let tunables = (p.tunables)();
+            let frames = if opts.usable_equals_nominal { frames_for_usable(pages, tunables)? } else { pages };
+            results.push(replay_threads(trace, tunables, pages, frames, p.name, opts.threads)?);
         }
     }
     let (mut kernel, mut kernel_skipped) = (None, None);
@@ -769,7 +763,7 @@ impl ReplayResult {
                 out,
                 "usable = most pages resident at once: the frames minus the free reserve the watermarks keep \
                  (e.g. {} frames: min {}, low {}, high {})",
-                r.cache_pages, r.watermark_min, r.watermark_low, r.watermark_high
+                r.frames, r.watermark_min, r.watermark_low, r.watermark_high
             );
         }
         if let Some(k) = &self.kernel {

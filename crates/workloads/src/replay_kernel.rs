@@ -116,6 +116,8 @@ impl KernelColumn {
             .map(|r| RunResult {
                 variant: KERNEL.into(),
                 cache_pages: r.cache_pages,
+                // The cgroup's nominal pages (it keeps no free reserve).
+                frames: r.cache_pages,
                 usable_pages: r.effective_pages,
                 watermark_min: 0,
                 watermark_low: 0,

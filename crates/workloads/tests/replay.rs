@@ -396,3 +396,23 @@ fn python_script_reads_traces_as_pcache_does() {
         }
     }
 }
+
+// Goal: `usable_equals_nominal` sizes the arena so that exactly the nominal
+// pages can be cached at once (frames = pages + the reserve), where the
+// default arena of `pages` frames caches fewer.
+// Method: a loop over 3000 pages at a 400-page cache fills the cache.
+#[test]
+fn usable_equals_nominal_caches_exactly_the_nominal_pages() {
+    let text: String = (0..3).flat_map(|_| 0..3000).map(|i| format!("{i}\n")).collect();
+    let t = parse(text.as_bytes(), Format::Lirs, "loop").unwrap();
+    let mut o = opts(Sizes::Pages(vec![400]), &[WORKINGSET_ON]);
+    let plain = replay::run(&t, Format::Lirs, &o).unwrap();
+    o.usable_equals_nominal = true;
+    let equal = replay::run(&t, Format::Lirs, &o).unwrap();
+    let (p, e) = (&plain.results[0], &equal.results[0]);
+    assert_eq!((p.cache_pages, p.frames), (400, 400));
+    assert!(p.usable_pages < 400, "the default arena keeps a reserve: {}", p.usable_pages);
+    assert_eq!(e.cache_pages, 400);
+    assert!(e.frames > 400);
+    assert_eq!(e.usable_pages, 400, "frames {}", e.frames);
+}

@@ -197,7 +197,7 @@ impl FrequencySketch {
 }
 
 /// The adaptive admission state of a cache.
-pub struct Admission {
+pub struct AdmissionState {
     pub sketch: FrequencySketch,
     /// The window list's target length in pages.
     pub window_target: AtomicU64,
@@ -207,10 +207,10 @@ pub struct Admission {
     pub ghost_limit: u64,
 }
 
-impl Admission {
-    pub fn new(nr_pages: u64) -> Admission {
+impl AdmissionState {
+    pub fn new(nr_pages: u64) -> AdmissionState {
         let window_min = (nr_pages / 100).max(WINDOW_MIN_PAGES);
-        Admission {
+        AdmissionState {
             sketch: FrequencySketch::new(nr_pages),
             window_target: AtomicU64::new(window_min),
             window_min,
@@ -246,7 +246,7 @@ impl Cache {
     }
 
     /// The sketch's count of the page at `pfn`.
-    fn page_frequency(&self, a: &Admission, pfn: Pfn) -> u64 {
+    fn page_frequency(&self, a: &AdmissionState, pfn: Pfn) -> u64 {
         let page = self.page(pfn);
         a.sketch.frequency(page_key(page.mapping(), page.index()))
     }
@@ -277,7 +277,7 @@ impl Cache {
 
     /// Move window page `cand` (lru_lock held) to the inactive head if it
     /// wins against the inactive tail, else to the inactive tail.
-    fn window_admit(&self, a: &Admission, lru: &mut LruGuard<'_>, cand: Pfn) {
+    fn window_admit(&self, a: &AdmissionState, lru: &mut LruGuard<'_>, cand: Pfn) {
         let page = self.page(cand);
         lru.del(cand, LruList::Window);
         page.clear(PG_WINDOW, &self.vm);
@@ -335,7 +335,7 @@ mod tests {
     // evicted pages refault within the cache's size, within its bounds.
     #[test]
     fn ghost_hits_move_the_window_target() {
-        let a = Admission::new(1000);
+        let a = AdmissionState::new(1000);
         assert_eq!(a.window_target.load(Ordering::Relaxed), 10);
         a.ghost_hit(5, true);
         assert_eq!(a.window_target.load(Ordering::Relaxed), 11);

@@ -110,7 +110,7 @@ pub struct Cache {
     /// Hazard pins of the hit path (hazard.rs).
     pub hazards: HazardTable,
     /// pcache's adaptive admission (admission.rs), when selected.
-    pub admission: Option<crate::admission::Admission>,
+    pub admission: Option<crate::admission::AdmissionState>,
     /// Whether hits may use the PAGE_HOT hint (not with Danilov's batch,
     /// which queues even no-op marks).
     pub hot_hints: bool,
@@ -161,7 +161,7 @@ impl Cache {
             start: Instant::now(),
             hazards: HazardTable::new(),
             admission: (config.tunables.admission == crate::tunables::Admission::AdaptiveTinyLfu)
-                .then(|| crate::admission::Admission::new(config.nr_pages())),
+                .then(|| crate::admission::AdmissionState::new(config.nr_pages())),
             hot_hints: config.tunables.lru_batching != crate::LruBatching::DanilovBatch,
             pending_free: Mutex::new(Vec::with_capacity(64)),
             nr_pending_free: AtomicU64::new(0),

@@ -202,9 +202,9 @@ pub struct AdmissionState {
     /// The window list's target length in pages.
     pub window_target: AtomicU64,
     pub window_min: u64,
-    pub window_max: u64,
-    /// Refault distances up to this count as ghost hits (the cache's size).
-    pub ghost_limit: u64,
+    /// Frames of the cache: the window's largest target, and the farthest
+    /// main-side refault that counts as a ghost hit.
+    pub nr_pages: u64,
 }
 
 impl AdmissionState {
@@ -214,8 +214,7 @@ impl AdmissionState {
             sketch: FrequencySketch::new(nr_pages),
             window_target: AtomicU64::new(window_min),
             window_min,
-            window_max: nr_pages.max(window_min),
-            ghost_limit: nr_pages,
+            nr_pages: nr_pages.max(window_min),
         }
     }
 
@@ -227,11 +226,11 @@ impl AdmissionState {
         // A window-side page counts only if a window a few times larger
         // would have kept it: on a loop larger than memory every rejected
         // page comes back, but from too far for any window to help.
-        let limit = if probation { t * WINDOW_GHOST_FACTOR } else { self.ghost_limit };
+        let limit = if probation { t * WINDOW_GHOST_FACTOR } else { self.nr_pages };
         if distance > limit {
             return;
         }
-        let new = if probation { (t + 1).min(self.window_max) } else { t.saturating_sub(1).max(self.window_min) };
+        let new = if probation { (t + 1).min(self.nr_pages) } else { t.saturating_sub(1).max(self.window_min) };
         self.window_target.store(new, Ordering::Relaxed);
     }
 }

@@ -50,6 +50,9 @@ pub const FGP_NOWAIT: u32 = 1 << 4;
 /// The largest file: page indices stay below 2^40.
 pub const MAX_FILE_PAGES_SHIFT: u32 = 40;
 
+/// Listed inodes the inode shrinker looks at per pass.
+pub const PRUNE_ICACHE_BATCH: usize = 128;
+
 /// A cached file: its address_space (page tree) and inode fields.
 pub struct Inode {
     pub id: u32,
@@ -79,6 +82,9 @@ pub struct Inode {
     pub unlinked: AtomicBool,
     /// Open handles.
     pub handles: AtomicU64,
+    /// On the icache's list of unused inodes (`Inodes::unused`; the
+    /// kernel's I_LRU-ish state), so it is listed once.
+    pub on_unused: AtomicBool,
 }
 
 impl Inode {
@@ -225,7 +231,114 @@ impl Cache {
                 };
                 self.__delete_from_page_cache(inode, *pfn, shadow);
                 removed.push(*pfn);
+                if inode.nrpages.load(Ordering::Relaxed) == 0 {
+                    // The last page of a file maybe no one has open: the
+                    // inode shrinker (prune_icache, run after reclaim
+                    // drops its locks) frees it if it is unused.
+                    drop(_g);
+                    self.inode_add_lru(inode);
+                }
             }
+        }
+    }
+
+    /// No handle, no page, nothing dirty: an unused inode (the kernel's
+    /// `inode->i_count == 0` with an empty mapping).
+    fn inode_unused(inode: &Inode) -> bool {
+        inode.handles.load(Ordering::Acquire) == 0
+            && inode.nrpages.load(Ordering::Acquire) == 0
+            && inode.nr_dirty.load(Ordering::Acquire) == 0
+    }
+
+    /// Whether the inode's tree holds anything (pages or shadow entries).
+    fn mapping_has_entries(inode: &Inode) -> bool {
+        let mut any = false;
+        inode.tree.for_each(0, u64::MAX, None, &mut |_, e| {
+            any = e != 0;
+            !any
+        });
+        any
+    }
+
+    /// inode_add_lru: list an inode that may be unused, for `prune_icache`.
+    pub fn inode_add_lru(&self, inode: &Arc<Inode>) {
+        if Self::inode_unused(inode) && !inode.on_unused.swap(true, Ordering::AcqRel) {
+            self.inodes.lock().unused.push_back(Arc::downgrade(inode));
+        }
+    }
+
+    /// iput: a handle went. An inode left with no handle and no entry at
+    /// all is freed at once, as evict_inode does; one still holding pages
+    /// stays cached (reclaim's last eviction lists it); one holding only
+    /// shadow entries is listed for `prune_icache`, which keeps it while
+    /// the list is short, so a file reopened soon still sees its refaults.
+    pub fn iput(&self, inode: &Arc<Inode>) {
+        if !Self::inode_unused(inode) {
+            return;
+        }
+        if Self::mapping_has_entries(inode) {
+            self.inode_add_lru(inode);
+            self.prune_icache(PRUNE_ICACHE_BATCH);
+        } else {
+            self.free_unused_inode(inode);
+        }
+    }
+
+    /// Free an unused inode: out of the icache (so no open finds it), its
+    /// shadow entries dropped, its id and device released. False, changing
+    /// nothing, when it is in use again or its rwsem is busy.
+    fn free_unused_inode(&self, inode: &Arc<Inode>) -> bool {
+        // Trylock: the caller may hold another inode's rwsem (reclaim from
+        // a writer's allocation).
+        let Some(_w) = inode.rwsem.try_lock() else { return false };
+        {
+            let mut inodes = self.inodes.lock();
+            // Handles are taken under this lock (iget), so the check holds
+            // once the name is gone.
+            if !Self::inode_unused(inode) {
+                return false;
+            }
+            if inodes.by_name.get(&inode.name).is_some_and(|i| Arc::ptr_eq(i, inode)) {
+                inodes.by_name.remove(&inode.name);
+            }
+        }
+        self.truncate_inode_pages_final(inode);
+        let mut inodes = self.inodes.lock();
+        let mut by_id = self.by_id.write();
+        if by_id.get(inode.id as usize).is_some_and(|i| i.as_ref().is_some_and(|i| Arc::ptr_eq(i, inode))) {
+            by_id[inode.id as usize] = None;
+            inodes.free_ids.push(inode.id);
+        }
+        true
+    }
+
+    /// The inode shrinker (prune_icache_sb, run where the kernel runs
+    /// shrink_slab): look at up to `nr_to_scan` listed inodes, oldest
+    /// first. Those in use again leave the list; unused ones with no entry
+    /// are freed; unused ones holding only shadows stay (rotated) unless
+    /// the list is longer than one per 8 frames, the shadow-node limit
+    /// (`count_shadow_nodes`), in which case the oldest are freed with
+    /// their shadows.
+    pub fn prune_icache(&self, nr_to_scan: usize) {
+        let limit = (self.arena.nr_pages / 8).max(64) as usize;
+        for _ in 0..nr_to_scan {
+            let (weak, over) = {
+                let mut inodes = self.inodes.lock();
+                let over = inodes.unused.len() > limit;
+                match inodes.unused.pop_front() {
+                    Some(w) => (w, over),
+                    None => return,
+                }
+            };
+            let Some(inode) = weak.upgrade() else { continue };
+            inode.on_unused.store(false, Ordering::Release);
+            if !Self::inode_unused(&inode) {
+                continue;
+            }
+            if (over || !Self::mapping_has_entries(&inode)) && self.free_unused_inode(&inode) {
+                continue;
+            }
+            self.inode_add_lru(&inode);
         }
     }
 
@@ -239,9 +352,14 @@ impl Cache {
     }
 
     /// Find or create the inode for `name` on `dev`.
+    ///
+    /// The caller gets the inode with one handle counted, taken under the
+    /// icache lock, so an unused inode is never freed (`prune_icache`)
+    /// between the lookup and its new handle.
     pub fn iget(&self, name: &str, make_dev: impl FnOnce() -> Result<Arc<dyn BackingDev>>) -> Result<Arc<Inode>> {
         let mut inodes = self.inodes.lock();
         if let Some(i) = inodes.by_name.get(name) {
+            i.handles.fetch_add(1, Ordering::AcqRel);
             return Ok(i.clone());
         }
         let dev = make_dev()?;
@@ -273,7 +391,8 @@ impl Cache {
             nr_dirty: AtomicU64::new(0),
             dirtied_when: AtomicU64::new(0),
             unlinked: AtomicBool::new(false),
-            handles: AtomicU64::new(0),
+            handles: AtomicU64::new(1),
+            on_unused: AtomicBool::new(false),
         });
         inodes.by_name.insert(name.to_string(), inode.clone());
         let mut by_id = self.by_id.write();
@@ -287,6 +406,7 @@ impl Cache {
     /// evict_inode: an unlinked inode's last handle is gone; drop its
     /// pages and forget it.
     pub fn evict_inode(&self, inode: &Inode) {
+        inode.on_unused.store(true, Ordering::Release); // never listed again
         {
             let _g = inode.rwsem.lock();
             self.truncate_inode_pages_final(inode);

@@ -167,6 +167,13 @@ impl PageCache {
         Ok(PageCache { owner: Arc::new(Owner { cache }) })
     }
 
+    /// The bounded cache of host descriptors this cache's files use
+    /// (`Tunables::max_open_fds`); devices made outside the cache (the
+    /// mount's) take their descriptors from it too.
+    pub fn fd_cache(&self) -> &Arc<backing::FdCache> {
+        &self.cache().fds
+    }
+
     /// Dirty and writeback counts of each backing device.
     pub fn bdi_stats(&self) -> Vec<BdiStat> {
         self.cache().bdi_stats()
@@ -199,15 +206,16 @@ impl PageCache {
         let name = path.to_string_lossy().into_owned();
         let ps = self.page_size();
         let inode = self.cache().iget(&name, || {
-            let dev =
-                FileDev::open(path, opts.create, opts.truncate, opts.direct, ps).map_err(|e| Error::io(&name, e))?;
+            let dev = FileDev::open_in(&self.cache().fds, path, opts.create, opts.truncate, opts.direct, ps)
+                .map_err(|e| Error::io(&name, e))?;
             Ok(Arc::new(dev) as Arc<dyn BackingDev>)
         })?;
-        if opts.truncate && inode.size.load(Ordering::Acquire) != 0 {
-            let _g = inode.rwsem.lock();
-            self.cache().truncate_inode(&inode, 0)?;
+        let file = self.new_file(inode);
+        if opts.truncate && file.inode.size.load(Ordering::Acquire) != 0 {
+            let _g = file.inode.rwsem.lock();
+            self.cache().truncate_inode(&file.inode, 0)?;
         }
-        Ok(self.new_file(inode))
+        Ok(file)
     }
 
     /// Open (creating if new) a memory-only file: the tmpfs case.
@@ -227,8 +235,8 @@ impl PageCache {
         Ok(self.new_file(inode))
     }
 
+    /// A handle on `inode`, whose handle count already includes it (iget).
     fn new_file(&self, inode: Arc<Inode>) -> File {
-        inode.handles.fetch_add(1, Ordering::AcqRel);
         File {
             cache: self.cache().clone(),
             owner: self.owner.clone(),
@@ -411,6 +419,9 @@ impl PageCache {
         for inode in inodes {
             cache.invalidate_mapping_pages(&inode, 0, u64::MAX);
         }
+        // Inodes emptied above and no longer open go too (drop_caches' 2).
+        let listed = cache.inodes.lock().unused.len();
+        cache.prune_icache(listed);
     }
 
     /// The pages of each LRU list from head (newest) to tail, for tests
@@ -666,6 +677,7 @@ impl File {
             return Err(Error::InvalidArgument(format!("{}: unlinked", self.inode.name)));
         }
         let pc = PageCache { owner: self.owner.clone() };
+        self.inode.handles.fetch_add(1, Ordering::AcqRel);
         Ok(pc.new_file(self.inode.clone()))
     }
 
@@ -680,8 +692,14 @@ impl File {
     }
 
     fn release(&self) {
-        if self.inode.handles.fetch_sub(1, Ordering::AcqRel) == 1 && self.inode.unlinked.load(Ordering::Acquire) {
-            self.cache.evict_inode(&self.inode);
+        if self.inode.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            if self.inode.unlinked.load(Ordering::Acquire) {
+                self.cache.evict_inode(&self.inode);
+            } else {
+                // An inode left with nothing cached is freed (filemap.rs
+                // `iput`), so memory does not grow with files ever opened.
+                self.cache.iput(&self.inode);
+            }
         }
     }
 }

@@ -70,6 +70,10 @@ pub struct Inodes {
     pub by_name: HashMap<String, Arc<Inode>>,
     pub free_ids: Vec<u32>,
     pub next_id: u32,
+    /// Inodes that may be unused (no handle, no page), oldest first, for
+    /// the inode shrinker (filemap.rs `prune_icache`; the kernel's
+    /// `sb->s_inode_lru`). Entries may be stale, re-checked when popped.
+    pub unused: std::collections::VecDeque<Weak<Inode>>,
 }
 
 pub struct Cache {
@@ -119,6 +123,8 @@ pub struct Cache {
     pending_free: Mutex<Vec<Pfn>>,
     nr_pending_free: AtomicU64,
     pending_batch: usize,
+    /// Open host descriptors of file-backed devices, bounded (fdcache.rs).
+    pub fds: Arc<crate::backing::FdCache>,
 }
 
 /// How many fruitless direct-reclaim rounds an allocation makes before it
@@ -168,6 +174,7 @@ impl Cache {
             // A flush costs a membarrier and a scan of every hazard slot;
             // up to 1/64 of memory (at most 512 frames) waits for one.
             pending_batch: (config.nr_pages() / 64).clamp(1, 512) as usize,
+            fds: crate::backing::FdCache::new(config.tunables.max_open_fds),
         }))
     }
 
@@ -313,6 +320,11 @@ impl Cache {
                 Item::nr_dirty_background_threshold => self.dirty_thresholds().0,
                 Item::nr_workingset_shadows => self.nr_shadows.load(Ordering::Relaxed).max(0) as u64,
                 Item::workingset_nodes => self.nr_shadow_nodes.load(Ordering::Relaxed).max(0) as u64,
+                Item::nr_open_fds => self.fds.nr_open(),
+                Item::nr_inodes => {
+                    let i = self.inodes.lock();
+                    (i.next_id as usize - i.free_ids.len()) as u64
+                }
                 Item::kswapd_efficiency => {
                     let scanned = self.vm.sum(Item::pgscan_kswapd);
                     self.vm.sum(Item::pgsteal_kswapd) * 100 / scanned.max(1)

@@ -195,6 +195,11 @@ pub struct Tunables {
     /// Whether background kswapd runs. With it off, allocations below the
     /// low watermark reclaim directly (useful for deterministic tests).
     pub kswapd: bool,
+    /// Most host file descriptors the cache keeps open (its `FdCache`,
+    /// backing/fdcache.rs); files beyond it are reopened on demand. 0: half
+    /// the soft RLIMIT_NOFILE when the cache is built, at most 4096.
+    #[serde(default)]
+    pub max_open_fds: usize,
 }
 
 impl Default for Tunables {
@@ -216,6 +221,7 @@ impl Default for Tunables {
             workingset_version: WorkingsetVersion::Linux315,
             admission: Admission::Kernel,
             kswapd: true,
+            max_open_fds: 0,
         }
     }
 }

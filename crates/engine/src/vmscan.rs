@@ -175,6 +175,8 @@ impl Cache {
         // lists are balanced inside the loop above.
         // shrink_slab's part here: the shadow-node shrinker.
         self.shrink_shadow_nodes(SHADOW_SCAN_BATCH);
+        // ... and the inode shrinker.
+        self.prune_icache(crate::filemap::PRUNE_ICACHE_BATCH);
     }
 
     /// isolate_lru_pages: take up to `nr` pages from the tail of `lru`,

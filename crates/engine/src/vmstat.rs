@@ -47,6 +47,14 @@ items! {
     /// pgsteal_kswapd * 100 / pgscan_kswapd, in percent, since the cache
     /// started (seed 004's "kswapd efficiency"; pcache's own line).
     kswapd_efficiency,
+    /// Host file descriptors open for cached files (pcache's own;
+    /// backing/fdcache.rs), at most `Tunables::max_open_fds` but for
+    /// transfers in flight.
+    nr_open_fds,
+    /// Inodes (address spaces) the cache holds, open or not
+    /// (/proc/sys/fs/inode-nr's first field); unused ones with nothing
+    /// cached are freed.
+    nr_inodes,
     /// Workingset shadow entries held in page trees (pcache's own; the
     /// kernel counts the nodes holding them, workingset_nodes).
     nr_workingset_shadows,

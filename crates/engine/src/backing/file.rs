@@ -12,14 +12,15 @@ use std::io;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::io::{AsRawFd, RawFd};
+use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Once;
+use std::sync::{Arc, Once};
 
 use parking_lot::{Mutex, RwLock};
 
+use super::fdcache::{CachedFd, FdCache};
 use super::BackingDev;
 
 /// Most iovecs passed to one `preadv`/`pwritev` call (Linux's `IOV_MAX`).
@@ -49,22 +50,50 @@ fn file_offset(base: u64, add: usize) -> io::Result<libc::off_t> {
         .ok_or_else(|| invalid_input("file offset out of range"))
 }
 
+/// How a [`FileDev`] reopens its file when its descriptor was closed
+/// (the descriptor cache bounds how many stay open): given the open flags
+/// to add (`O_DIRECT` or 0), a new descriptor of the same file, for reading
+/// and writing. The device checks that it is the same inode.
+pub type Opener = Box<dyn Fn(libc::c_int) -> io::Result<File> + Send + Sync>;
+
+/// Where a device's file is reopened from.
+enum Reopen {
+    /// Its path (`FileDev::path`, kept current by `rename`).
+    Path,
+    /// The caller's way (the mount reaches a backing inode by its node).
+    With(Opener),
+}
+
 /// A backing device on a host file.
 ///
 /// Transfers are whole pages at page-aligned offsets. With O_DIRECT the
 /// last page of a file is written whole and the file is then cut back to
 /// its logical size; in buffered mode only the bytes below the logical size
 /// are written.
-#[derive(Debug)]
+///
+/// The device holds no descriptor of its own: each call takes one from the
+/// page cache's [`FdCache`] (bounded, LRU), which reopens the file on a
+/// miss. A reopened file must be the inode first opened (`st_dev`,
+/// `st_ino`), else the call fails with ESTALE rather than touch another
+/// file. A removed file (unlinked while cached) pins its descriptor, since
+/// it can no longer be reopened by name.
 pub struct FileDev {
-    file: File,
+    fds: Arc<FdCache>,
+    /// This device's key in `fds`.
+    fd_id: u64,
+    reopen: Reopen,
+    /// `(st_dev, st_ino)` of the file, checked at every reopen.
+    ident: (u64, u64),
+    /// A descriptor held for the device's life (after `remove`).
+    pinned: Mutex<Option<Arc<CachedFd>>>,
+    bdi: String,
     /// Where the file is now: `rename` moves it, and `remove` must unlink
     /// the current name, not the one it was opened under.
     path: Mutex<PathBuf>,
     name: String,
     page_size: usize,
-    /// The file descriptor currently has O_DIRECT set. Only ever goes from
-    /// true to false.
+    /// Descriptors are opened with O_DIRECT. Only ever goes from true to
+    /// false.
     direct: AtomicBool,
     /// O_DIRECT was asked for but is not available: drop the host's copy of
     /// the data after every transfer.
@@ -76,8 +105,44 @@ pub struct FileDev {
     size_lock: RwLock<()>,
 }
 
+impl std::fmt::Debug for FileDev {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileDev").field("name", &self.name).field("ident", &self.ident).finish_non_exhaustive()
+    }
+}
+
+/// `(st_dev, st_ino)` of an open file.
+fn identity(file: &File) -> io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = file.metadata()?;
+    Ok((m.dev(), m.ino()))
+}
+
+/// Open with O_DIRECT if `direct`, falling back to buffered I/O where the
+/// filesystem refuses it (EINVAL). Returns the file and whether it is
+/// direct.
+fn open_maybe_direct(
+    direct: bool,
+    name: &str,
+    open: impl Fn(libc::c_int) -> io::Result<File>,
+) -> io::Result<(File, bool)> {
+    if !direct {
+        return Ok((open(0)?, false));
+    }
+    match open(libc::O_DIRECT) {
+        Ok(file) => Ok((file, true)),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            let file = open(0)?;
+            fallback_notice(name);
+            Ok((file, false))
+        }
+        Err(e) => Err(e),
+    }
+}
+
 impl FileDev {
-    /// Open (or create) the host file at `path`.
+    /// Open (or create) the host file at `path`, its descriptor in the
+    /// process-wide [`FdCache::global`].
     ///
     /// With `direct`, the file is opened with O_DIRECT; if the filesystem
     /// refuses that (EINVAL), it is opened for buffered I/O instead and the
@@ -85,44 +150,110 @@ impl FileDev {
     /// `page_size` must be a power of two; with O_DIRECT every transfer
     /// must be a whole number of pages at a page-aligned offset.
     pub fn open(path: &Path, create: bool, truncate: bool, direct: bool, page_size: usize) -> io::Result<FileDev> {
+        FileDev::open_in(FdCache::global(), path, create, truncate, direct, page_size)
+    }
+
+    /// As [`FileDev::open`], with descriptors from `fds` (a page cache's).
+    pub fn open_in(
+        fds: &Arc<FdCache>,
+        path: &Path,
+        create: bool,
+        truncate: bool,
+        direct: bool,
+        page_size: usize,
+    ) -> io::Result<FileDev> {
         if !page_size.is_power_of_two() {
             return Err(invalid_input("page size must be a power of two"));
         }
         let mut opts = OpenOptions::new();
         opts.read(true).write(true).create(create).truncate(truncate);
         let name = path.to_string_lossy().into_owned();
+        let (file, is_direct) = open_maybe_direct(direct, &name, |flags| {
+            let mut o = opts.clone();
+            o.custom_flags(flags);
+            o.open(path)
+        })?;
+        FileDev::new(fds, file, Reopen::Path, name, path.to_path_buf(), direct, is_direct, page_size)
+    }
 
-        let mut is_direct = false;
-        let mut dontneed = false;
-        let file = if direct {
-            let mut direct_opts = opts.clone();
-            direct_opts.custom_flags(libc::O_DIRECT);
-            match direct_opts.open(path) {
-                Ok(file) => {
-                    is_direct = true;
-                    file
-                }
-                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-                    let file = opts.open(path)?;
-                    fallback_notice(&name);
-                    dontneed = true;
-                    file
-                }
-                Err(e) => return Err(e),
-            }
-        } else {
-            opts.open(path)?
-        };
+    /// A device on the file `opener` opens, named `name` (for messages), its
+    /// descriptors from `fds`. `opener` is called now and again whenever the
+    /// descriptor cache has closed the device's descriptor.
+    pub fn open_with(
+        fds: &Arc<FdCache>,
+        name: String,
+        direct: bool,
+        page_size: usize,
+        opener: Opener,
+    ) -> io::Result<FileDev> {
+        if !page_size.is_power_of_two() {
+            return Err(invalid_input("page size must be a power of two"));
+        }
+        let (file, is_direct) = open_maybe_direct(direct, &name, &opener)?;
+        let path = PathBuf::from(&name);
+        FileDev::new(fds, file, Reopen::With(opener), name, path, direct, is_direct, page_size)
+    }
 
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        fds: &Arc<FdCache>,
+        file: File,
+        reopen: Reopen,
+        name: String,
+        path: PathBuf,
+        asked_direct: bool,
+        is_direct: bool,
+        page_size: usize,
+    ) -> io::Result<FileDev> {
+        let ident = identity(&file)?;
+        let bdi = format!("dev:{}:{}", libc::major(ident.0), libc::minor(ident.0));
+        let fd_id = fds.new_id();
+        fds.insert(fd_id, file);
         Ok(FileDev {
-            file,
-            path: Mutex::new(path.to_path_buf()),
+            fds: fds.clone(),
+            fd_id,
+            reopen,
+            ident,
+            pinned: Mutex::new(None),
+            bdi,
+            path: Mutex::new(path),
             name,
             page_size,
             direct: AtomicBool::new(is_direct),
-            dontneed: AtomicBool::new(dontneed),
+            dontneed: AtomicBool::new(asked_direct && !is_direct),
             size_lock: RwLock::new(()),
         })
+    }
+
+    /// The device's descriptor: pinned, cached, or reopened (and checked to
+    /// be the same inode). It stays open while the caller holds it.
+    fn file(&self) -> io::Result<Arc<CachedFd>> {
+        if let Some(fd) = self.pinned.lock().as_ref() {
+            return Ok(fd.clone());
+        }
+        self.fds.get(self.fd_id, || {
+            let flags = if self.is_direct() { libc::O_DIRECT } else { 0 };
+            let file = match &self.reopen {
+                Reopen::Path => {
+                    let path = self.path.lock().clone();
+                    OpenOptions::new().read(true).write(true).custom_flags(flags).open(path)?
+                }
+                Reopen::With(opener) => opener(flags)?,
+            };
+            if identity(&file)? != self.ident {
+                // The name now leads to another file: never write there.
+                return Err(io::Error::from_raw_os_error(libc::ESTALE));
+            }
+            Ok(file)
+        })
+    }
+
+    /// Hold the descriptor for the rest of the device's life: the file is
+    /// about to lose its last name and could not be reopened.
+    pub fn pin(&self) -> io::Result<()> {
+        let fd = self.file()?;
+        *self.pinned.lock() = Some(fd);
+        Ok(())
     }
 
     /// The page size this device was opened with.
@@ -135,16 +266,12 @@ impl FileDev {
         self.path.lock().clone()
     }
 
-    fn fd(&self) -> RawFd {
-        self.file.as_raw_fd()
-    }
-
     /// Switch this device to buffered I/O for good: clear O_DIRECT on the
     /// descriptor and drop the host's cached copy after every transfer.
-    fn fall_back(&self) -> io::Result<()> {
-        let fd = self.fd();
-        // SAFETY: F_GETFL on a descriptor owned by `self.file`, which stays
-        // open for the lifetime of `self`; no memory is passed.
+    fn fall_back(&self, fd: &CachedFd) -> io::Result<()> {
+        let fd = fd.as_raw_fd();
+        // SAFETY: F_GETFL on a descriptor the caller holds open (an
+        // `Arc<CachedFd>`); no memory is passed.
         let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
         if flags < 0 {
             return Err(io::Error::last_os_error());
@@ -164,7 +291,7 @@ impl FileDev {
 
     /// After a buffered transfer standing in for O_DIRECT, ask the host to
     /// drop its copy of the range.
-    fn advise_dontneed(&self, pos: u64, len: usize) {
+    fn advise_dontneed(&self, fd: &CachedFd, pos: u64, len: usize) {
         if len == 0 || !self.dontneed.load(Ordering::Acquire) {
             return;
         }
@@ -172,7 +299,7 @@ impl FileDev {
             // SAFETY: an advisory call on our own open descriptor; no memory
             // is passed. Its result is deliberately ignored: the advice only
             // limits double caching and failing it loses nothing.
-            let _ = unsafe { libc::posix_fadvise(self.fd(), off, len, libc::POSIX_FADV_DONTNEED) };
+            let _ = unsafe { libc::posix_fadvise(fd.as_raw_fd(), off, len, libc::POSIX_FADV_DONTNEED) };
         }
     }
 
@@ -198,7 +325,7 @@ impl FileDev {
     /// resuming after short transfers and EINTR, and switching to buffered
     /// I/O if O_DIRECT turns out to be refused (EINVAL). Returns the bytes
     /// transferred, which for reads is fewer than asked only at end of file.
-    fn transfer(&self, pos: u64, segs: &Segs<'_>) -> io::Result<usize> {
+    fn transfer(&self, fd: &CachedFd, pos: u64, segs: &Segs<'_>) -> io::Result<usize> {
         let ps = self.page_size;
         let mut done = 0usize;
         // The first segment not yet fully transferred, and how much of it was.
@@ -225,8 +352,8 @@ impl FileDev {
                                                   // the array and the descriptor is open.
             let n = unsafe {
                 match segs.dir {
-                    Dir::Read => libc::preadv(self.fd(), iov.as_ptr(), count, off),
-                    Dir::Write => libc::pwritev(self.fd(), iov.as_ptr(), count, off),
+                    Dir::Read => libc::preadv(fd.as_raw_fd(), iov.as_ptr(), count, off),
+                    Dir::Write => libc::pwritev(fd.as_raw_fd(), iov.as_ptr(), count, off),
                 }
             };
             if n < 0 {
@@ -234,7 +361,7 @@ impl FileDev {
                 match err.raw_os_error() {
                     Some(libc::EINTR) => continue,
                     Some(libc::EINVAL) if direct => {
-                        self.fall_back()?;
+                        self.fall_back(fd)?;
                         continue;
                     }
                     _ => return Err(err),
@@ -288,7 +415,7 @@ impl FileDev {
     }
 
     /// Write all of `bufs` at `pos` (no length handling).
-    fn write_all_at(&self, pos: u64, bufs: &[&[u8]]) -> io::Result<()> {
+    fn write_all_at(&self, fd: &CachedFd, pos: u64, bufs: &[&[u8]]) -> io::Result<()> {
         let total: usize = bufs.iter().map(|b| b.len()).sum();
         if total == 0 {
             return Ok(());
@@ -302,18 +429,18 @@ impl FileDev {
                 at += b.len();
             }
             let one: [&[u8]; 1] = [&bounce[..]];
-            self.transfer(pos, &Segs::for_write(&one))?;
+            self.transfer(fd, pos, &Segs::for_write(&one))?;
         } else {
-            self.transfer(pos, &Segs::for_write(bufs))?;
+            self.transfer(fd, pos, &Segs::for_write(bufs))?;
         }
-        self.advise_dontneed(pos, total);
+        self.advise_dontneed(fd, pos, total);
         Ok(())
     }
 
     /// Cut the file back to `limit` if a whole-page write made it longer.
-    fn trim_to(&self, limit: u64) -> io::Result<()> {
-        if self.len()? > limit {
-            self.file.set_len(limit)?;
+    fn trim_to(&self, fd: &CachedFd, limit: u64) -> io::Result<()> {
+        if fd.file().metadata()?.len() > limit {
+            fd.file().set_len(limit)?;
         }
         Ok(())
     }
@@ -359,11 +486,7 @@ impl BackingDev for FileDev {
     }
 
     fn bdi_name(&self) -> String {
-        use std::os::unix::fs::MetadataExt;
-        match self.file.metadata() {
-            Ok(m) => format!("dev:{}:{}", libc::major(m.dev()), libc::minor(m.dev())),
-            Err(_) => "dev:unknown".to_string(),
-        }
+        self.bdi.clone()
     }
 
     fn read_pages(&self, pos: u64, bufs: &mut [&mut [u8]]) -> io::Result<usize> {
@@ -371,6 +494,7 @@ impl BackingDev for FileDev {
         if total == 0 {
             return Ok(0);
         }
+        let fd = self.file()?;
         let direct = self.is_direct();
         if direct {
             self.check_direct_shape(pos, bufs.iter().map(|b| b.len()))?;
@@ -380,7 +504,7 @@ impl BackingDev for FileDev {
             let mut bounce = AlignedBuf::zeroed(total, self.page_size)?;
             let n = {
                 let mut one: [&mut [u8]; 1] = [&mut bounce[..]];
-                self.transfer(pos, &Segs::for_read(&mut one))?
+                self.transfer(&fd, pos, &Segs::for_read(&mut one))?
             };
             let mut src: &[u8] = &bounce[..n];
             for b in bufs.iter_mut() {
@@ -390,9 +514,9 @@ impl BackingDev for FileDev {
             }
             n
         } else {
-            self.transfer(pos, &Segs::for_read(bufs))?
+            self.transfer(&fd, pos, &Segs::for_read(bufs))?
         };
-        self.advise_dontneed(pos, n);
+        self.advise_dontneed(&fd, pos, n);
         Ok(n)
     }
 
@@ -401,6 +525,7 @@ impl BackingDev for FileDev {
         if total == 0 {
             return Ok(());
         }
+        let fd = self.file()?;
         let end = pos.checked_add(total as u64).ok_or_else(|| invalid_input("write past the largest file offset"))?;
         let direct = self.is_direct();
         if direct {
@@ -408,7 +533,7 @@ impl BackingDev for FileDev {
         }
         if end <= file_size {
             let _shared = self.size_lock.read();
-            return self.write_all_at(pos, bufs);
+            return self.write_all_at(&fd, pos, bufs);
         }
         if !direct {
             // Buffered: write only the bytes that are part of the file.
@@ -423,34 +548,35 @@ impl BackingDev for FileDev {
                 keep -= take as u64;
             }
             let _shared = self.size_lock.read();
-            return self.write_all_at(pos, &trimmed);
+            return self.write_all_at(&fd, pos, &trimmed);
         }
         // O_DIRECT writes the last page whole; cut the file back afterwards
         // to the longer of its logical size and its length before.
         let _exclusive = self.size_lock.write();
-        let before = self.len()?;
-        let res = self.write_all_at(pos, bufs);
+        let before = fd.file().metadata()?.len();
+        let res = self.write_all_at(&fd, pos, bufs);
         // Even a failed write may have extended the file: trim regardless,
         // but report the write's own error first.
-        let trim = self.trim_to(file_size.max(before));
+        let trim = self.trim_to(&fd, file_size.max(before));
         res.and(trim)
     }
 
     fn sync(&self, data_only: bool) -> io::Result<()> {
         if data_only {
-            self.file.sync_data()
+            self.file()?.file().sync_data()
         } else {
-            self.file.sync_all()
+            self.file()?.file().sync_all()
         }
     }
 
     fn len(&self) -> io::Result<u64> {
-        Ok(self.file.metadata()?.len())
+        Ok(self.file()?.file().metadata()?.len())
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
+        let fd = self.file()?;
         let _exclusive = self.size_lock.write();
-        self.file.set_len(len)
+        fd.file().set_len(len)
     }
 
     fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
@@ -462,11 +588,12 @@ impl BackingDev for FileDev {
         if off.checked_add(count).is_none() {
             return Err(invalid_input("hole end out of range"));
         }
+        let fd = self.file()?;
         loop {
-            // SAFETY: fallocate on our own open descriptor with in-range
+            // SAFETY: fallocate on a descriptor we hold open with in-range
             // offsets; no memory is passed.
             let r = unsafe {
-                libc::fallocate(self.fd(), libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, off, count)
+                libc::fallocate(fd.as_raw_fd(), libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, off, count)
             };
             if r == 0 {
                 return Ok(());
@@ -481,6 +608,10 @@ impl BackingDev for FileDev {
     }
 
     fn remove(&self) -> io::Result<()> {
+        // Unlinked, the file can only be reached through a descriptor
+        // already open: keep one (open handles keep working, as POSIX
+        // says). If it cannot be had, the file is unlinked all the same.
+        let _ = self.pin();
         std::fs::remove_file(&*self.path.lock())
     }
 
@@ -495,6 +626,14 @@ impl BackingDev for FileDev {
 
     fn is_direct(&self) -> bool {
         self.direct.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for FileDev {
+    fn drop(&mut self) {
+        // Close the cached descriptor now rather than when the cache next
+        // needs room.
+        self.fds.forget(self.fd_id);
     }
 }
 
@@ -623,7 +762,7 @@ mod tests {
 
     fn has_o_direct(dev: &FileDev) -> bool {
         // SAFETY: F_GETFL on the device's open descriptor.
-        let flags = unsafe { libc::fcntl(dev.fd(), libc::F_GETFL) };
+        let flags = unsafe { libc::fcntl(dev.file().unwrap().as_raw_fd(), libc::F_GETFL) };
         assert!(flags >= 0);
         flags & libc::O_DIRECT != 0
     }
@@ -812,7 +951,7 @@ mod tests {
         assert!(dev.is_direct());
         write(&dev, 0, &pages(2, 1), 2 * PS as u64).unwrap();
         // What an EINVAL from preadv/pwritev does.
-        dev.fall_back().unwrap();
+        dev.fall_back(&dev.file().unwrap()).unwrap();
         assert!(!dev.is_direct());
         assert!(!has_o_direct(&dev));
         assert!(dev.dontneed.load(Ordering::Relaxed));
@@ -826,7 +965,7 @@ mod tests {
         assert_eq!(n, 5);
         assert!(back[0][..5].iter().all(|&b| b == 9));
         // Idempotent.
-        dev.fall_back().unwrap();
+        dev.fall_back(&dev.file().unwrap()).unwrap();
         assert!(!dev.is_direct());
     }
 

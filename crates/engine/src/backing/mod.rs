@@ -7,11 +7,13 @@
 use std::io;
 
 mod fault;
+mod fdcache;
 mod file;
 mod memory;
 
 pub use fault::{Fault, FaultInjector, FaultOp};
-pub use file::FileDev;
+pub use fdcache::{default_max_open_fds, CachedFd, FdCache, MIN_OPEN_FDS};
+pub use file::{FileDev, Opener};
 pub use memory::MemoryDev;
 
 /// A store of bytes behind one cached file.

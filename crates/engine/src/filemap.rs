@@ -79,6 +79,11 @@ pub struct Inode {
     pub unlinked: AtomicBool,
     /// Open handles.
     pub handles: AtomicU64,
+    /// Writeback of this file is failing (the kernel's AS_EIO/AS_ENOSPC
+    /// mapping flags, with a retry clock): when the flusher may try it
+    /// again (ms since cache start; 0 = healthy), and the current backoff.
+    pub wb_retry_at: AtomicU64,
+    pub wb_backoff_ms: AtomicU64,
 }
 
 impl Inode {
@@ -274,6 +279,8 @@ impl Cache {
             dirtied_when: AtomicU64::new(0),
             unlinked: AtomicBool::new(false),
             handles: AtomicU64::new(0),
+            wb_retry_at: AtomicU64::new(0),
+            wb_backoff_ms: AtomicU64::new(0),
         });
         inodes.by_name.insert(name.to_string(), inode.clone());
         let mut by_id = self.by_id.write();
@@ -699,7 +706,24 @@ impl Cache {
 
     /// The buffered write path (generic_perform_write with
     /// write_begin/write_end). The caller holds `inode.rwsem`.
+    ///
+    /// Before any page is dirtied: a cache that is shut down refuses the
+    /// write; a file whose writeback is failing is written back first and
+    /// the write fails with that error if it still fails (so no writer
+    /// piles up data that cannot be written); and the space the pages will
+    /// need is reserved on the device (`BackingDev::reserve`), so ENOSPC
+    /// and EFBIG come back from this call, not from a later writeback.
     pub fn generic_perform_write(&self, inode: &Inode, buf: &[u8], pos: u64) -> Result<usize> {
+        if self.shutdown.load(Ordering::Acquire) {
+            return Err(Error::ShutDown);
+        }
+        if inode.wb_retry_at.load(Ordering::Acquire) != 0 {
+            self.write_and_wait_range(inode, 0, u64::MAX)?;
+        }
+        inode.dev.reserve(pos, buf.len() as u64).map_err(|e| match e.raw_os_error() {
+            Some(libc::EFBIG) => Error::FileTooBig { name: inode.name.clone(), offset: pos },
+            _ => Error::io(&inode.name, e),
+        })?;
         let shift = self.page_shift();
         let ps = self.page_size() as u64;
         let mut written = 0usize;
@@ -715,7 +739,11 @@ impl Cache {
                 Err(_) => break,
             }
             written += bytes;
-            self.balance_dirty_pages_ratelimited(inode);
+            if let Err(e) = self.balance_dirty_pages_ratelimited(inode) {
+                // Interrupted or shut down while throttled: what is written
+                // stays written; the call reports it, or the error.
+                return if written == 0 { Err(e) } else { Ok(written) };
+            }
         }
         Ok(written)
     }

@@ -394,7 +394,7 @@ impl FileDev {
             for (s, e) in resv.cut(limit.div_ceil(ps) * ps) {
                 // Best effort: space someone else took in between is simply
                 // no longer promised, and writeback reports ENOSPC.
-                if self.fallocate(0, s, e - s).is_ok() {
+                if self.fallocate(libc::FALLOC_FL_KEEP_SIZE, s, e - s).is_ok() {
                     resv.insert(s, e);
                 }
             }

@@ -37,6 +37,26 @@ pub enum Error {
     /// (EINVAL); the tunable keeps its value.
     #[error("tunable {name}: invalid value {value:?}: {reason}")]
     InvalidSysctl { name: String, value: String, reason: String },
+    /// A write or truncate would pass the largest file the backing file
+    /// system allows (its `s_maxbytes`; EFBIG), refused at the call.
+    #[error("{name}: offset {offset} passes the backing file system's largest file size")]
+    FileTooBig { name: String, offset: u64 },
+    /// A path component is longer than NAME_MAX (255 bytes) or the path
+    /// longer than PATH_MAX (ENAMETOOLONG).
+    #[error("name too long: {name:?}")]
+    NameTooLong { name: String },
+    /// The calling thread's [`crate::Interrupt`] was raised while it waited
+    /// (EINTR); nothing more was done.
+    #[error("interrupted")]
+    Interrupted,
+    /// The cache is shutting down or shut down (ESHUTDOWN): waiters are
+    /// woken with this error and later writes refused.
+    #[error("the page cache is shut down")]
+    ShutDown,
+    /// Dirty data that could not be written back when the cache was shut
+    /// down: each file, its dirty pages and the last writeback error.
+    #[error("dirty data of {} file(s) could not be written back: {}", files.len(), UnwrittenFile::list(files))]
+    Unwritten { files: Vec<UnwrittenFile> },
     /// An I/O error from the backing device (EIO and others). A writeback error
     /// is reported once per handle by the next fsync, as Linux's errseq does.
     #[error("I/O error on {name}: {source}")]
@@ -51,10 +71,10 @@ impl Error {
     /// Wrap an I/O error from the device called `name`, turning ENOSPC into
     /// [`Error::NoSpace`].
     pub fn io(name: &str, source: io::Error) -> Error {
-        if source.raw_os_error() == Some(libc::ENOSPC) {
-            Error::NoSpace { name: name.to_string() }
-        } else {
-            Error::Io { name: name.to_string(), source }
+        match source.raw_os_error() {
+            Some(libc::ENOSPC) => Error::NoSpace { name: name.to_string() },
+            Some(libc::ENAMETOOLONG) => Error::NameTooLong { name: name.to_string() },
+            _ => Error::Io { name: name.to_string(), source },
         }
     }
 
@@ -69,8 +89,43 @@ impl Error {
             Error::NoSpace { .. } => libc::ENOSPC,
             Error::UnknownSysctl { .. } => libc::ENOENT,
             Error::InvalidSysctl { .. } => libc::EINVAL,
+            Error::FileTooBig { .. } => libc::EFBIG,
+            Error::NameTooLong { .. } => libc::ENAMETOOLONG,
+            Error::Interrupted => libc::EINTR,
+            Error::ShutDown => libc::ESHUTDOWN,
+            Error::Unwritten { files } => files.first().map_or(libc::EIO, |f| f.errno),
             Error::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
         }
+    }
+}
+
+/// A file whose dirty data could not be written back (see
+/// [`Error::Unwritten`] and `PageCache::unwritten_files`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
+pub struct UnwrittenFile {
+    /// The file's name in the cache (its path, `memory:NAME`, or its
+    /// device's name).
+    pub name: String,
+    /// Dirty pages still held.
+    pub pages: u64,
+    /// The last writeback error's errno (0 if none was recorded: the data
+    /// was simply never written, as after an interrupted shutdown).
+    pub errno: i32,
+}
+
+impl UnwrittenFile {
+    fn list(files: &[UnwrittenFile]) -> String {
+        let mut s = String::new();
+        for (i, f) in files.iter().enumerate() {
+            if i > 0 {
+                s.push_str(", ");
+            }
+            let err =
+                if f.errno != 0 { io::Error::from_raw_os_error(f.errno).to_string() } else { "not written".into() };
+            s.push_str(&format!("{} ({} pages: {})", f.name, f.pages, err));
+        }
+        s
     }
 }
 

@@ -85,6 +85,11 @@ pub struct Inode {
     /// On the icache's list of unused inodes (`Inodes::unused`; the
     /// kernel's I_LRU-ish state), so it is listed once.
     pub on_unused: AtomicBool,
+    /// Writeback of this file is failing (the kernel's AS_EIO/AS_ENOSPC
+    /// mapping flags, with a retry clock): when the flusher may try it
+    /// again (ms since cache start; 0 = healthy), and the current backoff.
+    pub wb_retry_at: AtomicU64,
+    pub wb_backoff_ms: AtomicU64,
 }
 
 impl Inode {
@@ -393,6 +398,8 @@ impl Cache {
             unlinked: AtomicBool::new(false),
             handles: AtomicU64::new(1),
             on_unused: AtomicBool::new(false),
+            wb_retry_at: AtomicU64::new(0),
+            wb_backoff_ms: AtomicU64::new(0),
         });
         inodes.by_name.insert(name.to_string(), inode.clone());
         let mut by_id = self.by_id.write();
@@ -819,7 +826,24 @@ impl Cache {
 
     /// The buffered write path (generic_perform_write with
     /// write_begin/write_end). The caller holds `inode.rwsem`.
+    ///
+    /// Before any page is dirtied: a cache that is shut down refuses the
+    /// write; a file whose writeback is failing is written back first and
+    /// the write fails with that error if it still fails (so no writer
+    /// piles up data that cannot be written); and the space the pages will
+    /// need is reserved on the device (`BackingDev::reserve`), so ENOSPC
+    /// and EFBIG come back from this call, not from a later writeback.
     pub fn generic_perform_write(&self, inode: &Inode, buf: &[u8], pos: u64) -> Result<usize> {
+        if self.shutdown.load(Ordering::Acquire) {
+            return Err(Error::ShutDown);
+        }
+        if inode.wb_retry_at.load(Ordering::Acquire) != 0 {
+            self.write_and_wait_range(inode, 0, u64::MAX)?;
+        }
+        inode.dev.reserve(pos, buf.len() as u64).map_err(|e| match e.raw_os_error() {
+            Some(libc::EFBIG) => Error::FileTooBig { name: inode.name.clone(), offset: pos },
+            _ => Error::io(&inode.name, e),
+        })?;
         let shift = self.page_shift();
         let ps = self.page_size() as u64;
         let mut written = 0usize;
@@ -835,7 +859,11 @@ impl Cache {
                 Err(_) => break,
             }
             written += bytes;
-            self.balance_dirty_pages_ratelimited(inode);
+            if let Err(e) = self.balance_dirty_pages_ratelimited(inode) {
+                // Interrupted or shut down while throttled: what is written
+                // stays written; the call reports it, or the error.
+                return if written == 0 { Err(e) } else { Ok(written) };
+            }
         }
         Ok(written)
     }

@@ -33,6 +33,7 @@ mod page_writeback;
 mod pagetree;
 pub mod percpu;
 mod readahead;
+mod signal;
 mod swap;
 mod sync;
 mod sysctl;
@@ -43,7 +44,8 @@ pub mod vmstat;
 mod workingset;
 
 pub use backing::BackingDev;
-pub use error::{Error, Result};
+pub use error::{Error, Result, UnwrittenFile};
+pub use signal::Interrupt;
 pub use tunables::{
     AccessedInit, Admission, Advice, Config, LruBatching, PagevecDrain, ReclaimWriteback, RemarkRule, Tunables,
     WorkingsetVersion, MAX_PAGE_SIZE, MIN_PAGE_SIZE,
@@ -55,7 +57,6 @@ use std::marker::PhantomData;
 use std::ops::Deref;
 use std::path::Path;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use crate::backing::{FileDev, MemoryDev};
 use crate::filemap::{Inode, Pin};
@@ -133,14 +134,9 @@ struct Owner {
 impl Drop for Owner {
     fn drop(&mut self) {
         // Best effort: dirty data reaches the devices before the cache goes.
-        let _ = self.cache.sync_all();
-        self.cache.shutdown.store(true, Ordering::Release);
-        self.cache.kswapd_wait.wake();
-        self.cache.wakeup_flusher_threads();
-        let threads: Vec<JoinHandle<()>> = self.cache.threads.lock().drain(..).collect();
-        for t in threads {
-            let _ = t.join();
-        }
+        // Whoever must know what could not be written calls
+        // `PageCache::shutdown` first.
+        let _ = self.cache.shutdown_all();
     }
 }
 
@@ -411,6 +407,25 @@ impl PageCache {
         self.cache().sync_all()
     }
 
+    /// Shut the cache down: write back every dirty page and wait, stop
+    /// kswapd and the flushers, and wake every thread waiting in the cache
+    /// (the dirty throttle, the allocator) with [`Error::ShutDown`]; later
+    /// writes fail with it too. Returns [`Error::Unwritten`], naming each
+    /// file with the pages it could not write and the error, when some
+    /// dirty data could not be written back: it was not written, and
+    /// nothing says otherwise. Dropping the last handle does the same but
+    /// can only ignore the result.
+    pub fn shutdown(&self) -> Result<()> {
+        self.cache().shutdown_all()
+    }
+
+    /// The files holding dirty pages now, with their last writeback error
+    /// (errno 0: none yet). After [`PageCache::sync_all`] these are the
+    /// files whose data could not be written.
+    pub fn unwritten_files(&self) -> Vec<UnwrittenFile> {
+        self.cache().unwritten_files()
+    }
+
     /// Drop every clean, unpinned page (echo 1 > /proc/sys/vm/drop_caches).
     pub fn drop_caches(&self) {
         let cache = self.cache();
@@ -499,10 +514,7 @@ impl File {
         // the inode's errseq and reported from there, once per handle.
         let _ = self.cache.write_and_wait_range(&self.inode, 0, u64::MAX);
         let dev = self.inode.dev.sync(data_only).map_err(|e| Error::io(&self.inode.name, e));
-        let errno = page_writeback::errseq_check_and_advance(&self.inode.wb_err, &self.wb_err_since);
-        if errno != 0 {
-            return Err(Error::io(&self.inode.name, std::io::Error::from_raw_os_error(errno)));
-        }
+        self.take_wb_err()?;
         dev
     }
 
@@ -681,14 +693,32 @@ impl File {
         Ok(pc.new_file(self.inode.clone()))
     }
 
+    /// Report a writeback error of this file that this handle has not
+    /// seen yet (filemap_check_wb_err), once: the next call returns Ok
+    /// unless another error happens. Writes nothing back.
+    pub fn check_wb_err(&self) -> Result<()> {
+        self.check_open()?;
+        self.take_wb_err()
+    }
+
+    fn take_wb_err(&self) -> Result<()> {
+        match page_writeback::errseq_check_and_advance(&self.inode.wb_err, &self.wb_err_since) {
+            0 => Ok(()),
+            errno => Err(Error::io(&self.inode.name, std::io::Error::from_raw_os_error(errno))),
+        }
+    }
+
     /// Close the handle: later calls fail with [`Error::Closed`]. Dirty
-    /// pages stay cached and are written back as usual.
+    /// pages stay cached and are written back as usual. A writeback error
+    /// this handle has not reported yet is returned (as close(2) returns
+    /// one on NFS and FUSE), once; the handle is closed all the same.
     pub fn close(&self) -> Result<()> {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Err(Error::Closed);
         }
+        let res = self.take_wb_err();
         self.release();
-        Ok(())
+        res
     }
 
     fn release(&self) {

@@ -110,6 +110,9 @@ pub struct Cache {
     /// and throttled writers waiting for progress.
     pub progress: Wakeup,
     pub shutdown: AtomicBool,
+    /// Ids of the files whose writeback is failing (page_writeback.rs's
+    /// mapping_set_error), for the dirty throttle to leave their pages out.
+    pub wb_failing: Mutex<Vec<u32>>,
     pub start: Instant,
     /// Hazard pins of the hit path (hazard.rs).
     pub hazards: HazardTable,
@@ -164,6 +167,7 @@ impl Cache {
             self_ref: self_ref.clone(),
             progress: Wakeup::default(),
             shutdown: AtomicBool::new(false),
+            wb_failing: Mutex::new(Vec::new()),
             start: Instant::now(),
             hazards: HazardTable::new(),
             admission: (config.tunables.admission == crate::tunables::Admission::AdaptiveTinyLfu)
@@ -230,12 +234,21 @@ impl Cache {
                 self.vm.inc(Item::pgalloc);
                 return Ok(pfn);
             }
-            let busy = self.nr_writeback.load(Ordering::Relaxed) > 0 || self.nr_dirty.load(Ordering::Relaxed) > 0;
+            // Dirty pages whose writeback keeps failing are no reason to
+            // wait: they will not become free.
+            let busy = self.nr_writeback.load(Ordering::Relaxed) > 0
+                || self.nr_dirty.load(Ordering::Relaxed).max(0) as u64 > self.nr_dirty_failing();
             if reclaimed == 0 && !busy {
                 fruitless += 1;
             }
             if fruitless >= ALLOC_NO_PROGRESS_MAX || started.elapsed() > ALLOC_WAIT_MAX {
                 return Err(Error::NoMemory { frames: self.arena.nr_pages as usize });
+            }
+            if self.shutdown.load(Ordering::Relaxed) {
+                return Err(Error::ShutDown);
+            }
+            if crate::signal::signal_pending() {
+                return Err(Error::Interrupted);
             }
             // Let writeback and kswapd make progress (congestion_wait).
             self.wakeup_flusher_threads();
@@ -292,6 +305,29 @@ impl Cache {
             self.progress.wake_if_waiting();
         }
         freed
+    }
+
+    /// Shut the cache down: write back every dirty page, then stop kswapd
+    /// and the flushers and wake every waiter (they return
+    /// `Error::ShutDown`). Returns `Error::Unwritten`, naming each file,
+    /// when dirty data could not be written; it stays in memory until the
+    /// cache is dropped, and nothing claims it was written. A second call
+    /// writes back again and reports what is still unwritten.
+    pub fn shutdown_all(&self) -> Result<()> {
+        let synced = self.sync_all();
+        let unwritten = self.unwritten_files();
+        self.shutdown.store(true, Ordering::Release);
+        self.kswapd_wait.wake();
+        self.wakeup_flusher_threads();
+        self.progress.wake();
+        let threads: Vec<JoinHandle<()>> = self.threads.lock().drain(..).collect();
+        for t in threads {
+            let _ = t.join();
+        }
+        if !unwritten.is_empty() {
+            return Err(Error::Unwritten { files: unwritten });
+        }
+        synced
     }
 
     /// Free frames, counting those in the hazard grace period.

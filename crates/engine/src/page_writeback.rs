@@ -30,6 +30,12 @@ use crate::vmstat::Item;
 
 /// Pages per device write.
 pub const WRITEBACK_BATCH: usize = 64;
+/// The flusher's backoff on a file whose writeback fails: it grows from
+/// the first to the second, doubling at each failure.
+const WB_BACKOFF_MIN_MS: u64 = 100;
+const WB_BACKOFF_MAX_MS: u64 = 30_000;
+/// The longest a writer waits in balance_dirty_pages.
+const BALANCE_DIRTY_MAX: Duration = Duration::from_secs(30);
 /// How many pages a writer dirties between dirty-limit checks
 /// (ratelimit_pages, per thread).
 const RATELIMIT_PAGES: u32 = 32;
@@ -187,6 +193,55 @@ impl Cache {
         self.progress.wake_if_waiting();
     }
 
+    /// mapping_set_error: the file's writeback failed. Its pages stay
+    /// dirty (nothing is dropped) and the flusher leaves it alone for a
+    /// backoff that doubles from `WB_BACKOFF_MIN` to `WB_BACKOFF_MAX`, so a
+    /// device that keeps failing costs one attempt per backoff, not a
+    /// spinning flusher; the dirty throttle stops counting its pages
+    /// (`nr_dirty_failing`), so writers of other files are not held
+    /// waiting for pages that cannot move; writers of this file retry its
+    /// writeback first and get the error (generic_perform_write).
+    fn mapping_set_error(&self, inode: &Inode) {
+        let backoff = (inode.wb_backoff_ms.load(Ordering::Relaxed) * 2).clamp(WB_BACKOFF_MIN_MS, WB_BACKOFF_MAX_MS);
+        inode.wb_backoff_ms.store(backoff, Ordering::Relaxed);
+        let was = inode.wb_retry_at.swap(self.now_ms() + backoff, Ordering::AcqRel);
+        if was == 0 {
+            self.vm.inc(Item::writeback_error_files);
+            let mut failing = self.wb_failing.lock();
+            if !failing.contains(&inode.id) {
+                failing.push(inode.id);
+            }
+        }
+    }
+
+    /// A write of the file succeeded: it is healthy again.
+    fn mapping_clear_error(&self, inode: &Inode) {
+        if inode.wb_retry_at.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        inode.wb_retry_at.store(0, Ordering::Release);
+        inode.wb_backoff_ms.store(0, Ordering::Relaxed);
+        self.wb_failing.lock().retain(|&id| id != inode.id);
+    }
+
+    /// Dirty pages of files whose writeback is failing.
+    pub fn nr_dirty_failing(&self) -> u64 {
+        let ids: Vec<u32> = self.wb_failing.lock().clone();
+        ids.into_iter().filter_map(|id| self.inode_by_id(id)).map(|i| i.nr_dirty.load(Ordering::Relaxed)).sum()
+    }
+
+    /// Files with dirty pages now, with their last writeback error.
+    pub fn unwritten_files(&self) -> Vec<crate::error::UnwrittenFile> {
+        self.dirty_inodes(None)
+            .into_iter()
+            .map(|i| crate::error::UnwrittenFile {
+                name: i.name.clone(),
+                pages: i.nr_dirty.load(Ordering::Relaxed),
+                errno: (i.wb_err.load(Ordering::Acquire) & ERRSEQ_ERRNO_MASK) as i32,
+            })
+            .collect()
+    }
+
     /// Write one run of pages under writeback, consecutive from `first`,
     /// ending their writeback and dropping one reference on each.
     pub fn write_pages_now(&self, inode: &Inode, first: u64, run: &[Pfn]) -> Result<()> {
@@ -198,7 +253,9 @@ impl Cache {
         let ok = res.is_ok();
         if let Err(e) = &res {
             errseq_set(&inode.wb_err, e.raw_os_error().unwrap_or(libc::EIO));
+            self.mapping_set_error(inode);
         } else {
+            self.mapping_clear_error(inode);
             self.vm.add(Item::pgpgout, (run.len() * self.page_size() / 1024) as u64);
             self.vm.add(Item::pgwriteback, run.len() as u64);
         }
@@ -328,7 +385,7 @@ impl Cache {
         (limit / (self.percpu.len() as u64 * 8)).clamp(1, RATELIMIT_PAGES as u64) as u32
     }
 
-    pub fn balance_dirty_pages_ratelimited(&self, inode: &Inode) {
+    pub fn balance_dirty_pages_ratelimited(&self, inode: &Inode) -> Result<()> {
         let ratelimit = self.ratelimit_pages();
         let due = DIRTIED.with(|d| {
             let n = d.get() + 1;
@@ -336,38 +393,52 @@ impl Cache {
             n >= ratelimit
         });
         if !due {
-            return;
+            return Ok(());
         }
-        self.balance_dirty_pages(inode);
+        self.balance_dirty_pages(inode)
     }
 
     /// balance_dirty_pages: throttle the writer while dirty + writeback
     /// pages exceed the dirty limit. Bounded: the wait gives up after a
     /// while so a dead device cannot hang writers forever.
-    pub fn balance_dirty_pages(&self, inode: &Inode) {
+    ///
+    /// Dirty pages of files whose writeback is failing are not counted:
+    /// waiting cannot make them go (their writers get the error instead,
+    /// see generic_perform_write). The wait ends when the count falls to
+    /// the setpoint, after `BALANCE_DIRTY_MAX`, at shutdown, or when the
+    /// thread is interrupted (signal.rs), which is returned as an error.
+    pub fn balance_dirty_pages(&self, inode: &Inode) -> Result<()> {
         let (bg, limit) = self.dirty_thresholds();
-        let nr =
+        let raw =
             |c: &Cache| (c.nr_dirty.load(Ordering::Relaxed) + c.nr_writeback.load(Ordering::Relaxed)).max(0) as u64;
-        if nr(self) <= bg {
-            return;
+        if raw(self) <= bg {
+            return Ok(());
         }
         // Over the background threshold: the flushers start (all of them:
         // the threshold is global).
         self.wakeup_flusher_threads();
-        if nr(self) <= limit {
-            return;
+        let nr = |c: &Cache| raw(c).saturating_sub(c.nr_dirty_failing());
+        if raw(self) <= limit || nr(self) <= limit {
+            return Ok(());
         }
         let started = Instant::now();
         self.vm.inc(Item::balance_dirty_pages_pauses);
         let setpoint = (bg + limit) / 2;
-        while nr(self) > setpoint && started.elapsed() < Duration::from_secs(30) {
+        let mut res = Ok(());
+        while nr(self) > setpoint && started.elapsed() < BALANCE_DIRTY_MAX {
             if self.shutdown.load(Ordering::Relaxed) {
+                res = Err(Error::ShutDown);
+                break;
+            }
+            if crate::signal::signal_pending() {
+                res = Err(Error::Interrupted);
                 break;
             }
             inode.bdi.wait.wake();
             self.progress.wait(Duration::from_millis(10));
         }
         self.vm.add(Item::balance_dirty_pages_pause_ns, started.elapsed().as_nanos() as u64);
+        res
     }
 
     /// Reclaim met a dirty page of `inode` at the inactive tail: have its
@@ -404,6 +475,11 @@ impl Cache {
             let now = self.now_ms();
             let mut wrote = 0;
             for inode in self.dirty_inodes(Some(bdi)) {
+                let retry_at = inode.wb_retry_at.load(Ordering::Acquire);
+                if retry_at != 0 && now < retry_at {
+                    // Failing: left alone until its backoff is over.
+                    continue;
+                }
                 let when = inode.dirtied_when.load(Ordering::Relaxed);
                 let over_bg = self.nr_dirty.load(Ordering::Relaxed).max(0) as u64 > bg;
                 let expired = when != 0 && now.saturating_sub(when) >= expire_ms;

@@ -152,12 +152,26 @@ impl Cache {
     /// truncate_setsize + the device's truncate.
     pub fn truncate_inode(&self, inode: &Inode, len: u64) -> Result<()> {
         let _inval = inode.invalidate_lock.write();
-        let old = inode.size.swap(len, Ordering::AcqRel);
+        let set_len = |len| {
+            inode.dev.set_len(len).map_err(|e| match e.raw_os_error() {
+                Some(libc::EFBIG) => crate::Error::FileTooBig { name: inode.name.clone(), offset: len },
+                _ => crate::Error::io(&inode.name, e),
+            })
+        };
+        let old = inode.size.load(Ordering::Acquire);
+        if len > old {
+            // Growing: the device first, so a size it refuses (EFBIG past
+            // the file system's largest file, ENOSPC) changes nothing.
+            set_len(len)?;
+            inode.size.store(len, Ordering::Release);
+            return Ok(());
+        }
+        inode.size.store(len, Ordering::Release);
         if len < old {
             let ps = self.page_size() as u64;
             self.truncate_inode_pages_range(inode, len, old.div_ceil(ps) * ps);
         }
-        inode.dev.set_len(len).map_err(|e| crate::Error::io(&inode.name, e))
+        set_len(len)
     }
 
     /// Hole punch: drop the cached range, then deallocate it on the device.

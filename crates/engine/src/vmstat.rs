@@ -107,6 +107,9 @@ items! {
     pgwriteback,
     flusher_wakeups,
     balance_dirty_pages_pause_ns,
+    /// Files whose writeback started failing (each entry into the
+    /// failing state; pcache's own, the kernel's AS_EIO/AS_ENOSPC).
+    writeback_error_files,
     balance_dirty_pages_pauses,
     congestion_waits,
     // Costs the seeds argue about.

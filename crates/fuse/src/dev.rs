@@ -68,6 +68,10 @@ impl BackingDev for InodeDev {
         self.inner.punch_hole(offset, len)
     }
 
+    fn reserve(&self, pos: u64, len: u64) -> io::Result<()> {
+        self.inner.reserve(pos, len)
+    }
+
     /// Names belong to the mount, which unlinks in the backing directory
     /// itself; the engine only drops the pages.
     fn remove(&self) -> io::Result<()> {

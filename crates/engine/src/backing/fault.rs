@@ -79,6 +79,69 @@ struct Rules {
     delay: [Option<Duration>; 3],
 }
 
+/// The free space of a small simulated file system, shared by the
+/// [`FaultInjector`]s built on it with [`FaultInjector::with_space_limit`].
+#[derive(Debug)]
+pub struct SpaceLimit {
+    page_size: u64,
+    capacity: u64,
+    used: Mutex<u64>,
+}
+
+impl SpaceLimit {
+    /// A file system of `capacity` bytes (rounded down to pages).
+    pub fn new(capacity: u64, page_size: usize) -> Arc<SpaceLimit> {
+        let page_size = page_size.max(1) as u64;
+        Arc::new(SpaceLimit { page_size, capacity: capacity / page_size, used: Mutex::new(0) })
+    }
+
+    /// Bytes allocated now.
+    pub fn used_bytes(&self) -> u64 {
+        *self.used.lock() * self.page_size
+    }
+
+    /// Bytes still free.
+    pub fn free_bytes(&self) -> u64 {
+        (self.capacity - *self.used.lock()) * self.page_size
+    }
+}
+
+/// One device's allocated pages on a [`SpaceLimit`].
+struct Space {
+    limit: Arc<SpaceLimit>,
+    pages: Mutex<std::collections::BTreeSet<u64>>,
+}
+
+impl Space {
+    /// Allocate every page of `[first, end)` not yet allocated, all or none.
+    fn allocate(&self, first: u64, end: u64) -> io::Result<()> {
+        let mut pages = self.pages.lock();
+        let missing: Vec<u64> = (first..end).filter(|p| !pages.contains(p)).collect();
+        let mut used = self.limit.used.lock();
+        if *used + missing.len() as u64 > self.limit.capacity {
+            return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+        }
+        *used += missing.len() as u64;
+        pages.extend(missing);
+        Ok(())
+    }
+
+    /// Free the allocated pages of `[first, end)`.
+    fn free(&self, first: u64, end: u64) {
+        let mut pages = self.pages.lock();
+        let gone: Vec<u64> = pages.range(first..end).copied().collect();
+        for p in &gone {
+            pages.remove(p);
+        }
+        *self.limit.used.lock() -= gone.len() as u64;
+    }
+
+    fn page_range(&self, pos: u64, len: u64) -> (u64, u64) {
+        let ps = self.limit.page_size;
+        (pos / ps, pos.saturating_add(len).div_ceil(ps))
+    }
+}
+
 /// A [`BackingDev`] that delegates to another and injects faults on demand.
 ///
 /// When several rules could apply to a call, a pending `fail_next` fault
@@ -89,6 +152,7 @@ pub struct FaultInjector {
     rules: Mutex<Rules>,
     calls: [AtomicU64; 3],
     faults: AtomicU64,
+    space: Option<Space>,
 }
 
 impl FaultInjector {
@@ -99,7 +163,19 @@ impl FaultInjector {
             rules: Mutex::new(Rules::default()),
             calls: Default::default(),
             faults: AtomicU64::new(0),
+            space: None,
         }
+    }
+
+    /// Wrap `inner` as a file on the small file system `limit`: writes and
+    /// reservations of pages not yet allocated take space from it and fail
+    /// with ENOSPC when it is full; the pages `inner` already holds (its
+    /// length) are counted as allocated from the start.
+    pub fn with_space_limit(inner: Arc<dyn BackingDev>, limit: Arc<SpaceLimit>) -> io::Result<FaultInjector> {
+        let space = Space { limit, pages: Mutex::new(Default::default()) };
+        let (first, end) = space.page_range(0, inner.len()?);
+        space.allocate(first, end)?;
+        Ok(FaultInjector { space: Some(space), ..FaultInjector::new(inner) })
     }
 
     /// The wrapped device.
@@ -220,7 +296,23 @@ impl BackingDev for FaultInjector {
     fn write_pages(&self, pos: u64, bufs: &[&[u8]], file_size: u64) -> io::Result<()> {
         let total = bufs.iter().map(|b| b.len()).sum();
         self.check(FaultOp::Write, span(pos, total))?;
+        if let Some(space) = &self.space {
+            // Only the pages that hold bytes of the file take space.
+            let end = (pos.saturating_add(total as u64)).min(file_size.max(self.inner.len()?));
+            if end > pos {
+                let (first, end) = space.page_range(pos, end - pos);
+                space.allocate(first, end)?;
+            }
+        }
         self.inner.write_pages(pos, bufs, file_size)
+    }
+
+    fn reserve(&self, pos: u64, len: u64) -> io::Result<()> {
+        if let Some(space) = &self.space {
+            let (first, end) = space.page_range(pos, len);
+            space.allocate(first, end)?;
+        }
+        self.inner.reserve(pos, len)
     }
 
     fn sync(&self, data_only: bool) -> io::Result<()> {
@@ -233,15 +325,32 @@ impl BackingDev for FaultInjector {
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
-        self.inner.set_len(len)
+        let before = if self.space.is_some() { self.inner.len()? } else { 0 };
+        self.inner.set_len(len)?;
+        if let (Some(space), true) = (&self.space, len < before) {
+            // Truncation frees every block past the new end (reservations
+            // past the old end among them); extension allocates nothing.
+            let ps = space.limit.page_size;
+            space.free(len.div_ceil(ps), u64::MAX);
+        }
+        Ok(())
     }
 
     fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
-        self.inner.punch_hole(offset, len)
+        self.inner.punch_hole(offset, len)?;
+        if let Some(space) = &self.space {
+            let ps = space.limit.page_size;
+            space.free(offset.div_ceil(ps), offset.saturating_add(len) / ps);
+        }
+        Ok(())
     }
 
     fn remove(&self) -> io::Result<()> {
-        self.inner.remove()
+        self.inner.remove()?;
+        if let Some(space) = &self.space {
+            space.free(0, u64::MAX);
+        }
+        Ok(())
     }
 
     fn is_direct(&self) -> bool {

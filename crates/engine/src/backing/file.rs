@@ -103,6 +103,72 @@ pub struct FileDev {
     /// (which grow the file and cut it back) and `set_len`, so that the
     /// cut-back never discards another writer's data.
     size_lock: RwLock<()>,
+    /// Space promised to written pages (see `reserve`).
+    resv: Mutex<Reservations>,
+}
+
+/// The ranges of the file known to have space allocated, because this
+/// device reserved them (fallocate with FALLOC_FL_KEEP_SIZE) or wrote
+/// them. Byte ranges, page aligned, merged, at most `RESV_RANGES_MAX`
+/// of them: forgetting one only costs a repeated (cheap) fallocate.
+#[derive(Debug, Default)]
+struct Reservations {
+    ranges: std::collections::BTreeMap<u64, u64>,
+    /// The host file system cannot fallocate (EOPNOTSUPP): nothing is
+    /// reserved, and ENOSPC can only come from writeback.
+    unsupported: bool,
+}
+
+/// Reservations kept per file; beyond this the lowest are forgotten.
+const RESV_RANGES_MAX: usize = 256;
+/// The most an appending writer reserves ahead of what it wrote, so a
+/// sequential writer pays one fallocate per MiB, not one per page.
+const RESV_AHEAD_MAX: u64 = 1 << 20;
+
+impl Reservations {
+    /// Whether `[start, end)` lies inside one known range.
+    fn covers(&self, start: u64, end: u64) -> bool {
+        self.ranges.range(..=start).next_back().is_some_and(|(_, &e)| e >= end)
+    }
+
+    /// The length of the known range ending exactly at `start`, if any:
+    /// the writer is appending to it.
+    fn run_ending_at(&self, start: u64) -> Option<u64> {
+        self.ranges.range(..=start).next_back().filter(|(_, &e)| e == start).map(|(&s, &e)| e - s)
+    }
+
+    fn insert(&mut self, mut start: u64, mut end: u64) {
+        // Merge every range that overlaps or touches [start, end).
+        let touching: Vec<(u64, u64)> =
+            self.ranges.range(..=end).rev().take_while(|(_, &e)| e >= start).map(|(&s, &e)| (s, e)).collect();
+        for (s, e) in touching {
+            self.ranges.remove(&s);
+            start = start.min(s);
+            end = end.max(e);
+        }
+        self.ranges.insert(start, end);
+        while self.ranges.len() > RESV_RANGES_MAX {
+            self.ranges.pop_first();
+        }
+    }
+
+    /// Forget everything at or past `from` (the file was cut there).
+    fn cut(&mut self, from: u64) -> Vec<(u64, u64)> {
+        let mut gone: Vec<(u64, u64)> = self.ranges.range(from..).map(|(&s, &e)| (s, e)).collect();
+        for &(s, _) in &gone {
+            self.ranges.remove(&s);
+        }
+        if let Some((&s, e)) = self.ranges.range_mut(..from).next_back() {
+            if *e > from {
+                gone.push((from, *e));
+                *e = from;
+                if s == from {
+                    self.ranges.remove(&s);
+                }
+            }
+        }
+        gone
+    }
 }
 
 impl std::fmt::Debug for FileDev {
@@ -222,6 +288,7 @@ impl FileDev {
             direct: AtomicBool::new(is_direct),
             dontneed: AtomicBool::new(asked_direct && !is_direct),
             size_lock: RwLock::new(()),
+            resv: Mutex::new(Reservations::default()),
         })
     }
 
@@ -438,11 +505,74 @@ impl FileDev {
     }
 
     /// Cut the file back to `limit` if a whole-page write made it longer.
+    /// Cutting frees every block past `limit`, reservations included, so
+    /// those are taken again at once: pages dirtied under them may still
+    /// be waiting for writeback. The caller holds `size_lock` exclusively.
     fn trim_to(&self, fd: &CachedFd, limit: u64) -> io::Result<()> {
         if fd.file().metadata()?.len() > limit {
             fd.file().set_len(limit)?;
+            let mut resv = self.resv.lock();
+            let ps = self.page_size as u64;
+            for (s, e) in resv.cut(limit.div_ceil(ps) * ps) {
+                // Best effort: space someone else took in between is simply
+                // no longer promised, and writeback reports ENOSPC.
+                if self.fallocate(libc::FALLOC_FL_KEEP_SIZE, s, e - s).is_ok() {
+                    resv.insert(s, e);
+                }
+            }
         }
         Ok(())
+    }
+
+    /// fallocate(2) on the device's descriptor, retried on EINTR.
+    fn fallocate(&self, mode: libc::c_int, offset: u64, len: u64) -> io::Result<()> {
+        let off = file_offset(offset, 0)?;
+        let count = libc::off_t::try_from(len).map_err(|_| invalid_input("range length out of range"))?;
+        if off.checked_add(count).is_none() {
+            return Err(io::Error::from_raw_os_error(libc::EFBIG));
+        }
+        let fd = self.file()?;
+        loop {
+            // SAFETY: fallocate on a descriptor we hold open, with in-range
+            // offsets; no memory is passed.
+            let r = unsafe { libc::fallocate(fd.as_raw_fd(), mode, off, count) };
+            if r == 0 {
+                return Ok(());
+            }
+            let err = io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::EINTR) {
+                return Err(err);
+            }
+        }
+    }
+
+    /// Forget the whole pages of `[offset, offset + len)`: their blocks
+    /// are being deallocated.
+    fn forget_reserved(&self, offset: u64, len: u64) {
+        let ps = self.page_size as u64;
+        let (lo, hi) = (offset.div_ceil(ps) * ps, offset.saturating_add(len) / ps * ps);
+        if lo >= hi {
+            return;
+        }
+        let mut resv = self.resv.lock();
+        let kept_above: Vec<(u64, u64)> = resv.cut(lo).into_iter().filter(|&(_, e)| e > hi).collect();
+        for (s, e) in kept_above {
+            resv.insert(s.max(hi), e);
+        }
+    }
+
+    /// Give back the space reserved past the end of the file and never
+    /// written (an appending writer's reservation ahead).
+    fn release_reserved_tail(&self) {
+        let Ok(len) = self.len() else { return };
+        let ps = self.page_size as u64;
+        let from = len.div_ceil(ps) * ps;
+        let tail = self.resv.lock().cut(from);
+        if tail.is_empty() {
+            return;
+        }
+        let end = tail.iter().map(|&(_, e)| e).max().unwrap_or(from);
+        let _ = self.fallocate(libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, from, end - from);
     }
 
     /// Write zeroes over `[offset, offset + len)`, not extending the file:
@@ -477,6 +607,15 @@ impl FileDev {
             }
         }
         Ok(())
+    }
+}
+
+impl Drop for FileDev {
+    fn drop(&mut self) {
+        self.release_reserved_tail();
+        // Close the cached descriptor now rather than when the cache next
+        // needs room.
+        self.fds.forget(self.fd_id);
     }
 }
 
@@ -533,7 +672,10 @@ impl BackingDev for FileDev {
         }
         if end <= file_size {
             let _shared = self.size_lock.read();
-            return self.write_all_at(&fd, pos, bufs);
+            self.write_all_at(&fd, pos, bufs)?;
+            // Written blocks are allocated: no need to reserve them again.
+            self.resv.lock().insert(pos, end);
+            return Ok(());
         }
         if !direct {
             // Buffered: write only the bytes that are part of the file.
@@ -576,13 +718,63 @@ impl BackingDev for FileDev {
     fn set_len(&self, len: u64) -> io::Result<()> {
         let fd = self.file()?;
         let _exclusive = self.size_lock.write();
-        fd.file().set_len(len)
+        fd.file().set_len(len)?;
+        let ps = self.page_size as u64;
+        // Truncation freed the blocks past the new end.
+        self.resv.lock().cut(len.div_ceil(ps) * ps);
+        Ok(())
+    }
+
+    /// Delayed allocation's promise: make sure the blocks under
+    /// `[pos, pos + len)` are allocated (fallocate with KEEP_SIZE, which
+    /// allocates holes and leaves allocated blocks alone), so that writeback
+    /// of pages dirtied there cannot meet ENOSPC. An appending writer
+    /// reserves ahead (as much again as its run so far, at most 1 MiB), so
+    /// it pays one system call per MiB. Ranges reserved or written before
+    /// are not asked for again.
+    fn reserve(&self, pos: u64, len: u64) -> io::Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let ps = self.page_size as u64;
+        let start = pos - pos % ps;
+        let end = pos
+            .checked_add(len)
+            .and_then(|e| e.checked_next_multiple_of(ps))
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EFBIG))?;
+        // Shared: a tail write's cut-back (exclusive) cannot free what is
+        // reserved here between the fallocate and its record.
+        let _shared = self.size_lock.read();
+        let mut resv = self.resv.lock();
+        if resv.unsupported || resv.covers(start, end) {
+            return Ok(());
+        }
+        let ahead = resv.run_ending_at(start).map_or(0, |run| run.clamp(ps, RESV_AHEAD_MAX));
+        let mut res = self.fallocate(libc::FALLOC_FL_KEEP_SIZE, start, end - start + ahead);
+        let mut got = end + ahead;
+        if ahead > 0 && res.as_ref().is_err_and(|e| e.raw_os_error() == Some(libc::ENOSPC)) {
+            // The run ahead does not fit; what was asked for may.
+            res = self.fallocate(libc::FALLOC_FL_KEEP_SIZE, start, end - start);
+            got = end;
+        }
+        match res {
+            Ok(()) => {
+                resv.insert(start, got);
+                Ok(())
+            }
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS)) => {
+                resv.unsupported = true;
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     }
 
     fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
         if len == 0 {
             return Ok(());
         }
+        self.forget_reserved(offset, len);
         let off = file_offset(offset, 0)?;
         let count = libc::off_t::try_from(len).map_err(|_| invalid_input("hole length out of range"))?;
         if off.checked_add(count).is_none() {
@@ -626,14 +818,6 @@ impl BackingDev for FileDev {
 
     fn is_direct(&self) -> bool {
         self.direct.load(Ordering::Acquire)
-    }
-}
-
-impl Drop for FileDev {
-    fn drop(&mut self) {
-        // Close the cached descriptor now rather than when the cache next
-        // needs room.
-        self.fds.forget(self.fd_id);
     }
 }
 

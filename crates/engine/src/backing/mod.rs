@@ -11,7 +11,7 @@ mod fdcache;
 mod file;
 mod memory;
 
-pub use fault::{Fault, FaultInjector, FaultOp};
+pub use fault::{Fault, FaultInjector, FaultOp, SpaceLimit};
 pub use fdcache::{default_max_open_fds, CachedFd, FdCache, MIN_OPEN_FDS};
 pub use file::{FileDev, Opener};
 pub use memory::MemoryDev;
@@ -54,6 +54,18 @@ pub trait BackingDev: Send + Sync + 'static {
 
     /// Deallocate `[offset, offset + len)`, which then reads as zeroes.
     fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()>;
+
+    /// Promise the space that writing back `[pos, pos + len)` will need,
+    /// as ext4's delayed allocation reserves blocks at write(2): the write
+    /// path calls it before it dirties pages there, and fails the write with
+    /// its error (ENOSPC, EFBIG past the file system's largest file)
+    /// instead of accepting data it cannot write later. Space already
+    /// allocated needs nothing. Devices that cannot run out of space (or
+    /// cannot tell) keep the default, which promises nothing.
+    fn reserve(&self, pos: u64, len: u64) -> io::Result<()> {
+        let _ = (pos, len);
+        Ok(())
+    }
 
     /// Remove the underlying object (unlink). Later calls may fail.
     fn remove(&self) -> io::Result<()> {

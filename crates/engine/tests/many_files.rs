@@ -43,6 +43,19 @@ fn in_child_with_nofile(test: &str, limit: u64, body: impl FnOnce()) {
     );
 }
 
+/// A directory for many files: on tmpfs (/dev/shm) where there is one, as
+/// creating 100,000 files on a disk file system costs the host far more
+/// than the cache (ext4's inode allocator took 1 ms a file here).
+fn many_files_dir() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(d) = tempfile::Builder::new().prefix("pcache-many-files").tempdir_in(shm) {
+            return d;
+        }
+    }
+    tempfile::tempdir().unwrap()
+}
+
 /// Descriptors this process has open now.
 fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0)
@@ -68,6 +81,7 @@ fn small_cache(max_open_fds: usize) -> PageCache {
 fn many_files(cache: &PageCache, dir: &Path, n: usize) {
     let bound = cache.fd_cache().max_open_fds();
     let mut peak = 0;
+    let started = std::time::Instant::now();
     let mut check = |i: usize| {
         let fds = open_fds();
         peak = peak.max(fds);
@@ -82,6 +96,7 @@ fn many_files(cache: &PageCache, dir: &Path, n: usize) {
             check(i);
         }
     }
+    let t_create = started.elapsed();
     // Stat-only: open without creating, read the size, close.
     let opts = OpenOptions { create: false, ..OpenOptions::default() };
     for i in 0..n {
@@ -98,7 +113,10 @@ fn many_files(cache: &PageCache, dir: &Path, n: usize) {
     for i in (0..n).step_by(997) {
         assert_eq!(std::fs::read_to_string(dir.join(format!("f{i}"))).unwrap(), format!("file {i}\n"));
     }
-    eprintln!("{n} files: peak {peak} descriptors open, bound {bound}");
+    eprintln!(
+        "{n} files: peak {peak} descriptors open, bound {bound}; created in {t_create:?}, all in {:?}",
+        started.elapsed()
+    );
 }
 
 // Goal: 100,000 files created, written and closed one after another, then
@@ -109,7 +127,7 @@ fn many_files(cache: &PageCache, dir: &Path, n: usize) {
 #[test]
 fn hundred_thousand_files_under_nofile_1024() {
     in_child_with_nofile("hundred_thousand_files_under_nofile_1024", 1024, || {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = many_files_dir();
         let cache = small_cache(0);
         assert_eq!(cache.fd_cache().max_open_fds(), 512, "default: half the soft limit");
         many_files(&cache, dir.path(), 100_000);
@@ -120,7 +138,7 @@ fn hundred_thousand_files_under_nofile_1024() {
 #[test]
 fn max_open_fds_tunable_is_the_bound() {
     in_child_with_nofile("max_open_fds_tunable_is_the_bound", 1024, || {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = many_files_dir();
         let cache = small_cache(16);
         assert_eq!(cache.fd_cache().max_open_fds(), 16);
         many_files(&cache, dir.path(), 5_000);
@@ -207,6 +225,82 @@ fn names_too_long() {
     assert_eq!(e.errno(), libc::ENAMETOOLONG);
     let e = cache.unlink(&long_name).err().expect("unlink of a too-long name refused");
     assert_eq!(e.errno(), libc::ENAMETOOLONG);
+    std::fs::write(dir.path().join("x"), b"x").unwrap();
     let e = cache.rename(dir.path().join("x"), &long_name).err().expect("rename to a too-long name refused");
     assert_eq!(e.errno(), libc::ENAMETOOLONG);
+}
+
+/// Live heap bytes of this test binary (a counting global allocator), for
+/// the per-inode memory figure: RSS does not fall when memory is freed.
+struct Counting;
+
+static LIVE_BYTES: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+// SAFETY: every call is passed through to the system allocator unchanged;
+// the counter has no effect on the memory handed out.
+unsafe impl std::alloc::GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: std::alloc::Layout) -> *mut u8 {
+        LIVE_BYTES.fetch_add(l.size() as i64, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: the caller's layout contract is passed on.
+        unsafe { std::alloc::System.alloc(l) }
+    }
+    unsafe fn alloc_zeroed(&self, l: std::alloc::Layout) -> *mut u8 {
+        LIVE_BYTES.fetch_add(l.size() as i64, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: as above.
+        unsafe { std::alloc::System.alloc_zeroed(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: std::alloc::Layout) {
+        LIVE_BYTES.fetch_sub(l.size() as i64, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: `p` came from this allocator with layout `l`.
+        unsafe { std::alloc::System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: std::alloc::Layout, new: usize) -> *mut u8 {
+        LIVE_BYTES.fetch_add(new as i64 - l.size() as i64, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: as above.
+        unsafe { std::alloc::System.realloc(p, l, new) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+fn live_bytes() -> i64 {
+    LIVE_BYTES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+// Figure for BENCHMARKS.md (prints; asserts only the inode counts): heap
+// bytes per inode kept after its file is closed, and after it is freed.
+// `cargo test -p pcache --release --test many_files idle_inode_memory -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn idle_inode_memory() {
+    let n = 20_000i64;
+    let dir = many_files_dir();
+    let cache = PageCache::new(Config { memory_bytes: 256 << 20, ..Config::default() }).unwrap();
+    // Warm the icache's tables and the fd cache.
+    for i in 0..n {
+        drop(cache.open(dir.path().join(format!("w{i}")), OpenOptions::default()).unwrap());
+    }
+    let base = live_bytes();
+    for i in 0..n {
+        let f = cache.open(dir.path().join(format!("f{i}")), OpenOptions::default()).unwrap();
+        f.write_at(b"x", 0).unwrap();
+    }
+    cache.sync_all().unwrap();
+    let cached = live_bytes();
+    assert_eq!(vm(&cache, Item::nr_inodes), n as u64);
+    cache.drop_caches();
+    let freed = live_bytes();
+    assert_eq!(vm(&cache, Item::nr_inodes), 0);
+    for i in 0..n {
+        drop(cache.open(dir.path().join(format!("e{i}")), OpenOptions::default()).unwrap());
+    }
+    let empty = live_bytes();
+    println!(
+        "{n} closed files with one cached page each: {} heap bytes per inode; after drop_caches (freed): {} B; \
+         {n} empty files opened and closed: {} B per file",
+        (cached - base) / n,
+        (freed - base) / n,
+        (empty - freed) / n,
+    );
 }

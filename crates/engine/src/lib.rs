@@ -231,6 +231,20 @@ impl PageCache {
         Ok(self.new_file(inode))
     }
 
+    /// Open the file keyed `name`, making its device with `make` only if
+    /// the file is not cached already (the mount opens a backing inode this
+    /// way, reopening nothing while its pages are cached).
+    pub fn open_dev_with(&self, name: &str, make: impl FnOnce() -> Result<Arc<dyn BackingDev>>) -> Result<File> {
+        let inode = self.cache().iget(name, make)?;
+        Ok(self.new_file(inode))
+    }
+
+    /// The size of the file keyed `name` if it is cached (open, or closed
+    /// with pages still cached): the truth while dirty pages may extend it.
+    pub fn cached_len(&self, name: &str) -> Option<u64> {
+        self.cache().inodes.lock().by_name.get(name).map(|i| i.size.load(Ordering::Acquire))
+    }
+
     /// A handle on `inode`, whose handle count already includes it (iget).
     fn new_file(&self, inode: Arc<Inode>) -> File {
         File {

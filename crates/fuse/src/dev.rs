@@ -5,22 +5,32 @@
 //! Why not by path: the kernel's page cache belongs to the inode, not to a
 //! name. Keyed by `(st_dev, st_ino)`, a file keeps its cached pages across
 //! renames (of itself or of any directory above it), hard links share one
-//! cache, and an unlinked file that is still open keeps working. The key
-//! cannot alias a new file that reuses the inode number: the descriptors
-//! the mount holds (this device's and the node's `O_PATH` one) keep the old
-//! inode alive, so its number is not free until the mount lets go of it,
-//! and by then the engine has dropped the file (`PageCache::evict` or
-//! `unlink_dev` at FUSE forget).
+//! cache, and an unlinked file that is still open keeps working.
+//!
+//! The device holds no descriptor of its own: the engine's bounded fd
+//! cache opens the file when a transfer needs it, through `opener` (which
+//! reaches the inode through the mount's node table, fs.rs), and checks
+//! that what it opened is the same `(st_dev, st_ino)`. The key cannot alias
+//! a new file that reuses the inode number: the engine drops the file when
+//! the kernel forgets its node (`PageCache::evict` or `unlink_dev` at FUSE
+//! forget), and until then the inode has a name in the backing directory
+//! or, once unlinked, the node's `O_PATH` descriptor keeps it alive.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::Path;
+use std::sync::Arc;
 
-use pcache::backing::{BackingDev, FileDev};
+use pcache::backing::{BackingDev, FdCache, FileDev, Opener};
 
 /// The engine's name for a backing inode.
 pub fn engine_key(dev: u64, ino: u64) -> String {
     format!("fuse:{dev}:{ino}")
+}
+
+/// The backing inode of an engine key, for messages by path.
+pub fn parse_engine_key(key: &str) -> Option<(u64, u64)> {
+    let rest = key.strip_prefix("fuse:")?;
+    let (dev, ino) = rest.split_once(':')?;
+    Some((dev.parse().ok()?, ino.parse().ok()?))
 }
 
 /// A `FileDev` on a backing inode, named by its identity.
@@ -30,11 +40,11 @@ pub struct InodeDev {
 }
 
 impl InodeDev {
-    /// Open the inode behind `opath` (an `O_PATH` descriptor) for reading
-    /// and writing, with O_DIRECT where the backing filesystem allows it.
-    pub fn open(opath: &OwnedFd, key: String, page_size: usize) -> io::Result<InodeDev> {
-        let path = format!("/proc/self/fd/{}", opath.as_raw_fd());
-        let inner = FileDev::open(Path::new(&path), false, false, true, page_size)?;
+    /// A device on the inode `opener` opens (for reading and writing, with
+    /// the flags it is given: O_DIRECT where the backing filesystem allows
+    /// it), its descriptors from `fds`.
+    pub fn open(fds: &Arc<FdCache>, key: String, page_size: usize, opener: Opener) -> io::Result<InodeDev> {
+        let inner = FileDev::open_with(fds, key.clone(), true, page_size, opener)?;
         Ok(InodeDev { inner, key })
     }
 }

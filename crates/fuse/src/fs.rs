@@ -1,37 +1,65 @@
 //! The FUSE filesystem: names and metadata pass through to the backing
 //! directory, file data goes through pcache.
 //!
-//! Nodes. The kernel names inodes by node id. Each backing inode,
-//! identified by `(st_dev, st_ino)`, gets a node id the first time it is
-//! seen and keeps it for the life of the mount (`ids`), so `st_ino` on the
-//! mount is stable even after the kernel forgets a node and looks it up
-//! again. A node the kernel knows (looked up, not yet forgotten) holds an
-//! `O_PATH` descriptor of its backing inode (`Node::fd`); every operation
-//! works through these descriptors and the `*at` calls (sys.rs).
+//! Nodes. The kernel names inodes by node id, and fuser takes `attr.ino`
+//! as both the node id and `st_ino`. A backing inode's node id is a
+//! function of its identity: `st_ino + 64` on the backing root's device
+//! (ids below 64 are the root and the `.pcache` files), and for inodes on
+//! other devices mounted inside the backing directory a number from
+//! `Nodes::foreign`, kept for the life of the mount. So `st_ino` on the
+//! mount is stable across a FORGET and a new lookup, and nothing is kept
+//! per inode the kernel does not hold.
 //!
-//! Data. A regular file's node holds, once the file is first opened, an
-//! engine handle on it (`Node::data`; the engine keys the file by the
-//! backing inode, dev.rs). Each FUSE open takes its own engine handle
-//! (`reopen`: its own readahead state and error cursor, as a `struct
-//! file`). When the kernel forgets the node, the engine drops the file as
-//! the kernel evicts an inode: dirty pages are written back first
+//! Reaching a backing inode. A node holds no descriptor: the kernel may
+//! keep 100,000 nodes looked up, and RLIMIT_NOFILE is usually far lower.
+//! It holds its location instead (`Loc`): the parent node and the name it
+//! was last looked up, created or renamed under (the dentry's `d_parent`
+//! and `d_name`). Each operation opens an `O_PATH` descriptor by walking
+//! that chain from the backing root (held open for the mount's life), in
+//! one `openat` below PATH_MAX or in chunks for deeper trees, checks that
+//! it reached the node's `(st_dev, st_ino)` (ESTALE otherwise, so a stale
+//! name never touches another file) and closes it when done. Renames and
+//! unlinks update the locations under `rename_lock`, which resolutions hold
+//! shared (the kernel's rename_lock): a resolution never sees half a
+//! rename. A node whose name goes (unlink, rmdir, rename over it) while the
+//! kernel still knows it takes an `O_PATH` descriptor of its inode just
+//! before, and holds it until FORGET (`Loc::Detached`): that is the only
+//! descriptor a node ever holds, and the kernel forgets an unlinked inode
+//! as soon as nothing has it open. Directories a node id refers to keep
+//! their parents' nodes alive (`Arc`), as dentries pin their parents.
+//!
+//! Data. A regular file's data is the engine file keyed by the backing
+//! inode (dev.rs). Each FUSE open takes its own engine handle (its own
+//! readahead state and error cursor, as a `struct file`); the engine's
+//! device opens the backing file on demand through the engine's bounded fd
+//! cache, reaching it as above. When the last handle closes, the engine
+//! keeps the inode only while it caches pages of it; an inode with nothing
+//! cached is freed. When the kernel forgets the node, the engine drops the
+//! file as the kernel evicts an inode: dirty pages are written back first
 //! (`PageCache::evict`), unless the file has no name left, in which case
-//! they are discarded (`unlink_dev`). The engine's copy of a file's size is
-//! the truth while it is cached; `getattr` reports it.
+//! they are discarded (`unlink_dev`). If that writeback fails, the node
+//! stays in the table (so the shutdown report can name the file by path)
+//! and the flusher keeps trying. The engine's copy of a file's size is the
+//! truth while it is cached; `getattr` reports it.
 //!
 //! Threads. fuser calls these methods on its one session thread; data
 //! requests go to the worker pool (workers.rs) and are answered from there.
 //! Shared state sits behind the mutexes of `Shared`.
 //!
-//! Lock order: `Shared::nodes` → `Node::data` → the engine's locks;
-//! `Shared::handles` is never held with another of ours.
+//! Lock order: `Shared::rename_lock` → `Shared::nodes` → `Node::loc` → the
+//! engine's locks; `Shared::handles` is never held with another of ours.
+//! The engine's fd cache calls back into resolution (taking `rename_lock`
+//! shared), so no engine call is made with `rename_lock` held.
 
 use std::collections::HashMap;
-use std::ffi::OsStr;
-use std::os::fd::OwnedFd;
+use std::ffi::{OsStr, OsString};
+use std::ops::Deref;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::consts::FOPEN_DIRECT_IO;
@@ -39,11 +67,12 @@ use fuser::{
     FileAttr, FileType, Filesystem, KernelConfig, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
     ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, FUSE_ROOT_ID,
 };
-use parking_lot::Mutex;
-use pcache::PageCache;
+use parking_lot::{Mutex, RwLock};
+use pcache::backing::Opener;
+use pcache::{BackingDev, PageCache};
 
 use crate::control::{self, CtlFile, CTL_DIR, CTL_DIR_NAME, FIRST_BACKING_NODE};
-use crate::dev::{engine_key, InodeDev};
+use crate::dev::{engine_key, parse_engine_key, InodeDev};
 use crate::sys::{self, Errno};
 use crate::workers::Workers;
 
@@ -52,19 +81,54 @@ use crate::workers::Workers;
 /// directory is changed behind the mount's back (not supported).
 const TTL: Duration = Duration::from_secs(1);
 
+/// Node ids from here up name inodes on devices other than the backing
+/// root's (`Nodes::foreign`); below it, `st_ino + FIRST_BACKING_NODE`.
+const FOREIGN_BASE: u64 = 1 << 63;
+
+/// The longest name a directory entry may have (NAME_MAX).
+const NAME_MAX: usize = 255;
+
+/// The longest relative path handed to one `openat` when resolving a deep
+/// node (PATH_MAX less room for the terminating NUL).
+const PATH_CHUNK: usize = libc::PATH_MAX as usize - 96;
+
+/// Where a node's backing inode is reached from.
+enum Loc {
+    /// The backing root, held open for the mount's life.
+    Root(Arc<OwnedFd>),
+    /// `name` in the directory of `parent`.
+    Named { parent: Arc<Node>, name: OsString },
+    /// No name the mount knows (unlinked, replaced by a rename): an
+    /// `O_PATH` descriptor held until the kernel forgets the node.
+    Detached(Arc<OwnedFd>),
+}
+
+/// An `O_PATH` descriptor of a node for one operation: one the node holds,
+/// or one opened for the operation and closed after it.
+pub enum NodeFd {
+    Held(Arc<OwnedFd>),
+    Fresh(OwnedFd),
+}
+
+impl Deref for NodeFd {
+    type Target = OwnedFd;
+    fn deref(&self) -> &OwnedFd {
+        match self {
+            NodeFd::Held(fd) => fd,
+            NodeFd::Fresh(fd) => fd,
+        }
+    }
+}
+
 /// A backing inode the kernel knows.
 pub struct Node {
     pub nodeid: u64,
     /// `(st_dev, st_ino)` of the backing inode.
     key: (u64, u64),
-    /// `O_PATH | O_NOFOLLOW` descriptor of the backing inode.
-    fd: OwnedFd,
+    loc: Mutex<Loc>,
     is_reg: bool,
     /// Lookups the kernel has not yet forgotten (nlookup).
     nlookup: AtomicU64,
-    /// The engine's handle on the file's data, from the first open to
-    /// forget (regular files only).
-    data: Mutex<Option<pcache::File>>,
     /// The last name of the file went (unlink, rename over it): its cached
     /// pages are discarded at forget instead of written back.
     unlinked: AtomicBool,
@@ -77,6 +141,11 @@ pub struct Node {
 impl Node {
     fn engine_key(&self) -> String {
         engine_key(self.key.0, self.key.1)
+    }
+
+    /// Whether the node's location is `name` in `parent`.
+    fn is_at(&self, parent: &Node, name: &OsStr) -> bool {
+        matches!(&*self.loc.lock(), Loc::Named { parent: p, name: n } if p.nodeid == parent.nodeid && n == name)
     }
 }
 
@@ -100,23 +169,36 @@ enum Handle {
 
 #[derive(Default)]
 struct Nodes {
-    /// Node ids of every backing inode seen, for the life of the mount.
-    ids: HashMap<(u64, u64), u64>,
-    /// The nodes the kernel holds (nlookup > 0), by node id.
+    /// The nodes the kernel holds (nlookup > 0), by node id, and those
+    /// whose eviction from the engine failed (their dirty data waits).
     live: HashMap<u64, Arc<Node>>,
-    next_id: u64,
+    /// Node ids of inodes on devices other than the root's, for the life
+    /// of the mount (a device mounted inside the backing directory).
+    foreign: HashMap<(u64, u64), u64>,
+    next_foreign: u64,
 }
 
 /// State shared by the session thread and the workers.
 pub struct Shared {
     pub cache: PageCache,
     nodes: Mutex<Nodes>,
+    /// Held shared while a node's location is resolved to a descriptor,
+    /// exclusively while a rename or unlink changes names and locations.
+    rename_lock: RwLock<()>,
+    root_key: (u64, u64),
+    root_fd: Arc<OwnedFd>,
+    backing: PathBuf,
     handles: Mutex<HashMap<u64, Arc<Handle>>>,
     next_fh: AtomicU64,
     mounted_at: SystemTime,
     /// Whether the daemon runs as root: it then gives new files the
     /// caller's owner, as the kernel would.
     as_root: bool,
+    /// This, for the engine devices' openers.
+    self_ref: Weak<Shared>,
+    /// The shutdown's verdict, once made: the files (by path) whose dirty
+    /// data could not be written back.
+    report: Mutex<Option<Vec<String>>>,
 }
 
 /// The filesystem fuser drives.
@@ -160,6 +242,16 @@ fn timespec_of(t: Option<TimeOrNow>) -> libc::timespec {
     }
 }
 
+/// A name for a new directory entry: ENAMETOOLONG past NAME_MAX, as the
+/// kernel's filesystems say (FUSE itself lets names up to 1024 through).
+fn check_name(name: &OsStr) -> Result<(), Errno> {
+    if name.len() > NAME_MAX {
+        Err(libc::ENAMETOOLONG)
+    } else {
+        Ok(())
+    }
+}
+
 impl Shared {
     fn node(&self, nodeid: u64) -> Result<Arc<Node>, Errno> {
         self.nodes.lock().live.get(&nodeid).cloned().ok_or(libc::ESTALE)
@@ -175,24 +267,127 @@ impl Shared {
         fh
     }
 
-    /// The node id of a backing inode, allocated on first sight.
-    fn id_of(nodes: &mut Nodes, key: (u64, u64)) -> u64 {
-        let next = &mut nodes.next_id;
-        *nodes.ids.entry(key).or_insert_with(|| {
-            let id = *next;
+    /// The node id of a backing inode.
+    fn nodeid_of(&self, nodes: &mut Nodes, key: (u64, u64)) -> u64 {
+        if key == self.root_key {
+            return FUSE_ROOT_ID;
+        }
+        if key.0 == self.root_key.0 {
+            if let Some(id) = key.1.checked_add(FIRST_BACKING_NODE).filter(|&id| id < FOREIGN_BASE) {
+                return id;
+            }
+        }
+        let next = &mut nodes.next_foreign;
+        *nodes.foreign.entry(key).or_insert_with(|| {
             *next += 1;
-            id
+            FOREIGN_BASE + *next
         })
+    }
+
+    /// The live node of a backing inode, if the kernel knows it.
+    fn live_node(&self, key: (u64, u64)) -> Option<Arc<Node>> {
+        let mut nodes = self.nodes.lock();
+        let id = self.nodeid_of(&mut nodes, key);
+        nodes.live.get(&id).filter(|n| n.key == key).cloned()
+    }
+
+    /// An `O_PATH` descriptor of `node`'s backing inode.
+    fn fd_of(&self, node: &Arc<Node>) -> Result<NodeFd, Errno> {
+        let _r = self.rename_lock.read();
+        self.resolve(node)
+    }
+
+    /// The chain of names from a held descriptor (the root, or a detached
+    /// node's) down to `node`.
+    fn location(node: &Arc<Node>) -> Result<(Arc<OwnedFd>, Vec<OsString>), Errno> {
+        let mut names = Vec::new();
+        let mut cur = node.clone();
+        loop {
+            let next = match &*cur.loc.lock() {
+                Loc::Root(fd) | Loc::Detached(fd) => {
+                    names.reverse();
+                    return Ok((fd.clone(), names));
+                }
+                Loc::Named { parent, name } => {
+                    names.push(name.clone());
+                    parent.clone()
+                }
+            };
+            // Defensive: renames never make a cycle, as the kernel refuses
+            // to move a directory below itself.
+            if names.len() > libc::PATH_MAX as usize {
+                return Err(libc::ELOOP);
+            }
+            cur = next;
+        }
+    }
+
+    /// Resolve `node` to a descriptor (the caller holds `rename_lock`):
+    /// one `openat` of its path from the held descriptor, in chunks below
+    /// PATH_MAX for deep trees, checked to be the node's inode.
+    fn resolve(&self, node: &Arc<Node>) -> Result<NodeFd, Errno> {
+        let (base, names) = Self::location(node)?;
+        let mut fd = NodeFd::Held(base);
+        let mut i = 0;
+        while i < names.len() {
+            let mut path: Vec<u8> = Vec::new();
+            while i < names.len() && (path.is_empty() || path.len() + 1 + names[i].len() < PATH_CHUNK) {
+                if !path.is_empty() {
+                    path.push(b'/');
+                }
+                path.extend_from_slice(names[i].as_bytes());
+                i += 1;
+            }
+            let last = if i == names.len() { libc::O_NOFOLLOW } else { libc::O_DIRECTORY };
+            fd = NodeFd::Fresh(sys::openat(&fd, OsStr::from_bytes(&path), libc::O_PATH | last, 0)?);
+        }
+        if !names.is_empty() {
+            let st = sys::fstat(&fd)?;
+            if (st.st_dev, st.st_ino) != node.key {
+                return Err(libc::ESTALE);
+            }
+        }
+        Ok(fd)
+    }
+
+    /// The backing path of a node, for messages ("unlinked" when it has
+    /// no name left).
+    fn path_of(&self, node: &Arc<Node>) -> String {
+        let _r = self.rename_lock.read();
+        match Self::location(node) {
+            Ok((base, names)) if Arc::ptr_eq(&base, &self.root_fd) => {
+                let mut p = self.backing.clone();
+                for n in &names {
+                    p.push(n);
+                }
+                p.display().to_string()
+            }
+            Ok(_) => format!("{} (unlinked)", node.engine_key()),
+            Err(_) => node.engine_key(),
+        }
+    }
+
+    /// The path of the file an engine key names (`fuse:DEV:INO`), by its
+    /// node; the key itself when no node knows it.
+    fn path_of_key(&self, key: &str) -> String {
+        match parse_engine_key(key).and_then(|k| self.live_node(k)) {
+            Some(node) => self.path_of(&node),
+            None => format!("{key} (no path known)"),
+        }
     }
 
     /// Attributes of a node: the backing inode's, with the engine's size
     /// and the latest write time while the file is cached.
-    fn attr(&self, node: &Node) -> Result<FileAttr, Errno> {
-        let st = sys::fstat(&node.fd)?;
-        let mut attr = self.attr_of(node.nodeid, &st);
+    fn attr(&self, node: &Arc<Node>) -> Result<FileAttr, Errno> {
+        let st = sys::fstat(&*self.fd_of(node)?)?;
+        Ok(self.attr_st(node, &st))
+    }
+
+    fn attr_st(&self, node: &Node, st: &libc::stat) -> FileAttr {
+        let mut attr = self.attr_of(node.nodeid, st);
         if node.is_reg {
-            if let Some(f) = node.data.lock().as_ref() {
-                attr.size = f.len().map_err(|e| e.errno())?;
+            if let Some(size) = self.cache.cached_len(&node.engine_key()) {
+                attr.size = size;
             }
             let w = node.written_ns.load(Ordering::Relaxed);
             if w > 0 {
@@ -201,7 +396,7 @@ impl Shared {
                 attr.ctime = attr.ctime.max(written);
             }
         }
-        Ok(attr)
+        attr
     }
 
     fn attr_of(&self, nodeid: u64, st: &libc::stat) -> FileAttr {
@@ -224,7 +419,8 @@ impl Shared {
         }
     }
 
-    /// LOOKUP: find `name` in `parent` and count a lookup on its node.
+    /// LOOKUP: find `name` in `parent` and count a lookup on its node,
+    /// whose location becomes that name.
     fn lookup(&self, parent: u64, name: &OsStr) -> Result<FileAttr, Errno> {
         if parent == FUSE_ROOT_ID && name == CTL_DIR_NAME {
             return control::attr(&self.cache, CTL_DIR, self.mounted_at).ok_or(libc::ENOENT);
@@ -236,26 +432,32 @@ impl Shared {
         if control::is_ctl(parent) {
             return Err(libc::ENOTDIR);
         }
+        check_name(name)?;
         let p = self.node(parent)?;
-        let fd = sys::openat(&p.fd, name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
-        let st = sys::fstat(&fd)?;
+        let _r = self.rename_lock.read();
+        let st = sys::fstatat(&*self.resolve(&p)?, name)?;
         let key = (st.st_dev, st.st_ino);
         let node = {
             let mut nodes = self.nodes.lock();
-            let id = Self::id_of(&mut nodes, key);
+            let id = self.nodeid_of(&mut nodes, key);
             match nodes.live.get(&id) {
                 Some(n) => {
                     n.nlookup.fetch_add(1, Ordering::Relaxed);
+                    if id != FUSE_ROOT_ID {
+                        // The latest name is the one to reach it by (a
+                        // detached node found under a new hard link lets
+                        // its descriptor go).
+                        *n.loc.lock() = Loc::Named { parent: p.clone(), name: name.to_owned() };
+                    }
                     n.clone()
                 }
                 None => {
                     let n = Arc::new(Node {
                         nodeid: id,
                         key,
-                        fd,
+                        loc: Mutex::new(Loc::Named { parent: p.clone(), name: name.to_owned() }),
                         is_reg: st.st_mode & libc::S_IFMT == libc::S_IFREG,
                         nlookup: AtomicU64::new(1),
-                        data: Mutex::new(None),
                         unlinked: AtomicBool::new(false),
                         written_ns: AtomicU64::new(0),
                     });
@@ -264,72 +466,181 @@ impl Shared {
                 }
             }
         };
-        // An error here leaves the lookup counted; the kernel, not given
-        // the entry, never forgets it, which costs one descriptor.
-        self.attr(&node)
+        Ok(self.attr_st(&node, &st))
     }
 
     /// FORGET: drop `n` lookups; at zero the node goes, and with it the
     /// engine's copy of the file (written back first if it still has a
-    /// name).
+    /// name). A node whose data could not be written back stays.
     fn forget(&self, nodeid: u64, n: u64) {
         let node = {
-            let mut nodes = self.nodes.lock();
+            let nodes = self.nodes.lock();
             let Some(node) = nodes.live.get(&nodeid) else { return };
             let left = node.nlookup.load(Ordering::Relaxed).saturating_sub(n);
             node.nlookup.store(left, Ordering::Relaxed);
             if left > 0 {
                 return;
             }
-            match nodes.live.remove(&nodeid) {
-                Some(node) => node,
-                None => return,
-            }
+            node.clone()
         };
-        self.release_data(&node);
+        if self.release_data(&node) {
+            let mut nodes = self.nodes.lock();
+            if node.nlookup.load(Ordering::Relaxed) == 0 {
+                nodes.live.remove(&nodeid);
+            }
+        }
     }
 
-    /// The engine lets go of a node's file (forget, unmount).
-    fn release_data(&self, node: &Node) {
-        let Some(file) = node.data.lock().take() else { return };
-        drop(file);
+    /// The engine lets go of a node's file (forget, unmount). False when
+    /// its dirty data could not be written back: it stays cached.
+    fn release_data(&self, node: &Arc<Node>) -> bool {
+        if !node.is_reg {
+            return true;
+        }
         let key = node.engine_key();
         let res = if node.unlinked.load(Ordering::Acquire) {
             self.cache.unlink_dev(&key).map(drop)
         } else {
             self.cache.evict(&key).map(drop)
         };
-        if let Err(e) = res {
-            // The file stays cached with its dirty pages; the flusher and
-            // the final sync at unmount retry them.
-            eprintln!("pcache mount: writing back {key}: {e}");
+        match res {
+            Ok(()) => true,
+            Err(e) => {
+                // The file stays cached with its dirty pages; the flusher
+                // and the final writeback at unmount retry them.
+                eprintln!("pcache mount: writing back {}: {e}", self.path_of(node));
+                false
+            }
         }
     }
 
-    /// The engine's handle on a node's data, opening the file in the engine
-    /// on first use; each call returns a new handle.
-    fn open_data(&self, node: &Node) -> Result<pcache::File, Errno> {
+    /// A new engine handle on a node's data. The engine finds the file by
+    /// its key if it is cached; else a device is made, which opens the
+    /// backing file through the fd cache, reaching it by the node.
+    fn open_data(&self, node: &Arc<Node>) -> Result<pcache::File, Errno> {
         if !node.is_reg {
             return Err(libc::EINVAL);
         }
-        let mut data = node.data.lock();
-        if data.is_none() {
-            let dev =
-                InodeDev::open(&node.fd, node.engine_key(), self.cache.page_size()).map_err(|e| sys::io_errno(&e))?;
-            *data = Some(self.cache.open_dev(Arc::new(dev)).map_err(|e| e.errno())?);
-        }
-        match data.as_ref() {
-            Some(f) => f.reopen().map_err(|e| e.errno()),
-            None => Err(libc::EIO),
+        let key = node.engine_key();
+        let make = || {
+            let opener = self.opener(node);
+            let dev = InodeDev::open(self.cache.fd_cache(), key.clone(), self.cache.page_size(), opener)
+                .map_err(|e| pcache::Error::io(&key, e))?;
+            Ok(Arc::new(dev) as Arc<dyn BackingDev>)
+        };
+        self.cache.open_dev_with(&key, make).map_err(|e| e.errno())
+    }
+
+    /// How the engine reopens a node's backing file: resolve the node to
+    /// an `O_PATH` descriptor and open that inode through /proc.
+    fn opener(&self, node: &Arc<Node>) -> Opener {
+        let (shared, node) = (self.self_ref.clone(), Arc::downgrade(node));
+        Box::new(move |flags| {
+            let stale = || std::io::Error::from_raw_os_error(libc::ESTALE);
+            let (shared, node) = (shared.upgrade().ok_or_else(stale)?, node.upgrade().ok_or_else(stale)?);
+            let fd = shared.fd_of(&node).map_err(std::io::Error::from_raw_os_error)?;
+            let path = sys::proc_path(fd.as_raw_fd());
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .custom_flags(flags)
+                .open(OsStr::from_bytes(path.as_bytes()))
+        })
+    }
+
+    /// The last name of the backing inode `key` is gone: a node the
+    /// kernel holds discards its cached pages at forget; a file no node
+    /// holds is dropped from the engine now.
+    fn last_link_gone(&self, key: (u64, u64)) {
+        match self.live_node(key) {
+            Some(node) => node.unlinked.store(true, Ordering::Release),
+            None => {
+                let _ = self.cache.unlink_dev(&engine_key(key.0, key.1));
+            }
         }
     }
 
-    /// The last name of the backing inode `key` is gone.
-    fn last_link_gone(&self, key: (u64, u64)) {
-        let nodes = self.nodes.lock();
-        if let Some(node) = nodes.ids.get(&key).and_then(|id| nodes.live.get(id)) {
-            node.unlinked.store(true, Ordering::Release);
+    /// The node named `name` in `p`, if the kernel knows it by that name,
+    /// with an `O_PATH` descriptor of it to hold once the name is gone.
+    /// The caller holds `rename_lock` exclusively.
+    fn detachable(&self, pfd: &OwnedFd, p: &Node, name: &OsStr) -> Option<(Arc<Node>, Option<OwnedFd>)> {
+        let st = sys::fstatat(pfd, name).ok()?;
+        let node = self.live_node((st.st_dev, st.st_ino)).filter(|n| n.is_at(p, name))?;
+        let fd = sys::openat(pfd, name, libc::O_PATH | libc::O_NOFOLLOW, 0).ok();
+        Some((node, fd))
+    }
+
+    /// The node lost its name: it keeps its inode through `fd` (or, if
+    /// that could not be opened, is left to fail with ESTALE).
+    fn detach(node: &Node, fd: Option<OwnedFd>) {
+        if let Some(fd) = fd {
+            *node.loc.lock() = Loc::Detached(Arc::new(fd));
         }
+    }
+
+    /// UNLINK and RMDIR.
+    fn remove(&self, parent: u64, name: &OsStr, flags: libc::c_int) -> Result<(), Errno> {
+        if control::is_ctl(parent) || (parent == FUSE_ROOT_ID && name == CTL_DIR_NAME) {
+            return Err(libc::EPERM);
+        }
+        check_name(name)?;
+        let p = self.node(parent)?;
+        let last_link = {
+            let _w = self.rename_lock.write();
+            let pfd = self.resolve(&p)?;
+            let st = sys::fstatat(&pfd, name)?;
+            let detach = self.detachable(&pfd, &p, name);
+            sys::unlinkat(&pfd, name, flags)?;
+            if let Some((node, fd)) = detach {
+                Self::detach(&node, fd);
+            }
+            (st.st_mode & libc::S_IFMT == libc::S_IFREG && st.st_nlink <= 1).then_some((st.st_dev, st.st_ino))
+        };
+        if let Some(key) = last_link {
+            self.last_link_gone(key);
+        }
+        Ok(())
+    }
+
+    /// RENAME: the moved node's location follows it; a node replaced by it
+    /// is detached; RENAME_EXCHANGE swaps the two.
+    fn rename(&self, parent: u64, name: &OsStr, newparent: u64, newname: &OsStr, flags: u32) -> Result<(), Errno> {
+        let ctl = |p: u64, n: &OsStr| control::is_ctl(p) || (p == FUSE_ROOT_ID && n == CTL_DIR_NAME);
+        if ctl(parent, name) || ctl(newparent, newname) {
+            return Err(libc::EPERM);
+        }
+        check_name(name)?;
+        check_name(newname)?;
+        let (p, np) = (self.node(parent)?, self.node(newparent)?);
+        let exchanged = flags & libc::RENAME_EXCHANGE != 0;
+        let replaced_last = {
+            let _w = self.rename_lock.write();
+            let (pfd, npfd) = (self.resolve(&p)?, self.resolve(&np)?);
+            let src = sys::fstatat(&pfd, name)?;
+            let replaced = sys::fstatat(&npfd, newname).ok();
+            let same = replaced.is_some_and(|t| (t.st_dev, t.st_ino) == (src.st_dev, src.st_ino));
+            let moving = self.live_node((src.st_dev, src.st_ino)).filter(|n| n.is_at(&p, name));
+            let target = if same { None } else { self.detachable(&npfd, &np, newname) };
+            sys::renameat2(&pfd, name, &npfd, newname, flags)?;
+            if same {
+                return Ok(());
+            }
+            if let Some(n) = &moving {
+                *n.loc.lock() = Loc::Named { parent: np.clone(), name: newname.to_owned() };
+            }
+            if let Some((t, fd)) = target {
+                if exchanged {
+                    *t.loc.lock() = Loc::Named { parent: p.clone(), name: name.to_owned() };
+                } else {
+                    Self::detach(&t, fd);
+                }
+            }
+            replaced.filter(|t| !exchanged && t.st_mode & libc::S_IFMT == libc::S_IFREG && t.st_nlink <= 1)
+        };
+        if let Some(t) = replaced_last {
+            self.last_link_gone((t.st_dev, t.st_ino));
+        }
+        Ok(())
     }
 
     /// Give a new backing inode the caller's owner (a root daemon creates
@@ -343,9 +654,9 @@ impl Shared {
     }
 
     /// After creating `name` in `parent`: give it its owner and look it up.
-    fn created(&self, req: &Request<'_>, parent: &Node, name: &OsStr) -> Result<FileAttr, Errno> {
+    fn created(&self, req: &Request<'_>, parent: &Arc<Node>, name: &OsStr) -> Result<FileAttr, Errno> {
         if self.as_root {
-            let fd = sys::openat(&parent.fd, name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
+            let fd = sys::openat(&*self.fd_of(parent)?, name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
             self.own(req, &fd);
         }
         self.lookup(parent.nodeid, name)
@@ -362,15 +673,16 @@ impl Shared {
             return control::attr(&self.cache, nodeid, self.mounted_at).ok_or(libc::ENOENT);
         }
         let node = self.node(nodeid)?;
+        let fd = self.fd_of(&node)?;
         if let Some(mode) = mode {
-            sys::chmod(&node.fd, mode & 0o7777)?;
+            sys::chmod(&fd, mode & 0o7777)?;
         }
         if uid.is_some() || gid.is_some() {
-            sys::chown(&node.fd, uid.unwrap_or(u32::MAX), gid.unwrap_or(u32::MAX))?;
+            sys::chown(&fd, uid.unwrap_or(u32::MAX), gid.unwrap_or(u32::MAX))?;
         }
         if let Some(size) = size {
             if !node.is_reg {
-                return Err(if file_type(sys::fstat(&node.fd)?.st_mode) == FileType::Directory {
+                return Err(if file_type(sys::fstat(&fd)?.st_mode) == FileType::Directory {
                     libc::EISDIR
                 } else {
                     libc::EINVAL
@@ -392,13 +704,14 @@ impl Shared {
                 // Times set now must not be overtaken by the writeback of
                 // data written before (tar sets mtime after writing): write
                 // that data back first.
-                if let Some(f) = node.data.lock().as_ref() {
-                    f.fdatasync().map_err(|e| e.errno())?;
+                if self.cache.is_cached(&node.engine_key()) {
+                    self.open_data(&node)?.fdatasync().map_err(|e| e.errno())?;
                 }
                 node.written_ns.store(0, Ordering::Relaxed);
             }
-            sys::utimens(&node.fd, &[timespec_of(atime), timespec_of(mtime)])?;
+            sys::utimens(&fd, &[timespec_of(atime), timespec_of(mtime)])?;
         }
+        drop(fd);
         self.attr(&node)
     }
 
@@ -412,10 +725,12 @@ impl Shared {
             return Ok(out);
         }
         let node = self.node(nodeid)?;
-        let dirfd = sys::reopen(&node.fd, libc::O_RDONLY | libc::O_DIRECTORY)?;
-        let path = sys::proc_path(std::os::fd::AsRawFd::as_raw_fd(&dirfd));
+        let fd = self.fd_of(&node)?;
+        let dev = sys::fstat(&fd)?.st_dev;
+        let dirfd = sys::reopen(&fd, libc::O_RDONLY | libc::O_DIRECTORY)?;
+        drop(fd);
+        let path = sys::proc_path(dirfd.as_raw_fd());
         let rd = std::fs::read_dir(OsStr::from_bytes(path.as_bytes())).map_err(|e| sys::io_errno(&e))?;
-        let dev = sys::fstat(&node.fd)?.st_dev;
         let mut nodes = self.nodes.lock();
         for entry in rd {
             let entry = entry.map_err(|e| sys::io_errno(&e))?;
@@ -432,7 +747,7 @@ impl Shared {
                 Err(_) => FileType::RegularFile,
             };
             // d_ino must match st_ino: the node id the entry will have.
-            let id = Self::id_of(&mut nodes, (dev, entry.ino()));
+            let id = self.nodeid_of(&mut nodes, (dev, entry.ino()));
             out.push((id, kind, name.as_bytes().to_vec()));
         }
         if nodeid == FUSE_ROOT_ID {
@@ -441,7 +756,14 @@ impl Shared {
         Ok(out)
     }
 
-    fn fallocate(&self, node: &Node, file: &pcache::File, offset: i64, length: i64, mode: i32) -> Result<(), Errno> {
+    fn fallocate(
+        &self,
+        node: &Arc<Node>,
+        file: &pcache::File,
+        offset: i64,
+        length: i64,
+        mode: i32,
+    ) -> Result<(), Errno> {
         if offset < 0 || length <= 0 {
             return Err(libc::EINVAL);
         }
@@ -452,7 +774,7 @@ impl Shared {
             0 => {
                 // Reserve the blocks in the backing file (ENOSPC now rather
                 // than at writeback), then grow the cached size.
-                let fd = sys::reopen(&node.fd, libc::O_WRONLY)?;
+                let fd = sys::reopen(&*self.fd_of(node)?, libc::O_WRONLY)?;
                 sys::fallocate(&fd, libc::FALLOC_FL_KEEP_SIZE, offset, length)?;
                 if !keep_size && end > file.len().map_err(|e| e.errno())? {
                     file.set_len(end).map_err(|e| e.errno())?;
@@ -475,16 +797,49 @@ impl Shared {
         }
     }
 
-    /// Let go of every node's file and write back everything (unmount).
-    pub fn shutdown(&self) {
+    /// Unmount: let go of every node's file, write back everything that
+    /// can be written, stop the cache, and keep the verdict: the files (by
+    /// backing path) whose dirty data could not be written. Runs once;
+    /// later calls return the same verdict.
+    pub fn shutdown(&self) -> Vec<String> {
+        let mut report = self.report.lock();
+        if let Some(r) = report.as_ref() {
+            return r.clone();
+        }
         self.handles.lock().clear();
-        let nodes: Vec<Arc<Node>> = self.nodes.lock().live.drain().map(|(_, n)| n).collect();
+        let nodes: Vec<Arc<Node>> = self.nodes.lock().live.values().cloned().collect();
         for node in &nodes {
             self.release_data(node);
         }
-        if let Err(e) = self.cache.sync_all() {
-            eprintln!("pcache mount: final writeback: {e}");
-        }
+        // Writes back what it can, stops the flushers and kswapd, and names
+        // what is left; paths come from the node table, still intact.
+        let failed = match self.cache.shutdown() {
+            Ok(()) => Vec::new(),
+            Err(pcache::Error::Unwritten { files }) => files
+                .iter()
+                .map(|f| {
+                    format!(
+                        "{}: {} dirty pages not written ({})",
+                        self.path_of_key(&f.name),
+                        f.pages,
+                        std::io::Error::from_raw_os_error(f.errno)
+                    )
+                })
+                .collect(),
+            Err(e) => vec![format!("shutting the cache down: {e}")],
+        };
+        self.nodes.lock().live.clear();
+        *report = Some(failed.clone());
+        failed
+    }
+
+    /// Files (by path) with dirty pages now, and why they are not written.
+    pub fn unwritten(&self) -> Vec<String> {
+        self.cache
+            .unwritten_files()
+            .iter()
+            .map(|f| format!("{}: {} dirty pages", self.path_of_key(&f.name), f.pages))
+            .collect()
     }
 }
 
@@ -492,29 +847,34 @@ impl PcacheFs {
     /// A filesystem serving `backing` through `cache`, with `threads`
     /// workers for data requests.
     pub fn new(cache: PageCache, backing: &std::path::Path, threads: usize) -> Result<PcacheFs, Errno> {
-        let root_fd = sys::open_path(backing)?;
+        let root_fd = Arc::new(sys::open_path(backing)?);
         let st = sys::fstat(&root_fd)?;
+        let root_key = (st.st_dev, st.st_ino);
         let root = Arc::new(Node {
             nodeid: FUSE_ROOT_ID,
-            key: (st.st_dev, st.st_ino),
-            fd: root_fd,
+            key: root_key,
+            loc: Mutex::new(Loc::Root(root_fd.clone())),
             is_reg: false,
             nlookup: AtomicU64::new(1),
-            data: Mutex::new(None),
             unlinked: AtomicBool::new(false),
             written_ns: AtomicU64::new(0),
         });
-        let mut nodes = Nodes { next_id: FIRST_BACKING_NODE, ..Nodes::default() };
-        nodes.ids.insert(root.key, FUSE_ROOT_ID);
+        let mut nodes = Nodes::default();
         nodes.live.insert(FUSE_ROOT_ID, root);
-        let shared = Arc::new(Shared {
+        let shared = Arc::new_cyclic(|self_ref| Shared {
             cache,
             nodes: Mutex::new(nodes),
+            rename_lock: RwLock::new(()),
+            root_key,
+            root_fd,
+            backing: backing.to_path_buf(),
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             mounted_at: SystemTime::now(),
             // SAFETY: geteuid cannot fail and touches no memory.
             as_root: unsafe { libc::geteuid() } == 0,
+            self_ref: self_ref.clone(),
+            report: Mutex::new(None),
         });
         let workers = Workers::new(threads).map_err(|e| sys::io_errno(&e))?;
         Ok(PcacheFs { shared, workers })
@@ -541,9 +901,10 @@ impl Filesystem for PcacheFs {
     }
 
     fn destroy(&mut self) {
-        // Answer what is queued, then write every dirty page back.
+        // Answer what is queued, then write back what can be written; the
+        // verdict is kept for `run` to report.
         self.workers.shutdown();
-        self.shared.shutdown();
+        let _ = self.shared.shutdown();
     }
 
     fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
@@ -599,12 +960,12 @@ impl Filesystem for PcacheFs {
     }
 
     fn readlink(&mut self, _req: &Request<'_>, ino: u64, reply: ReplyData) {
-        match self.shared.node(ino).and_then(|n| sys::readlink(&n.fd)) {
+        let s = &self.shared;
+        match s.node(ino).and_then(|n| s.fd_of(&n)).and_then(|fd| sys::readlink(&fd)) {
             Ok(target) => reply.data(&target),
             Err(e) => reply.error(e),
         }
     }
-
     fn mknod(
         &mut self,
         req: &Request<'_>,
@@ -617,8 +978,9 @@ impl Filesystem for PcacheFs {
     ) {
         let s = &self.shared;
         let res = (|| {
+            check_name(name)?;
             let p = s.node(parent)?;
-            sys::mknodat(&p.fd, name, mode, rdev as libc::dev_t)?;
+            sys::mknodat(&*s.fd_of(&p)?, name, mode, rdev as libc::dev_t)?;
             s.created(req, &p, name)
         })();
         match res {
@@ -626,15 +988,15 @@ impl Filesystem for PcacheFs {
             Err(e) => reply.error(e),
         }
     }
-
     fn mkdir(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
         let s = &self.shared;
         let res = (|| {
             if control::is_ctl(parent) || (parent == FUSE_ROOT_ID && name == CTL_DIR_NAME) {
                 return Err(libc::EEXIST);
             }
+            check_name(name)?;
             let p = s.node(parent)?;
-            sys::mkdirat(&p.fd, name, mode)?;
+            sys::mkdirat(&*s.fd_of(&p)?, name, mode)?;
             s.created(req, &p, name)
         })();
         match res {
@@ -642,42 +1004,18 @@ impl Filesystem for PcacheFs {
             Err(e) => reply.error(e),
         }
     }
-
     fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
-        let s = &self.shared;
-        let res = (|| {
-            if control::is_ctl(parent) || (parent == FUSE_ROOT_ID && name == CTL_DIR_NAME) {
-                return Err(libc::EPERM);
-            }
-            let p = s.node(parent)?;
-            let st = sys::fstatat(&p.fd, name)?;
-            sys::unlinkat(&p.fd, name, 0)?;
-            if st.st_mode & libc::S_IFMT == libc::S_IFREG && st.st_nlink <= 1 {
-                s.last_link_gone((st.st_dev, st.st_ino));
-            }
-            Ok(())
-        })();
-        match res {
+        match self.shared.remove(parent, name, 0) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }
-
     fn rmdir(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
-        let s = &self.shared;
-        let res = (|| {
-            if control::is_ctl(parent) || (parent == FUSE_ROOT_ID && name == CTL_DIR_NAME) {
-                return Err(libc::EPERM);
-            }
-            let p = s.node(parent)?;
-            sys::unlinkat(&p.fd, name, libc::AT_REMOVEDIR)
-        })();
-        match res {
+        match self.shared.remove(parent, name, libc::AT_REMOVEDIR) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }
-
     fn symlink(
         &mut self,
         req: &Request<'_>,
@@ -688,8 +1026,13 @@ impl Filesystem for PcacheFs {
     ) {
         let s = &self.shared;
         let res = (|| {
+            check_name(link_name)?;
+            // A target is a path: at most PATH_MAX with its NUL.
+            if target.as_os_str().len() >= libc::PATH_MAX as usize {
+                return Err(libc::ENAMETOOLONG);
+            }
             let p = s.node(parent)?;
-            sys::symlinkat(target.as_os_str(), &p.fd, link_name)?;
+            sys::symlinkat(target.as_os_str(), &*s.fd_of(&p)?, link_name)?;
             s.created(req, &p, link_name)
         })();
         match res {
@@ -697,7 +1040,6 @@ impl Filesystem for PcacheFs {
             Err(e) => reply.error(e),
         }
     }
-
     fn rename(
         &mut self,
         _req: &Request<'_>,
@@ -708,40 +1050,22 @@ impl Filesystem for PcacheFs {
         flags: u32,
         reply: ReplyEmpty,
     ) {
-        let s = &self.shared;
-        let res = (|| {
-            let ctl = |p: u64, n: &OsStr| control::is_ctl(p) || (p == FUSE_ROOT_ID && n == CTL_DIR_NAME);
-            if ctl(parent, name) || ctl(newparent, newname) {
-                return Err(libc::EPERM);
-            }
-            let (p, np) = (s.node(parent)?, s.node(newparent)?);
-            let src = sys::fstatat(&p.fd, name)?;
-            let replaced = sys::fstatat(&np.fd, newname).ok();
-            sys::renameat2(&p.fd, name, &np.fd, newname, flags)?;
-            if let Some(t) = replaced {
-                let same = (t.st_dev, t.st_ino) == (src.st_dev, src.st_ino);
-                let exchanged = flags & libc::RENAME_EXCHANGE != 0;
-                if !same && !exchanged && t.st_mode & libc::S_IFMT == libc::S_IFREG && t.st_nlink <= 1 {
-                    s.last_link_gone((t.st_dev, t.st_ino));
-                }
-            }
-            Ok(())
-        })();
-        match res {
+        match self.shared.rename(parent, name, newparent, newname, flags) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }
-
     fn link(&mut self, _req: &Request<'_>, ino: u64, newparent: u64, newname: &OsStr, reply: ReplyEntry) {
         let s = &self.shared;
         let res = (|| {
             if control::is_ctl(ino) || control::is_ctl(newparent) {
                 return Err(libc::EPERM);
             }
+            check_name(newname)?;
             let (n, np) = (s.node(ino)?, s.node(newparent)?);
-            sys::linkat(&n.fd, &np.fd, newname)?;
+            sys::linkat(&*s.fd_of(&n)?, &*s.fd_of(&np)?, newname)?;
             n.unlinked.store(false, Ordering::Release);
+            // The new name becomes the node's location.
             s.lookup(newparent, newname)
         })();
         match res {
@@ -749,7 +1073,6 @@ impl Filesystem for PcacheFs {
             Err(e) => reply.error(e),
         }
     }
-
     fn open(&mut self, _req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
         let s = &self.shared;
         if control::is_ctl(ino) {
@@ -765,7 +1088,7 @@ impl Filesystem for PcacheFs {
         let res = (|| {
             let node = s.node(ino)?;
             if !node.is_reg {
-                return Err(if file_type(sys::fstat(&node.fd)?.st_mode) == FileType::Directory {
+                return Err(if file_type(sys::fstat(&*s.fd_of(&node)?)?.st_mode) == FileType::Directory {
                     libc::EISDIR
                 } else {
                     libc::EINVAL
@@ -799,8 +1122,9 @@ impl Filesystem for PcacheFs {
             if control::is_ctl(parent) || (parent == FUSE_ROOT_ID && name == CTL_DIR_NAME) {
                 return Err(libc::EPERM);
             }
+            check_name(name)?;
             let p = s.node(parent)?;
-            let fd = sys::openat(&p.fd, name, libc::O_CREAT | libc::O_WRONLY | (flags & libc::O_EXCL), mode)?;
+            let fd = sys::openat(&*s.fd_of(&p)?, name, libc::O_CREAT | libc::O_WRONLY | (flags & libc::O_EXCL), mode)?;
             s.own(req, &fd);
             drop(fd);
             let attr = s.lookup(parent, name)?;
@@ -906,10 +1230,18 @@ impl Filesystem for PcacheFs {
         }
     }
 
-    fn flush(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _lock_owner: u64, reply: ReplyEmpty) {
+    fn flush(&mut self, _req: &Request<'_>, _ino: u64, fh: u64, _lock_owner: u64, reply: ReplyEmpty) {
         // close(2) does not write back, as with the kernel's page cache:
-        // fsync does, and the flusher in its time.
-        reply.ok();
+        // fsync does, and the flusher in its time. But it reports a
+        // writeback error this handle has not seen yet, once (as
+        // filp_close's filemap_check_wb_err in NFS and FUSE's own flush).
+        match self.shared.handle(fh).as_deref() {
+            Ok(Handle::Data { file, .. }) => match file.check_wb_err() {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(e.errno()),
+            },
+            _ => reply.ok(),
+        }
     }
 
     fn release(
@@ -981,7 +1313,8 @@ impl Filesystem for PcacheFs {
         self.workers.spawn(move || {
             let res = s
                 .node(ino)
-                .and_then(|n| sys::reopen(&n.fd, libc::O_RDONLY | libc::O_DIRECTORY))
+                .and_then(|n| s.fd_of(&n))
+                .and_then(|fd| sys::reopen(&fd, libc::O_RDONLY | libc::O_DIRECTORY))
                 .and_then(|fd| sys::fsync(&fd, datasync));
             match res {
                 Ok(()) => reply.ok(),
@@ -991,7 +1324,7 @@ impl Filesystem for PcacheFs {
     }
 
     fn statfs(&mut self, _req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
-        let res = self.shared.node(FUSE_ROOT_ID).and_then(|n| sys::statvfs(&n.fd));
+        let res = sys::statvfs(&self.shared.root_fd);
         match res {
             Ok(st) => reply.statfs(
                 st.f_blocks,

@@ -100,6 +100,12 @@ pub struct MountArgs {
     /// Worker threads for data requests [default: 2 per CPU, at least 4].
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
+
+    /// Most backing files kept open at once (the engine's fd cache; files
+    /// past it are reopened when next used) [default: half the soft
+    /// RLIMIT_NOFILE after raising it to the hard limit, at most 4096].
+    #[arg(long, value_name = "N")]
+    pub max_open_fds: Option<usize>,
 }
 
 /// Why a mount failed to start.
@@ -115,6 +121,8 @@ pub enum MountError {
     Mount { path: PathBuf, source: std::io::Error },
     #[error("signal handling: {0}")]
     Signals(std::io::Error),
+    #[error("unmounted, but the dirty data of {0} file(s) could not be written back (listed above)")]
+    Unwritten(usize),
 }
 
 /// A size with an optional binary suffix (K, M, G, T; "MiB" and "MB" mean
@@ -141,7 +149,7 @@ pub fn build_cache(args: &MountArgs) -> Result<PageCache, MountError> {
         memory_bytes: args.mem,
         page_size: args.page_size,
         nr_cpus: 0,
-        tunables: Tunables::default(),
+        tunables: Tunables { max_open_fds: args.max_open_fds.unwrap_or(0), ..Tunables::default() },
     })?;
     for kv in &args.set {
         let (name, value) = kv.split_once('=').ok_or_else(|| MountError::BadSet(kv.clone()))?;
@@ -158,6 +166,9 @@ pub fn build_cache(args: &MountArgs) -> Result<PageCache, MountError> {
 /// is detached and the daemon serves the files still open until they
 /// close. A second signal exits at once after writing back again.
 pub fn run(args: &MountArgs) -> Result<(), MountError> {
+    // Before the cache is built: its fd cache's default bound is half the
+    // soft limit.
+    raise_nofile_limit();
     let cache = build_cache(args)?;
     let backing =
         args.backing.canonicalize().map_err(|e| MountError::Backing { path: args.backing.clone(), source: e })?;
@@ -176,7 +187,6 @@ pub fn run(args: &MountArgs) -> Result<(), MountError> {
     // kernel has applied their umask already).
     // SAFETY: umask only sets the process's file creation mask.
     unsafe { libc::umask(0) };
-    raise_nofile_limit();
 
     let mut options = vec![
         MountOption::FSName(format!("pcache:{}", backing.display())),
@@ -203,6 +213,7 @@ pub fn run(args: &MountArgs) -> Result<(), MountError> {
     let stopping = Arc::new(AtomicBool::new(false));
     let watcher = {
         let (cache, mountpoint, stopping) = (cache.clone(), mountpoint.clone(), stopping.clone());
+        let shared_sig = shared.clone();
         std::thread::Builder::new()
             .name("pcache-signals".into())
             .spawn(move || {
@@ -210,11 +221,16 @@ pub fn run(args: &MountArgs) -> Result<(), MountError> {
                     if stopping.swap(true, Ordering::AcqRel) {
                         eprintln!("pcache mount: signal {sig} again: writing back and exiting now");
                         let _ = cache.sync_all();
+                        for f in shared_sig.unwritten() {
+                            eprintln!("pcache mount: NOT written back: {f}");
+                        }
                         std::process::exit(128 + sig);
                     }
                     eprintln!("pcache mount: signal {sig}: writing back and unmounting");
                     if let Err(e) = cache.sync_all() {
-                        eprintln!("pcache mount: writeback: {e}");
+                        // Not final: the unmount's shutdown retries and
+                        // names each file it cannot write.
+                        eprintln!("pcache mount: writeback before unmounting: {e}");
                     }
                     if let Err(e) = sys::unmount(&mountpoint) {
                         eprintln!(
@@ -230,18 +246,26 @@ pub fn run(args: &MountArgs) -> Result<(), MountError> {
 
     let res = session.run();
     // Dropping the session calls destroy(): the workers finish, every
-    // node's file is written back and dropped, and the cache is synced.
+    // node's file is written back and dropped, and the cache shuts down.
+    // (If destroy was not called, shutdown runs here; it runs once.)
     drop(session);
-    shared.shutdown();
+    let unwritten = shared.shutdown();
     signal_handle.close();
     let _ = watcher.join();
     res.map_err(|e| MountError::Mount { path: mountpoint, source: e })?;
+    if !unwritten.is_empty() {
+        for f in &unwritten {
+            eprintln!("pcache mount: NOT written back: {f}");
+        }
+        return Err(MountError::Unwritten(unwritten.len()));
+    }
     eprintln!("pcache mount: unmounted, all dirty pages written back");
     Ok(())
 }
 
-/// Each cached file holds a descriptor, and each node the kernel knows
-/// another: raise the soft limit on open files to the hard one.
+/// Raise the soft limit on open files to the hard one: the engine's fd
+/// cache is bounded to half the soft limit (`Tunables::max_open_fds`), the
+/// rest is headroom for the mount's own transient descriptors.
 fn raise_nofile_limit() {
     let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit writes one `rlimit` we own.

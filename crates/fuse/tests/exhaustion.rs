@@ -1,0 +1,351 @@
+//! Limits on the mount: many files under a small RLIMIT_NOFILE, names
+//! past NAME_MAX and PATH_MAX, and an honest shutdown when dirty data
+//! cannot be written back.
+//!
+//! Each test mounts a backing directory through the `pcache-mount` binary,
+//! as mount.rs does. The many-files tests put the backing directory on
+//! tmpfs (/dev/shm) where there is one: creating 100,000 files on this
+//! machine's ext4 costs about 1 ms each in the host's inode allocator,
+//! which would measure ext4, not the mount. The daemon's RLIMIT_NOFILE is
+//! set with setrlimit in the child between fork and exec.
+//!
+//! Skipped, saying why, where FUSE cannot be used; the shutdown test also
+//! needs root (it mounts a tmpfs and sets the immutable attribute).
+
+use std::fs;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+/// Descriptors the daemon holds besides its fd cache: stdio, /dev/fuse,
+/// the backing root, the signal pipe, transient `O_PATH` descriptors of
+/// requests in flight (one or two per worker), files out of the cache but
+/// still used by a transfer.
+const SLACK: usize = 48;
+
+struct Mount {
+    child: Option<Child>,
+    dir: TempDir,
+}
+
+impl Mount {
+    fn backing(&self) -> PathBuf {
+        self.dir.path().join("backing")
+    }
+
+    fn mnt(&self) -> PathBuf {
+        self.dir.path().join("mnt")
+    }
+
+    fn log(&self) -> String {
+        fs::read_to_string(self.dir.path().join("daemon.log")).unwrap_or_default()
+    }
+
+    /// A temporary directory with `backing` and `mnt`, in `parent`.
+    fn dirs(parent: Option<&Path>) -> Mount {
+        let b = tempfile::Builder::new()
+            .prefix("pcache-fuse-exhaustion")
+            .tempdir_in(parent.unwrap_or(&std::env::temp_dir()));
+        let m = Mount { child: None, dir: b.unwrap() };
+        fs::create_dir(m.backing()).unwrap();
+        fs::create_dir(m.mnt()).unwrap();
+        m
+    }
+
+    /// Start the daemon with RLIMIT_NOFILE `nofile` (soft and hard, when
+    /// given) and wait until the mount is up.
+    fn spawn(&mut self, mem: &str, extra: &[&str], nofile: Option<u64>) {
+        let log = fs::File::create(self.dir.path().join("daemon.log")).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_pcache-mount"));
+        cmd.arg(self.backing()).arg(self.mnt()).args(["--mem", mem]).args(extra).stdout(Stdio::null()).stderr(log);
+        if let Some(n) = nofile {
+            // SAFETY: the closure runs in the forked child before exec and
+            // only calls setrlimit, which is async-signal-safe, on a value
+            // on its own stack.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let lim = libc::rlimit { rlim_cur: n, rlim_max: n };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        self.child = Some(cmd.spawn().unwrap());
+        let started = Instant::now();
+        while !pcache_fuse::is_fuse_mount(&self.mnt()) {
+            if let Some(st) = self.child.as_mut().and_then(|c| c.try_wait().unwrap()) {
+                panic!("daemon exited ({st}) before mounting:\n{}", self.log());
+            }
+            assert!(started.elapsed() < Duration::from_secs(20), "mount did not come up:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.as_ref().map(|c| c.id() as i32).unwrap_or(0)
+    }
+
+    /// Descriptors the daemon has open now.
+    fn daemon_fds(&self) -> usize {
+        fs::read_dir(format!("/proc/{}/fd", self.pid())).map(|d| d.count()).unwrap_or(0)
+    }
+
+    fn vmstat(&self, name: &str) -> u64 {
+        let text = fs::read_to_string(self.mnt().join(".pcache/vmstat")).unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
+            .unwrap_or_else(|| panic!("no {name} in vmstat"))
+    }
+
+    fn wait_exit(&mut self, secs: u64) -> ExitStatus {
+        let child = self.child.as_mut().expect("daemon running");
+        let started = Instant::now();
+        loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                self.child = None;
+                return st;
+            }
+            assert!(started.elapsed() < Duration::from_secs(secs), "daemon did not exit:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child's pid; no memory involved.
+        assert_eq!(unsafe { libc::kill(self.pid(), sig) }, 0);
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("fusermount3")
+            .args(["-u", "-z", "-q"])
+            .arg(self.mnt())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        if let Some(mut child) = self.child.take() {
+            let started = Instant::now();
+            while child.try_wait().ok().flatten().is_none() {
+                if started.elapsed() > Duration::from_secs(20) {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+fn skip_reason() -> Option<String> {
+    let why = pcache_fuse::fuse_unavailable()?;
+    eprintln!("SKIPPED: FUSE is not usable here: {why}");
+    Some(why)
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail and touches no memory.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// tmpfs for the many-files tests where there is one.
+fn shm() -> Option<&'static Path> {
+    let p = Path::new("/dev/shm");
+    p.is_dir().then_some(p)
+}
+
+/// Ask the kernel to forget every node it can (dentries and inodes): the
+/// next stats are real LOOKUPs. Root only; false when not possible.
+fn drop_kernel_caches() -> bool {
+    fs::write("/proc/sys/vm/drop_caches", "2").is_ok()
+}
+
+/// Create, write a little and close `n` files through the mount, one after
+/// another, then stat each; the daemon's descriptors are counted every
+/// 500 files and must stay within the bound.
+fn many_files(m: &Mount, n: usize, bound: usize) {
+    let dir = m.mnt().join("many");
+    fs::create_dir(&dir).unwrap();
+    let mut peak = 0;
+    let mut check = |i: usize| {
+        let fds = m.daemon_fds();
+        peak = peak.max(fds);
+        assert!(fds <= bound + SLACK, "file {i}: the daemon has {fds} descriptors open, bound {bound}\n{}", m.log());
+        assert!(m.vmstat("nr_open_fds") as usize <= bound + SLACK / 2);
+    };
+    let started = Instant::now();
+    for i in 0..n {
+        let p = dir.join(format!("f{i}"));
+        fs::write(&p, format!("file {i}\n")).unwrap_or_else(|e| panic!("file {i}: {e}\n{}", m.log()));
+        if i % 500 == 0 {
+            check(i);
+        }
+    }
+    let created = started.elapsed();
+    let forgot = drop_kernel_caches();
+    for i in 0..n {
+        let md = fs::metadata(dir.join(format!("f{i}"))).unwrap_or_else(|e| panic!("stat {i}: {e}\n{}", m.log()));
+        assert_eq!(md.len(), format!("file {i}\n").len() as u64);
+        if i % 500 == 0 {
+            check(i);
+        }
+    }
+    check(n);
+    for i in (0..n).step_by(997) {
+        assert_eq!(fs::read_to_string(dir.join(format!("f{i}"))).unwrap(), format!("file {i}\n"));
+    }
+    eprintln!(
+        "{n} files through the mount: created in {created:?}, all in {:?} (kernel caches dropped before the stats: \
+         {forgot}); peak {peak} daemon descriptors, bound {bound}",
+        started.elapsed()
+    );
+}
+
+fn many_files_test(n: usize) {
+    if skip_reason().is_some() {
+        return;
+    }
+    let mut m = Mount::dirs(shm());
+    m.spawn("16M", &[], Some(1024));
+    // The default bound: half the soft limit the daemon runs with.
+    many_files(&m, n, 512);
+    let st = {
+        let s = Command::new("fusermount3").arg("-u").arg(m.mnt()).status().unwrap();
+        assert!(s.success());
+        m.wait_exit(60)
+    };
+    assert!(st.success(), "daemon failed ({st}):\n{}", m.log());
+}
+
+// Goal: files created and closed one after another, then stat-only
+// lookups, all succeed with the daemon's RLIMIT_NOFILE at 1,024, its
+// descriptors never above the fd cache's bound (plus slack). Today's mount
+// holds two descriptors per file the kernel knows and fails with EMFILE
+// after about 500 files.
+// Method: 20,000 files here (about 20 s through FUSE on this machine);
+// the full 100,000 in the ignored test below. /proc/PID/fd is counted
+// every 500 files.
+#[test]
+fn files_under_nofile_1024() {
+    many_files_test(20_000);
+}
+
+// As above with the issue's 100,000 files (about 100 s):
+// `cargo test -p pcache-fuse --test exhaustion -- --ignored`
+#[test]
+#[ignore]
+fn hundred_thousand_files_under_nofile_1024() {
+    many_files_test(100_000);
+}
+
+// Goal: --max-open-fds bounds the daemon's backing descriptors.
+#[test]
+fn max_open_fds_option_is_the_bound() {
+    if skip_reason().is_some() {
+        return;
+    }
+    let mut m = Mount::dirs(shm());
+    m.spawn("16M", &["--max-open-fds", "8"], Some(1024));
+    many_files(&m, 2_000, 8);
+}
+
+// Goal: names past NAME_MAX and paths past PATH_MAX get ENAMETOOLONG on
+// the mount, for every call that takes a name; 255 bytes still work.
+#[test]
+fn names_too_long() {
+    if skip_reason().is_some() {
+        return;
+    }
+    let mut m = Mount::dirs(None);
+    m.spawn("16M", &[], None);
+    let long = m.mnt().join("n".repeat(256));
+    let errno = |r: std::io::Result<()>| r.err().and_then(|e| e.raw_os_error());
+    assert_eq!(errno(fs::write(&long, b"x")), Some(libc::ENAMETOOLONG));
+    assert_eq!(errno(fs::metadata(&long).map(drop)), Some(libc::ENAMETOOLONG));
+    assert_eq!(errno(fs::create_dir(&long)), Some(libc::ENAMETOOLONG));
+    assert_eq!(errno(std::os::unix::fs::symlink("t", &long)), Some(libc::ENAMETOOLONG));
+    fs::write(m.mnt().join("ok"), b"x").unwrap();
+    assert_eq!(errno(fs::rename(m.mnt().join("ok"), &long)), Some(libc::ENAMETOOLONG));
+    assert_eq!(errno(fs::hard_link(m.mnt().join("ok"), &long)), Some(libc::ENAMETOOLONG));
+    fs::write(m.mnt().join("n".repeat(255)), b"x").unwrap();
+    let mut deep = m.mnt();
+    while deep.as_os_str().len() < libc::PATH_MAX as usize {
+        deep.push("d".repeat(200));
+    }
+    assert_eq!(errno(fs::write(&deep, b"x")), Some(libc::ENAMETOOLONG));
+    // A symlink target past PATH_MAX.
+    let target = "t/".repeat(libc::PATH_MAX as usize / 2 + 1);
+    assert_eq!(errno(std::os::unix::fs::symlink(&target, m.mnt().join("s"))), Some(libc::ENAMETOOLONG));
+}
+
+// Goal: a shutdown with dirty data that cannot be written back names each
+// such file by its path, never says everything was written, and exits
+// non-zero; files that could be written are intact.
+// Method (root): a small tmpfs as the backing store; a daemon that keeps
+// only 2 backing files open and does no writeback on its own; 6 files
+// written without fsync; then every backing file made immutable, so the
+// files whose descriptors the fd cache closed cannot be reopened for
+// writing (EPERM); SIGTERM.
+// Expect: the log names the first files by their backing path, the daemon
+// exits with a failure status, no "all dirty pages written back".
+#[test]
+fn shutdown_reports_unwritten_files_by_path() {
+    if skip_reason().is_some() {
+        return;
+    }
+    if !is_root() {
+        eprintln!("SKIPPED: mounting a tmpfs and chattr +i need root");
+        return;
+    }
+    let mut m = Mount::dirs(None);
+    let st = Command::new("mount").args(["-t", "tmpfs", "-o", "size=8m", "tmpfs"]).arg(m.backing()).status().unwrap();
+    assert!(st.success(), "mount -t tmpfs failed");
+    struct Unmount(PathBuf, Vec<PathBuf>);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            for f in &self.1 {
+                let _ = Command::new("chattr").arg("-i").arg(f).status();
+            }
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let names: Vec<String> = (0..6).map(|i| format!("file{i}")).collect();
+    let _guard = Unmount(m.backing(), names.iter().map(|n| m.backing().join(n)).collect());
+    m.spawn(
+        "32M",
+        &[
+            "--max-open-fds",
+            "2",
+            "--set",
+            "dirty_writeback_centisecs=0",
+            "--set",
+            "dirty_background_ratio=90",
+            "--set",
+            "dirty_ratio=95",
+        ],
+        None,
+    );
+    for n in &names {
+        fs::write(m.mnt().join(n), vec![7u8; 64 << 10]).unwrap();
+    }
+    for n in &names {
+        let st = Command::new("chattr").arg("+i").arg(m.backing().join(n)).status().unwrap();
+        assert!(st.success(), "chattr +i failed");
+    }
+    m.signal(libc::SIGTERM);
+    let st = m.wait_exit(60);
+    let log = m.log();
+    assert!(!st.success(), "the daemon must fail when data was not written:\n{log}");
+    assert!(!log.contains("all dirty pages written back"), "{log}");
+    let first = m.backing().join(&names[0]);
+    assert!(
+        log.lines().any(|l| l.contains("NOT written back") && l.contains(&*first.to_string_lossy())),
+        "file0 must be named by its path:\n{log}"
+    );
+}

@@ -223,10 +223,10 @@ fn names_too_long() {
     let e = cache.open(&deep, OpenOptions::default()).err().expect("path past PATH_MAX refused");
     assert!(matches!(e, Error::NameTooLong { .. }), "{e:?}");
     assert_eq!(e.errno(), libc::ENAMETOOLONG);
-    let e = cache.unlink(&long_name).err().expect("unlink of a too-long name refused");
+    let e = cache.unlink(&long_name).expect_err("unlink of a too-long name refused");
     assert_eq!(e.errno(), libc::ENAMETOOLONG);
     std::fs::write(dir.path().join("x"), b"x").unwrap();
-    let e = cache.rename(dir.path().join("x"), &long_name).err().expect("rename to a too-long name refused");
+    let e = cache.rename(dir.path().join("x"), &long_name).expect_err("rename to a too-long name refused");
     assert_eq!(e.errno(), libc::ENAMETOOLONG);
 }
 

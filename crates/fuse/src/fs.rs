@@ -935,7 +935,7 @@ impl Filesystem for PcacheFs {
 
     fn setattr(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         ino: u64,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -953,9 +953,11 @@ impl Filesystem for PcacheFs {
     ) {
         // Truncation and time setting may wait for writeback: a worker's job.
         let s = self.shared.clone();
-        self.workers.spawn(move || match s.setattr(ino, SetAttr { mode, uid, gid, size, atime, mtime, fh }) {
-            Ok(attr) => reply.attr(if control::is_ctl(ino) { &control::TTL } else { &TTL }, &attr),
-            Err(e) => reply.error(e),
+        self.workers.spawn(req.pid(), move || {
+            match s.setattr(ino, SetAttr { mode, uid, gid, size, atime, mtime, fh }) {
+                Ok(attr) => reply.attr(if control::is_ctl(ino) { &control::TTL } else { &TTL }, &attr),
+                Err(e) => reply.error(e),
+            }
         });
     }
 
@@ -1145,7 +1147,7 @@ impl Filesystem for PcacheFs {
 
     fn read(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         _ino: u64,
         fh: u64,
         offset: i64,
@@ -1169,7 +1171,7 @@ impl Filesystem for PcacheFs {
                 reply.data(&text[start..end]);
             }
             Handle::Dir { .. } => reply.error(libc::EISDIR),
-            Handle::Data { .. } => self.workers.spawn(move || {
+            Handle::Data { .. } => self.workers.spawn(req.pid(), move || {
                 let Handle::Data { file, .. } = &*h else { return reply.error(libc::EBADF) };
                 let mut buf = vec![0u8; size as usize];
                 let mut done = 0;
@@ -1189,7 +1191,7 @@ impl Filesystem for PcacheFs {
 
     fn write(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         _ino: u64,
         fh: u64,
         offset: i64,
@@ -1216,7 +1218,7 @@ impl Filesystem for PcacheFs {
             Handle::Data { .. } => {
                 // The request buffer is reused for the next request: copy.
                 let data = data.to_vec();
-                self.workers.spawn(move || {
+                self.workers.spawn(req.pid(), move || {
                     let Handle::Data { file, node, .. } = &*h else { return reply.error(libc::EBADF) };
                     match file.write_at(&data, offset as u64) {
                         Ok(n) => {
@@ -1258,12 +1260,12 @@ impl Filesystem for PcacheFs {
         reply.ok();
     }
 
-    fn fsync(&mut self, _req: &Request<'_>, _ino: u64, fh: u64, datasync: bool, reply: ReplyEmpty) {
+    fn fsync(&mut self, req: &Request<'_>, _ino: u64, fh: u64, datasync: bool, reply: ReplyEmpty) {
         let h = match self.shared.handle(fh) {
             Ok(h) => h,
             Err(e) => return reply.error(e),
         };
-        self.workers.spawn(move || match &*h {
+        self.workers.spawn(req.pid(), move || match &*h {
             // Writes back the file's dirty pages, waits, and fsyncs the
             // backing file: acknowledged data is on the backing disk.
             Handle::Data { file, .. } => {
@@ -1305,12 +1307,12 @@ impl Filesystem for PcacheFs {
         reply.ok();
     }
 
-    fn fsyncdir(&mut self, _req: &Request<'_>, ino: u64, _fh: u64, datasync: bool, reply: ReplyEmpty) {
+    fn fsyncdir(&mut self, req: &Request<'_>, ino: u64, _fh: u64, datasync: bool, reply: ReplyEmpty) {
         if control::is_ctl(ino) {
             return reply.ok();
         }
         let s = self.shared.clone();
-        self.workers.spawn(move || {
+        self.workers.spawn(req.pid(), move || {
             let res = s
                 .node(ino)
                 .and_then(|n| s.fd_of(&n))
@@ -1342,7 +1344,7 @@ impl Filesystem for PcacheFs {
 
     fn fallocate(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         _ino: u64,
         fh: u64,
         offset: i64,
@@ -1355,7 +1357,7 @@ impl Filesystem for PcacheFs {
             Err(e) => return reply.error(e),
         };
         let s = self.shared.clone();
-        self.workers.spawn(move || {
+        self.workers.spawn(req.pid(), move || {
             let Handle::Data { file, node, writable } = &*h else { return reply.error(libc::EBADF) };
             if !writable {
                 return reply.error(libc::EBADF);

@@ -16,6 +16,14 @@
 //! f.fsync()?;
 //! # Ok::<(), pcache::Error>(())
 //! ```
+//!
+//! Many files: the cache keeps at most `Tunables::max_open_fds` host
+//! descriptors open (default: half the soft RLIMIT_NOFILE when the cache is
+//! built, at most 4096) and reopens files on demand, so a program may open
+//! and close any number of files. It does not change the process's limits:
+//! a program that wants a larger bound raises its soft RLIMIT_NOFILE (to
+//! the hard limit, as `pcache mount` does) before building the cache, or
+//! sets `max_open_fds`. Closed files with nothing cached are freed.
 
 mod admission;
 mod arena;

@@ -434,7 +434,7 @@ impl Shared {
         }
         check_name(name)?;
         let p = self.node(parent)?;
-        let _r = self.rename_lock.read();
+        let r = self.rename_lock.read();
         let st = sys::fstatat(&*self.resolve(&p)?, name)?;
         let key = (st.st_dev, st.st_ino);
         let node = {
@@ -466,6 +466,9 @@ impl Shared {
                 }
             }
         };
+        // No engine call under rename_lock: the engine's fd cache resolves
+        // nodes (taking it shared) while holding its own locks.
+        drop(r);
         Ok(self.attr_st(&node, &st))
     }
 

@@ -38,8 +38,20 @@
 //! wait for them and fsync the backing file, so acknowledged data is on
 //! the backing disk; a crash of the daemon loses only what was not yet
 //! fsynced. Unmounting (`fusermount3 -u`, `umount`), SIGINT and SIGTERM
-//! write every dirty page back before the daemon exits. close(2) does not
-//! write back, as with the kernel's page cache.
+//! write back every dirty page that can be written before the daemon
+//! exits; a file whose data cannot be written (a failing or read-only
+//! backing store) is named by its backing path and the daemon exits
+//! non-zero (`MountError::Unwritten`): it never claims all was written
+//! when it was not. close(2) does not write back, as with the kernel's
+//! page cache, but reports a writeback error the handle has not seen yet.
+//!
+//! # Descriptors
+//!
+//! The daemon raises its soft RLIMIT_NOFILE to the hard limit at start.
+//! Backing files are opened on demand through the engine's bounded fd
+//! cache (`--max-open-fds`, default half the soft limit) and FUSE nodes
+//! hold no descriptor (fs.rs), so the number of files the kernel keeps
+//! looked up is not limited by RLIMIT_NOFILE.
 //!
 //! # Threads
 //!
@@ -52,8 +64,14 @@
 //!
 //! The backing directory must not be changed behind the mount's back while
 //! it is mounted: the cache would not see the change. `st_ino` on the mount
-//! is a number per backing inode, stable for the life of the mount, not the
-//! backing `st_ino`. Extended attributes and `lseek(SEEK_DATA)` are not
+//! is the backing `st_ino` plus 64 (a number from a table, kept for the
+//! life of the mount, for inodes on another device mounted inside the
+//! backing directory). Names longer than NAME_MAX (255) and symlink targets
+//! of PATH_MAX or more get ENAMETOOLONG (full paths past PATH_MAX are
+//! refused by the kernel before they reach the daemon, which resolves
+//! deeper trees in chunks). FUSE_INTERRUPT cannot reach the daemon
+//! (fuser 0.16 answers it with ENOSYS), so the workers emulate it by
+//! watching the requester's pending signals (workers.rs). Extended attributes and `lseek(SEEK_DATA)` are not
 //! passed through; file locks are local to the mount (the kernel's).
 
 mod control;

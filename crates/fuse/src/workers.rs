@@ -22,7 +22,8 @@
 //! every `WATCH_PERIOD`, for each request running longer than that, it
 //! reads the requester's /proc/PID/status, and if a signal the requester
 //! does not block is pending (SigPnd or ShdPnd, less SigBlk: exactly when
-//! the kernel would send INTERRUPT), it raises the worker's
+//! the kernel would send INTERRUPT), or the requester is gone (a fatal
+//! signal: the kernel abandoned the request), it raises the worker's
 //! `pcache::Interrupt`. The engine's interruptible waits (the dirty
 //! throttle, the allocator) then return EINTR, which the request answers.
 //! Other waits are bounded in the engine.
@@ -54,10 +55,14 @@ struct InFlight {
 /// Requests in flight, by worker index.
 type InFlightTable = Arc<Mutex<HashMap<usize, InFlight>>>;
 
-/// Whether process `pid` has a signal pending that it does not block:
-/// when the kernel would send FUSE_INTERRUPT for its request.
+/// Whether process `pid` has a signal pending that it does not block
+/// (when the kernel would send FUSE_INTERRUPT for its request), or is gone
+/// (killed: the kernel abandoned its request, so no one waits for it).
 pub fn signal_pending(pid: u32) -> bool {
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return false };
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return true };
+    if status.lines().any(|l| l.starts_with("State:") && l.contains("zombie")) {
+        return true;
+    }
     let mask = |key: &str| {
         status
             .lines()
@@ -183,6 +188,8 @@ mod tests {
         assert!(signal_pending(pid));
         let _ = child.kill();
         let _ = child.wait();
-        assert!(!signal_pending(u32::MAX));
+        // Gone: its request has no one waiting.
+        assert!(signal_pending(pid));
+        assert!(!signal_pending(std::process::id()));
     }
 }

@@ -341,3 +341,125 @@ fn shutdown_reports_unwritten_files_by_path() {
         "file0 must be named by its path:\n{log}"
     );
 }
+
+/// A writer for the interrupt test: writes `MiB` MiB to PATH and fsyncs,
+/// says "ready", waits for a line on stdin, then overwrites the same range
+/// (space already allocated: no reservation, no fallocate on the frozen
+/// store). SIGUSR1's handler raises, so the interrupted write is not
+/// restarted (PEP 475) and the writer exits with status 3.
+const WRITER: &str = r#"
+import os, signal, sys
+class Stop(Exception): pass
+def stop(sig, frame): raise Stop()
+signal.signal(signal.SIGUSR1, stop)
+path, mib = sys.argv[1], int(sys.argv[2])
+fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+buf = b"\x07" * (1 << 20)
+for i in range(mib): os.pwrite(fd, buf, i << 20)
+os.fsync(fd)
+print("ready", flush=True)
+sys.stdin.readline()
+try:
+    for i in range(mib): os.pwrite(fd, buf, i << 20)
+except Stop:
+    print("interrupted", flush=True); sys.exit(3)
+print("done", flush=True)
+"#;
+
+// Goal: a writer blocked in the daemon's dirty throttle and signalled is
+// released at once, though the backing store makes no progress: FUSE
+// INTERRUPT, which fuser 0.16 does not deliver, emulated by the daemon's
+// watcher raising the worker's pcache::Interrupt.
+// Method (root): backing store an ext4 image on a loop device; a writer
+// writes and fsyncs 24 MiB, the store is frozen (fsfreeze), the writer
+// overwrites: the flusher blocks in pwrite, dirty pages reach the limit
+// (4 MiB) and the writer waits in balance_dirty_pages; then SIGUSR1.
+// Expect: the writer's write returns (EINTR) and it exits with its
+// handler's status while the store is still frozen (the throttle's own
+// bound is 30 s; the test allows 20); after thawing, the daemon writes
+// everything back and exits cleanly.
+#[test]
+fn signalled_writer_is_released_from_the_throttle() {
+    if skip_reason().is_some() {
+        return;
+    }
+    if !is_root() {
+        eprintln!("SKIPPED: loop-mounting an ext4 image and fsfreeze need root");
+        return;
+    }
+    let tools = ["python3", "mkfs.ext4", "fsfreeze"];
+    if let Some(t) = tools.iter().find(|t| Command::new(t).arg("--version").output().is_err()) {
+        eprintln!("SKIPPED: {t} is not installed");
+        return;
+    }
+    let mut m = Mount::dirs(None);
+    let img = m.dir.path().join("ext4.img");
+    fs::File::create(&img).unwrap().set_len(96 << 20).unwrap();
+    assert!(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&img).status().unwrap().success());
+    if !Command::new("mount").args(["-o", "loop"]).arg(&img).arg(m.backing()).status().unwrap().success() {
+        eprintln!("SKIPPED: no loop device for the ext4 image");
+        return;
+    }
+    struct Umount(PathBuf);
+    impl Drop for Umount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _umount = Umount(m.backing());
+    m.spawn("64M", &["--set", "dirty_bytes=4194304", "--set", "dirty_background_bytes=1048576"], None);
+    struct Thaw(PathBuf);
+    impl Drop for Thaw {
+        fn drop(&mut self) {
+            let _ = Command::new("fsfreeze").arg("-u").arg(&self.0).status();
+        }
+    }
+    let mut writer = Command::new("python3")
+        .args(["-c", WRITER])
+        .arg(m.mnt().join("f"))
+        .arg("24")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(writer.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert_eq!(line.trim(), "ready", "{}", m.log());
+    assert!(Command::new("fsfreeze").arg("-f").arg(m.backing()).status().unwrap().success());
+    let thaw = Thaw(m.backing());
+    std::io::Write::write_all(writer.stdin.as_mut().unwrap(), b"go\n").unwrap();
+    // Wait until the writer is throttled: dirty pages at the limit and
+    // not moving (the store is frozen, so they cannot be written).
+    let started = Instant::now();
+    while m.vmstat("nr_dirty") < 900 {
+        assert!(started.elapsed() < Duration::from_secs(20), "dirty pages never reached the limit:\n{}", m.log());
+        assert!(writer.try_wait().unwrap().is_none(), "the writer finished: it was never throttled");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(writer.try_wait().unwrap().is_none(), "the writer must be blocked in the throttle");
+    // SAFETY: kill(2) on our own child; no memory involved.
+    assert_eq!(unsafe { libc::kill(writer.id() as i32, libc::SIGUSR1) }, 0);
+    let signalled = Instant::now();
+    let status = loop {
+        if let Some(st) = writer.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            signalled.elapsed() < Duration::from_secs(20),
+            "the signalled writer was not released while the store is frozen:\n{}",
+            m.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut out, &mut rest);
+    assert_eq!(status.code(), Some(3), "writer said {rest:?}");
+    assert_eq!(rest.trim(), "interrupted");
+    drop(thaw);
+    let st = Command::new("fusermount3").arg("-u").arg(m.mnt()).status().unwrap();
+    assert!(st.success());
+    let st = m.wait_exit(60);
+    assert!(st.success(), "after thawing everything can be written:\n{}", m.log());
+}

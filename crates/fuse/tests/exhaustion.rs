@@ -463,3 +463,76 @@ fn signalled_writer_is_released_from_the_throttle() {
     let st = m.wait_exit(60);
     assert!(st.success(), "after thawing everything can be written:\n{}", m.log());
 }
+
+// Goal: close(2) (FUSE flush) reports a writeback error once per handle:
+// the first close of a handle that has not seen the error fails, a
+// second close of the same handle (a dup) and a handle that saw it at
+// fsync do not.
+// Method (root): tmpfs backing, 2 backing descriptors at most, no
+// background writeback; handle A writes, handle B is opened on the same
+// file; other files push its descriptor out of the fd cache; the backing
+// file is made immutable (so it cannot be reopened for writing); B's
+// fsync writes back and fails.
+// Expect: fsync(B) fails; close(A) fails with that error; close(dup of A)
+// and close(B) succeed.
+#[test]
+fn close_reports_a_writeback_error_once_per_handle() {
+    use std::os::fd::IntoRawFd;
+    if skip_reason().is_some() {
+        return;
+    }
+    if !is_root() {
+        eprintln!("SKIPPED: mounting a tmpfs and chattr +i need root");
+        return;
+    }
+    let mut m = Mount::dirs(None);
+    let st = Command::new("mount").args(["-t", "tmpfs", "-o", "size=8m", "tmpfs"]).arg(m.backing()).status().unwrap();
+    assert!(st.success(), "mount -t tmpfs failed");
+    struct Cleanup(PathBuf);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = Command::new("chattr").arg("-i").arg(self.0.join("f")).status();
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let _cleanup = Cleanup(m.backing());
+    m.spawn(
+        "32M",
+        &[
+            "--max-open-fds",
+            "2",
+            "--set",
+            "dirty_writeback_centisecs=0",
+            "--set",
+            "dirty_background_ratio=90",
+            "--set",
+            "dirty_ratio=95",
+        ],
+        None,
+    );
+    let path = m.mnt().join("f");
+    let mut a = fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+    std::io::Write::write_all(&mut a, &[5u8; 64 << 10]).unwrap();
+    let b = fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+    for i in 0..4 {
+        fs::write(m.mnt().join(format!("other{i}")), [1u8; 8192]).unwrap();
+    }
+    assert!(Command::new("chattr").arg("+i").arg(m.backing().join("f")).status().unwrap().success());
+    let e = b.sync_all().expect_err("writeback of f cannot reopen it for writing");
+    eprintln!("fsync: {e}");
+    let a = a.into_raw_fd();
+    // SAFETY: dup of a descriptor we own; the copy is closed below.
+    let a2 = unsafe { libc::dup(a) };
+    assert!(a2 >= 0);
+    let close = |fd: i32| {
+        // SAFETY: closing a descriptor we own, once.
+        if unsafe { libc::close(fd) } == 0 {
+            0
+        } else {
+            std::io::Error::last_os_error().raw_os_error().unwrap_or(-1)
+        }
+    };
+    assert_ne!(close(a), 0, "the first close of a handle that did not see the error reports it");
+    assert_eq!(close(a2), 0, "reported once per handle");
+    assert_eq!(close(b.into_raw_fd()), 0, "B saw the error at fsync");
+}

@@ -804,12 +804,19 @@ impl BackingDev for FileDev {
         // already open: keep one (open handles keep working, as POSIX
         // says). If it cannot be had, the file is unlinked all the same.
         let _ = self.pin();
-        std::fs::remove_file(&*self.path.lock())
+        match self.reopen {
+            Reopen::Path => std::fs::remove_file(&*self.path.lock()),
+            // Names belong to whoever gave the opener.
+            Reopen::With(_) => Ok(()),
+        }
     }
 
     fn rename(&self, to: &Path) -> io::Result<()> {
         // Under the lock, so a concurrent remove unlinks one name or the
         // other, never a name the file no longer has.
+        if let Reopen::With(_) = self.reopen {
+            return Err(io::Error::from_raw_os_error(libc::EXDEV));
+        }
         let mut path = self.path.lock();
         std::fs::rename(&*path, to)?;
         *path = to.to_path_buf();
@@ -913,6 +920,7 @@ impl Drop for AlignedBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backing::MIN_OPEN_FDS;
     use std::sync::Arc;
 
     const PS: usize = 4096;
@@ -1204,6 +1212,37 @@ mod tests {
         for (pg, p) in back.iter().enumerate().take(threads * per - 1) {
             assert!(p.iter().all(|&b| b == pg as u8), "page {pg}");
         }
+    }
+
+    #[test]
+    fn reopens_after_eviction_and_refuses_another_inode() {
+        let dir = tempfile::tempdir().unwrap();
+        let fds = FdCache::new(MIN_OPEN_FDS);
+        let dev = FileDev::open_in(&fds, &dir.path().join("a"), true, true, true, PS).unwrap();
+        write(&dev, 0, &pages(1, 4), PS as u64).unwrap();
+        // Other devices push a's descriptor out of the cache.
+        let others: Vec<FileDev> = (0..MIN_OPEN_FDS)
+            .map(|i| FileDev::open_in(&fds, &dir.path().join(format!("o{i}")), true, true, true, PS).unwrap())
+            .collect();
+        assert!(fds.nr_open() <= MIN_OPEN_FDS as u64);
+        // Reopened by path, same inode: the data is there.
+        let (n, back) = read(&dev, 0, 1);
+        assert_eq!(n, PS);
+        assert!(back[0].iter().all(|&b| b == 4));
+        // Renamed: the device follows its new name.
+        dev.rename(&dir.path().join("a2")).unwrap();
+        fds.forget(dev.fd_id);
+        assert_eq!(dev.len().unwrap(), PS as u64);
+        // Another file now at its name: refused, never written.
+        std::fs::write(dir.path().join("b"), b"other").unwrap();
+        std::fs::rename(dir.path().join("b"), dir.path().join("a2")).unwrap();
+        fds.forget(dev.fd_id);
+        let err = dev.len().unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ESTALE));
+        assert_eq!(std::fs::read(dir.path().join("a2")).unwrap(), b"other");
+        drop(others);
+        drop(dev);
+        assert_eq!(fds.nr_open(), 0, "every descriptor closed with its device");
     }
 
     #[test]

@@ -307,12 +307,14 @@ impl Cache {
     /// cache is dropped, and nothing claims it was written. A second call
     /// writes back again and reports what is still unwritten.
     pub fn shutdown_all(&self) -> Result<()> {
+        // Writers are refused and throttled ones released first, so that
+        // the final writeback is not chasing new dirty pages.
+        self.shutdown.store(true, Ordering::Release);
+        self.progress.wake();
         let synced = self.sync_all();
         let unwritten = self.unwritten_files();
-        self.shutdown.store(true, Ordering::Release);
         self.kswapd_wait.wake();
         self.wakeup_flusher_threads();
-        self.progress.wake();
         let threads: Vec<JoinHandle<()>> = self.threads.lock().drain(..).collect();
         for t in threads {
             let _ = t.join();

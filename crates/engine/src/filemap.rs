@@ -720,10 +720,12 @@ impl Cache {
         if inode.wb_retry_at.load(Ordering::Acquire) != 0 {
             self.write_and_wait_range(inode, 0, u64::MAX)?;
         }
-        inode.dev.reserve(pos, buf.len() as u64).map_err(|e| match e.raw_os_error() {
-            Some(libc::EFBIG) => Error::FileTooBig { name: inode.name.clone(), offset: pos },
-            _ => Error::io(&inode.name, e),
-        })?;
+        if self.tunables.reserve_space {
+            inode.dev.reserve(pos, buf.len() as u64).map_err(|e| match e.raw_os_error() {
+                Some(libc::EFBIG) => Error::FileTooBig { name: inode.name.clone(), offset: pos },
+                _ => Error::io(&inode.name, e),
+            })?;
+        }
         let shift = self.page_shift();
         let ps = self.page_size() as u64;
         let mut written = 0usize;

@@ -195,6 +195,12 @@ pub struct Tunables {
     /// Whether background kswapd runs. With it off, allocations below the
     /// low watermark reclaim directly (useful for deterministic tests).
     pub kswapd: bool,
+    /// Reserve backing space when a write dirties pages
+    /// (`BackingDev::reserve`, ext4's delayed-allocation reservation), so a
+    /// full store fails the write with ENOSPC at the call. Off: pcache
+    /// before issue 16, where only writeback meets ENOSPC (for measuring
+    /// the reservation's cost).
+    pub reserve_space: bool,
 }
 
 impl Default for Tunables {
@@ -216,6 +222,7 @@ impl Default for Tunables {
             workingset_version: WorkingsetVersion::Linux315,
             admission: Admission::Kernel,
             kswapd: true,
+            reserve_space: true,
         }
     }
 }

@@ -121,7 +121,8 @@ impl UnwrittenFile {
             if i > 0 {
                 s.push_str(", ");
             }
-            let err = if f.errno != 0 { io::Error::from_raw_os_error(f.errno).to_string() } else { "not written".into() };
+            let err =
+                if f.errno != 0 { io::Error::from_raw_os_error(f.errno).to_string() } else { "not written".into() };
             s.push_str(&format!("{} ({} pages: {})", f.name, f.pages, err));
         }
         s

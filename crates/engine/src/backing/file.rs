@@ -110,13 +110,8 @@ impl Reservations {
 
     fn insert(&mut self, mut start: u64, mut end: u64) {
         // Merge every range that overlaps or touches [start, end).
-        let touching: Vec<(u64, u64)> = self
-            .ranges
-            .range(..=end)
-            .rev()
-            .take_while(|(_, &e)| e >= start)
-            .map(|(&s, &e)| (s, e))
-            .collect();
+        let touching: Vec<(u64, u64)> =
+            self.ranges.range(..=end).rev().take_while(|(_, &e)| e >= start).map(|(&s, &e)| (s, e)).collect();
         for (s, e) in touching {
             self.ranges.remove(&s);
             start = start.min(s);

@@ -353,3 +353,23 @@ fn full_tmpfs_fails_the_write() {
     c.write_at(&pattern(12, 4 * MIB), 0).unwrap();
     c.fsync().unwrap();
 }
+
+// Goal: sync_range writes and waits for its range only, and reports a
+// writeback error of that file once per handle.
+#[test]
+fn sync_range_writes_its_range_and_reports_once() {
+    let cache = cache(4 * MIB as u64);
+    let mem: Arc<dyn BackingDev> = Arc::new(MemoryDev::new("sync-range", PS));
+    let fi = Arc::new(FaultInjector::new(mem));
+    let f = cache.open_dev(fi.clone()).unwrap();
+    f.write_at(&pattern(13, 8 * PS), 0).unwrap();
+    f.sync_range(PS as u64, 2 * PS as u64).unwrap();
+    let dirty: Vec<bool> = (0..8).map(|i| f.page_state(i).unwrap().dirty).collect();
+    assert_eq!(dirty, [true, false, false, true, true, true, true, true]);
+    fi.fail_always(FaultOp::Write, Fault::Eio);
+    assert_eq!(f.sync_range(0, 0).unwrap_err().errno(), libc::EIO);
+    assert!(f.sync_range(7 * PS as u64, PS as u64).is_err(), "the page is still failing");
+    fi.clear();
+    f.sync_range(0, 0).unwrap();
+    assert!((0..8).all(|i| !f.page_state(i).unwrap().dirty));
+}

@@ -109,7 +109,11 @@ impl Cache {
     /// reader sees.
     #[inline]
     pub fn find_page_fast(&self, inode: &Inode, index: u64) -> Option<(Pfn, Hazard, bool)> {
-        let slot = inode.tree.slot(index)?;
+        // The walk announcement covers the re-check below: until it drops,
+        // the leaf holding `slot` is not reused (pagetree.rs), so the
+        // re-check reads this index's slot or, if the leaf was deleted, 0.
+        let walk = inode.tree.walk();
+        let slot = inode.tree.slot(index, &walk)?;
         let entry = slot.load(Ordering::Acquire);
         if entry & SLOT_FROZEN != 0 {
             return None;
@@ -149,7 +153,8 @@ impl Cache {
         if page.mapping() != inode.id {
             return;
         }
-        if let Some(slot) = inode.tree.slot(page.index()) {
+        let walk = inode.tree.walk();
+        if let Some(slot) = inode.tree.slot(page.index(), &walk) {
             let entry = page_entry(pfn);
             let _ = slot.compare_exchange(entry | PAGE_HOT, entry, Ordering::AcqRel, Ordering::Relaxed);
         }
@@ -171,11 +176,11 @@ impl Cache {
     /// False if the page is pinned by reference or dirty.
     pub fn freeze_for_removal(&self, inode: &Inode, pfn: Pfn, refs: u32) -> bool {
         let page = self.page(pfn);
-        let _g = inode.tree_lock.lock();
+        let g = inode.tree_lock.lock();
         if page.mapping() != inode.id || !page.freeze(refs) {
             return false;
         }
-        let slot = inode.tree.slot(page.index());
+        let slot = inode.tree.slot_locked(page.index(), &g);
         match slot {
             Some(slot) if !page.test(PG_DIRTY) && entry_pfn(slot.load(Ordering::Acquire)) == Some(pfn) => {
                 slot.store(page_entry(pfn) | SLOT_FROZEN, Ordering::Release);
@@ -210,9 +215,9 @@ impl Cache {
         self.hazards.scan(&mut pinned);
         for (pfn, inode) in batch {
             let page = self.page(*pfn);
-            let _g = inode.tree_lock.lock();
+            let g = inode.tree_lock.lock();
             if pinned.binary_search(pfn).is_ok() {
-                if let Some(slot) = inode.tree.slot(page.index()) {
+                if let Some(slot) = inode.tree.slot_locked(page.index(), &g) {
                     slot.store(page_entry(*pfn), Ordering::Release);
                 }
                 page.unfreeze(refs);
@@ -263,7 +268,7 @@ impl Cache {
             name: name.to_string(),
             dev,
             bdi,
-            tree: PageTree::new(),
+            tree: PageTree::new(self.node_cache.clone(), id),
             tree_lock: Mutex::new(()),
             nrpages: AtomicU64::new(0),
             size: AtomicU64::new(size),
@@ -459,8 +464,7 @@ impl Cache {
             // page and uncount it.
             self.nr_file_pages.fetch_add(1, Ordering::Relaxed);
             inode.nrpages.fetch_add(1, Ordering::Relaxed);
-            let (_, node) = inode.tree.store_tracked(index, page_entry(pfn));
-            self.account_shadow_node(inode, index, node);
+            inode.tree.store(index, page_entry(pfn));
         }
         self.lru_cache_add(pfn);
         true
@@ -479,8 +483,7 @@ impl Cache {
             page.clear(PG_DIRTY, &self.vm);
         }
         inode.tree.clear_mark(index, MARK_DIRTY);
-        let (_, node) = inode.tree.store_tracked(index, shadow);
-        self.account_shadow_node(inode, index, node);
+        inode.tree.store(index, shadow);
         if shadow != 0 {
             self.nr_shadows.fetch_add(1, Ordering::Relaxed);
         }

@@ -116,7 +116,9 @@ struct Node {
     /// allocation: the shadow-node shrinker finds a leaf again by them.
     index: AtomicU64,
     mapping: AtomicU32,
-    /// 1 while on the shadow-node list. Under the list lock.
+    /// 1 while on the shadow-node list. Set and cleared under both the tree
+    /// lock and the list lock (rotation leaves it alone), so either lock
+    /// suffices to read it.
     on_list: AtomicU32,
     /// Shadow-node list links (xa_node's private_list), under the list
     /// lock. While the node is free, `slots[0]` links the chunk's free list.
@@ -208,14 +210,20 @@ impl NodeCache {
         // SAFETY: on the list, so live; we hold the list lock.
         let (mapping, index) =
             unsafe { (node(n).mapping.load(Ordering::Relaxed), node(n).index.load(Ordering::Relaxed)) };
-        list.del(n);
-        list.add_tail(n);
+        list.move_tail(n);
         Some((mapping, index))
     }
 }
 
 impl ShadowList {
-    fn add_tail(&mut self, n: *mut Node) {
+    /// list_lru_add: `n` (a leaf, under its tree's lock) joins the tail.
+    fn add(&mut self, n: *mut Node) {
+        self.link_tail(n);
+        // SAFETY: `n` is live; both locks held.
+        unsafe { node(n).on_list.store(1, Ordering::Relaxed) };
+    }
+
+    fn link_tail(&mut self, n: *mut Node) {
         // SAFETY: `n` and the list's nodes are live; list lock held.
         unsafe {
             node(n).prev.store(self.tail as usize, Ordering::Relaxed);
@@ -225,13 +233,29 @@ impl ShadowList {
             } else {
                 node(self.tail).next.store(n as usize, Ordering::Relaxed);
             }
-            node(n).on_list.store(1, Ordering::Relaxed);
         }
         self.tail = n;
         self.len += 1;
     }
 
+    /// list_lru_del: `n` (under its tree's lock, or its tree being
+    /// dropped) leaves the list.
     fn del(&mut self, n: *mut Node) {
+        self.unlink(n);
+        // SAFETY: as in `unlink`.
+        unsafe { node(n).on_list.store(0, Ordering::Relaxed) };
+        self.len -= 1;
+    }
+
+    /// Rotate `n` to the tail. `on_list` stays set throughout: the tree
+    /// reads it under its own lock only, not the list's.
+    fn move_tail(&mut self, n: *mut Node) {
+        self.unlink(n);
+        self.len -= 1;
+        self.link_tail(n);
+    }
+
+    fn unlink(&mut self, n: *mut Node) {
         // SAFETY: `n` is on this list, as are its neighbours; lock held.
         unsafe {
             let prev = node(n).prev.load(Ordering::Relaxed) as *mut Node;
@@ -246,9 +270,7 @@ impl ShadowList {
             } else {
                 node(next).prev.store(prev as usize, Ordering::Relaxed);
             }
-            node(n).on_list.store(0, Ordering::Relaxed);
         }
-        self.len -= 1;
     }
 }
 
@@ -524,14 +546,14 @@ impl PageTree {
     /// shadow-node list, any other leaf is not. Tree lock held.
     fn workingset_update_node(&self, leaf: *mut Node) {
         // SAFETY: live leaf, tree lock held; `on_list` changes only under
-        // the tree lock and the list lock, both held when it does.
+        // the tree lock and the list lock together.
         let n = unsafe { node(leaf) };
         let (count, values) = (n.count.load(Ordering::Relaxed), n.values.load(Ordering::Relaxed));
         let shadow = values > 0 && values == count;
         if shadow != (n.on_list.load(Ordering::Relaxed) != 0) {
             let mut list = self.cache.shadow_nodes.lock();
             if shadow {
-                list.add_tail(leaf);
+                list.add(leaf);
             } else {
                 list.del(leaf);
             }

@@ -7,18 +7,22 @@
 //!   inode.rwsem (i_rwsem: write, truncate, punch)
 //!     page lock (PG_locked)
 //!       inode.tree_lock (i_pages lock)
+//!         the tree's node slab lock (pagetree.rs)
+//!         shadow-node list lock (pagetree.rs's NodeCache, list_lru)
 //!       CPU batch lock (swap.rs)
 //!         lru_lock
 //! ```
 //!
 //! Reclaim takes page locks only with trylock, after dropping lru_lock.
 //!
-//! The hit path (`find_get_entry`) takes no lock: it walks the page tree,
-//! takes a reference with `get_page_unless_zero`, and re-checks that the
-//! slot still holds the page (it may have been removed and its frame
-//! reused). A page whose count is frozen at 0 is being removed under the tree
-//! lock; the lookup waits for that lock and retries, so it never spins
-//! unboundedly.
+//! The lookups take no lock: `find_get_entry` walks the page tree, takes a
+//! reference with `get_page_unless_zero`, and re-checks that the slot still
+//! holds the page (it may have been removed and its frame reused);
+//! `find_page_fast` pins with a hazard slot instead, and re-checks the slot
+//! inside its walk announcement, which keeps the leaf from being reused
+//! meanwhile (pagetree.rs). A page whose count is frozen at 0 is being
+//! removed under the tree lock; the lookup waits for that lock and
+//! retries, so it never spins unboundedly.
 
 use crate::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -32,6 +36,7 @@ use crate::hazard::Hazard;
 use crate::mm::Cache;
 use crate::page::*;
 use crate::pagetree::{entry_pfn, page_entry, PageTree, MARK_DIRTY, PAGE_HOT, SHADOW_BIT, SLOT_FROZEN};
+use crate::percpu::thread_slot;
 use crate::readahead::FileRaState;
 use crate::vmstat::Item;
 use crate::{AccessedInit, RemarkRule};
@@ -112,14 +117,15 @@ impl Cache {
         // The walk announcement covers the re-check below: until it drops,
         // the leaf holding `slot` is not reused (pagetree.rs), so the
         // re-check reads this index's slot or, if the leaf was deleted, 0.
-        let walk = inode.tree.walk();
+        let row = thread_slot();
+        let walk = self.hazards.walk_begin_in_row(row);
         let slot = inode.tree.slot(index, &walk)?;
         let entry = slot.load(Ordering::Acquire);
         if entry & SLOT_FROZEN != 0 {
             return None;
         }
         let pfn = entry_pfn(entry)?;
-        let h = self.hazards.pin(pfn)?;
+        let h = self.hazards.pin_in_row(row, pfn)?;
         // Re-check after announcing: still this index's page.
         if slot.load(Ordering::Acquire) != entry {
             self.hazards.unpin(h);

@@ -252,14 +252,9 @@ impl HazardTable {
         }
     }
 
-    /// Announce `pfn`. The caller must then re-check that the page is still
-    /// what it looked up, and `unpin` on failure.
-    #[inline]
-    pub fn pin(&self, pfn: Pfn) -> Option<Hazard> {
-        self.pin_in_row(thread_slot(), pfn)
-    }
-
-    /// `pin` in an explicit row: the row of the calling thread's slot.
+    /// Announce `pfn` in row `row_idx`, the row of the calling thread's
+    /// slot (`thread_slot()`). The caller must then re-check that the page
+    /// is still what it looked up, and `unpin` on failure.
     #[inline]
     pub fn pin_in_row(&self, row_idx: usize, pfn: Pfn) -> Option<Hazard> {
         let row = self.rows.get(row_idx)?;

@@ -94,32 +94,24 @@ pub struct HazardTable {
 /// nodes reached while it lives are not reused. Not `Send`: it is the
 /// thread's own row.
 pub struct WalkGuard<'a> {
-    table: &'a HazardTable,
-    kind: WalkKind,
+    /// The announcement this guard made and clears on drop: its row's
+    /// `walk` word, or `overflow_walkers` (a count). None when an outer
+    /// walk on this thread already announces an older epoch.
+    clear: Option<(&'a AtomicU64, bool)>,
     _not_send: PhantomData<*const ()>,
-}
-
-#[derive(Clone, Copy)]
-enum WalkKind {
-    /// This guard announced in row `usize` and clears it on drop.
-    Row(usize),
-    /// An outer walk on this thread already announces an older epoch.
-    Nested,
-    /// Counted in `overflow_walkers`.
-    Overflow,
 }
 
 impl Drop for WalkGuard<'_> {
     #[inline]
     fn drop(&mut self) {
-        match self.kind {
+        match self.clear {
             // Release: our loads of nodes happen before the clear, which
             // `walk_sync`'s acquire scan reads before reusing them.
-            WalkKind::Row(r) => self.table.rows[r].walk.store(0, Ordering::Release),
-            WalkKind::Nested => {}
-            WalkKind::Overflow => {
-                self.table.overflow_walkers.fetch_sub(1, Ordering::Release);
+            Some((walk, false)) => walk.store(0, Ordering::Release),
+            Some((count, true)) => {
+                count.fetch_sub(1, Ordering::Release);
             }
+            None => {}
         }
     }
 }
@@ -182,10 +174,10 @@ impl HazardTable {
     /// `walk_begin` in an explicit row: the row of the calling thread's slot.
     #[inline]
     pub fn walk_begin_in_row(&self, row_idx: usize) -> WalkGuard<'_> {
-        let kind = match self.rows.get(row_idx) {
+        let clear = match self.rows.get(row_idx) {
             Some(row) => {
                 if row.walk.load(Ordering::Relaxed) != 0 {
-                    WalkKind::Nested
+                    None
                 } else {
                     // Acquire pairs with `retire_epoch`: an epoch past a
                     // node's tag means its unlink is visible to our walk.
@@ -194,16 +186,16 @@ impl HazardTable {
                     // Pairs with the membarrier in `walk_sync`: order the
                     // announcement before the walk's loads.
                     self.reader_barrier();
-                    WalkKind::Row(row_idx)
+                    Some((&row.walk, false))
                 }
             }
             None => {
                 self.overflow_walkers.fetch_add(1, Ordering::SeqCst);
                 fence(Ordering::SeqCst);
-                WalkKind::Overflow
+                Some((&self.overflow_walkers, true))
             }
         };
-        WalkGuard { table: self, kind, _not_send: PhantomData }
+        WalkGuard { clear, _not_send: PhantomData }
     }
 
     /// Tag for nodes a writer has just unlinked (before this call): walks

@@ -80,6 +80,14 @@ fn run_case(kind: &str, times: u64) {
         show(vm.by_name("nr_workingset_shadows")),
         rss_beyond / frames,
     );
+    // Cut to nothing: the tree's nodes and their chunks all go back.
+    f.set_len(0).expect("truncate");
+    let vm = cache.vmstat();
+    println!(
+        "{kind:>6} {times}x  after set_len(0): nodes {}  node bytes {}",
+        show(vm.by_name("nr_pagetree_nodes")),
+        show(vm.by_name("pagetree_node_bytes"))
+    );
 }
 
 fn main() {

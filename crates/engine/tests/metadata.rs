@@ -74,7 +74,7 @@ fn sparse_random_reads_stay_bounded_and_truncate_frees_all() {
         let done = if k == 0 { 0 } else { 2 * frames };
         for n in done..times * frames {
             read(&f, rng.next() % pages);
-            if n % 16 == 0 {
+            if n.is_multiple_of(16) {
                 assert!(c.vmstat().get(Item::workingset_nodes) <= shadow_node_bound(frames));
             }
         }
@@ -263,7 +263,7 @@ fn lookups_race_node_freeing() {
         round += 1;
         let i = rng.next() % pages;
         f.punch_hole(i * PAGE, (1 + rng.next() % 8) * PAGE).expect("punch");
-        if round % 5000 == 0 {
+        if round.is_multiple_of(5000) {
             f.set_len(0).expect("truncate");
             f.set_len(pages * PAGE).expect("extend");
         }

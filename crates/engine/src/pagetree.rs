@@ -305,6 +305,11 @@ struct NodeSlab {
     chunks: Vec<Chunk>,
     /// Unlinked nodes and the epoch they were retired in.
     retired: Vec<(*mut Node, u64)>,
+    /// Retired nodes at which `retire` next tries to reclaim: a batch
+    /// beyond what the last attempt had to keep, so a walker that stalls
+    /// (preempted mid-walk, say) costs one membarrier per batch, not one
+    /// per retirement.
+    reclaim_at: usize,
 }
 
 const CHUNK_MAX: usize = (2 << 20) / NODE_SIZE;
@@ -395,6 +400,7 @@ impl NodeSlab {
                 i += 1;
             }
         }
+        self.reclaim_at = self.retired.len() + RETIRE_BATCH;
     }
 }
 
@@ -435,7 +441,7 @@ impl PageTree {
         PageTree {
             root: AtomicUsize::new(0),
             mapping,
-            slab: Mutex::new(NodeSlab { chunks: Vec::new(), retired: Vec::new() }),
+            slab: Mutex::new(NodeSlab { chunks: Vec::new(), retired: Vec::new(), reclaim_at: RETIRE_BATCH }),
             cache,
         }
     }
@@ -693,7 +699,7 @@ impl PageTree {
         self.cache.nr_retired.fetch_add(nodes.len() as i64, Ordering::Relaxed);
         let mut slab = self.slab.lock();
         slab.retired.extend(nodes.iter().map(|&n| (n, tag)));
-        if slab.retired.len() >= RETIRE_BATCH {
+        if slab.retired.len() >= slab.reclaim_at {
             slab.reclaim(&self.cache);
         }
     }

@@ -241,6 +241,7 @@ impl ShadowList {
     /// list_lru_del: `n` (under its tree's lock, or its tree being
     /// dropped) leaves the list.
     fn del(&mut self, n: *mut Node) {
+        debug_assert!(self.len > 0);
         self.unlink(n);
         // SAFETY: as in `unlink`.
         unsafe { node(n).on_list.store(0, Ordering::Relaxed) };
@@ -623,6 +624,7 @@ impl PageTree {
         if old == 0 {
             return 0;
         }
+        debug_assert!(leaf_ref.count.load(Ordering::Relaxed) > 0, "a non-empty slot in a leaf counted empty");
         let count = leaf_ref.count.load(Ordering::Relaxed) - 1;
         leaf_ref.count.store(count, Ordering::Relaxed);
         leaf_ref.values.store(leaf_ref.values.load(Ordering::Relaxed) - is_value(old) as u32, Ordering::Relaxed);
@@ -1045,6 +1047,28 @@ mod tests {
         drop(walk);
         t.reclaim_retired();
         assert_eq!(t.cache.nr_retired(), 0);
+    }
+
+    // Goal: a tree dropped while it holds shadow nodes takes them off the
+    // list it shares with other trees, leaving the others' linked right.
+    // Method: two trees on one node cache, a shadow node in each (one
+    // before the other on the list), the first dropped.
+    #[test]
+    fn dropped_tree_leaves_the_shared_shadow_list() {
+        let cache = Arc::new(NodeCache::new(Arc::new(HazardTable::new())));
+        let a = PageTree::new(cache.clone(), 1);
+        let b = PageTree::new(cache.clone(), 2);
+        a.store(3, SHADOW_BIT | 1);
+        b.store(700, SHADOW_BIT | 2);
+        a.store(1 << 30, SHADOW_BIT | 3);
+        assert_eq!(cache.nr_shadow_nodes(), 3);
+        drop(a);
+        assert_eq!(cache.nr_shadow_nodes(), 1);
+        assert_eq!(cache.oldest_shadow_node_over(0), Some((2, 640)));
+        assert_eq!(cache.nr_nodes(), 2, "only b's top and leaf are left");
+        b.store(700, 0);
+        b.reclaim_retired();
+        assert_eq!((cache.nr_shadow_nodes(), cache.nr_nodes(), cache.bytes()), (0, 0, 0));
     }
 
     // Goal: memory stays bounded by the live entries while a window of

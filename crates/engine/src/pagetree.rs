@@ -133,7 +133,9 @@ const _: () = assert!(NODE_SIZE == 576);
 ///
 /// # Safety
 /// `p` is a node of a live tree, reachable by the caller under the tree
-/// lock, or under a `WalkGuard` that began before the caller loaded `p`.
+/// lock, or under a `WalkGuard` that began before the caller loaded `p`;
+/// or a node its slab owns (free, or being handed out) under the slab
+/// lock; or a node on the shadow-node list, under the list lock.
 #[inline]
 unsafe fn node<'a>(p: *const Node) -> &'a Node {
     // SAFETY: per the function's contract; nodes are never moved.

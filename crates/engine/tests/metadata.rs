@@ -280,5 +280,8 @@ fn lookups_race_node_freeing() {
     let v = c.vmstat();
     assert_eq!(v.get(Item::nr_file_pages), 0);
     assert_eq!(v.get(Item::workingset_nodes), 0);
-    assert_eq!(v.get(Item::nr_pagetree_nodes), 0);
+    // kswapd may be mid-walk (clearing a hot hint) as the truncation
+    // reclaims: its nodes then wait, retired, for the next batch.
+    assert_eq!(v.get(Item::nr_pagetree_nodes), v.get(Item::nr_pagetree_nodes_retired), "no node left in the tree");
+    assert!(v.get(Item::nr_pagetree_nodes_retired) <= 64);
 }

@@ -283,5 +283,4 @@ fn lookups_race_node_freeing() {
     // kswapd may be mid-walk (clearing a hot hint) as the truncation
     // reclaims: its nodes then wait, retired, for the next batch.
     assert_eq!(v.get(Item::nr_pagetree_nodes), v.get(Item::nr_pagetree_nodes_retired), "no node left in the tree");
-    assert!(v.get(Item::nr_pagetree_nodes_retired) <= 64);
 }

@@ -300,9 +300,10 @@ impl Chunk {
     }
 }
 
-/// Nodes come from chunks that grow by half from 8 nodes up to `CHUNK_MAX`
+/// Nodes come from chunks that grow by half from 1 node up to `CHUNK_MAX`
 /// (2 MiB, huge-page backed), so a big file's tree is dense in memory and
-/// TLB. Reclaimed nodes return to their chunk's free list; a chunk none of
+/// TLB while a small file's costs only the nodes it uses (many files hold
+/// a page or two). Reclaimed nodes return to their chunk's free list; a chunk none of
 /// whose nodes is in use is released.
 struct NodeSlab {
     chunks: Vec<Chunk>,
@@ -328,7 +329,7 @@ impl NodeSlab {
                 // Growing by half the capacity keeps the unused tail of the
                 // newest chunk under a third of the nodes in use.
                 let capacity: usize = self.chunks.iter().map(|c| c.nr).sum();
-                let count = (capacity / 2).clamp(8, CHUNK_MAX);
+                let count = (capacity / 2).clamp(1, CHUNK_MAX);
                 let align = if count == CHUNK_MAX { 2 << 20 } else { std::mem::align_of::<Node>() };
                 let layout = match Layout::from_size_align(count * NODE_SIZE, align) {
                     Ok(l) => l,

@@ -140,6 +140,22 @@ fn dense_file_under_64_bytes_per_frame() {
     assert!(per_frame <= 64, "{per_frame} node bytes per frame");
 }
 
+// Goal: a small file costs only the nodes it uses: a file of one page
+// holds one 576-byte leaf, not a chunk of them.
+// Method: 100 files of one cached page each.
+#[test]
+fn one_page_files_cost_one_node_each() {
+    let c = cache(1024, false);
+    let files: Vec<_> = (0..100).map(|i| c.open_memory(&format!("small{i}")).expect("open")).collect();
+    for f in &files {
+        f.set_len(PAGE).expect("set_len");
+        read(f, 0);
+    }
+    let v = c.vmstat();
+    assert_eq!(v.get(Item::nr_pagetree_nodes), 100);
+    assert_eq!(v.get(Item::pagetree_node_bytes), 100 * 576);
+}
+
 // Goal: a leaf is on the shadow-node list only while it holds shadows and
 // nothing else: it joins when its last page is evicted, leaves when a
 // page faults back in, and joins once again (not twice) when evicted again.

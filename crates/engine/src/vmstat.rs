@@ -64,7 +64,8 @@ items! {
     nr_admission_window,
     admission_window_target,
     /// Workingset shadow entries held in page trees (pcache's own; the
-    /// kernel counts the nodes holding them, workingset_nodes).
+    /// kernel counts the nodes holding them, workingset_nodes). The last
+    /// state counter: `is_state` goes by this order.
     nr_workingset_shadows,
     // Events.
     /// KiB read from backing devices.

@@ -5,6 +5,7 @@ use std::io;
 
 /// What went wrong. The variants map onto the errno a kernel would return.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// `offset + len` does not fit in a `u64`, or passes the largest file size.
     #[error("offset {offset} + length {len} overflows the largest file size ({max} bytes)")]

@@ -7,18 +7,22 @@
 //!   inode.rwsem (i_rwsem: write, truncate, punch)
 //!     page lock (PG_locked)
 //!       inode.tree_lock (i_pages lock)
+//!         the tree's node slab lock (pagetree.rs)
+//!         shadow-node list lock (pagetree.rs's NodeCache, list_lru)
 //!       CPU batch lock (swap.rs)
 //!         lru_lock
 //! ```
 //!
 //! Reclaim takes page locks only with trylock, after dropping lru_lock.
 //!
-//! The hit path (`find_get_entry`) takes no lock: it walks the page tree,
-//! takes a reference with `get_page_unless_zero`, and re-checks that the
-//! slot still holds the page (it may have been removed and its frame
-//! reused). A page whose count is frozen at 0 is being removed under the tree
-//! lock; the lookup waits for that lock and retries, so it never spins
-//! unboundedly.
+//! The lookups take no lock: `find_get_entry` walks the page tree, takes a
+//! reference with `get_page_unless_zero`, and re-checks that the slot still
+//! holds the page (it may have been removed and its frame reused);
+//! `find_page_fast` pins with a hazard slot instead, and re-checks the slot
+//! inside its walk announcement, which keeps the leaf from being reused
+//! meanwhile (pagetree.rs). A page whose count is frozen at 0 is being
+//! removed under the tree lock; the lookup waits for that lock and
+//! retries, so it never spins unboundedly.
 
 use crate::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -32,6 +36,7 @@ use crate::hazard::Hazard;
 use crate::mm::Cache;
 use crate::page::*;
 use crate::pagetree::{entry_pfn, page_entry, PageTree, MARK_DIRTY, PAGE_HOT, SHADOW_BIT, SLOT_FROZEN};
+use crate::percpu::thread_slot;
 use crate::readahead::FileRaState;
 use crate::vmstat::Item;
 use crate::{AccessedInit, RemarkRule};
@@ -120,13 +125,18 @@ impl Cache {
     /// reader sees.
     #[inline]
     pub fn find_page_fast(&self, inode: &Inode, index: u64) -> Option<(Pfn, Hazard, bool)> {
-        let slot = inode.tree.slot(index)?;
+        // The walk announcement covers the re-check below: until it drops,
+        // the leaf holding `slot` is not reused (pagetree.rs), so the
+        // re-check reads this index's slot or, if the leaf was deleted, 0.
+        let row = thread_slot();
+        let walk = self.hazards.walk_begin_in_row(row);
+        let slot = inode.tree.slot(index, &walk)?;
         let entry = slot.load(Ordering::Acquire);
         if entry & SLOT_FROZEN != 0 {
             return None;
         }
         let pfn = entry_pfn(entry)?;
-        let h = self.hazards.pin(pfn)?;
+        let h = self.hazards.pin_in_row(row, pfn)?;
         // Re-check after announcing: still this index's page.
         if slot.load(Ordering::Acquire) != entry {
             self.hazards.unpin(h);
@@ -160,7 +170,8 @@ impl Cache {
         if page.mapping() != inode.id {
             return;
         }
-        if let Some(slot) = inode.tree.slot(page.index()) {
+        let walk = inode.tree.walk();
+        if let Some(slot) = inode.tree.slot(page.index(), &walk) {
             let entry = page_entry(pfn);
             let _ = slot.compare_exchange(entry | PAGE_HOT, entry, Ordering::AcqRel, Ordering::Relaxed);
         }
@@ -182,11 +193,11 @@ impl Cache {
     /// False if the page is pinned by reference or dirty.
     pub fn freeze_for_removal(&self, inode: &Inode, pfn: Pfn, refs: u32) -> bool {
         let page = self.page(pfn);
-        let _g = inode.tree_lock.lock();
+        let g = inode.tree_lock.lock();
         if page.mapping() != inode.id || !page.freeze(refs) {
             return false;
         }
-        let slot = inode.tree.slot(page.index());
+        let slot = inode.tree.slot_locked(page.index(), &g);
         match slot {
             Some(slot) if !page.test(PG_DIRTY) && entry_pfn(slot.load(Ordering::Acquire)) == Some(pfn) => {
                 slot.store(page_entry(pfn) | SLOT_FROZEN, Ordering::Release);
@@ -221,9 +232,9 @@ impl Cache {
         self.hazards.scan(&mut pinned);
         for (pfn, inode) in batch {
             let page = self.page(*pfn);
-            let _g = inode.tree_lock.lock();
+            let g = inode.tree_lock.lock();
             if pinned.binary_search(pfn).is_ok() {
-                if let Some(slot) = inode.tree.slot(page.index()) {
+                if let Some(slot) = inode.tree.slot_locked(page.index(), &g) {
                     slot.store(page_entry(*pfn), Ordering::Release);
                 }
                 page.unfreeze(refs);
@@ -240,7 +251,7 @@ impl Cache {
                     // The last page of a file maybe no one has open: the
                     // inode shrinker (prune_icache, run after reclaim
                     // drops its locks) frees it if it is unused.
-                    drop(_g);
+                    drop(g);
                     self.inode_add_lru(inode);
                 }
             }
@@ -386,7 +397,7 @@ impl Cache {
             name: name.to_string(),
             dev,
             bdi,
-            tree: PageTree::new(),
+            tree: PageTree::new(self.node_cache.clone(), id),
             tree_lock: Mutex::new(()),
             nrpages: AtomicU64::new(0),
             size: AtomicU64::new(size),
@@ -586,8 +597,7 @@ impl Cache {
             // page and uncount it.
             self.nr_file_pages.fetch_add(1, Ordering::Relaxed);
             inode.nrpages.fetch_add(1, Ordering::Relaxed);
-            let (_, node) = inode.tree.store_tracked(index, page_entry(pfn));
-            self.account_shadow_node(inode, index, node);
+            inode.tree.store(index, page_entry(pfn));
         }
         self.lru_cache_add(pfn);
         true
@@ -606,8 +616,7 @@ impl Cache {
             page.clear(PG_DIRTY, &self.vm);
         }
         inode.tree.clear_mark(index, MARK_DIRTY);
-        let (_, node) = inode.tree.store_tracked(index, shadow);
-        self.account_shadow_node(inode, index, node);
+        inode.tree.store(index, shadow);
         if shadow != 0 {
             self.nr_shadows.fetch_add(1, Ordering::Relaxed);
         }
@@ -840,10 +849,12 @@ impl Cache {
         if inode.wb_retry_at.load(Ordering::Acquire) != 0 {
             self.write_and_wait_range(inode, 0, u64::MAX)?;
         }
-        inode.dev.reserve(pos, buf.len() as u64).map_err(|e| match e.raw_os_error() {
-            Some(libc::EFBIG) => Error::FileTooBig { name: inode.name.clone(), offset: pos },
-            _ => Error::io(&inode.name, e),
-        })?;
+        if self.tunables.reserve_space {
+            inode.dev.reserve(pos, buf.len() as u64).map_err(|e| match e.raw_os_error() {
+                Some(libc::EFBIG) => Error::FileTooBig { name: inode.name.clone(), offset: pos },
+                _ => Error::io(&inode.name, e),
+            })?;
+        }
         let shift = self.page_shift();
         let ps = self.page_size() as u64;
         let mut written = 0usize;

@@ -23,10 +23,38 @@
 //!
 //! A thread has `HAZARDS_PER_THREAD` slots; a reader that finds none free
 //! (or has no thread slot) falls back to a reference count.
+//!
+//! Walk announcements: the same scheme keeps page-tree *nodes* alive under
+//! lock-free readers (the kernel frees xa_nodes by RCU). Before walking a
+//! tree, a reader stores the current node epoch in its row's `walk` word
+//! (a plain store, `WalkGuard`) and clears it when done, after its last
+//! access to any node, including the re-check of a slot after a hazard pin.
+//! A writer that unlinks nodes (under the tree lock) retires them tagged
+//! with the epoch it then advances (`retire_epoch`); retired nodes are
+//! reused only once `walk_sync` (membarrier, then a scan of every row)
+//! finds no walk announcing an epoch at or before their tag:
+//!
+//! ```text
+//!   reader                              writer (tree lock)
+//!   walk = epoch          (plain)       unlink node N (release)
+//!   compiler fence                      tag = epoch++ (RMW: writers may)
+//!   load root, slots... (may reach N)   ... later: membarrier, scan rows
+//!   walk = 0              (release)     N reusable iff every walk is 0 or > tag
+//! ```
+//!
+//! A reader that loaded an epoch above `tag` loaded it after the unlink was
+//! published (acquire), so it cannot reach N. A reader that announced `tag`
+//! or less is seen by the scan, unless its announcement comes after the
+//! membarrier's barrier on its CPU, in which case its loads come after the
+//! unlink too. Walks may nest (a gang lookup's callback looking a page up):
+//! the inner one keeps the outer, older announcement. Threads without a row
+//! (past `MAX_SLOTS`) count themselves in `overflow_walkers` with RMWs;
+//! while any such walk runs, nothing retired is reused.
 
+use std::marker::PhantomData;
 use std::sync::atomic::compiler_fence;
 
-use crate::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
+use crate::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use crate::page::{Pfn, NO_PFN};
 use crate::percpu::thread_slot;
@@ -47,11 +75,45 @@ struct HazardRow {
     slots: [AtomicU32; HAZARDS_PER_THREAD],
     /// Bit i set: slot i is free. Written only by the owning thread.
     free: AtomicU32,
+    /// The node epoch announced by a page-tree walk in progress, 0 when
+    /// none. Written only by the owning thread.
+    walk: AtomicU64,
 }
 
 pub struct HazardTable {
     rows: Box<[HazardRow]>,
     fence_on_pin: AtomicBool,
+    /// The page-tree node epoch, from 1: advanced each time nodes are
+    /// retired (`retire_epoch`).
+    node_epoch: AtomicU64,
+    /// Walks in progress by threads without a row.
+    overflow_walkers: AtomicU64,
+}
+
+/// A page-tree walk in progress on this thread (see the module comment):
+/// nodes reached while it lives are not reused. Not `Send`: it is the
+/// thread's own row.
+pub struct WalkGuard<'a> {
+    /// The announcement this guard made and clears on drop: its row's
+    /// `walk` word, or `overflow_walkers` (a count). None when an outer
+    /// walk on this thread already announces an older epoch.
+    clear: Option<(&'a AtomicU64, bool)>,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl Drop for WalkGuard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        match self.clear {
+            // Release: our loads of nodes happen before the clear, which
+            // `walk_sync`'s acquire scan reads before reusing them.
+            Some((walk, false)) => walk.store(0, Ordering::Release),
+            Some((count, true)) => {
+                count.fetch_sub(1, Ordering::Release);
+            }
+            None => {}
+        }
+    }
 }
 
 /// A held hazard slot: (thread slot, index in the row).
@@ -92,19 +154,99 @@ impl HazardTable {
             .map(|_| HazardRow {
                 slots: std::array::from_fn(|_| AtomicU32::new(NO_PFN)),
                 free: AtomicU32::new((1 << HAZARDS_PER_THREAD) - 1),
+                walk: AtomicU64::new(0),
             })
             .collect();
-        HazardTable { rows, fence_on_pin: AtomicBool::new(!membarrier_register()) }
+        HazardTable {
+            rows,
+            fence_on_pin: AtomicBool::new(!membarrier_register()),
+            node_epoch: AtomicU64::new(1),
+            overflow_walkers: AtomicU64::new(0),
+        }
     }
 
-    /// Announce `pfn`. The caller must then re-check that the page is still
-    /// what it looked up, and `unpin` on failure.
+    /// Announce a page-tree walk by this thread (see the module comment).
     #[inline]
-    pub fn pin(&self, pfn: Pfn) -> Option<Hazard> {
-        self.pin_in_row(thread_slot(), pfn)
+    pub fn walk_begin(&self) -> WalkGuard<'_> {
+        self.walk_begin_in_row(thread_slot())
     }
 
-    /// `pin` in an explicit row: the row of the calling thread's slot.
+    /// `walk_begin` in an explicit row: the row of the calling thread's slot.
+    #[inline]
+    pub fn walk_begin_in_row(&self, row_idx: usize) -> WalkGuard<'_> {
+        let clear = match self.rows.get(row_idx) {
+            Some(row) => {
+                if row.walk.load(Ordering::Relaxed) != 0 {
+                    None
+                } else {
+                    // Acquire pairs with `retire_epoch`: an epoch past a
+                    // node's tag means its unlink is visible to our walk.
+                    let epoch = self.node_epoch.load(Ordering::Acquire);
+                    row.walk.store(epoch, Ordering::Release);
+                    // Pairs with the membarrier in `walk_sync`: order the
+                    // announcement before the walk's loads.
+                    self.reader_barrier();
+                    Some((&row.walk, false))
+                }
+            }
+            None => {
+                self.overflow_walkers.fetch_add(1, Ordering::SeqCst);
+                fence(Ordering::SeqCst);
+                Some((&self.overflow_walkers, true))
+            }
+        };
+        WalkGuard { clear, _not_send: PhantomData }
+    }
+
+    /// Tag for nodes a writer has just unlinked (before this call): walks
+    /// announcing a later epoch cannot reach them.
+    pub fn retire_epoch(&self) -> u64 {
+        // Release: the unlinks before this are visible to a walk that
+        // loads the new epoch.
+        self.node_epoch.fetch_add(1, Ordering::AcqRel)
+    }
+
+    /// Make every walk announcement visible and return the oldest epoch
+    /// announced (`u64::MAX` when no walk runs): nodes retired with a tag
+    /// below it are reachable by no reader and may be reused.
+    pub fn walk_sync(&self) -> u64 {
+        self.barrier();
+        if self.overflow_walkers.load(Ordering::SeqCst) != 0 {
+            return 0;
+        }
+        let mut oldest = u64::MAX;
+        for row in self.rows.iter() {
+            let e = row.walk.load(Ordering::Acquire);
+            if e != 0 {
+                oldest = oldest.min(e);
+            }
+        }
+        oldest
+    }
+
+    /// The reader's side of `barrier`: a compiler fence while membarrier
+    /// works, else a full fence.
+    #[inline]
+    fn reader_barrier(&self) {
+        if self.fence_on_pin.load(Ordering::Relaxed) {
+            fence(Ordering::SeqCst);
+        } else {
+            compiler_fence(Ordering::SeqCst);
+        }
+    }
+
+    /// The scanner's side: a full barrier on every thread of the process
+    /// (membarrier), or, where that fails, readers are told to fence.
+    fn barrier(&self) {
+        if !membarrier() {
+            self.fence_on_pin.store(true, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+        }
+    }
+
+    /// Announce `pfn` in row `row_idx`, the row of the calling thread's
+    /// slot (`thread_slot()`). The caller must then re-check that the page
+    /// is still what it looked up, and `unpin` on failure.
     #[inline]
     pub fn pin_in_row(&self, row_idx: usize, pfn: Pfn) -> Option<Hazard> {
         let row = self.rows.get(row_idx)?;
@@ -117,11 +259,7 @@ impl HazardTable {
         row.slots[idx as usize].store(pfn, Ordering::Relaxed);
         // Pairs with the membarrier in `scan`: order the announcement before
         // the re-check loads.
-        if self.fence_on_pin.load(Ordering::Relaxed) {
-            fence(Ordering::SeqCst);
-        } else {
-            compiler_fence(Ordering::SeqCst);
-        }
+        self.reader_barrier();
         Some(Hazard { row: row_idx as u16, idx: idx as u8 })
     }
 
@@ -137,10 +275,7 @@ impl HazardTable {
 
     /// Make every reader's announcements visible, then collect them, sorted.
     pub fn scan(&self, out: &mut Vec<Pfn>) {
-        if !membarrier() {
-            self.fence_on_pin.store(true, Ordering::SeqCst);
-            fence(Ordering::SeqCst);
-        }
+        self.barrier();
         out.clear();
         for row in self.rows.iter() {
             for s in &row.slots {

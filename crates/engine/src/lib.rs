@@ -550,6 +550,19 @@ impl File {
         self.sync(true)
     }
 
+    /// sync_file_range(2) with WAIT_BEFORE | WRITE | WAIT_AFTER: write the
+    /// dirty pages of `[offset, offset + len)` (`len` 0: to the end of the
+    /// file) and wait for their writeback, without flushing the device's
+    /// cache. A writeback error not yet seen by this handle is returned,
+    /// once, as file_fdatawait_range does.
+    pub fn sync_range(&self, offset: u64, len: u64) -> Result<()> {
+        self.check_open()?;
+        let shift = self.cache.page_shift();
+        let end = if len == 0 { u64::MAX } else { self.check_range(offset, len)?.div_ceil(1 << shift) };
+        let _ = self.cache.write_and_wait_range(&self.inode, offset >> shift, end);
+        self.take_wb_err()
+    }
+
     /// The file's size in bytes.
     pub fn len(&self) -> Result<u64> {
         self.check_open()?;

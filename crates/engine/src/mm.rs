@@ -23,6 +23,7 @@ use crate::filemap::Inode;
 use crate::hazard::HazardTable;
 use crate::lruvec::Lruvec;
 use crate::page::{Page, Pfn};
+use crate::pagetree::NodeCache;
 use crate::swap::PerCpu;
 use crate::sysctl::VmSysctl;
 use crate::tunables::{Config, Tunables};
@@ -94,11 +95,9 @@ pub struct Cache {
     pub nr_writeback: AtomicI64,
     /// Shadow entries in all page trees (workingset.rs).
     pub nr_shadows: AtomicI64,
-    /// Leaves holding only shadow entries (workingset_nodes), and a queue
-    /// of (inode id, index) naming them for the shadow-node shrinker; the
-    /// queue may hold stale names, re-checked when popped.
-    pub nr_shadow_nodes: AtomicI64,
-    pub shadow_nodes: Mutex<std::collections::VecDeque<(u32, u64)>>,
+    /// What every page tree shares: node accounting, the walk protocol
+    /// that defers node reuse, and the shadow-node list (pagetree.rs).
+    pub node_cache: Arc<NodeCache>,
     pub kswapd_wait: Wakeup,
     /// Backing devices, each with its flusher (backing_dev.rs).
     pub bdis: Mutex<Vec<Arc<Bdi>>>,
@@ -115,7 +114,7 @@ pub struct Cache {
     pub wb_failing: Mutex<Vec<u32>>,
     pub start: Instant,
     /// Hazard pins of the hit path (hazard.rs).
-    pub hazards: HazardTable,
+    pub hazards: Arc<HazardTable>,
     /// pcache's adaptive admission (admission.rs), when selected.
     pub admission: Option<crate::admission::AdmissionState>,
     /// Whether hits may use the PAGE_HOT hint (not with Danilov's batch,
@@ -145,6 +144,7 @@ impl Cache {
             config.nr_cpus
         };
         let arena = Arena::new(config.nr_pages(), config.page_size)?;
+        let hazards = Arc::new(HazardTable::new());
         Ok(Arc::new_cyclic(|self_ref| Cache {
             config,
             tunables: config.tunables,
@@ -159,8 +159,7 @@ impl Cache {
             nr_dirty: AtomicI64::new(0),
             nr_writeback: AtomicI64::new(0),
             nr_shadows: AtomicI64::new(0),
-            nr_shadow_nodes: AtomicI64::new(0),
-            shadow_nodes: Mutex::new(std::collections::VecDeque::new()),
+            node_cache: Arc::new(NodeCache::new(hazards.clone())),
             kswapd_wait: Wakeup::default(),
             bdis: Mutex::new(Vec::new()),
             threads: Mutex::new(Vec::new()),
@@ -169,7 +168,7 @@ impl Cache {
             shutdown: AtomicBool::new(false),
             wb_failing: Mutex::new(Vec::new()),
             start: Instant::now(),
-            hazards: HazardTable::new(),
+            hazards,
             admission: (config.tunables.admission == crate::tunables::Admission::AdaptiveTinyLfu)
                 .then(|| crate::admission::AdmissionState::new(config.nr_pages())),
             hot_hints: config.tunables.lru_batching != crate::LruBatching::DanilovBatch,
@@ -314,12 +313,14 @@ impl Cache {
     /// cache is dropped, and nothing claims it was written. A second call
     /// writes back again and reports what is still unwritten.
     pub fn shutdown_all(&self) -> Result<()> {
+        // Writers are refused and throttled ones released first, so that
+        // the final writeback is not chasing new dirty pages.
+        self.shutdown.store(true, Ordering::Release);
+        self.progress.wake();
         let synced = self.sync_all();
         let unwritten = self.unwritten_files();
-        self.shutdown.store(true, Ordering::Release);
         self.kswapd_wait.wake();
         self.wakeup_flusher_threads();
-        self.progress.wake();
         let threads: Vec<JoinHandle<()>> = self.threads.lock().drain(..).collect();
         for t in threads {
             let _ = t.join();
@@ -355,7 +356,10 @@ impl Cache {
                 Item::nr_dirty_threshold => self.dirty_thresholds().1,
                 Item::nr_dirty_background_threshold => self.dirty_thresholds().0,
                 Item::nr_workingset_shadows => self.nr_shadows.load(Ordering::Relaxed).max(0) as u64,
-                Item::workingset_nodes => self.nr_shadow_nodes.load(Ordering::Relaxed).max(0) as u64,
+                Item::workingset_nodes => self.node_cache.nr_shadow_nodes(),
+                Item::nr_pagetree_nodes => self.node_cache.nr_nodes(),
+                Item::nr_pagetree_nodes_retired => self.node_cache.nr_retired(),
+                Item::pagetree_node_bytes => self.node_cache.bytes(),
                 Item::nr_open_fds => self.fds.nr_open(),
                 Item::nr_inodes => {
                     let i = self.inodes.lock();

@@ -2,35 +2,68 @@
 //! spirit): a 64-way radix tree from page index to entry.
 //!
 //! Readers walk it with acquire loads and no lock. Writers (insertion,
-//! deletion, marks) hold the owning mapping's tree lock. Nodes are never
-//! freed while the tree lives, so a lock-free reader can never touch freed
-//! memory; a reader that finds a page entry must still take a reference and
-//! re-check the slot, because the page may be removed and its frame reused
-//! at any moment (see `filemap::find_get_entry`).
+//! deletion, marks) hold the owning mapping's tree lock. A reader that
+//! finds a page entry must still pin the page and re-check the slot,
+//! because the page may be removed and its frame reused at any moment (see
+//! `filemap::find_page_fast`).
 //!
 //! Entries are `usize`: 0 is empty; a page is `pfn + 1`, possibly with the
 //! PAGE_HOT hint bit; a value with the top bit set is a shadow entry (an
-//! evicted page's workingset record, the kernel's "exceptional" entries).
+//! evicted page's workingset record, the kernel's "value" entries).
 //!
 //! The root word packs the top node's address with the tree's height (nodes
-//! are 512-byte aligned, leaving the low bits free), so a reader always sees
+//! are 64-byte aligned, leaving the low bits free), so a reader always sees
 //! a consistent pair. Height 0 means the root is a leaf covering 0..64.
 //! Each node carries a bitmap per mark (dirty): bit i is set when
 //! slot i holds, or leads to, a marked entry, so writeback can walk dirty
 //! pages in file order without visiting clean ones.
+//!
+//! # Freeing nodes
+//!
+//! As in xarray, a node whose count of entries (pages and shadows, or
+//! children) drops to 0 is deleted from its parent, parents that become
+//! empty follow, and a top node whose only child is in slot 0 is replaced
+//! by that child (`xas_shrink`). The kernel frees such nodes after an RCU
+//! grace period; here they are *retired*: tagged with the node epoch of the
+//! hazard table and kept until `HazardTable::walk_sync` shows that no
+//! lock-free walk that could have reached them is still running (see
+//! hazard.rs). Every lock-free walk (`load`, `for_each`, and the `slot`
+//! that the hit path re-checks after pinning a page) runs under a
+//! `WalkGuard`. A retired node is empty (all slots 0) unless it was a
+//! shrunk top node, whose slot 0 still leads to the live tree, so a reader
+//! holding a slot of a retired leaf re-checks and finds 0, never a stale
+//! entry. Retired nodes are reclaimed in batches of `RETIRE_BATCH` (one
+//! membarrier each) and after truncation; they go back to the free list of
+//! their chunk, and a chunk with no node in use goes back to the allocator.
+//! Node memory is thus bounded by the live nodes of each tree (plus one
+//! batch), not by the span of the file ever touched.
+//!
+//! # Shadow nodes
+//!
+//! A leaf holding shadow entries and nothing else is a shadow node
+//! (workingset.rs). Shadow nodes sit on one list shared by all trees
+//! (`NodeCache`, the kernel's `shadow_nodes` list_lru), linked through the
+//! node itself (xa_node's `private_list`): a leaf joins it when its last
+//! page goes and shadows remain, and leaves it as soon as it gains a page
+//! or becomes empty (`workingset_update_node`), so the list never holds a
+//! stale node and its length is the kernel's `workingset_nodes`.
 
 use std::alloc::{alloc_zeroed, dealloc, handle_alloc_error, Layout};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
+use crate::hazard::{HazardTable, WalkGuard};
 use crate::page::Pfn;
 
 const SHIFT: u32 = 6;
 const FANOUT: usize = 1 << SHIFT;
 const MASK: u64 = FANOUT as u64 - 1;
 const HEIGHT_MASK: usize = 0xf;
+/// Deeper than any tree: indices are u64, 6 bits a level.
+const MAX_PATH: usize = 12;
 pub const NR_MARKS: usize = 1;
 /// Pages with PG_dirty (PAGECACHE_TAG_DIRTY).
 pub const MARK_DIRTY: usize = 0;
@@ -44,6 +77,9 @@ pub const PAGE_HOT: usize = 1 << (usize::BITS - 2);
 /// check; hit-path readers must not take it (filemap::freeze_for_removal).
 pub const SLOT_FROZEN: usize = 1 << (usize::BITS - 3);
 const ENTRY_FLAGS: usize = PAGE_HOT | SLOT_FROZEN;
+
+/// Retired nodes a tree keeps before it reclaims them (one membarrier).
+const RETIRE_BATCH: usize = 64;
 
 #[inline]
 pub fn page_entry(pfn: Pfn) -> usize {
@@ -60,79 +96,329 @@ pub fn entry_pfn(entry: usize) -> Option<Pfn> {
     }
 }
 
-#[repr(C, align(512))]
+#[inline]
+fn is_value(entry: usize) -> bool {
+    entry & SHADOW_BIT != 0
+}
+
+/// An xa_node: 560 bytes, 576 with its cache-line alignment (the kernel's
+/// xa_node is 576 bytes too).
+#[repr(C, align(64))]
 struct Node {
     slots: [AtomicUsize; FANOUT],
     marks: [AtomicU64; NR_MARKS],
-    /// In a leaf: non-empty slots, and how many of them are shadow entries
-    /// (xa_node's count and nr_values). Written under the tree lock.
+    /// Non-empty slots (a leaf's entries, an interior node's children),
+    /// and in a leaf how many of them are shadow entries (xa_node's count
+    /// and nr_values). Written under the tree lock.
     count: AtomicU32,
     values: AtomicU32,
+    /// The first index the node covers and the owning mapping, set at
+    /// allocation: the shadow-node shrinker finds a leaf again by them.
+    index: AtomicU64,
+    mapping: AtomicU32,
+    /// 1 while on the shadow-node list. Set and cleared under both the tree
+    /// lock and the list lock (rotation leaves it alone), so either lock
+    /// suffices to read it.
+    on_list: AtomicU32,
+    /// Shadow-node list links (xa_node's private_list), under the list
+    /// lock. While the node is free, `slots[0]` links the chunk's free list.
+    prev: AtomicUsize,
+    next: AtomicUsize,
 }
 
-/// How a store changed its leaf, for the shadow-node shrinker
-/// (workingset.rs): a leaf holding only shadow entries is a shadow node.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ShadowNode {
-    Unchanged,
-    /// The leaf now holds shadow entries and nothing else.
-    Became,
-    /// The leaf held only shadows and now holds a page or nothing.
-    Ceased,
+const NODE_SIZE: usize = std::mem::size_of::<Node>();
+const _: () = assert!(NODE_SIZE == 576);
+
+/// A node reference from a pointer the caller knows to be live.
+///
+/// # Safety
+/// `p` is a node of a live tree, reachable by the caller under the tree
+/// lock, or under a `WalkGuard` that began before the caller loaded `p`;
+/// or a node its slab owns (free, or being handed out) under the slab
+/// lock; or a node on the shadow-node list, under the list lock.
+#[inline]
+unsafe fn node<'a>(p: *const Node) -> &'a Node {
+    // SAFETY: per the function's contract; nodes are never moved.
+    unsafe { &*p }
 }
 
-/// Nodes come from chunks that double from 8 nodes up to 4096 (2 MiB,
-/// huge-page backed), so a big file's tree is dense in memory and TLB.
-/// Chunks are freed only with the tree.
-struct NodeSlab {
-    chunks: Vec<(NonNull<Node>, Layout)>,
-    used: usize,
+/// State shared by every page tree of a cache: the hazard table whose walk
+/// announcements keep retired nodes alive, node accounting for vmstat, and
+/// the shadow-node list (the kernel's radix_tree_node_cachep and
+/// `shadow_nodes` list_lru together).
+pub struct NodeCache {
+    pub hazards: Arc<HazardTable>,
+    /// Nodes allocated (in trees, or retired and not yet reclaimed).
+    nr_nodes: AtomicI64,
+    /// Of those, retired and waiting for readers to move on.
+    nr_retired: AtomicI64,
+    /// Bytes of node chunks held by all trees, free nodes included.
+    bytes: AtomicI64,
+    shadow_nodes: Mutex<ShadowList>,
 }
 
-const CHUNK_MAX: usize = 4096;
+/// The shadow-node list, oldest first.
+struct ShadowList {
+    head: *mut Node,
+    tail: *mut Node,
+    len: u64,
+}
 
-impl NodeSlab {
-    fn alloc(&mut self) -> *mut Node {
-        let cap = self.chunks.last().map_or(0, |(_, l)| l.size() / std::mem::size_of::<Node>());
-        if self.used == cap {
-            let count = (8usize << self.chunks.len().min(9)).min(CHUNK_MAX);
-            let align = if count == CHUNK_MAX { 2 << 20 } else { std::mem::align_of::<Node>() };
-            let layout = match Layout::from_size_align(count * std::mem::size_of::<Node>(), align) {
-                Ok(l) => l,
-                Err(_) => handle_alloc_error(Layout::new::<Node>()),
-            };
-            // SAFETY: non-zero size. All-zero bytes are a valid Node: empty
-            // slots and clear marks (atomics of zero).
-            let ptr = unsafe { alloc_zeroed(layout) };
-            let Some(ptr) = NonNull::new(ptr.cast::<Node>()) else { handle_alloc_error(layout) };
-            crate::arena::advise_huge(ptr.as_ptr().cast(), layout.size());
-            self.chunks.push((ptr, layout));
-            self.used = 0;
+// SAFETY: the list's nodes are live (a node leaves the list before it is
+// retired or its tree is dropped) and are linked only under the list's
+// mutex.
+unsafe impl Send for ShadowList {}
+
+impl NodeCache {
+    pub fn new(hazards: Arc<HazardTable>) -> NodeCache {
+        NodeCache {
+            hazards,
+            nr_nodes: AtomicI64::new(0),
+            nr_retired: AtomicI64::new(0),
+            bytes: AtomicI64::new(0),
+            shadow_nodes: Mutex::new(ShadowList { head: std::ptr::null_mut(), tail: std::ptr::null_mut(), len: 0 }),
         }
-        let (chunk, _) = self.chunks[self.chunks.len() - 1];
-        // SAFETY: used < the chunk's node count.
-        let node = unsafe { chunk.as_ptr().add(self.used) };
-        self.used += 1;
-        node
+    }
+
+    /// Nodes in trees or retired (vmstat `nr_pagetree_nodes`).
+    pub fn nr_nodes(&self) -> u64 {
+        self.nr_nodes.load(Ordering::Relaxed).max(0) as u64
+    }
+
+    /// Retired nodes not yet reclaimed (`nr_pagetree_nodes_retired`).
+    pub fn nr_retired(&self) -> u64 {
+        self.nr_retired.load(Ordering::Relaxed).max(0) as u64
+    }
+
+    /// Bytes of node memory held (`pagetree_node_bytes`).
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed).max(0) as u64
+    }
+
+    /// Shadow nodes on the list (`workingset_nodes`).
+    pub fn nr_shadow_nodes(&self) -> u64 {
+        self.shadow_nodes.lock().len
+    }
+
+    /// For the shadow-node shrinker: when more than `max` nodes are on the
+    /// list, the (mapping, index) of the oldest, which moves to the tail
+    /// (so a node the shrinker cannot take is not looked at again first).
+    pub fn oldest_shadow_node_over(&self, max: u64) -> Option<(u32, u64)> {
+        let mut list = self.shadow_nodes.lock();
+        if list.len <= max || list.head.is_null() {
+            return None;
+        }
+        let n = list.head;
+        // SAFETY: on the list, so live; we hold the list lock.
+        let (mapping, index) =
+            unsafe { (node(n).mapping.load(Ordering::Relaxed), node(n).index.load(Ordering::Relaxed)) };
+        list.move_tail(n);
+        Some((mapping, index))
     }
 }
 
-impl Drop for NodeSlab {
-    fn drop(&mut self) {
-        for (ptr, layout) in self.chunks.drain(..) {
-            // SAFETY: allocated in `alloc` with this layout, freed once.
-            unsafe { dealloc(ptr.as_ptr().cast(), layout) };
+impl ShadowList {
+    /// list_lru_add: `n` (a leaf, under its tree's lock) joins the tail.
+    fn add(&mut self, n: *mut Node) {
+        self.link_tail(n);
+        // SAFETY: `n` is live; both locks held.
+        unsafe { node(n).on_list.store(1, Ordering::Relaxed) };
+    }
+
+    fn link_tail(&mut self, n: *mut Node) {
+        // SAFETY: `n` and the list's nodes are live; list lock held.
+        unsafe {
+            node(n).prev.store(self.tail as usize, Ordering::Relaxed);
+            node(n).next.store(0, Ordering::Relaxed);
+            if self.tail.is_null() {
+                self.head = n;
+            } else {
+                node(self.tail).next.store(n as usize, Ordering::Relaxed);
+            }
         }
+        self.tail = n;
+        self.len += 1;
+    }
+
+    /// list_lru_del: `n` (under its tree's lock, or its tree being
+    /// dropped) leaves the list.
+    fn del(&mut self, n: *mut Node) {
+        debug_assert!(self.len > 0);
+        self.unlink(n);
+        // SAFETY: as in `unlink`.
+        unsafe { node(n).on_list.store(0, Ordering::Relaxed) };
+        self.len -= 1;
+    }
+
+    /// Rotate `n` to the tail. `on_list` stays set throughout: the tree
+    /// reads it under its own lock only, not the list's.
+    fn move_tail(&mut self, n: *mut Node) {
+        self.unlink(n);
+        self.len -= 1;
+        self.link_tail(n);
+    }
+
+    fn unlink(&mut self, n: *mut Node) {
+        // SAFETY: `n` is on this list, as are its neighbours; lock held.
+        unsafe {
+            let prev = node(n).prev.load(Ordering::Relaxed) as *mut Node;
+            let next = node(n).next.load(Ordering::Relaxed) as *mut Node;
+            if prev.is_null() {
+                self.head = next;
+            } else {
+                node(prev).next.store(next as usize, Ordering::Relaxed);
+            }
+            if next.is_null() {
+                self.tail = prev;
+            } else {
+                node(next).prev.store(prev as usize, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// A run of nodes from one allocation, with its own free list.
+struct Chunk {
+    base: NonNull<Node>,
+    layout: Layout,
+    /// Nodes the chunk holds, and how many were ever handed out.
+    nr: usize,
+    bumped: usize,
+    /// Reclaimed nodes, linked through `slots[0]`.
+    free: *mut Node,
+    nr_free: usize,
+}
+
+impl Chunk {
+    fn room(&self) -> usize {
+        self.nr - self.bumped + self.nr_free
+    }
+
+    fn contains(&self, n: *mut Node) -> bool {
+        let base = self.base.as_ptr() as usize;
+        (base..base + self.nr * NODE_SIZE).contains(&(n as usize))
+    }
+}
+
+/// Nodes come from chunks that grow by half from 1 node up to `CHUNK_MAX`
+/// (2 MiB, huge-page backed), so a big file's tree is dense in memory and
+/// TLB while a small file's costs only the nodes it uses (many files hold
+/// a page or two). Reclaimed nodes return to their chunk's free list; a chunk none of
+/// whose nodes is in use is released.
+struct NodeSlab {
+    chunks: Vec<Chunk>,
+    /// Unlinked nodes and the epoch they were retired in.
+    retired: Vec<(*mut Node, u64)>,
+    /// Retired nodes at which `retire` next tries to reclaim: a batch
+    /// beyond what the last attempt had to keep, so a walker that stalls
+    /// (preempted mid-walk, say) costs one membarrier per batch, not one
+    /// per retirement.
+    reclaim_at: usize,
+}
+
+const CHUNK_MAX: usize = (2 << 20) / NODE_SIZE;
+
+impl NodeSlab {
+    /// A zeroed node.
+    fn alloc(&mut self, stats: &NodeCache) -> *mut Node {
+        // The fullest chunk with room, so emptier ones can drain and go.
+        let pick = (0..self.chunks.len()).filter(|&i| self.chunks[i].room() > 0).min_by_key(|&i| self.chunks[i].room());
+        let i = match pick {
+            Some(i) => i,
+            None => {
+                // Growing by half the capacity keeps the unused tail of the
+                // newest chunk under a third of the nodes in use.
+                let capacity: usize = self.chunks.iter().map(|c| c.nr).sum();
+                let count = (capacity / 2).clamp(1, CHUNK_MAX);
+                let align = if count == CHUNK_MAX { 2 << 20 } else { std::mem::align_of::<Node>() };
+                let layout = match Layout::from_size_align(count * NODE_SIZE, align) {
+                    Ok(l) => l,
+                    Err(_) => handle_alloc_error(Layout::new::<Node>()),
+                };
+                // SAFETY: non-zero size. All-zero bytes are a valid Node:
+                // empty slots, clear marks, zero counts (atomics of zero).
+                let ptr = unsafe { alloc_zeroed(layout) };
+                let Some(base) = NonNull::new(ptr.cast::<Node>()) else { handle_alloc_error(layout) };
+                crate::arena::advise_huge(base.as_ptr().cast(), layout.size());
+                stats.bytes.fetch_add(layout.size() as i64, Ordering::Relaxed);
+                self.chunks.push(Chunk { base, layout, nr: count, bumped: 0, free: std::ptr::null_mut(), nr_free: 0 });
+                self.chunks.len() - 1
+            }
+        };
+        let c = &mut self.chunks[i];
+        stats.nr_nodes.fetch_add(1, Ordering::Relaxed);
+        if !c.free.is_null() {
+            let n = c.free;
+            // SAFETY: a reclaimed node of this chunk: no reader can reach it
+            // (reclaim waited for them) and no writer holds it. Zeroing its
+            // atomics with plain writes races with nothing.
+            unsafe {
+                c.free = node(n).slots[0].load(Ordering::Relaxed) as *mut Node;
+                std::ptr::write_bytes(n, 0, 1);
+            }
+            c.nr_free -= 1;
+            return n;
+        }
+        // SAFETY: bumped < nr, inside the chunk; never handed out, so still
+        // zero from alloc_zeroed.
+        let n = unsafe { c.base.as_ptr().add(c.bumped) };
+        c.bumped += 1;
+        n
+    }
+
+    /// Return a node no reader or writer can reach to its chunk.
+    fn free(&mut self, n: *mut Node, stats: &NodeCache) {
+        stats.nr_nodes.fetch_sub(1, Ordering::Relaxed);
+        let pos = self.chunks.iter().position(|c| c.contains(n));
+        debug_assert!(pos.is_some(), "a node from no chunk of this tree");
+        let Some(i) = pos else { return };
+        let c = &mut self.chunks[i];
+        // SAFETY: `n` is in this chunk and unreachable; the free list link
+        // is its first slot.
+        unsafe { node(n).slots[0].store(c.free as usize, Ordering::Relaxed) };
+        c.free = n;
+        c.nr_free += 1;
+        if c.nr_free == c.bumped {
+            let c = self.chunks.swap_remove(i);
+            stats.bytes.fetch_sub(c.layout.size() as i64, Ordering::Relaxed);
+            // SAFETY: allocated in `alloc` with this layout; no node of it
+            // is in use, and the free list went with the chunk.
+            unsafe { dealloc(c.base.as_ptr().cast(), c.layout) };
+        }
+    }
+
+    /// Reclaim the retired nodes no walk can still be in.
+    fn reclaim(&mut self, stats: &NodeCache) {
+        if self.retired.is_empty() {
+            return;
+        }
+        let oldest = stats.hazards.walk_sync();
+        let mut i = 0;
+        while i < self.retired.len() {
+            let (n, tag) = self.retired[i];
+            if tag < oldest {
+                self.retired.swap_remove(i);
+                stats.nr_retired.fetch_sub(1, Ordering::Relaxed);
+                self.free(n, stats);
+            } else {
+                i += 1;
+            }
+        }
+        self.reclaim_at = self.retired.len() + RETIRE_BATCH;
     }
 }
 
 pub struct PageTree {
     root: AtomicUsize,
+    /// The owning inode's id, recorded in nodes for the shrinker.
+    mapping: u32,
     slab: Mutex<NodeSlab>,
+    cache: Arc<NodeCache>,
 }
 
-// SAFETY: nodes are only reached through atomics; they are freed only when
-// the tree is dropped, when no reader can hold it.
+// SAFETY: nodes are reached only through atomics; they are reused only
+// after the walk protocol above shows no reader can hold them, and freed
+// with the tree, when no reader can hold it.
 unsafe impl Send for PageTree {}
 // SAFETY: as above.
 unsafe impl Sync for PageTree {}
@@ -148,13 +434,46 @@ fn fits(index: u64, height: usize) -> bool {
     bits >= 64 || index >> bits == 0
 }
 
+#[inline]
+fn offset(index: u64, level: usize) -> usize {
+    ((index >> (SHIFT * level as u32)) & MASK) as usize
+}
+
 impl PageTree {
-    pub fn new() -> PageTree {
-        PageTree { root: AtomicUsize::new(0), slab: Mutex::new(NodeSlab { chunks: Vec::new(), used: 0 }) }
+    /// An empty tree of mapping `mapping`, its nodes from `cache`.
+    pub fn new(cache: Arc<NodeCache>, mapping: u32) -> PageTree {
+        PageTree {
+            root: AtomicUsize::new(0),
+            mapping,
+            slab: Mutex::new(NodeSlab { chunks: Vec::new(), retired: Vec::new(), reclaim_at: RETIRE_BATCH }),
+            cache,
+        }
     }
 
-    fn alloc_node(&self) -> *mut Node {
-        self.slab.lock().alloc()
+    /// A tree with a node cache of its own (tests).
+    #[cfg(test)]
+    pub fn detached() -> PageTree {
+        PageTree::new(Arc::new(NodeCache::new(Arc::new(HazardTable::new()))), 0)
+    }
+
+    /// Announce a lock-free walk: slots found under the guard stay valid
+    /// memory until it drops.
+    #[inline]
+    pub fn walk(&self) -> WalkGuard<'_> {
+        self.cache.hazards.walk_begin()
+    }
+
+    /// A zeroed node covering `index` at `level`.
+    fn alloc_node(&self, index: u64, level: usize) -> *mut Node {
+        let n = self.slab.lock().alloc(&self.cache);
+        let span = span_bits(level);
+        let base = if span >= 64 { 0 } else { index & !((1u64 << span) - 1) };
+        // SAFETY: fresh, ours until published.
+        unsafe {
+            node(n).index.store(base, Ordering::Relaxed);
+            node(n).mapping.store(self.mapping, Ordering::Relaxed);
+        }
+        n
     }
 
     #[inline]
@@ -163,21 +482,20 @@ impl PageTree {
         ((r & !HEIGHT_MASK) as *const Node, r & HEIGHT_MASK)
     }
 
-    /// The slot holding `index`, if its leaf exists. Lock-free; the slot
-    /// stays valid for the tree's life (nodes are never freed), so a reader
-    /// can re-check it without walking again.
+    /// The slot of `index` in its leaf, walking from the top: the caller
+    /// either holds the tree lock or walks under a guard.
     #[inline]
-    pub fn slot(&self, index: u64) -> Option<&AtomicUsize> {
-        let (mut node, height) = self.root();
-        if node.is_null() || !fits(index, height) {
+    fn slot_inner(&self, index: u64) -> Option<&AtomicUsize> {
+        let (mut n, height) = self.root();
+        if n.is_null() || !fits(index, height) {
             return None;
         }
         let mut level = height;
         loop {
-            let slot = ((index >> (SHIFT * level as u32)) & MASK) as usize;
-            // SAFETY: `node` came from the root or a parent slot; nodes are
-            // never freed while the tree (which `&self` borrows) lives.
-            let s = unsafe { &(*node).slots[slot] };
+            // SAFETY: `n` came from the root or a parent slot, loaded under
+            // the caller's guard or tree lock, so it is not reused while the
+            // returned reference (bound by the caller's guard) is used.
+            let s = unsafe { &node(n).slots[offset(index, level)] };
             if level == 0 {
                 return Some(s);
             }
@@ -185,113 +503,94 @@ impl PageTree {
             if v == 0 {
                 return None;
             }
-            node = v as *const Node;
+            n = v as *const Node;
             level -= 1;
         }
+    }
+
+    /// The slot holding `index`, if its leaf exists. Lock-free; the slot
+    /// stays valid memory while `_walk` lives, so the hit path can pin the
+    /// page and re-check the slot. If the leaf is deleted meanwhile, the
+    /// slot reads 0.
+    #[inline]
+    pub fn slot<'g>(&'g self, index: u64, _walk: &'g WalkGuard<'_>) -> Option<&'g AtomicUsize> {
+        self.slot_inner(index)
+    }
+
+    /// `slot` for a caller holding the tree lock (the guard of the owning
+    /// inode's `tree_lock`): the slot stays valid while the lock is held.
+    #[inline]
+    pub fn slot_locked<'a>(&'a self, index: u64, _locked: &'a MutexGuard<'_, ()>) -> Option<&'a AtomicUsize> {
+        self.slot_inner(index)
     }
 
     /// The entry at `index` (0 if none). Lock-free.
     #[inline]
     pub fn load(&self, index: u64) -> usize {
-        let (mut node, height) = self.root();
-        if node.is_null() || !fits(index, height) {
-            return 0;
-        }
-        let mut level = height;
-        loop {
-            let slot = ((index >> (SHIFT * level as u32)) & MASK) as usize;
-            // SAFETY: `node` came from the root or a parent slot; nodes are
-            // never freed while the tree lives.
-            let v = unsafe { (*node).slots[slot].load(Ordering::Acquire) };
-            if level == 0 {
-                return v;
-            }
-            if v == 0 {
-                return 0;
-            }
-            node = v as *const Node;
-            level -= 1;
-        }
+        let _walk = self.walk();
+        self.slot_inner(index).map_or(0, |s| s.load(Ordering::Acquire))
     }
 
-    /// Store `entry` at `index`, growing the tree as needed; returns the old
-    /// entry. Caller holds the tree lock.
-    #[cfg(test)]
+    /// Store `entry` at `index`, growing the tree as needed, deleting nodes
+    /// left empty; returns the old entry. Keeps the leaf's place on the
+    /// shadow-node list right. Caller holds the tree lock.
     pub fn store(&self, index: u64, entry: usize) -> usize {
-        self.store_tracked(index, entry).0
+        if entry == 0 {
+            return self.erase(index);
+        }
+        let leaf = self.create_leaf(index);
+        // SAFETY: a live leaf; we hold the tree lock.
+        let leaf_ref = unsafe { node(leaf) };
+        let old = leaf_ref.slots[offset(index, 0)].swap(entry, Ordering::AcqRel);
+        if old != entry {
+            let count = leaf_ref.count.load(Ordering::Relaxed) + (old == 0) as u32;
+            let values = leaf_ref.values.load(Ordering::Relaxed) + is_value(entry) as u32 - is_value(old) as u32;
+            leaf_ref.count.store(count, Ordering::Relaxed);
+            leaf_ref.values.store(values, Ordering::Relaxed);
+            self.workingset_update_node(leaf);
+        }
+        old
     }
 
-    /// `store`, also saying whether the leaf became or ceased to be a
-    /// shadow node.
-    pub fn store_tracked(&self, index: u64, entry: usize) -> (usize, ShadowNode) {
-        let (old, leaf) = self.store_inner(index, entry);
-        if leaf.is_null() || old == entry {
-            return (old, ShadowNode::Unchanged);
-        }
-        // SAFETY: a live leaf; counters change only under the tree lock.
-        let (count, values) = unsafe { (&(*leaf).count, &(*leaf).values) };
-        let (c0, v0) = (count.load(Ordering::Relaxed), values.load(Ordering::Relaxed));
-        let is_value = |e: usize| e & SHADOW_BIT != 0;
-        let (mut c1, mut v1) = (c0, v0);
-        if old != 0 {
-            c1 -= 1;
-            v1 -= is_value(old) as u32;
-        }
-        if entry != 0 {
-            c1 += 1;
-            v1 += is_value(entry) as u32;
-        }
-        count.store(c1, Ordering::Relaxed);
-        values.store(v1, Ordering::Relaxed);
-        let was = v0 > 0 && v0 == c0;
-        let now = v1 > 0 && v1 == c1;
-        let change = match (was, now) {
-            (false, true) => ShadowNode::Became,
-            (true, false) => ShadowNode::Ceased,
-            _ => ShadowNode::Unchanged,
-        };
-        (old, change)
-    }
-
-    /// Whether the leaf holding `index` holds only shadow entries.
-    pub fn is_shadow_node(&self, index: u64) -> bool {
-        match self.path(index) {
-            Some((path, _)) => {
-                // SAFETY: live node.
-                let (c, v) =
-                    unsafe { ((*path[0]).count.load(Ordering::Relaxed), (*path[0]).values.load(Ordering::Relaxed)) };
-                v > 0 && v == c
+    /// workingset_update_node: a leaf holding only shadows is on the
+    /// shadow-node list, any other leaf is not. Tree lock held.
+    fn workingset_update_node(&self, leaf: *mut Node) {
+        // SAFETY: live leaf, tree lock held; `on_list` changes only under
+        // the tree lock and the list lock together.
+        let n = unsafe { node(leaf) };
+        let (count, values) = (n.count.load(Ordering::Relaxed), n.values.load(Ordering::Relaxed));
+        let shadow = values > 0 && values == count;
+        if shadow != (n.on_list.load(Ordering::Relaxed) != 0) {
+            let mut list = self.cache.shadow_nodes.lock();
+            if shadow {
+                list.add(leaf);
+            } else {
+                list.del(leaf);
             }
-            None => false,
         }
     }
 
-    /// The store itself; also returns the leaf written (null if none).
-    fn store_inner(&self, index: u64, entry: usize) -> (usize, *const Node) {
+    /// The leaf for `index`, growing the tree and creating the path.
+    fn create_leaf(&self, index: u64) -> *mut Node {
         let (mut top, mut height) = self.root();
         if top.is_null() {
-            if entry == 0 {
-                return (0, std::ptr::null());
-            }
-            top = self.alloc_node();
             height = 0;
             while !fits(index, height) {
                 height += 1;
             }
-            // A fresh chain from a tall root: build it top-down below.
+            top = self.alloc_node(index, height);
+            // A fresh chain from a tall root: built top-down below.
             self.root.store(top as usize | height, Ordering::Release);
         }
         while !fits(index, height) {
-            if entry == 0 {
-                return (0, std::ptr::null());
-            }
-            let new = self.alloc_node();
+            let new = self.alloc_node(0, height + 1);
             // SAFETY: `new` is ours until published; `top` is a live node.
             unsafe {
-                (*new).slots[0].store(top as usize, Ordering::Relaxed);
+                node(new).slots[0].store(top as usize, Ordering::Relaxed);
+                node(new).count.store(1, Ordering::Relaxed);
                 for m in 0..NR_MARKS {
-                    if (*top).marks[m].load(Ordering::Relaxed) != 0 {
-                        (*new).marks[m].store(1, Ordering::Relaxed);
+                    if node(top).marks[m].load(Ordering::Relaxed) != 0 {
+                        node(new).marks[m].store(1, Ordering::Relaxed);
                     }
                 }
             }
@@ -299,49 +598,177 @@ impl PageTree {
             top = new;
             self.root.store(top as usize | height, Ordering::Release);
         }
-        let mut node = top as *mut Node;
+        let mut n = top as *mut Node;
         let mut level = height;
-        loop {
-            let slot = ((index >> (SHIFT * level as u32)) & MASK) as usize;
+        while level > 0 {
             // SAFETY: live node, writers serialised by the tree lock.
-            let s = unsafe { &(*node).slots[slot] };
-            if level == 0 {
-                return (s.swap(entry, Ordering::AcqRel), node);
-            }
+            let parent = unsafe { node(n) };
+            let s = &parent.slots[offset(index, level)];
             let mut child = s.load(Ordering::Acquire) as *mut Node;
             if child.is_null() {
-                if entry == 0 {
-                    return (0, std::ptr::null());
-                }
-                child = self.alloc_node();
+                child = self.alloc_node(index, level - 1);
+                // Release: the child's fields are visible before the link.
                 s.store(child as usize, Ordering::Release);
+                parent.count.store(parent.count.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
             }
-            node = child;
+            n = child;
             level -= 1;
+        }
+        n
+    }
+
+    /// Empty the slot of `index`; delete the nodes this leaves empty.
+    fn erase(&self, index: u64) -> usize {
+        let Some((path, height)) = self.path(index) else { return 0 };
+        let leaf = path[0] as *mut Node;
+        // SAFETY: live leaf, tree lock held.
+        let leaf_ref = unsafe { node(leaf) };
+        let old = leaf_ref.slots[offset(index, 0)].swap(0, Ordering::AcqRel);
+        if old == 0 {
+            return 0;
+        }
+        debug_assert!(leaf_ref.count.load(Ordering::Relaxed) > 0, "a non-empty slot in a leaf counted empty");
+        let count = leaf_ref.count.load(Ordering::Relaxed) - 1;
+        leaf_ref.count.store(count, Ordering::Relaxed);
+        leaf_ref.values.store(leaf_ref.values.load(Ordering::Relaxed) - is_value(old) as u32, Ordering::Relaxed);
+        self.workingset_update_node(leaf);
+        if count == 0 {
+            self.delete_node(&path, height, index);
+        }
+        old
+    }
+
+    /// xas_delete_node: the leaf on `path` is empty; unlink it and every
+    /// ancestor it leaves empty, shrink the top, retire what came out.
+    fn delete_node(&self, path: &[*const Node; MAX_PATH], height: usize, index: u64) {
+        let mut out = [std::ptr::null_mut::<Node>(); MAX_PATH];
+        let mut nr_out = 0;
+        let mut level = 0;
+        loop {
+            let n = path[level] as *mut Node;
+            // SAFETY: nodes of the path are live; tree lock held.
+            if unsafe { node(n) }.count.load(Ordering::Relaxed) != 0 {
+                break;
+            }
+            out[nr_out] = n;
+            nr_out += 1;
+            if level == height {
+                self.root.store(0, Ordering::Release);
+                break;
+            }
+            // SAFETY: as above.
+            let parent = unsafe { node(path[level + 1]) };
+            let slot = offset(index, level + 1);
+            debug_assert!(
+                (0..NR_MARKS).all(|m| parent.marks[m].load(Ordering::Relaxed) & (1 << slot) == 0),
+                "an empty node has no marked entries"
+            );
+            // Release: pairs with readers' acquire loads of the link.
+            parent.slots[slot].store(0, Ordering::Release);
+            parent.count.store(parent.count.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
+            level += 1;
+        }
+        nr_out += self.shrink(&mut out[nr_out..]);
+        self.retire(&out[..nr_out]);
+    }
+
+    /// xas_shrink: while the top node's only child is in slot 0, that
+    /// child becomes the top. Returns the old tops, written to `out`.
+    fn shrink(&self, out: &mut [*mut Node]) -> usize {
+        let mut nr = 0;
+        loop {
+            let (top, height) = self.root();
+            if top.is_null() || height == 0 {
+                return nr;
+            }
+            // SAFETY: the live top; tree lock held.
+            let t = unsafe { node(top) };
+            let child = t.slots[0].load(Ordering::Relaxed);
+            if t.count.load(Ordering::Relaxed) != 1 || child == 0 {
+                return nr;
+            }
+            // Readers still in the old top follow its slot 0 to the live
+            // child, which keeps its marks.
+            self.root.store(child | (height - 1), Ordering::Release);
+            out[nr] = top as *mut Node;
+            nr += 1;
         }
     }
 
-    /// The path of nodes from the top to the leaf holding `index`.
-    fn path(&self, index: u64) -> Option<([*const Node; 12], usize)> {
+    /// Retire unlinked nodes: reused once no walk can still be in them.
+    fn retire(&self, nodes: &[*mut Node]) {
+        if nodes.is_empty() {
+            return;
+        }
+        let tag = self.cache.hazards.retire_epoch();
+        self.cache.nr_retired.fetch_add(nodes.len() as i64, Ordering::Relaxed);
+        let mut slab = self.slab.lock();
+        slab.retired.extend(nodes.iter().map(|&n| (n, tag)));
+        if slab.retired.len() >= slab.reclaim_at {
+            slab.reclaim(&self.cache);
+        }
+    }
+
+    /// Reclaim the retired nodes no reader can still see (after a
+    /// truncation, say, so the memory of an emptied tree goes back now).
+    pub fn reclaim_retired(&self) {
+        self.slab.lock().reclaim(&self.cache);
+    }
+
+    /// Whether the leaf holding `index` holds only shadow entries. Caller
+    /// holds the tree lock.
+    pub fn is_shadow_node(&self, index: u64) -> bool {
+        match self.path(index) {
+            Some((path, _)) => {
+                // SAFETY: live node, tree lock held.
+                let n = unsafe { node(path[0]) };
+                let (c, v) = (n.count.load(Ordering::Relaxed), n.values.load(Ordering::Relaxed));
+                v > 0 && v == c
+            }
+            None => false,
+        }
+    }
+
+    /// shadow_lru_isolate's tree part: if the leaf holding `index` holds
+    /// only shadow entries, drop them all and delete the leaf. Returns the
+    /// shadows dropped. Caller holds the tree lock.
+    pub fn drop_shadow_node(&self, index: u64) -> u32 {
+        if !self.is_shadow_node(index) {
+            return 0;
+        }
+        let base = index & !MASK;
+        let mut dropped = 0;
+        for i in base..base + FANOUT as u64 {
+            // The leaf goes with its last shadow; `erase` finds it by path.
+            if self.slot_inner(i).is_some_and(|s| s.load(Ordering::Relaxed) != 0) {
+                self.erase(i);
+                dropped += 1;
+            }
+        }
+        dropped
+    }
+
+    /// The path of nodes from the top to the leaf holding `index`. Caller
+    /// holds the tree lock.
+    fn path(&self, index: u64) -> Option<([*const Node; MAX_PATH], usize)> {
         let (top, height) = self.root();
         if top.is_null() || !fits(index, height) {
             return None;
         }
-        let mut path = [std::ptr::null::<Node>(); 12];
-        let mut node = top;
+        let mut path = [std::ptr::null::<Node>(); MAX_PATH];
+        let mut n = top;
         let mut level = height;
         loop {
-            path[level] = node;
+            path[level] = n;
             if level == 0 {
                 return Some((path, height));
             }
-            let slot = ((index >> (SHIFT * level as u32)) & MASK) as usize;
             // SAFETY: live node.
-            let v = unsafe { (*node).slots[slot].load(Ordering::Acquire) };
+            let v = unsafe { node(n) }.slots[offset(index, level)].load(Ordering::Acquire);
             if v == 0 {
                 return None;
             }
-            node = v as *const Node;
+            n = v as *const Node;
             level -= 1;
         }
     }
@@ -350,10 +777,9 @@ impl PageTree {
     /// tree lock.
     pub fn set_mark(&self, index: u64, m: usize) {
         if let Some((path, height)) = self.path(index) {
-            for (level, &node) in path.iter().enumerate().take(height + 1) {
-                let slot = (index >> (SHIFT * level as u32)) & MASK;
+            for (level, &n) in path.iter().enumerate().take(height + 1) {
                 // SAFETY: live node.
-                unsafe { (*node).marks[m].fetch_or(1 << slot, Ordering::Relaxed) };
+                unsafe { node(n) }.marks[m].fetch_or(1 << offset(index, level), Ordering::Relaxed);
             }
         }
     }
@@ -361,10 +787,10 @@ impl PageTree {
     /// Clear mark `m` on `index`. Caller holds the tree lock.
     pub fn clear_mark(&self, index: u64, m: usize) {
         if let Some((path, height)) = self.path(index) {
-            for (level, &node) in path.iter().enumerate().take(height + 1) {
-                let slot = (index >> (SHIFT * level as u32)) & MASK;
+            for (level, &n) in path.iter().enumerate().take(height + 1) {
+                let bit = 1 << offset(index, level);
                 // SAFETY: live node.
-                let left = unsafe { (*node).marks[m].fetch_and(!(1 << slot), Ordering::Relaxed) } & !(1 << slot);
+                let left = unsafe { node(n) }.marks[m].fetch_and(!bit, Ordering::Relaxed) & !bit;
                 if left != 0 {
                     break;
                 }
@@ -376,24 +802,27 @@ impl PageTree {
     pub fn get_mark(&self, index: u64, m: usize) -> bool {
         match self.path(index) {
             // SAFETY: live node.
-            Some((path, _)) => unsafe { (*path[0]).marks[m].load(Ordering::Relaxed) & (1 << (index & MASK)) != 0 },
+            Some((path, _)) => unsafe { node(path[0]) }.marks[m].load(Ordering::Relaxed) & (1 << (index & MASK)) != 0,
             None => false,
         }
     }
 
     /// Visit non-empty entries with index in `[start, end)` in order, or
     /// only those with mark `mark`. `f` returns false to stop. Lock-free;
-    /// entries may change under a reader, as in any gang lookup.
+    /// entries may change under a reader, as in any gang lookup. `f` runs
+    /// inside the walk, so it must not block for long: retired nodes wait
+    /// for it.
     pub fn for_each(&self, start: u64, end: u64, mark: Option<usize>, f: &mut dyn FnMut(u64, usize) -> bool) {
+        let _walk = self.walk();
         let (top, height) = self.root();
         if top.is_null() || start >= end {
             return;
         }
-        Self::walk(top, height, 0, start, end, mark, f);
+        Self::walk_node(top, height, 0, start, end, mark, f);
     }
 
-    fn walk(
-        node: *const Node,
+    fn walk_node(
+        n: *const Node,
         level: usize,
         base: u64,
         start: u64,
@@ -402,8 +831,9 @@ impl PageTree {
         f: &mut dyn FnMut(u64, usize) -> bool,
     ) -> bool {
         let shift = SHIFT * level as u32;
-        // SAFETY: live node.
-        let marks = mark.map(|m| unsafe { (*node).marks[m].load(Ordering::Relaxed) });
+        // SAFETY: reached under the caller's walk guard.
+        let n = unsafe { node(n) };
+        let marks = mark.map(|m| n.marks[m].load(Ordering::Relaxed));
         for slot in 0..FANOUT as u64 {
             if let Some(bits) = marks {
                 if bits & (1 << slot) == 0 {
@@ -419,8 +849,7 @@ impl PageTree {
             if lo >= end {
                 return false;
             }
-            // SAFETY: live node.
-            let v = unsafe { (*node).slots[slot as usize].load(Ordering::Acquire) };
+            let v = n.slots[slot as usize].load(Ordering::Acquire);
             if v == 0 {
                 continue;
             }
@@ -428,17 +857,58 @@ impl PageTree {
                 if !f(lo, v) {
                     return false;
                 }
-            } else if !Self::walk(v as *const Node, level - 1, lo, start, end, mark, f) {
+            } else if !Self::walk_node(v as *const Node, level - 1, lo, start, end, mark, f) {
                 return false;
             }
         }
         true
     }
+
+    /// Visit every node (tree lock held, or no reader at all): `f(node,
+    /// level)`.
+    fn for_each_node(&self, f: &mut dyn FnMut(*mut Node, usize)) {
+        fn visit(n: *mut Node, level: usize, f: &mut dyn FnMut(*mut Node, usize)) {
+            if level > 0 {
+                for s in 0..FANOUT {
+                    // SAFETY: live node of a tree no one else changes.
+                    let v = unsafe { node(n) }.slots[s].load(Ordering::Acquire);
+                    if v != 0 {
+                        visit(v as *mut Node, level - 1, f);
+                    }
+                }
+            }
+            f(n, level);
+        }
+        let (top, height) = self.root();
+        if !top.is_null() {
+            visit(top as *mut Node, height, f);
+        }
+    }
 }
 
-impl Default for PageTree {
-    fn default() -> Self {
-        Self::new()
+impl Drop for PageTree {
+    fn drop(&mut self) {
+        // No reader can hold the tree now; take its leaves off the shared
+        // shadow-node list before their memory goes.
+        let cache = self.cache.clone();
+        let mut live = 0;
+        self.for_each_node(&mut |n, _| {
+            live += 1;
+            // SAFETY: a live node; the list lock guards `on_list`.
+            if unsafe { node(n) }.on_list.load(Ordering::Relaxed) != 0 {
+                cache.shadow_nodes.lock().del(n);
+            }
+        });
+        let slab = self.slab.get_mut();
+        cache.nr_nodes.fetch_sub(live + slab.retired.len() as i64, Ordering::Relaxed);
+        cache.nr_retired.fetch_sub(slab.retired.len() as i64, Ordering::Relaxed);
+        slab.retired.clear();
+        for c in slab.chunks.drain(..) {
+            cache.bytes.fetch_sub(c.layout.size() as i64, Ordering::Relaxed);
+            // SAFETY: allocated in `alloc` with this layout, freed once;
+            // no reader can reach the tree's nodes any more.
+            unsafe { dealloc(c.base.as_ptr().cast(), c.layout) };
+        }
     }
 }
 
@@ -446,12 +916,16 @@ impl Default for PageTree {
 mod tests {
     use super::*;
 
+    fn nodes(t: &PageTree) -> u64 {
+        t.cache.nr_nodes()
+    }
+
     // Goal: entries stored at scattered indices (growing the tree several
     // times) read back, iterate in order, and marks select exactly the
     // marked ones.
     #[test]
     fn store_load_iterate_marks() {
-        let t = PageTree::new();
+        let t = PageTree::detached();
         let idx = [0u64, 1, 63, 64, 4095, 4096, 1 << 20, (1 << 40) + 7, 5];
         for (n, &i) in idx.iter().enumerate() {
             assert_eq!(t.store(i, n + 1), 0);
@@ -496,22 +970,136 @@ mod tests {
         assert_eq!(t.load(64), 0);
     }
 
-    // Goal: a leaf is a shadow node exactly while it holds shadow entries
-    // and nothing else, and stores report the transitions.
+    // Goal: a leaf is on the shadow-node list exactly while it holds shadow
+    // entries and nothing else: it joins when its last page goes, and
+    // leaves when it gains a page or empties.
     #[test]
-    fn shadow_node_transitions() {
-        let t = PageTree::new();
+    fn shadow_node_list_membership() {
+        let t = PageTree::detached();
+        let on_list = || t.cache.nr_shadow_nodes();
         let sh = SHADOW_BIT | 7;
-        assert_eq!(t.store_tracked(70, page_entry(1)).1, ShadowNode::Unchanged);
-        assert_eq!(t.store_tracked(71, sh).1, ShadowNode::Unchanged, "a page is still there");
-        assert_eq!(t.store_tracked(70, sh).1, ShadowNode::Became);
+        t.store(70, page_entry(1));
+        t.store(71, sh);
+        assert_eq!(on_list(), 0, "a page is still there");
+        t.store(70, sh);
         assert!(t.is_shadow_node(64) && t.is_shadow_node(127));
+        assert_eq!(on_list(), 1);
         assert!(!t.is_shadow_node(0), "another leaf");
-        assert_eq!(t.store_tracked(72, sh).1, ShadowNode::Unchanged);
-        assert_eq!(t.store_tracked(72, page_entry(2)).1, ShadowNode::Ceased);
-        assert_eq!(t.store_tracked(72, 0).1, ShadowNode::Became);
-        assert_eq!(t.store_tracked(70, 0).1, ShadowNode::Unchanged);
-        assert_eq!(t.store_tracked(71, 0).1, ShadowNode::Ceased, "empty now");
+        t.store(72, page_entry(2));
+        assert_eq!(on_list(), 0, "gained a page: off the list");
+        t.store(72, 0);
+        assert_eq!(on_list(), 1);
+        assert_eq!(t.cache.oldest_shadow_node_over(0), Some((0, 64)));
+        assert_eq!(t.cache.oldest_shadow_node_over(1), None, "within the limit");
+        t.store(70, 0);
+        t.store(71, 0);
+        assert_eq!(on_list(), 0, "empty now");
         assert!(!t.is_shadow_node(64));
+    }
+
+    // Goal: nodes emptied by erasure are deleted up to the top, the tree
+    // shrinks its height as xarray does, and once reclaimed the memory of
+    // an emptied tree is all returned (chunks released).
+    #[test]
+    fn empty_nodes_are_freed_and_height_shrinks() {
+        let t = PageTree::detached();
+        t.store(5, 1);
+        assert_eq!(nodes(&t), 1);
+        t.store(1 << 20, 2); // height 3: top, two interior, a leaf each side
+        assert_eq!(t.root().1, 3);
+        let grown = nodes(&t);
+        assert_eq!(grown, 1 + 3 + 3, "leaf 0 + three new tops + a path of three");
+        t.store(1 << 20, 0);
+        assert_eq!(t.root().1, 0, "shrunk back to the leaf holding index 5");
+        assert_eq!(t.load(5), 1);
+        t.reclaim_retired();
+        assert_eq!(nodes(&t), 1);
+        assert_eq!(t.cache.nr_retired(), 0);
+        // Dense then sparse: many leaves, all freed when emptied.
+        for i in 0..10_000u64 {
+            t.store(i * 7, i as usize + 10);
+        }
+        assert!(nodes(&t) > 1000 / 64);
+        assert!(t.cache.bytes() > 0);
+        for i in 0..10_000u64 {
+            t.store(i * 7, 0);
+        }
+        t.reclaim_retired();
+        assert_eq!(t.load(5), 1, "the untouched entry survives");
+        t.store(5, 0);
+        t.reclaim_retired();
+        assert_eq!((nodes(&t), t.cache.nr_retired(), t.cache.bytes()), (0, 0, 0));
+        assert_eq!(t.root().0, std::ptr::null());
+    }
+
+    // Goal: a node retired while a lock-free walk is announced is not
+    // reused until the walk ends, and the slot the walk holds reads 0 (the
+    // leaf was emptied), never another index's entry.
+    #[test]
+    fn retired_node_waits_for_walkers() {
+        let t = PageTree::detached();
+        t.store(64, 9);
+        let walk = t.walk();
+        let slot = t.slot(64, &walk).expect("leaf exists");
+        t.store(64, 0);
+        t.reclaim_retired();
+        assert_eq!(t.cache.nr_retired(), 2, "our own walk holds the leaf and the top");
+        // Reuse would need a free node: the retired one must not be it.
+        t.store(64 * 5, 3);
+        assert_eq!(slot.load(Ordering::Acquire), 0);
+        drop(walk);
+        t.reclaim_retired();
+        assert_eq!(t.cache.nr_retired(), 0);
+    }
+
+    // Goal: a tree dropped while it holds shadow nodes takes them off the
+    // list it shares with other trees, leaving the others' linked right.
+    // Method: two trees on one node cache, a shadow node in each (one
+    // before the other on the list), the first dropped.
+    #[test]
+    fn dropped_tree_leaves_the_shared_shadow_list() {
+        let cache = Arc::new(NodeCache::new(Arc::new(HazardTable::new())));
+        let a = PageTree::new(cache.clone(), 1);
+        let b = PageTree::new(cache.clone(), 2);
+        a.store(3, SHADOW_BIT | 1);
+        b.store(700, SHADOW_BIT | 2);
+        a.store(1 << 30, SHADOW_BIT | 3);
+        assert_eq!(cache.nr_shadow_nodes(), 3);
+        drop(a);
+        assert_eq!(cache.nr_shadow_nodes(), 1);
+        assert_eq!(cache.oldest_shadow_node_over(0), Some((2, 640)));
+        assert_eq!(cache.nr_nodes(), 2, "only b's top and leaf are left");
+        b.store(700, 0);
+        b.reclaim_retired();
+        assert_eq!((cache.nr_shadow_nodes(), cache.nr_nodes(), cache.bytes()), (0, 0, 0));
+    }
+
+    // Goal: memory stays bounded by the live entries while a window of
+    // live entries moves through a huge index space (the sparse-file case
+    // the issue measured growing without bound).
+    #[test]
+    fn node_memory_follows_live_entries() {
+        let t = PageTree::detached();
+        let mut x = 1u64;
+        let mut live = std::collections::VecDeque::new();
+        let mut peak = 0;
+        for round in 0..40_000u64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let i = (x >> 20) % (1 << 30);
+            if t.store(i, 1) == 0 {
+                live.push_back(i);
+            }
+            if live.len() > 500 {
+                let old = live.pop_front().unwrap();
+                t.store(old, 0);
+            }
+            if round > 10_000 {
+                peak = peak.max(t.cache.bytes());
+            }
+        }
+        // Each live entry needs at most a leaf and a few interior nodes on
+        // its own path: bound it by 4 nodes per entry (plus one retire batch).
+        let bound = (500 * 4 + RETIRE_BATCH as u64) * NODE_SIZE as u64 * 2;
+        assert!(peak <= bound, "peak {peak} over {bound}");
     }
 }

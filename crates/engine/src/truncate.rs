@@ -84,6 +84,8 @@ impl Cache {
             index = next;
         }
         self.clear_shadows(inode, start, end);
+        // The nodes this emptied go back now, not at the tree's next batch.
+        inode.tree.reclaim_retired();
         // Partial pages at the edges.
         let first_page = lstart >> shift;
         let last_page = (lend - 1) >> shift;
@@ -114,8 +116,7 @@ impl Cache {
         for idx in shadows {
             // Only if still a shadow: a page may have been read in since.
             if inode.tree.load(idx) & SHADOW_BIT != 0 {
-                let (_, node) = inode.tree.store_tracked(idx, 0);
-                self.account_shadow_node(inode, idx, node);
+                inode.tree.store(idx, 0);
                 self.nr_shadows.fetch_sub(1, Ordering::Relaxed);
             }
         }

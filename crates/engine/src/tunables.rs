@@ -195,6 +195,12 @@ pub struct Tunables {
     /// Whether background kswapd runs. With it off, allocations below the
     /// low watermark reclaim directly (useful for deterministic tests).
     pub kswapd: bool,
+    /// Reserve backing space when a write dirties pages
+    /// (`BackingDev::reserve`, ext4's delayed-allocation reservation), so a
+    /// full store fails the write with ENOSPC at the call. Off: pcache
+    /// before issue 16, where only writeback meets ENOSPC (for measuring
+    /// the reservation's cost).
+    pub reserve_space: bool,
     /// Most host file descriptors the cache keeps open (its `FdCache`,
     /// backing/fdcache.rs); files beyond it are reopened on demand. 0: half
     /// the soft RLIMIT_NOFILE when the cache is built, at most 4096.
@@ -221,6 +227,7 @@ impl Default for Tunables {
             workingset_version: WorkingsetVersion::Linux315,
             admission: Admission::Kernel,
             kswapd: true,
+            reserve_space: true,
             max_open_fds: 0,
         }
     }

@@ -55,9 +55,15 @@ items! {
     /// (/proc/sys/fs/inode-nr's first field); unused ones with nothing
     /// cached are freed.
     nr_inodes,
-    /// Workingset shadow entries held in page trees (pcache's own; the
-    /// kernel counts the nodes holding them, workingset_nodes).
-    nr_workingset_shadows,
+    /// Page-tree nodes allocated, in trees or retired and waiting for
+    /// lock-free readers to move on (pcache's own; the kernel shows its
+    /// xa_nodes as the `radix_tree_node` slab in /proc/slabinfo).
+    nr_pagetree_nodes,
+    /// Of those, retired nodes not yet reclaimed (pagetree.rs).
+    nr_pagetree_nodes_retired,
+    /// Bytes of memory held for page-tree nodes: the node chunks of every
+    /// tree, free nodes in them included (576 bytes a node).
+    pagetree_node_bytes,
     /// Page-tree leaves holding only shadow entries (the kernel's
     /// workingset_nodes), bounded by the shadow-node shrinker.
     workingset_nodes,
@@ -65,6 +71,10 @@ items! {
     /// own, admission.rs; 0 with the kernel's admission).
     nr_admission_window,
     admission_window_target,
+    /// Workingset shadow entries held in page trees (pcache's own; the
+    /// kernel counts the nodes holding them, workingset_nodes). The last
+    /// state counter: `is_state` goes by this order.
+    nr_workingset_shadows,
     // Events.
     /// KiB read from backing devices.
     pgpgin,

@@ -41,14 +41,22 @@
 //! more than one per 8 frames of memory (`nr_pages >> (6 - 3)`, the
 //! kernel's limit for 64-slot nodes, i.e. at most 8 shadows per frame in
 //! dense nodes), reclaim drops every shadow of the oldest shadow nodes
-//! (`workingset_nodereclaim`). Deviation: the emptied leaf itself is kept
-//! (lock-free readers need nodes to outlive them without RCU, see
-//! pagetree.rs) and reused when pages return; node memory is bounded by
-//! the span of each file, shadow entries by the shrinker.
+//! (`workingset_nodereclaim`) and the emptied leaves are freed, deferred
+//! until no lock-free reader can be in them (pagetree.rs).
+//!
+//! Implementation of the list: shadow nodes are linked through the leaf
+//! itself on one list shared by all trees (`NodeCache`, the kernel's
+//! `shadow_nodes` list_lru). The page tree keeps membership exact as it
+//! stores (`workingset_update_node`): a leaf joins when it holds shadows
+//! and nothing else, and leaves when it gains a page or empties. The
+//! shrinker reads the oldest node's (mapping, index) under the list lock,
+//! rotates it to the tail, then takes that inode's tree lock and checks the
+//! leaf again before dropping its shadows, so the list lock is never held
+//! while waiting for a tree lock (tree lock, then list lock, is the order).
 
 use crate::filemap::Inode;
 use crate::mm::Cache;
-use crate::pagetree::{ShadowNode, SHADOW_BIT};
+use crate::pagetree::SHADOW_BIT;
 use crate::sync::atomic::Ordering;
 use crate::vmstat::Item;
 use crate::{LruList, WorkingsetVersion};
@@ -130,38 +138,22 @@ impl Cache {
         self.lruvec.inactive_age.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// workingset_update_node: keep the shadow-node count and queue in step
-    /// with a store at `index` of `inode` (tree lock held).
-    pub fn account_shadow_node(&self, inode: &Inode, index: u64, change: ShadowNode) {
-        match change {
-            ShadowNode::Unchanged => {}
-            ShadowNode::Became => {
-                self.nr_shadow_nodes.fetch_add(1, Ordering::Relaxed);
-                self.shadow_nodes.lock().push_back((inode.id, index));
-            }
-            ShadowNode::Ceased => {
-                self.nr_shadow_nodes.fetch_sub(1, Ordering::Relaxed);
-            }
-        }
-    }
-
     /// The most shadow nodes kept (count_shadow_nodes): one per 8 frames.
     pub fn max_shadow_nodes(&self) -> u64 {
         (self.arena.nr_pages >> 3).max(1)
     }
 
-    /// The shadow-node shrinker (scan_shadow_nodes): while there are more
-    /// shadow nodes than `max_shadow_nodes`, drop the shadows of the oldest
-    /// ones. Looks at no more than `nr_to_scan` queue entries. Returns the
-    /// shadow nodes reclaimed.
+    /// The shadow-node shrinker (scan_shadow_nodes): while more shadow
+    /// nodes than `max_shadow_nodes` are on the list, drop the shadows of
+    /// the oldest, which frees the node. Looks at no more than
+    /// `nr_to_scan` nodes. Returns the shadow nodes reclaimed.
     pub fn shrink_shadow_nodes(&self, nr_to_scan: usize) -> u64 {
-        let max = self.max_shadow_nodes() as i64;
+        let max = self.max_shadow_nodes();
         let mut reclaimed = 0;
         for _ in 0..nr_to_scan {
-            if self.nr_shadow_nodes.load(Ordering::Relaxed) <= max {
-                break;
-            }
-            let Some((id, index)) = self.shadow_nodes.lock().pop_front() else { break };
+            let Some((id, index)) = self.node_cache.oldest_shadow_node_over(max) else { break };
+            // A node whose inode is no longer reachable by id stays at the
+            // tail until its tree drops (which takes it off the list).
             let Some(inode) = self.inode_by_id(id) else { continue };
             if self.shadow_lru_isolate(&inode, index) {
                 reclaimed += 1;
@@ -171,30 +163,15 @@ impl Cache {
     }
 
     /// shadow_lru_isolate: drop every shadow entry of the leaf holding
-    /// `index`, if it still holds nothing else. Stale queue entries (the
-    /// leaf got a page, or was emptied, since) are skipped; a leaf that
-    /// becomes a shadow node again is queued again then.
+    /// `index` and free the leaf, if it still holds nothing else (the list
+    /// was read without the tree lock, so it may have changed since).
     fn shadow_lru_isolate(&self, inode: &Inode, index: u64) -> bool {
         let _g = inode.tree_lock.lock();
-        if !inode.tree.is_shadow_node(index) {
+        let dropped = inode.tree.drop_shadow_node(index);
+        if dropped == 0 {
             return false;
         }
-        let base = index & !63;
-        let mut shadows = Vec::with_capacity(64);
-        inode.tree.for_each(base, base + 64, None, &mut |i, e| {
-            if e & SHADOW_BIT != 0 {
-                shadows.push(i);
-            }
-            true
-        });
-        for i in shadows {
-            let (_, change) = inode.tree.store_tracked(i, 0);
-            self.nr_shadows.fetch_sub(1, Ordering::Relaxed);
-            if change == ShadowNode::Ceased {
-                // The leaf is empty now: no longer a shadow node.
-                self.nr_shadow_nodes.fetch_sub(1, Ordering::Relaxed);
-            }
-        }
+        self.nr_shadows.fetch_sub(dropped as i64, Ordering::Relaxed);
         self.vm.inc(Item::workingset_nodereclaim);
         true
     }

@@ -177,12 +177,15 @@ pub fn build_cache(args: &MountArgs) -> Result<PageCache, MountError> {
 }
 
 /// Mount and serve until unmounted or signalled (SIGINT, SIGTERM, SIGHUP),
-/// then write every dirty page back and return.
+/// then write back every dirty page that can be written and return;
+/// `MountError::Unwritten` when some could not be (each such file is
+/// printed by its backing path first).
 ///
-/// On a signal the daemon first writes everything back (so nothing is lost
-/// even if the unmount must wait), then unmounts; if the mount is busy it
-/// is detached and the daemon serves the files still open until they
-/// close. A second signal exits at once after writing back again.
+/// On a signal the daemon first writes back what it can (so nothing is
+/// lost even if the unmount must wait), then unmounts; if the mount is busy
+/// it is detached and the daemon serves the files still open until they
+/// close. A second signal exits at once (status 128 + signal) after
+/// writing back again and naming the files still dirty.
 pub fn run(args: &MountArgs) -> Result<(), MountError> {
     // Before the cache is built: its fd cache's default bound is half the
     // soft limit.

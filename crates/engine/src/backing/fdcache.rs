@@ -87,12 +87,15 @@ struct Lru {
 
 impl Lru {
     fn touch(&mut self, id: u64) -> Option<Arc<CachedFd>> {
-        self.clock += 1;
-        let clock = self.clock;
-        let (fd, stamp) = self.map.get_mut(&id)?;
-        self.order.remove(stamp);
-        *stamp = clock;
-        self.order.insert(clock, id);
+        let Lru { map, order, clock } = self;
+        let (fd, stamp) = map.get_mut(&id)?;
+        // Already the most recent (a file streaming I/O): nothing moves.
+        if *stamp != *clock {
+            *clock += 1;
+            order.remove(stamp);
+            *stamp = *clock;
+            order.insert(*clock, id);
+        }
         Some(fd.clone())
     }
 

@@ -61,6 +61,11 @@ pub const PRUNE_ICACHE_BATCH: usize = 128;
 /// A cached file: its address_space (page tree) and inode fields.
 pub struct Inode {
     pub id: u32,
+    /// What the icache knows the file by: a host file's identity
+    /// (`host:DEV:INO`, so every spelling and link of it is one inode),
+    /// `memory:NAME`, or a device's name.
+    pub key: String,
+    /// The name it was first opened under, for messages.
     pub name: String,
     pub dev: Arc<dyn BackingDev>,
     /// The backing device's shared state and flusher.
@@ -314,8 +319,8 @@ impl Cache {
             if !Self::inode_unused(inode) {
                 return false;
             }
-            if inodes.by_name.get(&inode.name).is_some_and(|i| Arc::ptr_eq(i, inode)) {
-                inodes.by_name.remove(&inode.name);
+            if inodes.by_name.get(&inode.key).is_some_and(|i| Arc::ptr_eq(i, inode)) {
+                inodes.by_name.remove(&inode.key);
             }
         }
         self.truncate_inode_pages_final(inode);
@@ -367,14 +372,28 @@ impl Cache {
         }
     }
 
-    /// Find or create the inode for `name` on `dev`.
+    /// The cached inode known as `key`, with a handle counted, if any.
+    pub fn igrab(&self, key: &str) -> Option<Arc<Inode>> {
+        let inodes = self.inodes.lock();
+        let i = inodes.by_name.get(key)?;
+        i.handles.fetch_add(1, Ordering::AcqRel);
+        Some(i.clone())
+    }
+
+    /// iget: the inode known as `key`, made with `make_dev` (and called
+    /// `name` in messages) if it is not cached.
     ///
     /// The caller gets the inode with one handle counted, taken under the
     /// icache lock, so an unused inode is never freed (`prune_icache`)
     /// between the lookup and its new handle.
-    pub fn iget(&self, name: &str, make_dev: impl FnOnce() -> Result<Arc<dyn BackingDev>>) -> Result<Arc<Inode>> {
+    pub fn iget(
+        &self,
+        key: &str,
+        name: &str,
+        make_dev: impl FnOnce() -> Result<Arc<dyn BackingDev>>,
+    ) -> Result<Arc<Inode>> {
         let mut inodes = self.inodes.lock();
-        if let Some(i) = inodes.by_name.get(name) {
+        if let Some(i) = inodes.by_name.get(key) {
             i.handles.fetch_add(1, Ordering::AcqRel);
             return Ok(i.clone());
         }
@@ -394,6 +413,7 @@ impl Cache {
         let bdi = self.bdi_get(&dev.bdi_name());
         let inode = Arc::new(Inode {
             id,
+            key: key.to_string(),
             name: name.to_string(),
             dev,
             bdi,
@@ -412,7 +432,7 @@ impl Cache {
             wb_retry_at: AtomicU64::new(0),
             wb_backoff_ms: AtomicU64::new(0),
         });
-        inodes.by_name.insert(name.to_string(), inode.clone());
+        inodes.by_name.insert(key.to_string(), inode.clone());
         let mut by_id = self.by_id.write();
         if by_id.len() <= id as usize {
             by_id.resize(id as usize + 1, None);
@@ -430,8 +450,8 @@ impl Cache {
             self.truncate_inode_pages_final(inode);
         }
         let mut inodes = self.inodes.lock();
-        if inodes.by_name.get(&inode.name).is_some_and(|i| i.id == inode.id) {
-            inodes.by_name.remove(&inode.name);
+        if inodes.by_name.get(&inode.key).is_some_and(|i| i.id == inode.id) {
+            inodes.by_name.remove(&inode.key);
         }
         let mut by_id = self.by_id.write();
         if by_id.get(inode.id as usize).is_some_and(|i| i.as_ref().is_some_and(|i| i.id == inode.id)) {
@@ -936,7 +956,7 @@ mod tests {
             ..Config::default()
         })
         .unwrap();
-        let inode = cache.iget("t", || Ok(Arc::new(MemoryDev::new("t", 4096)) as Arc<dyn BackingDev>)).unwrap();
+        let inode = cache.iget("t", "t", || Ok(Arc::new(MemoryDev::new("t", 4096)) as Arc<dyn BackingDev>)).unwrap();
         (cache, inode)
     }
 

@@ -134,6 +134,12 @@ impl Default for OpenOptions {
     }
 }
 
+/// The icache key of a host file: its identity, so that every spelling
+/// and every link of one file is one cached inode.
+fn host_key(dev: u64, ino: u64) -> String {
+    format!("host:{dev}:{ino}")
+}
+
 /// Owns the background threads; the last handle to drop stops them.
 struct Owner {
     cache: Arc<Cache>,
@@ -203,17 +209,34 @@ impl PageCache {
         self.cache().nr_free_pages()
     }
 
-    /// Open (and by default create) a host file. Opening the same path
-    /// twice shares its cached pages.
+    /// Open (and by default create) a host file. Files are cached by
+    /// identity (`st_dev`, `st_ino`), not by name: every spelling of a path,
+    /// every hard link and every symlink to one file shares one cached copy
+    /// and one writeback.
     pub fn open(&self, path: impl AsRef<Path>, opts: OpenOptions) -> Result<File> {
+        use std::os::unix::fs::MetadataExt;
         let path = path.as_ref();
         let name = path.to_string_lossy().into_owned();
-        let ps = self.page_size();
-        let inode = self.cache().iget(&name, || {
-            let dev = FileDev::open_in(&self.cache().fds, path, opts.create, opts.truncate, opts.direct, ps)
-                .map_err(|e| Error::io(&name, e))?;
-            Ok(Arc::new(dev) as Arc<dyn BackingDev>)
-        })?;
+        let cache = self.cache();
+        // Cached already (under any name)? Then no descriptor is opened.
+        let cached = match std::fs::metadata(path) {
+            Ok(m) if m.is_file() => cache.igrab(&host_key(m.dev(), m.ino())),
+            Ok(_) => None,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && opts.create => None,
+            Err(e) => return Err(Error::io(&name, e)),
+        };
+        let inode = match cached {
+            Some(inode) => inode,
+            None => {
+                // Opened outside the icache lock (an open can block), never
+                // with O_TRUNC (truncation goes through the cache below, in
+                // case another open cached the file meanwhile).
+                let dev = FileDev::open_in(&cache.fds, path, opts.create, false, opts.direct, self.page_size())
+                    .map_err(|e| Error::io(&name, e))?;
+                let key = dev.identity().map_or_else(|| name.clone(), |(d, i)| host_key(d, i));
+                cache.iget(&key, &name, || Ok(Arc::new(dev) as Arc<dyn BackingDev>))?
+            }
+        };
         let file = self.new_file(inode);
         if opts.truncate && file.inode.size.load(Ordering::Acquire) != 0 {
             let _g = file.inode.rwsem.lock();
@@ -225,9 +248,9 @@ impl PageCache {
     /// Open (creating if new) a memory-only file: the tmpfs case.
     pub fn open_memory(&self, name: &str) -> Result<File> {
         let ps = self.page_size();
-        let inode = self
-            .cache()
-            .iget(&format!("memory:{name}"), || Ok(Arc::new(MemoryDev::new(name, ps)) as Arc<dyn BackingDev>))?;
+        let inode = self.cache().iget(&format!("memory:{name}"), &format!("memory:{name}"), || {
+            Ok(Arc::new(MemoryDev::new(name, ps)) as Arc<dyn BackingDev>)
+        })?;
         Ok(self.new_file(inode))
     }
 
@@ -235,7 +258,7 @@ impl PageCache {
     /// the device's name.
     pub fn open_dev(&self, dev: Arc<dyn BackingDev>) -> Result<File> {
         let name = dev.name().to_string();
-        let inode = self.cache().iget(&name, move || Ok(dev))?;
+        let inode = self.cache().iget(&name, &name, move || Ok(dev))?;
         Ok(self.new_file(inode))
     }
 
@@ -243,14 +266,15 @@ impl PageCache {
     /// the file is not cached already (the mount opens a backing inode this
     /// way, reopening nothing while its pages are cached).
     pub fn open_dev_with(&self, name: &str, make: impl FnOnce() -> Result<Arc<dyn BackingDev>>) -> Result<File> {
-        let inode = self.cache().iget(name, make)?;
+        let inode = self.cache().iget(name, name, make)?;
         Ok(self.new_file(inode))
     }
 
     /// The size of the file keyed `name` if it is cached (open, or closed
     /// with pages still cached): the truth while dirty pages may extend it.
     pub fn cached_len(&self, name: &str) -> Option<u64> {
-        self.cache().inodes.lock().by_name.get(name).map(|i| i.size.load(Ordering::Acquire))
+        let key = self.resolve_key(name);
+        self.cache().inodes.lock().by_name.get(&key).map(|i| i.size.load(Ordering::Acquire))
     }
 
     /// A handle on `inode`, whose handle count already includes it (iget).
@@ -279,14 +303,45 @@ impl PageCache {
         res
     }
 
-    /// Unlink a host file: its pages are dropped (once no handle is open)
-    /// and the file removed. A file never opened here is just removed.
+    /// Unlink a host file's name, as unlink(2) does. When it was the file's
+    /// last name its cached pages are dropped (once no handle is open);
+    /// another hard link keeps the file, and its cache, alive. Handles open
+    /// on the file keep working either way.
     pub fn unlink(&self, path: impl AsRef<Path>) -> Result<()> {
-        let name = path.as_ref().to_string_lossy().into_owned();
-        if self.cache().inodes.lock().by_name.contains_key(&name) {
-            return self.unlink_name(&name);
+        use std::os::unix::fs::MetadataExt;
+        let path = path.as_ref();
+        let name = path.to_string_lossy().into_owned();
+        let cache = self.cache();
+        // The name itself, not what a symlink leads to.
+        let m = std::fs::symlink_metadata(path).map_err(|e| Error::io(&name, e))?;
+        let inode =
+            if m.is_file() { cache.inodes.lock().by_name.get(&host_key(m.dev(), m.ino())).cloned() } else { None };
+        let Some(inode) = inode else {
+            return std::fs::remove_file(path).map_err(|e| Error::io(&name, e));
+        };
+        // The device may reopen its file by this very name.
+        let _ = inode.dev.hold_open();
+        std::fs::remove_file(path).map_err(|e| Error::io(&name, e))?;
+        if m.nlink() <= 1 {
+            self.forget_unlinked(&inode);
         }
-        std::fs::remove_file(path.as_ref()).map_err(|e| Error::io(&name, e))
+        Ok(())
+    }
+
+    /// The file lost its last name: out of the icache, and its pages go
+    /// with its last handle.
+    fn forget_unlinked(&self, inode: &Arc<Inode>) {
+        let cache = self.cache();
+        inode.unlinked.store(true, Ordering::Release);
+        {
+            let mut inodes = cache.inodes.lock();
+            if inodes.by_name.get(&inode.key).is_some_and(|i| Arc::ptr_eq(i, inode)) {
+                inodes.by_name.remove(&inode.key);
+            }
+        }
+        if inode.handles.load(Ordering::Acquire) == 0 {
+            cache.evict_inode(inode);
+        }
     }
 
     /// Unlink a memory-only file.
@@ -307,41 +362,35 @@ impl PageCache {
     }
 
     /// Rename a host file, as rename(2) does (replacing `new` if it
-    /// exists). A cached file keeps its pages, its dirty data and its open
-    /// handles, now under the new name: later opens of `new` share them,
-    /// and [`PageCache::unlink`] of `new` removes the right file. A cached
-    /// file that `new` named before is dropped as unlink drops it (handles
-    /// open on it keep working). Messages and `lru_snapshot` keep showing
-    /// the name a file was opened under.
+    /// exists). Files are cached by identity, so a cached file keeps its
+    /// pages, dirty data and open handles whatever its names do; a cached
+    /// file that `new` named before loses that name, and is dropped as
+    /// unlink drops it if it was its last (handles open on it keep
+    /// working). Messages and `lru_snapshot` keep showing the name a file
+    /// was opened under.
     pub fn rename(&self, old: impl AsRef<Path>, new: impl AsRef<Path>) -> Result<()> {
+        use std::os::unix::fs::MetadataExt;
         let (old, new) = (old.as_ref(), new.as_ref());
         let old_name = old.to_string_lossy().into_owned();
-        let new_name = new.to_string_lossy().into_owned();
         let cache = self.cache();
-        let replaced = {
-            // The icache lock is held across the host rename so that no
-            // open in between finds a name the host no longer has.
-            let mut inodes = cache.inodes.lock();
-            let moving = inodes.by_name.get(&old_name).cloned();
-            match &moving {
-                Some(inode) => inode.dev.rename(new),
-                None => std::fs::rename(old, new),
-            }
-            .map_err(|e| Error::io(&old_name, e))?;
-            if old_name == new_name {
-                return Ok(());
-            }
-            let replaced = inodes.by_name.remove(&new_name);
-            if let Some(inode) = moving {
-                inodes.by_name.remove(&old_name);
-                inodes.by_name.insert(new_name, inode);
-            }
-            replaced
+        let cached_at = |p: &Path| {
+            let m = std::fs::symlink_metadata(p).ok().filter(|m| m.is_file())?;
+            let inode = cache.inodes.lock().by_name.get(&host_key(m.dev(), m.ino())).cloned()?;
+            Some((inode, m.nlink()))
         };
-        if let Some(inode) = replaced {
-            inode.unlinked.store(true, Ordering::Release);
-            if inode.handles.load(Ordering::Acquire) == 0 {
-                cache.evict_inode(&inode);
+        let moving = cached_at(old);
+        let replaced = cached_at(new).filter(|(r, _)| !moving.as_ref().is_some_and(|(m, _)| Arc::ptr_eq(m, r)));
+        // Both may reopen by a name that is about to change.
+        for (inode, _) in moving.iter().chain(replaced.iter()) {
+            let _ = inode.dev.hold_open();
+        }
+        std::fs::rename(old, new).map_err(|e| Error::io(&old_name, e))?;
+        if let Some((inode, _)) = &moving {
+            inode.dev.renamed(old, new);
+        }
+        if let Some((inode, nlink)) = replaced {
+            if nlink <= 1 {
+                self.forget_unlinked(&inode);
             }
         }
         Ok(())
@@ -357,6 +406,7 @@ impl PageCache {
     /// the same file races with this call.
     pub fn evict(&self, name: &str) -> Result<bool> {
         let cache = self.cache();
+        let name = &self.resolve_key(name);
         let Some(inode) = cache.inodes.lock().by_name.get(name).cloned() else {
             return Ok(false);
         };
@@ -378,9 +428,25 @@ impl PageCache {
     }
 
     /// Whether a file keyed by `name` is cached (open, or closed with
-    /// pages or state still held).
+    /// pages or state still held). A host file may be named by any of its
+    /// paths.
     pub fn is_cached(&self, name: &str) -> bool {
-        self.cache().inodes.lock().by_name.contains_key(name)
+        let key = self.resolve_key(name);
+        self.cache().inodes.lock().by_name.contains_key(&key)
+    }
+
+    /// The icache key `name` stands for: itself if a file is cached under
+    /// it (a device's or memory file's name, a key), else the identity key
+    /// of the host file at that path, if there is one.
+    fn resolve_key(&self, name: &str) -> String {
+        use std::os::unix::fs::MetadataExt;
+        if self.cache().inodes.lock().by_name.contains_key(name) {
+            return name.to_string();
+        }
+        match std::fs::metadata(name) {
+            Ok(m) if m.is_file() => host_key(m.dev(), m.ino()),
+            _ => name.to_string(),
+        }
     }
 
     /// The run-time tunables' names (the files of `/proc/sys/vm` this

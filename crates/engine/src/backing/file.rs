@@ -826,6 +826,31 @@ impl BackingDev for FileDev {
     fn is_direct(&self) -> bool {
         self.direct.load(Ordering::Acquire)
     }
+
+    fn hold_open(&self) -> io::Result<()> {
+        self.pin()
+    }
+
+    fn renamed(&self, from: &Path, to: &Path) {
+        if let Reopen::With(_) = self.reopen {
+            return;
+        }
+        let mut path = self.path.lock();
+        // Follow the move if the device's own name was the one that moved,
+        // however it was spelled: it no longer leads to this file.
+        let still_ours = std::fs::metadata(&*path).is_ok_and(|m| {
+            use std::os::unix::fs::MetadataExt;
+            (m.dev(), m.ino()) == self.ident
+        });
+        if !still_ours {
+            *path = to.to_path_buf();
+        }
+        let _ = from;
+    }
+
+    fn identity(&self) -> Option<(u64, u64)> {
+        Some(self.ident)
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

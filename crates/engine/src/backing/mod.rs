@@ -80,6 +80,27 @@ pub trait BackingDev: Send + Sync + 'static {
         Err(io::Error::from_raw_os_error(libc::EXDEV))
     }
 
+    /// A name the device may reopen its file by is about to go (unlink or
+    /// rename of one of the file's names): keep it reachable, by holding a
+    /// descriptor for the rest of the device's life. Devices that never
+    /// reopen by name need nothing.
+    fn hold_open(&self) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// One of the file's names moved from `from` to `to` (the host rename
+    /// is done): a device that reopens by that name follows it.
+    fn renamed(&self, from: &std::path::Path, to: &std::path::Path) {
+        let _ = (from, to);
+    }
+
+    /// The host file's identity `(st_dev, st_ino)`, for devices on host
+    /// files: the page cache keys them by it, so every spelling and every
+    /// link of one file shares one inode.
+    fn identity(&self) -> Option<(u64, u64)> {
+        None
+    }
+
     /// Whether the device bypasses the host page cache (O_DIRECT).
     fn is_direct(&self) -> bool {
         false

@@ -504,15 +504,15 @@ impl Cache {
         let ps = self.page_size();
         let res = if let [pfn] = pages {
             // A single page (a plain miss) needs no heap allocation.
-            // SAFETY: the page is locked and not uptodate, so no one else
-            // writes or reads its frame.
-            let mut one = [unsafe { self.arena.frame_mut(*pfn) }];
+            // SAFETY: the page is locked, not uptodate and held by the
+            // caller; the slice is gone before it is marked uptodate.
+            let mut one = [unsafe { self.arena.frame_for_io_mut(*pfn) }];
             inode.dev.read_pages(first << shift, &mut one)
         } else {
             let mut bufs: Vec<&mut [u8]> = pages
                 .iter()
                 // SAFETY: as above, for each page of the run.
-                .map(|&p| unsafe { self.arena.frame_mut(p) })
+                .map(|&p| unsafe { self.arena.frame_for_io_mut(p) })
                 .collect();
             inode.dev.read_pages(first << shift, &mut bufs)
         };
@@ -522,9 +522,8 @@ impl Cache {
                 for (i, &pfn) in pages.iter().enumerate() {
                     let start = i * ps;
                     if n < start + ps {
-                        // SAFETY: as above.
-                        let frame = unsafe { self.arena.frame_mut(pfn) };
-                        frame[n.saturating_sub(start)..].fill(0);
+                        let from = n.saturating_sub(start);
+                        self.memzero_page(pfn, from, ps - from);
                     }
                 }
                 for &p in pages {
@@ -666,9 +665,9 @@ impl Cache {
                 self.admission_access(inode.id, index);
             }
             let done = (cur - pos) as usize;
-            // SAFETY: we hold a pin, so the frame is not reused.
-            let frame = unsafe { self.arena.frame(pfn) };
-            buf[done..done + nr as usize].copy_from_slice(&frame[offset as usize..(offset + nr) as usize]);
+            // The pin keeps the frame this page's; the copy is one state of
+            // the page between two write sections (highmem.rs).
+            self.memcpy_from_page(pfn, offset as usize, &mut buf[done..done + nr as usize]);
             self.unpin(pfn, pin);
             cur += nr;
             prev_pos = cur;
@@ -766,16 +765,13 @@ impl Cache {
                     return Err(e);
                 }
             } else {
-                // SAFETY: page locked and not uptodate: nobody reads it.
-                let frame = unsafe { self.arena.frame_mut(pfn) };
-                frame.fill(0);
+                self.memzero_page(pfn, 0, ps);
                 page.set(PG_UPTODATE, &self.vm);
             }
         }
-        // SAFETY: the page is locked; readers of an uptodate page may see a
-        // torn copy, as with Linux read(2) racing write(2).
-        let frame = unsafe { self.arena.frame_mut(pfn) };
-        frame[offset..offset + data.len()].copy_from_slice(data);
+        // One write section: a reader of this uptodate page sees the page
+        // before or after this copy, never part of it (highmem.rs).
+        self.memcpy_to_page(pfn, offset, data);
         if !page.test(PG_UPTODATE) {
             page.set(PG_UPTODATE, &self.vm);
         }

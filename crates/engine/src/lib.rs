@@ -24,6 +24,7 @@ mod backing_dev;
 mod error;
 mod filemap;
 mod hazard;
+mod highmem;
 #[cfg(all(loom, test))]
 mod loom_tests;
 mod lruvec;
@@ -54,7 +55,6 @@ pub use vmstat::{Item, VmStat};
 
 use crate::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::marker::PhantomData;
-use std::ops::Deref;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -737,9 +737,17 @@ impl Drop for File {
     }
 }
 
-/// A pinned page: its bytes stay this page's until the ref is dropped.
+/// A pinned page: its frame stays this page's until the ref is dropped.
 /// It must be dropped on the thread that took it (hazard pins are
 /// per-thread), so it is not `Send`.
+///
+/// The bytes are not lent out as a slice: other threads may write the page
+/// meanwhile (`write_at`, a [`PageMut`], truncation zeroing its tail), so
+/// each read is a copy validated against the page's sequence count. A copy
+/// is one state of the page between two write sections: never a mix of two
+/// `write_at` calls within the page. It takes no lock and no atomic
+/// read-modify-write unless writers keep the page busy (ARCHITECTURE.md,
+/// "Frame access").
 pub struct PageRef<'a> {
     file: &'a File,
     pfn: Pfn,
@@ -754,22 +762,64 @@ impl<'a> PageRef<'a> {
     }
 }
 
+thread_local! {
+    /// `PageRef::with_bytes`'s copy, reused so a hit allocates nothing.
+    static PAGE_COPY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 impl PageRef<'_> {
     /// The page's index in its file.
     pub fn index(&self) -> u64 {
         self.index
     }
+
+    /// The page's size in bytes.
+    pub fn len(&self) -> usize {
+        self.file.cache.page_size()
+    }
+
+    /// Always false: a page has `page_size` bytes.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Copy `buf.len()` bytes at `offset` in the page into `buf`.
+    /// [`Error::InvalidArgument`] if the range passes the page's end.
+    #[inline]
+    pub fn read_into(&self, offset: usize, buf: &mut [u8]) -> Result<()> {
+        check_page_range(self.len(), offset, buf.len())?;
+        self.file.cache.memcpy_from_page(self.pfn, offset, buf);
+        Ok(())
+    }
+
+    /// Call `f` with a copy of the whole page (one consistent state of
+    /// it), made into a per-thread buffer: no allocation after the first.
+    pub fn with_bytes<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        let ps = self.len();
+        PAGE_COPY.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut buf) => {
+                buf.resize(ps, 0);
+                self.file.cache.memcpy_from_page(self.pfn, 0, &mut buf);
+                f(&buf)
+            }
+            // Called from inside another with_bytes: a buffer of its own.
+            Err(_) => f(&self.to_vec()),
+        })
+    }
+
+    /// A copy of the whole page.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut buf = vec![0; self.len()];
+        self.file.cache.memcpy_from_page(self.pfn, 0, &mut buf);
+        buf
+    }
 }
 
-impl Deref for PageRef<'_> {
-    type Target = [u8];
-
-    #[inline]
-    fn deref(&self) -> &[u8] {
-        // SAFETY: we hold a pin, so the frame is not reused; the page
-        // is uptodate. Concurrent write_at to this page may tear what is
-        // seen, as with a shared mapping.
-        unsafe { self.file.cache.arena.frame(self.pfn) }
+/// Refuse a byte range `[offset, offset + len)` that passes a page.
+fn check_page_range(page_size: usize, offset: usize, len: usize) -> Result<()> {
+    match offset.checked_add(len) {
+        Some(end) if end <= page_size => Ok(()),
+        _ => Err(Error::InvalidArgument(format!("bytes {offset}+{len} pass the page's {page_size}"))),
     }
 }
 

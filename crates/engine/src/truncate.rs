@@ -130,9 +130,8 @@ impl Cache {
         if page.test(PG_UPTODATE) {
             page.wait_on_writeback();
             let base = index << self.page_shift();
-            // SAFETY: page locked.
-            let frame = unsafe { self.arena.frame_mut(pfn) };
-            frame[(from - base) as usize..(to - base) as usize].fill(0);
+            // Page locked and out of writeback: one write section.
+            self.memzero_page(pfn, (from - base) as usize, (to - from) as usize);
         }
         page.unlock(&self.vm);
         self.put_page(pfn);

@@ -207,12 +207,13 @@ fn check_page(t: &Tracked, ctx: &str, index: u64, ps: usize) {
     let size = t.model.len();
     let npages = size.div_ceil(ps) as u64;
     match t.file.get_page(index) {
-        Ok(page) => {
+        Ok(pinned) => {
+            let page = pinned.to_vec();
             if index >= npages {
                 t.fail(ctx, format!("get_page({index}) succeeded past EOF (size {size})"));
             }
-            if page.index() != index || page.len() != ps {
-                t.fail(ctx, format!("get_page({index}) gave index {} and {} bytes", page.index(), page.len()));
+            if pinned.index() != index || page.len() != ps {
+                t.fail(ctx, format!("get_page({index}) gave index {} and {} bytes", pinned.index(), page.len()));
             }
             let start = index as usize * ps;
             let valid = (size - start).min(ps);
@@ -240,7 +241,8 @@ fn check_find_page(t: &Tracked, ctx: &str, index: u64, ps: usize) {
     let size = t.model.len();
     match t.file.find_page(index) {
         Ok(None) => {}
-        Ok(Some(page)) => {
+        Ok(Some(pinned)) => {
+            let page = pinned.to_vec();
             let start = index as usize * ps;
             if start >= size {
                 // A page past EOF may linger only if truncation raced us,

@@ -713,18 +713,7 @@ impl Cache {
     /// need is reserved on the device (`BackingDev::reserve`), so ENOSPC
     /// and EFBIG come back from this call, not from a later writeback.
     pub fn generic_perform_write(&self, inode: &Inode, buf: &[u8], pos: u64) -> Result<usize> {
-        if self.shutdown.load(Ordering::Acquire) {
-            return Err(Error::ShutDown);
-        }
-        if inode.wb_retry_at.load(Ordering::Acquire) != 0 {
-            self.write_and_wait_range(inode, 0, u64::MAX)?;
-        }
-        if self.tunables.reserve_space {
-            inode.dev.reserve(pos, buf.len() as u64).map_err(|e| match e.raw_os_error() {
-                Some(libc::EFBIG) => Error::FileTooBig { name: inode.name.clone(), offset: pos },
-                _ => Error::io(&inode.name, e),
-            })?;
-        }
+        self.generic_write_checks(inode, pos, buf.len() as u64)?;
         let shift = self.page_shift();
         let ps = self.page_size() as u64;
         let mut written = 0usize;
@@ -747,6 +736,26 @@ impl Cache {
             }
         }
         Ok(written)
+    }
+
+    /// What a write must pass before it dirties a page of `[pos, pos +
+    /// len)` (generic_perform_write's checks, shared with `PageMut`): the
+    /// cache is not shut down, a file whose writeback is failing is written
+    /// back first (its error fails the write), and the space is reserved.
+    pub fn generic_write_checks(&self, inode: &Inode, pos: u64, len: u64) -> Result<()> {
+        if self.shutdown.load(Ordering::Acquire) {
+            return Err(Error::ShutDown);
+        }
+        if inode.wb_retry_at.load(Ordering::Acquire) != 0 {
+            self.write_and_wait_range(inode, 0, u64::MAX)?;
+        }
+        if self.tunables.reserve_space {
+            inode.dev.reserve(pos, len).map_err(|e| match e.raw_os_error() {
+                Some(libc::EFBIG) => Error::FileTooBig { name: inode.name.clone(), offset: pos },
+                _ => Error::io(&inode.name, e),
+            })?;
+        }
+        Ok(())
     }
 
     /// write_begin, copy, write_end for one page.
@@ -787,6 +796,69 @@ impl Cache {
         self.admission_access(inode.id, index);
         self.put_page(pfn);
         Ok(())
+    }
+}
+
+impl Cache {
+    /// write_begin for a write pin (`PageMut`, the page_mkwrite of an
+    /// embedder): the page at `index`, locked, out of writeback (stable
+    /// pages) and uptodate: read in if it lies inside the file, zeroed if
+    /// it lies wholly past EOF. Its space is reserved first. The caller
+    /// holds `inode.invalidate_lock` shared until `write_end_pin`, so no
+    /// truncation or hole punch runs meanwhile (ARCHITECTURE.md, "Write
+    /// pins").
+    pub fn write_begin_pin(&self, inode: &Inode, index: u64) -> Result<Pfn> {
+        let ps = self.page_size();
+        let pos = index << self.page_shift();
+        self.generic_write_checks(inode, pos, ps as u64)?;
+        let pfn = self.grab_cache_page_write_begin(inode, index)?;
+        let page = self.page(pfn);
+        page.wait_on_writeback();
+        if !page.test(PG_UPTODATE) {
+            if pos < inode.size.load(Ordering::Acquire) {
+                if let Err(e) = self.read_pages_io(inode, index, &[pfn]) {
+                    page.unlock(&self.vm);
+                    self.put_page(pfn);
+                    return Err(e);
+                }
+            } else {
+                self.memzero_page(pfn, 0, ps);
+                page.set(PG_UPTODATE, &self.vm);
+            }
+        }
+        Ok(pfn)
+    }
+
+    /// write_end for a write pin, as generic_write_end: i_size grows to
+    /// `new_size` (at most the page's end; 0: no growth) before the page
+    /// is unlocked, so writeback never writes it with a stale size. When
+    /// the pin wrote (`dirtied`), bytes of the page past i_size are zeroed,
+    /// for they are not part of the file and must read as zero if it grows
+    /// later, and the page is marked dirty. Unlocks the page and drops the
+    /// pin's reference; the caller then runs balance_dirty_pages_ratelimited
+    /// with no lock held.
+    pub fn write_end_pin(&self, inode: &Inode, pfn: Pfn, index: u64, new_size: u64, dirtied: bool) {
+        let ps = self.page_size() as u64;
+        let start = index << self.page_shift();
+        debug_assert!(new_size <= start + ps, "write pin grows the file past its page");
+        let page = self.page(pfn);
+        if dirtied {
+            inode.size.fetch_max(new_size, Ordering::AcqRel);
+            let size = inode.size.load(Ordering::Acquire);
+            if size < start + ps {
+                let from = size.saturating_sub(start);
+                self.memzero_page(pfn, from as usize, (ps - from) as usize);
+            }
+            self.set_page_dirty(inode, pfn);
+        }
+        page.unlock(&self.vm);
+        if dirtied {
+            if self.tunables.accessed_init == AccessedInit::Vanilla315 {
+                self.mark_page_accessed(pfn);
+            }
+            self.admission_access(inode.id, index);
+        }
+        self.put_page(pfn);
     }
 }
 

@@ -832,22 +832,22 @@ impl Cache {
     /// write_end for a write pin, as generic_write_end: i_size grows to
     /// `new_size` (at most the page's end; 0: no growth) before the page
     /// is unlocked, so writeback never writes it with a stale size. When
-    /// the pin wrote (`dirtied`), bytes of the page past i_size are zeroed,
-    /// for they are not part of the file and must read as zero if it grows
-    /// later, and the page is marked dirty. Unlocks the page and drops the
-    /// pin's reference; the caller then runs balance_dirty_pages_ratelimited
-    /// with no lock held.
-    pub fn write_end_pin(&self, inode: &Inode, pfn: Pfn, index: u64, new_size: u64, dirtied: bool) {
+    /// the pin wrote (`dirtied`; its stores ended at byte `written_end` of
+    /// the page at most), what it wrote past i_size is zeroed, for it is
+    /// not part of the file and must read as zero if the file grows later,
+    /// and the page is marked dirty. Unlocks the page and drops the pin's
+    /// reference; the caller then runs balance_dirty_pages_ratelimited with
+    /// no lock held.
+    pub fn write_end_pin(&self, inode: &Inode, pfn: Pfn, index: u64, new_size: u64, written_end: usize, dirtied: bool) {
         let ps = self.page_size() as u64;
         let start = index << self.page_shift();
         debug_assert!(new_size <= start + ps, "write pin grows the file past its page");
         let page = self.page(pfn);
         if dirtied {
             inode.size.fetch_max(new_size, Ordering::AcqRel);
-            let size = inode.size.load(Ordering::Acquire);
-            if size < start + ps {
-                let from = size.saturating_sub(start);
-                self.memzero_page(pfn, from as usize, (ps - from) as usize);
+            let eof = inode.size.load(Ordering::Acquire).saturating_sub(start).min(ps) as usize;
+            if eof < written_end {
+                self.memzero_page(pfn, eof, written_end - eof);
             }
             self.set_page_dirty(inode, pfn);
         }

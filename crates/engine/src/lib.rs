@@ -649,7 +649,7 @@ impl File {
         // hole punching (exclusive) wait for them, and they for it.
         let inval = self.inode.invalidate_lock.read();
         let pfn = self.cache.write_begin_pin(&self.inode, index)?;
-        Ok(PageMut { file: self, pfn, index, new_size: 0, dirtied: false, inval: Some(inval) })
+        Ok(PageMut { file: self, pfn, index, new_size: 0, written_end: 0, dirtied: false, inval: Some(inval) })
     }
 
     /// The hit path: look up, pin and mark accessed a cached, uptodate page;
@@ -856,6 +856,8 @@ pub struct PageMut<'a> {
     index: u64,
     /// What i_size grows to at drop (0: no growth).
     new_size: u64,
+    /// The end of the furthest store into the page, in bytes.
+    written_end: usize,
     dirtied: bool,
     /// Held shared for the pin's life: truncation and hole punching wait.
     inval: Option<parking_lot::RwLockReadGuard<'a, ()>>,
@@ -888,6 +890,7 @@ impl PageMut<'_> {
     pub fn write(&mut self, offset: usize, data: &[u8]) -> Result<()> {
         check_page_range(self.len(), offset, data.len())?;
         self.file.cache.memcpy_to_page(self.pfn, offset, data);
+        self.written_end = self.written_end.max(offset + data.len());
         self.dirtied = true;
         Ok(())
     }
@@ -896,6 +899,7 @@ impl PageMut<'_> {
     pub fn fill(&mut self, offset: usize, len: usize, value: u8) -> Result<()> {
         check_page_range(self.len(), offset, len)?;
         self.file.cache.memset_page(self.pfn, offset, len, value);
+        self.written_end = self.written_end.max(offset + len);
         self.dirtied = true;
         Ok(())
     }
@@ -923,7 +927,7 @@ impl PageMut<'_> {
 impl Drop for PageMut<'_> {
     fn drop(&mut self) {
         let (cache, inode) = (&self.file.cache, &self.file.inode);
-        cache.write_end_pin(inode, self.pfn, self.index, self.new_size, self.dirtied);
+        cache.write_end_pin(inode, self.pfn, self.index, self.new_size, self.written_end, self.dirtied);
         // Truncation may go on; the throttle may sleep, so no lock is held.
         drop(self.inval.take());
         if self.dirtied {

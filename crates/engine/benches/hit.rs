@@ -1,9 +1,7 @@
 //! Micro-benchmarks of the hit path (criterion): a 4 KiB `read_at` of a
 //! cached page and a `find_page` pin, with the kernel's admission and with
 //! pcache's adaptive W-TinyLFU admission, whose sketch counts every marked
-//! access; then, with the kernel's admission, a pin plus a validated copy
-//! of the whole page (`PageRef::read_into`, issue 11) and a write pin that
-//! stores 8 bytes (`get_page_mut`, `PageMut::write`, drop). `pcache bench hitpath` measures the same path against the
+//! access. `pcache bench hitpath` measures the same path against the
 //! kernel's page cache at scale; this isolates the per-hit cost of a
 //! policy change.
 //!
@@ -57,49 +55,6 @@ fn hits(c: &mut Criterion) {
             })
         });
     }
-    let (_cache, f) = cache(Admission::Kernel);
-    let mut buf = [0u8; 4096];
-    let mut i = 0u64;
-    g.bench_function("pageref_read_into_4k", |b| {
-        b.iter(|| {
-            i = (i + 2654435761) % PAGES;
-            let p = f.find_page(i).expect("lookup").expect("cached");
-            p.read_into(0, &mut buf).expect("in the page");
-        })
-    });
-    g.finish();
-    drop((_cache, f));
-
-    // Every page dirty after the first round: what remains is the pin
-    // (lookup, page lock, writeback check), one write section, and the
-    // drop (set_page_dirty finds the page dirty, unlock, throttle check).
-    // Dirty limits at 100% and expiry at an hour keep writeback out of it.
-    let cache = PageCache::new(Config {
-        memory_bytes: 64 << 20,
-        nr_cpus: 1,
-        tunables: Tunables {
-            kswapd: false,
-            ra_pages: 0,
-            dirty_ratio: 100,
-            dirty_background_ratio: 100,
-            dirty_expire_centisecs: 360_000,
-            ..Tunables::default()
-        },
-        ..Config::default()
-    })
-    .expect("cache");
-    let f = cache.open_memory("w").expect("file");
-    f.set_len(PAGES * 4096).expect("set_len");
-    let mut g = c.benchmark_group("write_pin");
-    let mut n = 0u64;
-    g.bench_function("page_mut_write_8", |b| {
-        b.iter(|| {
-            n += 1;
-            let i = n.wrapping_mul(2654435761) % PAGES;
-            let mut pin = f.get_page_mut(i).expect("pin");
-            pin.write(((n % 512) * 8) as usize, &n.to_ne_bytes()).expect("in the page");
-        })
-    });
     g.finish();
 }
 

@@ -831,7 +831,9 @@ impl Cache {
 
     /// write_end for a write pin, as generic_write_end: i_size grows to
     /// `new_size` (at most the page's end; 0: no growth) before the page
-    /// is unlocked, so writeback never writes it with a stale size. When
+    /// is unlocked, so writeback never writes it with a stale size. A page
+    /// left wholly past i_size leaves the cache, as a failed write's pages
+    /// do (ext4_write_failed truncates them): no page lingers past EOF. When
     /// the pin wrote (`dirtied`; its stores ended at byte `written_end` of
     /// the page at most), what it wrote past i_size is zeroed, for it is
     /// not part of the file and must read as zero if the file grows later,
@@ -845,6 +847,16 @@ impl Cache {
         let page = self.page(pfn);
         if dirtied {
             inode.size.fetch_max(new_size, Ordering::AcqRel);
+        }
+        // The pin's invalidate_lock keeps truncation out, so i_size only
+        // grows meanwhile: a page inside the file now stays inside it.
+        if start >= inode.size.load(Ordering::Acquire) {
+            self.truncate_inode_page(inode, pfn);
+            page.unlock(&self.vm);
+            self.put_page(pfn);
+            return;
+        }
+        if dirtied {
             let eof = inode.size.load(Ordering::Acquire).saturating_sub(start).min(ps) as usize;
             if eof < written_end {
                 self.memzero_page(pfn, eof, written_end - eof);

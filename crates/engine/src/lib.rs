@@ -846,8 +846,9 @@ impl PageRef<'_> {
 /// keep reading without waiting; each sees the page before or after each
 /// `write` or `fill` call, never part of one. Dropping the pin marks the
 /// page dirty (if it was written), grows i_size to what
-/// [`PageMut::extend_to`] asked, zeroes the page's bytes past i_size (they
-/// are not part of the file), unlocks the page and runs
+/// [`PageMut::extend_to`] asked, zeroes what was written past i_size (it
+/// is not part of the file; a page left wholly past EOF leaves the cache),
+/// unlocks the page and runs
 /// balance_dirty_pages_ratelimited (whose errors, an interrupt or the
 /// shutdown, it can only drop).
 pub struct PageMut<'a> {

@@ -137,6 +137,23 @@ impl Cache {
         self.put_page(pfn);
     }
 
+    /// truncate_inode_page: drop one locked page, out of writeback, from
+    /// `inode` and put the cache's reference (the caller keeps its own).
+    /// False if the page had already left the mapping.
+    pub fn truncate_inode_page(&self, inode: &Inode, pfn: Pfn) -> bool {
+        let page = self.page(pfn);
+        debug_assert!(page.test(PG_LOCKED) && !page.test(PG_WRITEBACK));
+        {
+            let _g = inode.tree_lock.lock();
+            if page.mapping() != inode.id {
+                return false;
+            }
+            self.__delete_from_page_cache(inode, pfn, 0);
+        }
+        self.put_page(pfn);
+        true
+    }
+
     /// delete_from_page_cache_batch: the pages are locked and in `inode`.
     fn delete_from_page_cache_batch(&self, inode: &Inode, pages: &[Pfn]) {
         if pages.is_empty() {

@@ -342,6 +342,44 @@ mod tests {
         }
     }
 
+    // Goal: a reader that cannot validate a copy (a writer sits inside a
+    // section, as a preempted writer would) falls back to the page lock
+    // and returns the page as the writer leaves it, never the half-written
+    // state. Method: the main thread locks the page, opens a section and
+    // writes half the new bytes; it finishes the section and unlocks only
+    // once the reader waits on the page lock (PG_waiters set), so the
+    // reader can return only after the unlock.
+    #[test]
+    fn reader_falls_back_to_the_page_lock() {
+        use crate::{Config, Tunables};
+        let cache = Cache::new(Config {
+            memory_bytes: 64 * 4096,
+            tunables: Tunables { kswapd: false, ..Tunables::default() },
+            ..Config::default()
+        })
+        .unwrap();
+        let pfn = cache.arena.alloc().unwrap();
+        let page = cache.page(pfn);
+        page.lock(&cache.vm);
+        let (seq, words) = (cache.arena.frame_seq(pfn), cache.arena.frame_words(pfn));
+        write_seqcount_begin(seq);
+        fill_words(words, 0, 2048, 7);
+        std::thread::scope(|s| {
+            let reader = s.spawn(|| {
+                let mut buf = vec![0u8; 4096];
+                cache.memcpy_from_page(pfn, 0, &mut buf);
+                buf
+            });
+            while !page.test(crate::page::PG_WAITERS) {
+                std::thread::yield_now();
+            }
+            fill_words(words, 2048, 2048, 7);
+            write_seqcount_end(seq);
+            page.unlock(&cache.vm);
+            assert!(reader.join().unwrap().iter().all(|&b| b == 7), "the reader returned a half-written page");
+        });
+    }
+
     // Goal: an uncontended optimistic read succeeds at once, and a read
     // while a section is open (odd count) is refused, not accepted torn.
     #[test]

@@ -641,6 +641,21 @@ impl File {
     /// that lock pages or wait for them (`write_at`, `read_at`, `get_page`,
     /// `set_len`, `punch_hole`, `fsync`, `fdatasync`, `sync_range`,
     /// `fadvise`); [`File::find_page`] and [`PageRef`] reads are fine.
+    ///
+    /// ```
+    /// use pcache::{Config, PageCache};
+    /// let cache = PageCache::new(Config::with_memory(16 << 20))?;
+    /// let f = cache.open_memory("doc")?;
+    /// {
+    ///     let mut page = f.get_page_mut(0)?; // locked, zero-filled past EOF
+    ///     page.write(0, b"hello")?;
+    ///     page.extend_to(5)?;
+    /// } // dirty, i_size 5, unlocked
+    /// let mut buf = [0u8; 5];
+    /// f.find_page(0)?.expect("cached").read_into(0, &mut buf)?;
+    /// assert_eq!((&buf, f.len()?), (b"hello", 5));
+    /// # Ok::<(), pcache::Error>(())
+    /// ```
     pub fn get_page_mut(&self, index: u64) -> Result<PageMut<'_>> {
         self.check_open()?;
         let ps = self.cache.page_size() as u64;

@@ -12,7 +12,7 @@
 //! high = low + the same step. Deviation: for small arenas min is capped at
 //! 1/16 of the frames so that tiny test caches still hold pages.
 
-use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::ptr::NonNull;
 
 use crate::error::{Error, Result};
@@ -26,15 +26,20 @@ pub struct Arena {
     pub page_shift: u32,
     pub nr_pages: u64,
     pages: Box<[Page]>,
+    /// Each frame's sequence count (highmem.rs), beside the descriptors
+    /// rather than in them: a hit with the PAGE_HOT hint reads its bytes
+    /// without touching the descriptor, and 16 counts share a cache line.
+    seqs: Box<[AtomicU32]>,
     /// Tag (high 32 bits) and top pfn (low 32 bits) of the free stack.
     free_head: AtomicU64,
     nr_free: AtomicU64,
     pub watermarks: Watermarks,
 }
 
-// SAFETY: the frame memory is shared by design; access to a frame's bytes is
-// governed by the page's reference count and lock (see page.rs), and the
-// arena itself only hands out raw pointers.
+// SAFETY: the frame memory is shared by design. Rust code touches frame
+// bytes only as atomic words (`frame_words`, used by highmem.rs); devices
+// get plain slices (`frame_for_io*`) only while no Rust code can touch the
+// frame (see those functions). A frame is reused only when no pin holds it.
 unsafe impl Send for Arena {}
 // SAFETY: as above.
 unsafe impl Sync for Arena {}
@@ -82,6 +87,7 @@ impl Arena {
             page_shift: page_size.trailing_zeros(),
             nr_pages,
             pages,
+            seqs: (0..nr_pages).map(|_| AtomicU32::new(0)).collect(),
             free_head: AtomicU64::new(0),
             nr_free: AtomicU64::new(nr_pages),
             watermarks: Self::watermarks_for(nr_pages, page_size),
@@ -111,27 +117,51 @@ impl Arena {
         unsafe { self.base.as_ptr().add((pfn as usize) << self.page_shift) }
     }
 
-    /// The frame's bytes, shared.
+    /// The frame as atomic words: how Rust code reads and writes frame
+    /// bytes (through highmem.rs, under its sequence count).
+    #[inline]
+    pub fn frame_words(&self, pfn: Pfn) -> &[std::sync::atomic::AtomicU64] {
+        const WORD: usize = std::mem::size_of::<u64>();
+        // SAFETY: the frame is in bounds (frame_ptr) and page aligned, so
+        // 8-byte aligned; AtomicU64 has the size and alignment of u64 and
+        // every bit pattern is valid. Any number of shared atomic views may
+        // coexist. No `&mut [u8]` of the frame exists meanwhile: those are
+        // made only for a device read into a locked, not uptodate page, which
+        // no accessor touches (`frame_for_io_mut`).
+        unsafe { std::slice::from_raw_parts(self.frame_ptr(pfn).cast(), self.page_size / WORD) }
+    }
+
+    /// The frame's sequence count (highmem.rs).
+    #[inline]
+    pub fn frame_seq(&self, pfn: Pfn) -> &AtomicU32 {
+        &self.seqs[pfn as usize]
+    }
+
+    /// The frame's bytes as a device write (writeback) reads them.
     ///
     /// # Safety
-    /// The caller holds a reference on the page, so the frame is not reused
-    /// while the slice lives. Concurrent writers of the same page (write_at
-    /// on an uptodate page) may tear what is read, as with Linux read(2).
+    /// The page is held (so the frame is not reused while the slice lives)
+    /// and under PG_writeback, set under the page lock: every writer takes
+    /// the page lock and then waits for PG_writeback to clear before it
+    /// stores, so no store races the slice's reads (readers only load).
     #[inline]
-    pub unsafe fn frame(&self, pfn: Pfn) -> &[u8] {
-        // SAFETY: in bounds and aligned; lifetime and aliasing per the caller.
+    pub unsafe fn frame_for_io(&self, pfn: Pfn) -> &[u8] {
+        // SAFETY: in bounds and aligned; no concurrent store per the caller.
         unsafe { std::slice::from_raw_parts(self.frame_ptr(pfn), self.page_size) }
     }
 
-    /// The frame's bytes, exclusive.
+    /// The frame's bytes as a device read fills them.
     ///
     /// # Safety
-    /// The caller holds the page lock (or the page is not yet visible), so
-    /// no other thread writes the frame; readers may observe a torn copy.
+    /// The page is locked and not uptodate, and held: no Rust code reads
+    /// it (readers copy only uptodate pages; PG_uptodate is never cleared
+    /// while the page is cached and its frame is not reused while pinned)
+    /// and no Rust code writes it (writers hold the page lock). The slice
+    /// must be gone before the page is unlocked or marked uptodate.
     #[inline]
     #[allow(clippy::mut_from_ref)]
-    pub unsafe fn frame_mut(&self, pfn: Pfn) -> &mut [u8] {
-        // SAFETY: in bounds and aligned; exclusivity per the caller.
+    pub unsafe fn frame_for_io_mut(&self, pfn: Pfn) -> &mut [u8] {
+        // SAFETY: in bounds and aligned; exclusive per the caller.
         unsafe { std::slice::from_raw_parts_mut(self.frame_ptr(pfn), self.page_size) }
     }
 

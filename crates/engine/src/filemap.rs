@@ -653,15 +653,15 @@ impl Cache {
         let ps = self.page_size();
         let res = if let [pfn] = pages {
             // A single page (a plain miss) needs no heap allocation.
-            // SAFETY: the page is locked and not uptodate, so no one else
-            // writes or reads its frame.
-            let mut one = [unsafe { self.arena.frame_mut(*pfn) }];
+            // SAFETY: the page is locked, not uptodate and held by the
+            // caller; the slice is gone before it is marked uptodate.
+            let mut one = [unsafe { self.arena.frame_for_io_mut(*pfn) }];
             inode.dev.read_pages(first << shift, &mut one)
         } else {
             let mut bufs: Vec<&mut [u8]> = pages
                 .iter()
                 // SAFETY: as above, for each page of the run.
-                .map(|&p| unsafe { self.arena.frame_mut(p) })
+                .map(|&p| unsafe { self.arena.frame_for_io_mut(p) })
                 .collect();
             inode.dev.read_pages(first << shift, &mut bufs)
         };
@@ -671,9 +671,8 @@ impl Cache {
                 for (i, &pfn) in pages.iter().enumerate() {
                     let start = i * ps;
                     if n < start + ps {
-                        // SAFETY: as above.
-                        let frame = unsafe { self.arena.frame_mut(pfn) };
-                        frame[n.saturating_sub(start)..].fill(0);
+                        let from = n.saturating_sub(start);
+                        self.memzero_page(pfn, from, ps - from);
                     }
                 }
                 for &p in pages {
@@ -815,9 +814,9 @@ impl Cache {
                 self.admission_access(inode.id, index);
             }
             let done = (cur - pos) as usize;
-            // SAFETY: we hold a pin, so the frame is not reused.
-            let frame = unsafe { self.arena.frame(pfn) };
-            buf[done..done + nr as usize].copy_from_slice(&frame[offset as usize..(offset + nr) as usize]);
+            // The pin keeps the frame this page's; the copy is one state of
+            // the page between two write sections (highmem.rs).
+            self.memcpy_from_page(pfn, offset as usize, &mut buf[done..done + nr as usize]);
             self.unpin(pfn, pin);
             cur += nr;
             prev_pos = cur;
@@ -863,18 +862,7 @@ impl Cache {
     /// need is reserved on the device (`BackingDev::reserve`), so ENOSPC
     /// and EFBIG come back from this call, not from a later writeback.
     pub fn generic_perform_write(&self, inode: &Inode, buf: &[u8], pos: u64) -> Result<usize> {
-        if self.shutdown.load(Ordering::Acquire) {
-            return Err(Error::ShutDown);
-        }
-        if inode.wb_retry_at.load(Ordering::Acquire) != 0 {
-            self.write_and_wait_range(inode, 0, u64::MAX)?;
-        }
-        if self.tunables.reserve_space {
-            inode.dev.reserve(pos, buf.len() as u64).map_err(|e| match e.raw_os_error() {
-                Some(libc::EFBIG) => Error::FileTooBig { name: inode.name.clone(), offset: pos },
-                _ => Error::io(&inode.name, e),
-            })?;
-        }
+        self.generic_write_checks(inode, pos, buf.len() as u64)?;
         let shift = self.page_shift();
         let ps = self.page_size() as u64;
         let mut written = 0usize;
@@ -899,6 +887,26 @@ impl Cache {
         Ok(written)
     }
 
+    /// What a write must pass before it dirties a page of `[pos, pos +
+    /// len)` (generic_perform_write's checks, shared with `PageMut`): the
+    /// cache is not shut down, a file whose writeback is failing is written
+    /// back first (its error fails the write), and the space is reserved.
+    pub fn generic_write_checks(&self, inode: &Inode, pos: u64, len: u64) -> Result<()> {
+        if self.shutdown.load(Ordering::Acquire) {
+            return Err(Error::ShutDown);
+        }
+        if inode.wb_retry_at.load(Ordering::Acquire) != 0 {
+            self.write_and_wait_range(inode, 0, u64::MAX)?;
+        }
+        if self.tunables.reserve_space {
+            inode.dev.reserve(pos, len).map_err(|e| match e.raw_os_error() {
+                Some(libc::EFBIG) => Error::FileTooBig { name: inode.name.clone(), offset: pos },
+                _ => Error::io(&inode.name, e),
+            })?;
+        }
+        Ok(())
+    }
+
     /// write_begin, copy, write_end for one page.
     fn write_one_page(&self, inode: &Inode, index: u64, offset: usize, data: &[u8]) -> Result<()> {
         let ps = self.page_size();
@@ -915,16 +923,13 @@ impl Cache {
                     return Err(e);
                 }
             } else {
-                // SAFETY: page locked and not uptodate: nobody reads it.
-                let frame = unsafe { self.arena.frame_mut(pfn) };
-                frame.fill(0);
+                self.memzero_page(pfn, 0, ps);
                 page.set(PG_UPTODATE, &self.vm);
             }
         }
-        // SAFETY: the page is locked; readers of an uptodate page may see a
-        // torn copy, as with Linux read(2) racing write(2).
-        let frame = unsafe { self.arena.frame_mut(pfn) };
-        frame[offset..offset + data.len()].copy_from_slice(data);
+        // One write section: a reader of this uptodate page sees the page
+        // before or after this copy, never part of it (highmem.rs).
+        self.memcpy_to_page(pfn, offset, data);
         if !page.test(PG_UPTODATE) {
             page.set(PG_UPTODATE, &self.vm);
         }
@@ -940,6 +945,81 @@ impl Cache {
         self.admission_access(inode.id, index);
         self.put_page(pfn);
         Ok(())
+    }
+}
+
+impl Cache {
+    /// write_begin for a write pin (`PageMut`, the page_mkwrite of an
+    /// embedder): the page at `index`, locked, out of writeback (stable
+    /// pages) and uptodate: read in if it lies inside the file, zeroed if
+    /// it lies wholly past EOF. Its space is reserved first. The caller
+    /// holds `inode.invalidate_lock` shared until `write_end_pin`, so no
+    /// truncation or hole punch runs meanwhile (ARCHITECTURE.md, "Write
+    /// pins").
+    pub fn write_begin_pin(&self, inode: &Inode, index: u64) -> Result<Pfn> {
+        let ps = self.page_size();
+        let pos = index << self.page_shift();
+        self.generic_write_checks(inode, pos, ps as u64)?;
+        let pfn = self.grab_cache_page_write_begin(inode, index)?;
+        let page = self.page(pfn);
+        page.wait_on_writeback();
+        if !page.test(PG_UPTODATE) {
+            if pos < inode.size.load(Ordering::Acquire) {
+                if let Err(e) = self.read_pages_io(inode, index, &[pfn]) {
+                    page.unlock(&self.vm);
+                    self.put_page(pfn);
+                    return Err(e);
+                }
+            } else {
+                self.memzero_page(pfn, 0, ps);
+                page.set(PG_UPTODATE, &self.vm);
+            }
+        }
+        Ok(pfn)
+    }
+
+    /// write_end for a write pin, as generic_write_end: i_size grows to
+    /// `new_size` (at most the page's end; 0: no growth) before the page
+    /// is unlocked, so writeback never writes it with a stale size. A page
+    /// left wholly past i_size leaves the cache, as a failed write's pages
+    /// do (ext4_write_failed truncates them): no page lingers past EOF. When
+    /// the pin wrote (`dirtied`; its stores ended at byte `written_end` of
+    /// the page at most), what it wrote past i_size is zeroed, for it is
+    /// not part of the file and must read as zero if the file grows later,
+    /// and the page is marked dirty. Unlocks the page and drops the pin's
+    /// reference; the caller then runs balance_dirty_pages_ratelimited with
+    /// no lock held.
+    pub fn write_end_pin(&self, inode: &Inode, pfn: Pfn, index: u64, new_size: u64, written_end: usize, dirtied: bool) {
+        let ps = self.page_size() as u64;
+        let start = index << self.page_shift();
+        debug_assert!(new_size <= start + ps, "write pin grows the file past its page");
+        let page = self.page(pfn);
+        if dirtied {
+            inode.size.fetch_max(new_size, Ordering::AcqRel);
+        }
+        // The pin's invalidate_lock keeps truncation out, so i_size only
+        // grows meanwhile: a page inside the file now stays inside it.
+        if start >= inode.size.load(Ordering::Acquire) {
+            self.truncate_inode_page(inode, pfn);
+            page.unlock(&self.vm);
+            self.put_page(pfn);
+            return;
+        }
+        if dirtied {
+            let eof = inode.size.load(Ordering::Acquire).saturating_sub(start).min(ps) as usize;
+            if eof < written_end {
+                self.memzero_page(pfn, eof, written_end - eof);
+            }
+            self.set_page_dirty(inode, pfn);
+        }
+        page.unlock(&self.vm);
+        if dirtied {
+            if self.tunables.accessed_init == AccessedInit::Vanilla315 {
+                self.mark_page_accessed(pfn);
+            }
+            self.admission_access(inode.id, index);
+        }
+        self.put_page(pfn);
     }
 }
 

@@ -32,6 +32,7 @@ mod backing_dev;
 mod error;
 mod filemap;
 mod hazard;
+mod highmem;
 #[cfg(all(loom, test))]
 mod loom_tests;
 mod lruvec;
@@ -62,7 +63,6 @@ pub use vmstat::{Item, VmStat};
 
 use crate::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::marker::PhantomData;
-use std::ops::Deref;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -725,6 +725,47 @@ impl File {
         Ok(PageRef::new(self, pfn, index, Pin::Ref))
     }
 
+    /// A write pin on the page at `index`: the page is locked (PG_locked),
+    /// out of writeback (stable pages) and uptodate, read in if it lies
+    /// inside the file and zero-filled past EOF, and its backing space is
+    /// reserved (ENOSPC and EFBIG come back here). Write it in place with
+    /// [`PageMut::write`] and [`PageMut::fill`]; grow the file with
+    /// [`PageMut::extend_to`]. Dropping the pin marks the page dirty,
+    /// grows i_size, unlocks the page and runs the dirty throttle.
+    ///
+    /// Pins of different pages of one file do not wait for each other.
+    /// Truncation and hole punching of the file wait until no pin of it is
+    /// held. A pin is a page lock: while its thread holds one, that thread
+    /// must not take a second pin of the same file, nor call methods of it
+    /// that lock pages or wait for them (`write_at`, `read_at`, `get_page`,
+    /// `set_len`, `punch_hole`, `fsync`, `fdatasync`, `sync_range`,
+    /// `fadvise`); [`File::find_page`] and [`PageRef`] reads are fine.
+    ///
+    /// ```
+    /// use pcache::{Config, PageCache};
+    /// let cache = PageCache::new(Config::with_memory(16 << 20))?;
+    /// let f = cache.open_memory("doc")?;
+    /// {
+    ///     let mut page = f.get_page_mut(0)?; // locked, zero-filled past EOF
+    ///     page.write(0, b"hello")?;
+    ///     page.extend_to(5)?;
+    /// } // dirty, i_size 5, unlocked
+    /// let mut buf = [0u8; 5];
+    /// f.find_page(0)?.expect("cached").read_into(0, &mut buf)?;
+    /// assert_eq!((&buf, f.len()?), (b"hello", 5));
+    /// # Ok::<(), pcache::Error>(())
+    /// ```
+    pub fn get_page_mut(&self, index: u64) -> Result<PageMut<'_>> {
+        self.check_open()?;
+        let ps = self.cache.page_size() as u64;
+        self.check_range(index.saturating_mul(ps), ps)?;
+        // Shared: pins of one file proceed together, while truncation and
+        // hole punching (exclusive) wait for them, and they for it.
+        let inval = self.inode.invalidate_lock.read();
+        let pfn = self.cache.write_begin_pin(&self.inode, index)?;
+        Ok(PageMut { file: self, pfn, index, new_size: 0, written_end: 0, dirtied: false, inval: Some(inval) })
+    }
+
     /// The hit path: look up, pin and mark accessed a cached, uptodate page;
     /// None if it is not cached.
     #[inline]
@@ -843,9 +884,17 @@ impl Drop for File {
     }
 }
 
-/// A pinned page: its bytes stay this page's until the ref is dropped.
+/// A pinned page: its frame stays this page's until the ref is dropped.
 /// It must be dropped on the thread that took it (hazard pins are
 /// per-thread), so it is not `Send`.
+///
+/// The bytes are not lent out as a slice: other threads may write the page
+/// meanwhile (`write_at`, a [`PageMut`], truncation zeroing its tail), so
+/// each read is a copy validated against the page's sequence count. A copy
+/// is one state of the page between two write sections: never a mix of two
+/// `write_at` calls within the page. It takes no lock and no atomic
+/// read-modify-write unless writers keep the page busy (ARCHITECTURE.md,
+/// "Frame access").
 pub struct PageRef<'a> {
     file: &'a File,
     pfn: Pfn,
@@ -860,22 +909,160 @@ impl<'a> PageRef<'a> {
     }
 }
 
+thread_local! {
+    /// `PageRef::with_bytes`'s copy, reused so a hit allocates nothing.
+    static PAGE_COPY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 impl PageRef<'_> {
     /// The page's index in its file.
     pub fn index(&self) -> u64 {
         self.index
     }
+
+    /// The page's size in bytes.
+    pub fn len(&self) -> usize {
+        self.file.cache.page_size()
+    }
+
+    /// Always false: a page has `page_size` bytes.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Copy `buf.len()` bytes at `offset` in the page into `buf`.
+    /// [`Error::InvalidArgument`] if the range passes the page's end.
+    #[inline]
+    pub fn read_into(&self, offset: usize, buf: &mut [u8]) -> Result<()> {
+        check_page_range(self.len(), offset, buf.len())?;
+        self.file.cache.memcpy_from_page(self.pfn, offset, buf);
+        Ok(())
+    }
+
+    /// Call `f` with a copy of the whole page (one consistent state of
+    /// it), made into a per-thread buffer: no allocation after the first.
+    pub fn with_bytes<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        let ps = self.len();
+        PAGE_COPY.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut buf) => {
+                buf.resize(ps, 0);
+                self.file.cache.memcpy_from_page(self.pfn, 0, &mut buf);
+                f(&buf)
+            }
+            // Called from inside another with_bytes: a buffer of its own.
+            Err(_) => f(&self.to_vec()),
+        })
+    }
+
+    /// A copy of the whole page.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut buf = vec![0; self.len()];
+        self.file.cache.memcpy_from_page(self.pfn, 0, &mut buf);
+        buf
+    }
 }
 
-impl Deref for PageRef<'_> {
-    type Target = [u8];
+/// A write pin: the page locked for in-place update, from
+/// [`File::get_page_mut`]. Readers of the page ([`PageRef`], `read_at`)
+/// keep reading without waiting; each sees the page before or after each
+/// `write` or `fill` call, never part of one. Dropping the pin marks the
+/// page dirty (if it was written), grows i_size to what
+/// [`PageMut::extend_to`] asked, zeroes what was written past i_size (it
+/// is not part of the file; a page left wholly past EOF leaves the cache),
+/// unlocks the page and runs
+/// balance_dirty_pages_ratelimited (whose errors, an interrupt or the
+/// shutdown, it can only drop).
+pub struct PageMut<'a> {
+    file: &'a File,
+    pfn: Pfn,
+    index: u64,
+    /// What i_size grows to at drop (0: no growth).
+    new_size: u64,
+    /// The end of the furthest store into the page, in bytes.
+    written_end: usize,
+    dirtied: bool,
+    /// Held shared for the pin's life: truncation and hole punching wait.
+    inval: Option<parking_lot::RwLockReadGuard<'a, ()>>,
+}
 
-    #[inline]
-    fn deref(&self) -> &[u8] {
-        // SAFETY: we hold a pin, so the frame is not reused; the page
-        // is uptodate. Concurrent write_at to this page may tear what is
-        // seen, as with a shared mapping.
-        unsafe { self.file.cache.arena.frame(self.pfn) }
+impl PageMut<'_> {
+    /// The page's index in its file.
+    pub fn index(&self) -> u64 {
+        self.index
+    }
+
+    /// The page's size in bytes.
+    pub fn len(&self) -> usize {
+        self.file.cache.page_size()
+    }
+
+    /// Always false: a page has `page_size` bytes.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Copy `buf.len()` bytes at `offset` in the page into `buf`.
+    pub fn read_into(&self, offset: usize, buf: &mut [u8]) -> Result<()> {
+        check_page_range(self.len(), offset, buf.len())?;
+        self.file.cache.__memcpy_from_page(self.pfn, offset, buf);
+        Ok(())
+    }
+
+    /// Write `data` at `offset` in the page, as one write section.
+    pub fn write(&mut self, offset: usize, data: &[u8]) -> Result<()> {
+        check_page_range(self.len(), offset, data.len())?;
+        self.file.cache.memcpy_to_page(self.pfn, offset, data);
+        self.written_end = self.written_end.max(offset + data.len());
+        self.dirtied = true;
+        Ok(())
+    }
+
+    /// Set `len` bytes at `offset` to `value`, as one write section.
+    pub fn fill(&mut self, offset: usize, len: usize, value: u8) -> Result<()> {
+        check_page_range(self.len(), offset, len)?;
+        self.file.cache.memset_page(self.pfn, offset, len, value);
+        self.written_end = self.written_end.max(offset + len);
+        self.dirtied = true;
+        Ok(())
+    }
+
+    /// Grow the file to at least `new_size` bytes when the pin is dropped
+    /// (generic_write_end's i_size update). `new_size` may not pass the
+    /// end of this page ([`Error::InvalidArgument`]); a size below the
+    /// file's changes nothing. Without it, bytes written past EOF are not
+    /// part of the file and are zeroed at drop.
+    pub fn extend_to(&mut self, new_size: u64) -> Result<()> {
+        let ps = self.len() as u64;
+        let end = (self.index + 1) * ps;
+        if new_size > end {
+            return Err(Error::InvalidArgument(format!(
+                "extend_to({new_size}) passes the end of page {} ({end})",
+                self.index
+            )));
+        }
+        self.new_size = self.new_size.max(new_size);
+        self.dirtied = true;
+        Ok(())
+    }
+}
+
+impl Drop for PageMut<'_> {
+    fn drop(&mut self) {
+        let (cache, inode) = (&self.file.cache, &self.file.inode);
+        cache.write_end_pin(inode, self.pfn, self.index, self.new_size, self.written_end, self.dirtied);
+        // Truncation may go on; the throttle may sleep, so no lock is held.
+        drop(self.inval.take());
+        if self.dirtied {
+            let _ = cache.balance_dirty_pages_ratelimited(inode);
+        }
+    }
+}
+
+/// Refuse a byte range `[offset, offset + len)` that passes a page.
+fn check_page_range(page_size: usize, offset: usize, len: usize) -> Result<()> {
+    match offset.checked_add(len) {
+        Some(end) if end <= page_size => Ok(()),
+        _ => Err(Error::InvalidArgument(format!("bytes {offset}+{len} pass the page's {page_size}"))),
     }
 }
 

@@ -2,12 +2,13 @@
 //! --lib --release loom`), on reduced sizes: two-frame arenas, two threads.
 //! Each test states the property it checks against every interleaving.
 
-use loom::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use loom::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
 
 use crate::arena::Arena;
 use crate::hazard::HazardTable;
+use crate::highmem::{copy_to_words, fill_words, seqcount_read, write_section};
 use crate::page_writeback::{errseq_check_and_advance, errseq_sample, errseq_set};
 
 // Goal: the lock-free free stack never hands one frame to two allocators
@@ -149,5 +150,33 @@ fn errseq_reports_once_per_handle() {
         // A handle opened now starts clean.
         let c = AtomicU32::new(errseq_sample(&word));
         assert_eq!(errseq_check_and_advance(&word, &c), 0);
+    });
+}
+
+// Goal (highmem.rs): the frame sequence count never lets a reader accept a
+// torn copy. A two-word frame is written in two sections by a writer (the
+// page lock's holder): all of it to 1, then bytes 4..12, which straddle
+// both words, to 2 (the load-merge-store edge path). A reader without any
+// lock copies all 16 bytes, twice if it must; whatever it accepts is one of
+// the three states between sections. Without the re-check after the copy
+// (read_seqcount_retry) the model finds a copy with one word old and the
+// other new.
+#[test]
+fn seqcount_reader_never_accepts_a_torn_copy() {
+    loom::model(|| {
+        let seq = Arc::new(AtomicU32::new(0));
+        let words: Arc<[AtomicU64; 2]> = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+        let (seq2, words2) = (seq.clone(), words.clone());
+        let writer = thread::spawn(move || {
+            write_section(&*seq2, &words2[..], |w| fill_words(w, 0, 16, 1));
+            write_section(&*seq2, &words2[..], |w| copy_to_words(w, 4, &[2; 8]));
+        });
+        let mut buf = [0xeeu8; 16];
+        if seqcount_read(&seq, &words[..], 0, &mut buf, 2) {
+            let mut last = [1u8; 16];
+            last[4..12].fill(2);
+            assert!(buf == [0; 16] || buf == [1; 16] || buf == last, "accepted a torn copy: {buf:?}");
+        }
+        writer.join().unwrap();
     });
 }

@@ -130,8 +130,12 @@ pub struct Cache {
 }
 
 /// How many fruitless direct-reclaim rounds an allocation makes before it
-/// fails with ENOMEM.
+/// fails with ENOMEM. The wait after each doubles, from 1 ms up to
+/// `ALLOC_NO_PROGRESS_WAIT_MAX_MS` (about 0.65 s in all): pages locked or
+/// pinned by threads the scheduler has set aside (a loaded machine) are
+/// busy for a while, not gone.
 const ALLOC_NO_PROGRESS_MAX: u32 = 16;
+const ALLOC_NO_PROGRESS_WAIT_MAX_MS: u64 = 64;
 /// The longest an allocation waits for writeback in all.
 const ALLOC_WAIT_MAX: Duration = Duration::from_secs(60);
 
@@ -251,7 +255,9 @@ impl Cache {
             }
             // Let writeback and kswapd make progress (congestion_wait).
             self.wakeup_flusher_threads();
-            self.progress.wait(Duration::from_millis(if busy { 5 } else { 1 }));
+            let wait_ms =
+                if busy { 5 } else { (1u64 << fruitless.saturating_sub(1).min(6)).min(ALLOC_NO_PROGRESS_WAIT_MAX_MS) };
+            self.progress.wait(Duration::from_millis(wait_ms));
         }
     }
 

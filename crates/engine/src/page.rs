@@ -21,7 +21,9 @@
 //!
 //! Flag paragraphs (who sets, who clears):
 //! - PG_locked: `lock_page` / `unlock_page`; held across I/O that fills a
-//!   page, across truncation and reclaim of it. Waiters sleep in a hashed
+//!   page, across truncation and reclaim of it, and by a write pin
+//!   (`PageMut`) for its life. Every write of a frame's bytes is made under
+//!   it (highmem.rs), which makes writers of a frame exclusive. Waiters sleep in a hashed
 //!   wait table (parking_lot_core) and announce themselves with PG_waiters.
 //! - PG_referenced: `mark_page_accessed` (first touch) and
 //!   `init_page_accessed`; cleared on activation and by reclaim's

@@ -246,9 +246,10 @@ impl Cache {
     /// ending their writeback and dropping one reference on each.
     pub fn write_pages_now(&self, inode: &Inode, first: u64, run: &[Pfn]) -> Result<()> {
         let size = inode.size.load(Ordering::Acquire);
-        // SAFETY: pages under writeback are stable: writers wait on
-        // PG_writeback before changing their bytes.
-        let bufs: Vec<&[u8]> = run.iter().map(|&p| unsafe { self.arena.frame(p) }).collect();
+        // SAFETY: each page of the run is held (a reference per page) and
+        // under PG_writeback, set under its page lock by
+        // start_writeback_locked; writers wait for it under the lock.
+        let bufs: Vec<&[u8]> = run.iter().map(|&p| unsafe { self.arena.frame_for_io(p) }).collect();
         let res = inode.dev.write_pages(first << self.page_shift(), &bufs, size);
         let ok = res.is_ok();
         if let Err(e) = &res {

@@ -131,12 +131,28 @@ impl Cache {
         if page.test(PG_UPTODATE) {
             page.wait_on_writeback();
             let base = index << self.page_shift();
-            // SAFETY: page locked.
-            let frame = unsafe { self.arena.frame_mut(pfn) };
-            frame[(from - base) as usize..(to - base) as usize].fill(0);
+            // Page locked and out of writeback: one write section.
+            self.memzero_page(pfn, (from - base) as usize, (to - from) as usize);
         }
         page.unlock(&self.vm);
         self.put_page(pfn);
+    }
+
+    /// truncate_inode_page: drop one locked page, out of writeback, from
+    /// `inode` and put the cache's reference (the caller keeps its own).
+    /// False if the page had already left the mapping.
+    pub fn truncate_inode_page(&self, inode: &Inode, pfn: Pfn) -> bool {
+        let page = self.page(pfn);
+        debug_assert!(page.test(PG_LOCKED) && !page.test(PG_WRITEBACK));
+        {
+            let _g = inode.tree_lock.lock();
+            if page.mapping() != inode.id {
+                return false;
+            }
+            self.__delete_from_page_cache(inode, pfn, 0);
+        }
+        self.put_page(pfn);
+        true
     }
 
     /// delete_from_page_cache_batch: the pages are locked and in `inode`.

@@ -225,7 +225,7 @@ fn get_page_past_eof() {
     check_past(0, 0);
     f.write_at(&pattern(1, PS + 904), 0).unwrap();
     {
-        let p = f.get_page(1).unwrap();
+        let p = f.get_page(1).unwrap().to_vec();
         assert_eq!(&p[..904], &pattern(1, PS + 904)[PS..]);
         assert!(p[904..].iter().all(|&b| b == 0));
     }
@@ -476,7 +476,7 @@ fn read_eio_is_reported_and_not_cached() {
     assert_eq!(f.read_at(&mut buf, PS as u64 + 10).unwrap(), 2 * PS);
     assert!(buf[..] == data[PS + 10..3 * PS + 10], "read after the device recovered returned wrong data");
     {
-        let p = f.get_page(3).unwrap();
+        let p = f.get_page(3).unwrap().to_vec();
         assert!(p[..] == data[3 * PS..4 * PS]);
     }
     assert!(contents(&f) == data);

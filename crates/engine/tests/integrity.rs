@@ -161,6 +161,50 @@ fn op_write(t: &mut Tracked, rng: &mut StdRng, ctx: &str, lo: u64, hi: u64, ps: 
     len as u64
 }
 
+/// A write pin (get_page_mut) on a page up to two past EOF, below `max`:
+/// its bytes are checked against the model first (zero past EOF), then a
+/// random range is written and, most times, the file grown to the write's
+/// end; bytes written past the final size are not part of the file.
+fn op_page_mut(t: &mut Tracked, rng: &mut StdRng, ctx: &str, max: u64, ps: u64) -> u64 {
+    let size = t.model.len() as u64;
+    let idx = rng.gen_range(0..(size.div_ceil(ps) + 2).min(max / ps));
+    let start = idx * ps;
+    let off = rng.gen_range(0..ps) as usize;
+    let len = rng.gen_range(1..=ps as usize - off);
+    let mut data = vec![0u8; len];
+    rng.fill(&mut data[..]);
+    let grow = rng.gen_bool(0.7).then_some(start + (off + len) as u64);
+    t.note(format!("get_page_mut({idx}).write(off={off}, len={len}), extend_to {grow:?}"));
+    let mut pin = match t.file.get_page_mut(idx) {
+        Ok(p) => p,
+        Err(e) => t.fail(ctx, format!("get_page_mut({idx}) failed: {e}")),
+    };
+    let mut page = vec![0u8; ps as usize];
+    pin.read_into(0, &mut page).unwrap();
+    let valid = size.saturating_sub(start).min(ps) as usize;
+    let model_from = (start as usize).min(t.model.len());
+    if let Some(m) = describe_mismatch(&page[..valid], &t.model[model_from..model_from + valid]) {
+        t.fail(ctx, format!("get_page_mut({idx}) contents differ from the model: {m}"));
+    }
+    if let Some(p) = page[valid..].iter().position(|&b| b != 0) {
+        t.fail(ctx, format!("get_page_mut({idx}): byte {} past EOF (size {size}) is not 0", valid + p));
+    }
+    pin.write(off, &data).unwrap();
+    if let Some(end) = grow {
+        pin.extend_to(end).unwrap();
+    }
+    drop(pin);
+    let new_size = grow.map_or(size, |end| end.max(size)) as usize;
+    t.model.resize(new_size, 0);
+    let from = start as usize + off;
+    let to = (from + len).min(new_size);
+    if from < to {
+        t.model[from..to].copy_from_slice(&data[..to - from]);
+    }
+    check_read(t, ctx, start, ps as usize);
+    len as u64
+}
+
 /// read_at of `[off, off + len)` checked against the model.
 fn check_read(t: &Tracked, ctx: &str, off: u64, len: usize) {
     let mut buf = vec![0xA5u8; len];
@@ -207,12 +251,13 @@ fn check_page(t: &Tracked, ctx: &str, index: u64, ps: usize) {
     let size = t.model.len();
     let npages = size.div_ceil(ps) as u64;
     match t.file.get_page(index) {
-        Ok(page) => {
+        Ok(pinned) => {
+            let page = pinned.to_vec();
             if index >= npages {
                 t.fail(ctx, format!("get_page({index}) succeeded past EOF (size {size})"));
             }
-            if page.index() != index || page.len() != ps {
-                t.fail(ctx, format!("get_page({index}) gave index {} and {} bytes", page.index(), page.len()));
+            if pinned.index() != index || page.len() != ps {
+                t.fail(ctx, format!("get_page({index}) gave index {} and {} bytes", pinned.index(), page.len()));
             }
             let start = index as usize * ps;
             let valid = (size - start).min(ps);
@@ -240,7 +285,8 @@ fn check_find_page(t: &Tracked, ctx: &str, index: u64, ps: usize) {
     let size = t.model.len();
     match t.file.find_page(index) {
         Ok(None) => {}
-        Ok(Some(page)) => {
+        Ok(Some(pinned)) => {
+            let page = pinned.to_vec();
             let start = index as usize * ps;
             if start >= size {
                 // A page past EOF may linger only if truncation raced us,
@@ -407,7 +453,8 @@ fn private_worker(cache: &PageCache, p: Params, tid: usize, dir: &std::path::Pat
         let ctx = format!("[{} seed={:#x} thread={tid} op={op}]", p.name, p.seed);
         let size = t.model.len() as u64;
         match rng.gen_range(0..1000) {
-            0..=349 => written += op_write(t, &mut rng, &ctx, 0, max, ps),
+            0..=309 => written += op_write(t, &mut rng, &ctx, 0, max, ps),
+            310..=349 => written += op_page_mut(t, &mut rng, &ctx, max, ps),
             350..=649 => op_read(t, &mut rng, &ctx, 0, u64::MAX, ps),
             650..=689 => {
                 // set_len: shrink or grow; the grown part reads as zeroes.
@@ -566,7 +613,7 @@ fn run_private(p: Params) {
 // Goal: many threads, each with its own host (O_DIRECT) and memory files, on
 // one small cache (192 pages of 4 KiB; ~6 MiB of files) never see data
 // differ from the model. Method: a seeded random mix of unaligned writes,
-// writes past EOF, reads (also past EOF), set_len, punch_hole, fsync,
+// writes past EOF, write pins (get_page_mut), reads (also past EOF), set_len, punch_hole, fsync,
 // fadvise, get_page/find_page and drop_caches, each checked against the
 // model; at the end full reads, a re-read from the devices after
 // drop_caches, the frame accounting, and the host files on disk.

@@ -329,8 +329,8 @@ fn pinned_pages_survive_reclaim() {
     assert!(freed >= 590, "freed {freed}");
     assert!(f.page_state(3).is_some(), "hazard-pinned page evicted");
     assert!(f.page_state(7).is_some(), "reference-pinned page evicted");
-    assert_eq!(&hazard[..], &data[3 * 4096..4 * 4096]);
-    assert_eq!(&by_ref[..], &data[7 * 4096..8 * 4096]);
+    assert_eq!(hazard.to_vec(), &data[3 * 4096..4 * 4096]);
+    assert_eq!(by_ref.to_vec(), &data[7 * 4096..8 * 4096]);
     drop((hazard, by_ref));
     // The two were activated by their pins' marks. One pass from priority
     // 12 to 0 may only deactivate them (the file lists are rebalanced

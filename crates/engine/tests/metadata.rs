@@ -263,7 +263,7 @@ fn lookups_race_node_freeing() {
                 let i = pick(&mut rng, pages);
                 if let Ok(Some(page)) = f.find_page(i) {
                     assert_eq!(page.index(), i);
-                    check(i, &page);
+                    page.with_bytes(|bytes| check(i, bytes));
                     n.fetch_add(1, Ordering::Relaxed);
                 }
             }

@@ -374,14 +374,19 @@ fn time_kernel_reads(f: &std::fs::File, offsets: &[u64], buf: &mut [u8]) -> Resu
 }
 
 /// The physical limit: a bare copy of the same page from the same memory
-/// (pcache's own frames, pinned beforehand), with no lookup at all.
-fn time_memcpy(frames: &[&[u8]], offsets: &[u64], buf: &mut [u8]) -> f64 {
+/// (pcache's own frames, pinned beforehand), with no lookup at all. Since
+/// frames are read only through the seqcount-validated atomic copy (the
+/// engine's highmem.rs; a plain memcpy racing a writer is undefined
+/// behaviour), the bare copy is that copy: `PageRef::read_into`.
+fn time_memcpy(frames: &[pcache::PageRef<'_>], offsets: &[u64], buf: &mut [u8]) -> Result<f64> {
     let t = Instant::now();
     for &off in offsets {
-        buf.copy_from_slice(frames[(off / PAGE as u64) as usize]);
+        frames[(off / PAGE as u64) as usize]
+            .read_into(0, buf)
+            .map_err(|e| Error::Check(format!("copying a pinned page: {e}")))?;
         black_box(&mut *buf);
     }
-    ns_per_op(t.elapsed(), offsets.len())
+    Ok(ns_per_op(t.elapsed(), offsets.len()))
 }
 
 fn to_usize(v: u64, what: &str) -> Result<usize> {
@@ -469,7 +474,6 @@ fn read_phases(opts: &HitpathOpts, progress: &Progress) -> Result<ReadPhase> {
     // b. Random 4 KiB reads, interleaved pcache / kernel / memcpy. The
     // memcpy baseline copies from pcache's frames themselves, pinned here.
     let pinned = (0..pages).map(|i| pf.get_page(i)).collect::<std::result::Result<Vec<_>, _>>()?;
-    let frames: Vec<&[u8]> = pinned.iter().map(|p| &p[..]).collect();
     let offsets = uniform_page_offsets(pages, PAGE as u64, ops, opts.seed);
     let mut buf = Aligned::new(PAGE);
     let mut samples = ReadSamples::default();
@@ -480,12 +484,11 @@ fn read_phases(opts: &HitpathOpts, progress: &Progress) -> Result<ReadPhase> {
         phase.inc(1);
         samples.kernel_pread_ns.push(time_kernel_reads(&kf, &offsets, buf.as_mut_slice())?);
         phase.inc(1);
-        samples.memcpy_ns.push(time_memcpy(&frames, &offsets, buf.as_mut_slice()));
+        samples.memcpy_ns.push(time_memcpy(&pinned, &offsets, buf.as_mut_slice())?);
         phase.inc(1);
     }
     let random_read = phase.finish();
     drop(offsets);
-    drop(frames);
     drop(pinned);
 
     // c. One page, again and again.

@@ -1,0 +1,396 @@
+//! Frame access (include/linux/highmem.h: `memcpy_from_page`,
+//! `memcpy_to_page`, `memzero_page`): the only way Rust code reads or
+//! writes the bytes of a page frame.
+//!
+//! Readers of a page take no lock and no atomic read-modify-write (a
+//! `PageRef` on the hit path is a hazard pin, a plain store), so a writer
+//! (`write_at`, a `PageMut`, truncation zeroing a partial page) can change
+//! the frame while a reader copies it. The kernel tolerates the torn copy
+//! in C. In Rust a plain read racing a plain write is a data race and
+//! undefined behaviour, so frame bytes are touched only as atomics, and a
+//! per-frame sequence count (the kernel's `seqcount_t`; LeanStore's
+//! optimistic latch) tells a reader whether its copy crossed a write:
+//!
+//! ```text
+//!   writer (holds PG_locked)            reader (holds a pin, no lock)
+//!   seq += 1        (odd)               s1 = seq            (Acquire)
+//!   fence(Release)  (smp_wmb)           s1 odd? wait, retry
+//!   relaxed word stores                 relaxed word loads into buf
+//!   seq += 1        (even, Release)     fence(Acquire)      (smp_rmb)
+//!                                       s2 = seq            (Relaxed)
+//!                                       s1 != s2? retry
+//! ```
+//!
+//! If the reader loaded any word the writer stored, its acquire fence
+//! synchronises with the writer's release fence, so `s2` sees the odd
+//! count or a later one and the copy is thrown away. If `s1` is the
+//! writer's final (even) count, every store of that section happened
+//! before the loads. A copy accepted is therefore a state of the page
+//! between two write sections: **the write unit is the write section**, one
+//! per `write_at` page, `PageMut::write` or `fill` call, zeroing of a
+//! partial page, and a reader never sees a mix of two sections.
+//!
+//! Readers are bounded: after `OPTIMISTIC_TRIES` failed copies (a writer
+//! busy on the page, or preempted inside a section) the reader takes the
+//! page lock, which every writer holds, and copies under it. The wait is
+//! then that of `lock_page`: one write section or one device transfer.
+//!
+//! Frame words are `std` atomics even under loom: the frames are raw
+//! memory from mmap, as the page tree's nodes are (sync.rs). The protocol
+//! itself is generic over the word type so that loom_tests.rs checks this
+//! very code on loom's atomics.
+//!
+//! # The rule
+//!
+//! Rust code reads and writes frame bytes only through these accessors
+//! (`u64` atomics at 8-byte aligned addresses; frames are page aligned, so
+//! word `i` of a frame is bytes `8i..8i+8` and no two accesses ever
+//! overlap partially, as Rust's rules for mixed-size atomics require).
+//! The backing devices see frames as plain slices only while no Rust code
+//! can touch them (`Arena::frame_for_io*`):
+//!
+//! - a device read fills a page that is locked and not uptodate: readers
+//!   copy only uptodate pages (PG_uptodate is never cleared while a page is
+//!   cached, and a pinned frame is never reused), writers need the lock;
+//! - writeback reads a page under PG_writeback: writers take the page
+//!   lock, then wait for PG_writeback to clear before their section, and
+//!   writeback starts only under the page lock. Readers only load, and
+//!   loads never race with loads.
+
+use std::hint::spin_loop;
+use std::sync::atomic::AtomicU64 as FrameWord;
+
+use crate::mm::Cache;
+use crate::page::{Pfn, PG_LOCKED};
+use crate::sync::atomic::{fence, AtomicU32, Ordering};
+
+/// Optimistic copies a reader tries before it takes the page lock.
+const OPTIMISTIC_TRIES: u32 = 4;
+
+/// One 8-byte word of a frame, as the protocol loads and stores it.
+pub(crate) trait Word {
+    fn get(&self) -> u64;
+    fn set(&self, v: u64);
+}
+
+impl Word for FrameWord {
+    #[inline(always)]
+    fn get(&self) -> u64 {
+        // Relaxed: ordering comes from the sequence count's fences.
+        self.load(Ordering::Relaxed)
+    }
+    #[inline(always)]
+    fn set(&self, v: u64) {
+        self.store(v, Ordering::Relaxed)
+    }
+}
+
+#[cfg(loom)]
+impl Word for loom::sync::atomic::AtomicU64 {
+    fn get(&self) -> u64 {
+        self.load(Ordering::Relaxed)
+    }
+    fn set(&self, v: u64) {
+        self.store(v, Ordering::Relaxed)
+    }
+}
+
+/// read_seqcount_begin without the wait: the count, or None while a
+/// writer is inside a section (odd).
+#[inline(always)]
+pub(crate) fn read_seqcount_begin(seq: &AtomicU32) -> Option<u32> {
+    // Acquire: pairs with write_seqcount_end's Release, so a copy started
+    // at this even count sees every store of the section that ended it.
+    let s = seq.load(Ordering::Acquire);
+    (s & 1 == 0).then_some(s)
+}
+
+/// read_seqcount_retry: whether a write section may have overlapped the
+/// loads since `start` (the copy must then be thrown away).
+#[inline(always)]
+pub(crate) fn read_seqcount_retry(seq: &AtomicU32, start: u32) -> bool {
+    // smp_rmb: pairs with write_seqcount_begin's Release fence. A word
+    // loaded above that a writer stored makes its odd count visible here.
+    fence(Ordering::Acquire);
+    seq.load(Ordering::Relaxed) != start
+}
+
+/// write_seqcount_begin. The caller excludes other writers (PG_locked).
+#[inline(always)]
+pub(crate) fn write_seqcount_begin(seq: &AtomicU32) {
+    let old = seq.fetch_add(1, Ordering::Relaxed);
+    debug_assert!(old & 1 == 0, "nested write section");
+    // smp_wmb: the odd count is ordered before the section's stores (pairs
+    // with read_seqcount_retry's Acquire fence).
+    fence(Ordering::Release);
+}
+
+/// write_seqcount_end.
+#[inline(always)]
+pub(crate) fn write_seqcount_end(seq: &AtomicU32) {
+    // Release: pairs with read_seqcount_begin's Acquire load.
+    let old = seq.fetch_add(1, Ordering::Release);
+    debug_assert!(old & 1 == 1, "write section not begun");
+}
+
+/// Copy `buf.len()` bytes at byte `offset` of `words` into `buf`, word by
+/// word with relaxed loads. Not validated: see `seqcount_read`.
+#[inline]
+pub(crate) fn copy_from_words<W: Word>(words: &[W], offset: usize, buf: &mut [u8]) {
+    let end = offset + buf.len();
+    assert!(end <= words.len() * 8, "copy past the frame");
+    let (mut pos, mut done) = (offset, 0);
+    let lead = pos % 8;
+    if lead != 0 && !buf.is_empty() {
+        let n = (8 - lead).min(buf.len());
+        buf[..n].copy_from_slice(&words[pos / 8].get().to_ne_bytes()[lead..lead + n]);
+        pos += n;
+        done += n;
+    }
+    let nwords = (end - pos) / 8;
+    let mid = &words[pos / 8..pos / 8 + nwords];
+    for (w, out) in mid.iter().zip(buf[done..done + nwords * 8].chunks_exact_mut(8)) {
+        out.copy_from_slice(&w.get().to_ne_bytes());
+    }
+    pos += nwords * 8;
+    done += nwords * 8;
+    if done < buf.len() {
+        let n = buf.len() - done;
+        buf[done..].copy_from_slice(&words[pos / 8].get().to_ne_bytes()[..n]);
+    }
+}
+
+/// Store `len` bytes at byte `offset` of `words`, byte `i` taken from
+/// `byte(i)`. The caller is the only writer (it holds the page lock), so a
+/// partial word at an edge is loaded, merged and stored whole: readers see
+/// it old or new, never half.
+#[inline]
+fn store_words<W: Word>(words: &[W], offset: usize, len: usize, byte: impl Fn(usize) -> u8) {
+    let end = offset + len;
+    assert!(end <= words.len() * 8, "store past the frame");
+    let (mut pos, mut done) = (offset, 0);
+    let merge = |w: &W, from: usize, n: usize, done: usize| {
+        let mut b = w.get().to_ne_bytes();
+        for (i, slot) in b[from..from + n].iter_mut().enumerate() {
+            *slot = byte(done + i);
+        }
+        w.set(u64::from_ne_bytes(b));
+    };
+    let lead = pos % 8;
+    if lead != 0 && len > 0 {
+        let n = (8 - lead).min(len);
+        merge(&words[pos / 8], lead, n, 0);
+        pos += n;
+        done += n;
+    }
+    let nwords = (end - pos) / 8;
+    for (k, w) in words[pos / 8..pos / 8 + nwords].iter().enumerate() {
+        let base = done + k * 8;
+        w.set(u64::from_ne_bytes(std::array::from_fn(|i| byte(base + i))));
+    }
+    pos += nwords * 8;
+    done += nwords * 8;
+    if done < len {
+        merge(&words[pos / 8], 0, len - done, done);
+    }
+}
+
+/// Copy `data` to byte `offset` of `words` (no sequence count: see
+/// `write_section`).
+#[inline]
+pub(crate) fn copy_to_words<W: Word>(words: &[W], offset: usize, data: &[u8]) {
+    store_words(words, offset, data.len(), |i| data[i]);
+}
+
+/// Set `len` bytes at byte `offset` of `words` to `value`.
+#[inline]
+pub(crate) fn fill_words<W: Word>(words: &[W], offset: usize, len: usize, value: u8) {
+    store_words(words, offset, len, |_| value);
+}
+
+/// One optimistic copy attempt loop: up to `tries` copies, each accepted
+/// only if no write section overlapped it. False if every try failed.
+#[inline]
+pub(crate) fn seqcount_read<W: Word>(seq: &AtomicU32, words: &[W], offset: usize, buf: &mut [u8], tries: u32) -> bool {
+    for attempt in 0..tries {
+        let Some(start) = read_seqcount_begin(seq) else {
+            // A writer is inside: give it a moment (exponential, bounded).
+            for _ in 0..(16u32 << attempt) {
+                spin_loop();
+            }
+            continue;
+        };
+        copy_from_words(words, offset, buf);
+        if !read_seqcount_retry(seq, start) {
+            return true;
+        }
+    }
+    false
+}
+
+/// Run `f` on `words` inside one write section of `seq`.
+#[inline]
+pub(crate) fn write_section<W: Word>(seq: &AtomicU32, words: &[W], f: impl FnOnce(&[W])) {
+    write_seqcount_begin(seq);
+    f(words);
+    write_seqcount_end(seq);
+}
+
+impl Cache {
+    /// memcpy_from_page: copy `buf.len()` bytes at `offset` of the frame
+    /// into `buf`, as one consistent state of the page (between two write
+    /// sections). The caller holds the page (a pin or a reference), which
+    /// is uptodate, or holds its lock. No lock and no atomic RMW unless
+    /// writers keep the page busy for `OPTIMISTIC_TRIES` attempts, after
+    /// which the copy is made under the page lock.
+    #[inline]
+    pub fn memcpy_from_page(&self, pfn: Pfn, offset: usize, buf: &mut [u8]) {
+        let (seq, words) = (self.arena.frame_seq(pfn), self.arena.frame_words(pfn));
+        if seqcount_read(seq, words, offset, buf, OPTIMISTIC_TRIES) {
+            return;
+        }
+        self.memcpy_from_page_slow(pfn, offset, buf);
+    }
+
+    /// The slow half of `memcpy_from_page`: writers hold the page lock
+    /// across their sections, so under it the count is even and still. A
+    /// caller holding the lock itself never gets here: with no other writer
+    /// possible, its first optimistic copy succeeds.
+    #[cold]
+    fn memcpy_from_page_slow(&self, pfn: Pfn, offset: usize, buf: &mut [u8]) {
+        let page = self.page(pfn);
+        page.lock(&self.vm);
+        self.__memcpy_from_page(pfn, offset, buf);
+        page.unlock(&self.vm);
+    }
+
+    /// memcpy_from_page for a caller holding the page lock: no writer can
+    /// be inside a section, so the copy needs no validation.
+    #[inline]
+    pub fn __memcpy_from_page(&self, pfn: Pfn, offset: usize, buf: &mut [u8]) {
+        debug_assert!(self.page(pfn).test(PG_LOCKED), "__memcpy_from_page without the page lock");
+        copy_from_words(self.arena.frame_words(pfn), offset, buf);
+    }
+
+    /// load_u64: the aligned word at byte `offset` (a multiple of 8). One
+    /// word is one atomic load, so it needs no sequence count: it is the
+    /// value before or after any write section that stored it.
+    // Used by mapped access (issue 11's M15), built on this module.
+    #[allow(dead_code)]
+    #[inline]
+    pub fn load_u64(&self, pfn: Pfn, offset: usize) -> u64 {
+        assert!(offset.is_multiple_of(8), "unaligned frame word");
+        self.arena.frame_words(pfn)[offset / 8].get()
+    }
+
+    /// memcpy_to_page: copy `data` to byte `offset` of the frame, in one
+    /// write section. The caller holds the page lock (which makes writers
+    /// exclusive) and has waited for PG_writeback (stable pages).
+    #[inline]
+    pub fn memcpy_to_page(&self, pfn: Pfn, offset: usize, data: &[u8]) {
+        debug_assert!(self.page(pfn).test(PG_LOCKED), "memcpy_to_page without the page lock");
+        let (seq, words) = (self.arena.frame_seq(pfn), self.arena.frame_words(pfn));
+        write_section(seq, words, |w| copy_to_words(w, offset, data));
+    }
+
+    /// memset_page: set `len` bytes at `offset` to `value`, in one write
+    /// section, under the page lock as `memcpy_to_page`.
+    #[inline]
+    pub fn memset_page(&self, pfn: Pfn, offset: usize, len: usize, value: u8) {
+        debug_assert!(self.page(pfn).test(PG_LOCKED), "memset_page without the page lock");
+        let (seq, words) = (self.arena.frame_seq(pfn), self.arena.frame_words(pfn));
+        write_section(seq, words, |w| fill_words(w, offset, len, value));
+    }
+
+    /// memzero_page: zero `len` bytes at `offset`, under the page lock.
+    #[inline]
+    pub fn memzero_page(&self, pfn: Pfn, offset: usize, len: usize) {
+        self.memset_page(pfn, offset, len, 0);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn words(n: usize) -> Vec<FrameWord> {
+        (0..n).map(|_| FrameWord::new(0)).collect()
+    }
+
+    // Goal: the word-wise copies move exactly the bytes asked for, at every
+    // alignment and length an edge can take. Method: write a pattern at
+    // each (offset, len) of a 4-word frame, read it back at the same and at
+    // a wider range, and check the bytes around it are untouched.
+    #[test]
+    fn copies_at_every_alignment() {
+        for offset in 0..32 {
+            for len in 0..=(32 - offset) {
+                let w = words(4);
+                fill_words(&w, 0, 32, 0xee);
+                let data: Vec<u8> = (0..len).map(|i| i as u8 + 1).collect();
+                copy_to_words(&w, offset, &data);
+                let mut back = vec![0u8; len];
+                copy_from_words(&w, offset, &mut back);
+                assert_eq!(back, data, "offset {offset} len {len}");
+                let mut all = [0u8; 32];
+                copy_from_words(&w, 0, &mut all);
+                for (i, &b) in all.iter().enumerate() {
+                    let want = if (offset..offset + len).contains(&i) { (i - offset) as u8 + 1 } else { 0xee };
+                    assert_eq!(b, want, "byte {i} after offset {offset} len {len}");
+                }
+            }
+        }
+    }
+
+    // Goal: a reader that cannot validate a copy (a writer sits inside a
+    // section, as a preempted writer would) falls back to the page lock
+    // and returns the page as the writer leaves it, never the half-written
+    // state. Method: the main thread locks the page, opens a section and
+    // writes half the new bytes; it finishes the section and unlocks only
+    // once the reader waits on the page lock (PG_waiters set), so the
+    // reader can return only after the unlock.
+    #[test]
+    fn reader_falls_back_to_the_page_lock() {
+        use crate::{Config, Tunables};
+        let cache = Cache::new(Config {
+            memory_bytes: 64 * 4096,
+            tunables: Tunables { kswapd: false, ..Tunables::default() },
+            ..Config::default()
+        })
+        .unwrap();
+        let pfn = cache.arena.alloc().unwrap();
+        let page = cache.page(pfn);
+        page.lock(&cache.vm);
+        let (seq, words) = (cache.arena.frame_seq(pfn), cache.arena.frame_words(pfn));
+        write_seqcount_begin(seq);
+        fill_words(words, 0, 2048, 7);
+        std::thread::scope(|s| {
+            let reader = s.spawn(|| {
+                let mut buf = vec![0u8; 4096];
+                cache.memcpy_from_page(pfn, 0, &mut buf);
+                buf
+            });
+            while !page.test(crate::page::PG_WAITERS) {
+                std::thread::yield_now();
+            }
+            fill_words(words, 2048, 2048, 7);
+            write_seqcount_end(seq);
+            page.unlock(&cache.vm);
+            assert!(reader.join().unwrap().iter().all(|&b| b == 7), "the reader returned a half-written page");
+        });
+    }
+
+    // Goal: an uncontended optimistic read succeeds at once, and a read
+    // while a section is open (odd count) is refused, not accepted torn.
+    #[test]
+    fn seqcount_read_refuses_an_open_section() {
+        let w = words(2);
+        let seq = AtomicU32::new(0);
+        let mut buf = [0u8; 16];
+        assert!(seqcount_read(&seq, &w, 0, &mut buf, 1));
+        write_seqcount_begin(&seq);
+        assert!(!seqcount_read(&seq, &w, 0, &mut buf, 3));
+        write_seqcount_end(&seq);
+        assert!(seqcount_read(&seq, &w, 0, &mut buf, 1));
+    }
+}

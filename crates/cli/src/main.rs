@@ -16,7 +16,8 @@ use clap::{Args, CommandFactory, Parser, Subcommand};
 use pcache_workloads::experiment::{parse_set, ExpOpts};
 use pcache_workloads::hitpath::{self, HitpathOpts};
 use pcache_workloads::reclaim_writeback::{self, ReclaimWritebackOpts};
-use pcache_workloads::report::{parse_size, ExperimentResult};
+use pcache_workloads::render::parse_size;
+use pcache_workloads::report::ExperimentResult;
 use pcache_workloads::{dd, lru_contention, small_file_server, sparsetruncate};
 
 #[derive(Parser, Debug)]

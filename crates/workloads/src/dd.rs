@@ -53,13 +53,12 @@ use crate::experiment::{variant_tunables, ExpOpts};
 use crate::kernel;
 use crate::plot;
 use crate::progress::Progress;
-use crate::report::vmstat_rows;
+use crate::render::{self, fmt_cell, fmt_pct, fmt_size, render_table, vmstat_rows};
 use crate::report::{
-    self, fmt_cell, fmt_size, render_table, significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named,
-    Samples, VariantResult,
+    self, significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult,
 };
 use crate::stats::{pct_better, Better};
-use crate::sys::{kernel_release, load_note, loadavg, tempdir_in};
+use crate::sys::{is_tmpfs, kernel_release, load_note, loadavg, pattern, tempdir_in, thread_cpu_s};
 use crate::variants::{self, Preset};
 use crate::{Error, Result};
 
@@ -222,23 +221,6 @@ struct RunOut {
 
 const CREATE: OpenOptions = OpenOptions { create: true, truncate: true, direct: true };
 
-/// Non-zero bytes to write.
-fn pattern(len: usize) -> Vec<u8> {
-    (0..len).map(|i| ((i * 31 + 7) % 251 + 1) as u8).collect()
-}
-
-/// This thread's CPU time, seconds: unlike the wall clock it stops while
-/// the thread is preempted by other load on the machine.
-fn thread_cpu_s() -> f64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: a valid clock id and a valid out-pointer.
-    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if r != 0 {
-        return f64::NAN;
-    }
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
-}
-
 /// One dd: open, write the file in blocks, fdatasync (if asked), close;
 /// timed: (wall seconds, this thread's CPU seconds). Then the unlink,
 /// untimed.
@@ -345,18 +327,6 @@ const VM_ITEMS: &[Item] = &[
     Item::balance_dirty_pages_pauses,
 ];
 
-fn spec(workload: &str, measure: &str, unit: &str, better: Better, mean: Mean, table: bool) -> MetricSpec {
-    MetricSpec {
-        name: format!("{workload} {measure}"),
-        workload: workload.into(),
-        measure: measure.into(),
-        unit: unit.into(),
-        better,
-        mean,
-        table,
-    }
-}
-
 fn mbps(bytes: u64, secs: f64) -> f64 {
     if secs > 0.0 {
         bytes as f64 / 1e6 / secs
@@ -364,17 +334,6 @@ fn mbps(bytes: u64, secs: f64) -> f64 {
         f64::NAN
     }
 }
-/// Whether `path` is on tmpfs.
-fn is_tmpfs(path: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    const TMPFS_MAGIC: i64 = 0x0102_1994;
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return false };
-    // SAFETY: statfs fills the zeroed struct; c is a valid C string.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    let r = unsafe { libc::statfs(c.as_ptr(), &mut st) };
-    r == 0 && st.f_type as i64 == TMPFS_MAGIC
-}
-
 /// Run the experiment.
 pub fn run(opts: &ExpOpts) -> Result<ExperimentResult> {
     let p = DdParams::from_opts(opts)?;
@@ -408,11 +367,11 @@ pub fn run(opts: &ExpOpts) -> Result<ExperimentResult> {
     let mut specs = Vec::new();
     for &(b, m) in &WORKLOADS {
         let w = workload_name(b, m);
-        specs.push(spec(&w, "elapsed_s", "s", Better::Lower, Mean::Arithmetic, true));
-        specs.push(spec(&w, "MB/s", "MB/s", Better::Higher, Mean::Harmonic, true));
-        specs.push(spec(&w, "cpu_s", "s", Better::Lower, Mean::Arithmetic, true));
+        specs.push(MetricSpec::new(&w, "elapsed_s", "s", Better::Lower, Mean::Arithmetic, true));
+        specs.push(MetricSpec::new(&w, "MB/s", "MB/s", Better::Higher, Mean::Harmonic, true));
+        specs.push(MetricSpec::new(&w, "cpu_s", "s", Better::Lower, Mean::Arithmetic, true));
         for (measure, _) in PER_PAGE {
-            specs.push(spec(&w, measure, "per page", Better::Lower, Mean::Arithmetic, false));
+            specs.push(MetricSpec::new(&w, measure, "per page", Better::Lower, Mean::Arithmetic, false));
         }
     }
     let pages = (p.pages() * p.iterations as u64) as f64;
@@ -693,14 +652,6 @@ fn plot_elapsed(dir: &Path, cols: &[VariantResult], p: &DdParams) -> Result<Vec<
     Ok(files)
 }
 
-fn fmt_pct(pct: f64, sig: bool) -> String {
-    if pct.is_nan() {
-        "n/a".into()
-    } else {
-        format!("{pct:+.2}%{}", if sig { " *" } else { "" })
-    }
-}
-
 fn max_of(v: &[f64]) -> f64 {
     v.iter().copied().filter(|x| !x.is_nan()).fold(f64::NAN, f64::max)
 }
@@ -733,8 +684,8 @@ fn checks(r: &ExperimentResult) -> Vec<Check> {
             seed: seed.into(),
             measured: format!(
                 "{} -> {} ms ({} better)",
-                report::fmt_value(mb * 1e3),
-                report::fmt_value(ma * 1e3),
+                render::fmt_value(mb * 1e3),
+                render::fmt_value(ma * 1e3),
                 fmt_pct(pct, sig)
             ),
             agrees: if pct.is_nan() { None } else { Some(pct > 0.0) },
@@ -749,8 +700,8 @@ fn checks(r: &ExperimentResult) -> Vec<Check> {
             seed: seed.into(),
             measured: format!(
                 "{} -> {} ms ({} better)",
-                report::fmt_value(cb * 1e3),
-                report::fmt_value(ca * 1e3),
+                render::fmt_value(cb * 1e3),
+                render::fmt_value(ca * 1e3),
                 fmt_pct(cpct, significant(b.samples(&cpu), a.samples(&cpu)))
             ),
             agrees: if cpct.is_nan() { None } else { Some(cpct > 0.0) },
@@ -764,8 +715,8 @@ fn checks(r: &ExperimentResult) -> Vec<Check> {
                 seed: seed.into(),
                 measured: format!(
                     "{} -> {} ms ({}); one sample each, so not counted",
-                    report::fmt_value(xb * 1e3),
-                    report::fmt_value(xa * 1e3),
+                    render::fmt_value(xb * 1e3),
+                    render::fmt_value(xa * 1e3),
                     fmt_pct(pct, false)
                 ),
                 agrees: if pct.is_nan() { None } else { Some(pct > 0.0) },

@@ -54,8 +54,8 @@ impl ExpOpts {
         if !(4 * MIB..=max_mem).contains(&mem_bytes) {
             return Err(Error::Invalid(format!(
                 "memory {} must be from 4 MiB to {}",
-                crate::report::fmt_size(mem_bytes),
-                crate::report::fmt_size(max_mem)
+                crate::render::fmt_size(mem_bytes),
+                crate::render::fmt_size(max_mem)
             )));
         }
         let runs = self.runs.unwrap_or(if self.quick { runs.0 } else { runs.1 });

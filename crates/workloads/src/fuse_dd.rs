@@ -249,19 +249,6 @@ fn library_workload(cache: &PageCache, path: &Path, workload: &str, blocks: u64)
     }
 }
 
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    if n == 0 {
-        f64::NAN
-    } else if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
-}
-
 pub fn run(opts: &FuseDdOpts) -> Result<FuseDdResult> {
     opts.validate()?;
     let load_before = loadavg();
@@ -315,7 +302,7 @@ pub fn run(opts: &FuseDdOpts) -> Result<FuseDdResult> {
                 .iter()
                 .zip(per_workload)
                 .map(|(w, elapsed_s)| {
-                    let m = median(&elapsed_s);
+                    let m = crate::stats::median(&elapsed_s);
                     Timing {
                         workload: w.to_string(),
                         median_s: m,

@@ -29,7 +29,8 @@ use rand::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use crate::progress::Progress;
-use crate::stats::{self, Better, Comparison};
+use crate::render;
+use crate::stats::{self, Better, Comparison, Row};
 use crate::zipf::{uniform_page_offsets, ZipfKeys};
 use crate::{Error, Result};
 
@@ -291,13 +292,13 @@ impl HitpathResult {
             Better::Lower,
             vec![self.samples.kernel_hot_pread_ns.clone(), self.samples.pcache_hot_read_ns.clone(), Vec::new()],
         );
-        s.push_str(&cmp.render());
+        s.push_str(&render::render_compare_rows(&cmp, &[], &Row::ALL));
         if !self.hit.is_empty() {
             let _ = writeln!(s);
             let mut cmp = Comparison::new(self.hit.iter().map(|h| format!("{} thr", h.threads)));
             cmp.metric("hit-ns", Better::Lower, self.hit.iter().map(|h| h.rounds_ns_per_op.clone()).collect());
             cmp.metric("hit-mops", Better::Higher, self.hit.iter().map(|h| h.rounds_mops.clone()).collect());
-            s.push_str(&cmp.render());
+            s.push_str(&render::render_compare_rows(&cmp, &[], &Row::ALL));
         }
         let _ = writeln!(s);
         let p = &self.phase_secs;

@@ -219,18 +219,6 @@ pub fn worker_main(experiment: &str, cgroup: &Path, params: &str) -> Result<Valu
     workload(&params)
 }
 
-/// Whether `path` is on tmpfs, whose pages the kernel cannot reclaim
-/// without swap (a limited group would kill the worker instead).
-pub fn is_tmpfs(path: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    const TMPFS_MAGIC: i64 = 0x0102_1994;
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return false };
-    // SAFETY: statfs fills the zeroed struct; c is a valid C string.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    let r = unsafe { libc::statfs(c.as_ptr(), &mut st) };
-    r == 0 && st.f_type as i64 == TMPFS_MAGIC
-}
-
 /// Drop the kernel's cached pages of a file (POSIX_FADV_DONTNEED), so a run
 /// starts cold.
 pub fn drop_cached(file: &fs::File) {

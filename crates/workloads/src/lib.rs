@@ -8,8 +8,9 @@
 //!   3.2 (fs_mark, parallel dd, streaming writes).
 //! * [`variants`]: the named variants (kernels, patch sets) each seed
 //!   experiment compares, as `Tunables` presets.
-//! * [`report`]: the result, JSON and report pieces shared by the seed
-//!   experiments.
+//! * [`report`]: the result and its JSON schema, shared by the seed
+//!   experiments; [`render`]: how results are shown (tables, values,
+//!   the report's shared parts).
 
 pub mod dd;
 pub mod experiment;
@@ -20,6 +21,7 @@ pub mod lru_contention;
 pub mod plot;
 mod progress;
 pub mod reclaim_writeback;
+pub mod render;
 pub mod replay;
 pub mod replay_kernel;
 pub mod report;

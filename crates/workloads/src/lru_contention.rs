@@ -54,10 +54,9 @@ use crate::experiment::{apply_sets, ExpOpts};
 use crate::kernel;
 use crate::plot;
 use crate::progress::Progress;
-use crate::report::vmstat_rows;
+use crate::render::{self, fmt_cell, fmt_pct, fmt_size, fmt_value, render_table, vmstat_rows};
 use crate::report::{
-    self, fmt_cell, fmt_size, fmt_value, render_table, significant, sum_vmstat, Check, ExperimentResult, Mean,
-    MetricSpec, Named, Samples, VariantResult,
+    self, significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult,
 };
 use crate::stats::{pct_better, Better};
 use crate::sys::kernel_release;
@@ -724,18 +723,6 @@ fn measure_values(o: &CellOut, mode: LruBatching) -> Vec<f64> {
     ]
 }
 
-fn spec(workload: &str, measure: &str, unit: &str, better: Better, mean: Mean, table: bool) -> MetricSpec {
-    MetricSpec {
-        name: format!("{workload} {measure}"),
-        workload: workload.into(),
-        measure: measure.into(),
-        unit: unit.into(),
-        better,
-        mean,
-        table,
-    }
-}
-
 /// Run the experiment.
 pub fn run(opts: &ExpOpts) -> Result<ExperimentResult> {
     let o = LruContentionOpts::from_exp(opts);
@@ -750,7 +737,7 @@ pub fn run_opts(opts: &LruContentionOpts) -> Result<ExperimentResult> {
     let tunables: Vec<Tunables> =
         presets.iter().map(|p| apply_sets((p.tunables)(), &opts.set)).collect::<Result<_>>()?;
     let start = Instant::now();
-    let load_before = loadavg();
+    let load_before = crate::sys::loadavg();
     let zipf = ZipfKeys::new(opts.working_set_pages(), opts.zipf_s, perm_seed(opts.seed)).map_err(Error::Invalid)?;
 
     let nv = presets.len();
@@ -787,7 +774,7 @@ pub fn run_opts(opts: &LruContentionOpts) -> Result<ExperimentResult> {
     let mut specs = Vec::new();
     for w in &workloads {
         for &(measure, unit, better, mean, table) in MEASURES {
-            specs.push(spec(w, measure, unit, better, mean, table));
+            specs.push(MetricSpec::new(w, measure, unit, better, mean, table));
         }
     }
     let mut variants_out = Vec::new();
@@ -851,7 +838,7 @@ pub fn run_opts(opts: &LruContentionOpts) -> Result<ExperimentResult> {
     }
 
     // Throughput is timing; with other work on the machine it spreads.
-    let load_after = loadavg();
+    let load_after = crate::sys::loadavg();
     let spread = variants_out
         .iter()
         .flat_map(|v| workloads.iter().map(move |w| coeffvar(v.samples(&format!("{w} ops/s")))))
@@ -1065,14 +1052,6 @@ fn plots(
         out.push(p);
     }
     Ok(out)
-}
-
-/// The 1-minute load average, as /proc/loadavg gives it ("?" if unknown).
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().next().map(String::from))
-        .unwrap_or_else(|| "?".into())
 }
 
 /// The coefficient of variation of the finite samples, in percent.
@@ -1349,14 +1328,6 @@ fn kernel_thread(
     Ok(out)
 }
 
-fn fmt_pct(pct: f64, sig: bool) -> String {
-    if pct.is_nan() {
-        "n/a".into()
-    } else {
-        format!("{pct:+.2}%{}", if sig { " *" } else { "" })
-    }
-}
-
 /// A hit ratio or kswapd efficiency must move this many points (and
 /// significantly) to count as changed by the LRU order.
 pub const CHANGE_POINTS: f64 = 0.5;
@@ -1524,8 +1495,8 @@ fn checks(r: &ExperimentResult, workloads: &[String]) -> Vec<Check> {
                 parts.push(format!(
                     "{} {} -> {} ({:+.3} pts{})",
                     short(w),
-                    fmt_pctval(mb),
-                    fmt_pctval(ma),
+                    render::fmt_pct_value(mb),
+                    render::fmt_pct_value(ma),
                     ma - mb,
                     if sig { " *" } else { "" }
                 ));
@@ -1540,14 +1511,6 @@ fn checks(r: &ExperimentResult, workloads: &[String]) -> Vec<Check> {
         }
     }
     out
-}
-
-fn fmt_pctval(v: f64) -> String {
-    if v.is_nan() {
-        "-".into()
-    } else {
-        format!("{v:.2}%")
-    }
 }
 
 /// The vmstat counters the report shows per workload.

@@ -53,12 +53,12 @@ use crate::experiment;
 use crate::kernel;
 use crate::plot;
 use crate::progress::Progress;
+use crate::render::{self, fmt_cell, fmt_count, fmt_pct, fmt_size, render_table};
 use crate::report::{
-    self, fmt_cell, fmt_size, render_table, significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named,
-    Samples, VariantResult,
+    self, significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult,
 };
 use crate::stats::{pct_better, Better};
-use crate::sys::kernel_release;
+use crate::sys::{is_tmpfs, kernel_release, pattern};
 use crate::variants::{self, Preset};
 use crate::{Error, Result};
 
@@ -504,11 +504,6 @@ fn run_one(
     Ok(RunOut { elapsed_s, sync_s, files, vm, timeline })
 }
 
-/// Non-zero bytes to write.
-fn pattern(len: usize) -> Vec<u8> {
-    (0..len).map(|i| ((i * 31 + 7) % 251 + 1) as u8).collect()
-}
-
 fn kswapd_efficiency(vm: &VmStat) -> f64 {
     let scan = vm.get(Item::pgscan_kswapd);
     if scan == 0 {
@@ -568,18 +563,6 @@ const VM_ITEMS: &[Item] = &[
     Item::congestion_waits,
 ];
 
-fn spec(workload: &str, measure: &str, unit: &str, better: Better, mean: Mean, table: bool) -> MetricSpec {
-    MetricSpec {
-        name: format!("{workload} {measure}"),
-        workload: workload.into(),
-        measure: measure.into(),
-        unit: unit.into(),
-        better,
-        mean,
-        table,
-    }
-}
-
 /// Run the experiment.
 pub fn run(opts: &ReclaimWritebackOpts) -> Result<ExperimentResult> {
     opts.validate()?;
@@ -617,13 +600,13 @@ pub fn run(opts: &ReclaimWritebackOpts) -> Result<ExperimentResult> {
     for &w in &workloads {
         let n = w.name();
         if matches!(w, Workload::Fsmark { .. }) {
-            specs.push(spec(&n, "files/s", "files/s", Better::Higher, Mean::Harmonic, true));
+            specs.push(MetricSpec::new(&n, "files/s", "files/s", Better::Higher, Mean::Harmonic, true));
         }
-        specs.push(spec(&n, "elapsed_s", "s", Better::Lower, Mean::Arithmetic, true));
-        specs.push(spec(&n, "sync_s", "s", Better::Lower, Mean::Arithmetic, false));
+        specs.push(MetricSpec::new(&n, "elapsed_s", "s", Better::Lower, Mean::Arithmetic, true));
+        specs.push(MetricSpec::new(&n, "sync_s", "s", Better::Lower, Mean::Arithmetic, false));
         for (measure, unit) in COUNTER_MEASURES {
             let better = if measure.starts_with("kswapd_eff") { Better::Higher } else { Better::Lower };
-            specs.push(spec(&n, measure, unit, better, Mean::Arithmetic, false));
+            specs.push(MetricSpec::new(&n, measure, unit, better, Mean::Arithmetic, false));
         }
     }
     let mut variants_out = Vec::new();
@@ -827,17 +810,6 @@ fn kernel_column(
     Ok((col, v, notes))
 }
 
-/// Whether `dir` is on a tmpfs.
-fn is_tmpfs(dir: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    const TMPFS_MAGIC: i64 = 0x0102_1994;
-    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else { return false };
-    // SAFETY: a NUL-terminated path and a valid out-pointer.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    let r = unsafe { libc::statfs(c.as_ptr(), &mut st) };
-    r == 0 && st.f_type as i64 == TMPFS_MAGIC
-}
-
 /// The fsmark and simple-wb workloads through the kernel's page cache (run
 /// in the memory cgroup by [`kernel::run`]), as fs_mark -S0 runs them:
 /// every thread creates its files with `std::fs`, writes them in chunks and
@@ -963,14 +935,6 @@ fn exercised(r: &ExperimentResult, w: &str) -> bool {
     })
 }
 
-fn fmt_pct(pct: f64, sig: bool) -> String {
-    if pct.is_nan() {
-        "n/a".into()
-    } else {
-        format!("{pct:+.2}%{}", if sig { " *" } else { "" })
-    }
-}
-
 const NOT_EXERCISED: &str = " [not exercised]";
 
 /// The seed's claims against this run, 3.1 against 3.2. Checks of
@@ -1011,8 +975,8 @@ fn checks(r: &ExperimentResult, workloads: &[(String, bool)]) -> Vec<Check> {
                 seed: seed.into(),
                 measured: format!(
                     "{} -> {} ({} better){}",
-                    report::fmt_value(mb),
-                    report::fmt_value(ma),
+                    render::fmt_value(mb),
+                    render::fmt_value(ma),
                     fmt_pct(pct, sig),
                     tag(*ex)
                 ),
@@ -1070,16 +1034,6 @@ fn fmt_eff(e: f64) -> String {
         "-".into()
     } else {
         format!("{e:.0}%")
-    }
-}
-
-fn fmt_count(v: f64) -> String {
-    if v.is_nan() {
-        "-".into()
-    } else if (v - v.round()).abs() < 1e-9 || v.abs() >= 100.0 {
-        format!("{:.0}", v)
-    } else {
-        format!("{v:.1}")
     }
 }
 

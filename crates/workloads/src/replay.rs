@@ -50,8 +50,8 @@ use pcache::{Admission, Config, Item, PageCache, Tunables, WorkingsetVersion};
 use serde::Serialize;
 
 use crate::plot;
+use crate::render::render_table;
 use crate::replay_kernel::{self, KernelColumn, KERNEL};
-use crate::report::render_table;
 use crate::variants::Preset;
 use crate::{Error, Result};
 

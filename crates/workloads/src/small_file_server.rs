@@ -70,10 +70,9 @@ use crate::experiment::{variant_tunables, ExpOpts};
 use crate::kernel;
 use crate::plot::{self, Series};
 use crate::progress::Progress;
-use crate::report::vmstat_rows;
+use crate::render::{self, fmt_cell, fmt_pct, fmt_size, render_table, vmstat_rows};
 use crate::report::{
-    self, fmt_cell, fmt_size, render_table, significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named,
-    Samples, VariantResult,
+    self, significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult,
 };
 use crate::stats::{pct_better, Better};
 use crate::sys::kernel_release;
@@ -496,7 +495,7 @@ struct KernelServer {
 
 impl ServerBackend for KernelServer {
     fn cached_pages(&self, id: usize) -> Option<u64> {
-        cached_range(&self.files[id], 0, self.lens[id])
+        kernel::cached_pages(&self.files[id], 0, self.lens[id])
     }
     fn serve(&self, id: usize, buf: &mut [u8]) -> Result<usize> {
         self.files[id].read_at(buf, 0).map_err(|e| Error::io(format!("pread file {id}"), e))
@@ -504,36 +503,6 @@ impl ServerBackend for KernelServer {
     fn stream_read(&self, buf: &mut [u8], off: u64) -> Result<usize> {
         self.stream.read_at(buf, off).map_err(|e| Error::io("pread stream", e))
     }
-}
-
-#[repr(C)]
-#[derive(Default)]
-struct CachestatRange {
-    off: u64,
-    len: u64,
-}
-
-#[repr(C)]
-#[derive(Default)]
-struct Cachestat {
-    nr_cache: u64,
-    nr_dirty: u64,
-    nr_writeback: u64,
-    nr_evicted: u64,
-    nr_recently_evicted: u64,
-}
-
-/// Pages of `[off, off + len)` of `file` in the kernel's page cache, asked
-/// in one cachestat(2) call (what [`kernel::page_cached`] asks one page at
-/// a time), touching nothing. None if the kernel cannot say.
-fn cached_range(file: &std::fs::File, off: u64, len: u64) -> Option<u64> {
-    const SYS_CACHESTAT: libc::c_long = 451;
-    let range = CachestatRange { off, len };
-    let mut cs = Cachestat::default();
-    // SAFETY: both structs are repr(C) as the syscall expects and live
-    // across the call.
-    let r = unsafe { libc::syscall(SYS_CACHESTAT, file.as_raw_fd(), &range, &mut cs, 0u32) };
-    (r == 0).then_some(cs.nr_cache)
 }
 
 /// The fileset's shape: sizes, pages, and which files are one page.
@@ -1095,17 +1064,10 @@ pub fn kernel_workload(params: &Value) -> std::result::Result<Value, String> {
     }
     Ok(serde_json::json!({
         "runs": runs,
-        "cachestat": cached_range(&backend.stream, 0, p.page_size).is_some(),
+        "cachestat": kernel::cached_pages(&backend.stream, 0, p.page_size).is_some(),
     }))
 }
 
-/// The 1-minute load average (NaN if unknown).
-fn load_average() -> f64 {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().next().and_then(|x| x.parse().ok()))
-        .unwrap_or(f64::NAN)
-}
 /// The kernel column, or why there is none.
 fn kernel_column(p: &Params, root: &Path) -> std::result::Result<(VariantResult, Vec<RoundPoint>), String> {
     let v = kernel::run(EXPERIMENT, p.mem_bytes, &serde_json::json!({"params": p, "root": root}))?;
@@ -1190,7 +1152,7 @@ pub fn run(opts: &ExpOpts) -> Result<ExperimentResult> {
     let tunables: Vec<Tunables> = presets.iter().map(|pr| variant_tunables(pr, opts)).collect::<Result<_>>()?;
     ensure_fd_limit(p.files() as u64 + 256)?;
     let start = Instant::now();
-    let load_start = load_average();
+    let load_start = crate::sys::loadavg();
     let tmp = match &opts.dir {
         Some(d) => tempfile::Builder::new().prefix("pcache-small-file-").tempdir_in(d),
         None => tempfile::Builder::new().prefix("pcache-small-file-").tempdir(),
@@ -1280,7 +1242,7 @@ pub fn run(opts: &ExpOpts) -> Result<ExperimentResult> {
         notes.push("debug build: run with --release for meaningful timings".into());
     }
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let load = [load_start, load_average()];
+    let load = [load_start, crate::sys::loadavg()];
     if load.iter().any(|&l| l > cpus as f64) {
         notes.push(format!(
             "the machine was busy (load average {:.1} at the start, {:.1} at the end, on {cpus} CPUs): times and \
@@ -1380,14 +1342,6 @@ fn plot_series(dir: &Path, series: &[NamedSeries]) -> Result<Vec<String>> {
     Ok(files)
 }
 
-fn fmt_pct(pct: f64, sig: bool) -> String {
-    if pct.is_nan() {
-        "n/a".into()
-    } else {
-        format!("{pct:+.1}%{}", if sig { " *" } else { "" })
-    }
-}
-
 /// `a` against `base` on `metric`: whether `a`'s mean is better, as a
 /// check; `also` is another metric shown for context.
 fn compare_check(
@@ -1412,8 +1366,8 @@ fn compare_check(
     let sig = significant(vb.samples(metric), va.samples(metric));
     let mut measured = format!(
         "{metric}: {base} {} -> {a} {}{}",
-        report::fmt_value(mb),
-        report::fmt_value(ma),
+        render::fmt_value(mb),
+        render::fmt_value(ma),
         if pct.is_nan() {
             if sig {
                 " *".to_string()
@@ -1428,8 +1382,8 @@ fn compare_check(
         let _ = write!(
             measured,
             "; {also}: {} -> {}",
-            report::fmt_value(r.mean(base, also)),
-            report::fmt_value(r.mean(a, also))
+            render::fmt_value(r.mean(base, also)),
+            render::fmt_value(r.mean(a, also))
         );
     }
     let better = match spec.better {
@@ -1498,7 +1452,7 @@ fn checks(r: &ExperimentResult) -> Vec<Check> {
     out.push(Check {
         name: "random: page-aligned has the worst hit ratio".into(),
         seed: "2.6.11 changelog: non-aligned random reads were not cached under streaming writes".into(),
-        measured: measured.iter().map(|(n, m)| format!("{n} {}", report::fmt_value(*m))).collect::<Vec<_>>().join(", "),
+        measured: measured.iter().map(|(n, m)| format!("{n} {}", render::fmt_value(*m))).collect::<Vec<_>>().join(", "),
         agrees: match pa {
             Some(pa) if !others.is_empty() && pa.is_finite() => Some(others.iter().all(|&o| o > pa)),
             _ => None,
@@ -1546,8 +1500,8 @@ fn differences(r: &ExperimentResult) -> Vec<String> {
              re-marks a page on every 32nd repeated read through the handle, and a re-read page needs two marks \
              during one trip down the inactive list to be activated, so only files read some 64 times per trip \
              gain; a page read back in after eviction is not even marked once",
-            report::fmt_value(m(MOHR, small)),
-            report::fmt_value(lo)
+            render::fmt_value(m(MOHR, small)),
+            render::fmt_value(lo)
         ));
     }
     let kernel_small = m("kernel", small);
@@ -1557,8 +1511,8 @@ fn differences(r: &ExperimentResult) -> Vec<String> {
             "the kernel column's one-page files fared better than {PREV_INDEX}'s (small-file hit ratio {} against \
              {}) though its read rule does not re-mark them either: since 3.15 a page that refaults soon after \
              eviction is activated at once (workingset detection), which this pcache run {}",
-            report::fmt_value(kernel_small),
-            report::fmt_value(lo),
+            render::fmt_value(kernel_small),
+            render::fmt_value(lo),
             if refaults == 0 {
                 "did not do (no workingset_refault counted)".to_string()
             } else {
@@ -1571,9 +1525,9 @@ fn differences(r: &ExperimentResult) -> Vec<String> {
             "the kernel column's one-page files fared like {PREV_INDEX}'s (small-file hit ratio {}; {PREV_INDEX} \
              {}, {PREV_POS} {}): today's filemap_read skips folio_mark_accessed when the read starts in the folio \
              where the previous read through the descriptor ended, which is Harji's case again",
-            report::fmt_value(kernel_small),
-            report::fmt_value(lo),
-            report::fmt_value(hi)
+            render::fmt_value(kernel_small),
+            render::fmt_value(lo),
+            render::fmt_value(hi)
         ));
     }
     for c in r.checks.iter().filter(|c| c.agrees == Some(false)) {
@@ -1582,18 +1536,18 @@ fn differences(r: &ExperimentResult) -> Vec<String> {
                 "requests/s follows the misses, and a miss here is an O_DIRECT read of tens of microseconds; the \
                  small-file hit ratio moved {} -> {}, the server's files {} -> {}, so the gap is within the \
                  run-to-run noise of the timing",
-                report::fmt_value(m(PREV_INDEX, "server small_hit_ratio")),
-                report::fmt_value(m(HARJI, "server small_hit_ratio")),
-                report::fmt_value(m(PREV_INDEX, "server files_hit_ratio")),
-                report::fmt_value(m(HARJI, "server files_hit_ratio"))
+                render::fmt_value(m(PREV_INDEX, "server small_hit_ratio")),
+                render::fmt_value(m(HARJI, "server small_hit_ratio")),
+                render::fmt_value(m(PREV_INDEX, "server files_hit_ratio")),
+                render::fmt_value(m(HARJI, "server files_hit_ratio"))
             )
         } else if c.name.starts_with("server") {
             format!(
                 "the whole-cache hit ratio includes the streamer's readahead hits; the one-page files' own hit \
                  ratio was {} under {PREV_INDEX}, {} under {PREV_POS}, {} under {HARJI}",
-                report::fmt_value(m(PREV_INDEX, "server small_hit_ratio")),
-                report::fmt_value(m(PREV_POS, "server small_hit_ratio")),
-                report::fmt_value(m(HARJI, "server small_hit_ratio"))
+                render::fmt_value(m(PREV_INDEX, "server small_hit_ratio")),
+                render::fmt_value(m(PREV_POS, "server small_hit_ratio")),
+                render::fmt_value(m(HARJI, "server small_hit_ratio"))
             )
         } else if c.name.starts_with("scan") {
             "the working set survived the scan under every rule: the active list was not pushed past the \

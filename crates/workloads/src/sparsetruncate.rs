@@ -50,11 +50,8 @@ use crate::experiment::{variant_tunables, ExpOpts};
 use crate::kernel;
 use crate::plot;
 use crate::progress::Progress;
-use crate::report::{
-    self, fmt_size, render_compare, render_table, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named,
-    Samples, VariantResult,
-};
-use crate::report::{fmt_count, vmstat_rows};
+use crate::render::{fmt_count, fmt_size, render_compare, render_table, vmstat_rows};
+use crate::report::{self, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult};
 use crate::stats::{pct_better, quantile_sorted, Better, Summary};
 use crate::sys::{kernel_release, load_note, loadavg, tempdir_in};
 use crate::variants::{self, Preset};
@@ -208,18 +205,6 @@ impl RunOut {
 
 const CREATE: OpenOptions = OpenOptions { create: true, truncate: true, direct: true };
 
-/// This thread's CPU time, ns: unlike the wall clock it stops while the
-/// thread is preempted, which on a shared machine makes most of the tail.
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: a valid clock id and a valid out-pointer.
-    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if r != 0 {
-        return 0;
-    }
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// One variant's cache and where its host files go.
 struct Subject {
     cache: PageCache,
@@ -271,14 +256,14 @@ impl Subject {
     /// Unlink file `j`, timed: (wall µs, thread CPU µs).
     fn truncate(&self, b: Backend, j: usize) -> Result<(f64, f64)> {
         let (name, path) = self.name(j);
-        let cpu0 = thread_cpu_ns();
+        let cpu0 = crate::sys::thread_cpu_s();
         let start = Instant::now();
         match b {
             Backend::Tmpfs => self.cache.unlink_memory(&name)?,
             Backend::File => self.cache.unlink(&path)?,
         }
         let wall = start.elapsed().as_secs_f64() * 1e6;
-        let cpu = thread_cpu_ns().saturating_sub(cpu0) as f64 / 1e3;
+        let cpu = (crate::sys::thread_cpu_s() - cpu0) * 1e6;
         Ok((wall, cpu))
     }
 }
@@ -403,17 +388,6 @@ fn row_index(label: &str) -> usize {
     SEED_ROWS.iter().position(|r| *r == label).unwrap_or(0)
 }
 
-fn spec(workload: &str, measure: &str, unit: &str, table: bool) -> MetricSpec {
-    MetricSpec {
-        name: format!("{workload} {measure}"),
-        workload: workload.into(),
-        measure: measure.into(),
-        unit: unit.into(),
-        better: Better::Lower,
-        mean: Mean::Arithmetic,
-        table,
-    }
-}
 /// Run the experiment.
 pub fn run(opts: &ExpOpts) -> Result<ExperimentResult> {
     let p = SparseParams::from_opts(opts)?;
@@ -444,10 +418,10 @@ pub fn run(opts: &ExpOpts) -> Result<ExperimentResult> {
 
     let mut specs = Vec::new();
     for b in BACKENDS {
-        specs.push(spec(b.name(), "truncate_us", "us", true));
-        specs.push(spec(b.name(), "truncate_cpu_us", "us", true));
+        specs.push(MetricSpec::new(b.name(), "truncate_us", "us", Better::Lower, Mean::Arithmetic, true));
+        specs.push(MetricSpec::new(b.name(), "truncate_cpu_us", "us", Better::Lower, Mean::Arithmetic, true));
         for (measure, _) in PER_TRUNCATE {
-            specs.push(spec(b.name(), measure, "per truncate", false));
+            specs.push(MetricSpec::new(b.name(), measure, "per truncate", Better::Lower, Mean::Arithmetic, false));
         }
     }
     let mut variants_out = Vec::new();

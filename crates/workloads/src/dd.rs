@@ -50,6 +50,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::experiment::{variant_tunables, ExpOpts};
+use crate::experiment::{Experiment, MainJob, Outcome};
 use crate::kernel;
 use crate::plot;
 use crate::progress::Progress;
@@ -188,7 +189,7 @@ pub const QUICK_RUNS: usize = 3;
 impl DdParams {
     /// The sizes `opts` asks for, checked.
     pub fn from_opts(opts: &ExpOpts) -> Result<DdParams> {
-        let c = opts.common(EXPERIMENT, (QUICK_MEM, FULL_MEM), (QUICK_RUNS, FULL_RUNS), 64 << 30)?;
+        let c = opts.common(PRESETS, (QUICK_MEM, FULL_MEM), (QUICK_RUNS, FULL_RUNS), 64 << 30)?;
         let (mem_bytes, runs, variants) = (c.mem_bytes, c.runs, c.variants);
         let page_size = Config::default().page_size;
         let ps = page_size as u64;
@@ -337,7 +338,7 @@ fn mbps(bytes: u64, secs: f64) -> f64 {
 /// Run the experiment.
 pub fn run(opts: &ExpOpts) -> Result<ExperimentResult> {
     let p = DdParams::from_opts(opts)?;
-    let presets = variants::resolve(EXPERIMENT, &p.variants)?;
+    let presets = variants::resolve(PRESETS, &p.variants)?;
     // Refuse bad --set values before anything runs.
     for pr in &presets {
         variant_tunables(pr, opts)?;
@@ -864,13 +865,38 @@ pub fn report(r: &ExperimentResult) -> String {
     s
 }
 
+/// `pcache bench dd`.
+pub struct Dd;
+
+impl Experiment for Dd {
+    fn name(&self) -> &'static str {
+        EXPERIMENT
+    }
+    fn about(&self) -> &'static str {
+        "Seed 000, dd of a file of 1/10 of memory, repeated, async and fdatasync, memory and real files: 3.15 vanilla against accessed-v2."
+    }
+    fn main_job(&self) -> MainJob {
+        MainJob::Quick
+    }
+    fn presets(&self) -> &'static [Preset] {
+        PRESETS
+    }
+    fn kernel_workload(&self) -> Option<kernel::Workload> {
+        Some(kernel_workload)
+    }
+    fn run(&self, opts: &ExpOpts) -> Result<Outcome> {
+        let result = run(opts)?;
+        Outcome::new(report(&result), &result)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn presets_and_sizes() {
-        let v = variants::resolve(EXPERIMENT, &variants::defaults(EXPERIMENT)).unwrap();
+        let v = variants::resolve(PRESETS, &variants::defaults(PRESETS)).unwrap();
         let names: Vec<&str> = v.iter().map(|p| p.name).collect();
         assert_eq!(names, [BEFORE, AFTER]);
         assert_eq!((v[0].tunables)().accessed_init, AccessedInit::Vanilla315);

@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use pcache::{Config, OpenOptions, PageCache};
 use serde::Serialize;
 
+use crate::experiment::{ExpOpts, Experiment, Outcome, ParamDoc};
 use crate::sys::{kernel_release, load_note, loadavg, tempdir_in};
 use crate::{Error, Result};
 
@@ -362,5 +363,46 @@ impl FuseDdResult {
         }
         let _ = writeln!(s, "{}", self.load_note);
         s
+    }
+}
+/// `pcache bench fuse-dd`.
+pub struct FuseDd;
+
+impl Experiment for FuseDd {
+    fn name(&self) -> &'static str {
+        EXPERIMENT
+    }
+    fn about(&self) -> &'static str {
+        "The seed's dd as a real program through a `pcache mount`, against the same dd through the library \
+         and through the kernel: the cost of FUSE. Skips the mount column without FUSE."
+    }
+    fn params(&self) -> &'static [ParamDoc] {
+        &[ParamDoc { name: "file_mib", help: "size of dd's file in MiB [default: 64; quick: 8]" }]
+    }
+    fn run(&self, opts: &ExpOpts) -> Result<Outcome> {
+        let o = FuseDdOpts::from_exp(opts)?;
+        let result = run(&o)?;
+        Outcome::new(result.report(), &result)
+    }
+}
+
+impl FuseDdOpts {
+    /// The options `pcache bench fuse-dd` asks for (`--mem` the cache of
+    /// the library and the mount, default 512M, quick 64M; `--runs` default
+    /// 5, quick 3), with the running binary as the mount daemon.
+    pub fn from_exp(opts: &ExpOpts) -> Result<FuseDdOpts> {
+        let exe = std::env::current_exe().map_err(|e| Error::io("finding this executable", e))?;
+        let mut o = if opts.quick { Self::quick(exe) } else { Self::new(exe) };
+        if let Some(v) = opts.mem_bytes {
+            o.mem_bytes = v;
+        }
+        if let Some(v) = opts.param_as::<u64>("file_mib")? {
+            o.file_bytes = v << 20;
+        }
+        if let Some(v) = opts.runs {
+            o.runs = v;
+        }
+        o.dir = opts.dir.clone();
+        Ok(o)
     }
 }

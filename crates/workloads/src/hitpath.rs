@@ -28,6 +28,7 @@ use rand::rngs::StdRng;
 use rand::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+use crate::experiment::{ExpOpts, Experiment, MainJob, Outcome, ParamDoc};
 use crate::progress::Progress;
 use crate::render;
 use crate::stats::{self, Better, Comparison, Row};
@@ -756,6 +757,72 @@ pub fn run(opts: &HitpathOpts) -> Result<HitpathResult> {
         }),
         notes,
     })
+}
+
+/// `pcache bench hitpath`.
+pub struct Hitpath;
+
+impl Experiment for Hitpath {
+    fn name(&self) -> &'static str {
+        "hitpath"
+    }
+    fn about(&self) -> &'static str {
+        "The cache-hit path: pcache read_at against kernel pread and memcpy, hot reads, and find_page with 1 \
+         and 2 threads."
+    }
+    fn main_job(&self) -> MainJob {
+        MainJob::DefaultSize
+    }
+    fn params(&self) -> &'static [ParamDoc] {
+        &[
+            ParamDoc {
+                name: "file_mib",
+                help: "size of the host file for the read measurements, MiB [default: 256; quick: 64]",
+            },
+            ParamDoc {
+                name: "hit_pages",
+                help: "pages (4 KiB) of the memory-backed file for the hit path [default: 1048576; quick: 65536]",
+            },
+            ParamDoc {
+                name: "ops",
+                help: "operations per measurement, per thread on the hit path [default: 2000000; quick: 200000]",
+            },
+            ParamDoc { name: "threads", help: "hit-path thread counts, comma-separated [default: 1,2]" },
+        ]
+    }
+    fn run(&self, opts: &ExpOpts) -> Result<Outcome> {
+        let o = HitpathOpts::from_exp(opts)?;
+        let result = run(&o)?;
+        Outcome::new(result.report(), &result)
+    }
+}
+
+impl HitpathOpts {
+    /// The options `pcache bench hitpath` asks for, checked (`--runs` is
+    /// its rounds).
+    pub fn from_exp(opts: &ExpOpts) -> Result<HitpathOpts> {
+        let mut o = if opts.quick { Self::quick() } else { Self::default() };
+        if let Some(v) = opts.param_as("file_mib")? {
+            o.file_mib = v;
+        }
+        if let Some(v) = opts.param_as("hit_pages")? {
+            o.hit_pages = v;
+        }
+        if let Some(v) = opts.param_as("ops")? {
+            o.ops = v;
+        }
+        if let Some(v) = opts.param_list("threads")? {
+            o.threads = v;
+        }
+        if let Some(v) = opts.runs {
+            o.rounds = v;
+        }
+        o.seed = opts.seed;
+        o.dir = opts.dir.clone();
+        o.progress = opts.progress;
+        o.validate()?;
+        Ok(o)
+    }
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ pub mod lru_contention;
 pub mod plot;
 mod progress;
 pub mod reclaim_writeback;
+pub mod registry;
 pub mod render;
 pub mod replay;
 pub mod replay_kernel;

@@ -51,6 +51,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::experiment::{apply_sets, ExpOpts};
+use crate::experiment::{Experiment, MainJob, Outcome};
 use crate::kernel;
 use crate::plot;
 use crate::progress::Progress;
@@ -171,7 +172,7 @@ impl Default for LruContentionOpts {
     fn default() -> Self {
         LruContentionOpts {
             mem_bytes: 128 * MIB,
-            variants: variants::defaults(EXPERIMENT),
+            variants: variants::defaults(PRESETS),
             runs: 5,
             threads: vec![1, 2, 4],
             ops_per_thread: 1_000_000,
@@ -285,7 +286,7 @@ impl LruContentionOpts {
         if self.pages_per_file() == 0 {
             return bad("the working set is smaller than one page per file".into());
         }
-        for p in variants::resolve(EXPERIMENT, &self.variants)? {
+        for p in variants::resolve(PRESETS, &self.variants)? {
             apply_sets((p.tunables)(), &self.set)?;
         }
         Ok(())
@@ -733,7 +734,7 @@ pub fn run(opts: &ExpOpts) -> Result<ExperimentResult> {
 /// Run the experiment with every option spelled out.
 pub fn run_opts(opts: &LruContentionOpts) -> Result<ExperimentResult> {
     opts.validate()?;
-    let presets = variants::resolve(EXPERIMENT, &opts.variants)?;
+    let presets = variants::resolve(PRESETS, &opts.variants)?;
     let tunables: Vec<Tunables> =
         presets.iter().map(|p| apply_sets((p.tunables)(), &opts.set)).collect::<Result<_>>()?;
     let start = Instant::now();
@@ -1608,6 +1609,31 @@ pub fn report(r: &ExperimentResult) -> String {
     s
 }
 
+/// `pcache bench lru-contention`.
+pub struct LruContention;
+
+impl Experiment for LruContention {
+    fn name(&self) -> &'static str {
+        EXPERIMENT
+    }
+    fn about(&self) -> &'static str {
+        "Seed 002, threads hitting cached pages: 2.6.10 immediate activation against batched mark_page_accessed."
+    }
+    fn main_job(&self) -> MainJob {
+        MainJob::Quick
+    }
+    fn presets(&self) -> &'static [Preset] {
+        PRESETS
+    }
+    fn kernel_workload(&self) -> Option<kernel::Workload> {
+        Some(kernel_workload)
+    }
+    fn run(&self, opts: &ExpOpts) -> Result<Outcome> {
+        let result = run(opts)?;
+        Outcome::new(report(&result), &result)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1640,7 +1666,7 @@ mod tests {
     // Goal: the presets select the three M5 variants, 2.6.10 first.
     #[test]
     fn presets() {
-        let v = variants::resolve(EXPERIMENT, &variants::defaults(EXPERIMENT)).unwrap();
+        let v = variants::resolve(PRESETS, &variants::defaults(PRESETS)).unwrap();
         let names: Vec<&str> = v.iter().map(|p| p.name).collect();
         assert_eq!(names, [BEFORE, DANILOV, TODAY]);
         let modes: Vec<LruBatching> = v.iter().map(|p| (p.tunables)().lru_batching).collect();

@@ -45,11 +45,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use pcache::{Config, File, Item, OpenOptions, PageCache, VmStat};
+use pcache::{Config, File, Item, OpenOptions, PageCache, ReclaimWriteback, Tunables, VmStat};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::experiment;
+use crate::experiment::{ExpOpts, Experiment, MainJob, Outcome, ParamDoc};
 use crate::kernel;
 use crate::plot;
 use crate::progress::Progress;
@@ -82,6 +83,42 @@ pub const EFFICIENCY_TOLERANCE_POINTS: f64 = 10.0;
 pub const KERNEL_COLUMN: &str = "kernel";
 /// The plots' sampler reads the counters this often.
 pub const SAMPLE_INTERVAL_MS: u64 = 2;
+
+/// Seed 004 ran with dirty_ratio 40 (instead of 20) and the default
+/// dirty_background_ratio of 10.
+fn seed004(mode: ReclaimWriteback) -> Tunables {
+    Tunables { reclaim_writeback: mode, dirty_ratio: 40, dirty_background_ratio: 10, ..Tunables::default() }
+}
+
+fn linux_3_1() -> Tunables {
+    seed004(ReclaimWriteback::Writepage31)
+}
+
+fn linux_3_2() -> Tunables {
+    seed004(ReclaimWriteback::Flusher32)
+}
+
+/// This experiment's variants.
+pub const PRESETS: &[Preset] = &[
+    Preset {
+        experiment: EXPERIMENT,
+        name: "3.1",
+        stands_for: "Linux 3.1: direct reclaim and kswapd call ->writepage on dirty file pages at the inactive \
+                     tail (ReclaimWriteback::Writepage31), dirty_ratio 40, dirty_background_ratio 10",
+        default: true,
+        tunables: linux_3_1,
+    },
+    Preset {
+        experiment: EXPERIMENT,
+        name: "3.2",
+        stands_for: "Linux 3.2 with Mel Gorman's series (ee72886d8ed5 and followers): no file writeback from \
+                     direct reclaim, kswapd only below DEF_PRIORITY-2, dirty pages tagged PG_reclaim for the \
+                     flushers, throttling on congestion (ReclaimWriteback::Flusher32), dirty_ratio 40, \
+                     dirty_background_ratio 10",
+        default: true,
+        tunables: linux_3_2,
+    },
+];
 
 /// What to run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -134,7 +171,7 @@ impl Default for ReclaimWritebackOpts {
     fn default() -> Self {
         ReclaimWritebackOpts {
             mem_bytes: 128 * MIB,
-            variants: variants::defaults(EXPERIMENT),
+            variants: variants::defaults(PRESETS),
             runs: 5,
             fsmark_file_bytes: 10 * MIB,
             fsmark_threads: vec![1, 4, 16],
@@ -205,7 +242,7 @@ impl ReclaimWritebackOpts {
             }
         }
         // Refuse bad --set values before anything runs.
-        for p in variants::resolve(EXPERIMENT, &self.variants)? {
+        for p in variants::resolve(PRESETS, &self.variants)? {
             self.tunables(p)?;
         }
         Ok(())
@@ -566,7 +603,7 @@ const VM_ITEMS: &[Item] = &[
 /// Run the experiment.
 pub fn run(opts: &ReclaimWritebackOpts) -> Result<ExperimentResult> {
     opts.validate()?;
-    let presets = variants::resolve(EXPERIMENT, &opts.variants)?;
+    let presets = variants::resolve(PRESETS, &opts.variants)?;
     let start = Instant::now();
     let tmp = match &opts.dir {
         Some(d) => tempfile::Builder::new().prefix("pcache-reclaim-wb-").tempdir_in(d),
@@ -1163,6 +1200,72 @@ pub fn report(r: &ExperimentResult) -> String {
     s
 }
 
+/// `pcache bench reclaim-writeback`.
+pub struct ReclaimWritebackExp;
+
+impl Experiment for ReclaimWritebackExp {
+    fn name(&self) -> &'static str {
+        EXPERIMENT
+    }
+    fn about(&self) -> &'static str {
+        "Seed 004, writeback from reclaim: fs_mark, parallel dd and streaming writes under memory pressure, \
+         Linux 3.1 against 3.2, compare-kernels report."
+    }
+    fn main_job(&self) -> MainJob {
+        MainJob::Quick
+    }
+    fn presets(&self) -> &'static [Preset] {
+        PRESETS
+    }
+    fn params(&self) -> &'static [ParamDoc] {
+        &[
+            ParamDoc { name: "file_size", help: "fs_mark file size, e.g. 10M [default: 10M; quick: 1M]" },
+            ParamDoc { name: "fsmark_threads", help: "fs_mark thread counts, comma-separated [default: 1,4,16]" },
+            ParamDoc { name: "wb_threads", help: "simple-wb writers [default: one per CPU]" },
+        ]
+    }
+    fn kernel_workload(&self) -> Option<kernel::Workload> {
+        Some(kernel_workload)
+    }
+    fn run(&self, opts: &ExpOpts) -> Result<Outcome> {
+        let o = ReclaimWritebackOpts::from_exp(opts)?;
+        let result = run(&o)?;
+        Outcome::new(report(&result), &result)
+    }
+}
+
+impl ReclaimWritebackOpts {
+    /// The options `pcache bench reclaim-writeback` asks for, checked.
+    pub fn from_exp(opts: &ExpOpts) -> Result<ReclaimWritebackOpts> {
+        let mut o = if opts.quick { Self::quick() } else { Self::default() };
+        if let Some(v) = opts.mem_bytes {
+            o.mem_bytes = v;
+        }
+        if let Some(v) = &opts.variants {
+            o.variants = v.iter().map(|s| s.trim().to_string()).collect();
+        }
+        if let Some(v) = opts.runs {
+            o.runs = v;
+        }
+        if let Some(v) = opts.param_size("file_size")? {
+            o.fsmark_file_bytes = v;
+        }
+        if let Some(v) = opts.param_list("fsmark_threads")? {
+            o.fsmark_threads = v;
+        }
+        if let Some(v) = opts.param_as("wb_threads")? {
+            o.wb_threads = v;
+        }
+        o.set = opts.set.clone();
+        o.plot_dir = opts.plot_dir.clone();
+        o.kernel = opts.kernel;
+        o.dir = opts.dir.clone();
+        o.progress = opts.progress;
+        o.validate()?;
+        Ok(o)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1232,9 +1335,26 @@ mod tests {
     fn sets_are_validated() {
         let o = ReclaimWritebackOpts { set: vec![("dirty_ratio".into(), "20".into())], ..ReclaimWritebackOpts::tiny() };
         assert!(o.validate().is_ok());
-        let p = variants::resolve(EXPERIMENT, &o.variants).unwrap();
+        let p = variants::resolve(PRESETS, &o.variants).unwrap();
         assert_eq!(o.tunables(p[0]).unwrap().dirty_ratio, 20);
         let bad = ReclaimWritebackOpts { set: vec![("nosuch".into(), "1".into())], ..o };
         assert!(matches!(bad.validate(), Err(Error::Invalid(_))));
+    }
+
+    #[test]
+    fn seed004_presets() {
+        let v = variants::resolve(PRESETS, &variants::defaults(PRESETS)).unwrap();
+        let names: Vec<&str> = v.iter().map(|p| p.name).collect();
+        assert_eq!(names, ["3.1", "3.2"]);
+        let t31 = (v[0].tunables)();
+        let t32 = (v[1].tunables)();
+        assert_eq!(t31.reclaim_writeback, ReclaimWriteback::Writepage31);
+        assert_eq!(t32.reclaim_writeback, ReclaimWriteback::Flusher32);
+        for t in [t31, t32] {
+            assert_eq!((t.dirty_ratio, t.dirty_background_ratio), (40, 10));
+        }
+        assert!(variants::resolve(PRESETS, &["3.3".into()]).is_err());
+        assert!(variants::resolve(PRESETS, &["3.1".into(), "3.1".into()]).is_err());
+        assert!(variants::resolve(PRESETS, &[]).is_err());
     }
 }

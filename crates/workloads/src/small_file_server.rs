@@ -67,6 +67,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::experiment::{variant_tunables, ExpOpts};
+use crate::experiment::{Experiment, MainJob, Outcome};
 use crate::kernel;
 use crate::plot::{self, Series};
 use crate::progress::Progress;
@@ -274,7 +275,7 @@ impl Params {
     /// quick; everything else scales with the cache.
     pub fn new(opts: &ExpOpts) -> Result<Params> {
         let quick = opts.quick;
-        let c = opts.common(EXPERIMENT, (16 * MIB, 64 * MIB), (3, 5), 4 << 30)?;
+        let c = opts.common(PRESETS, (16 * MIB, 64 * MIB), (3, 5), 4 << 30)?;
         let (mem, runs, variants) = (c.mem_bytes, c.runs, c.variants);
         let ps = Config::default().page_size as u64;
         let pages = |bytes: f64| ((bytes / ps as f64).round() as u64).max(1) * ps;
@@ -1148,7 +1149,7 @@ fn specs() -> Vec<MetricSpec> {
 /// Run the experiment.
 pub fn run(opts: &ExpOpts) -> Result<ExperimentResult> {
     let p = Params::new(opts)?;
-    let presets = variants::resolve(EXPERIMENT, &p.variants)?;
+    let presets = variants::resolve(PRESETS, &p.variants)?;
     let tunables: Vec<Tunables> = presets.iter().map(|pr| variant_tunables(pr, opts)).collect::<Result<_>>()?;
     ensure_fd_limit(p.files() as u64 + 256)?;
     let start = Instant::now();
@@ -1658,6 +1659,31 @@ pub fn report(r: &ExperimentResult) -> String {
 
     s.push_str(&r.render_tail());
     s
+}
+
+/// `pcache bench small-file-server`.
+pub struct SmallFileServer;
+
+impl Experiment for SmallFileServer {
+    fn name(&self) -> &'static str {
+        EXPERIMENT
+    }
+    fn about(&self) -> &'static str {
+        "Seed 003, a SPECweb99-like small-file server under streaming, every M7 re-mark rule; small-chunk scans and 128-byte random reads."
+    }
+    fn main_job(&self) -> MainJob {
+        MainJob::Quick
+    }
+    fn presets(&self) -> &'static [Preset] {
+        PRESETS
+    }
+    fn kernel_workload(&self) -> Option<kernel::Workload> {
+        Some(kernel_workload)
+    }
+    fn run(&self, opts: &ExpOpts) -> Result<Outcome> {
+        let result = run(opts)?;
+        Outcome::new(report(&result), &result)
+    }
 }
 
 #[cfg(test)]

@@ -47,6 +47,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::experiment::{variant_tunables, ExpOpts};
+use crate::experiment::{Experiment, MainJob, Outcome};
 use crate::kernel;
 use crate::plot;
 use crate::progress::Progress;
@@ -155,7 +156,7 @@ pub const QUICK_RUNS: usize = 2;
 impl SparseParams {
     /// The sizes `opts` asks for, checked.
     pub fn from_opts(opts: &ExpOpts) -> Result<SparseParams> {
-        let c = opts.common(EXPERIMENT, (QUICK_MEM, FULL_MEM), (QUICK_RUNS, FULL_RUNS), 64 << 30)?;
+        let c = opts.common(PRESETS, (QUICK_MEM, FULL_MEM), (QUICK_RUNS, FULL_RUNS), 64 << 30)?;
         let (mem_bytes, runs, variants) = (c.mem_bytes, c.runs, c.variants);
         let page_size = Config::default().page_size;
         let ps = page_size as u64;
@@ -391,7 +392,7 @@ fn row_index(label: &str) -> usize {
 /// Run the experiment.
 pub fn run(opts: &ExpOpts) -> Result<ExperimentResult> {
     let p = SparseParams::from_opts(opts)?;
-    let presets = variants::resolve(EXPERIMENT, &p.variants)?;
+    let presets = variants::resolve(PRESETS, &p.variants)?;
     for pr in &presets {
         variant_tunables(pr, opts)?;
     }
@@ -893,13 +894,38 @@ pub fn report(r: &ExperimentResult) -> String {
     s
 }
 
+/// `pcache bench sparsetruncate`.
+pub struct Sparsetruncate;
+
+impl Experiment for Sparsetruncate {
+    fn name(&self) -> &'static str {
+        EXPERIMENT
+    }
+    fn about(&self) -> &'static str {
+        "Seed 001, sparse files read once then truncated: drain on every pagevec release against once per lifecycle."
+    }
+    fn main_job(&self) -> MainJob {
+        MainJob::Quick
+    }
+    fn presets(&self) -> &'static [Preset] {
+        PRESETS
+    }
+    fn kernel_workload(&self) -> Option<kernel::Workload> {
+        Some(kernel_workload)
+    }
+    fn run(&self, opts: &ExpOpts) -> Result<Outcome> {
+        let result = run(opts)?;
+        Outcome::new(report(&result), &result)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn presets_and_sizes() {
-        let v = variants::resolve(EXPERIMENT, &variants::defaults(EXPERIMENT)).unwrap();
+        let v = variants::resolve(PRESETS, &variants::defaults(PRESETS)).unwrap();
         let names: Vec<&str> = v.iter().map(|p| p.name).collect();
         assert_eq!(names, [BEFORE, AFTER]);
         assert_eq!((v[0].tunables)().pagevec_drain, PagevecDrain::EveryRelease);

@@ -62,6 +62,12 @@ pub trait Experiment: Sync {
     fn kernel_workload(&self) -> Option<kernel::Workload> {
         None
     }
+    /// The smallest run that still takes every path (every workload,
+    /// variant, check and report section), without the kernel column: what
+    /// the registry's contract test runs.
+    fn smoke(&self) -> ExpOpts {
+        ExpOpts { mem_bytes: Some(8 << 20), runs: Some(1), quick: true, seed: 1, ..ExpOpts::default() }
+    }
     /// Run with `opts` (checked against [`Experiment::params`] and
     /// [`Experiment::presets`] by [`run`]).
     fn run(&self, opts: &ExpOpts) -> Result<Outcome>;

@@ -260,7 +260,14 @@ pub fn run(opts: &FuseDdOpts) -> Result<FuseDdResult> {
         Ok(p)
     };
     let (lib_dir, kernel_dir, backing, mnt) = (mkdir("library")?, mkdir("kernel")?, mkdir("backing")?, mkdir("mnt")?);
-    let fuse_skipped = fuse_unavailable();
+    // The mount column spawns `pcache mount`: only the pcache binary has
+    // that subcommand (a test harness running this would start itself).
+    let is_pcache = opts.mount_exe.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("pcache"));
+    let fuse_skipped = if is_pcache {
+        fuse_unavailable()
+    } else {
+        Some(format!("{} is not the pcache binary, which serves the mount", opts.mount_exe.display()))
+    };
     let mut daemon = match &fuse_skipped {
         None => Some(Daemon::start(&opts.mount_exe, &backing, &mnt, opts.mem_bytes)?),
         Some(_) => None,
@@ -378,6 +385,15 @@ impl Experiment for FuseDd {
     }
     fn params(&self) -> &'static [ParamDoc] {
         &[ParamDoc { name: "file_mib", help: "size of dd's file in MiB [default: 64; quick: 8]" }]
+    }
+    fn smoke(&self) -> ExpOpts {
+        ExpOpts {
+            mem_bytes: Some(16 << 20),
+            runs: Some(1),
+            quick: true,
+            params: vec![("file_mib".into(), "2".into())],
+            ..ExpOpts::default()
+        }
     }
     fn run(&self, opts: &ExpOpts) -> Result<Outcome> {
         let o = FuseDdOpts::from_exp(opts)?;

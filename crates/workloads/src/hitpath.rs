@@ -790,6 +790,15 @@ impl Experiment for Hitpath {
             ParamDoc { name: "threads", help: "hit-path thread counts, comma-separated [default: 1,2]" },
         ]
     }
+    fn smoke(&self) -> ExpOpts {
+        let params = [("file_mib", "8"), ("hit_pages", "4096"), ("ops", "20000")];
+        ExpOpts {
+            runs: Some(2),
+            seed: 1,
+            params: params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            ..ExpOpts::default()
+        }
+    }
     fn run(&self, opts: &ExpOpts) -> Result<Outcome> {
         let o = HitpathOpts::from_exp(opts)?;
         let result = run(&o)?;

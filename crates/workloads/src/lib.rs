@@ -26,6 +26,7 @@ pub mod render;
 pub mod replay;
 pub mod replay_kernel;
 pub mod report;
+pub mod runner;
 pub mod small_file_server;
 pub mod sparsetruncate;
 pub mod stats;

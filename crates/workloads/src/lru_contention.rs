@@ -51,7 +51,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::experiment::{apply_sets, ExpOpts};
-use crate::experiment::{Experiment, MainJob, Outcome};
+use crate::experiment::{Experiment, MainJob, Outcome, ParamDoc};
 use crate::kernel;
 use crate::plot;
 use crate::progress::Progress;
@@ -225,9 +225,13 @@ impl LruContentionOpts {
     }
 
     /// The common options over the defaults (quick or full).
-    pub fn from_exp(o: &ExpOpts) -> Self {
+    pub fn from_exp(o: &ExpOpts) -> Result<Self> {
         let base = if o.quick { Self::quick() } else { Self::default() };
-        LruContentionOpts {
+        Ok(LruContentionOpts {
+            threads: o.param_list("threads")?.unwrap_or(base.threads.clone()),
+            ops_per_thread: o.param_as("ops_per_thread")?.unwrap_or(base.ops_per_thread),
+            warm_ratio: o.param_as("warm_ratio")?.unwrap_or(base.warm_ratio),
+            kernel_ops_per_thread: o.param_as("kernel_ops_per_thread")?.unwrap_or(base.kernel_ops_per_thread),
             mem_bytes: o.mem_bytes.unwrap_or(base.mem_bytes),
             variants: o.variants.clone().unwrap_or(base.variants.clone()),
             runs: o.runs.unwrap_or(base.runs),
@@ -238,7 +242,7 @@ impl LruContentionOpts {
             plot_dir: o.plot_dir.clone(),
             progress: o.progress,
             ..base
-        }
+        })
     }
 
     /// Refuse values the experiment cannot run with.
@@ -726,7 +730,7 @@ fn measure_values(o: &CellOut, mode: LruBatching) -> Vec<f64> {
 
 /// Run the experiment.
 pub fn run(opts: &ExpOpts) -> Result<ExperimentResult> {
-    let o = LruContentionOpts::from_exp(opts);
+    let o = LruContentionOpts::from_exp(opts)?;
     o.validate()?;
     run_opts(&o)
 }
@@ -901,6 +905,10 @@ pub fn run_opts(opts: &LruContentionOpts) -> Result<ExperimentResult> {
                 .collect::<serde_json::Map<String, Value>>(),
             "lru_batching": lru_modes,
             "workload": opts.describe(),
+            "workloads": opts.threads.iter().map(|&t| serde_json::json!({
+                "name": workload_name(t),
+                "description": format!("{t} thread{} reading the working set (see workload)", if t == 1 { "" } else { "s" }),
+            })).collect::<Vec<_>>(),
             "timing": "ops/s: reads of all threads over the wall time from the barrier that starts them to the \
                        return of the last",
             "vmstat": "deltas over the timed reads (kswapd included), event counters summed over the runs",
@@ -1627,6 +1635,29 @@ impl Experiment for LruContention {
     }
     fn kernel_workload(&self) -> Option<kernel::Workload> {
         Some(kernel_workload)
+    }
+    fn params(&self) -> &'static [ParamDoc] {
+        &[
+            ParamDoc { name: "threads", help: "thread counts, one workload each, comma-separated [default: 1,2,4]" },
+            ParamDoc { name: "ops_per_thread", help: "timed 4 KiB reads per thread [default: 1000000; quick: 500000]" },
+            ParamDoc {
+                name: "warm_ratio",
+                help: "untimed Zipf reads first, in multiples of the working set's pages [default: 4]",
+            },
+            ParamDoc { name: "kernel_ops_per_thread", help: "timed reads per thread in the kernel column" },
+        ]
+    }
+    fn smoke(&self) -> ExpOpts {
+        let params =
+            [("threads", "1,2"), ("ops_per_thread", "20000"), ("warm_ratio", "2"), ("kernel_ops_per_thread", "5000")];
+        ExpOpts {
+            mem_bytes: Some(8 << 20),
+            runs: Some(1),
+            quick: true,
+            seed: 1,
+            params: params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            ..ExpOpts::default()
+        }
     }
     fn run(&self, opts: &ExpOpts) -> Result<Outcome> {
         let result = run(opts)?;

@@ -1227,6 +1227,15 @@ impl Experiment for ReclaimWritebackExp {
     fn kernel_workload(&self) -> Option<kernel::Workload> {
         Some(kernel_workload)
     }
+    fn smoke(&self) -> ExpOpts {
+        ExpOpts {
+            mem_bytes: Some(8 << 20),
+            runs: Some(1),
+            quick: true,
+            params: vec![("file_size".into(), "256K".into())],
+            ..ExpOpts::default()
+        }
+    }
     fn run(&self, opts: &ExpOpts) -> Result<Outcome> {
         let o = ReclaimWritebackOpts::from_exp(opts)?;
         let result = run(&o)?;

@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use crate::experiment::{self, ExpOpts, Experiment, MainJob, Outcome};
 use crate::kernel;
+use crate::runner::Seed;
 use crate::variants::Preset;
 use crate::{dd, fuse_dd, hitpath, lru_contention, reclaim_writeback, replay, replay_kernel};
 use crate::{small_file_server, sparsetruncate};
@@ -23,7 +24,7 @@ use crate::{Error, Result};
 pub static EXPERIMENTS: &[&dyn Experiment] = &[
     &hitpath::Hitpath,
     &reclaim_writeback::ReclaimWritebackExp,
-    &dd::Dd,
+    &Seed::<dd::Dd>::ENTRY,
     &sparsetruncate::Sparsetruncate,
     &lru_contention::LruContention,
     &small_file_server::SmallFileServer,

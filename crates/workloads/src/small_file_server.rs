@@ -1680,6 +1680,9 @@ impl Experiment for SmallFileServer {
     fn kernel_workload(&self) -> Option<kernel::Workload> {
         Some(kernel_workload)
     }
+    fn smoke(&self) -> ExpOpts {
+        ExpOpts { mem_bytes: Some(4 << 20), runs: Some(1), quick: true, seed: 1, ..ExpOpts::default() }
+    }
     fn run(&self, opts: &ExpOpts) -> Result<Outcome> {
         let result = run(opts)?;
         Outcome::new(report(&result), &result)

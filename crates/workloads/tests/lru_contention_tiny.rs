@@ -180,7 +180,7 @@ fn lru_contention_takes_the_common_options() {
         quick: true,
         ..Default::default()
     };
-    let o = LruContentionOpts::from_exp(&exp);
+    let o = LruContentionOpts::from_exp(&exp).unwrap();
     assert_eq!(o.mem_bytes, 8 << 20);
     assert_eq!(o.variants, ["batched", "2.6.10"]);
     assert_eq!(o.runs, 2);

@@ -25,7 +25,7 @@ pub static EXPERIMENTS: &[&dyn Experiment] = &[
     &hitpath::Hitpath,
     &reclaim_writeback::ReclaimWritebackExp,
     &Seed::<dd::Dd>::ENTRY,
-    &sparsetruncate::Sparsetruncate,
+    &Seed::<sparsetruncate::Sparsetruncate>::ENTRY,
     &lru_contention::LruContention,
     &small_file_server::SmallFileServer,
     &fuse_dd::FuseDd,

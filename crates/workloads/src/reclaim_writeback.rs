@@ -50,14 +50,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::experiment;
-use crate::experiment::{ExpOpts, Experiment, MainJob, Outcome, ParamDoc};
+use crate::experiment::{ExpOpts, ParamDoc};
 use crate::kernel;
 use crate::plot;
-use crate::progress::Progress;
 use crate::render::{self, fmt_cell, fmt_count, fmt_pct, fmt_size, render_table};
 use crate::report::{
-    self, significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult,
+    significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult,
 };
+use crate::runner::{self, into_map, Ctx, KernelColumn, Matrix, Measured, SeedExperiment, Variant};
 use crate::stats::{pct_better, Better};
 use crate::sys::{is_tmpfs, kernel_release, pattern};
 use crate::variants::{self, Preset};
@@ -340,7 +340,7 @@ impl Workload {
 }
 
 /// One run of one workload under one variant.
-struct RunOut {
+pub struct RunOut {
     elapsed_s: f64,
     sync_s: f64,
     files: u64,
@@ -509,7 +509,7 @@ fn run_workload(
 /// the dirty, writeback and free pages from the start of the workload to
 /// the end of its sync.
 fn run_one(
-    preset: &Preset,
+    variant: &Variant,
     w: Workload,
     opts: &ReclaimWritebackOpts,
     dir: &Path,
@@ -517,7 +517,7 @@ fn run_one(
     sample: bool,
 ) -> Result<RunOut> {
     let cache =
-        PageCache::new(Config { memory_bytes: opts.mem_bytes, tunables: opts.tunables(preset)?, ..Config::default() })?;
+        PageCache::new(Config { memory_bytes: opts.mem_bytes, tunables: variant.tunables, ..Config::default() })?;
     let before = cache.vmstat();
     let stop = AtomicBool::new(false);
     let t0 = Instant::now();
@@ -600,37 +600,16 @@ const VM_ITEMS: &[Item] = &[
     Item::congestion_waits,
 ];
 
-/// Run the experiment.
-pub fn run(opts: &ReclaimWritebackOpts) -> Result<ExperimentResult> {
-    opts.validate()?;
-    let presets = variants::resolve(PRESETS, &opts.variants)?;
-    let start = Instant::now();
-    let tmp = match &opts.dir {
-        Some(d) => tempfile::Builder::new().prefix("pcache-reclaim-wb-").tempdir_in(d),
-        None => tempfile::Builder::new().prefix("pcache-reclaim-wb-").tempdir(),
-    }
-    .map_err(|e| Error::io("creating a temporary directory", e))?;
+/// Measure every workload, one variant at a time: the pcache columns, and
+/// the runs (their timelines) for the plots.
+fn measure(ctx: &Ctx<'_>, opts: &ReclaimWritebackOpts) -> Result<(Measured, Matrix<RunOut>)> {
     let workloads = opts.workloads();
+    let names: Vec<String> = workloads.iter().map(|w| w.name()).collect();
     let buf = pattern(BLOCK as usize);
-
-    let nv = presets.len();
-    let progress = Progress::new(opts.progress);
-    let phase = progress.phase(EXPERIMENT, (opts.runs * workloads.len() * nv) as u64);
-    // outs[variant][workload][run]
-    let mut outs: Vec<Vec<Vec<RunOut>>> = (0..nv).map(|_| (0..workloads.len()).map(|_| Vec::new()).collect()).collect();
-    for r in 0..opts.runs {
-        for (wi, &w) in workloads.iter().enumerate() {
-            let order: Vec<usize> = if r % 2 == 0 { (0..nv).collect() } else { (0..nv).rev().collect() };
-            for vi in order {
-                phase.set_message(format!("run {}/{} {} {}", r + 1, opts.runs, w.name(), presets[vi].name));
-                let sample = r == 0 && opts.plot_dir.is_some();
-                let out = run_one(presets[vi], w, opts, tmp.path(), &buf, sample)?;
-                outs[vi][wi].push(out);
-                phase.inc(1);
-            }
-        }
-    }
-    phase.finish();
+    let outs = ctx.each_variant(opts.runs, &names, |r, wi, vi| {
+        let sample = r == 0 && opts.plot_dir.is_some();
+        run_one(&ctx.variants[vi], workloads[wi], opts, ctx.tmp.path(), &buf, sample)
+    })?;
 
     // Metrics, in workload order.
     let mut specs = Vec::new();
@@ -646,13 +625,13 @@ pub fn run(opts: &ReclaimWritebackOpts) -> Result<ExperimentResult> {
             specs.push(MetricSpec::new(&n, measure, unit, better, Mean::Arithmetic, false));
         }
     }
-    let mut variants_out = Vec::new();
-    for (vi, p) in presets.iter().enumerate() {
+    let mut columns = Vec::new();
+    for (vi, v) in ctx.variants.iter().enumerate() {
         let mut metrics: Named<Samples> = Named::new();
         let mut vmstat = Named::new();
         for (wi, &w) in workloads.iter().enumerate() {
             let n = w.name();
-            let runs = &outs[vi][wi];
+            let runs = outs.runs(vi, wi);
             let mut put = |measure: &str, v: Vec<f64>| metrics.insert(format!("{n} {measure}"), Samples(v));
             if matches!(w, Workload::Fsmark { .. }) {
                 put("files/s", runs.iter().map(|o| o.files as f64 / o.elapsed_s.max(1e-9)).collect());
@@ -665,7 +644,12 @@ pub fn run(opts: &ReclaimWritebackOpts) -> Result<ExperimentResult> {
             let deltas: Vec<VmStat> = runs.iter().map(|o| o.vm.clone()).collect();
             vmstat.insert(n, sum_vmstat(&deltas));
         }
-        variants_out.push(VariantResult { name: p.name.into(), stands_for: p.stands_for.into(), metrics, vmstat });
+        columns.push(VariantResult {
+            name: v.preset.name.into(),
+            stands_for: v.preset.stands_for.into(),
+            metrics,
+            vmstat,
+        });
     }
 
     let mut notes = vec![
@@ -683,71 +667,40 @@ pub fn run(opts: &ReclaimWritebackOpts) -> Result<ExperimentResult> {
     if opts.runs < 2 {
         notes.push("one run: no spread, so no difference can be marked significant".into());
     }
-    if cfg!(debug_assertions) {
-        notes.push("debug build: run with --release for meaningful timings".into());
-    }
     if !opts.set.is_empty() {
         let sets: Vec<String> = opts.set.iter().map(|(k, v)| format!("{k}={v}")).collect();
         notes.push(format!("tunables set for every variant, after its preset: {}", sets.join(", ")));
     }
-
-    // The kernel column.
-    let mut kernel_out = Value::Null;
-    if opts.kernel {
-        match kernel_column(opts, &workloads, tmp.path()) {
-            Ok((col, v, mut kn)) => {
-                variants_out.push(col);
-                kernel_out = v;
-                notes.append(&mut kn);
-            }
-            Err(why) => notes.push(format!("kernel column not available: {why}")),
-        }
-    } else {
-        notes.push("kernel column not run (--no-kernel)".into());
+    if opts.plot_dir.is_some() {
+        notes.push(format!(
+            "plots: the first run of each workload, sampled every {SAMPLE_INTERVAL_MS} ms by a thread of its own, \
+             which that run's timings carry"
+        ));
     }
-    drop(tmp);
+    let params = serde_json::json!({
+        "page_size": Config::default().page_size,
+        "workloads": workloads.iter().map(|w| serde_json::json!({
+            "name": w.name(),
+            "description": w.describe(opts),
+        })).collect::<Vec<_>>(),
+        "timing": "elapsed_s: first write to the return of the last (files closed), no sync; \
+                   sync_s: the sync_all after, untimed in elapsed",
+        "vmstat": "deltas per workload, event counters summed over the runs",
+    });
+    let m = Measured { variants: columns, specs, params: into_map(params), extra: Default::default(), notes };
+    Ok((m, outs))
+}
 
-    if let Some(dir) = &opts.plot_dir {
-        let names: Vec<&str> = presets.iter().map(|p| p.name).collect();
-        match plot_timelines(dir, &names, &workloads, &outs, opts) {
-            Ok(files) => notes.push(format!(
-                "plots (first run of each workload, sampled every {SAMPLE_INTERVAL_MS} ms by a thread of its own, \
-                 which that run's timings carry): {}",
-                files.join(", ")
-            )),
-            Err(e) => notes.push(format!("plots not written: {e}")),
+/// Which workloads reclaim met dirty pages in (`extra.exercised`, which the
+/// checks read), and a note on those it did not.
+fn finish(result: &mut ExperimentResult) {
+    let names: Vec<String> = result.metric_specs.iter().map(|s| s.workload.clone()).fold(Vec::new(), |mut v, w| {
+        if !v.contains(&w) {
+            v.push(w);
         }
-    }
-
-    let mut result = ExperimentResult {
-        experiment: EXPERIMENT.into(),
-        seed: SEED.into(),
-        seed_claim: SEED_CLAIM.into(),
-        same_direction: false,
-        variants: variants_out,
-        metric_specs: specs,
-        checks: Vec::new(),
-        params: serde_json::json!({
-            "opts": opts,
-            "page_size": Config::default().page_size,
-            "workloads": workloads.iter().map(|w| serde_json::json!({
-                "name": w.name(),
-                "description": w.describe(opts),
-            })).collect::<Vec<_>>(),
-            "timing": "elapsed_s: first write to the return of the last (files closed), no sync; \
-                       sync_s: the sync_all after, untimed in elapsed",
-            "vmstat": "deltas per workload, event counters summed over the runs",
-            "kernel_column": opts.kernel,
-        }),
-        runs: opts.runs,
-        quick: opts.quick,
-        optimized: !cfg!(debug_assertions),
-        extra: serde_json::Value::Null,
-        total_s: start.elapsed().as_secs_f64(),
-        notes,
-    };
-    let names: Vec<String> = workloads.iter().map(|w| w.name()).collect();
-    let exercised: Vec<(String, bool)> = names.iter().map(|w| (w.clone(), exercised(&result, w))).collect();
+        v
+    });
+    let exercised: Vec<(String, bool)> = names.iter().map(|w| (w.clone(), exercised(result, w))).collect();
     let idle: Vec<&str> = exercised.iter().filter(|(_, e)| !e).map(|(w, _)| w.as_str()).collect();
     if !idle.is_empty() {
         result.notes.push(format!(
@@ -758,25 +711,31 @@ pub fn run(opts: &ReclaimWritebackOpts) -> Result<ExperimentResult> {
             idle.join(", ")
         ));
     }
-    let ex_map: serde_json::Map<String, serde_json::Value> =
-        exercised.iter().map(|(w, e)| (w.clone(), serde_json::Value::from(*e))).collect();
-    result.extra = serde_json::json!({
-        "kernel": kernel_out,
-        "exercised": ex_map,
-        "exercised_means": "reclaim met dirty pages at the inactive tail in some variant: nr_vmscan_write + \
-                            nr_vmscan_immediate_reclaim > 0",
-    });
-    result.checks = checks(&result, &exercised);
-    result.same_direction = report::same_direction(&result.checks);
-    Ok(result)
+    let ex_map: serde_json::Map<String, Value> = exercised.iter().map(|(w, e)| (w.clone(), Value::from(*e))).collect();
+    if let Some(extra) = result.extra.as_object_mut() {
+        extra.insert("exercised".into(), Value::Object(ex_map));
+        extra.insert(
+            "exercised_means".into(),
+            Value::from(
+                "reclaim met dirty pages at the inactive tail in some variant: nr_vmscan_write + \
+                 nr_vmscan_immediate_reclaim > 0",
+            ),
+        );
+    }
+}
+
+/// The workloads in order, with whether reclaim met dirty pages in them
+/// (from `extra.exercised`, set by [`finish`]).
+fn exercised_workloads(r: &ExperimentResult) -> Vec<(String, bool)> {
+    r.extra["exercised"]
+        .as_object()
+        .map(|m| m.iter().map(|(w, e)| (w.clone(), e.as_bool().unwrap_or(false))).collect())
+        .unwrap_or_default()
 }
 /// Run the kernel column (fsmark and simple-wb): the column, the worker's
 /// JSON and notes, or why not.
-fn kernel_column(
-    opts: &ReclaimWritebackOpts,
-    workloads: &[Workload],
-    tmp: &Path,
-) -> std::result::Result<(VariantResult, Value, Vec<String>), String> {
+fn kernel_column(ctx: &Ctx<'_>, opts: &ReclaimWritebackOpts) -> std::result::Result<KernelColumn, String> {
+    let (workloads, tmp) = (&opts.workloads()[..], ctx.tmp.path());
     let dir = tmp.join("kernel");
     std::fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let ws: Vec<Value> = workloads
@@ -844,7 +803,7 @@ fn kernel_column(
         metrics,
         vmstat: Named::new(),
     };
-    Ok((col, v, notes))
+    Ok(KernelColumn { column: col, raw: v, notes })
 }
 
 /// The fsmark and simple-wb workloads through the kernel's page cache (run
@@ -918,13 +877,15 @@ pub fn kernel_workload(params: &Value) -> std::result::Result<Value, String> {
 
 /// Dirty + writeback and free pages over the first run of each workload,
 /// one line per variant: two charts per workload.
+/// Dirty and free pages over the first run of each workload, one line per
+/// pcache variant (the kernel column has no timeline).
 fn plot_timelines(
     dir: &Path,
-    names: &[&str],
-    workloads: &[Workload],
-    outs: &[Vec<Vec<RunOut>>],
+    columns: &[VariantResult],
+    outs: &Matrix<RunOut>,
     opts: &ReclaimWritebackOpts,
 ) -> Result<Vec<String>> {
+    let workloads = opts.workloads();
     std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
     let mut files = Vec::new();
     for (wi, &w) in workloads.iter().enumerate() {
@@ -933,13 +894,14 @@ fn plot_timelines(
             ("dirty", "nr_dirty + nr_writeback (pages)", (|s: &Sample| s.dirty_wb) as fn(&Sample) -> u64),
             ("free", "nr_free_pages (pages)", |s: &Sample| s.nr_free),
         ] {
-            let series: Vec<plot::Series> = names
+            let series: Vec<plot::Series> = columns
                 .iter()
-                .zip(outs)
-                .filter_map(|(name, per_w)| {
-                    let tl = &per_w[wi].first()?.timeline;
+                .take(outs.variants())
+                .enumerate()
+                .filter_map(|(vi, col)| {
+                    let tl = &outs.runs(vi, wi).first()?.timeline;
                     (!tl.is_empty()).then(|| plot::Series {
-                        name: name.to_string(),
+                        name: col.name.clone(),
                         points: tl.iter().map(|s| (s.ms, f(s) as f64)).collect(),
                     })
                 })
@@ -976,7 +938,8 @@ const NOT_EXERCISED: &str = " [not exercised]";
 
 /// The seed's claims against this run, 3.1 against 3.2. Checks of
 /// workloads that did not exercise the mechanism do not count.
-fn checks(r: &ExperimentResult, workloads: &[(String, bool)]) -> Vec<Check> {
+fn checks(r: &ExperimentResult) -> Vec<Check> {
+    let workloads = &exercised_workloads(r)[..];
     let (Some(b), Some(a)) = (r.variant(BEFORE), r.variant(AFTER)) else {
         return vec![Check {
             name: format!("variants {BEFORE} and {AFTER} both run"),
@@ -1074,30 +1037,28 @@ fn fmt_eff(e: f64) -> String {
     }
 }
 
-/// The readable report: setup, the compare-kernels table, the seed-style
-/// summary, vmstat per workload, the seed's claim against this run.
-pub fn report(r: &ExperimentResult) -> String {
-    let mut s = String::new();
-    let opts: Option<ReclaimWritebackOpts> = serde_json::from_value(r.params["opts"].clone()).ok();
-    let mem = opts.as_ref().map(|o| o.mem_bytes).unwrap_or(0);
-    let mem_label = format!("{}M", mem / MIB);
-    let _ = writeln!(
-        s,
+/// The report's title line.
+fn title(r: &ExperimentResult, opts: &ReclaimWritebackOpts) -> String {
+    format!(
         "reclaim-writeback (seed {}: do not write back filesystem pages in direct reclaim): {} of cache, {} run{}{}",
         r.seed,
-        fmt_size(mem),
+        fmt_size(opts.mem_bytes),
         r.runs,
         if r.runs == 1 { "" } else { "s" },
         if r.quick { " (quick)" } else { "" }
-    );
-    s.push_str(&r.render_setup());
+    )
+}
+
+/// The report's body: how times are taken, the seed's summary, vmstat per
+/// workload, which workloads reclaim met dirty pages in.
+fn body(r: &ExperimentResult, opts: &ReclaimWritebackOpts) -> String {
+    let mut s = String::new();
+    let mem_label = format!("{}M", opts.mem_bytes / MIB);
     let _ = writeln!(
         s,
-        "elapsed: first write to the return of the last, files closed, no sync (as fs_mark -S0); the dirty data \
+        "\nelapsed: first write to the return of the last, files closed, no sync (as fs_mark -S0); the dirty data \
          left is synced after, outside the timing (sync_s)"
     );
-
-    s.push_str(&r.render_compare_section());
 
     // The seed's summary.
     let _ = writeln!(s);
@@ -1171,8 +1132,6 @@ pub fn report(r: &ExperimentResult) -> String {
         s.push_str(&render_table(&rows, &right));
     }
 
-    let _ = writeln!(s);
-    s.push_str(&r.render_checks());
     if let Some(ex) = r.extra["exercised"].as_object() {
         let order: Vec<&str> = r.variants.first().map(|v| v.vmstat.keys().collect()).unwrap_or_default();
         let pick = |want: bool| {
@@ -1193,41 +1152,29 @@ pub fn report(r: &ExperimentResult) -> String {
             if fsmark_tested { "was tested" } else { "was not tested by this run" }
         );
     }
-    for n in &r.notes {
-        let _ = writeln!(s, "note: {n}");
-    }
-    let _ = writeln!(s, "time: {:.1}s", r.total_s);
     s
 }
 
 /// `pcache bench reclaim-writeback`.
 pub struct ReclaimWritebackExp;
 
-impl Experiment for ReclaimWritebackExp {
-    fn name(&self) -> &'static str {
-        EXPERIMENT
-    }
-    fn about(&self) -> &'static str {
-        "Seed 004, writeback from reclaim: fs_mark, parallel dd and streaming writes under memory pressure, \
-         Linux 3.1 against 3.2, compare-kernels report."
-    }
-    fn main_job(&self) -> MainJob {
-        MainJob::Quick
-    }
-    fn presets(&self) -> &'static [Preset] {
-        PRESETS
-    }
-    fn params(&self) -> &'static [ParamDoc] {
-        &[
-            ParamDoc { name: "file_size", help: "fs_mark file size, e.g. 10M [default: 10M; quick: 1M]" },
-            ParamDoc { name: "fsmark_threads", help: "fs_mark thread counts, comma-separated [default: 1,4,16]" },
-            ParamDoc { name: "wb_threads", help: "simple-wb writers [default: one per CPU]" },
-        ]
-    }
-    fn kernel_workload(&self) -> Option<kernel::Workload> {
-        Some(kernel_workload)
-    }
-    fn smoke(&self) -> ExpOpts {
+impl SeedExperiment for ReclaimWritebackExp {
+    type Params = ReclaimWritebackOpts;
+    type Raw = Matrix<RunOut>;
+    const NAME: &'static str = EXPERIMENT;
+    const SEED: &'static str = SEED;
+    const CLAIM: &'static str = SEED_CLAIM;
+    const ABOUT: &'static str = "Seed 004, writeback from reclaim: fs_mark, parallel dd and streaming writes under \
+                                 memory pressure, Linux 3.1 against 3.2, compare-kernels report.";
+    const PRESETS: &'static [Preset] = PRESETS;
+    const PARAMS_KEY: &'static str = "opts";
+    const PARAMS: &'static [ParamDoc] = &[
+        ParamDoc { name: "file_size", help: "fs_mark file size, e.g. 10M [default: 10M; quick: 1M]" },
+        ParamDoc { name: "fsmark_threads", help: "fs_mark thread counts, comma-separated [default: 1,4,16]" },
+        ParamDoc { name: "wb_threads", help: "simple-wb writers [default: one per CPU]" },
+    ];
+
+    fn smoke() -> ExpOpts {
         ExpOpts {
             mem_bytes: Some(8 << 20),
             runs: Some(1),
@@ -1236,11 +1183,56 @@ impl Experiment for ReclaimWritebackExp {
             ..ExpOpts::default()
         }
     }
-    fn run(&self, opts: &ExpOpts) -> Result<Outcome> {
-        let o = ReclaimWritebackOpts::from_exp(opts)?;
-        let result = run(&o)?;
-        Outcome::new(report(&result), &result)
+    fn params(opts: &ExpOpts) -> Result<ReclaimWritebackOpts> {
+        ReclaimWritebackOpts::from_exp(opts)
     }
+    fn shape(p: &ReclaimWritebackOpts) -> (&[String], usize, bool) {
+        (&p.variants, p.runs, p.quick)
+    }
+    fn measure(ctx: &Ctx<'_>, p: &ReclaimWritebackOpts) -> Result<(Measured, Matrix<RunOut>)> {
+        measure(ctx, p)
+    }
+    fn kernel_workload() -> Option<kernel::Workload> {
+        Some(kernel_workload)
+    }
+    fn kernel_column(ctx: &Ctx<'_>, p: &ReclaimWritebackOpts) -> std::result::Result<KernelColumn, String> {
+        kernel_column(ctx, p)
+    }
+    fn plot(
+        dir: &Path,
+        columns: &[VariantResult],
+        raw: &Matrix<RunOut>,
+        p: &ReclaimWritebackOpts,
+    ) -> Result<Vec<String>> {
+        plot_timelines(dir, columns, raw, p)
+    }
+    fn finish(r: &mut ExperimentResult) {
+        finish(r)
+    }
+    fn checks(r: &ExperimentResult) -> Vec<Check> {
+        checks(r)
+    }
+    fn title(r: &ExperimentResult, p: &ReclaimWritebackOpts) -> String {
+        title(r, p)
+    }
+    fn report_body(r: &ExperimentResult, p: &ReclaimWritebackOpts) -> String {
+        body(r, p)
+    }
+}
+
+/// Run the experiment with every option spelled out (tests, and sizes the
+/// command line does not reach).
+pub fn run(opts: &ReclaimWritebackOpts) -> Result<(ExperimentResult, ReclaimWritebackOpts)> {
+    opts.validate()?;
+    let exp = ExpOpts {
+        dir: opts.dir.clone(),
+        progress: opts.progress,
+        plot_dir: opts.plot_dir.clone(),
+        set: opts.set.clone(),
+        kernel: opts.kernel,
+        ..ExpOpts::default()
+    };
+    runner::run_with::<ReclaimWritebackExp>(&exp, opts.clone())
 }
 
 impl ReclaimWritebackOpts {

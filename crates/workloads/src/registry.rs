@@ -23,7 +23,7 @@ use crate::{Error, Result};
 /// Every experiment, in `--list` and main-job order.
 pub static EXPERIMENTS: &[&dyn Experiment] = &[
     &hitpath::Hitpath,
-    &reclaim_writeback::ReclaimWritebackExp,
+    &Seed::<reclaim_writeback::ReclaimWritebackExp>::ENTRY,
     &Seed::<dd::Dd>::ENTRY,
     &Seed::<sparsetruncate::Sparsetruncate>::ENTRY,
     &lru_contention::LruContention,

@@ -50,6 +50,11 @@ pub struct Variant {
 pub struct Matrix<T>(Vec<Vec<Vec<T>>>);
 
 impl<T> Matrix<T> {
+    /// How many variants ran.
+    pub fn variants(&self) -> usize {
+        self.0.len()
+    }
+
     /// Every run of `workload` under `variant`.
     pub fn runs(&self, variant: usize, workload: usize) -> &[T] {
         &self.0[variant][workload]
@@ -132,6 +137,34 @@ impl Ctx<'_> {
         phase.finish();
         Ok(Matrix(outs))
     }
+
+    /// Run every workload `runs` times, one variant at a time:
+    /// `f(run, workload, variant)` measures one cell. The variants' order
+    /// alternates from one run to the next, so that drifts of the machine
+    /// fall on all alike.
+    pub fn each_variant<T>(
+        &self,
+        runs: usize,
+        workloads: &[String],
+        mut f: impl FnMut(usize, usize, usize) -> Result<T>,
+    ) -> Result<Matrix<T>> {
+        let nv = self.variants.len();
+        let phase = self.progress.phase(self.name, (runs * workloads.len() * nv) as u64);
+        let mut outs: Vec<Vec<Vec<T>>> =
+            (0..nv).map(|_| (0..workloads.len()).map(|_| Vec::with_capacity(runs)).collect()).collect();
+        for r in 0..runs {
+            for (wi, w) in workloads.iter().enumerate() {
+                let order: Vec<usize> = if r.is_multiple_of(2) { (0..nv).collect() } else { (0..nv).rev().collect() };
+                for vi in order {
+                    phase.set_message(format!("run {}/{runs} {w} {}", r + 1, self.variants[vi].preset.name));
+                    outs[vi][wi].push(f(r, wi, vi)?);
+                    phase.inc(1);
+                }
+            }
+        }
+        phase.finish();
+        Ok(Matrix(outs))
+    }
 }
 
 /// A seed experiment: what differs from one seed to the next. [`run`] does
@@ -140,6 +173,9 @@ pub trait SeedExperiment: Sync + 'static {
     /// The sizes of a run, resolved from the shared options; serialised
     /// into the JSON's `params[PARAMS_KEY]`.
     type Params: Serialize;
+    /// What the measurement keeps for the plots beyond the columns (`()`
+    /// when the columns are enough).
+    type Raw;
 
     /// `pcache bench NAME`.
     const NAME: &'static str;
@@ -156,19 +192,26 @@ pub trait SeedExperiment: Sync + 'static {
     /// Its own parameters (`--param NAME=VALUE`).
     const PARAMS: &'static [ParamDoc] = &[];
 
+    /// The smallest run that takes every path (see [`Experiment::smoke`]).
+    fn smoke() -> ExpOpts {
+        ExpOpts { mem_bytes: Some(8 << 20), runs: Some(1), quick: true, seed: 1, ..ExpOpts::default() }
+    }
     /// Resolve and check the parameters `opts` asks for.
     fn params(opts: &ExpOpts) -> Result<Self::Params>;
     /// The variant names, runs and whether these are the quick sizes.
     fn shape(p: &Self::Params) -> (&[String], usize, bool);
     /// Measure the pcache columns.
-    fn measure(ctx: &Ctx<'_>, p: &Self::Params) -> Result<Measured>;
+    fn measure(ctx: &Ctx<'_>, p: &Self::Params) -> Result<(Measured, Self::Raw)>;
     /// The workload its kernel column runs in the worker process.
     fn kernel_workload() -> Option<kernel::Workload>;
     /// Run the kernel column (with `--kernel`; the temporary directory
     /// still exists), or say why it cannot be had.
     fn kernel_column(ctx: &Ctx<'_>, p: &Self::Params) -> std::result::Result<KernelColumn, String>;
     /// Write plots into `dir` (with `--plot`); the files written.
-    fn plot(dir: &Path, columns: &[VariantResult], p: &Self::Params) -> Result<Vec<String>>;
+    fn plot(dir: &Path, columns: &[VariantResult], raw: &Self::Raw, p: &Self::Params) -> Result<Vec<String>>;
+    /// Findings from the whole result, before the checks (notes, `extra`
+    /// entries the checks read).
+    fn finish(_r: &mut ExperimentResult) {}
     /// The seed's claims against this run.
     fn checks(r: &ExperimentResult) -> Vec<Check>;
     /// The report's title line.
@@ -181,6 +224,12 @@ pub trait SeedExperiment: Sync + 'static {
 /// Run `E` with `opts`: the result and its typed parameters.
 pub fn run<E: SeedExperiment>(opts: &ExpOpts) -> Result<(ExperimentResult, E::Params)> {
     let p = E::params(opts)?;
+    run_with::<E>(opts, p)
+}
+
+/// Run `E` with parameters already resolved (`opts` gives the variants'
+/// `--set`, the directory, progress, kernel column and plots).
+pub fn run_with<E: SeedExperiment>(opts: &ExpOpts, p: E::Params) -> Result<(ExperimentResult, E::Params)> {
     let (names, runs, quick) = E::shape(&p);
     // Refuse unknown variants and bad --set values before anything runs.
     let variants = variants::resolve(E::PRESETS, names)?
@@ -191,7 +240,7 @@ pub fn run<E: SeedExperiment>(opts: &ExpOpts) -> Result<(ExperimentResult, E::Pa
     let load_before = loadavg();
     let tmp = tempdir_in(opts.dir.as_deref(), &format!("pcache-{}-", E::NAME))?;
     let ctx = Ctx { opts, variants, tmp, progress: Progress::new(opts.progress), name: E::NAME };
-    let mut m = E::measure(&ctx, &p)?;
+    let (mut m, raw) = E::measure(&ctx, &p)?;
     let load_after = loadavg();
 
     let mut notes = std::mem::take(&mut m.notes);
@@ -215,7 +264,7 @@ pub fn run<E: SeedExperiment>(opts: &ExpOpts) -> Result<(ExperimentResult, E::Pa
     }
     drop(ctx);
     if let Some(dir) = &opts.plot_dir {
-        match E::plot(dir, &columns, &p) {
+        match E::plot(dir, &columns, &raw, &p) {
             Ok(files) => notes.push(format!("plots: {}", files.join(", "))),
             Err(e) => notes.push(format!("plots not written: {e}")),
         }
@@ -243,6 +292,7 @@ pub fn run<E: SeedExperiment>(opts: &ExpOpts) -> Result<(ExperimentResult, E::Pa
         total_s: 0.0,
         notes,
     };
+    E::finish(&mut result);
     result.checks = E::checks(&result);
     result.same_direction = same_direction(&result.checks);
     result.total_s = start.elapsed().as_secs_f64();
@@ -287,6 +337,9 @@ impl<E: SeedExperiment> Experiment for Seed<E> {
     }
     fn kernel_workload(&self) -> Option<kernel::Workload> {
         E::kernel_workload()
+    }
+    fn smoke(&self) -> ExpOpts {
+        E::smoke()
     }
     fn run(&self, opts: &ExpOpts) -> Result<Outcome> {
         let (result, p) = run::<E>(opts)?;

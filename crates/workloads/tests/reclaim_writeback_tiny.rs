@@ -2,8 +2,9 @@
 //! the JSON are complete: every variant, every metric, the vmstat deltas.
 //! Asserts nothing about timings or about which variant wins.
 
-use pcache_workloads::reclaim_writeback::{self, ReclaimWritebackOpts};
+use pcache_workloads::reclaim_writeback::{self, ReclaimWritebackExp, ReclaimWritebackOpts};
 use pcache_workloads::report::ExperimentResult;
+use pcache_workloads::runner;
 
 #[test]
 fn reclaim_writeback_tiny_report_and_json_are_complete() {
@@ -15,7 +16,7 @@ fn reclaim_writeback_tiny_report_and_json_are_complete() {
         set: vec![("dirty_background_ratio".into(), "10".into())],
         ..ReclaimWritebackOpts::tiny()
     };
-    let result = reclaim_writeback::run(&opts).expect("reclaim-writeback runs");
+    let (result, params) = reclaim_writeback::run(&opts).expect("reclaim-writeback runs");
     let text = result.to_json_pretty().expect("serialises");
     let json: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
 
@@ -92,7 +93,7 @@ fn reclaim_writeback_tiny_report_and_json_are_complete() {
 
     // The report names every variant, workload and table metric, and says
     // what the seed claimed and whether this run agrees.
-    let report = reclaim_writeback::report(&result);
+    let report = runner::report::<ReclaimWritebackExp>(&result, &params);
     for needle in [
         "3.1",
         "3.2",

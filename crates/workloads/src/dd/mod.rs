@@ -224,6 +224,7 @@ pub struct Dd;
 
 impl SeedExperiment for Dd {
     type Params = DdParams;
+    type Raw = ();
     const NAME: &'static str = EXPERIMENT;
     const SEED: &'static str = SEED;
     const CLAIM: &'static str = SEED_CLAIM;
@@ -238,8 +239,8 @@ impl SeedExperiment for Dd {
     fn shape(p: &DdParams) -> (&[String], usize, bool) {
         (&p.variants, p.runs, p.quick)
     }
-    fn measure(ctx: &Ctx<'_>, p: &DdParams) -> Result<Measured> {
-        workload::measure(ctx, p)
+    fn measure(ctx: &Ctx<'_>, p: &DdParams) -> Result<(Measured, ())> {
+        Ok((workload::measure(ctx, p)?, ()))
     }
     fn kernel_workload() -> Option<kernel::Workload> {
         Some(kernel_workload)
@@ -247,7 +248,7 @@ impl SeedExperiment for Dd {
     fn kernel_column(ctx: &Ctx<'_>, p: &DdParams) -> std::result::Result<KernelColumn, String> {
         kernel_side::kernel_column(ctx, p)
     }
-    fn plot(dir: &Path, columns: &[VariantResult], p: &DdParams) -> Result<Vec<String>> {
+    fn plot(dir: &Path, columns: &[VariantResult], _: &(), p: &DdParams) -> Result<Vec<String>> {
         report::plot_elapsed(dir, columns, p)
     }
     fn checks(r: &ExperimentResult) -> Vec<Check> {

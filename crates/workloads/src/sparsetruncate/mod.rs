@@ -254,6 +254,7 @@ pub struct Sparsetruncate;
 
 impl SeedExperiment for Sparsetruncate {
     type Params = SparseParams;
+    type Raw = ();
     const NAME: &'static str = EXPERIMENT;
     const SEED: &'static str = SEED;
     const CLAIM: &'static str = SEED_CLAIM;
@@ -268,8 +269,8 @@ impl SeedExperiment for Sparsetruncate {
     fn shape(p: &SparseParams) -> (&[String], usize, bool) {
         (&p.variants, p.runs, p.quick)
     }
-    fn measure(ctx: &Ctx<'_>, p: &SparseParams) -> Result<Measured> {
-        workload::measure(ctx, p)
+    fn measure(ctx: &Ctx<'_>, p: &SparseParams) -> Result<(Measured, ())> {
+        Ok((workload::measure(ctx, p)?, ()))
     }
     fn kernel_workload() -> Option<kernel::Workload> {
         Some(kernel_workload)
@@ -277,7 +278,7 @@ impl SeedExperiment for Sparsetruncate {
     fn kernel_column(ctx: &Ctx<'_>, p: &SparseParams) -> std::result::Result<KernelColumn, String> {
         kernel_side::kernel_column(ctx, p)
     }
-    fn plot(dir: &Path, columns: &[VariantResult], p: &SparseParams) -> Result<Vec<String>> {
+    fn plot(dir: &Path, columns: &[VariantResult], _: &(), p: &SparseParams) -> Result<Vec<String>> {
         report::plot_cdfs(dir, columns, p)
     }
     fn checks(r: &ExperimentResult) -> Vec<Check> {

@@ -691,16 +691,10 @@ fn measure(ctx: &Ctx<'_>, opts: &ReclaimWritebackOpts) -> Result<(Measured, Matr
     Ok((m, outs))
 }
 
-/// Which workloads reclaim met dirty pages in (`extra.exercised`, which the
-/// checks read), and a note on those it did not.
+/// Which workloads reclaim met dirty pages in (`extra.exercised`), and a
+/// note on those it did not.
 fn finish(result: &mut ExperimentResult) {
-    let names: Vec<String> = result.metric_specs.iter().map(|s| s.workload.clone()).fold(Vec::new(), |mut v, w| {
-        if !v.contains(&w) {
-            v.push(w);
-        }
-        v
-    });
-    let exercised: Vec<(String, bool)> = names.iter().map(|w| (w.clone(), exercised(result, w))).collect();
+    let exercised = exercised_workloads(result);
     let idle: Vec<&str> = exercised.iter().filter(|(_, e)| !e).map(|(w, _)| w.as_str()).collect();
     if !idle.is_empty() {
         result.notes.push(format!(
@@ -724,13 +718,15 @@ fn finish(result: &mut ExperimentResult) {
     }
 }
 
-/// The workloads in order, with whether reclaim met dirty pages in them
-/// (from `extra.exercised`, set by [`finish`]).
+/// The workloads in order, with whether reclaim met dirty pages in them.
 fn exercised_workloads(r: &ExperimentResult) -> Vec<(String, bool)> {
-    r.extra["exercised"]
-        .as_object()
-        .map(|m| m.iter().map(|(w, e)| (w.clone(), e.as_bool().unwrap_or(false))).collect())
-        .unwrap_or_default()
+    let mut out: Vec<(String, bool)> = Vec::new();
+    for s in &r.metric_specs {
+        if !out.iter().any(|(w, _)| *w == s.workload) {
+            out.push((s.workload.clone(), exercised(r, &s.workload)));
+        }
+    }
+    out
 }
 /// Run the kernel column (fsmark and simple-wb): the column, the worker's
 /// JSON and notes, or why not.
@@ -1198,13 +1194,8 @@ impl SeedExperiment for ReclaimWritebackExp {
     fn kernel_column(ctx: &Ctx<'_>, p: &ReclaimWritebackOpts) -> std::result::Result<KernelColumn, String> {
         kernel_column(ctx, p)
     }
-    fn plot(
-        dir: &Path,
-        columns: &[VariantResult],
-        raw: &Matrix<RunOut>,
-        p: &ReclaimWritebackOpts,
-    ) -> Result<Vec<String>> {
-        plot_timelines(dir, columns, raw, p)
+    fn plot(dir: &Path, r: &ExperimentResult, raw: &Matrix<RunOut>, p: &ReclaimWritebackOpts) -> Result<Vec<String>> {
+        plot_timelines(dir, &r.variants, raw, p)
     }
     fn finish(r: &mut ExperimentResult) {
         finish(r)

@@ -27,7 +27,7 @@ pub static EXPERIMENTS: &[&dyn Experiment] = &[
     &Seed::<dd::Dd>::ENTRY,
     &Seed::<sparsetruncate::Sparsetruncate>::ENTRY,
     &lru_contention::LruContention,
-    &small_file_server::SmallFileServer,
+    &Seed::<small_file_server::SmallFileServer>::ENTRY,
     &fuse_dd::FuseDd,
 ];
 

@@ -12,10 +12,10 @@
 //! 2. the temporary directory, the load average and the wall clock;
 //! 3. the measurement, with a progress bar and the
 //!    `outs[variant][workload][run]` matrix ([`Ctx::side_by_side`]);
-//! 4. the kernel column where asked for (or the note why not), then the
+//! 4. the kernel column where asked for (or the note why not);
+//! 5. the result: the JSON schema of [`ExperimentResult`], the checks, the
+//!    `same_direction` verdict, the experiment's last findings, then the
 //!    plots where asked for (or the note why not);
-//! 5. the result: the JSON schema of [`ExperimentResult`], the checks and
-//!    the `same_direction` verdict;
 //! 6. the report: title, set-up, compare-kernels table, the experiment's
 //!    body, then checks, notes and time ([`crate::render`]).
 //!
@@ -207,11 +207,12 @@ pub trait SeedExperiment: Sync + 'static {
     /// Run the kernel column (with `--kernel`; the temporary directory
     /// still exists), or say why it cannot be had.
     fn kernel_column(ctx: &Ctx<'_>, p: &Self::Params) -> std::result::Result<KernelColumn, String>;
-    /// Write plots into `dir` (with `--plot`); the files written.
-    fn plot(dir: &Path, columns: &[VariantResult], raw: &Self::Raw, p: &Self::Params) -> Result<Vec<String>>;
-    /// Findings from the whole result, before the checks (notes, `extra`
-    /// entries the checks read).
+    /// Findings from the whole result, after the checks and the verdict:
+    /// notes, `extra` entries.
     fn finish(_r: &mut ExperimentResult) {}
+    /// Write plots into `dir` (with `--plot`), from the finished result and
+    /// the measurement's raw data; the files written.
+    fn plot(dir: &Path, r: &ExperimentResult, raw: &Self::Raw, p: &Self::Params) -> Result<Vec<String>>;
     /// The seed's claims against this run.
     fn checks(r: &ExperimentResult) -> Vec<Check>;
     /// The report's title line.
@@ -263,12 +264,6 @@ pub fn run_with<E: SeedExperiment>(opts: &ExpOpts, p: E::Params) -> Result<(Expe
         notes.push("kernel column not run (--no-kernel)".into());
     }
     drop(ctx);
-    if let Some(dir) = &opts.plot_dir {
-        match E::plot(dir, &columns, &raw, &p) {
-            Ok(files) => notes.push(format!("plots: {}", files.join(", "))),
-            Err(e) => notes.push(format!("plots not written: {e}")),
-        }
-    }
 
     let mut params = serde_json::Map::new();
     params.insert(E::PARAMS_KEY.into(), serde_json::to_value(&p).unwrap_or(Value::Null));
@@ -292,9 +287,15 @@ pub fn run_with<E: SeedExperiment>(opts: &ExpOpts, p: E::Params) -> Result<(Expe
         total_s: 0.0,
         notes,
     };
-    E::finish(&mut result);
     result.checks = E::checks(&result);
     result.same_direction = same_direction(&result.checks);
+    E::finish(&mut result);
+    if let Some(dir) = &opts.plot_dir {
+        match E::plot(dir, &result, &raw, &p) {
+            Ok(files) => result.notes.push(format!("plots: {}", files.join(", "))),
+            Err(e) => result.notes.push(format!("plots not written: {e}")),
+        }
+    }
     result.total_s = start.elapsed().as_secs_f64();
     Ok((result, p))
 }

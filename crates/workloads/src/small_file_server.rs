@@ -66,18 +66,17 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::experiment::{variant_tunables, ExpOpts};
-use crate::experiment::{Experiment, MainJob, Outcome};
+use crate::experiment::ExpOpts;
 use crate::kernel;
 use crate::plot::{self, Series};
-use crate::progress::Progress;
 use crate::render::{self, fmt_cell, fmt_pct, fmt_size, render_table, vmstat_rows};
 use crate::report::{
-    self, significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult,
+    significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult,
 };
+use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedExperiment};
 use crate::stats::{pct_better, Better};
 use crate::sys::kernel_release;
-use crate::variants::{self, Preset};
+use crate::variants::Preset;
 use crate::zipf::ZipfKeys;
 use crate::{Error, Result};
 
@@ -1070,7 +1069,8 @@ pub fn kernel_workload(params: &Value) -> std::result::Result<Value, String> {
 }
 
 /// The kernel column, or why there is none.
-fn kernel_column(p: &Params, root: &Path) -> std::result::Result<(VariantResult, Vec<RoundPoint>), String> {
+fn kernel_column(ctx: &Ctx<'_>, p: &Params) -> std::result::Result<KernelColumn, String> {
+    let root = ctx.tmp.path();
     let v = kernel::run(EXPERIMENT, p.mem_bytes, &serde_json::json!({"params": p, "root": root}))?;
     let runs = v["runs"].as_array().ok_or("the kernel worker returned no runs")?;
     let mut metrics = Named::new();
@@ -1078,7 +1078,7 @@ fn kernel_column(p: &Params, root: &Path) -> std::result::Result<(VariantResult,
         let samples = runs.iter().map(|r| r[m].as_f64().unwrap_or(f64::NAN)).collect();
         metrics.insert(format!("server {m}"), Samples(samples));
     }
-    let series = runs
+    let series: Vec<RoundPoint> = runs
         .first()
         .and_then(|r| serde_json::from_value::<Vec<(Option<f64>, Option<f64>, Option<f64>)>>(r["series"].clone()).ok())
         .unwrap_or_default()
@@ -1101,7 +1101,9 @@ fn kernel_column(p: &Params, root: &Path) -> std::result::Result<(VariantResult,
     if v["cachestat"].as_bool() != Some(true) {
         vr.stands_for.push_str(" (cachestat unavailable: no hit ratios)");
     }
-    Ok((vr, series))
+    let window = (p.rounds() / SERIES_POINTS).max(1);
+    let raw = serde_json::json!({ "series": series_json(&downsample(&series, window)) });
+    Ok(KernelColumn { column: vr, raw, notes: Vec::new() })
 }
 
 // ---------------------------------------------------------------------------
@@ -1146,61 +1148,23 @@ fn specs() -> Vec<MetricSpec> {
         .collect()
 }
 
-/// Run the experiment.
-pub fn run(opts: &ExpOpts) -> Result<ExperimentResult> {
-    let p = Params::new(opts)?;
-    let presets = variants::resolve(PRESETS, &p.variants)?;
-    let tunables: Vec<Tunables> = presets.iter().map(|pr| variant_tunables(pr, opts)).collect::<Result<_>>()?;
+/// Make the file set, then run every workload one variant at a time: the
+/// pcache columns and the server's hit ratios over time.
+fn measure(ctx: &Ctx<'_>, p: &Params) -> Result<Measured> {
     ensure_fd_limit(p.files() as u64 + 256)?;
-    let start = Instant::now();
-    let load_start = crate::sys::loadavg();
-    let tmp = match &opts.dir {
-        Some(d) => tempfile::Builder::new().prefix("pcache-small-file-").tempdir_in(d),
-        None => tempfile::Builder::new().prefix("pcache-small-file-").tempdir(),
-    }
-    .map_err(|e| Error::io("creating a temporary directory", e))?;
-    let root = tmp.path();
-    create_files(root, &p)?;
-    let fs = Fileset::new(&p);
+    let root = ctx.tmp.path();
+    create_files(root, p)?;
+    let fs = Fileset::new(p);
+    let names: Vec<String> = WORKLOADS.iter().map(|w| w.to_string()).collect();
+    let outs = ctx
+        .each_variant(p.runs, &names, |r, wi, vi| run_one(ctx.variants[vi].tunables, WORKLOADS[wi], p, root, &fs, r))?;
 
-    let nv = presets.len();
-    let progress = Progress::new(opts.progress);
-    let phase = progress.phase(EXPERIMENT, (p.runs * WORKLOADS.len() * nv) as u64);
-    // outs[variant][workload][run]
-    let mut outs: Vec<Vec<Vec<RunOut>>> = (0..nv).map(|_| WORKLOADS.iter().map(|_| Vec::new()).collect()).collect();
-    for r in 0..p.runs {
-        for (wi, w) in WORKLOADS.iter().enumerate() {
-            let order: Vec<usize> = if r.is_multiple_of(2) { (0..nv).collect() } else { (0..nv).rev().collect() };
-            for vi in order {
-                phase.set_message(format!("run {}/{} {w} {}", r + 1, p.runs, presets[vi].name));
-                outs[vi][wi].push(run_one(tunables[vi], w, &p, root, &fs, r)?);
-                phase.inc(1);
-            }
-        }
-    }
-    phase.finish();
-
-    let mut notes = Vec::new();
-    let kernel = if opts.kernel {
-        match kernel_column(&p, root) {
-            Ok(k) => Some(k),
-            Err(e) => {
-                notes.push(format!("no kernel column: {e}"));
-                None
-            }
-        }
-    } else {
-        notes.push("no kernel column: not asked for (--no-kernel)".into());
-        None
-    };
-    drop(tmp);
-
-    let mut variants_out = Vec::new();
-    for (vi, pr) in presets.iter().enumerate() {
+    let mut columns = Vec::new();
+    for (vi, v) in ctx.variants.iter().enumerate() {
         let mut metrics: Named<Samples> = Named::new();
         let mut vmstat = Named::new();
         for (wi, w) in WORKLOADS.iter().enumerate() {
-            let runs = &outs[vi][wi];
+            let runs = outs.runs(vi, wi);
             for &(mw, m, ..) in METRICS.iter().filter(|d| d.0 == *w) {
                 let samples = runs
                     .iter()
@@ -1211,84 +1175,63 @@ pub fn run(opts: &ExpOpts) -> Result<ExperimentResult> {
             let deltas: Vec<VmStat> = runs.iter().map(|o| o.vm.clone()).collect();
             vmstat.insert(*w, sum_vmstat(&deltas));
         }
-        let mut stands_for = pr.stands_for.to_string();
-        if !opts.set.is_empty() {
-            let sets: Vec<String> = opts.set.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let mut stands_for = v.preset.stands_for.to_string();
+        if !ctx.opts.set.is_empty() {
+            let sets: Vec<String> = ctx.opts.set.iter().map(|(k, v)| format!("{k}={v}")).collect();
             stands_for.push_str(&format!("; with --set {}", sets.join(" ")));
         }
-        variants_out.push(VariantResult { name: pr.name.into(), stands_for, metrics, vmstat });
+        columns.push(VariantResult { name: v.preset.name.into(), stands_for, metrics, vmstat });
     }
 
     // Hit ratio over time, first run: the plot and the JSON.
     let window = (p.rounds() / SERIES_POINTS).max(1);
-    let mut series: Vec<NamedSeries> = presets
+    let series: serde_json::Map<String, Value> = ctx
+        .variants
         .iter()
         .enumerate()
-        .map(|(vi, pr)| (pr.name.to_string(), downsample(&outs[vi][0][0].series, window)))
+        .map(|(vi, v)| (v.preset.name.to_string(), series_json(&downsample(&outs.runs(vi, 0)[0].series, window))))
         .collect();
-    if let Some((k, s)) = kernel {
-        variants_out.push(k);
-        series.push(("kernel".into(), downsample(&s, window)));
-    }
-    if let Some(dir) = &opts.plot_dir {
-        match plot_series(dir, &series) {
-            Ok(files) => notes.push(format!("plots: {}", files.join(", "))),
-            Err(e) => notes.push(format!("no plot: {e}")),
-        }
-    }
+    let mut notes = Vec::new();
     if p.runs < 2 {
         notes.push("one run: no spread, so no difference can be marked significant".into());
     }
-    if cfg!(debug_assertions) {
-        notes.push("debug build: run with --release for meaningful timings".into());
-    }
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let load = [load_start, crate::sys::loadavg()];
-    if load.iter().any(|&l| l > cpus as f64) {
-        notes.push(format!(
-            "the machine was busy (load average {:.1} at the start, {:.1} at the end, on {cpus} CPUs): times and \
-             requests/s are noisy; hit ratios and counters do not depend on timing",
-            load[0], load[1]
-        ));
-    }
+    let params = serde_json::json!({
+        "workloads": p.describe().iter().map(|(n, d)| serde_json::json!({"name": n, "description": d}))
+            .collect::<Vec<_>>(),
+        "vmstat": "deltas of the measured part of each run (server: after the warm-up; scan: the scan; \
+                   random: the reads and writes), event counters summed over the runs",
+    });
+    let extra = serde_json::json!({
+        "server_hit_ratio_series": series,
+        "series_means": "first run, per round of the server workload (warm-up included): \
+                         [requests so far, files hit ratio, small-file hit ratio]",
+    });
+    Ok(Measured { variants: columns, specs: specs(), params: into_map(params), extra: into_map(extra), notes })
+}
 
-    let series_json: serde_json::Map<String, Value> = series
-        .iter()
-        .map(|(n, s)| {
-            let pts: Vec<Value> = s.iter().map(|&(x, a, b)| serde_json::json!([x, finite(a), finite(b)])).collect();
-            (n.clone(), Value::from(pts))
-        })
-        .collect();
-    let mut result = ExperimentResult {
-        experiment: EXPERIMENT.into(),
-        seed: SEED.into(),
-        seed_claim: SEED_CLAIM.into(),
-        same_direction: false,
-        variants: variants_out,
-        metric_specs: specs(),
-        checks: Vec::new(),
-        params: serde_json::json!({
-            "params": p,
-            "workloads": p.describe().iter().map(|(n, d)| serde_json::json!({"name": n, "description": d}))
-                .collect::<Vec<_>>(),
-            "vmstat": "deltas of the measured part of each run (server: after the warm-up; scan: the scan; \
-                       random: the reads and writes), event counters summed over the runs",
-        }),
-        runs: p.runs,
-        quick: p.quick,
-        optimized: !cfg!(debug_assertions),
-        extra: serde_json::json!({
-            "server_hit_ratio_series": series_json,
-            "series_means": "first run, per round of the server workload (warm-up included): \
-                             [requests so far, files hit ratio, small-file hit ratio]",
-        }),
-        total_s: start.elapsed().as_secs_f64(),
-        notes,
-    };
-    result.checks = checks(&result);
-    result.same_direction = report::same_direction(&result.checks);
-    result.notes.extend(differences(&result));
-    Ok(result)
+/// A series as JSON: `[[requests, files hit ratio, small-file hit ratio],
+/// ...]`, `null` for what was not measured.
+fn series_json(pts: &[RoundPoint]) -> Value {
+    Value::from(pts.iter().map(|&(x, a, b)| serde_json::json!([x, finite(a), finite(b)])).collect::<Vec<_>>())
+}
+
+/// A series back from [`series_json`].
+fn series_from_json(v: &Value) -> Vec<RoundPoint> {
+    let num = |x: &Value| x.as_f64().unwrap_or(f64::NAN);
+    v.as_array().map(|a| a.iter().map(|p| (num(&p[0]), num(&p[1]), num(&p[2]))).collect()).unwrap_or_default()
+}
+
+/// The kernel column's series joins the others; the notes on where the
+/// rules differ from the seed.
+fn finish(result: &mut ExperimentResult) {
+    let kernel_series = result.extra["kernel"]["series"].clone();
+    if !kernel_series.is_null() {
+        if let Some(all) = result.extra["server_hit_ratio_series"].as_object_mut() {
+            all.insert("kernel".into(), kernel_series);
+        }
+    }
+    let notes = differences(result);
+    result.notes.extend(notes);
 }
 
 fn finite(x: f64) -> Value {
@@ -1320,7 +1263,11 @@ fn downsample(pts: &[RoundPoint], window: usize) -> Vec<RoundPoint> {
 
 /// The hit ratios over the server run (already averaged over windows of
 /// rounds), one line per variant.
-fn plot_series(dir: &Path, series: &[NamedSeries]) -> Result<Vec<String>> {
+fn plot_series(dir: &Path, r: &ExperimentResult) -> Result<Vec<String>> {
+    let series: Vec<NamedSeries> = r.extra["server_hit_ratio_series"]
+        .as_object()
+        .map(|m| m.iter().map(|(n, v)| (n.clone(), series_from_json(v))).collect())
+        .unwrap_or_default();
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
     let pick_line = |pts: &[RoundPoint], pick: fn(&RoundPoint) -> f64| -> Vec<(f64, f64)> {
         pts.iter().map(|x| (x.0, pick(x))).collect()
@@ -1592,36 +1539,21 @@ const VM_ITEMS: &[Item] = &[
     Item::allocstall,
 ];
 
-/// The readable report: setup, compare-kernels table, a summary of means,
-/// vmstat per workload, the seed's claims against this run.
-pub fn report(r: &ExperimentResult) -> String {
-    let mut s = String::new();
-    let p: Option<Params> = serde_json::from_value(r.params["params"].clone()).ok();
-    let mem = p.as_ref().map(|p| p.mem_bytes).unwrap_or(0);
-    let _ = writeln!(
-        s,
+/// The report's title line.
+fn title(r: &ExperimentResult, p: &Params) -> String {
+    format!(
         "small-file-server (seed {}: when read() re-marks a page accessed): {} of cache, {} run{}{}",
         r.seed,
-        fmt_size(mem),
+        fmt_size(p.mem_bytes),
         r.runs,
         if r.runs == 1 { "" } else { "s" },
         if r.quick { " (quick)" } else { "" }
-    );
-    if !r.optimized {
-        let _ = writeln!(s, "WARNING: built without optimisations; these timings mean little");
-    }
-    let wname = r.variants.iter().map(|v| v.name.len()).max().unwrap_or(0);
-    for v in &r.variants {
-        let _ = writeln!(s, "  {:<wname$} {}", v.name, v.stands_for);
-    }
-    if let Some(ws) = r.params["workloads"].as_array() {
-        for w in ws {
-            let _ =
-                writeln!(s, "  {:<7} {}", w["name"].as_str().unwrap_or(""), w["description"].as_str().unwrap_or(""));
-        }
-    }
+    )
+}
 
-    s.push_str(&r.render_compare_section());
+/// The report's body: a summary of means, vmstat per workload.
+fn body(r: &ExperimentResult) -> String {
+    let mut s = String::new();
 
     // Summary of means, one row per metric.
     let _ = writeln!(s);
@@ -1656,36 +1588,55 @@ pub fn report(r: &ExperimentResult) -> String {
     for w in &workloads {
         s.push_str(&render_table(&vmstat_rows(w, &pcache, VM_ITEMS, &|_| runs), &right));
     }
-
-    s.push_str(&r.render_tail());
     s
 }
 
 /// `pcache bench small-file-server`.
 pub struct SmallFileServer;
 
-impl Experiment for SmallFileServer {
-    fn name(&self) -> &'static str {
-        EXPERIMENT
-    }
-    fn about(&self) -> &'static str {
-        "Seed 003, a SPECweb99-like small-file server under streaming, every M7 re-mark rule; small-chunk scans and 128-byte random reads."
-    }
-    fn main_job(&self) -> MainJob {
-        MainJob::Quick
-    }
-    fn presets(&self) -> &'static [Preset] {
-        PRESETS
-    }
-    fn kernel_workload(&self) -> Option<kernel::Workload> {
-        Some(kernel_workload)
-    }
-    fn smoke(&self) -> ExpOpts {
+impl SeedExperiment for SmallFileServer {
+    type Params = Params;
+    type Raw = ();
+    const NAME: &'static str = EXPERIMENT;
+    const SEED: &'static str = SEED;
+    const CLAIM: &'static str = SEED_CLAIM;
+    const ABOUT: &'static str = "Seed 003, a SPECweb99-like small-file server under streaming, every M7 re-mark \
+                                 rule; small-chunk scans and 128-byte random reads.";
+    const PRESETS: &'static [Preset] = PRESETS;
+    const PARAMS_KEY: &'static str = "params";
+
+    fn smoke() -> ExpOpts {
         ExpOpts { mem_bytes: Some(4 << 20), runs: Some(1), quick: true, seed: 1, ..ExpOpts::default() }
     }
-    fn run(&self, opts: &ExpOpts) -> Result<Outcome> {
-        let result = run(opts)?;
-        Outcome::new(report(&result), &result)
+    fn params(opts: &ExpOpts) -> Result<Params> {
+        Params::new(opts)
+    }
+    fn shape(p: &Params) -> (&[String], usize, bool) {
+        (&p.variants, p.runs, p.quick)
+    }
+    fn measure(ctx: &Ctx<'_>, p: &Params) -> Result<(Measured, ())> {
+        Ok((measure(ctx, p)?, ()))
+    }
+    fn kernel_workload() -> Option<kernel::Workload> {
+        Some(kernel_workload)
+    }
+    fn kernel_column(ctx: &Ctx<'_>, p: &Params) -> std::result::Result<KernelColumn, String> {
+        kernel_column(ctx, p)
+    }
+    fn checks(r: &ExperimentResult) -> Vec<Check> {
+        checks(r)
+    }
+    fn finish(r: &mut ExperimentResult) {
+        finish(r)
+    }
+    fn plot(dir: &Path, r: &ExperimentResult, _: &(), _: &Params) -> Result<Vec<String>> {
+        plot_series(dir, r)
+    }
+    fn title(r: &ExperimentResult, p: &Params) -> String {
+        title(r, p)
+    }
+    fn report_body(r: &ExperimentResult, _: &Params) -> String {
+        body(r)
     }
 }
 

@@ -248,8 +248,8 @@ impl SeedExperiment for Dd {
     fn kernel_column(ctx: &Ctx<'_>, p: &DdParams) -> std::result::Result<KernelColumn, String> {
         kernel_side::kernel_column(ctx, p)
     }
-    fn plot(dir: &Path, columns: &[VariantResult], _: &(), p: &DdParams) -> Result<Vec<String>> {
-        report::plot_elapsed(dir, columns, p)
+    fn plot(dir: &Path, r: &ExperimentResult, _: &(), p: &DdParams) -> Result<Vec<String>> {
+        report::plot_elapsed(dir, &r.variants, p)
     }
     fn checks(r: &ExperimentResult) -> Vec<Check> {
         checks::checks(r)

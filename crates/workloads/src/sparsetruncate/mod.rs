@@ -278,8 +278,8 @@ impl SeedExperiment for Sparsetruncate {
     fn kernel_column(ctx: &Ctx<'_>, p: &SparseParams) -> std::result::Result<KernelColumn, String> {
         kernel_side::kernel_column(ctx, p)
     }
-    fn plot(dir: &Path, columns: &[VariantResult], _: &(), p: &SparseParams) -> Result<Vec<String>> {
-        report::plot_cdfs(dir, columns, p)
+    fn plot(dir: &Path, r: &ExperimentResult, _: &(), p: &SparseParams) -> Result<Vec<String>> {
+        report::plot_cdfs(dir, &r.variants, p)
     }
     fn checks(r: &ExperimentResult) -> Vec<Check> {
         checks::checks(r)

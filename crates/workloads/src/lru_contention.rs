@@ -50,15 +50,15 @@ use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::experiment::ParamDoc;
 use crate::experiment::{apply_sets, ExpOpts};
-use crate::experiment::{Experiment, MainJob, Outcome, ParamDoc};
 use crate::kernel;
 use crate::plot;
-use crate::progress::Progress;
 use crate::render::{self, fmt_cell, fmt_pct, fmt_size, fmt_value, render_table, vmstat_rows};
 use crate::report::{
-    self, significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult,
+    significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult,
 };
+use crate::runner::{self, into_map, Ctx, KernelColumn, Measured, SeedExperiment};
 use crate::stats::{pct_better, Better};
 use crate::sys::kernel_release;
 use crate::variants::{self, Preset};
@@ -728,52 +728,56 @@ fn measure_values(o: &CellOut, mode: LruBatching) -> Vec<f64> {
     ]
 }
 
-/// Run the experiment.
-pub fn run(opts: &ExpOpts) -> Result<ExperimentResult> {
-    let o = LruContentionOpts::from_exp(opts)?;
-    o.validate()?;
-    run_opts(&o)
+/// Run the experiment with every option spelled out (tests, and sizes the
+/// command line does not reach).
+pub fn run_opts(opts: &LruContentionOpts) -> Result<(ExperimentResult, LruContentionOpts)> {
+    opts.validate()?;
+    let exp = ExpOpts {
+        dir: opts.dir.clone(),
+        progress: opts.progress,
+        plot_dir: opts.plot_dir.clone(),
+        set: opts.set.clone(),
+        kernel: opts.kernel,
+        seed: opts.seed,
+        ..ExpOpts::default()
+    };
+    runner::run_with::<LruContention>(&exp, opts.clone())
 }
 
-/// Run the experiment with every option spelled out.
-pub fn run_opts(opts: &LruContentionOpts) -> Result<ExperimentResult> {
-    opts.validate()?;
-    let presets = variants::resolve(PRESETS, &opts.variants)?;
-    let tunables: Vec<Tunables> =
-        presets.iter().map(|p| apply_sets((p.tunables)(), &opts.set)).collect::<Result<_>>()?;
-    let start = Instant::now();
-    let load_before = crate::sys::loadavg();
+/// The LRU list sizes sampled in the first run at the most threads, per
+/// variant: what the plots draw beyond the columns.
+pub struct LruSeries(Vec<(String, Vec<LruSample>)>);
+
+/// The thread count whose first run samples the LRU list sizes.
+fn sampled_threads(opts: &LruContentionOpts) -> usize {
+    opts.threads.iter().copied().max().unwrap_or(1)
+}
+
+/// Run every thread count, one variant at a time: the pcache columns and
+/// the sampled LRU list sizes.
+fn measure(ctx: &Ctx<'_>, opts: &LruContentionOpts) -> Result<(Measured, LruSeries)> {
     let zipf = ZipfKeys::new(opts.working_set_pages(), opts.zipf_s, perm_seed(opts.seed)).map_err(Error::Invalid)?;
-
-    let nv = presets.len();
-    let nt = opts.threads.len();
-    let progress = Progress::new(opts.progress);
-    let phase = progress.phase(EXPERIMENT, (opts.runs * nt * nv) as u64);
-    // outs[variant][thread count][run]
-    let mut outs: Vec<Vec<Vec<CellOut>>> = (0..nv).map(|_| (0..nt).map(|_| Vec::new()).collect()).collect();
-    // The LRU list sizes are sampled in the first run at the most threads.
-    let sampled_threads = opts.threads.iter().copied().max().unwrap_or(1);
-    for r in 0..opts.runs {
-        for (ti, &t) in opts.threads.iter().enumerate() {
-            let order: Vec<usize> = if r % 2 == 0 { (0..nv).collect() } else { (0..nv).rev().collect() };
-            for vi in order {
-                phase.set_message(format!("run {}/{} {} threads {}", r + 1, opts.runs, t, presets[vi].name));
-                let out = run_cell(tunables[vi], opts, &zipf, r, t, r == 0 && t == sampled_threads)?;
-                outs[vi][ti].push(out);
-                phase.inc(1);
-            }
-        }
-    }
-    phase.finish();
-
+    let sampled = sampled_threads(opts);
     let workloads: Vec<String> = opts.threads.iter().map(|&t| workload_name(t)).collect();
+    let mut outs = ctx.each_variant(opts.runs, &workloads, |r, ti, vi| {
+        let t = opts.threads[ti];
+        run_cell(ctx.variants[vi].tunables, opts, &zipf, r, t, r == 0 && t == sampled)
+    })?;
+
     // (variant, samples) of the sampled cells.
-    let lru_series: Vec<(String, Vec<LruSample>)> = presets
+    let lru_series: Vec<(String, Vec<LruSample>)> = ctx
+        .variants
         .iter()
-        .zip(&mut outs)
-        .map(|(p, o)| {
-            let lru = o.iter_mut().flatten().find(|c| !c.lru.is_empty()).map(|c| std::mem::take(&mut c.lru));
-            (p.name.to_string(), lru.unwrap_or_default())
+        .enumerate()
+        .map(|(vi, v)| {
+            let mut lru = Vec::new();
+            for ti in 0..workloads.len() {
+                if let Some(c) = outs.runs_mut(vi, ti).iter_mut().find(|c| !c.lru.is_empty()) {
+                    lru = std::mem::take(&mut c.lru);
+                    break;
+                }
+            }
+            (v.preset.name.to_string(), lru)
         })
         .collect();
     let mut specs = Vec::new();
@@ -782,13 +786,13 @@ pub fn run_opts(opts: &LruContentionOpts) -> Result<ExperimentResult> {
             specs.push(MetricSpec::new(w, measure, unit, better, mean, table));
         }
     }
-    let mut variants_out = Vec::new();
-    for (vi, p) in presets.iter().enumerate() {
-        let mode = tunables[vi].lru_batching;
+    let mut columns = Vec::new();
+    for (vi, v) in ctx.variants.iter().enumerate() {
+        let mode = v.tunables.lru_batching;
         let mut metrics: Named<Samples> = Named::new();
         let mut vmstat = Named::new();
         for (ti, w) in workloads.iter().enumerate() {
-            let cells = &outs[vi][ti];
+            let cells = outs.runs(vi, ti);
             let values: Vec<Vec<f64>> = cells.iter().map(|c| measure_values(c, mode)).collect();
             for (k, &(measure, ..)) in MEASURES.iter().enumerate() {
                 metrics.insert(format!("{w} {measure}"), Samples(values.iter().map(|v| v[k]).collect()));
@@ -796,7 +800,12 @@ pub fn run_opts(opts: &LruContentionOpts) -> Result<ExperimentResult> {
             let deltas: Vec<VmStat> = cells.iter().map(|c| c.vm.clone()).collect();
             vmstat.insert(w.clone(), sum_vmstat(&deltas));
         }
-        variants_out.push(VariantResult { name: p.name.into(), stands_for: p.stands_for.into(), metrics, vmstat });
+        columns.push(VariantResult {
+            name: v.preset.name.into(),
+            stands_for: v.preset.stands_for.into(),
+            metrics,
+            vmstat,
+        });
     }
 
     let mut notes = vec![
@@ -813,13 +822,11 @@ pub fn run_opts(opts: &LruContentionOpts) -> Result<ExperimentResult> {
          tree entry carries the PAGE_HOT hint (already active and referenced, where mark_page_accessed would \
          change nothing)"
             .to_string(),
-    ];
-    notes.push(
         "a page waiting in a per-CPU batch (today's activations, every page Danilov marks) holds a reference, so \
          reclaim meeting it at the inactive tail cannot free it and puts it back: one way batching moves kswapd \
          efficiency (Morton: \"the page is only in the pagevec at that time\")"
             .to_string(),
-    );
+    ];
     let ncpu = cpus();
     if let Some(&t) = opts.threads.iter().filter(|&&t| t > ncpu).max() {
         notes.push(format!(
@@ -832,113 +839,66 @@ pub fn run_opts(opts: &LruContentionOpts) -> Result<ExperimentResult> {
         "LRU list sizes (nr_active_file, nr_inactive_file, nr_free_pages) sampled every {} ms during the timed \
          reads of run 1 at {} threads, for every variant: extra.lru_sizes (at most {} points per series)",
         sample_interval_ms(opts),
-        sampled_threads,
+        sampled,
         MAX_JSON_POINTS
     ));
     if opts.runs < 2 {
         notes.push("one run: no spread, so no difference can be marked significant".into());
     }
-    if cfg!(debug_assertions) {
-        notes.push("debug build: run with --release for meaningful timings".into());
-    }
-
     // Throughput is timing; with other work on the machine it spreads.
-    let load_after = crate::sys::loadavg();
-    let spread = variants_out
+    let spread = columns
         .iter()
         .flat_map(|v| workloads.iter().map(move |w| coeffvar(v.samples(&format!("{w} ops/s")))))
         .filter(|c| c.is_finite())
         .fold(0.0f64, f64::max);
     if spread > 10.0 {
         notes.push(format!(
-            "throughput spread widely across runs (CoeffVar up to {spread:.0}%; load average {} before, {} after, \
-             on {} CPUs): other work on the machine; read the ops/s rows with that in mind. The per-access \
-             counts and the hit ratio hardly depend on timing",
-            load_before,
-            load_after,
-            cpus()
+            "throughput spread widely across runs (CoeffVar up to {spread:.0}%; see the load average): other \
+             work on the machine; read the ops/s rows with that in mind. The per-access counts and the hit \
+             ratio hardly depend on timing"
         ));
     }
 
-    // The kernel column.
-    let mut kernel_out = Value::Null;
-    if opts.kernel {
-        let kphase = progress.phase("kernel column", 1);
-        match kernel_column(opts, &workloads) {
-            Ok((col, raw, knotes)) => {
-                variants_out.push(col);
-                kernel_out = raw;
-                notes.extend(knotes);
-            }
-            Err(why) => notes.push(format!("kernel column not available: {why}")),
-        }
-        kphase.inc(1);
-        kphase.finish();
-    } else {
-        notes.push("kernel column not run (--no-kernel)".into());
-    }
-
-    let lru_modes: serde_json::Map<String, Value> = presets
+    let lru_modes: serde_json::Map<String, Value> = ctx
+        .variants
         .iter()
-        .zip(&tunables)
-        .map(|(p, t)| (p.name.to_string(), serde_json::to_value(t.lru_batching).unwrap_or(Value::Null)))
+        .map(|v| (v.preset.name.to_string(), serde_json::to_value(v.tunables.lru_batching).unwrap_or(Value::Null)))
         .collect();
-    let mut result = ExperimentResult {
-        experiment: EXPERIMENT.into(),
-        seed: SEED.into(),
-        seed_claim: SEED_CLAIM.into(),
-        same_direction: false,
-        variants: variants_out,
-        metric_specs: specs,
-        checks: Vec::new(),
-        params: serde_json::json!({
-            "opts": opts,
-            "page_size": PAGE,
-            "read_bytes": PAGE,
-            "nr_cpus": opts.nr_cpus(),
-            "machine_cpus": ncpu,
-            "cache_pages": opts.cache_pages(),
-            "working_set_pages": opts.working_set_pages(),
-            "pages_per_file": opts.pages_per_file(),
-            "warm_ops_per_thread": opts.threads.iter()
-                .map(|&t| (workload_name(t), Value::from(opts.warm_ops_per_thread(t))))
-                .collect::<serde_json::Map<String, Value>>(),
-            "lru_batching": lru_modes,
-            "workload": opts.describe(),
-            "workloads": opts.threads.iter().map(|&t| serde_json::json!({
-                "name": workload_name(t),
-                "description": format!("{t} thread{} reading the working set (see workload)", if t == 1 { "" } else { "s" }),
-            })).collect::<Vec<_>>(),
-            "timing": "ops/s: reads of all threads over the wall time from the barrier that starts them to the \
-                       return of the last",
-            "vmstat": "deltas over the timed reads (kswapd included), event counters summed over the runs",
-            "loadavg_before": load_before,
-            "loadavg_after": load_after,
-        }),
-        extra: serde_json::json!({
-            "kernel": kernel_out,
-            "lru_sizes": lru_sizes_json(opts, sampled_threads, &lru_series),
-        }),
-        runs: opts.runs,
-        quick: opts.quick,
-        optimized: !cfg!(debug_assertions),
-        total_s: 0.0,
-        notes,
-    };
-    result.checks = checks(&result, &workloads);
-    result.same_direction = report::same_direction(&result.checks);
+    let params = serde_json::json!({
+        "page_size": PAGE,
+        "read_bytes": PAGE,
+        "nr_cpus": opts.nr_cpus(),
+        "machine_cpus": ncpu,
+        "cache_pages": opts.cache_pages(),
+        "working_set_pages": opts.working_set_pages(),
+        "pages_per_file": opts.pages_per_file(),
+        "warm_ops_per_thread": opts.threads.iter()
+            .map(|&t| (workload_name(t), Value::from(opts.warm_ops_per_thread(t))))
+            .collect::<serde_json::Map<String, Value>>(),
+        "lru_batching": lru_modes,
+        "workload": opts.describe(),
+        "workloads": opts.threads.iter().map(|&t| serde_json::json!({
+            "name": workload_name(t),
+            "description": format!("{t} thread{} reading the working set (see workload)", if t == 1 { "" } else { "s" }),
+        })).collect::<Vec<_>>(),
+        "timing": "ops/s: reads of all threads over the wall time from the barrier that starts them to the \
+                   return of the last",
+        "vmstat": "deltas over the timed reads (kswapd included), event counters summed over the runs",
+    });
+    let extra = serde_json::json!({ "lru_sizes": lru_sizes_json(opts, sampled, &lru_series) });
+    let m = Measured { variants: columns, specs, params: into_map(params), extra: into_map(extra), notes };
+    Ok((m, LruSeries(lru_series)))
+}
 
-    if let Some(dir) = &opts.plot_dir {
-        match plots(&result, opts, dir, sampled_threads, &lru_series) {
-            Ok(paths) => {
-                let list: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-                result.notes.push(format!("plots: {}", list.join(", ")));
-            }
-            Err(e) => result.notes.push(format!("plots not written: {e}")),
+/// The workloads of a result, in order.
+fn result_workloads(r: &ExperimentResult) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for s in &r.metric_specs {
+        if !out.contains(&s.workload) {
+            out.push(s.workload.clone());
         }
     }
-    result.total_s = start.elapsed().as_secs_f64();
-    Ok(result)
+    out
 }
 
 /// The sampled LRU list sizes for the JSON: per variant, the series
@@ -1091,15 +1051,9 @@ struct KernelParams {
 
 /// Make the kernel column's files, run the workload in a memory cgroup,
 /// and turn its answer into a column: (column, raw JSON, notes).
-fn kernel_column(
-    opts: &LruContentionOpts,
-    workloads: &[String],
-) -> std::result::Result<(VariantResult, Value, Vec<String>), String> {
-    let tmp = match &opts.dir {
-        Some(d) => tempfile::Builder::new().prefix("pcache-lru-contention-").tempdir_in(d),
-        None => tempfile::Builder::new().prefix("pcache-lru-contention-").tempdir(),
-    }
-    .map_err(|e| format!("cannot make a temporary directory: {e}"))?;
+fn kernel_column(ctx: &Ctx<'_>, opts: &LruContentionOpts) -> std::result::Result<KernelColumn, String> {
+    let workloads: Vec<String> = opts.threads.iter().map(|&t| workload_name(t)).collect();
+    let tmp = &ctx.tmp;
     let ppf = opts.pages_per_file();
     let mut paths = Vec::new();
     let chunk_pages = (MIB / PAGE).min(ppf).max(1);
@@ -1135,7 +1089,6 @@ fn kernel_column(
     };
     let params = serde_json::to_value(&params).map_err(|e| format!("kernel parameters: {e}"))?;
     let v = kernel::run(EXPERIMENT, opts.mem_bytes, &params)?;
-    drop(tmp);
     let cells = v.get("cells").and_then(|c| c.as_array()).ok_or("the kernel worker returned no cells")?;
     let mut metrics: Named<Samples> = Named::new();
     for (w, &t) in workloads.iter().zip(&opts.threads) {
@@ -1176,7 +1129,7 @@ fn kernel_column(
         metrics,
         vmstat: Named::new(),
     };
-    Ok((col, v, notes))
+    Ok(KernelColumn { column: col, raw: v, notes })
 }
 
 /// The same workload through the kernel's page cache, run by
@@ -1363,7 +1316,8 @@ fn short(w: &str) -> &str {
 }
 
 /// The seed's claims against this run.
-fn checks(r: &ExperimentResult, workloads: &[String]) -> Vec<Check> {
+fn checks(r: &ExperimentResult) -> Vec<Check> {
+    let workloads = &result_workloads(r)[..];
     let mut out = Vec::new();
     let have = |n: &str| r.variant(n).is_some();
     let missing = |a: &str, b: &str| Check {
@@ -1543,36 +1497,29 @@ const VM_ITEMS: &[Item] = &[
     Item::workingset_activate,
 ];
 
-/// The readable report: setup, the compare-kernels table, a summary of
-/// means, vmstat per workload, the seed's claim against this run.
-pub fn report(r: &ExperimentResult) -> String {
-    let mut s = String::new();
-    let opts: Option<LruContentionOpts> = serde_json::from_value(r.params["opts"].clone()).ok();
-    let mem = opts.as_ref().map(|o| o.mem_bytes).unwrap_or(0);
-    let _ = writeln!(
-        s,
+/// The report's title line.
+fn title(r: &ExperimentResult, opts: &LruContentionOpts) -> String {
+    format!(
         "lru-contention (seed {}: batched mark_page_accessed): {} of cache, {} run{}{}, {} CPUs",
         r.seed,
-        fmt_size(mem),
+        fmt_size(opts.mem_bytes),
         r.runs,
         if r.runs == 1 { "" } else { "s" },
         if r.quick { " (quick)" } else { "" },
         r.params["machine_cpus"].as_u64().unwrap_or(0)
-    );
-    if !r.optimized {
-        let _ = writeln!(s, "WARNING: built without optimisations; these timings mean little");
-    }
-    for v in &r.variants {
-        let _ = writeln!(s, "  {:<7} {}", v.name, v.stands_for);
-    }
+    )
+}
+
+/// The report's body: the workload and timing, the seed's summary,
+/// vmstat.
+fn body(r: &ExperimentResult) -> String {
+    let mut s = String::from("\n");
     if let Some(w) = r.params["workload"].as_str() {
         let _ = writeln!(s, "workload: {w}");
     }
     if let Some(t) = r.params["timing"].as_str() {
         let _ = writeln!(s, "timing: {t}");
     }
-
-    s.push_str(&r.render_compare_section());
 
     // Means of every measure, grouped by measure.
     let _ = writeln!(s);
@@ -1612,42 +1559,33 @@ pub fn report(r: &ExperimentResult) -> String {
     for w in &workloads {
         s.push_str(&render_table(&vmstat_rows(w, &counted, VM_ITEMS, &|_| runs), &vright));
     }
-
-    s.push_str(&r.render_tail());
     s
 }
 
 /// `pcache bench lru-contention`.
 pub struct LruContention;
 
-impl Experiment for LruContention {
-    fn name(&self) -> &'static str {
-        EXPERIMENT
-    }
-    fn about(&self) -> &'static str {
-        "Seed 002, threads hitting cached pages: 2.6.10 immediate activation against batched mark_page_accessed."
-    }
-    fn main_job(&self) -> MainJob {
-        MainJob::Quick
-    }
-    fn presets(&self) -> &'static [Preset] {
-        PRESETS
-    }
-    fn kernel_workload(&self) -> Option<kernel::Workload> {
-        Some(kernel_workload)
-    }
-    fn params(&self) -> &'static [ParamDoc] {
-        &[
-            ParamDoc { name: "threads", help: "thread counts, one workload each, comma-separated [default: 1,2,4]" },
-            ParamDoc { name: "ops_per_thread", help: "timed 4 KiB reads per thread [default: 1000000; quick: 500000]" },
-            ParamDoc {
-                name: "warm_ratio",
-                help: "untimed Zipf reads first, in multiples of the working set's pages [default: 4]",
-            },
-            ParamDoc { name: "kernel_ops_per_thread", help: "timed reads per thread in the kernel column" },
-        ]
-    }
-    fn smoke(&self) -> ExpOpts {
+impl SeedExperiment for LruContention {
+    type Params = LruContentionOpts;
+    type Raw = LruSeries;
+    const NAME: &'static str = EXPERIMENT;
+    const SEED: &'static str = SEED;
+    const CLAIM: &'static str = SEED_CLAIM;
+    const ABOUT: &'static str = "Seed 002, threads hitting cached pages: 2.6.10 immediate activation against \
+                                 batched mark_page_accessed.";
+    const PRESETS: &'static [Preset] = PRESETS;
+    const PARAMS_KEY: &'static str = "opts";
+    const PARAMS: &'static [ParamDoc] = &[
+        ParamDoc { name: "threads", help: "thread counts, one workload each, comma-separated [default: 1,2,4]" },
+        ParamDoc { name: "ops_per_thread", help: "timed 4 KiB reads per thread [default: 1000000; quick: 500000]" },
+        ParamDoc {
+            name: "warm_ratio",
+            help: "untimed Zipf reads first, in multiples of the working set's pages [default: 4]",
+        },
+        ParamDoc { name: "kernel_ops_per_thread", help: "timed reads per thread in the kernel column" },
+    ];
+
+    fn smoke() -> ExpOpts {
         let params =
             [("threads", "1,2"), ("ops_per_thread", "20000"), ("warm_ratio", "2"), ("kernel_ops_per_thread", "5000")];
         ExpOpts {
@@ -1659,9 +1597,35 @@ impl Experiment for LruContention {
             ..ExpOpts::default()
         }
     }
-    fn run(&self, opts: &ExpOpts) -> Result<Outcome> {
-        let result = run(opts)?;
-        Outcome::new(report(&result), &result)
+    fn params(opts: &ExpOpts) -> Result<LruContentionOpts> {
+        let o = LruContentionOpts::from_exp(opts)?;
+        o.validate()?;
+        Ok(o)
+    }
+    fn shape(p: &LruContentionOpts) -> (&[String], usize, bool) {
+        (&p.variants, p.runs, p.quick)
+    }
+    fn measure(ctx: &Ctx<'_>, p: &LruContentionOpts) -> Result<(Measured, LruSeries)> {
+        measure(ctx, p)
+    }
+    fn kernel_workload() -> Option<kernel::Workload> {
+        Some(kernel_workload)
+    }
+    fn kernel_column(ctx: &Ctx<'_>, p: &LruContentionOpts) -> std::result::Result<KernelColumn, String> {
+        kernel_column(ctx, p)
+    }
+    fn checks(r: &ExperimentResult) -> Vec<Check> {
+        checks(r)
+    }
+    fn plot(dir: &Path, r: &ExperimentResult, raw: &LruSeries, p: &LruContentionOpts) -> Result<Vec<String>> {
+        let paths = plots(r, p, dir, sampled_threads(p), &raw.0)?;
+        Ok(paths.iter().map(|p| p.display().to_string()).collect())
+    }
+    fn title(r: &ExperimentResult, p: &LruContentionOpts) -> String {
+        title(r, p)
+    }
+    fn report_body(r: &ExperimentResult, _: &LruContentionOpts) -> String {
+        body(r)
     }
 }
 

@@ -26,7 +26,7 @@ pub static EXPERIMENTS: &[&dyn Experiment] = &[
     &Seed::<reclaim_writeback::ReclaimWritebackExp>::ENTRY,
     &Seed::<dd::Dd>::ENTRY,
     &Seed::<sparsetruncate::Sparsetruncate>::ENTRY,
-    &lru_contention::LruContention,
+    &Seed::<lru_contention::LruContention>::ENTRY,
     &Seed::<small_file_server::SmallFileServer>::ENTRY,
     &fuse_dd::FuseDd,
 ];

@@ -60,6 +60,11 @@ impl<T> Matrix<T> {
         &self.0[variant][workload]
     }
 
+    /// Every run of `workload` under `variant`, to take from.
+    pub fn runs_mut(&mut self, variant: usize, workload: usize) -> &mut [T] {
+        &mut self.0[variant][workload]
+    }
+
     /// Every run of `workload` under every variant.
     pub fn workload(&self, workload: usize) -> impl Iterator<Item = &T> {
         self.0.iter().flat_map(move |v| v[workload].iter())

@@ -4,14 +4,15 @@
 //! Asserts nothing about timings or about which variant is faster; only
 //! about counts that follow from the variants' definitions.
 
-use pcache_workloads::lru_contention::{self, LruContentionOpts};
+use pcache_workloads::lru_contention::{self, LruContention, LruContentionOpts};
 use pcache_workloads::report::ExperimentResult;
+use pcache_workloads::runner;
 
 #[test]
 fn lru_contention_tiny_report_and_json_are_complete() {
     let plots = tempfile::tempdir().unwrap();
     let opts = LruContentionOpts { plot_dir: Some(plots.path().to_path_buf()), ..LruContentionOpts::tiny() };
-    let result = lru_contention::run_opts(&opts).expect("lru-contention runs");
+    let (result, params) = lru_contention::run_opts(&opts).expect("lru-contention runs");
     let text = result.to_json_pretty().expect("serialises");
     let json: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
 
@@ -145,7 +146,7 @@ fn lru_contention_tiny_report_and_json_are_complete() {
 
     // The report names every variant, workload and table metric, and says
     // what the seed claimed and whether this run agrees.
-    let report = lru_contention::report(&result);
+    let report = runner::report::<LruContention>(&result, &params);
     for needle in [
         "2.6.10",
         "danilov",
@@ -187,5 +188,5 @@ fn lru_contention_takes_the_common_options() {
     assert!(o.quick && !o.kernel);
     assert!(o.validate().is_ok());
     let bad = pcache_workloads::experiment::ExpOpts { variants: Some(vec!["2.4".into()]), ..exp };
-    assert!(lru_contention::run(&bad).is_err());
+    assert!(runner::run::<LruContention>(&bad).is_err());
 }

@@ -54,11 +54,9 @@ use crate::experiment::ParamDoc;
 use crate::experiment::{apply_sets, ExpOpts};
 use crate::kernel;
 use crate::plot;
-use crate::render::{self, fmt_cell, fmt_pct, fmt_size, fmt_value, render_table, vmstat_rows};
-use crate::report::{
-    significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult,
-};
-use crate::runner::{self, into_map, Ctx, KernelColumn, Measured, SeedExperiment};
+use crate::render::{self, fmt_cell, fmt_pct, fmt_size, fmt_value, render_table, vmstat_section};
+use crate::report::{significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples};
+use crate::runner::{self, into_map, Ctx, KernelColumn, Measured, SeedExperiment, KERNEL_COLUMN};
 use crate::stats::{pct_better, Better};
 use crate::sys::kernel_release;
 use crate::variants::{self, Preset};
@@ -76,8 +74,6 @@ pub const SEED_CLAIM: &str = "batching mark_page_accessed through per-CPU pageve
 pub const BEFORE: &str = "2.6.10";
 pub const DANILOV: &str = "danilov";
 pub const TODAY: &str = "batched";
-/// The name of the kernel column.
-pub const KERNEL_COLUMN: &str = "kernel";
 
 const MIB: u64 = 1 << 20;
 /// The page size of every cache here, and the read size.
@@ -800,12 +796,7 @@ fn measure(ctx: &Ctx<'_>, opts: &LruContentionOpts) -> Result<(Measured, LruSeri
             let deltas: Vec<VmStat> = cells.iter().map(|c| c.vm.clone()).collect();
             vmstat.insert(w.clone(), sum_vmstat(&deltas));
         }
-        columns.push(VariantResult {
-            name: v.preset.name.into(),
-            stands_for: v.preset.stands_for.into(),
-            metrics,
-            vmstat,
-        });
+        columns.push(v.column(metrics, vmstat));
     }
 
     let mut notes = vec![
@@ -1119,17 +1110,12 @@ fn kernel_column(ctx: &Ctx<'_>, opts: &LruContentionOpts) -> std::result::Result
     if v["cachestat"].as_bool() == Some(false) {
         notes.push("kernel column: cachestat(2) is not available, so the kernel's hit ratio is unknown".into());
     }
-    let col = VariantResult {
-        name: KERNEL_COLUMN.into(),
-        stands_for: format!(
-            "the host kernel's page cache (Linux {}), pread(2) of the same keys in a memory cgroup of {}",
-            kernel_release(),
-            fmt_size(opts.mem_bytes)
-        ),
-        metrics,
-        vmstat: Named::new(),
-    };
-    Ok(KernelColumn { column: col, raw: v, notes })
+    let stands_for = format!(
+        "the host kernel's page cache (Linux {}), pread(2) of the same keys in a memory cgroup of {}",
+        kernel_release(),
+        fmt_size(opts.mem_bytes)
+    );
+    Ok(KernelColumn::new(stands_for, metrics, v, notes))
 }
 
 /// The same workload through the kernel's page cache, run by
@@ -1320,13 +1306,6 @@ fn checks(r: &ExperimentResult) -> Vec<Check> {
     let workloads = &result_workloads(r)[..];
     let mut out = Vec::new();
     let have = |n: &str| r.variant(n).is_some();
-    let missing = |a: &str, b: &str| Check {
-        name: format!("variants {a} and {b} both run"),
-        seed: "both".into(),
-        measured: r.variants.iter().map(|v| v.name.as_str()).collect::<Vec<_>>().join(","),
-        agrees: None,
-        counts: true,
-    };
     let most = workloads.last().cloned().unwrap_or_default();
 
     // 1. Batching cuts lru_lock acquisitions (Danilov's motive).
@@ -1346,7 +1325,7 @@ fn checks(r: &ExperimentResult) -> Vec<Check> {
             counts: true,
         });
     } else {
-        out.push(missing(BEFORE, TODAY));
+        out.extend(r.pair(BEFORE, TODAY).err());
     }
     if have(BEFORE) && have(DANILOV) {
         let rows = per_workload(r, workloads, BEFORE, DANILOV, "lru_lock/access");
@@ -1391,7 +1370,7 @@ fn checks(r: &ExperimentResult) -> Vec<Check> {
             counts: true,
         });
     } else {
-        out.push(missing(DANILOV, TODAY));
+        out.extend(r.pair(DANILOV, TODAY).err());
     }
     if have(BEFORE) && have(DANILOV) {
         let rows = per_workload(r, workloads, BEFORE, DANILOV, "atomic_ops/access");
@@ -1550,15 +1529,8 @@ fn body(r: &ExperimentResult) -> String {
     let right: Vec<bool> = (0..=r.variants.len()).map(|c| c > 0).collect();
     s.push_str(&render_table(&rows, &right));
 
-    // vmstat per workload.
-    let _ = writeln!(s);
-    let _ = writeln!(s, "vmstat deltas over the timed reads, mean per run");
     let runs = r.runs.max(1) as f64;
-    let counted: Vec<&VariantResult> = r.variants.iter().filter(|v| !v.vmstat.is_empty()).collect();
-    let vright: Vec<bool> = (0..=counted.len()).map(|c| c > 0).collect();
-    for w in &workloads {
-        s.push_str(&render_table(&vmstat_rows(w, &counted, VM_ITEMS, &|_| runs), &vright));
-    }
+    s.push_str(&vmstat_section(r, "vmstat deltas over the timed reads, mean per run", VM_ITEMS, &|_, _| runs));
     s
 }
 

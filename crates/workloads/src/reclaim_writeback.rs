@@ -53,7 +53,7 @@ use crate::experiment;
 use crate::experiment::{ExpOpts, ParamDoc};
 use crate::kernel;
 use crate::plot;
-use crate::render::{self, fmt_cell, fmt_count, fmt_pct, fmt_size, render_table};
+use crate::render::{self, fmt_cell, fmt_count, fmt_pct, fmt_size, render_table, vmstat_section};
 use crate::report::{
     significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult,
 };
@@ -79,8 +79,6 @@ const FSMARK_CHUNK: u64 = 64 * KIB;
 const BLOCK: u64 = MIB;
 /// Kswapd efficiency may move this many points and still be "unchanged".
 pub const EFFICIENCY_TOLERANCE_POINTS: f64 = 10.0;
-/// The name of the kernel column.
-pub const KERNEL_COLUMN: &str = "kernel";
 /// The plots' sampler reads the counters this often.
 pub const SAMPLE_INTERVAL_MS: u64 = 2;
 
@@ -644,12 +642,7 @@ fn measure(ctx: &Ctx<'_>, opts: &ReclaimWritebackOpts) -> Result<(Measured, Matr
             let deltas: Vec<VmStat> = runs.iter().map(|o| o.vm.clone()).collect();
             vmstat.insert(n, sum_vmstat(&deltas));
         }
-        columns.push(VariantResult {
-            name: v.preset.name.into(),
-            stands_for: v.preset.stands_for.into(),
-            metrics,
-            vmstat,
-        });
+        columns.push(v.column(metrics, vmstat));
     }
 
     let mut notes = vec![
@@ -788,18 +781,13 @@ fn kernel_column(ctx: &Ctx<'_>, opts: &ReclaimWritebackOpts) -> std::result::Res
         fmt_size(opts.mem_bytes),
         opts.dir.as_deref().map(|d| d.display().to_string()).unwrap_or_else(|| "the system temp dir".into())
     )];
-    let col = VariantResult {
-        name: KERNEL_COLUMN.into(),
-        stands_for: format!(
-            "the host kernel's page cache (Linux {}), the same fsmark and simple-wb through std::fs in a memory \
+    let stands_for = format!(
+        "the host kernel's page cache (Linux {}), the same fsmark and simple-wb through std::fs in a memory \
              cgroup of {}",
-            kernel_release(),
-            fmt_size(opts.mem_bytes)
-        ),
-        metrics,
-        vmstat: Named::new(),
-    };
-    Ok(KernelColumn { column: col, raw: v, notes })
+        kernel_release(),
+        fmt_size(opts.mem_bytes)
+    );
+    Ok(KernelColumn::new(stands_for, metrics, v, notes))
 }
 
 /// The fsmark and simple-wb workloads through the kernel's page cache (run
@@ -936,14 +924,9 @@ const NOT_EXERCISED: &str = " [not exercised]";
 /// workloads that did not exercise the mechanism do not count.
 fn checks(r: &ExperimentResult) -> Vec<Check> {
     let workloads = &exercised_workloads(r)[..];
-    let (Some(b), Some(a)) = (r.variant(BEFORE), r.variant(AFTER)) else {
-        return vec![Check {
-            name: format!("variants {BEFORE} and {AFTER} both run"),
-            seed: "both".into(),
-            measured: r.variants.iter().map(|v| v.name.as_str()).collect::<Vec<_>>().join(","),
-            agrees: None,
-            counts: true,
-        }];
+    let (b, a) = match r.pair(BEFORE, AFTER) {
+        Ok(pair) => pair,
+        Err(missing) => return vec![missing],
     };
     let tag = |ex: bool| if ex { "" } else { NOT_EXERCISED };
     let mut out = Vec::new();
@@ -1114,19 +1097,7 @@ fn body(r: &ExperimentResult, opts: &ReclaimWritebackOpts) -> String {
     let right: Vec<bool> = (0..=r.variants.len()).map(|c| c > 0).collect();
     s.push_str(&render_table(&rows, &right));
 
-    // vmstat per workload.
-    let _ = writeln!(s);
-    let _ = writeln!(s, "vmstat deltas, mean per run");
-    for w in &workloads {
-        let mut rows =
-            vec![std::iter::once(w.clone()).chain(r.variants.iter().map(|v| v.name.clone())).collect::<Vec<_>>()];
-        for &item in VM_ITEMS {
-            per_var(&mut rows, format!("  {}", item.name()), &|v| {
-                fmt_count(v.vm(w, item).map(|x| x as f64 / runs).unwrap_or(f64::NAN))
-            });
-        }
-        s.push_str(&render_table(&rows, &right));
-    }
+    s.push_str(&vmstat_section(r, "vmstat deltas, mean per run", VM_ITEMS, &|_, _| runs));
 
     if let Some(ex) = r.extra["exercised"].as_object() {
         let order: Vec<&str> = r.variants.first().map(|v| v.vmstat.keys().collect()).unwrap_or_default();

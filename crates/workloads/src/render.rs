@@ -271,6 +271,26 @@ pub fn vmstat_rows(
     rows
 }
 
+/// The vmstat section of a report: a heading, then per workload (in the
+/// order of the pcache columns' deltas) one row per counter in `items`,
+/// each variant's delta divided by `per(workload, variant)`. Columns
+/// without vmstat (the kernel's) are left out.
+pub fn vmstat_section(
+    r: &ExperimentResult,
+    heading: &str,
+    items: &[Item],
+    per: &dyn Fn(&str, &VariantResult) -> f64,
+) -> String {
+    let pcache: Vec<&VariantResult> = r.variants.iter().filter(|v| !v.vmstat.is_empty()).collect();
+    let right: Vec<bool> = (0..=pcache.len()).map(|c| c > 0).collect();
+    let workloads: Vec<&str> = pcache.first().map(|v| v.vmstat.keys().collect()).unwrap_or_default();
+    let mut s = format!("\n{heading}\n");
+    for w in workloads {
+        s.push_str(&render_table(&vmstat_rows(w, &pcache, items, &|v| per(w, v)), &right));
+    }
+    s
+}
+
 /// A difference in percent for a check's "this run" cell, e.g. `+3.92% *`
 /// (`*`: significant), or `n/a` when it could not be computed.
 pub fn fmt_pct(pct: f64, sig: bool) -> String {

@@ -252,6 +252,21 @@ impl ExperimentResult {
         self.variants.iter().find(|v| v.name == name)
     }
 
+    /// The variants `a` and `b`, or the check saying one of them did not
+    /// run (the seed's claims compare the two).
+    pub fn pair(&self, a: &str, b: &str) -> Result<(&VariantResult, &VariantResult), Check> {
+        match (self.variant(a), self.variant(b)) {
+            (Some(x), Some(y)) => Ok((x, y)),
+            _ => Err(Check {
+                name: format!("variants {a} and {b} both run"),
+                seed: "both".into(),
+                measured: self.variants.iter().map(|v| v.name.as_str()).collect::<Vec<_>>().join(","),
+                agrees: None,
+                counts: true,
+            }),
+        }
+    }
+
     pub fn spec(&self, metric: &str) -> Option<&MetricSpec> {
         self.metric_specs.iter().find(|m| m.name == metric)
     }

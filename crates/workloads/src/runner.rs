@@ -32,7 +32,7 @@ use serde_json::Value;
 use crate::experiment::{variant_tunables, ExpOpts, Experiment, MainJob, Outcome, ParamDoc};
 use crate::kernel;
 use crate::progress::Progress;
-use crate::report::{same_direction, Check, ExperimentResult, MetricSpec, VariantResult};
+use crate::report::{same_direction, Check, ExperimentResult, MetricSpec, Named, Samples, VariantResult};
 use crate::sys::{load_note, loadavg, tempdir_in};
 use crate::variants::{self, Preset};
 use crate::Result;
@@ -44,6 +44,16 @@ pub struct Variant {
     pub preset: &'static Preset,
     pub tunables: Tunables,
 }
+
+impl Variant {
+    /// This variant's column of the result.
+    pub fn column(&self, metrics: Named<Samples>, vmstat: Named<Value>) -> VariantResult {
+        VariantResult { name: self.preset.name.into(), stands_for: self.preset.stands_for.into(), metrics, vmstat }
+    }
+}
+
+/// The name of the kernel column.
+pub const KERNEL_COLUMN: &str = "kernel";
 
 /// The samples of a run, `outs[variant][workload][run]`.
 #[derive(Debug)]
@@ -102,6 +112,19 @@ pub struct KernelColumn {
     pub column: VariantResult,
     pub raw: Value,
     pub notes: Vec<String>,
+}
+
+impl KernelColumn {
+    /// The column [`KERNEL_COLUMN`], which stands for `stands_for`: its
+    /// metrics (no vmstat: the kernel's counters are the whole machine's),
+    /// the worker's JSON and notes.
+    pub fn new(stands_for: String, metrics: Named<Samples>, raw: Value, notes: Vec<String>) -> KernelColumn {
+        KernelColumn {
+            column: VariantResult { name: KERNEL_COLUMN.into(), stands_for, metrics, vmstat: Named::new() },
+            raw,
+            notes,
+        }
+    }
 }
 
 /// What a measurement runs with.

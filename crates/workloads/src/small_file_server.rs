@@ -69,7 +69,7 @@ use serde_json::Value;
 use crate::experiment::ExpOpts;
 use crate::kernel;
 use crate::plot::{self, Series};
-use crate::render::{self, fmt_cell, fmt_pct, fmt_size, render_table, vmstat_rows};
+use crate::render::{self, fmt_cell, fmt_pct, fmt_size, render_table, vmstat_section};
 use crate::report::{
     significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult,
 };
@@ -1085,25 +1085,20 @@ fn kernel_column(ctx: &Ctx<'_>, p: &Params) -> std::result::Result<KernelColumn,
         .into_iter()
         .map(|(a, b, c)| (a.unwrap_or(f64::NAN), b.unwrap_or(f64::NAN), c.unwrap_or(f64::NAN)))
         .collect();
-    let mut vr = VariantResult {
-        name: "kernel".into(),
-        stands_for: format!(
+    let mut stands_for = format!(
             "this machine's kernel {}: buffered pread in a memory cgroup of {} (the worker's own buffers, about \
              2 MiB, count against it); server workload only, hit ratios by cachestat(2). Its one rule is filemap_read's: mark unless the read starts in the folio where the last \
              one ended (!pos_same_folio(ki_pos, prev_pos - 1)), which for a one-page file re-read from offset 0 is \
              2.6.20's prev_index rule, not the prev_pos fix of 2.6.23",
             kernel_release(),
             fmt_size(p.mem_bytes)
-        ),
-        metrics,
-        vmstat: Named::new(),
-    };
+        );
     if v["cachestat"].as_bool() != Some(true) {
-        vr.stands_for.push_str(" (cachestat unavailable: no hit ratios)");
+        stands_for.push_str(" (cachestat unavailable: no hit ratios)");
     }
     let window = (p.rounds() / SERIES_POINTS).max(1);
     let raw = serde_json::json!({ "series": series_json(&downsample(&series, window)) });
-    Ok(KernelColumn { column: vr, raw, notes: Vec::new() })
+    Ok(KernelColumn::new(stands_for, metrics, raw, Vec::new()))
 }
 
 // ---------------------------------------------------------------------------
@@ -1578,16 +1573,8 @@ fn body(r: &ExperimentResult) -> String {
     let right: Vec<bool> = (0..=r.variants.len()).map(|c| c > 0).collect();
     s.push_str(&render_table(&rows, &right));
 
-    // vmstat per workload.
-    let _ = writeln!(s);
-    let _ = writeln!(s, "vmstat deltas, mean per run");
     let runs = r.runs.max(1) as f64;
-    let pcache: Vec<&VariantResult> = r.variants.iter().filter(|v| !v.vmstat.is_empty()).collect();
-    let workloads: Vec<String> =
-        pcache.first().map(|v| v.vmstat.keys().map(String::from).collect()).unwrap_or_default();
-    for w in &workloads {
-        s.push_str(&render_table(&vmstat_rows(w, &pcache, VM_ITEMS, &|_| runs), &right));
-    }
+    s.push_str(&vmstat_section(r, "vmstat deltas, mean per run", VM_ITEMS, &|_, _| runs));
     s
 }
 

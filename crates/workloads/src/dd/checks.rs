@@ -8,14 +8,9 @@ pub(super) fn max_of(v: &[f64]) -> f64 {
 
 /// The seed's claims against this run.
 pub(super) fn checks(r: &ExperimentResult) -> Vec<Check> {
-    let (Some(b), Some(a)) = (r.variant(BEFORE), r.variant(AFTER)) else {
-        return vec![Check {
-            name: format!("variants {BEFORE} and {AFTER} both run"),
-            seed: "both".into(),
-            measured: r.variants.iter().map(|v| v.name.as_str()).collect::<Vec<_>>().join(","),
-            agrees: None,
-            counts: true,
-        }];
+    let (b, a) = match r.pair(BEFORE, AFTER) {
+        Ok(pair) => pair,
+        Err(missing) => return vec![missing],
     };
     let mut out = Vec::new();
     for &(be, m) in &WORKLOADS {

@@ -51,17 +51,12 @@ pub(super) fn kernel_column(ctx: &Ctx<'_>, p: &DdParams) -> std::result::Result<
         fmt_size(p.mem_bytes),
         ctx.opts.dir.as_deref().map(|d| d.display().to_string()).unwrap_or_else(|| "the system temp dir".into())
     ));
-    let col = VariantResult {
-        name: KERNEL_COLUMN.into(),
-        stands_for: format!(
-            "the host kernel's page cache (Linux {}), the same dd through std::fs in a memory cgroup of {}",
-            kernel_release(),
-            fmt_size(p.mem_bytes)
-        ),
-        metrics,
-        vmstat: Named::new(),
-    };
-    Ok(KernelColumn { column: col, raw: v, notes })
+    let stands_for = format!(
+        "the host kernel's page cache (Linux {}), the same dd through std::fs in a memory cgroup of {}",
+        kernel_release(),
+        fmt_size(p.mem_bytes)
+    );
+    Ok(KernelColumn::new(stands_for, metrics, v, notes))
 }
 
 /// The same dd through the kernel's page cache (run in the memory cgroup

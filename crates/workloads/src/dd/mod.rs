@@ -52,7 +52,7 @@ use serde_json::Value;
 use crate::experiment::ExpOpts;
 use crate::kernel;
 use crate::plot;
-use crate::render::{self, fmt_cell, fmt_pct, fmt_size, render_table, vmstat_rows};
+use crate::render::{self, fmt_cell, fmt_pct, fmt_size, render_table, vmstat_section};
 use crate::report::{
     amean, significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult,
 };
@@ -80,8 +80,6 @@ pub const SEED_CLAIM: &str = "accessed-v2 against 3.15-rc3 vanilla: async dd Max
 /// The variants the checks compare: the seed's before and after.
 pub const BEFORE: &str = "3.15-vanilla";
 pub const AFTER: &str = "accessed-v2";
-/// The name of the kernel column.
-pub const KERNEL_COLUMN: &str = "kernel";
 
 const MIB: u64 = 1 << 20;
 /// dd's block size.

@@ -144,12 +144,7 @@ pub(super) fn body(r: &ExperimentResult) -> String {
     }
     s.push_str(&render_table(&rows, &pright));
 
-    let _ = writeln!(s);
-    let _ = writeln!(s, "vmstat deltas of the timed iterations, mean per run");
     let runs = r.runs.max(1) as f64;
-    for &(be, m) in &WORKLOADS {
-        let w = workload_name(be, m);
-        s.push_str(&render_table(&vmstat_rows(&w, &pc, VM_ITEMS, &|_| runs), &pright));
-    }
+    s.push_str(&vmstat_section(r, "vmstat deltas of the timed iterations, mean per run", VM_ITEMS, &|_, _| runs));
     s
 }

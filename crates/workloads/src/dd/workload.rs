@@ -146,12 +146,7 @@ pub(super) fn measure(ctx: &Ctx<'_>, p: &DdParams) -> Result<Measured> {
             let deltas: Vec<VmStat> = runs.iter().map(|o| o.vm.clone()).collect();
             vmstat.insert(w.as_str(), sum_vmstat(&deltas));
         }
-        columns.push(VariantResult {
-            name: v.preset.name.into(),
-            stands_for: v.preset.stands_for.into(),
-            metrics,
-            vmstat,
-        });
+        columns.push(v.column(metrics, vmstat));
     }
 
     let mut notes = vec![

@@ -39,17 +39,12 @@ pub(super) fn kernel_column(ctx: &Ctx<'_>, p: &SparseParams) -> std::result::Res
         fmt_size(p.mem_bytes),
         if cached.is_nan() { "an unknown part".to_string() } else { format!("{:.0}%", cached * 100.0) }
     );
-    let col = VariantResult {
-        name: KERNEL_COLUMN.into(),
-        stands_for: format!(
-            "the host kernel's page cache (Linux {}), the same sparse files through std::fs in a memory cgroup of {}",
-            kernel_release(),
-            fmt_size(p.mem_bytes)
-        ),
-        metrics,
-        vmstat: Named::new(),
-    };
-    Ok(KernelColumn { column: col, raw: v, notes: vec![note] })
+    let stands_for = format!(
+        "the host kernel's page cache (Linux {}), the same sparse files through std::fs in a memory cgroup of {}",
+        kernel_release(),
+        fmt_size(p.mem_bytes)
+    );
+    Ok(KernelColumn::new(stands_for, metrics, v, vec![note]))
 }
 
 /// The same workload through the kernel's page cache (run in the memory

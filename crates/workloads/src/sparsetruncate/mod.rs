@@ -49,7 +49,7 @@ use serde_json::Value;
 use crate::experiment::ExpOpts;
 use crate::kernel;
 use crate::plot;
-use crate::render::{fmt_count, fmt_size, render_table, vmstat_rows};
+use crate::render::{fmt_count, fmt_size, render_table, vmstat_section};
 use crate::report::{amean, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult};
 use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedExperiment, Variant};
 use crate::stats::{pct_better, quantile_sorted, Better, Summary};
@@ -74,8 +74,6 @@ pub const SEED_CLAIM: &str = "onedrain against 4.14-rc4 batchshadow-v1r1, sparse
 /// The variants the checks compare: the seed's before and after.
 pub const BEFORE: &str = "batchshadow";
 pub const AFTER: &str = "onedrain";
-/// The name of the kernel column.
-pub const KERNEL_COLUMN: &str = "kernel";
 
 const MIB: u64 = 1 << 20;
 /// Bytes read at every page.

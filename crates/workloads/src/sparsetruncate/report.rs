@@ -113,13 +113,9 @@ pub(super) fn body(r: &ExperimentResult) -> String {
         }
     }
 
-    let _ = writeln!(s);
-    let _ = writeln!(s, "vmstat deltas of the truncation phases, per truncate");
-    for b in BACKENDS {
-        let w = b.name();
-        let n = |v: &VariantResult| v.samples(&format!("{w} truncate_us")).len().max(1) as f64;
-        s.push_str(&render_table(&vmstat_rows(w, &pc, VM_ITEMS, &n), &right));
-    }
+    // Per truncate: the counters over the truncates measured.
+    let n = |w: &str, v: &VariantResult| v.samples(&format!("{w} truncate_us")).len().max(1) as f64;
+    s.push_str(&vmstat_section(r, "vmstat deltas of the truncation phases, per truncate", VM_ITEMS, &n));
     s
 }
 

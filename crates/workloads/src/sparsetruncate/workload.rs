@@ -171,12 +171,7 @@ pub(super) fn measure(ctx: &Ctx<'_>, p: &SparseParams) -> Result<Measured> {
             let deltas: Vec<VmStat> = runs.iter().flat_map(|o| o.vm.iter().cloned()).collect();
             vmstat.insert(w, sum_vmstat(&deltas));
         }
-        columns.push(VariantResult {
-            name: v.preset.name.into(),
-            stands_for: v.preset.stands_for.into(),
-            metrics,
-            vmstat,
-        });
+        columns.push(v.column(metrics, vmstat));
     }
 
     let mut notes = vec![

@@ -24,11 +24,6 @@ fn dd_tiny_report_and_json_are_complete() {
     let text = result.to_json_pretty().expect("serialises");
     let json: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
 
-    assert_eq!(json["experiment"], "dd");
-    assert_eq!(json["seed"], "000");
-    assert!(json["seed_claim"].as_str().is_some_and(|s| s.contains("mark_page_accessed")));
-    assert!(json["same_direction"].is_boolean());
-
     let workloads = ["tmpfs-async", "tmpfs-fdatasync", "file-async", "file-fdatasync"];
     let measures =
         ["elapsed_s", "MB/s", "cpu_s", "atomic_flag_rmw/page", "mark_page_accessed/page", "init_page_accessed/page"];
@@ -40,7 +35,6 @@ fn dd_tiny_report_and_json_are_complete() {
     let vnames: Vec<&str> = variants.iter().map(|v| v["name"].as_str().unwrap()).collect();
     assert_eq!(vnames, [dd::BEFORE, dd::AFTER], "no kernel column with kernel: false");
     for v in variants {
-        assert!(v["stands_for"].as_str().is_some_and(|s| !s.is_empty()));
         let metrics = v["metrics"].as_object().expect("metrics");
         assert_eq!(metrics.len(), names.len(), "{:?}", metrics.keys().collect::<Vec<_>>());
         for n in &names {

@@ -16,11 +16,6 @@ fn lru_contention_tiny_report_and_json_are_complete() {
     let text = result.to_json_pretty().expect("serialises");
     let json: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
 
-    assert_eq!(json["experiment"], "lru-contention");
-    assert_eq!(json["seed"], "002");
-    assert!(json["seed_claim"].as_str().is_some_and(|s| s.contains("lru_lock")));
-    assert!(json["same_direction"].is_boolean());
-
     let workloads = ["zipf-1t", "zipf-2t"];
     let measures = [
         "ops/s",
@@ -39,7 +34,6 @@ fn lru_contention_tiny_report_and_json_are_complete() {
     let vnames: Vec<&str> = variants.iter().map(|v| v["name"].as_str().unwrap()).collect();
     assert_eq!(vnames, ["2.6.10", "danilov", "batched"], "no kernel column with kernel: false");
     for v in variants {
-        assert!(v["stands_for"].as_str().is_some_and(|s| !s.is_empty()));
         let metrics = v["metrics"].as_object().expect("metrics");
         assert_eq!(metrics.len(), names.len(), "{:?}", metrics.keys().collect::<Vec<_>>());
         for n in &names {
@@ -89,7 +83,6 @@ fn lru_contention_tiny_report_and_json_are_complete() {
     assert!(checks.iter().any(|c| c["name"].as_str().is_some_and(|n| n.contains("more atomic ops"))));
     assert!(checks.iter().any(|c| c["name"].as_str().is_some_and(|n| n.contains("hit ratio"))));
     assert_eq!(json["metric_specs"].as_array().map(Vec::len), Some(names.len()));
-    assert!(json["notes"].as_array().is_some_and(|n| n.iter().any(|n| n.as_str().unwrap().contains("kernel column"))));
 
     // The LRU list sizes, sampled at the most threads, per variant: the
     // series are as long as each other, at most 200 points, the lists

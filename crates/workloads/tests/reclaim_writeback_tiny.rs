@@ -20,11 +20,6 @@ fn reclaim_writeback_tiny_report_and_json_are_complete() {
     let text = result.to_json_pretty().expect("serialises");
     let json: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
 
-    assert_eq!(json["experiment"], "reclaim-writeback");
-    assert_eq!(json["seed"], "004");
-    assert!(json["seed_claim"].as_str().is_some_and(|s| s.contains("files/s")));
-    assert!(json["same_direction"].is_boolean());
-
     let workloads = ["fsmark-1t", "fsmark-4t", "fsmark-16t", "simple-wb", "mmap-strm"];
     let mut names: Vec<String> = Vec::new();
     for w in workloads {
@@ -52,7 +47,6 @@ fn reclaim_writeback_tiny_report_and_json_are_complete() {
     let vnames: Vec<&str> = variants.iter().map(|v| v["name"].as_str().unwrap()).collect();
     assert_eq!(vnames, ["3.1", "3.2"]);
     for v in variants {
-        assert!(v["stands_for"].as_str().is_some_and(|s| !s.is_empty()));
         let metrics = v["metrics"].as_object().expect("metrics");
         assert_eq!(metrics.len(), names.len(), "{:?}", metrics.keys().collect::<Vec<_>>());
         for n in &names {

@@ -25,11 +25,6 @@ fn small_file_server_tiny_report_and_json_are_complete() {
     let text = result.to_json_pretty().expect("serialises");
     let json: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
 
-    assert_eq!(json["experiment"], "small-file-server");
-    assert_eq!(json["seed"], "003");
-    assert!(json["seed_claim"].as_str().is_some_and(|s| s.contains("1111")));
-    assert!(json["same_direction"].is_boolean());
-
     let specs = json["metric_specs"].as_array().expect("metric specs");
     let names: Vec<&str> = specs.iter().map(|m| m["name"].as_str().unwrap()).collect();
     for needed in [
@@ -53,7 +48,6 @@ fn small_file_server_tiny_report_and_json_are_complete() {
     assert_eq!(vnames[0], "2.6.20-prev-index");
     for v in variants {
         let vn = v["name"].as_str().unwrap();
-        assert!(v["stands_for"].as_str().is_some_and(|s| !s.is_empty()));
         let metrics = v["metrics"].as_object().expect("metrics");
         assert_eq!(metrics.len(), names.len(), "{vn}: {:?}", metrics.keys().collect::<Vec<_>>());
         for n in &names {

@@ -24,11 +24,6 @@ fn sparsetruncate_tiny_report_and_json_are_complete() {
     let text = result.to_json_pretty().expect("serialises");
     let json: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
 
-    assert_eq!(json["experiment"], "sparsetruncate");
-    assert_eq!(json["seed"], "001");
-    assert!(json["seed_claim"].as_str().is_some_and(|s| s.contains("254")));
-    assert!(json["same_direction"].is_boolean());
-
     let p = &json["params"]["sparsetruncate"];
     let truncates = (p["files"].as_u64().unwrap() * p["rounds"].as_u64().unwrap()) as usize;
     assert!(truncates >= 16, "{p}");
@@ -43,7 +38,6 @@ fn sparsetruncate_tiny_report_and_json_are_complete() {
     let vnames: Vec<&str> = variants.iter().map(|v| v["name"].as_str().unwrap()).collect();
     assert_eq!(vnames, [sparsetruncate::BEFORE, sparsetruncate::AFTER], "no kernel column with kernel: false");
     for v in variants {
-        assert!(v["stands_for"].as_str().is_some_and(|s| !s.is_empty()));
         let metrics = v["metrics"].as_object().expect("metrics");
         assert_eq!(metrics.len(), names.len(), "{:?}", metrics.keys().collect::<Vec<_>>());
         for n in &names {

@@ -54,7 +54,7 @@ use crate::experiment::ParamDoc;
 use crate::experiment::{apply_sets, ExpOpts};
 use crate::kernel;
 use crate::plot;
-use crate::render::{self, fmt_cell, fmt_pct, fmt_size, fmt_value, render_table, vmstat_section};
+use crate::render::{self, fmt_pct, fmt_size, fmt_value, vmstat_section};
 use crate::report::{significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples};
 use crate::runner::{self, into_map, Ctx, KernelColumn, Measured, SeedExperiment, KERNEL_COLUMN};
 use crate::stats::{pct_better, Better};
@@ -1501,33 +1501,9 @@ fn body(r: &ExperimentResult) -> String {
     }
 
     // Means of every measure, grouped by measure.
-    let _ = writeln!(s);
-    let _ = writeln!(s, "summary (means over runs; percentages against the first column, positive = better)");
-    let workloads: Vec<String> =
-        r.variants.first().map(|v| v.vmstat.keys().map(String::from).collect()).unwrap_or_default();
-    let mut rows =
-        vec![std::iter::once(String::new()).chain(r.variants.iter().map(|v| v.name.clone())).collect::<Vec<_>>()];
-    for &(measure, ..) in MEASURES {
-        for w in &workloads {
-            let metric = format!("{w} {measure}");
-            let Some(spec) = r.spec(&metric) else { continue };
-            let base = r.mean(&r.variants[0].name, &metric);
-            let mut row = vec![metric.clone()];
-            for v in &r.variants {
-                if v.metrics.get(&metric).is_none() {
-                    row.push("-".into());
-                    continue;
-                }
-                let m = r.mean(&v.name, &metric);
-                let sig =
-                    v.name != r.variants[0].name && significant(r.variants[0].samples(&metric), v.samples(&metric));
-                row.push(fmt_cell(m, pct_better(base, m, spec.better), sig).trim_start().to_string());
-            }
-            rows.push(row);
-        }
-    }
-    let right: Vec<bool> = (0..=r.variants.len()).map(|c| c > 0).collect();
-    s.push_str(&render_table(&rows, &right));
+    let specs: Vec<&MetricSpec> =
+        MEASURES.iter().flat_map(|&(m, ..)| r.metric_specs.iter().filter(move |s| s.measure == m)).collect();
+    s.push_str(&render::means_table(r, &specs));
 
     let runs = r.runs.max(1) as f64;
     s.push_str(&vmstat_section(r, "vmstat deltas over the timed reads, mean per run", VM_ITEMS, &|_, _| runs));

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use pcache::Item;
 
-use crate::report::{significant, Check, ExperimentResult, Mean, VariantResult};
+use crate::report::{significant, Check, ExperimentResult, Mean, MetricSpec, VariantResult};
 use crate::stats::{pct_better, Comparison, Row, Summary};
 
 impl ExperimentResult {
@@ -269,6 +269,33 @@ pub fn vmstat_rows(
         rows.push(row);
     }
     rows
+}
+
+/// A summary of means: a heading, then one row per metric of `specs`
+/// (`name (unit)`), each variant's mean (its own kind of mean) with its
+/// difference against the first column, positive = better, and `*` where
+/// the difference of means is significant; `-` where nothing was measured.
+pub fn means_table(r: &ExperimentResult, specs: &[&MetricSpec]) -> String {
+    let mut s = String::from("\nsummary (means over runs; percentages against the first column, positive = better)\n");
+    let Some(first) = r.variants.first() else { return s };
+    let mut rows = vec![std::iter::once(String::new()).chain(r.variants.iter().map(|v| v.name.clone())).collect()];
+    for spec in specs {
+        let base = r.mean(&first.name, &spec.name);
+        let mut row = vec![format!("{} ({})", spec.name, spec.unit)];
+        for v in &r.variants {
+            let m = r.mean(&v.name, &spec.name);
+            if m.is_nan() {
+                row.push("-".into());
+                continue;
+            }
+            let sig = v.name != first.name && significant(first.samples(&spec.name), v.samples(&spec.name));
+            row.push(fmt_cell(m, pct_better(base, m, spec.better), sig).trim_start().to_string());
+        }
+        rows.push(row);
+    }
+    let right: Vec<bool> = (0..=r.variants.len()).map(|c| c > 0).collect();
+    s.push_str(&render_table(&rows, &right));
+    s
 }
 
 /// The vmstat section of a report: a heading, then per workload (in the

@@ -69,7 +69,7 @@ use serde_json::Value;
 use crate::experiment::ExpOpts;
 use crate::kernel;
 use crate::plot::{self, Series};
-use crate::render::{self, fmt_cell, fmt_pct, fmt_size, render_table, vmstat_section};
+use crate::render::{self, fmt_pct, fmt_size, vmstat_section};
 use crate::report::{
     significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult,
 };
@@ -1550,29 +1550,7 @@ fn title(r: &ExperimentResult, p: &Params) -> String {
 fn body(r: &ExperimentResult) -> String {
     let mut s = String::new();
 
-    // Summary of means, one row per metric.
-    let _ = writeln!(s);
-    let _ = writeln!(s, "summary (means over runs; percentages against the first column, positive = better)");
-    let mut rows =
-        vec![std::iter::once(String::new()).chain(r.variants.iter().map(|v| v.name.clone())).collect::<Vec<_>>()];
-    for spec in &r.metric_specs {
-        let base_name = &r.variants[0].name;
-        let base = r.mean(base_name, &spec.name);
-        let mut row = vec![format!("{} ({})", spec.name, spec.unit)];
-        for v in &r.variants {
-            let mv = r.mean(&v.name, &spec.name);
-            if mv.is_nan() {
-                row.push("-".into());
-                continue;
-            }
-            let sig = v.name != *base_name && significant(r.variants[0].samples(&spec.name), v.samples(&spec.name));
-            row.push(fmt_cell(mv, pct_better(base, mv, spec.better), sig).trim_start().to_string());
-        }
-        rows.push(row);
-    }
-    let right: Vec<bool> = (0..=r.variants.len()).map(|c| c > 0).collect();
-    s.push_str(&render_table(&rows, &right));
-
+    s.push_str(&render::means_table(r, &r.metric_specs.iter().collect::<Vec<_>>()));
     let runs = r.runs.max(1) as f64;
     s.push_str(&vmstat_section(r, "vmstat deltas, mean per run", VM_ITEMS, &|_, _| runs));
     s

@@ -34,6 +34,40 @@ pub(super) fn per_workload(
         .collect()
 }
 
+/// Which way the second variant of a pair must go on a measure.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Order {
+    Lower,
+    Higher,
+}
+
+/// Whether `b` is below (or above) `a` on `measure` in every workload
+/// measured: this run's figures (`a -> b` for a cut, `b vs a` for a rise)
+/// and the verdict, None when no workload measured both.
+pub(super) fn every_workload(
+    r: &ExperimentResult,
+    workloads: &[String],
+    (a, b): (&str, &str),
+    measure: &str,
+    order: Order,
+) -> (String, Option<bool>) {
+    let rows = per_workload(r, workloads, a, b, measure);
+    let told: Vec<bool> = rows
+        .iter()
+        .filter(|(_, x, y)| x.is_finite() && y.is_finite())
+        .map(|(_, x, y)| if order == Order::Lower { y < x } else { y > x })
+        .collect();
+    let measured = rows
+        .iter()
+        .map(|(w, x, y)| match order {
+            Order::Lower => format!("{} {} -> {}", short(w), fmt_value(*x), fmt_value(*y)),
+            Order::Higher => format!("{} {} vs {}", short(w), fmt_value(*y), fmt_value(*x)),
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    (measured, if told.is_empty() { None } else { Some(told.iter().all(|&t| t)) })
+}
+
 pub(super) fn short(w: &str) -> &str {
     w.strip_prefix("zipf-").unwrap_or(w)
 }
@@ -46,82 +80,56 @@ pub(super) fn checks(r: &ExperimentResult) -> Vec<Check> {
     let most = workloads.last().cloned().unwrap_or_default();
 
     // 1. Batching cuts lru_lock acquisitions (Danilov's motive).
+    let lock_seed = "batching decreases contention on zone->lru_lock (Danilov)";
     if have(BEFORE) && have(TODAY) {
-        let rows = per_workload(r, workloads, BEFORE, TODAY, "lru_lock/access");
-        let told: Vec<bool> =
-            rows.iter().filter(|(_, a, b)| a.is_finite() && b.is_finite()).map(|(_, a, b)| b < a).collect();
+        let (measured, agrees) = every_workload(r, workloads, (BEFORE, TODAY), "lru_lock/access", Order::Lower);
         out.push(Check {
             name: format!("{TODAY} takes fewer lru_lock acquisitions per access than {BEFORE}"),
-            seed: "batching decreases contention on zone->lru_lock (Danilov)".into(),
-            measured: rows
-                .iter()
-                .map(|(w, a, b)| format!("{} {} -> {}", short(w), fmt_value(*a), fmt_value(*b)))
-                .collect::<Vec<_>>()
-                .join("; "),
-            agrees: if told.is_empty() { None } else { Some(told.iter().all(|&x| x)) },
+            seed: lock_seed.into(),
+            measured,
+            agrees,
             counts: true,
         });
     } else {
         out.extend(r.pair(BEFORE, TODAY).err());
     }
     if have(BEFORE) && have(DANILOV) {
-        let rows = per_workload(r, workloads, BEFORE, DANILOV, "lru_lock/access");
-        let told: Vec<bool> =
-            rows.iter().filter(|(_, a, b)| a.is_finite() && b.is_finite()).map(|(_, a, b)| b < a).collect();
+        let (measured, agrees) = every_workload(r, workloads, (BEFORE, DANILOV), "lru_lock/access", Order::Lower);
+        let activations: Vec<String> =
+            workloads.iter().map(|w| fmt_value(r.mean(BEFORE, &format!("{w} pgactivate/access")))).collect();
         out.push(Check {
             name: format!("{DANILOV} takes fewer lru_lock acquisitions per access than {BEFORE}"),
-            seed: "batching decreases contention on zone->lru_lock (Danilov)".into(),
-            measured: rows
-                .iter()
-                .map(|(w, a, b)| format!("{} {} -> {}", short(w), fmt_value(*a), fmt_value(*b)))
-                .collect::<Vec<_>>()
-                .join("; ")
-                + &format!(
-                    " (not counted: Danilov takes the lock once per 15 marks whatever they do, 2.6.10 once per \
-                     activation, so which is fewer depends on how many marks activate; here pgactivate/access {})",
-                    workloads
-                        .iter()
-                        .map(|w| fmt_value(r.mean(BEFORE, &format!("{w} pgactivate/access"))))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            agrees: if told.is_empty() { None } else { Some(told.iter().all(|&x| x)) },
+            seed: lock_seed.into(),
+            measured: format!(
+                "{measured} (not counted: Danilov takes the lock once per 15 marks whatever they do, 2.6.10 once \
+                 per activation, so which is fewer depends on how many marks activate; here pgactivate/access {})",
+                activations.join(", ")
+            ),
+            agrees,
             counts: false,
         });
     }
 
     // 2. Danilov's batch costs atomic ops (Andrew Morton).
     if have(DANILOV) && have(TODAY) {
-        let rows = per_workload(r, workloads, TODAY, DANILOV, "atomic_ops/access");
-        let told: Vec<bool> =
-            rows.iter().filter(|(_, a, b)| a.is_finite() && b.is_finite()).map(|(_, a, b)| b > a).collect();
+        let (measured, agrees) = every_workload(r, workloads, (TODAY, DANILOV), "atomic_ops/access", Order::Higher);
         out.push(Check {
             name: format!("{DANILOV} spends more atomic ops per access than {TODAY}"),
             seed: "the extra get_page/put_page adds atomic ops (Morton); kernbench -j4 12% slower (Tosatti)".into(),
-            measured: rows
-                .iter()
-                .map(|(w, a, b)| format!("{} {} vs {}", short(w), fmt_value(*b), fmt_value(*a)))
-                .collect::<Vec<_>>()
-                .join("; "),
-            agrees: if told.is_empty() { None } else { Some(told.iter().all(|&x| x)) },
+            measured,
+            agrees,
             counts: true,
         });
     } else {
         out.extend(r.pair(DANILOV, TODAY).err());
     }
     if have(BEFORE) && have(DANILOV) {
-        let rows = per_workload(r, workloads, BEFORE, DANILOV, "atomic_ops/access");
-        let told: Vec<bool> =
-            rows.iter().filter(|(_, a, b)| a.is_finite() && b.is_finite()).map(|(_, a, b)| b > a).collect();
+        let (measured, agrees) = every_workload(r, workloads, (BEFORE, DANILOV), "atomic_ops/access", Order::Higher);
         out.push(Check {
             name: format!("{DANILOV} spends more atomic ops per access than {BEFORE}"),
             seed: "the extra get_page/put_page adds atomic ops (Morton)".into(),
-            measured: rows
-                .iter()
-                .map(|(w, a, b)| format!("{} {} vs {}", short(w), fmt_value(*b), fmt_value(*a)))
-                .collect::<Vec<_>>()
-                .join("; "),
-            agrees: if told.is_empty() { None } else { Some(told.iter().all(|&x| x)) },
+            measured,
+            agrees,
             counts: true,
         });
     }

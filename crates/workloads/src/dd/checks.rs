@@ -6,6 +6,32 @@ pub(super) fn max_of(v: &[f64]) -> f64 {
     v.iter().copied().filter(|x| !x.is_nan()).fold(f64::NAN, f64::max)
 }
 
+/// A check that accessed-v2's time (seconds) is lower than vanilla's:
+/// `before -> after ms (pct{inner}){outer}`, `*` on the percentage where
+/// `sig`.
+fn time_lower(
+    name: String,
+    seed: &str,
+    (before, after): (f64, f64),
+    sig: bool,
+    (inner, outer): (&str, &str),
+    counts: bool,
+) -> Check {
+    let pct = pct_better(before, after, Better::Lower);
+    Check {
+        name,
+        seed: seed.into(),
+        measured: format!(
+            "{} -> {} ms ({}{inner}){outer}",
+            render::fmt_value(before * 1e3),
+            render::fmt_value(after * 1e3),
+            fmt_pct(pct, sig)
+        ),
+        agrees: if pct.is_nan() { None } else { Some(pct > 0.0) },
+        counts,
+    }
+}
+
 /// The seed's claims against this run.
 pub(super) fn checks(r: &ExperimentResult) -> Vec<Check> {
     let (b, a) = match r.pair(BEFORE, AFTER) {
@@ -16,57 +42,38 @@ pub(super) fn checks(r: &ExperimentResult) -> Vec<Check> {
     for &(be, m) in &WORKLOADS {
         let w = workload_name(be, m);
         let metric = format!("{w} elapsed_s");
-        let (mb, ma) = (r.mean(BEFORE, &metric), r.mean(AFTER, &metric));
-        let pct = pct_better(mb, ma, Better::Lower);
-        let sig = significant(b.samples(&metric), a.samples(&metric));
         let seed = match (be, m) {
             (Backend::Tmpfs, Mode::Async) => "faster: tmpfs Max 0.51 -> 0.49 s (+3.92%)",
             (Backend::File, Mode::Async) => "faster: Max ext3 +17%, ext4 +28%, xfs +83%, btrfs +0.2%",
             (_, Mode::Fdatasync) => "faster, smaller gain (sync figures not in the excerpt)",
         };
-        out.push(Check {
-            name: format!("{w}: accessed-v2 faster (Amean elapsed lower)"),
-            seed: seed.into(),
-            measured: format!(
-                "{} -> {} ms ({} better)",
-                render::fmt_value(mb * 1e3),
-                render::fmt_value(ma * 1e3),
-                fmt_pct(pct, sig)
-            ),
-            agrees: if pct.is_nan() { None } else { Some(pct > 0.0) },
+        out.push(time_lower(
+            format!("{w}: accessed-v2 faster (Amean elapsed lower)"),
+            seed,
+            (r.mean(BEFORE, &metric), r.mean(AFTER, &metric)),
+            significant(b.samples(&metric), a.samples(&metric)),
+            (" better", ""),
             // The seed's figures are async; its sync results are not shown.
-            counts: m == Mode::Async,
-        });
+            m == Mode::Async,
+        ));
         let cpu = format!("{w} cpu_s");
-        let (cb, ca) = (r.mean(BEFORE, &cpu), r.mean(AFTER, &cpu));
-        let cpct = pct_better(cb, ca, Better::Lower);
-        out.push(Check {
-            name: format!("{w}: writer CPU time lower (not preempted; not in the seed)"),
-            seed: seed.into(),
-            measured: format!(
-                "{} -> {} ms ({} better)",
-                render::fmt_value(cb * 1e3),
-                render::fmt_value(ca * 1e3),
-                fmt_pct(cpct, significant(b.samples(&cpu), a.samples(&cpu)))
-            ),
-            agrees: if cpct.is_nan() { None } else { Some(cpct > 0.0) },
-            counts: false,
-        });
+        out.push(time_lower(
+            format!("{w}: writer CPU time lower (not preempted; not in the seed)"),
+            seed,
+            (r.mean(BEFORE, &cpu), r.mean(AFTER, &cpu)),
+            significant(b.samples(&cpu), a.samples(&cpu)),
+            (" better", ""),
+            false,
+        ));
         if m == Mode::Async {
-            let (xb, xa) = (max_of(b.samples(&metric)), max_of(a.samples(&metric)));
-            let pct = pct_better(xb, xa, Better::Lower);
-            out.push(Check {
-                name: format!("{w}: Max elapsed lower (the seed's row)"),
-                seed: seed.into(),
-                measured: format!(
-                    "{} -> {} ms ({}); one sample each, so not counted",
-                    render::fmt_value(xb * 1e3),
-                    render::fmt_value(xa * 1e3),
-                    fmt_pct(pct, false)
-                ),
-                agrees: if pct.is_nan() { None } else { Some(pct > 0.0) },
-                counts: false,
-            });
+            out.push(time_lower(
+                format!("{w}: Max elapsed lower (the seed's row)"),
+                seed,
+                (max_of(b.samples(&metric)), max_of(a.samples(&metric))),
+                false,
+                ("", "; one sample each, so not counted"),
+                false,
+            ));
         }
     }
     // The profile figures: mark_page_accessed work per page, per backend.

@@ -11,7 +11,9 @@
 //!    anything runs;
 //! 2. the temporary directory, the load average and the wall clock;
 //! 3. the measurement, with a progress bar and the
-//!    `outs[variant][workload][run]` matrix ([`Ctx::side_by_side`]);
+//!    `outs[variant][workload][run]` matrix ([`Ctx::side_by_side`] when
+//!    one cell measures every variant in turn, [`Ctx::each_variant`] when
+//!    a cell is one variant's);
 //! 4. the kernel column where asked for (or the note why not);
 //! 5. the result: the JSON schema of [`ExperimentResult`], the checks, the
 //!    `same_direction` verdict, the experiment's last findings, then the
@@ -155,7 +157,8 @@ impl Ctx<'_> {
             for (wi, w) in workloads.iter().enumerate() {
                 phase.set_message(format!("run {}/{runs} {w}", r + 1));
                 let per_variant = f(r, wi)?;
-                debug_assert_eq!(per_variant.len(), nv, "one result per variant");
+                // A cell that forgot a variant would shift every column.
+                assert_eq!(per_variant.len(), nv, "{}: one result per variant", self.name);
                 for (vi, out) in per_variant.into_iter().enumerate() {
                     outs[vi][wi].push(out);
                 }

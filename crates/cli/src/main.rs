@@ -1,23 +1,25 @@
 //! `pcache`: the command line of the userspace page cache.
 //!
 //! ```text
-//! pcache bench                      # the main job: hitpath at default size, reclaim-writeback quick
+//! pcache bench                      # the main job (the registry's experiments marked so)
 //! pcache bench --list               # the experiments
-//! pcache bench hitpath [--json FILE] [--quick] [--file-mib N] [--hit-pages N] [--ops N]
-//! pcache bench reclaim-writeback [--mem SIZE] [--dir PATH] [--variants 3.1,3.2] [--runs N] [--quick] [--json FILE]
-//!                                 [--set NAME=VALUE]... [--plot DIR] [--no-kernel]
+//! pcache bench NAME [--mem SIZE] [--variants A,B] [--runs N] [--quick] [--json FILE] [--dir PATH]
+//!                   [--set TUNABLE=VALUE]... [--param NAME=VALUE]... [--plot DIR] [--no-kernel]
+//! pcache bench NAME --help          # its parameters and variants
 //! ```
+//!
+//! The experiments come from `pcache_workloads::registry`: this file names
+//! none of them. It parses options and prints; running, the main job's
+//! JSON and replay's baselines are the workloads crate's.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{Args, CommandFactory, Parser, Subcommand};
-use pcache_workloads::experiment::{parse_set, ExpOpts};
-use pcache_workloads::hitpath::{self, HitpathOpts};
-use pcache_workloads::reclaim_writeback::{self, ReclaimWritebackOpts};
-use pcache_workloads::report::{parse_size, ExperimentResult};
-use pcache_workloads::{dd, lru_contention, small_file_server, sparsetruncate};
+use clap::{Arg, ArgMatches, Args, Command, CommandFactory, FromArgMatches, Parser, Subcommand};
+use pcache_workloads::experiment::{self, keyed_json, parse_set, ExpOpts, Experiment};
+use pcache_workloads::registry;
+use pcache_workloads::render::parse_size;
 
 #[derive(Parser, Debug)]
 #[command(name = "pcache", version, about = "pcache: the Linux page cache, in userspace")]
@@ -29,7 +31,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Run benchmarks and experiments. Without an experiment, runs the main
-    /// job: every experiment in it, at default size.
+    /// job (`--list` marks its experiments).
     Bench(BenchCmd),
     /// Serve BACKING_DIR at MOUNTPOINT through pcache with FUSE, until
     /// unmounted (fusermount3 -u) or signalled (Ctrl-C, SIGTERM); dirty
@@ -159,25 +161,13 @@ fn replay(cmd: ReplayCmd) -> Result<(), BoxError> {
         usable_equals_nominal: cmd.usable_equals_nominal,
     };
     rp::resolve(&opts.variants)?;
-    let baselines = cmd
-        .baseline
-        .iter()
-        .map(|p| {
-            let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
-            let v: serde_json::Value =
-                serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", p.display()))?;
-            Ok((p, v))
-        })
-        .collect::<Result<Vec<_>, String>>()?;
-    let mut merged = vec![0usize; baselines.len()];
+    let mut baselines = rp::Baselines::load(&cmd.baseline)?;
     let sink = cmd.json.as_deref().map(JsonSink::open).transpose()?;
     let to_stderr = matches!(sink, Some(JsonSink::Stdout));
-    let (mut all, mut results) = (Vec::new(), Vec::new());
+    let mut results = Vec::new();
     for path in &cmd.traces {
         let mut res = rp::run_file(path, cmd.format, &opts).map_err(|e| format!("{}: {e}", path.display()))?;
-        for ((p, v), n) in baselines.iter().zip(&mut merged) {
-            *n += rp::merge_baselines(std::slice::from_mut(&mut res), v, &p.display().to_string())?;
-        }
+        baselines.merge_into(&mut res)?;
         if let Some(dir) = &cmd.plot {
             rp::plot_result(&res, dir)?;
         }
@@ -186,40 +176,35 @@ fn replay(cmd: ReplayCmd) -> Result<(), BoxError> {
         } else {
             println!("{}", res.render());
         }
-        all.push(res.to_json());
         results.push(res);
     }
     if let Some(path) = &cmd.markdown {
         std::fs::write(path, rp::markdown_table(&results)).map_err(|e| format!("{}: {e}", path.display()))?;
     }
-    for ((p, _), n) in baselines.iter().zip(&merged) {
-        if *n == 0 {
-            eprintln!("pcache: warning: {} matched no trace and cache size here", p.display());
-        }
+    for p in baselines.unmatched() {
+        eprintln!("pcache: warning: {} matched no trace and cache size here", p.display());
     }
     if let Some(sink) = sink {
-        let v = if all.len() == 1 { all.pop().unwrap() } else { serde_json::Value::Array(all) };
-        sink.write(&format!("{}\n", serde_json::to_string_pretty(&v)?))?;
+        sink.write(&format!("{}\n", serde_json::to_string_pretty(&rp::results_json(&results))?))?;
     }
     Ok(())
 }
 
 #[derive(Args, Debug)]
 struct BenchCmd {
-    #[command(subcommand)]
-    experiment: Option<Experiment>,
-
     /// List the experiments and exit.
     #[arg(long)]
     list: bool,
 
     #[command(flatten)]
-    common: CommonArgs,
+    shared: SharedArgs,
 }
 
-/// Options every experiment takes, before or after its name.
-#[derive(Args, Debug, Clone)]
-struct CommonArgs {
+/// The options every experiment takes, before or after its name. An
+/// experiment's own parameters are `--param NAME=VALUE` (or `--NAME
+/// VALUE`), listed by `pcache bench NAME --help`.
+#[derive(Args, Debug, Clone, Default)]
+struct SharedArgs {
     /// Write the results as JSON to FILE ("-" for stdout; the report then
     /// goes to stderr).
     #[arg(long, value_name = "FILE", global = true)]
@@ -229,13 +214,13 @@ struct CommonArgs {
     #[arg(long, global = true)]
     quick: bool,
 
-    /// Seed of every random choice.
+    /// Seed of every random choice [default: 1].
     #[arg(long, value_name = "N", global = true)]
     seed: Option<u64>,
 
-    /// Repetitions of each measurement (the median is reported).
-    #[arg(long, value_name = "N", global = true)]
-    rounds: Option<usize>,
+    /// Runs (repetitions) of every measurement [default: the experiment's].
+    #[arg(long, value_name = "N", global = true, alias = "rounds")]
+    runs: Option<usize>,
 
     /// Directory to create temporary files in [default: the system's].
     #[arg(long, value_name = "DIR", global = true)]
@@ -244,312 +229,127 @@ struct CommonArgs {
     /// Draw no progress bars.
     #[arg(long, global = true)]
     no_progress: bool,
-}
 
-/// The experiments. Each is a subcommand of `bench` with its own options;
-/// `MAIN_JOB` says which ones `pcache bench` alone runs.
-#[derive(Subcommand, Debug, Clone)]
-enum Experiment {
-    /// The cache-hit path: pcache read_at against kernel pread and memcpy,
-    /// hot reads, and find_page with 1 and 2 threads.
-    Hitpath(HitpathArgs),
-    /// Seed 004, writeback from reclaim: fs_mark, parallel dd and streaming
-    /// writes under memory pressure, Linux 3.1 against 3.2, compare-kernels
-    /// report.
-    ReclaimWriteback(ReclaimWritebackArgs),
-    /// Seed 000, dd of a file of 1/10 of memory, repeated, async and
-    /// fdatasync, memory and real files: 3.15 vanilla against accessed-v2.
-    Dd(SeedArgs),
-    /// Seed 001, sparse files read once then truncated: drain on every
-    /// pagevec release against once per lifecycle.
-    Sparsetruncate(SeedArgs),
-    /// Seed 002, threads hitting cached pages: 2.6.10 immediate activation
-    /// against batched mark_page_accessed.
-    LruContention(SeedArgs),
-    /// Seed 003, a SPECweb99-like small-file server under streaming, every
-    /// M7 re-mark rule; small-chunk scans and 128-byte random reads.
-    SmallFileServer(SeedArgs),
-    /// The seed's dd as a real program through a `pcache mount`, against
-    /// the same dd through the library and through the kernel: the cost
-    /// of FUSE. Skips the mount column without FUSE.
-    FuseDd(FuseDdArgs),
-    /// List the experiments.
-    List,
-}
-
-/// Options of `pcache bench fuse-dd`.
-#[derive(Args, Debug, Clone, Default)]
-struct FuseDdArgs {
-    /// Cache size of the library and the mount [default: 512M; quick: 64M].
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    /// Page cache size, e.g. 128M or 1G [default: the experiment's].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, global = true)]
     mem: Option<u64>,
 
-    /// Size of dd's file in MiB [default: 64; quick: 8].
-    #[arg(long, value_name = "N")]
-    file_mib: Option<u64>,
+    /// Variants to compare, comma-separated; the first is the baseline
+    /// [default: the experiment's].
+    #[arg(long, value_name = "NAME,NAME", value_delimiter = ',', global = true)]
+    variants: Option<Vec<String>>,
 
-    /// Runs of each workload (the median is reported) [default: 5; quick: 3].
-    #[arg(long, value_name = "N")]
-    runs: Option<usize>,
+    /// Set a tunable for every variant, by name, after its preset
+    /// (repeatable), e.g. --set dirty_ratio=40 --set remark_rule=PrevIndex.
+    #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_set, global = true)]
+    set: Vec<(String, String)>,
+
+    /// Set one of the experiment's own parameters (repeatable; see
+    /// `pcache bench NAME --help`).
+    #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_set, global = true)]
+    param: Vec<(String, String)>,
+
+    /// Write SVG plots to DIR.
+    #[arg(long, value_name = "DIR", global = true)]
+    plot: Option<PathBuf>,
+
+    /// Skip the kernel column.
+    #[arg(long, global = true)]
+    no_kernel: bool,
 }
 
-fn run_fuse_dd(args: &FuseDdArgs, common: &CommonArgs) -> Result<Outcome, BoxError> {
-    use pcache_workloads::fuse_dd::{self, FuseDdOpts};
-    let exe = std::env::current_exe()?;
-    let mut opts = if common.quick { FuseDdOpts::quick(exe) } else { FuseDdOpts::new(exe) };
-    if let Some(v) = args.mem {
-        opts.mem_bytes = v;
-    }
-    if let Some(v) = args.file_mib {
-        opts.file_bytes = v << 20;
-    }
-    if let Some(v) = args.runs.or(common.rounds) {
-        opts.runs = v;
-    }
-    opts.dir = common.dir.clone();
-    let result = fuse_dd::run(&opts)?;
-    Ok(Outcome { report: result.report(), json: serde_json::to_string_pretty(&result)? })
-}
-
-impl Experiment {
-    fn name(&self) -> &'static str {
-        match self {
-            Experiment::Hitpath(_) => "hitpath",
-            Experiment::ReclaimWriteback(_) => "reclaim-writeback",
-            Experiment::Dd(_) => "dd",
-            Experiment::Sparsetruncate(_) => "sparsetruncate",
-            Experiment::LruContention(_) => "lru-contention",
-            Experiment::SmallFileServer(_) => "small-file-server",
-            Experiment::FuseDd(_) => "fuse-dd",
-            Experiment::List => "list",
+impl SharedArgs {
+    /// The workloads crate's options, with `params` (from `--param` and
+    /// the `--NAME VALUE` spellings) appended.
+    fn exp_opts(&self, params: Vec<(String, String)>) -> ExpOpts {
+        ExpOpts {
+            mem_bytes: self.mem,
+            variants: self.variants.clone(),
+            runs: self.runs,
+            quick: self.quick,
+            dir: self.dir.clone(),
+            progress: !self.no_progress,
+            seed: self.seed.unwrap_or(1),
+            plot_dir: self.plot.clone(),
+            set: self.set.clone(),
+            kernel: !self.no_kernel,
+            params: self.param.iter().cloned().chain(params).collect(),
         }
     }
 }
 
-/// Options of the seed experiments.
-#[derive(Args, Debug, Clone, Default)]
-struct SeedArgs {
-    /// Page cache size, e.g. 128M or 1G [default: the experiment's].
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
-    mem: Option<u64>,
-
-    /// Variants to compare, comma-separated; the first is the baseline.
-    #[arg(long, value_name = "NAME,NAME", value_delimiter = ',')]
-    variants: Option<Vec<String>>,
-
-    /// Runs of every measurement. Overrides --rounds.
-    #[arg(long, value_name = "N")]
-    runs: Option<usize>,
-
-    /// Set a tunable for every variant, by name (repeatable), e.g.
-    /// --set dirty_ratio=40 --set remark_rule=PrevIndex.
-    #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_set)]
-    set: Vec<(String, String)>,
-
-    /// Write SVG plots to DIR.
-    #[arg(long, value_name = "DIR")]
-    plot: Option<PathBuf>,
-
-    /// Skip the kernel column.
-    #[arg(long)]
-    no_kernel: bool,
-
-    /// In the main job: always the quick sizes.
-    #[arg(skip)]
-    main_job: bool,
+/// The id of the `--NAME VALUE` spelling of parameter `name`.
+fn param_id(name: &str) -> String {
+    format!("param:{name}")
 }
 
-/// The main job: what `pcache bench` runs with no experiment named.
-fn main_job() -> Vec<Experiment> {
-    let quick = || SeedArgs { main_job: true, ..SeedArgs::default() };
-    vec![
-        Experiment::Hitpath(HitpathArgs::default()),
-        Experiment::ReclaimWriteback(ReclaimWritebackArgs { main_job: true, ..ReclaimWritebackArgs::default() }),
-        Experiment::Dd(quick()),
-        Experiment::Sparsetruncate(quick()),
-        Experiment::LruContention(quick()),
-        Experiment::SmallFileServer(quick()),
-    ]
+/// `pcache bench NAME`'s subcommand, from the registry: its about text,
+/// its parameters (each also as `--NAME VALUE`) and its variants.
+fn experiment_command(e: &dyn Experiment) -> Command {
+    let about = e.about().split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut cmd = Command::new(e.name()).about(about);
+    let mut help = String::new();
+    if !e.params().is_empty() {
+        help.push_str("Parameters (--param NAME=VALUE, or --NAME VALUE with - for _):\n");
+        for p in e.params() {
+            help.push_str(&format!("  {:<16} {}\n", p.name, p.help));
+            cmd = cmd.arg(
+                Arg::new(param_id(p.name))
+                    .long(p.name.replace('_', "-"))
+                    .value_name("VALUE")
+                    .help(format!("Same as --param {}=VALUE: {}", p.name, p.help)),
+            );
+        }
+    }
+    if !e.presets().is_empty() {
+        help.push_str("Variants (--variants NAME,NAME; * = default):\n");
+        for p in e.presets() {
+            let line = p.stands_for.split_whitespace().collect::<Vec<_>>().join(" ");
+            help.push_str(&format!("  {}{:<22} {line}\n", if p.default { "*" } else { " " }, p.name));
+        }
+    }
+    if !help.is_empty() {
+        cmd = cmd.after_help(help);
+    }
+    cmd
 }
 
-#[derive(Args, Debug, Clone, Default)]
-struct HitpathArgs {
-    /// Size of the host file for the read measurements, MiB [default: 256; quick: 64].
-    #[arg(long, value_name = "N")]
-    file_mib: Option<u64>,
-
-    /// Pages (4 KiB) of the memory-backed file for the hit path [default: 1048576; quick: 65536].
-    #[arg(long, value_name = "N")]
-    hit_pages: Option<u64>,
-
-    /// Operations per measurement, per thread on the hit path [default: 2000000; quick: 200000].
-    #[arg(long, value_name = "N")]
-    ops: Option<u64>,
-
-    /// Hit-path thread counts, comma-separated [default: 1,2].
-    #[arg(long, value_name = "N,N", value_delimiter = ',')]
-    threads: Option<Vec<usize>>,
+/// The command line: the derived commands, with one `bench` subcommand per
+/// registered experiment.
+fn cli() -> Command {
+    Cli::command().mut_subcommand("bench", |bench| {
+        let bench = bench.subcommand_value_name("EXPERIMENT").subcommand_help_heading("Experiments");
+        registry::EXPERIMENTS
+            .iter()
+            .fold(bench, |b, e| b.subcommand(experiment_command(*e)))
+            .subcommand(Command::new("list").about("List the experiments."))
+    })
 }
 
-#[derive(Args, Debug, Clone, Default)]
-struct ReclaimWritebackArgs {
-    /// Page cache size, e.g. 128M or 1G [default: 128M; quick: 32M].
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
-    mem: Option<u64>,
-
-    /// Variants to compare, comma-separated; the first is the baseline [default: 3.1,3.2].
-    #[arg(long, value_name = "NAME,NAME", value_delimiter = ',')]
-    variants: Option<Vec<String>>,
-
-    /// Runs of every workload under every variant [default: 5; quick: 3]. Overrides --rounds.
-    #[arg(long, value_name = "N")]
-    runs: Option<usize>,
-
-    /// fs_mark file size, e.g. 10M [default: 10M; quick: 1M].
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
-    file_size: Option<u64>,
-
-    /// fs_mark thread counts, comma-separated [default: 1,4,16].
-    #[arg(long, value_name = "N,N", value_delimiter = ',')]
-    fsmark_threads: Option<Vec<usize>>,
-
-    /// simple-wb writers [default: one per CPU].
-    #[arg(long, value_name = "N")]
-    wb_threads: Option<usize>,
-
-    /// Set a tunable for every variant, by name (repeatable), after its
-    /// preset, e.g. --set dirty_ratio=20.
-    #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_set)]
-    set: Vec<(String, String)>,
-
-    /// Write SVG plots of dirty, writeback and free pages over time to DIR.
-    #[arg(long, value_name = "DIR")]
-    plot: Option<PathBuf>,
-
-    /// Skip the kernel column.
-    #[arg(long)]
-    no_kernel: bool,
-
-    /// In the main job: always the quick sizes.
-    #[arg(skip)]
-    main_job: bool,
+/// Which experiment `bench` names (None: the main job) and its options.
+fn bench_selection(bench: &ArgMatches) -> Result<(Option<&'static dyn Experiment>, ExpOpts, SharedArgs), BoxError> {
+    match bench.subcommand() {
+        Some((name, m)) => {
+            let shared = SharedArgs::from_arg_matches(m)?;
+            let exp = registry::find(name);
+            let params = exp
+                .map(|e| {
+                    e.params()
+                        .iter()
+                        .filter_map(|p| m.get_one::<String>(&param_id(p.name)).map(|v| (p.name.to_string(), v.clone())))
+                        .collect()
+                })
+                .unwrap_or_default();
+            Ok((exp, shared.exp_opts(params), shared))
+        }
+        None => {
+            let shared = SharedArgs::from_arg_matches(bench)?;
+            Ok((None, shared.exp_opts(Vec::new()), shared))
+        }
+    }
 }
 
 type BoxError = Box<dyn std::error::Error>;
-
-/// What one experiment produced.
-struct Outcome {
-    report: String,
-    /// Pretty JSON, fields in the order the result struct declares them.
-    json: String,
-}
-
-fn run_hitpath(args: &HitpathArgs, common: &CommonArgs) -> Result<Outcome, BoxError> {
-    let mut opts = if common.quick { HitpathOpts::quick() } else { HitpathOpts::default() };
-    if let Some(v) = args.file_mib {
-        opts.file_mib = v;
-    }
-    if let Some(v) = args.hit_pages {
-        opts.hit_pages = v;
-    }
-    if let Some(v) = args.ops {
-        opts.ops = v;
-    }
-    if let Some(v) = &args.threads {
-        opts.threads = v.clone();
-    }
-    if let Some(v) = common.seed {
-        opts.seed = v;
-    }
-    if let Some(v) = common.rounds {
-        opts.rounds = v;
-    }
-    opts.dir = common.dir.clone();
-    opts.progress = !common.no_progress;
-    opts.validate()?;
-    let result = hitpath::run(&opts)?;
-    Ok(Outcome { report: result.report(), json: serde_json::to_string_pretty(&result)? })
-}
-
-fn run_reclaim_writeback(args: &ReclaimWritebackArgs, common: &CommonArgs) -> Result<Outcome, BoxError> {
-    let mut opts =
-        if common.quick || args.main_job { ReclaimWritebackOpts::quick() } else { ReclaimWritebackOpts::default() };
-    if let Some(v) = args.mem {
-        opts.mem_bytes = v;
-    }
-    if let Some(v) = &args.variants {
-        opts.variants = v.iter().map(|s| s.trim().to_string()).collect();
-    }
-    if let Some(v) = args.runs.or(common.rounds) {
-        opts.runs = v;
-    }
-    if let Some(v) = args.file_size {
-        opts.fsmark_file_bytes = v;
-    }
-    if let Some(v) = &args.fsmark_threads {
-        opts.fsmark_threads = v.clone();
-    }
-    if let Some(v) = args.wb_threads {
-        opts.wb_threads = v;
-    }
-    opts.set = args.set.clone();
-    opts.plot_dir = args.plot.clone();
-    opts.kernel = !args.no_kernel;
-    opts.dir = common.dir.clone();
-    opts.progress = !common.no_progress;
-    opts.validate()?;
-    let result = reclaim_writeback::run(&opts)?;
-    Ok(Outcome { report: reclaim_writeback::report(&result), json: result.to_json_pretty()? })
-}
-
-type SeedRun = fn(&ExpOpts) -> pcache_workloads::Result<ExperimentResult>;
-type SeedReport = fn(&ExperimentResult) -> String;
-
-fn run_seed(args: &SeedArgs, common: &CommonArgs, run: SeedRun, report: SeedReport) -> Result<Outcome, BoxError> {
-    let opts = ExpOpts {
-        mem_bytes: args.mem,
-        variants: args.variants.clone(),
-        runs: args.runs.or(common.rounds),
-        quick: common.quick || args.main_job,
-        dir: common.dir.clone(),
-        progress: !common.no_progress,
-        seed: common.seed.unwrap_or(1),
-        plot_dir: args.plot.clone(),
-        set: args.set.clone(),
-        kernel: !args.no_kernel,
-    };
-    let result = run(&opts)?;
-    Ok(Outcome { report: report(&result), json: result.to_json_pretty()? })
-}
-
-fn run_experiment(exp: &Experiment, common: &CommonArgs) -> Result<Outcome, BoxError> {
-    match exp {
-        Experiment::Hitpath(args) => run_hitpath(args, common),
-        Experiment::ReclaimWriteback(args) => run_reclaim_writeback(args, common),
-        Experiment::Dd(a) => run_seed(a, common, dd::run, dd::report),
-        Experiment::Sparsetruncate(a) => run_seed(a, common, sparsetruncate::run, sparsetruncate::report),
-        Experiment::LruContention(a) => run_seed(a, common, lru_contention::run, lru_contention::report),
-        Experiment::SmallFileServer(a) => run_seed(a, common, small_file_server::run, small_file_server::report),
-        Experiment::FuseDd(args) => run_fuse_dd(args, common),
-        Experiment::List => Ok(Outcome { report: list_experiments(), json: "{}".into() }),
-    }
-}
-
-fn list_experiments() -> String {
-    let mut out = String::from("experiments (pcache bench NAME --help for options):\n");
-    let main: Vec<&str> = main_job().iter().map(Experiment::name).collect();
-    let mut cmd = Cli::command();
-    cmd.build();
-    if let Some(bench) = cmd.find_subcommand("bench") {
-        for sub in bench.get_subcommands().filter(|s| !matches!(s.get_name(), "help" | "list")) {
-            let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
-            let about = about.split_whitespace().collect::<Vec<_>>().join(" ");
-            let tag = if main.contains(&sub.get_name()) { " [main job]" } else { "" };
-            out.push_str(&format!("  {:<18} {}{}\n", sub.get_name(), about, tag));
-        }
-    }
-    out
-}
 
 /// Where the JSON goes, opened before the run so that a bad path fails
 /// at once rather than after minutes of benchmark.
@@ -578,42 +378,28 @@ impl JsonSink {
     }
 }
 
-/// `{"name": {...}, ...}` from pretty-printed JSON texts, keeping each
-/// text's field order.
-fn keyed_object(parts: &[(&str, String)]) -> String {
-    let mut s = String::from("{\n");
-    for (i, (name, text)) in parts.iter().enumerate() {
-        let sep = if i + 1 < parts.len() { "," } else { "" };
-        // Pretty JSON has newlines only between tokens, so indenting
-        // after each one is safe.
-        s.push_str(&format!("  \"{name}\": {}{sep}\n", text.replace('\n', "\n  ")));
-    }
-    s.push_str("}\n");
-    s
-}
-
-fn bench(cmd: BenchCmd) -> Result<(), BoxError> {
-    if cmd.list || matches!(cmd.experiment, Some(Experiment::List)) {
-        print!("{}", list_experiments());
+fn bench(cmd: BenchCmd, matches: &ArgMatches) -> Result<(), BoxError> {
+    let listing = matches.subcommand_name() == Some("list");
+    if cmd.list || listing {
+        print!("{}", registry::list());
         return Ok(());
     }
-    let common = cmd.common;
-    let sink = common.json.as_deref().map(JsonSink::open).transpose()?;
+    let (named, opts, shared) = bench_selection(matches)?;
+    let sink = shared.json.as_deref().map(JsonSink::open).transpose()?;
     let report_to_stderr = matches!(sink, Some(JsonSink::Stdout));
     if cfg!(debug_assertions) {
         eprintln!("pcache: warning: this is a debug build; build with --release for meaningful timings");
     }
-
-    let (experiments, is_main_job) = match cmd.experiment {
-        Some(e) => (vec![e], false),
-        None => (main_job(), true),
+    let runs: Vec<(&'static dyn Experiment, ExpOpts)> = match named {
+        Some(e) => vec![(e, opts)],
+        None => registry::main_job().map(|e| (e, registry::main_job_opts(e, &opts))).collect(),
     };
     let mut outputs: Vec<(&str, String)> = Vec::new();
-    for exp in &experiments {
-        if is_main_job {
+    for (exp, opts) in &runs {
+        if named.is_none() {
             eprintln!("pcache bench: running {}", exp.name());
         }
-        let outcome = match run_experiment(exp, &common) {
+        let outcome = match experiment::run(*exp, opts) {
             Ok(o) => o,
             Err(e) => {
                 // Leave no empty results file behind.
@@ -634,8 +420,8 @@ fn bench(cmd: BenchCmd) -> Result<(), BoxError> {
         // One experiment named: its own object. The main job: an object
         // keyed by experiment name.
         let text = match outputs.as_slice() {
-            [(_, one)] if !is_main_job => format!("{one}\n"),
-            all => keyed_object(all),
+            [(_, one)] if named.is_some() => format!("{one}\n"),
+            all => keyed_json(all),
         };
         sink.write(&text)?;
     }
@@ -643,13 +429,17 @@ fn bench(cmd: BenchCmd) -> Result<(), BoxError> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = cli().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let result = match cli.cmd {
-        Cmd::Bench(cmd) => bench(cmd),
+        Cmd::Bench(cmd) => match matches.subcommand_matches("bench") {
+            Some(m) => bench(cmd, m),
+            None => Err("bench: no options".into()),
+        },
         Cmd::Replay(cmd) => replay(cmd),
         Cmd::Mount(args) => pcache_fuse::run(&args).map_err(|e| e.into()),
         Cmd::KernelWorker { experiment, cgroup, params } => {
-            match pcache_workloads::kernel::worker_main(&experiment, &cgroup, &params) {
+            match registry::kernel_worker(&experiment, &cgroup, &params) {
                 Ok(v) => {
                     println!("{v}");
                     Ok(())
@@ -671,34 +461,49 @@ fn main() -> ExitCode {
 mod tests {
     use super::*;
 
+    /// `pcache ARGS...` parsed as `main` does: the bench matches, the
+    /// experiment named and its options.
+    fn bench_args(args: &[&str]) -> Result<(Option<&'static str>, ExpOpts, SharedArgs), BoxError> {
+        let m = cli().try_get_matches_from(std::iter::once("pcache").chain(args.iter().copied()))?;
+        let bench = m.subcommand_matches("bench").ok_or("not bench")?;
+        let (e, opts, shared) = bench_selection(bench)?;
+        Ok((e.map(|e| e.name()), opts, shared))
+    }
+
     #[test]
     fn cli_is_consistent() {
-        Cli::command().debug_assert();
+        cli().debug_assert();
     }
 
+    // Goal: every registered experiment is a subcommand, and the shared
+    // options parse before or after its name.
     #[test]
-    fn parses_global_options_after_the_experiment() {
-        let cli =
-            Cli::try_parse_from(["pcache", "bench", "hitpath", "--quick", "--json", "x.json", "--ops", "5"]).unwrap();
-        let Cmd::Bench(b) = cli.cmd else { panic!("not bench") };
-        assert!(b.common.quick);
-        assert_eq!(b.common.json.as_deref(), Some(Path::new("x.json")));
-        match b.experiment {
-            Some(Experiment::Hitpath(a)) => assert_eq!(a.ops, Some(5)),
-            other => panic!("{other:?}"),
+    fn parses_shared_options_before_and_after_the_experiment() {
+        for e in registry::EXPERIMENTS {
+            let (name, opts, _) = bench_args(&["bench", e.name(), "--quick"]).unwrap();
+            assert_eq!(name, Some(e.name()));
+            assert!(opts.quick);
         }
-        let cli = Cli::try_parse_from(["pcache", "bench", "--json", "y.json"]).unwrap();
-        let Cmd::Bench(b) = cli.cmd else { panic!("not bench") };
-        assert!(b.experiment.is_none());
-        assert_eq!(b.common.json.as_deref(), Some(Path::new("y.json")));
-        assert!(Cli::try_parse_from(["pcache", "bench", "hitpath", "--ops", "many"]).is_err());
-        assert!(Cli::try_parse_from(["pcache", "bench", "nosuch"]).is_err());
+        let (name, opts, shared) =
+            bench_args(&["bench", "--json", "y.json", "hitpath", "--quick", "--ops", "5", "--param", "threads=1"])
+                .unwrap();
+        assert_eq!(name, Some("hitpath"));
+        assert_eq!(shared.json.as_deref(), Some(Path::new("y.json")));
+        assert!(opts.quick);
+        assert_eq!(opts.param("ops"), Some("5"));
+        assert_eq!(opts.param("threads"), Some("1"));
+        let (name, _, shared) = bench_args(&["bench", "--json", "y.json"]).unwrap();
+        assert_eq!(name, None, "no experiment: the main job");
+        assert_eq!(shared.json.as_deref(), Some(Path::new("y.json")));
+        assert!(bench_args(&["bench", "nosuch"]).is_err());
+        assert!(bench_args(&["bench", "dd", "--param", "noequals"]).is_err());
     }
 
+    // Goal: the flags README and BENCHMARKS.md quote still parse, the old
+    // per-experiment ones as parameters.
     #[test]
-    fn parses_reclaim_writeback() {
-        let cli = Cli::try_parse_from([
-            "pcache",
+    fn parses_the_documented_flags() {
+        let (_, opts, _) = bench_args(&[
             "bench",
             "reclaim-writeback",
             "--mem",
@@ -717,48 +522,42 @@ mod tests {
             "--plot",
             "plots",
             "--no-kernel",
+            "--file-size",
+            "1M",
+            "--fsmark-threads",
+            "1,4",
         ])
         .unwrap();
-        let Cmd::Bench(b) = cli.cmd else { panic!("not bench") };
-        assert!(b.common.quick);
-        assert_eq!(b.common.dir.as_deref(), Some(Path::new("/tmp")));
-        match b.experiment {
-            Some(Experiment::ReclaimWriteback(a)) => {
-                assert_eq!(a.mem, Some(64 << 20));
-                assert_eq!(a.variants, Some(vec!["3.2".to_string(), "3.1".to_string()]));
-                assert_eq!(a.runs, Some(2));
-                assert_eq!(
-                    a.set,
-                    [("dirty_ratio".to_string(), "20".to_string()), ("dirty_background_ratio".into(), "5".into())]
-                );
-                assert_eq!(a.plot.as_deref(), Some(Path::new("plots")));
-                assert!(a.no_kernel);
-                assert!(!a.main_job);
-            }
-            other => panic!("{other:?}"),
-        }
-        assert!(Cli::try_parse_from(["pcache", "bench", "reclaim-writeback", "--mem", "lots"]).is_err());
-        assert!(Cli::try_parse_from(["pcache", "bench", "reclaim-writeback", "--set", "dirty_ratio"]).is_err());
-        assert!(main_job().iter().any(|e| matches!(e, Experiment::ReclaimWriteback(a) if a.main_job)));
+        assert_eq!(opts.mem_bytes, Some(64 << 20));
+        assert_eq!(opts.variants, Some(vec!["3.2".to_string(), "3.1".to_string()]));
+        assert_eq!(opts.runs, Some(2));
+        assert_eq!(opts.dir.as_deref(), Some(Path::new("/tmp")));
+        assert_eq!(
+            opts.set,
+            [("dirty_ratio".to_string(), "20".to_string()), ("dirty_background_ratio".into(), "5".into())]
+        );
+        assert_eq!(opts.plot_dir.as_deref(), Some(Path::new("plots")));
+        assert!(!opts.kernel);
+        assert_eq!(opts.param("file_size"), Some("1M"));
+        assert_eq!(opts.param("fsmark_threads"), Some("1,4"));
+        let (_, opts, _) = bench_args(&["bench", "hitpath", "--hit-pages", "65536", "--file-mib", "64"]).unwrap();
+        assert_eq!((opts.param("hit_pages"), opts.param("file_mib")), (Some("65536"), Some("64")));
+        let (_, opts, _) = bench_args(&["bench", "fuse-dd", "--rounds", "7"]).unwrap();
+        assert_eq!(opts.runs, Some(7), "--rounds is --runs");
+        assert!(bench_args(&["bench", "reclaim-writeback", "--mem", "lots"]).is_err());
+        assert!(bench_args(&["bench", "reclaim-writeback", "--set", "dirty_ratio"]).is_err());
+        assert!(bench_args(&["bench", "dd", "--file-size", "1M"]).is_err(), "not a parameter of dd");
     }
 
+    // Goal: `NAME --help` lists the experiment's parameters and variants.
     #[test]
-    fn keyed_object_is_json() {
-        // Pretty JSON as a struct serialises it: fields in declaration order.
-        let a = "{\n  \"z\": 1,\n  \"a\": [\n    1,\n    2\n  ],\n  \"s\": \"x\\ny\"\n}".to_string();
-        let text = keyed_object(&[("one", a.clone()), ("two", a)]);
-        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(v["two"]["s"], "x\ny");
-        assert_eq!(v["one"]["a"][1], 2);
-        assert!(text.find("\"z\"").unwrap() < text.find("\"a\"").unwrap());
-    }
-
-    #[test]
-    fn list_names_every_experiment() {
-        let list = list_experiments();
-        for e in main_job() {
-            assert!(list.contains(e.name()), "{list}");
+    fn help_lists_parameters_and_variants() {
+        let mut cmd = cli();
+        let bench = cmd.find_subcommand_mut("bench").unwrap();
+        let help = bench.find_subcommand_mut("reclaim-writeback").unwrap().render_long_help().to_string();
+        for p in registry::find("reclaim-writeback").unwrap().params() {
+            assert!(help.contains(p.name), "{help}");
         }
-        assert!(list.contains("[main job]"));
+        assert!(help.contains("3.1") && help.contains("3.2"), "{help}");
     }
 }

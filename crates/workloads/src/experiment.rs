@@ -1,13 +1,128 @@
-//! What every seed experiment takes and shares: [`ExpOpts`] (the command
-//! line's common options), tunables set by name (`--set NAME=VALUE`), and
-//! the variants' tunables.
+//! The experiment framework's contract: the [`Experiment`] trait every
+//! `pcache bench NAME` implements, the one set of options every experiment
+//! takes ([`ExpOpts`], with its own parameters as `--param NAME=VALUE`),
+//! tunables set by name (`--set NAME=VALUE`), and what a run gives back
+//! ([`Outcome`]: the report and the JSON).
+//!
+//! The registry ([`crate::registry`]) lists the experiments; the seed
+//! experiments implement [`crate::runner::SeedExperiment`] instead, and the
+//! runner turns that into an [`Experiment`].
 
+use std::fmt::Display;
 use std::path::PathBuf;
+use std::str::FromStr;
 
 use pcache::Tunables;
 
+use crate::kernel;
 use crate::variants::Preset;
 use crate::{Error, Result};
+
+/// One parameter of an experiment's own (`--param NAME=VALUE`).
+#[derive(Clone, Copy, Debug)]
+pub struct ParamDoc {
+    /// The name `--param` takes (snake_case); `--NAME` in kebab-case is
+    /// accepted too, as the older per-experiment flags were spelled.
+    pub name: &'static str,
+    /// What it sets, with its defaults.
+    pub help: &'static str,
+}
+
+/// Which sizes an experiment runs at in the main job (`pcache bench`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MainJob {
+    /// Not in the main job.
+    No,
+    /// At its default size (unless `--quick`).
+    DefaultSize,
+    /// Always at its quick size.
+    Quick,
+}
+
+/// An experiment `pcache bench NAME` runs. Object safe: the registry holds
+/// `&'static dyn Experiment`.
+pub trait Experiment: Sync {
+    /// `pcache bench NAME`.
+    fn name(&self) -> &'static str;
+    /// One paragraph for `--list` and `--help`.
+    fn about(&self) -> &'static str;
+    /// Whether and how the main job runs it.
+    fn main_job(&self) -> MainJob {
+        MainJob::No
+    }
+    /// Its named variants (`--variants`); empty if it compares none.
+    fn presets(&self) -> &'static [Preset] {
+        &[]
+    }
+    /// Its own parameters (`--param NAME=VALUE`).
+    fn params(&self) -> &'static [ParamDoc] {
+        &[]
+    }
+    /// The workload its kernel column runs in the worker process.
+    fn kernel_workload(&self) -> Option<kernel::Workload> {
+        None
+    }
+    /// The smallest run that still takes every path (every workload,
+    /// variant, check and report section), without the kernel column: what
+    /// the registry's contract test runs.
+    fn smoke(&self) -> ExpOpts {
+        ExpOpts { mem_bytes: Some(8 << 20), runs: Some(1), quick: true, seed: 1, ..ExpOpts::default() }
+    }
+    /// Run with `opts` (checked against [`Experiment::params`] and
+    /// [`Experiment::presets`] by [`run`]).
+    fn run(&self, opts: &ExpOpts) -> Result<Outcome>;
+}
+
+/// What one experiment gives back.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// The readable report.
+    pub report: String,
+    /// Pretty JSON, fields in the order the result struct declares them.
+    pub json: String,
+}
+
+impl Outcome {
+    /// The report and the pretty JSON of `result`.
+    pub fn new(report: String, result: &impl serde::Serialize) -> Result<Outcome> {
+        let json = serde_json::to_string_pretty(result).map_err(|e| Error::Invalid(format!("serialising: {e}")))?;
+        Ok(Outcome { report, json })
+    }
+}
+
+/// Run `exp` with `opts`, first refusing what it does not take: a
+/// parameter it does not have, variants or tunables where it compares no
+/// presets.
+pub fn run(exp: &dyn Experiment, opts: &ExpOpts) -> Result<Outcome> {
+    for (name, _) in &opts.params {
+        if !exp.params().iter().any(|p| p.name == name.replace('-', "_")) {
+            let known: Vec<&str> = exp.params().iter().map(|p| p.name).collect();
+            return Err(Error::Invalid(format!(
+                "{} has no parameter {name:?}; known: {}",
+                exp.name(),
+                if known.is_empty() { "none".to_string() } else { known.join(", ") }
+            )));
+        }
+    }
+    if exp.presets().is_empty() && (opts.variants.is_some() || !opts.set.is_empty()) {
+        return Err(Error::Invalid(format!("{} compares no variants: --variants and --set do not apply", exp.name())));
+    }
+    exp.run(opts)
+}
+
+/// `{"name": {...}, ...}` from pretty-printed JSON texts, keeping each
+/// text's field order: the main job's JSON, one object per experiment.
+pub fn keyed_json(parts: &[(&str, String)]) -> String {
+    let mut s = String::from("{\n");
+    for (i, (name, text)) in parts.iter().enumerate() {
+        let sep = if i + 1 < parts.len() { "," } else { "" };
+        // Pretty JSON has newlines only between tokens, so indenting
+        // after each one is safe.
+        s.push_str(&format!("  \"{name}\": {}{sep}\n", text.replace('\n', "\n  ")));
+    }
+    s.push_str("}\n");
+    s
+}
 
 /// Options of `pcache bench EXPERIMENT`.
 #[derive(Clone, Debug, Default)]
@@ -34,6 +149,9 @@ pub struct ExpOpts {
     /// Try the kernel column (a memory cgroup running the same workload
     /// through the kernel's page cache).
     pub kernel: bool,
+    /// The experiment's own parameters, `NAME=VALUE` (see
+    /// [`Experiment::params`]); the last of a name wins.
+    pub params: Vec<(String, String)>,
 }
 
 /// The memory, runs and variant names every seed experiment resolves the
@@ -46,26 +164,74 @@ pub struct Common {
 }
 
 impl ExpOpts {
-    /// Resolve [`Common`] for `experiment`: `mem` and `runs` are its
-    /// (quick, full) defaults, `max_mem` the largest cache it accepts.
-    pub fn common(&self, experiment: &str, mem: (u64, u64), runs: (usize, usize), max_mem: u64) -> Result<Common> {
+    /// Resolve [`Common`] for the experiment whose variants are `presets`:
+    /// `mem` and `runs` are its (quick, full) defaults, `max_mem` the
+    /// largest cache it accepts.
+    pub fn common(
+        &self,
+        presets: &'static [Preset],
+        mem: (u64, u64),
+        runs: (usize, usize),
+        max_mem: u64,
+    ) -> Result<Common> {
         const MIB: u64 = 1 << 20;
         let mem_bytes = self.mem_bytes.unwrap_or(if self.quick { mem.0 } else { mem.1 });
         if !(4 * MIB..=max_mem).contains(&mem_bytes) {
             return Err(Error::Invalid(format!(
                 "memory {} must be from 4 MiB to {}",
-                crate::report::fmt_size(mem_bytes),
-                crate::report::fmt_size(max_mem)
+                crate::render::fmt_size(mem_bytes),
+                crate::render::fmt_size(max_mem)
             )));
         }
         let runs = self.runs.unwrap_or(if self.quick { runs.0 } else { runs.1 });
         if runs == 0 || runs > 1000 {
             return Err(Error::Invalid(format!("runs {runs} must be from 1 to 1000")));
         }
-        let names = self.variants.clone().unwrap_or_else(|| crate::variants::defaults(experiment));
+        let names = self.variants.clone().unwrap_or_else(|| crate::variants::defaults(presets));
         let variants: Vec<String> = names.iter().map(|s| s.trim().to_string()).collect();
-        crate::variants::resolve(experiment, &variants)?;
+        crate::variants::resolve(presets, &variants)?;
         Ok(Common { mem_bytes, runs, variants })
+    }
+}
+
+impl ExpOpts {
+    /// The value of parameter `name` (`-` and `_` alike), the last given.
+    pub fn param(&self, name: &str) -> Option<&str> {
+        let want = name.replace('-', "_");
+        self.params.iter().rev().find(|(k, _)| k.replace('-', "_") == want).map(|(_, v)| v.as_str())
+    }
+
+    /// Parameter `name` parsed as `T`; None when not given.
+    pub fn param_as<T: FromStr>(&self, name: &str) -> Result<Option<T>>
+    where
+        T::Err: Display,
+    {
+        self.param(name)
+            .map(|v| v.parse::<T>().map_err(|e| Error::Invalid(format!("--param {name}={v}: {e}"))))
+            .transpose()
+    }
+
+    /// Parameter `name` as a size (`128M`, `1G`, bytes); None when not
+    /// given.
+    pub fn param_size(&self, name: &str) -> Result<Option<u64>> {
+        self.param(name)
+            .map(|v| crate::render::parse_size(v).map_err(|e| Error::Invalid(format!("--param {name}: {e}"))))
+            .transpose()
+    }
+
+    /// Parameter `name` as a comma-separated list of `T`; None when not
+    /// given.
+    pub fn param_list<T: FromStr>(&self, name: &str) -> Result<Option<Vec<T>>>
+    where
+        T::Err: Display,
+    {
+        self.param(name)
+            .map(|v| {
+                v.split(',')
+                    .map(|x| x.trim().parse::<T>().map_err(|e| Error::Invalid(format!("--param {name}={v}: {e}"))))
+                    .collect()
+            })
+            .transpose()
     }
 }
 
@@ -115,5 +281,38 @@ mod tests {
         assert!(apply_sets(Tunables::default(), &[("dirty_ratio".into(), "lots".into())]).is_err());
         assert_eq!(parse_set("a=b").unwrap(), ("a".to_string(), "b".to_string()));
         assert!(parse_set("ab").is_err());
+    }
+
+    // Goal: parameters are found by either spelling, the last wins, and
+    // bad values are refused with the parameter's name.
+    #[test]
+    fn params_by_name() {
+        let o = ExpOpts {
+            params: vec![
+                ("file-mib".into(), "8".into()),
+                ("file_mib".into(), "16".into()),
+                ("threads".into(), "1, 2".into()),
+                ("size".into(), "1M".into()),
+                ("bad".into(), "x".into()),
+            ],
+            ..ExpOpts::default()
+        };
+        assert_eq!(o.param_as::<u64>("file_mib").unwrap(), Some(16));
+        assert_eq!(o.param_list::<usize>("threads").unwrap(), Some(vec![1, 2]));
+        assert_eq!(o.param_size("size").unwrap(), Some(1 << 20));
+        assert_eq!(o.param_as::<u64>("absent").unwrap(), None);
+        assert!(matches!(o.param_as::<u64>("bad"), Err(Error::Invalid(m)) if m.contains("bad")));
+    }
+
+    // Goal: the main job's JSON is one object keyed by experiment, each
+    // part's field order kept.
+    #[test]
+    fn keyed_json_is_json() {
+        let a = "{\n  \"z\": 1,\n  \"a\": [\n    1,\n    2\n  ],\n  \"s\": \"x\\ny\"\n}".to_string();
+        let text = keyed_json(&[("one", a.clone()), ("two", a)]);
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["two"]["s"], "x\ny");
+        assert_eq!(v["one"]["a"][1], 2);
+        assert!(text.find("\"z\"").unwrap() < text.find("\"a\"").unwrap());
     }
 }

@@ -28,8 +28,10 @@ use rand::rngs::StdRng;
 use rand::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+use crate::experiment::{ExpOpts, Experiment, MainJob, Outcome, ParamDoc};
 use crate::progress::Progress;
-use crate::stats::{self, Better, Comparison};
+use crate::render;
+use crate::stats::{self, Better, Comparison, Row};
 use crate::zipf::{uniform_page_offsets, ZipfKeys};
 use crate::{Error, Result};
 
@@ -291,13 +293,13 @@ impl HitpathResult {
             Better::Lower,
             vec![self.samples.kernel_hot_pread_ns.clone(), self.samples.pcache_hot_read_ns.clone(), Vec::new()],
         );
-        s.push_str(&cmp.render());
+        s.push_str(&render::render_compare_rows(&cmp, &[], &Row::ALL));
         if !self.hit.is_empty() {
             let _ = writeln!(s);
             let mut cmp = Comparison::new(self.hit.iter().map(|h| format!("{} thr", h.threads)));
             cmp.metric("hit-ns", Better::Lower, self.hit.iter().map(|h| h.rounds_ns_per_op.clone()).collect());
             cmp.metric("hit-mops", Better::Higher, self.hit.iter().map(|h| h.rounds_mops.clone()).collect());
-            s.push_str(&cmp.render());
+            s.push_str(&render::render_compare_rows(&cmp, &[], &Row::ALL));
         }
         let _ = writeln!(s);
         let p = &self.phase_secs;
@@ -758,6 +760,81 @@ pub fn run(opts: &HitpathOpts) -> Result<HitpathResult> {
         }),
         notes,
     })
+}
+
+/// `pcache bench hitpath`.
+pub struct Hitpath;
+
+impl Experiment for Hitpath {
+    fn name(&self) -> &'static str {
+        "hitpath"
+    }
+    fn about(&self) -> &'static str {
+        "The cache-hit path: pcache read_at against kernel pread and memcpy, hot reads, and find_page with 1 \
+         and 2 threads."
+    }
+    fn main_job(&self) -> MainJob {
+        MainJob::DefaultSize
+    }
+    fn params(&self) -> &'static [ParamDoc] {
+        &[
+            ParamDoc {
+                name: "file_mib",
+                help: "size of the host file for the read measurements, MiB [default: 256; quick: 64]",
+            },
+            ParamDoc {
+                name: "hit_pages",
+                help: "pages (4 KiB) of the memory-backed file for the hit path [default: 1048576; quick: 65536]",
+            },
+            ParamDoc {
+                name: "ops",
+                help: "operations per measurement, per thread on the hit path [default: 2000000; quick: 200000]",
+            },
+            ParamDoc { name: "threads", help: "hit-path thread counts, comma-separated [default: 1,2]" },
+        ]
+    }
+    fn smoke(&self) -> ExpOpts {
+        let params = [("file_mib", "8"), ("hit_pages", "4096"), ("ops", "20000")];
+        ExpOpts {
+            runs: Some(2),
+            seed: 1,
+            params: params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            ..ExpOpts::default()
+        }
+    }
+    fn run(&self, opts: &ExpOpts) -> Result<Outcome> {
+        let o = HitpathOpts::from_exp(opts)?;
+        let result = run(&o)?;
+        Outcome::new(result.report(), &result)
+    }
+}
+
+impl HitpathOpts {
+    /// The options `pcache bench hitpath` asks for, checked (`--runs` is
+    /// its rounds).
+    pub fn from_exp(opts: &ExpOpts) -> Result<HitpathOpts> {
+        let mut o = if opts.quick { Self::quick() } else { Self::default() };
+        if let Some(v) = opts.param_as("file_mib")? {
+            o.file_mib = v;
+        }
+        if let Some(v) = opts.param_as("hit_pages")? {
+            o.hit_pages = v;
+        }
+        if let Some(v) = opts.param_as("ops")? {
+            o.ops = v;
+        }
+        if let Some(v) = opts.param_list("threads")? {
+            o.threads = v;
+        }
+        if let Some(v) = opts.runs {
+            o.rounds = v;
+        }
+        o.seed = opts.seed;
+        o.dir = opts.dir.clone();
+        o.progress = opts.progress;
+        o.validate()?;
+        Ok(o)
+    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,9 @@
 //! subcommand `__kernel-worker`) that first joins a fresh memory cgroup: the
 //! benchmark process itself must stay outside, or pcache's arena would be
 //! charged to the limit. The child prints one JSON object on stdout. Each
-//! experiment registers its kernel workload in [`WORKLOADS`].
+//! experiment names its kernel workload in its registry entry
+//! ([`crate::registry`]); this module names none, so that experiments can
+//! use it without an import cycle.
 //!
 //! Where this is not possible (not root, no writable memory cgroup, not
 //! running from the `pcache` binary) [`run`] says why, and the experiment
@@ -35,16 +37,6 @@ use serde_json::Value;
 
 /// A kernel workload: parameters in, results out.
 pub type Workload = fn(&Value) -> Result<Value, String>;
-
-/// The kernel workloads of the experiments, by experiment name.
-pub static WORKLOADS: &[(&str, Workload)] = &[
-    (crate::dd::EXPERIMENT, crate::dd::kernel_workload),
-    (crate::sparsetruncate::EXPERIMENT, crate::sparsetruncate::kernel_workload),
-    (crate::lru_contention::EXPERIMENT, crate::lru_contention::kernel_workload),
-    (crate::small_file_server::EXPERIMENT, crate::small_file_server::kernel_workload),
-    (crate::reclaim_writeback::EXPERIMENT, crate::reclaim_writeback::kernel_workload),
-    (crate::replay::EXPERIMENT, crate::replay_kernel::kernel_workload),
-];
 
 /// The hidden subcommand the child runs.
 pub const WORKER_SUBCOMMAND: &str = "__kernel-worker";
@@ -175,9 +167,6 @@ pub fn worker_exe() -> Result<PathBuf, String> {
 /// call [`worker_main`] with them and print its JSON on a line of its own
 /// (a test binary does, with its harness's lines around it).
 pub fn run_with(mut program: Command, experiment: &str, mem_bytes: u64, params: &Value) -> Result<Value, String> {
-    if !WORKLOADS.iter().any(|(name, _)| *name == experiment) {
-        return Err(format!("{experiment} has no kernel workload yet"));
-    }
     let memcg = Memcg::create(mem_bytes)?;
     let mut child = program
         .arg(WORKER_SUBCOMMAND)
@@ -201,34 +190,19 @@ pub fn run_with(mut program: Command, experiment: &str, mem_bytes: u64, params: 
     serde_json::from_str(line).map_err(|e| format!("the kernel worker's output is not JSON: {e}"))
 }
 
-/// The child's side: join the cgroup, run the workload, return its JSON.
+/// The child's side: join the cgroup, run `workload` (the experiment's,
+/// looked up by [`crate::registry::kernel_worker`]), return its JSON.
 /// `"pin_cpu": true` in the parameters pins the worker to the CPU it is on
 /// before it joins: the kernel keeps up to 64 pages of charge cached per CPU
 /// and group, and a worker that moved between CPUs would leave some behind,
 /// charged but unusable, shrinking its cache by that much for a while.
-pub fn worker_main(experiment: &str, cgroup: &Path, params: &str) -> Result<Value, String> {
+pub fn worker_main(workload: Workload, cgroup: &Path, params: &str) -> Result<Value, String> {
     let params: Value = serde_json::from_str(params).map_err(|e| format!("bad worker parameters: {e}"))?;
     if params.get("pin_cpu").and_then(Value::as_bool) == Some(true) {
         pin_to_this_cpu()?;
     }
     join(cgroup)?;
-    let (_, workload) = WORKLOADS
-        .iter()
-        .find(|(name, _)| *name == experiment)
-        .ok_or_else(|| format!("no kernel workload for {experiment}"))?;
     workload(&params)
-}
-
-/// Whether `path` is on tmpfs, whose pages the kernel cannot reclaim
-/// without swap (a limited group would kill the worker instead).
-pub fn is_tmpfs(path: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    const TMPFS_MAGIC: i64 = 0x0102_1994;
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return false };
-    // SAFETY: statfs fills the zeroed struct; c is a valid C string.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    let r = unsafe { libc::statfs(c.as_ptr(), &mut st) };
-    r == 0 && st.f_type as i64 == TMPFS_MAGIC
 }
 
 /// Drop the kernel's cached pages of a file (POSIX_FADV_DONTNEED), so a run

@@ -1,15 +1,22 @@
 //! Experiments and benchmarks for pcache.
 //!
-//! * [`stats`]: summary statistics and an mmtests-style comparison report.
-//! * [`zipf`]: seeded, scrambled Zipf keys.
-//! * [`hitpath`]: the cache-hit path against the kernel's page cache and
-//!   against a bare `memcpy`.
-//! * [`reclaim_writeback`]: seed 004, writeback from reclaim, 3.1 against
-//!   3.2 (fs_mark, parallel dd, streaming writes).
-//! * [`variants`]: the named variants (kernels, patch sets) each seed
-//!   experiment compares, as `Tunables` presets.
-//! * [`report`]: the result, JSON and report pieces shared by the seed
-//!   experiments.
+//! The framework:
+//! * [`registry`]: the one list of experiments (`pcache bench NAME`), read
+//!   by the CLI, the main job and the kernel worker.
+//! * [`experiment`]: the `Experiment` trait and the options every
+//!   experiment takes (`ExpOpts`, `--param NAME=VALUE`, `--set`).
+//! * [`runner`]: the seed experiments' skeleton, written once
+//!   (`SeedExperiment`, `runner::run`).
+//! * [`report`]: the result and its JSON schema; [`render`]: how results
+//!   are shown; [`stats`]: summary statistics; [`variants`]: named
+//!   presets of `Tunables`; [`kernel`]: the kernel column's memory cgroup
+//!   and worker; [`sys`], [`plot`], [`zipf`].
+//!
+//! The experiments, each a folder split by job (workload, kernel side,
+//! checks, report): [`dd`] (seed 000), [`sparsetruncate`] (001),
+//! [`lru_contention`] (002), [`small_file_server`] (003),
+//! [`reclaim_writeback`] (004); and [`hitpath`], [`fuse_dd`], [`replay`]
+//! ([`replay_kernel`]).
 
 pub mod dd;
 pub mod experiment;
@@ -20,9 +27,12 @@ pub mod lru_contention;
 pub mod plot;
 mod progress;
 pub mod reclaim_writeback;
+pub mod registry;
+pub mod render;
 pub mod replay;
 pub mod replay_kernel;
 pub mod report;
+pub mod runner;
 pub mod small_file_server;
 pub mod sparsetruncate;
 pub mod stats;

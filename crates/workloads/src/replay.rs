@@ -50,9 +50,9 @@ use pcache::{Admission, Config, Item, PageCache, Tunables, WorkingsetVersion};
 use serde::Serialize;
 
 use crate::plot;
+use crate::render::render_table;
 use crate::replay_kernel::{self, KernelColumn, KERNEL};
-use crate::report::render_table;
-use crate::variants::Preset;
+use crate::variants::{self, Preset};
 use crate::{Error, Result};
 
 pub const EXPERIMENT: &str = "replay";
@@ -128,26 +128,12 @@ pub const PRESETS: &[Preset] = &[
 
 /// The default variant names.
 pub fn default_variants() -> Vec<String> {
-    PRESETS.iter().filter(|p| p.default).map(|p| p.name.to_string()).collect()
+    variants::defaults(PRESETS)
 }
 
 /// Look up variant names, refusing unknown ones, duplicates and none.
 pub fn resolve(names: &[String]) -> Result<Vec<&'static Preset>> {
-    if names.is_empty() {
-        return Err(Error::Invalid("replay: no variants given".into()));
-    }
-    let mut out: Vec<&'static Preset> = Vec::new();
-    for n in names {
-        let Some(p) = PRESETS.iter().find(|p| p.name == n.trim()) else {
-            let known: Vec<&str> = PRESETS.iter().map(|p| p.name).collect();
-            return Err(Error::Invalid(format!("replay: unknown variant {n:?}; known: {}", known.join(", "))));
-        };
-        if out.iter().any(|q| q.name == p.name) {
-            return Err(Error::Invalid(format!("replay: variant {n:?} given twice")));
-        }
-        out.push(p);
-    }
-    Ok(out)
+    variants::resolve(PRESETS, names)
 }
 
 /// A trace file format.
@@ -891,6 +877,49 @@ pub fn merge_baselines(results: &mut [ReplayResult], v: &serde_json::Value, ctx:
         }
     }
     Ok(merged)
+}
+
+/// Other simulators' results merged as columns (`pcache replay --baseline
+/// FILE.json`), each with how many of this run's results it matched.
+#[derive(Debug, Default)]
+pub struct Baselines {
+    files: Vec<(PathBuf, serde_json::Value, usize)>,
+}
+
+impl Baselines {
+    /// Read every file, refusing one that is missing or not JSON before
+    /// anything is replayed.
+    pub fn load(paths: &[PathBuf]) -> Result<Baselines> {
+        let mut files = Vec::with_capacity(paths.len());
+        for p in paths {
+            let text = std::fs::read_to_string(p).map_err(|e| Error::io(p.display().to_string(), e))?;
+            let v =
+                serde_json::from_str(&text).map_err(|e| Error::Invalid(format!("{}: not JSON: {e}", p.display())))?;
+            files.push((p.clone(), v, 0));
+        }
+        Ok(Baselines { files })
+    }
+
+    /// Merge every file's columns for `res`' trace and sizes into it.
+    pub fn merge_into(&mut self, res: &mut ReplayResult) -> Result<()> {
+        for (p, v, n) in &mut self.files {
+            *n += merge_baselines(std::slice::from_mut(res), v, &p.display().to_string())?;
+        }
+        Ok(())
+    }
+
+    /// The files that matched no trace and cache size, to warn about.
+    pub fn unmatched(&self) -> impl Iterator<Item = &Path> {
+        self.files.iter().filter(|f| f.2 == 0).map(|f| f.0.as_path())
+    }
+}
+
+/// The JSON of a replay: one trace's object, or an array of several.
+pub fn results_json(results: &[ReplayResult]) -> serde_json::Value {
+    match results {
+        [one] => one.to_json(),
+        all => serde_json::Value::Array(all.iter().map(ReplayResult::to_json).collect()),
+    }
 }
 
 /// One Markdown table for many traces (BENCHMARKS.md's): a row per trace

@@ -151,7 +151,7 @@ pub fn run(
     }
     drop(kernel::Memcg::create(1 << 30)?);
     let tmp = crate::sys::tempdir_in(dir, "pcache-replay-kernel-").map_err(|e| e.to_string())?;
-    if kernel::is_tmpfs(tmp.path()) {
+    if crate::sys::is_tmpfs(tmp.path()) {
         return Err(format!(
             "{} is on tmpfs, whose pages the kernel cannot reclaim without swap; give a directory on a disk",
             tmp.path().display()

@@ -17,22 +17,14 @@
 //! deltas keyed by workload (see [`sum_vmstat`]). Maps keep the order the
 //! experiment built them in.
 //!
-//! The report pieces: [`render_compare`], a compare-kernels table (rows
-//! Min, Amean or Hmean, Stddev, CoeffVar, Max, BAmean-95, each value with
-//! its difference against the first column, positive = better, and
-//! mmtests' `*` marking for a significant difference of means, by Welch's
-//! t-test at 95%),
-//! [`render_table`] for plain aligned tables, and
-//! [`ExperimentResult::render_checks`] for the seed's claim against this
-//! run.
-
-use std::fmt::Write as _;
+//! How a result is shown (compare-kernels tables, the checks against the
+//! seed's claim, values and sizes) is in [`crate::render`].
 
 use pcache::{Item, VmStat};
 use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::stats::{pct_better, Better, Comparison, Summary};
+use crate::stats::{Better, Comparison};
 
 /// A map that keeps insertion order, serialised as a JSON object.
 #[derive(Clone, Debug, PartialEq)]
@@ -167,6 +159,21 @@ pub struct MetricSpec {
     pub table: bool,
 }
 
+impl MetricSpec {
+    /// The metric `measure` of `workload`, named `"WORKLOAD MEASURE"`.
+    pub fn new(workload: &str, measure: &str, unit: &str, better: Better, mean: Mean, table: bool) -> MetricSpec {
+        MetricSpec {
+            name: format!("{workload} {measure}"),
+            workload: workload.into(),
+            measure: measure.into(),
+            unit: unit.into(),
+            better,
+            mean,
+            table,
+        }
+    }
+}
+
 /// One variant's results.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct VariantResult {
@@ -245,6 +252,21 @@ impl ExperimentResult {
         self.variants.iter().find(|v| v.name == name)
     }
 
+    /// The variants `a` and `b`, or the check saying one of them did not
+    /// run (the seed's claims compare the two).
+    pub fn pair(&self, a: &str, b: &str) -> Result<(&VariantResult, &VariantResult), Check> {
+        match (self.variant(a), self.variant(b)) {
+            (Some(x), Some(y)) => Ok((x, y)),
+            _ => Err(Check {
+                name: format!("variants {a} and {b} both run"),
+                seed: "both".into(),
+                measured: self.variants.iter().map(|v| v.name.as_str()).collect::<Vec<_>>().join(","),
+                agrees: None,
+                counts: true,
+            }),
+        }
+    }
+
     pub fn spec(&self, metric: &str) -> Option<&MetricSpec> {
         self.metric_specs.iter().find(|m| m.name == metric)
     }
@@ -265,86 +287,6 @@ impl ExperimentResult {
             means.push(m.mean);
         }
         (cmp, means)
-    }
-
-    /// The seed's claim, each check, and the verdict.
-    /// The start of every report after its title: a warning for an
-    /// unoptimised build, the variants and what each stands for, and the
-    /// workloads with their descriptions (from `params.workloads`).
-    pub fn render_setup(&self) -> String {
-        let mut s = String::new();
-        if !self.optimized {
-            let _ = writeln!(s, "WARNING: built without optimisations; these timings mean little");
-        }
-        let vw = self.variants.iter().map(|v| v.name.len()).max().unwrap_or(0);
-        for v in &self.variants {
-            let _ = writeln!(s, "  {:<vw$} {}", v.name, v.stands_for);
-        }
-        if let Some(ws) = self.params["workloads"].as_array() {
-            let ww = ws.iter().map(|w| w["name"].as_str().unwrap_or("").len()).max().unwrap_or(0);
-            for w in ws {
-                let _ = writeln!(
-                    s,
-                    "  {:<ww$} {}",
-                    w["name"].as_str().unwrap_or(""),
-                    w["description"].as_str().unwrap_or("")
-                );
-            }
-        }
-        s
-    }
-
-    /// The compare-kernels table of every metric, with its legend.
-    pub fn render_compare_section(&self) -> String {
-        let mut s = String::from("\n");
-        let _ = writeln!(
-            s,
-            "compare-kernels: percentages against the first column, positive = better; `*  x%*` marks a significant \
-             difference of means (Welch's t-test, 95%)"
-        );
-        let (cmp, means) = self.comparison();
-        s.push_str(&render_compare(&cmp, &means));
-        s
-    }
-
-    /// The end of every report: the checks against the seed, the notes
-    /// and the wall time.
-    pub fn render_tail(&self) -> String {
-        let mut s = String::from("\n");
-        s.push_str(&self.render_checks());
-        for n in &self.notes {
-            let _ = writeln!(s, "note: {n}");
-        }
-        let _ = writeln!(s, "time: {:.1}s", self.total_s);
-        s
-    }
-
-    pub fn render_checks(&self) -> String {
-        let mut s = String::new();
-        let _ = writeln!(s, "seed {} reported: {}", self.seed, self.seed_claim);
-        let mut rows =
-            vec![vec!["check".to_string(), "seed".to_string(), "this run".to_string(), "same way".to_string()]];
-        for c in &self.checks {
-            let a = match c.agrees {
-                Some(true) => "yes",
-                Some(false) => "NO",
-                None => "n/a",
-            };
-            let a = if c.counts { a.to_string() } else { format!("{a} (not counted)") };
-            rows.push(vec![c.name.clone(), c.seed.clone(), c.measured.clone(), a]);
-        }
-        s.push_str(&render_table(&rows, &[false, false, false, false]));
-        let counted: Vec<&Check> = self.checks.iter().filter(|c| c.counts && c.agrees.is_some()).collect();
-        let agree = counted.iter().filter(|c| c.agrees == Some(true)).count();
-        let uncounted = self.checks.len() - counted.len();
-        let _ = writeln!(
-            s,
-            "same direction as the seed: {} ({agree} of {} counted checks agree{})",
-            if self.same_direction { "YES" } else { "NO" },
-            counted.len(),
-            if uncounted > 0 { format!("; {uncounted} not counted or not told") } else { String::new() }
-        );
-        s
     }
 
     /// Pretty JSON, fields in declaration order.
@@ -436,224 +378,9 @@ pub fn significant(a: &[f64], b: &[f64]) -> bool {
     diff > t_critical_95(dof) * se2.sqrt()
 }
 
-/// A number for a table: four decimals below 10, two up to a million,
-/// none above.
-pub fn fmt_value(v: f64) -> String {
-    if v.is_nan() {
-        "nan".to_string()
-    } else if v.abs() >= 1e6 {
-        format!("{v:.0}")
-    } else if v.abs() >= 10.0 || v == 0.0 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.4}")
-    }
-}
-
-/// A compare-kernels cell: `value (  pct%)`, or mmtests' `value *  pct%*`
-/// when the difference is significant.
-pub fn fmt_cell(value: f64, pct: f64, significant: bool) -> String {
-    if significant {
-        format!("{:>12} *{:>7.2}%*", fmt_value(value), pct)
-    } else {
-        format!("{:>12} ({:>7.2}%)", fmt_value(value), pct)
-    }
-}
-
-/// The rows of [`render_compare`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum CmpRow {
-    Min,
-    Mean,
-    Stddev,
-    CoeffVar,
-    Max,
-    BAmean95,
-}
-
-/// Render a comparison as mmtests' compare-kernels: for each metric the
-/// rows Min, Amean (Hmean for a metric whose `means` entry is
-/// [`Mean::Harmonic`]), Stddev, CoeffVar, Max and BAmean-95, one column per
-/// variant, each value followed by its difference against the first
-/// column in percent, positive = better (Stddev and CoeffVar: less is
-/// better). On the mean row a significant difference of means (Welch's
-/// t-test at 95%, see [`significant`]) is marked `value *  pct%*`. `means` is parallel to
-/// `cmp.metrics` (arithmetic where missing).
-pub fn render_compare(cmp: &Comparison, means: &[Mean]) -> String {
-    const CELL_W: usize = 12 + 11;
-    let rows = [CmpRow::Min, CmpRow::Mean, CmpRow::Stddev, CmpRow::CoeffVar, CmpRow::Max, CmpRow::BAmean95];
-    let label_w = 9;
-    let name_w = cmp.metrics.iter().map(|m| m.name.len()).max().unwrap_or(0).max(6);
-    let mut out = String::new();
-    let _ = write!(out, "{:w$}", "", w = label_w + 1 + name_w);
-    for c in &cmp.columns {
-        let _ = write!(out, " {:>w$}", c, w = CELL_W);
-    }
-    out.push('\n');
-    for (mi, m) in cmp.metrics.iter().enumerate() {
-        let mean = means.get(mi).copied().unwrap_or(Mean::Arithmetic);
-        let sums: Vec<Option<Summary>> = m.columns.iter().map(|s| Summary::of(s, m.better)).collect();
-        let value = |ci: usize, row: CmpRow| -> Option<f64> {
-            let s = sums.get(ci).copied().flatten()?;
-            Some(match row {
-                CmpRow::Min => s.min,
-                CmpRow::Mean => mean.of(&m.columns[ci]),
-                CmpRow::Stddev => s.stddev,
-                CmpRow::CoeffVar => s.coeffvar,
-                CmpRow::Max => s.max,
-                CmpRow::BAmean95 => s.bamean95,
-            })
-        };
-        for row in rows {
-            let label = match row {
-                CmpRow::Min => "Min",
-                CmpRow::Mean => mean.label(),
-                CmpRow::Stddev => "Stddev",
-                CmpRow::CoeffVar => "CoeffVar",
-                CmpRow::Max => "Max",
-                CmpRow::BAmean95 => "BAmean-95",
-            };
-            let better = if matches!(row, CmpRow::Stddev | CmpRow::CoeffVar) { Better::Lower } else { m.better };
-            let _ = write!(out, "{:<lw$} {:<nw$}", label, m.name, lw = label_w, nw = name_w);
-            let base = value(0, row);
-            for ci in 0..m.columns.len() {
-                match value(ci, row) {
-                    Some(v) => {
-                        let pct = base.map(|b| pct_better(b, v, better)).unwrap_or(f64::NAN);
-                        let sig = row == CmpRow::Mean && ci > 0 && significant(&m.columns[0], &m.columns[ci]);
-                        let _ = write!(out, " {}", fmt_cell(v, pct, sig));
-                    }
-                    None => {
-                        let _ = write!(out, " {:>w$}", "-", w = CELL_W);
-                    }
-                }
-            }
-            out.push('\n');
-        }
-    }
-    out
-}
-
-/// An aligned plain-text table; the first row is the header. `right[i]`
-/// right-aligns column `i`.
-pub fn render_table(rows: &[Vec<String>], right: &[bool]) -> String {
-    let ncols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..ncols)
-        .map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for r in rows {
-        let mut line = String::new();
-        for (c, cell) in r.iter().enumerate() {
-            if c > 0 {
-                line.push_str("  ");
-            }
-            if right.get(c).copied().unwrap_or(false) {
-                let _ = write!(line, "{:>w$}", cell, w = widths[c]);
-            } else {
-                let _ = write!(line, "{:<w$}", cell, w = widths[c]);
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
-}
-
-/// Parse a size: bytes, or a number with K, M, G or T (binary units,
-/// optionally followed by `iB` or `B`), e.g. `128M`, `1.5GiB`, `65536`.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let lower = t.to_ascii_lowercase();
-    let body = lower.strip_suffix("ib").or_else(|| lower.strip_suffix('b')).unwrap_or(&lower);
-    let (num, mult) = match body.chars().last() {
-        Some('k') => (&body[..body.len() - 1], 1u64 << 10),
-        Some('m') => (&body[..body.len() - 1], 1 << 20),
-        Some('g') => (&body[..body.len() - 1], 1 << 30),
-        Some('t') => (&body[..body.len() - 1], 1 << 40),
-        _ => (body, 1),
-    };
-    let bad = || format!("{s:?} is not a size (e.g. 128M, 1G, 65536)");
-    let num = num.trim();
-    if num.is_empty() {
-        return Err(bad());
-    }
-    if let Ok(n) = num.parse::<u64>() {
-        return n.checked_mul(mult).ok_or_else(bad);
-    }
-    let f: f64 = num.parse().map_err(|_| bad())?;
-    if !(f.is_finite() && f >= 0.0) || f * mult as f64 >= u64::MAX as f64 {
-        return Err(bad());
-    }
-    Ok((f * mult as f64).round() as u64)
-}
-
-/// A size for people: `128 MiB`, `1.5 GiB`, `64 KiB`, `100 B`.
-pub fn fmt_size(bytes: u64) -> String {
-    const UNITS: [(&str, u64); 4] = [("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
-    for (name, u) in UNITS {
-        if bytes >= u {
-            let v = bytes as f64 / u as f64;
-            return if bytes & (u - 1) == 0 { format!("{} {name}", bytes / u) } else { format!("{v:.1} {name}") };
-        }
-    }
-    format!("{bytes} B")
-}
-
-/// A count for a table: whole numbers plain, small fractions with two
-/// decimals, `-` for nothing measured.
-pub fn fmt_count(v: f64) -> String {
-    if v.is_nan() {
-        "-".into()
-    } else if (v - v.round()).abs() < 1e-9 || v.abs() >= 100.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.2}")
-    }
-}
-
-/// The rows of one workload's vmstat table: a header of variant names, then
-/// one row per counter with each variant's delta divided by `per(variant)`
-/// (runs, truncates, ...).
-pub fn vmstat_rows(
-    workload: &str,
-    variants: &[&VariantResult],
-    items: &[Item],
-    per: &dyn Fn(&VariantResult) -> f64,
-) -> Vec<Vec<String>> {
-    let mut rows = vec![std::iter::once(workload.to_string()).chain(variants.iter().map(|v| v.name.clone())).collect()];
-    for &item in items {
-        let mut row = vec![format!("  {}", item.name())];
-        row.extend(
-            variants.iter().map(|v| fmt_count(v.vm(workload, item).map(|x| x as f64 / per(v)).unwrap_or(f64::NAN))),
-        );
-        rows.push(row);
-    }
-    rows
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("128M"), Ok(128 << 20));
-        assert_eq!(parse_size("128MiB"), Ok(128 << 20));
-        assert_eq!(parse_size("1g"), Ok(1 << 30));
-        assert_eq!(parse_size("64K"), Ok(64 << 10));
-        assert_eq!(parse_size("4096"), Ok(4096));
-        assert_eq!(parse_size("1.5G"), Ok(3 << 29));
-        assert_eq!(parse_size("10B"), Ok(10));
-        assert!(parse_size("").is_err());
-        assert!(parse_size("M").is_err());
-        assert!(parse_size("-1M").is_err());
-        assert!(parse_size("lots").is_err());
-        assert!(parse_size("99999999999T").is_err());
-        assert_eq!(fmt_size(128 << 20), "128 MiB");
-        assert_eq!(fmt_size(3 << 29), "1.5 GiB");
-        assert_eq!(fmt_size(100), "100 B");
-    }
 
     #[test]
     fn means_and_significance() {
@@ -689,23 +416,6 @@ mod tests {
         let back: Named<Samples> = serde_json::from_str(&text).unwrap();
         assert_eq!(back.get("x").unwrap().0[0], 1.0);
         assert!(back.get("x").unwrap().0[1].is_nan());
-    }
-
-    #[test]
-    fn compare_rows_and_marks() {
-        let mut c = Comparison::new(["old", "new"]);
-        c.metric("t", Better::Lower, vec![vec![10.0, 10.1, 9.9], vec![8.0, 8.1, 7.9]]);
-        c.metric("r", Better::Higher, vec![vec![1.0, 2.0], vec![2.0, 4.0]]);
-        let text = render_compare(&c, &[Mean::Arithmetic, Mean::Harmonic]);
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 1 + 2 * 6);
-        let am = lines.iter().find(|l| l.starts_with("Amean") && l.contains(" t ")).unwrap();
-        assert!(am.contains("8.0000 *  20.00%*"), "{am}");
-        let hm = lines.iter().find(|l| l.starts_with("Hmean")).unwrap();
-        assert!(hm.contains("1.3333 (   0.00%)") && hm.contains("2.6667 ( 100.00%)"), "{hm}");
-        assert!(lines.iter().any(|l| l.starts_with("BAmean-95")));
-        let t = render_table(&[vec!["a".into(), "1".into()], vec!["bbb".into(), "22".into()]], &[false, true]);
-        assert_eq!(t, "a     1\nbbb  22\n");
     }
 
     #[test]

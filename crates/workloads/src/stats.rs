@@ -1,5 +1,5 @@
-//! Summary statistics and a comparison report in the style of mmtests'
-//! `compare-kernels`.
+//! Summary statistics for mmtests-style comparisons (rendered by
+//! [`crate::render::render_compare_rows`]).
 //!
 //! A report has one column per variant (the first is the baseline) and, for
 //! each metric, the rows Min, 1st-qrtle, 2nd-qrtle, 3rd-qrtle, Max-90%,
@@ -20,8 +20,6 @@
 //! samples, does: the lowest 95% for a lower-is-better metric, the highest
 //! for a higher-is-better one. "95%" is `floor(0.95 * n)` samples, at least
 //! one.
-
-use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
@@ -267,60 +265,6 @@ impl Comparison {
         self.metrics.push(Metric { name: name.into(), better, columns });
         self
     }
-
-    /// Render the table as mmtests' compare-kernels does.
-    pub fn render(&self) -> String {
-        format_comparison(self)
-    }
-}
-
-/// Render a [`Comparison`]; see the module docs for the rows and the sign of
-/// the percentages.
-pub fn format_comparison(cmp: &Comparison) -> String {
-    const VAL_W: usize = 12;
-    const CELL_W: usize = VAL_W + 12; // value, " (", 8-wide pct, "%)"
-    let row_w = Row::ALL.iter().map(|r| r.label().len()).max().unwrap_or(0);
-    let name_w = cmp.metrics.iter().map(|m| m.name.len()).max().unwrap_or(0).max(6);
-    let mut out = String::new();
-    let _ = write!(out, "{:w$}", "", w = row_w + 1 + name_w);
-    for c in &cmp.columns {
-        let _ = write!(out, " {:>w$}", c, w = CELL_W);
-    }
-    out.push('\n');
-    for m in &cmp.metrics {
-        let sums: Vec<Option<Summary>> = m.columns.iter().map(|s| Summary::of(s, m.better)).collect();
-        for row in Row::ALL {
-            let _ = write!(out, "{:<rw$} {:<nw$}", row.label(), m.name, rw = row_w, nw = name_w);
-            let base = sums.first().copied().flatten().map(|s| s.get(row));
-            for s in &sums {
-                match s {
-                    Some(s) => {
-                        let v = s.get(row);
-                        let pct = match base {
-                            Some(b) => pct_better(b, v, row.better(m.better)),
-                            None => f64::NAN,
-                        };
-                        let _ = write!(out, " {:>vw$} ({:>7.2}%)", fmt_value(v), pct, vw = VAL_W);
-                    }
-                    None => {
-                        let _ = write!(out, " {:>w$}", "-", w = CELL_W);
-                    }
-                }
-            }
-            out.push('\n');
-        }
-    }
-    out
-}
-
-fn fmt_value(v: f64) -> String {
-    if v.is_nan() {
-        "nan".to_string()
-    } else if v.abs() >= 1e6 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.2}")
-    }
 }
 
 #[cfg(test)]
@@ -409,28 +353,5 @@ mod tests {
         assert!(close(ratio(3.0, 2.0), 1.5));
         assert!(ratio(1.0, 0.0).is_nan());
         assert!(ratio(f64::INFINITY, 1.0).is_nan());
-    }
-
-    #[test]
-    fn report_format() {
-        let mut c = Comparison::new(["base", "new"]);
-        c.metric("ns", Better::Lower, vec![vec![100.0, 100.0], vec![80.0, 80.0]]);
-        c.metric("ops", Better::Higher, vec![vec![10.0], vec![12.0]]);
-        let text = c.render();
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 1 + 2 * Row::ALL.len());
-        assert!(lines[0].contains("base") && lines[0].contains("new"));
-        let min_ns = lines[1];
-        assert!(min_ns.starts_with("Min"), "{min_ns}");
-        assert!(min_ns.contains("100.00 (   0.00%)"), "{min_ns}");
-        assert!(min_ns.contains("80.00 (  20.00%)"), "{min_ns}");
-        let amean_ops = lines.iter().find(|l| l.starts_with("Amean") && l.contains("ops")).unwrap();
-        assert!(amean_ops.contains("12.00 (  20.00%)"), "{amean_ops}");
-        let bamean = lines.iter().find(|l| l.starts_with("BAmean-95") && l.contains(" ns")).unwrap();
-        assert!(bamean.contains("80.00 (  20.00%)"), "{bamean}");
-        // A column without samples prints a dash.
-        let mut d = Comparison::new(["a", "b"]);
-        d.metric("x", Better::Lower, vec![vec![1.0], vec![]]);
-        assert!(d.render().lines().nth(1).unwrap().trim_end().ends_with('-'));
     }
 }

@@ -38,3 +38,34 @@ pub fn tempdir_in(dir: Option<&Path>, prefix: &str) -> Result<tempfile::TempDir>
     }
     .map_err(|e| Error::io("creating a temporary directory", e))
 }
+
+/// Whether `path` is on tmpfs, whose pages the kernel cannot reclaim
+/// without swap (a limited memory cgroup would kill its user instead).
+pub fn is_tmpfs(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return false };
+    // SAFETY: statfs fills the zeroed struct; c is a valid C string.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::statfs(c.as_ptr(), &mut st) };
+    r == 0 && st.f_type as i64 == TMPFS_MAGIC
+}
+
+/// This thread's CPU time, seconds (NaN if unknown): unlike the wall clock
+/// it stops while the thread is preempted by other load on the machine,
+/// which on a shared machine makes most of the wall-time tail.
+pub fn thread_cpu_s() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid clock id and a valid out-pointer.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if r != 0 {
+        return f64::NAN;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// `len` non-zero bytes to write (a zero page could hide a read of a
+/// hole).
+pub fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| ((i * 31 + 7) % 251 + 1) as u8).collect()
+}

@@ -292,7 +292,7 @@ fn kernel_worker_entry() {
     let (Some(exp), Some(cg), Some(params)) = (args.get(i + 1), args.get(i + 2), args.get(i + 3)) else {
         panic!("worker arguments missing: {args:?}");
     };
-    match kernel::worker_main(exp, Path::new(cg), params) {
+    match pcache_workloads::registry::kernel_worker(exp, Path::new(cg), params) {
         // On a line of its own: the harness prints around it.
         Ok(v) => println!("\n{v}"),
         Err(e) => {

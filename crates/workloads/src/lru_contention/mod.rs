@@ -1,0 +1,524 @@
+//! `lru-contention`: seed 002, Nikita Danilov's batched
+//! `mark_page_accessed()` (2004), against 2.6.10's immediate activation and
+//! against what Linux does today.
+//!
+//! The seed: Danilov put every `mark_page_accessed` call through a per-CPU
+//! pagevec, so that the two-touch state machine runs under one
+//! `zone->lru_lock` acquisition per 15 calls, "to decrease contention on
+//! zone->lru_lock". Andrew Morton: it "does add more atomic ops (the extra
+//! get_page/put_page)". Marcelo Tosatti's 8-way STP runs: reaim (database,
+//! I/O intensive) peak jobs/min +6.4%, reaim compute -0.6%, kernbench -j4
+//! 12% slower, "probably due to the additional atomic operations". Danilov
+//! and Tosatti: batching changes the order of pages on the LRU lists, and
+//! so the efficiency of VM scanning, mostly kswapd's.
+//!
+//! The workload, reaim/kernbench-like: `files` shared files whose pages
+//! total `working_set_ratio` (1.25) times the cache; T threads (each of
+//! `threads`, oversubscribing the CPUs on purpose) each open their own
+//! handles on every file (POSIX_FADV_RANDOM, so a miss reads one page) and
+//! read 4 KiB pages through [`File::read_at`] at Zipf(`zipf_s`) keys
+//! scrambled over the whole working set, `ops_per_thread` reads each. The
+//! working set does not fit, so misses keep coming, reclaim runs and pages
+//! keep moving between the lists.
+//!
+//! Every (run, thread count, variant) gets a fresh cache: every page of
+//! the working set is read once in file order (the cache ends full, its
+//! pages inactive), each thread then reads `warm_ratio` times the working
+//! set's page count (split over the threads) of its own Zipf keys untimed,
+//! and then the timed reads start together on a barrier. Counters are
+//! deltas over the timed part (kswapd's work included). Key streams depend
+//! on the run, the thread count and the thread, not on the variant: every
+//! variant reads the same keys. Runs alternate the order of the variants.
+//!
+//! Misses are served by a synthetic device that fills the frame in memory
+//! (no I/O wait), so throughput is the CPU cost of hits, marking, list
+//! moves and reclaim, which is where the variants differ; the hit ratio is
+//! reported on its own. The kernel column ([`kernel_workload`]) reads real
+//! files, whose misses wait for the disk.
+
+use std::fmt::Write as _;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use pcache::{Advice, BackingDev, Config, File, Item, LruBatching, PageCache, Tunables, VmStat};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::experiment::ParamDoc;
+use crate::experiment::{apply_sets, ExpOpts};
+use crate::kernel;
+use crate::plot;
+use crate::render::{self, fmt_pct, fmt_size, fmt_value, vmstat_section};
+use crate::report::{significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples};
+use crate::runner::{self, into_map, Ctx, KernelColumn, Measured, SeedExperiment, KERNEL_COLUMN};
+use crate::stats::{pct_better, Better};
+use crate::sys::kernel_release;
+use crate::variants::{self, Preset};
+use crate::zipf::ZipfKeys;
+use crate::{Error, Result};
+
+mod checks;
+mod kernel_side;
+mod report;
+mod workload;
+
+pub use checks::CHANGE_POINTS;
+use checks::*;
+pub use kernel_side::kernel_workload;
+use kernel_side::*;
+use report::*;
+use workload::*;
+
+pub const EXPERIMENT: &str = "lru-contention";
+pub const SEED: &str = "002";
+pub const SEED_CLAIM: &str = "batching mark_page_accessed through per-CPU pagevecs (Danilov, 2.6.10-rc2) cuts \
+                              zone->lru_lock contention: reaim peak jobs/min +6.4% on an 8-way; but every batched \
+                              page takes a reference, extra atomic ops (Andrew Morton), kernbench -j4 got 12% slower, \
+                              and the batching changes the LRU order and so the efficiency of VM scanning, mostly \
+                              kswapd's (Danilov, Tosatti)";
+/// The variants the checks compare.
+pub const BEFORE: &str = "2.6.10";
+pub const DANILOV: &str = "danilov";
+pub const TODAY: &str = "batched";
+
+const MIB: u64 = 1 << 20;
+/// The page size of every cache here, and the read size.
+const PAGE: u64 = 4096;
+
+fn tunables_2610() -> Tunables {
+    Tunables { lru_batching: LruBatching::Immediate2610, ..Tunables::default() }
+}
+
+fn tunables_danilov() -> Tunables {
+    Tunables { lru_batching: LruBatching::DanilovBatch, ..Tunables::default() }
+}
+
+fn tunables_batched() -> Tunables {
+    Tunables { lru_batching: LruBatching::Batched, ..Tunables::default() }
+}
+
+/// This experiment's variants.
+pub const PRESETS: &[Preset] = &[
+    Preset {
+        experiment: EXPERIMENT,
+        name: BEFORE,
+        stands_for: "Linux 2.6.10: mark_page_accessed activates an inactive, referenced page at once, taking \
+                     lru_lock for each activation (LruBatching::Immediate2610)",
+        default: true,
+        tunables: tunables_2610,
+    },
+    Preset {
+        experiment: EXPERIMENT,
+        name: DANILOV,
+        stands_for: "Nikita Danilov's patch: every mark_page_accessed call takes a page reference and goes into \
+                     a per-CPU pagevec; the state machine runs under one lru_lock acquisition per 15 calls \
+                     (LruBatching::DanilovBatch)",
+        default: true,
+        tunables: tunables_danilov,
+    },
+    Preset {
+        experiment: EXPERIMENT,
+        name: TODAY,
+        stands_for: "Linux today: PG_referenced is set in place; only activations go through the per-CPU \
+                     pagevec of 15 (LruBatching::Batched)",
+        default: true,
+        tunables: tunables_batched,
+    },
+];
+
+/// What to run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LruContentionOpts {
+    /// Bytes of page cache (the arena).
+    pub mem_bytes: u64,
+    /// Variant names, the first the baseline column.
+    pub variants: Vec<String>,
+    /// Runs of every (thread count, variant).
+    pub runs: usize,
+    /// One workload per thread count.
+    pub threads: Vec<usize>,
+    /// Timed 4 KiB reads per thread.
+    pub ops_per_thread: u64,
+    /// Untimed Zipf reads before the timed ones, in multiples of the
+    /// working set's page count, split over the threads.
+    pub warm_ratio: f64,
+    /// The files' pages in all, in multiples of the cache.
+    pub working_set_ratio: f64,
+    /// Files the working set is spread over (every thread reads all).
+    pub files: usize,
+    /// The Zipf exponent of the keys (0 is uniform).
+    pub zipf_s: f64,
+    /// Per-CPU batch sets (`Config::nr_cpus`); 0 means the machine's CPUs.
+    pub nr_cpus: usize,
+    /// Timed reads per thread in the kernel column (its misses wait for
+    /// the disk, so it does fewer).
+    pub kernel_ops_per_thread: u64,
+    /// Run the kernel column.
+    pub kernel: bool,
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// Tunables set by name for every variant, after the preset.
+    pub set: Vec<(String, String)>,
+    /// Where to make the kernel column's files (the system's temp dir if
+    /// `None`).
+    pub dir: Option<PathBuf>,
+    /// Write SVG plots here.
+    pub plot_dir: Option<PathBuf>,
+    /// Draw progress bars on stderr (only when it is a terminal).
+    pub progress: bool,
+    /// A label: whether these are the reduced `quick` sizes.
+    pub quick: bool,
+}
+
+impl Default for LruContentionOpts {
+    fn default() -> Self {
+        LruContentionOpts {
+            mem_bytes: 128 * MIB,
+            variants: variants::defaults(PRESETS),
+            runs: 5,
+            threads: vec![1, 2, 4],
+            ops_per_thread: 1_000_000,
+            warm_ratio: 4.0,
+            working_set_ratio: 1.25,
+            files: 4,
+            zipf_s: 0.9,
+            nr_cpus: 0,
+            kernel_ops_per_thread: 100_000,
+            kernel: true,
+            seed: 1,
+            set: Vec::new(),
+            dir: None,
+            plot_dir: None,
+            progress: true,
+            quick: false,
+        }
+    }
+}
+
+impl LruContentionOpts {
+    /// Reduced sizes for the main job and CI: a 16 MiB cache, 500k reads
+    /// per thread (50k in the kernel column), 3 runs.
+    pub fn quick() -> Self {
+        LruContentionOpts {
+            mem_bytes: 16 * MIB,
+            runs: 3,
+            ops_per_thread: 500_000,
+            kernel_ops_per_thread: 50_000,
+            quick: true,
+            ..Self::default()
+        }
+    }
+
+    /// The smallest useful sizes, for tests: an 8 MiB cache, 1 and 2
+    /// threads, 20k reads each, one run, no kernel column, no progress bars.
+    pub fn tiny() -> Self {
+        LruContentionOpts {
+            mem_bytes: 8 * MIB,
+            runs: 1,
+            threads: vec![1, 2],
+            ops_per_thread: 20_000,
+            warm_ratio: 2.0,
+            kernel_ops_per_thread: 5_000,
+            kernel: false,
+            progress: false,
+            quick: true,
+            ..Self::default()
+        }
+    }
+
+    /// The common options over the defaults (quick or full).
+    pub fn from_exp(o: &ExpOpts) -> Result<Self> {
+        let base = if o.quick { Self::quick() } else { Self::default() };
+        Ok(LruContentionOpts {
+            threads: o.param_list("threads")?.unwrap_or(base.threads.clone()),
+            ops_per_thread: o.param_as("ops_per_thread")?.unwrap_or(base.ops_per_thread),
+            warm_ratio: o.param_as("warm_ratio")?.unwrap_or(base.warm_ratio),
+            kernel_ops_per_thread: o.param_as("kernel_ops_per_thread")?.unwrap_or(base.kernel_ops_per_thread),
+            mem_bytes: o.mem_bytes.unwrap_or(base.mem_bytes),
+            variants: o.variants.clone().unwrap_or(base.variants.clone()),
+            runs: o.runs.unwrap_or(base.runs),
+            kernel: o.kernel,
+            seed: o.seed,
+            set: o.set.clone(),
+            dir: o.dir.clone(),
+            plot_dir: o.plot_dir.clone(),
+            progress: o.progress,
+            ..base
+        })
+    }
+
+    /// Refuse values the experiment cannot run with.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::Invalid(m));
+        if !(4 * MIB..=(64 << 30)).contains(&self.mem_bytes) {
+            return bad(format!("memory {} must be from 4 MiB to 64 GiB", fmt_size(self.mem_bytes)));
+        }
+        if self.runs == 0 || self.runs > 1000 {
+            return bad(format!("runs {} must be from 1 to 1000", self.runs));
+        }
+        if self.threads.is_empty() || self.threads.iter().any(|&t| t == 0 || t > 256) {
+            return bad(format!("thread counts {:?} must be a non-empty list of 1 to 256", self.threads));
+        }
+        let mut sorted = self.threads.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        if sorted.len() != self.threads.len() {
+            return bad(format!("thread counts {:?} must not repeat", self.threads));
+        }
+        if !(1..=1_000_000_000).contains(&self.ops_per_thread) {
+            return bad(format!("reads per thread {} must be from 1 to 10^9", self.ops_per_thread));
+        }
+        if self.kernel_ops_per_thread > self.ops_per_thread || self.kernel_ops_per_thread == 0 {
+            return bad(format!(
+                "kernel reads per thread {} must be from 1 to the reads per thread ({})",
+                self.kernel_ops_per_thread, self.ops_per_thread
+            ));
+        }
+        if !(self.warm_ratio >= 0.0 && self.warm_ratio <= 100.0) {
+            return bad(format!("warm-up ratio {} must be from 0 to 100", self.warm_ratio));
+        }
+        if !(self.working_set_ratio > 0.0 && self.working_set_ratio <= 16.0) {
+            return bad(format!("working set ratio {} must be above 0 and at most 16", self.working_set_ratio));
+        }
+        if !(1..=64).contains(&self.files) {
+            return bad(format!("files {} must be from 1 to 64", self.files));
+        }
+        if !(self.zipf_s >= 0.0 && self.zipf_s <= 10.0) {
+            return bad(format!("Zipf exponent {} must be from 0 to 10", self.zipf_s));
+        }
+        if self.nr_cpus > 1024 {
+            return bad(format!("nr_cpus {} must be at most 1024", self.nr_cpus));
+        }
+        if self.pages_per_file() == 0 {
+            return bad("the working set is smaller than one page per file".into());
+        }
+        for p in variants::resolve(PRESETS, &self.variants)? {
+            apply_sets((p.tunables)(), &self.set)?;
+        }
+        Ok(())
+    }
+
+    fn cache_pages(&self) -> u64 {
+        self.mem_bytes / PAGE
+    }
+
+    fn pages_per_file(&self) -> u64 {
+        let total = (self.cache_pages() as f64 * self.working_set_ratio).round() as u64;
+        total / self.files as u64
+    }
+
+    /// Pages of all the files: the key space.
+    fn working_set_pages(&self) -> u64 {
+        self.pages_per_file() * self.files as u64
+    }
+
+    fn warm_ops_per_thread(&self, threads: usize) -> u64 {
+        let total = (self.working_set_pages() as f64 * self.warm_ratio).round() as u64;
+        total.div_ceil(threads as u64)
+    }
+
+    fn nr_cpus(&self) -> usize {
+        if self.nr_cpus > 0 {
+            self.nr_cpus
+        } else {
+            cpus()
+        }
+    }
+
+    fn describe(&self) -> String {
+        let ws = self.working_set_pages() * PAGE;
+        format!(
+            "{} files of {} ({} in all, {:.2}x the cache), 4 KiB read_at at Zipf({}) keys scrambled over every \
+             page, POSIX_FADV_RANDOM handles (one per thread and file); per cell: fresh cache, every page read \
+             once in file order, {} untimed Zipf reads per thread (for {} threads: {}), then {} timed reads per \
+             thread",
+            self.files,
+            fmt_size(self.pages_per_file() * PAGE),
+            fmt_size(ws),
+            ws as f64 / self.mem_bytes as f64,
+            self.zipf_s,
+            self.warm_ops_per_thread(1),
+            self.threads.iter().max().copied().unwrap_or(1),
+            self.warm_ops_per_thread(self.threads.iter().max().copied().unwrap_or(1)),
+            self.ops_per_thread
+        )
+    }
+}
+
+fn cpus() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+fn workload_name(threads: usize) -> String {
+    format!("zipf-{threads}t")
+}
+
+/// Run the experiment with every option spelled out (tests, and sizes the
+/// command line does not reach).
+pub fn run_opts(opts: &LruContentionOpts) -> Result<(ExperimentResult, LruContentionOpts)> {
+    opts.validate()?;
+    let exp = ExpOpts {
+        dir: opts.dir.clone(),
+        progress: opts.progress,
+        plot_dir: opts.plot_dir.clone(),
+        set: opts.set.clone(),
+        kernel: opts.kernel,
+        seed: opts.seed,
+        ..ExpOpts::default()
+    };
+    runner::run_with::<LruContention>(&exp, opts.clone())
+}
+
+/// The LRU list sizes sampled in the first run at the most threads, per
+/// variant: what the plots draw beyond the columns.
+pub struct LruSeries(Vec<(String, Vec<LruSample>)>);
+
+/// `pcache bench lru-contention`.
+pub struct LruContention;
+
+impl SeedExperiment for LruContention {
+    type Params = LruContentionOpts;
+    type Raw = LruSeries;
+    const NAME: &'static str = EXPERIMENT;
+    const SEED: &'static str = SEED;
+    const CLAIM: &'static str = SEED_CLAIM;
+    const ABOUT: &'static str = "Seed 002, threads hitting cached pages: 2.6.10 immediate activation against \
+                                 batched mark_page_accessed.";
+    const PRESETS: &'static [Preset] = PRESETS;
+    const PARAMS_KEY: &'static str = "opts";
+    const PARAMS: &'static [ParamDoc] = &[
+        ParamDoc { name: "threads", help: "thread counts, one workload each, comma-separated [default: 1,2,4]" },
+        ParamDoc { name: "ops_per_thread", help: "timed 4 KiB reads per thread [default: 1000000; quick: 500000]" },
+        ParamDoc {
+            name: "warm_ratio",
+            help: "untimed Zipf reads first, in multiples of the working set's pages [default: 4]",
+        },
+        ParamDoc { name: "kernel_ops_per_thread", help: "timed reads per thread in the kernel column" },
+    ];
+
+    fn smoke() -> ExpOpts {
+        let params =
+            [("threads", "1,2"), ("ops_per_thread", "20000"), ("warm_ratio", "2"), ("kernel_ops_per_thread", "5000")];
+        ExpOpts {
+            mem_bytes: Some(8 << 20),
+            runs: Some(1),
+            quick: true,
+            seed: 1,
+            params: params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            ..ExpOpts::default()
+        }
+    }
+    fn params(opts: &ExpOpts) -> Result<LruContentionOpts> {
+        let o = LruContentionOpts::from_exp(opts)?;
+        o.validate()?;
+        Ok(o)
+    }
+    fn shape(p: &LruContentionOpts) -> (&[String], usize, bool) {
+        (&p.variants, p.runs, p.quick)
+    }
+    fn measure(ctx: &Ctx<'_>, p: &LruContentionOpts) -> Result<(Measured, LruSeries)> {
+        measure(ctx, p)
+    }
+    fn kernel_workload() -> Option<kernel::Workload> {
+        Some(kernel_workload)
+    }
+    fn kernel_column(ctx: &Ctx<'_>, p: &LruContentionOpts) -> std::result::Result<KernelColumn, String> {
+        kernel_column(ctx, p)
+    }
+    fn checks(r: &ExperimentResult) -> Vec<Check> {
+        checks(r)
+    }
+    fn plot(dir: &Path, r: &ExperimentResult, raw: &LruSeries, p: &LruContentionOpts) -> Result<Vec<String>> {
+        let paths = plots(r, p, dir, sampled_threads(p), &raw.0)?;
+        Ok(paths.iter().map(|p| p.display().to_string()).collect())
+    }
+    fn title(r: &ExperimentResult, p: &LruContentionOpts) -> String {
+        title(r, p)
+    }
+    fn report_body(r: &ExperimentResult, _: &LruContentionOpts) -> String {
+        body(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options() {
+        assert!(LruContentionOpts::default().validate().is_ok());
+        assert!(LruContentionOpts::quick().validate().is_ok());
+        assert!(LruContentionOpts::tiny().validate().is_ok());
+        let t = LruContentionOpts::tiny;
+        let bad = [
+            LruContentionOpts { mem_bytes: MIB, ..t() },
+            LruContentionOpts { runs: 0, ..t() },
+            LruContentionOpts { threads: vec![], ..t() },
+            LruContentionOpts { threads: vec![0], ..t() },
+            LruContentionOpts { threads: vec![2, 2], ..t() },
+            LruContentionOpts { ops_per_thread: 0, ..t() },
+            LruContentionOpts { kernel_ops_per_thread: 0, ..t() },
+            LruContentionOpts { working_set_ratio: f64::NAN, ..t() },
+            LruContentionOpts { zipf_s: -1.0, ..t() },
+            LruContentionOpts { files: 0, ..t() },
+            LruContentionOpts { variants: vec!["2.4".into()], ..t() },
+            LruContentionOpts { set: vec![("nosuch".into(), "1".into())], ..t() },
+        ];
+        for o in bad {
+            assert!(matches!(o.validate(), Err(Error::Invalid(_))), "{o:?}");
+        }
+    }
+
+    // Goal: the presets select the three M5 variants, 2.6.10 first.
+    #[test]
+    fn presets() {
+        let v = variants::resolve(PRESETS, &variants::defaults(PRESETS)).unwrap();
+        let names: Vec<&str> = v.iter().map(|p| p.name).collect();
+        assert_eq!(names, [BEFORE, DANILOV, TODAY]);
+        let modes: Vec<LruBatching> = v.iter().map(|p| (p.tunables)().lru_batching).collect();
+        assert_eq!(modes, [LruBatching::Immediate2610, LruBatching::DanilovBatch, LruBatching::Batched]);
+    }
+
+    #[test]
+    fn sizes_and_streams() {
+        let o = LruContentionOpts::default();
+        // 128 MiB = 32768 pages; 1.25x = 40960 over 4 files.
+        assert_eq!(o.pages_per_file(), 10240);
+        assert_eq!(o.working_set_pages(), 40960);
+        assert_eq!(o.warm_ops_per_thread(4), 40960);
+        let z = ZipfKeys::new(1000, 0.9, perm_seed(1)).unwrap();
+        let a = keys(&z, 100, stream_seed(1, 0, 2, 1, TIMED));
+        let b = keys(&z, 100, stream_seed(1, 0, 2, 1, TIMED));
+        let c = keys(&z, 100, stream_seed(1, 0, 2, 0, TIMED));
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        let mut page = vec![0u8; 4096];
+        fill_page(&mut page, 3, 77);
+        assert!(check_page(&page, 3, 77, "t").is_ok());
+        assert!(check_page(&page, 3, 78, "t").is_err());
+    }
+
+    // Goal: downsampling keeps at most the asked-for points, evenly
+    // spread, the first and the last among them, in order.
+    #[test]
+    fn downsampling() {
+        let v: Vec<u32> = (0..1000).collect();
+        let d = downsample(&v, 200);
+        assert_eq!(d.len(), 200);
+        assert_eq!((d[0], d[199]), (0, 999));
+        assert!(d.windows(2).all(|w| w[0] < w[1] && w[1] - w[0] <= 6));
+        assert_eq!(downsample(&v[..150], 200), v[..150]);
+        assert_eq!(downsample(&v[..3], 2), [0, 2]);
+        assert_eq!(downsample(&v[..3], 1), [0]);
+        assert!(downsample(&v, 0).is_empty());
+        let s = LruSample { t_s: 0.0, active: 1, inactive: 3, free: 0 };
+        assert_eq!(s.active_fraction(), 0.25);
+        assert!(LruSample { active: 0, inactive: 0, ..s }.active_fraction().is_nan());
+    }
+}

@@ -1,0 +1,550 @@
+//! `reclaim-writeback`: seed 004, Mel Gorman's "do not writeback
+//! filesystem pages in direct reclaim" series, Linux 3.1 against 3.2.
+//!
+//! The seed ran three workloads on XFS with dirty_ratio 40 and reported
+//! that with the series fs_mark created files 4-14% faster, every test
+//! finished sooner (mmap-strm not always), no page was written from direct
+//! reclaim, and kswapd's efficiency (pages stolen over pages scanned) did
+//! not change. This experiment runs the same three, scaled to a cache of
+//! `mem_bytes`, on host files opened through [`PageCache::open`] (O_DIRECT),
+//! once per variant (see [`crate::variants`]) and run:
+//!
+//! 1. **fsmark**, as `fs_mark -S0 -s FILE -n N -t T`: each of T threads
+//!    creates its own files of `fsmark_file_bytes`, written in 64 KiB
+//!    chunks and closed without fsync, about `fsmark_ratio` times the
+//!    cache in all; once for each T of `fsmark_threads`. Files/s = files
+//!    created / elapsed.
+//! 2. **simple-wb**, parallel dd: `wb_threads` threads (default: one per
+//!    CPU) each writing one file in 1 MiB blocks, `wb_ratio` times the
+//!    cache in all.
+//! 3. **mmap-strm**: there are no mappings yet, so a streaming write of a
+//!    file `strm_ratio` times the cache in 1 MiB writes, then a rewrite of
+//!    it interleaved with writes to a second file `strm_mix_ratio` times
+//!    the cache (the seed's "mix of anonymous and file-backed mappings";
+//!    the anonymous part is not modelled).
+//!
+//! Elapsed time runs from the first write to the return of the last (files
+//! closed), as fs_mark -S0 times it; the dirty data left is then synced
+//! outside the timing and that time reported as `sync_s`. Every run gets a
+//! fresh cache and its files are unlinked after it. Runs alternate the
+//! order of the variants (even runs in the given order, odd runs reversed).
+//!
+//! `opts.set` sets tunables by name for every variant, after its preset
+//! ([`experiment::apply_sets`]). With `opts.plot_dir`, a sampler thread
+//! reads `nr_dirty + nr_writeback` and `nr_free_pages` every
+//! [`SAMPLE_INTERVAL_MS`] ms during the first run of each workload (its
+//! sync included), drawn as one chart per workload and counter, one line
+//! per variant. With `opts.kernel`, the fsmark and simple-wb workloads
+//! also run through `std::fs` (buffered, no fsync, syncfs after, untimed)
+//! in a memory cgroup of `mem_bytes` ([`kernel_workload`]), shown as one
+//! more column, "kernel", for elapsed and files/s.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use pcache::{Config, File, Item, OpenOptions, PageCache, ReclaimWriteback, Tunables, VmStat};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::experiment;
+use crate::experiment::{ExpOpts, ParamDoc};
+use crate::kernel;
+use crate::plot;
+use crate::render::{self, fmt_cell, fmt_count, fmt_pct, fmt_size, render_table, vmstat_section};
+use crate::report::{
+    significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult,
+};
+use crate::runner::{self, into_map, Ctx, KernelColumn, Matrix, Measured, SeedExperiment, Variant};
+use crate::stats::{pct_better, Better};
+use crate::sys::{is_tmpfs, kernel_release, pattern};
+use crate::variants::{self, Preset};
+use crate::{Error, Result};
+
+mod checks;
+mod kernel_side;
+mod report;
+mod workload;
+
+use checks::*;
+pub use kernel_side::kernel_workload;
+use kernel_side::*;
+use report::*;
+pub use workload::RunOut;
+use workload::*;
+
+pub const EXPERIMENT: &str = "reclaim-writeback";
+pub const SEED: &str = "004";
+pub const SEED_CLAIM: &str = "3.2 against 3.1: fs_mark files/s up 4-14%, elapsed times down, no writes from direct \
+                              reclaim, kswapd efficiency unchanged";
+/// The variants the checks compare: the seed's before and after.
+pub const BEFORE: &str = "3.1";
+pub const AFTER: &str = "3.2";
+
+const KIB: u64 = 1 << 10;
+const MIB: u64 = 1 << 20;
+/// fs_mark writes in 64 KiB chunks here.
+const FSMARK_CHUNK: u64 = 64 * KIB;
+/// dd's and the streaming writer's block.
+const BLOCK: u64 = MIB;
+/// Kswapd efficiency may move this many points and still be "unchanged".
+pub const EFFICIENCY_TOLERANCE_POINTS: f64 = 10.0;
+/// The plots' sampler reads the counters this often.
+pub const SAMPLE_INTERVAL_MS: u64 = 2;
+
+/// Seed 004 ran with dirty_ratio 40 (instead of 20) and the default
+/// dirty_background_ratio of 10.
+fn seed004(mode: ReclaimWriteback) -> Tunables {
+    Tunables { reclaim_writeback: mode, dirty_ratio: 40, dirty_background_ratio: 10, ..Tunables::default() }
+}
+
+fn linux_3_1() -> Tunables {
+    seed004(ReclaimWriteback::Writepage31)
+}
+
+fn linux_3_2() -> Tunables {
+    seed004(ReclaimWriteback::Flusher32)
+}
+
+/// This experiment's variants.
+pub const PRESETS: &[Preset] = &[
+    Preset {
+        experiment: EXPERIMENT,
+        name: "3.1",
+        stands_for: "Linux 3.1: direct reclaim and kswapd call ->writepage on dirty file pages at the inactive \
+                     tail (ReclaimWriteback::Writepage31), dirty_ratio 40, dirty_background_ratio 10",
+        default: true,
+        tunables: linux_3_1,
+    },
+    Preset {
+        experiment: EXPERIMENT,
+        name: "3.2",
+        stands_for: "Linux 3.2 with Mel Gorman's series (ee72886d8ed5 and followers): no file writeback from \
+                     direct reclaim, kswapd only below DEF_PRIORITY-2, dirty pages tagged PG_reclaim for the \
+                     flushers, throttling on congestion (ReclaimWriteback::Flusher32), dirty_ratio 40, \
+                     dirty_background_ratio 10",
+        default: true,
+        tunables: linux_3_2,
+    },
+];
+
+/// What to run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReclaimWritebackOpts {
+    /// Bytes of page cache (the arena).
+    pub mem_bytes: u64,
+    /// Variant names, the first the baseline column.
+    pub variants: Vec<String>,
+    /// Runs of every (workload, variant).
+    pub runs: usize,
+    /// fs_mark -s: bytes per file.
+    pub fsmark_file_bytes: u64,
+    /// fs_mark -t: one fsmark workload per thread count.
+    pub fsmark_threads: Vec<usize>,
+    /// fs_mark data, in multiples of the cache.
+    pub fsmark_ratio: f64,
+    /// simple-wb writers; 0 means one per CPU.
+    pub wb_threads: usize,
+    /// simple-wb data, in multiples of the cache.
+    pub wb_ratio: f64,
+    /// mmap-strm's streamed file, in multiples of the cache.
+    pub strm_ratio: f64,
+    /// mmap-strm's second file, in multiples of the cache.
+    pub strm_mix_ratio: f64,
+    /// Where to make the temporary directory (the system's temp dir if
+    /// `None`).
+    pub dir: Option<PathBuf>,
+    /// Draw progress bars on stderr (only when it is a terminal).
+    pub progress: bool,
+    /// A label: whether these are the reduced `quick` sizes.
+    pub quick: bool,
+    /// Tunables set by name for every variant, applied after the preset
+    /// (`--set NAME=VALUE`).
+    #[serde(default)]
+    pub set: Vec<(String, String)>,
+    /// Write SVG plots of dirty, writeback and free pages over time here.
+    #[serde(default)]
+    pub plot_dir: Option<PathBuf>,
+    /// Try the kernel column (the fsmark and simple-wb workloads through
+    /// the kernel's page cache in a memory cgroup of `mem_bytes`).
+    #[serde(default = "yes")]
+    pub kernel: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for ReclaimWritebackOpts {
+    fn default() -> Self {
+        ReclaimWritebackOpts {
+            mem_bytes: 128 * MIB,
+            variants: variants::defaults(PRESETS),
+            runs: 5,
+            fsmark_file_bytes: 10 * MIB,
+            fsmark_threads: vec![1, 4, 16],
+            fsmark_ratio: 3.0,
+            wb_threads: 0,
+            wb_ratio: 4.0,
+            strm_ratio: 1.5,
+            strm_mix_ratio: 0.5,
+            dir: None,
+            progress: true,
+            quick: false,
+            set: Vec::new(),
+            plot_dir: None,
+            kernel: true,
+        }
+    }
+}
+
+impl ReclaimWritebackOpts {
+    /// Reduced sizes for the main job and CI: a 32 MiB cache, 1 MiB files,
+    /// 3 runs.
+    pub fn quick() -> Self {
+        ReclaimWritebackOpts { mem_bytes: 32 * MIB, fsmark_file_bytes: MIB, runs: 3, quick: true, ..Self::default() }
+    }
+
+    /// The smallest useful sizes, for tests: an 8 MiB cache, 256 KiB files,
+    /// one run, no progress bars.
+    pub fn tiny() -> Self {
+        ReclaimWritebackOpts {
+            mem_bytes: 8 * MIB,
+            fsmark_file_bytes: 256 * KIB,
+            runs: 1,
+            progress: false,
+            quick: true,
+            ..Self::default()
+        }
+    }
+
+    /// Refuse values the experiment cannot run with.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::Invalid(m));
+        if !(4 * MIB..=(64 << 30)).contains(&self.mem_bytes) {
+            return bad(format!("memory {} must be from 4 MiB to 64 GiB", fmt_size(self.mem_bytes)));
+        }
+        if self.runs == 0 || self.runs > 1000 {
+            return bad(format!("runs {} must be from 1 to 1000", self.runs));
+        }
+        if !(4 * KIB..=self.mem_bytes.saturating_mul(64)).contains(&self.fsmark_file_bytes) {
+            return bad(format!("fs_mark file size {} must be from 4 KiB to 64x memory", self.fsmark_file_bytes));
+        }
+        if self.fsmark_threads.is_empty() || self.fsmark_threads.iter().any(|&t| t == 0 || t > 256) {
+            return bad(format!(
+                "fs_mark thread counts {:?} must be a non-empty list of 1 to 256",
+                self.fsmark_threads
+            ));
+        }
+        if self.wb_threads > 256 {
+            return bad(format!("simple-wb threads {} must be at most 256", self.wb_threads));
+        }
+        for (what, r) in [
+            ("fs_mark ratio", self.fsmark_ratio),
+            ("simple-wb ratio", self.wb_ratio),
+            ("mmap-strm ratio", self.strm_ratio),
+            ("mmap-strm mix ratio", self.strm_mix_ratio),
+        ] {
+            if !(r > 0.0 && r <= 64.0) {
+                return bad(format!("{what} {r} must be above 0 and at most 64"));
+            }
+        }
+        // Refuse bad --set values before anything runs.
+        for p in variants::resolve(PRESETS, &self.variants)? {
+            self.tunables(p)?;
+        }
+        Ok(())
+    }
+
+    /// A variant's tunables: its preset, then the `--set` overrides.
+    fn tunables(&self, p: &Preset) -> Result<pcache::Tunables> {
+        experiment::apply_sets((p.tunables)(), &self.set)
+    }
+
+    fn wb_threads(&self) -> usize {
+        if self.wb_threads > 0 {
+            self.wb_threads
+        } else {
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+        }
+    }
+
+    fn bytes(&self, ratio: f64) -> u64 {
+        (self.mem_bytes as f64 * ratio).round() as u64
+    }
+
+    /// The workloads, in run order.
+    fn workloads(&self) -> Vec<Workload> {
+        let mut w: Vec<Workload> = self
+            .fsmark_threads
+            .iter()
+            .map(|&threads| {
+                let total_files = (self.bytes(self.fsmark_ratio) as f64 / self.fsmark_file_bytes as f64).round();
+                let per_thread = ((total_files / threads as f64).round() as usize).max(1);
+                Workload::Fsmark { threads, per_thread }
+            })
+            .collect();
+        let threads = self.wb_threads();
+        let blocks = (self.bytes(self.wb_ratio).div_ceil(BLOCK) as usize).div_ceil(threads).max(1);
+        w.push(Workload::SimpleWb { threads, blocks });
+        w.push(Workload::MmapStrm {
+            blocks: self.bytes(self.strm_ratio).div_ceil(BLOCK).max(1) as usize,
+            mix_blocks: self.bytes(self.strm_mix_ratio).div_ceil(BLOCK).max(1) as usize,
+        });
+        w
+    }
+}
+
+/// One workload at its computed size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Workload {
+    Fsmark { threads: usize, per_thread: usize },
+    SimpleWb { threads: usize, blocks: usize },
+    MmapStrm { blocks: usize, mix_blocks: usize },
+}
+
+impl Workload {
+    fn name(self) -> String {
+        match self {
+            Workload::Fsmark { threads, .. } => format!("fsmark-{threads}t"),
+            Workload::SimpleWb { .. } => "simple-wb".into(),
+            Workload::MmapStrm { .. } => "mmap-strm".into(),
+        }
+    }
+
+    fn describe(self, opts: &ReclaimWritebackOpts) -> String {
+        let mem = opts.mem_bytes as f64;
+        match self {
+            Workload::Fsmark { threads, per_thread } => {
+                let total = (threads * per_thread) as u64 * opts.fsmark_file_bytes;
+                format!(
+                    "fs_mark -S0 -s {} -n {per_thread} -t {threads}: {threads} x {per_thread} files of {} \
+                     ({}, {:.1}x memory) in 64 KiB writes, no fsync",
+                    opts.fsmark_file_bytes,
+                    fmt_size(opts.fsmark_file_bytes),
+                    fmt_size(total),
+                    total as f64 / mem
+                )
+            }
+            Workload::SimpleWb { threads, blocks } => {
+                let total = (threads * blocks) as u64 * BLOCK;
+                format!(
+                    "{threads} dd writers, each one file of {} in 1 MiB blocks ({}, {:.1}x memory)",
+                    fmt_size(blocks as u64 * BLOCK),
+                    fmt_size(total),
+                    total as f64 / mem
+                )
+            }
+            Workload::MmapStrm { blocks, mix_blocks } => format!(
+                "stream {} ({:.1}x memory) in 1 MiB writes, then rewrite it interleaved with {} of a second file \
+                 ({:.1}x); anonymous mappings are not modelled yet, so both are file writes",
+                fmt_size(blocks as u64 * BLOCK),
+                (blocks as u64 * BLOCK) as f64 / mem,
+                fmt_size(mix_blocks as u64 * BLOCK),
+                (mix_blocks as u64 * BLOCK) as f64 / mem
+            ),
+        }
+    }
+}
+
+/// `pcache bench reclaim-writeback`.
+pub struct ReclaimWritebackExp;
+
+impl SeedExperiment for ReclaimWritebackExp {
+    type Params = ReclaimWritebackOpts;
+    type Raw = Matrix<RunOut>;
+    const NAME: &'static str = EXPERIMENT;
+    const SEED: &'static str = SEED;
+    const CLAIM: &'static str = SEED_CLAIM;
+    const ABOUT: &'static str = "Seed 004, writeback from reclaim: fs_mark, parallel dd and streaming writes under \
+                                 memory pressure, Linux 3.1 against 3.2, compare-kernels report.";
+    const PRESETS: &'static [Preset] = PRESETS;
+    const PARAMS_KEY: &'static str = "opts";
+    const PARAMS: &'static [ParamDoc] = &[
+        ParamDoc { name: "file_size", help: "fs_mark file size, e.g. 10M [default: 10M; quick: 1M]" },
+        ParamDoc { name: "fsmark_threads", help: "fs_mark thread counts, comma-separated [default: 1,4,16]" },
+        ParamDoc { name: "wb_threads", help: "simple-wb writers [default: one per CPU]" },
+    ];
+
+    fn smoke() -> ExpOpts {
+        ExpOpts {
+            mem_bytes: Some(8 << 20),
+            runs: Some(1),
+            quick: true,
+            params: vec![("file_size".into(), "256K".into())],
+            ..ExpOpts::default()
+        }
+    }
+    fn params(opts: &ExpOpts) -> Result<ReclaimWritebackOpts> {
+        ReclaimWritebackOpts::from_exp(opts)
+    }
+    fn shape(p: &ReclaimWritebackOpts) -> (&[String], usize, bool) {
+        (&p.variants, p.runs, p.quick)
+    }
+    fn measure(ctx: &Ctx<'_>, p: &ReclaimWritebackOpts) -> Result<(Measured, Matrix<RunOut>)> {
+        measure(ctx, p)
+    }
+    fn kernel_workload() -> Option<kernel::Workload> {
+        Some(kernel_workload)
+    }
+    fn kernel_column(ctx: &Ctx<'_>, p: &ReclaimWritebackOpts) -> std::result::Result<KernelColumn, String> {
+        kernel_column(ctx, p)
+    }
+    fn plot(dir: &Path, r: &ExperimentResult, raw: &Matrix<RunOut>, p: &ReclaimWritebackOpts) -> Result<Vec<String>> {
+        plot_timelines(dir, &r.variants, raw, p)
+    }
+    fn finish(r: &mut ExperimentResult) {
+        finish(r)
+    }
+    fn checks(r: &ExperimentResult) -> Vec<Check> {
+        checks(r)
+    }
+    fn title(r: &ExperimentResult, p: &ReclaimWritebackOpts) -> String {
+        title(r, p)
+    }
+    fn report_body(r: &ExperimentResult, p: &ReclaimWritebackOpts) -> String {
+        body(r, p)
+    }
+}
+
+/// Run the experiment with every option spelled out (tests, and sizes the
+/// command line does not reach).
+pub fn run(opts: &ReclaimWritebackOpts) -> Result<(ExperimentResult, ReclaimWritebackOpts)> {
+    opts.validate()?;
+    let exp = ExpOpts {
+        dir: opts.dir.clone(),
+        progress: opts.progress,
+        plot_dir: opts.plot_dir.clone(),
+        set: opts.set.clone(),
+        kernel: opts.kernel,
+        ..ExpOpts::default()
+    };
+    runner::run_with::<ReclaimWritebackExp>(&exp, opts.clone())
+}
+
+impl ReclaimWritebackOpts {
+    /// The options `pcache bench reclaim-writeback` asks for, checked.
+    pub fn from_exp(opts: &ExpOpts) -> Result<ReclaimWritebackOpts> {
+        let mut o = if opts.quick { Self::quick() } else { Self::default() };
+        if let Some(v) = opts.mem_bytes {
+            o.mem_bytes = v;
+        }
+        if let Some(v) = &opts.variants {
+            o.variants = v.iter().map(|s| s.trim().to_string()).collect();
+        }
+        if let Some(v) = opts.runs {
+            o.runs = v;
+        }
+        if let Some(v) = opts.param_size("file_size")? {
+            o.fsmark_file_bytes = v;
+        }
+        if let Some(v) = opts.param_list("fsmark_threads")? {
+            o.fsmark_threads = v;
+        }
+        if let Some(v) = opts.param_as("wb_threads")? {
+            o.wb_threads = v;
+        }
+        o.set = opts.set.clone();
+        o.plot_dir = opts.plot_dir.clone();
+        o.kernel = opts.kernel;
+        o.dir = opts.dir.clone();
+        o.progress = opts.progress;
+        o.validate()?;
+        Ok(o)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options() {
+        assert!(ReclaimWritebackOpts::default().validate().is_ok());
+        assert!(ReclaimWritebackOpts::quick().validate().is_ok());
+        assert!(ReclaimWritebackOpts::tiny().validate().is_ok());
+        let bad = [
+            ReclaimWritebackOpts { mem_bytes: MIB, ..ReclaimWritebackOpts::tiny() },
+            ReclaimWritebackOpts { runs: 0, ..ReclaimWritebackOpts::tiny() },
+            ReclaimWritebackOpts { fsmark_file_bytes: 1, ..ReclaimWritebackOpts::tiny() },
+            ReclaimWritebackOpts { fsmark_threads: vec![], ..ReclaimWritebackOpts::tiny() },
+            ReclaimWritebackOpts { fsmark_threads: vec![0], ..ReclaimWritebackOpts::tiny() },
+            ReclaimWritebackOpts { wb_ratio: f64::NAN, ..ReclaimWritebackOpts::tiny() },
+            ReclaimWritebackOpts { strm_ratio: 0.0, ..ReclaimWritebackOpts::tiny() },
+            ReclaimWritebackOpts { variants: vec!["2.6".into()], ..ReclaimWritebackOpts::tiny() },
+        ];
+        for o in bad {
+            assert!(matches!(o.validate(), Err(Error::Invalid(_))), "{o:?}");
+        }
+    }
+
+    #[test]
+    fn sizes_scale_with_memory() {
+        let o = ReclaimWritebackOpts { wb_threads: 2, ..ReclaimWritebackOpts::default() };
+        let w = o.workloads();
+        // 384 MiB of 10 MiB files: 38, split over the threads.
+        assert_eq!(w[0], Workload::Fsmark { threads: 1, per_thread: 38 });
+        assert_eq!(w[1], Workload::Fsmark { threads: 4, per_thread: 10 });
+        assert_eq!(w[2], Workload::Fsmark { threads: 16, per_thread: 2 });
+        assert_eq!(w[3], Workload::SimpleWb { threads: 2, blocks: 256 });
+        assert_eq!(w[4], Workload::MmapStrm { blocks: 192, mix_blocks: 64 });
+        let names: Vec<String> = w.iter().map(|w| w.name()).collect();
+        assert_eq!(names, ["fsmark-1t", "fsmark-4t", "fsmark-16t", "simple-wb", "mmap-strm"]);
+    }
+
+    // Goal: the kernel workload (run here in-process, no cgroup) writes and
+    // times every workload it is given, every run, and leaves no file.
+    #[test]
+    fn kernel_workload_times_every_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let params = serde_json::json!({
+            "dir": dir.path().to_string_lossy(),
+            "runs": 2,
+            "workloads": [
+                {"name": "fsmark-2t", "threads": 2, "files": 3, "file_bytes": 100_000, "chunk_bytes": FSMARK_CHUNK},
+                {"name": "simple-wb", "threads": 2, "files": 1, "file_bytes": 2 * MIB, "chunk_bytes": BLOCK},
+            ],
+        });
+        let v = kernel_workload(&params).unwrap();
+        for (w, files) in [("fsmark-2t", 6), ("simple-wb", 2)] {
+            assert_eq!(v["workloads"][w]["files"], files, "{v}");
+            for k in ["elapsed_s", "sync_s"] {
+                let el = v["workloads"][w][k].as_array().unwrap();
+                assert_eq!(el.len(), 2, "{w} {k}");
+                assert!(el.iter().all(|x| x.as_f64().is_some_and(|x| x >= 0.0)), "{w} {k}");
+            }
+        }
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        assert!(kernel_workload(&serde_json::json!({})).is_err());
+    }
+
+    // Goal: --set names are checked by validate, before anything runs.
+    #[test]
+    fn sets_are_validated() {
+        let o = ReclaimWritebackOpts { set: vec![("dirty_ratio".into(), "20".into())], ..ReclaimWritebackOpts::tiny() };
+        assert!(o.validate().is_ok());
+        let p = variants::resolve(PRESETS, &o.variants).unwrap();
+        assert_eq!(o.tunables(p[0]).unwrap().dirty_ratio, 20);
+        let bad = ReclaimWritebackOpts { set: vec![("nosuch".into(), "1".into())], ..o };
+        assert!(matches!(bad.validate(), Err(Error::Invalid(_))));
+    }
+
+    #[test]
+    fn seed004_presets() {
+        let v = variants::resolve(PRESETS, &variants::defaults(PRESETS)).unwrap();
+        let names: Vec<&str> = v.iter().map(|p| p.name).collect();
+        assert_eq!(names, ["3.1", "3.2"]);
+        let t31 = (v[0].tunables)();
+        let t32 = (v[1].tunables)();
+        assert_eq!(t31.reclaim_writeback, ReclaimWriteback::Writepage31);
+        assert_eq!(t32.reclaim_writeback, ReclaimWriteback::Flusher32);
+        for t in [t31, t32] {
+            assert_eq!((t.dirty_ratio, t.dirty_background_ratio), (40, 10));
+        }
+        assert!(variants::resolve(PRESETS, &["3.3".into()]).is_err());
+        assert!(variants::resolve(PRESETS, &["3.1".into(), "3.1".into()]).is_err());
+        assert!(variants::resolve(PRESETS, &[]).is_err());
+    }
+}

@@ -1,0 +1,380 @@
+//! The generic runner of the seed experiments: the skeleton they share,
+//! written once.
+//!
+//! A seed experiment implements [`SeedExperiment`]: its seed and claim,
+//! typed parameters resolved from the shared options, its presets, the
+//! measurement of the pcache columns ([`SeedExperiment::measure`]), the
+//! kernel column, plots, the checks against the seed's claim and the body
+//! of its report. [`run`] owns the rest, in this order:
+//!
+//! 1. parameters, presets and `--set` values, every one checked before
+//!    anything runs;
+//! 2. the temporary directory, the load average and the wall clock;
+//! 3. the measurement, with a progress bar and the
+//!    `outs[variant][workload][run]` matrix ([`Ctx::side_by_side`] when
+//!    one cell measures every variant in turn, [`Ctx::each_variant`] when
+//!    a cell is one variant's);
+//! 4. the kernel column where asked for (or the note why not);
+//! 5. the result: the JSON schema of [`ExperimentResult`], the checks, the
+//!    `same_direction` verdict, the experiment's last findings, then the
+//!    plots where asked for (or the note why not);
+//! 6. the report: title, set-up, compare-kernels table, the experiment's
+//!    body, then checks, notes and time ([`crate::render`]).
+//!
+//! [`Seed`] turns a `SeedExperiment` into a registry entry.
+
+use std::marker::PhantomData;
+use std::path::Path;
+use std::time::Instant;
+
+use pcache::Tunables;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::experiment::{variant_tunables, ExpOpts, Experiment, MainJob, Outcome, ParamDoc};
+use crate::kernel;
+use crate::progress::Progress;
+use crate::report::{same_direction, Check, ExperimentResult, MetricSpec, Named, Samples, VariantResult};
+use crate::sys::{load_note, loadavg, tempdir_in};
+use crate::variants::{self, Preset};
+use crate::Result;
+
+/// One variant as run: its preset and its tunables (the preset's, then
+/// `--set`).
+#[derive(Clone, Debug)]
+pub struct Variant {
+    pub preset: &'static Preset,
+    pub tunables: Tunables,
+}
+
+impl Variant {
+    /// This variant's column of the result.
+    pub fn column(&self, metrics: Named<Samples>, vmstat: Named<Value>) -> VariantResult {
+        VariantResult { name: self.preset.name.into(), stands_for: self.preset.stands_for.into(), metrics, vmstat }
+    }
+}
+
+/// The name of the kernel column.
+pub const KERNEL_COLUMN: &str = "kernel";
+
+/// The samples of a run, `outs[variant][workload][run]`.
+#[derive(Debug)]
+pub struct Matrix<T>(Vec<Vec<Vec<T>>>);
+
+impl<T> Matrix<T> {
+    /// How many variants ran.
+    pub fn variants(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Every run of `workload` under `variant`.
+    pub fn runs(&self, variant: usize, workload: usize) -> &[T] {
+        &self.0[variant][workload]
+    }
+
+    /// Every run of `workload` under `variant`, to take from.
+    pub fn runs_mut(&mut self, variant: usize, workload: usize) -> &mut [T] {
+        &mut self.0[variant][workload]
+    }
+
+    /// Every run of `workload` under every variant.
+    pub fn workload(&self, workload: usize) -> impl Iterator<Item = &T> {
+        self.0.iter().flat_map(move |v| v[workload].iter())
+    }
+}
+
+/// What an experiment's measurement hands the runner.
+#[derive(Debug, Default)]
+pub struct Measured {
+    /// The pcache columns, one per variant, in variant order.
+    pub variants: Vec<VariantResult>,
+    pub specs: Vec<MetricSpec>,
+    /// `params` fields beside the typed parameters: `workloads` (each
+    /// `name` and `description`, shown in the report's set-up), how times
+    /// and samples are taken.
+    pub params: serde_json::Map<String, Value>,
+    /// Findings beyond the metrics (the runner adds `kernel`).
+    pub extra: serde_json::Map<String, Value>,
+    /// Notes on this run's numbers.
+    pub notes: Vec<String>,
+}
+
+/// A JSON object's map (empty for anything else), for [`Measured::params`]
+/// written with `serde_json::json!`.
+pub fn into_map(v: Value) -> serde_json::Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => serde_json::Map::new(),
+    }
+}
+
+/// The kernel column: the column, the worker's raw JSON and notes.
+#[derive(Debug)]
+pub struct KernelColumn {
+    pub column: VariantResult,
+    pub raw: Value,
+    pub notes: Vec<String>,
+}
+
+impl KernelColumn {
+    /// The column [`KERNEL_COLUMN`], which stands for `stands_for`: its
+    /// metrics (no vmstat: the kernel's counters are the whole machine's),
+    /// the worker's JSON and notes.
+    pub fn new(stands_for: String, metrics: Named<Samples>, raw: Value, notes: Vec<String>) -> KernelColumn {
+        KernelColumn {
+            column: VariantResult { name: KERNEL_COLUMN.into(), stands_for, metrics, vmstat: Named::new() },
+            raw,
+            notes,
+        }
+    }
+}
+
+/// What a measurement runs with.
+pub struct Ctx<'a> {
+    pub opts: &'a ExpOpts,
+    pub variants: Vec<Variant>,
+    /// The run's temporary directory (removed after the kernel column).
+    pub tmp: tempfile::TempDir,
+    progress: Progress,
+    name: &'static str,
+}
+
+impl Ctx<'_> {
+    /// Run every workload `runs` times with the variants side by side:
+    /// `f(run, workload)` measures every variant and returns one result per
+    /// variant, in variant order. A progress bar counts the cells.
+    pub fn side_by_side<T>(
+        &self,
+        runs: usize,
+        workloads: &[String],
+        mut f: impl FnMut(usize, usize) -> Result<Vec<T>>,
+    ) -> Result<Matrix<T>> {
+        let nv = self.variants.len();
+        let phase = self.progress.phase(self.name, (runs * workloads.len()) as u64);
+        let mut outs: Vec<Vec<Vec<T>>> =
+            (0..nv).map(|_| (0..workloads.len()).map(|_| Vec::with_capacity(runs)).collect()).collect();
+        for r in 0..runs {
+            for (wi, w) in workloads.iter().enumerate() {
+                phase.set_message(format!("run {}/{runs} {w}", r + 1));
+                let per_variant = f(r, wi)?;
+                // A cell that forgot a variant would shift every column.
+                assert_eq!(per_variant.len(), nv, "{}: one result per variant", self.name);
+                for (vi, out) in per_variant.into_iter().enumerate() {
+                    outs[vi][wi].push(out);
+                }
+                phase.inc(1);
+            }
+        }
+        phase.finish();
+        Ok(Matrix(outs))
+    }
+
+    /// Run every workload `runs` times, one variant at a time:
+    /// `f(run, workload, variant)` measures one cell. The variants' order
+    /// alternates from one run to the next, so that drifts of the machine
+    /// fall on all alike.
+    pub fn each_variant<T>(
+        &self,
+        runs: usize,
+        workloads: &[String],
+        mut f: impl FnMut(usize, usize, usize) -> Result<T>,
+    ) -> Result<Matrix<T>> {
+        let nv = self.variants.len();
+        let phase = self.progress.phase(self.name, (runs * workloads.len() * nv) as u64);
+        let mut outs: Vec<Vec<Vec<T>>> =
+            (0..nv).map(|_| (0..workloads.len()).map(|_| Vec::with_capacity(runs)).collect()).collect();
+        for r in 0..runs {
+            for (wi, w) in workloads.iter().enumerate() {
+                let order: Vec<usize> = if r.is_multiple_of(2) { (0..nv).collect() } else { (0..nv).rev().collect() };
+                for vi in order {
+                    phase.set_message(format!("run {}/{runs} {w} {}", r + 1, self.variants[vi].preset.name));
+                    outs[vi][wi].push(f(r, wi, vi)?);
+                    phase.inc(1);
+                }
+            }
+        }
+        phase.finish();
+        Ok(Matrix(outs))
+    }
+}
+
+/// A seed experiment: what differs from one seed to the next. [`run`] does
+/// the rest.
+pub trait SeedExperiment: Sync + 'static {
+    /// The sizes of a run, resolved from the shared options; serialised
+    /// into the JSON's `params[PARAMS_KEY]`.
+    type Params: Serialize;
+    /// What the measurement keeps for the plots beyond the columns (`()`
+    /// when the columns are enough).
+    type Raw;
+
+    /// `pcache bench NAME`.
+    const NAME: &'static str;
+    /// The seed's number, e.g. `"000"`.
+    const SEED: &'static str;
+    /// What the seed reported, in a line.
+    const CLAIM: &'static str;
+    /// A paragraph for `--list` and `--help`.
+    const ABOUT: &'static str;
+    /// The variants it compares.
+    const PRESETS: &'static [Preset];
+    /// Where the typed parameters go in the JSON's `params`.
+    const PARAMS_KEY: &'static str;
+    /// Its own parameters (`--param NAME=VALUE`).
+    const PARAMS: &'static [ParamDoc] = &[];
+
+    /// The smallest run that takes every path (see [`Experiment::smoke`]).
+    fn smoke() -> ExpOpts {
+        ExpOpts { mem_bytes: Some(8 << 20), runs: Some(1), quick: true, seed: 1, ..ExpOpts::default() }
+    }
+    /// Resolve and check the parameters `opts` asks for.
+    fn params(opts: &ExpOpts) -> Result<Self::Params>;
+    /// The variant names, runs and whether these are the quick sizes.
+    fn shape(p: &Self::Params) -> (&[String], usize, bool);
+    /// Measure the pcache columns.
+    fn measure(ctx: &Ctx<'_>, p: &Self::Params) -> Result<(Measured, Self::Raw)>;
+    /// The workload its kernel column runs in the worker process.
+    fn kernel_workload() -> Option<kernel::Workload>;
+    /// Run the kernel column (with `--kernel`; the temporary directory
+    /// still exists), or say why it cannot be had.
+    fn kernel_column(ctx: &Ctx<'_>, p: &Self::Params) -> std::result::Result<KernelColumn, String>;
+    /// Findings from the whole result, after the checks and the verdict:
+    /// notes, `extra` entries.
+    fn finish(_r: &mut ExperimentResult) {}
+    /// Write plots into `dir` (with `--plot`), from the finished result and
+    /// the measurement's raw data; the files written.
+    fn plot(dir: &Path, r: &ExperimentResult, raw: &Self::Raw, p: &Self::Params) -> Result<Vec<String>>;
+    /// The seed's claims against this run.
+    fn checks(r: &ExperimentResult) -> Vec<Check>;
+    /// The report's title line.
+    fn title(r: &ExperimentResult, p: &Self::Params) -> String;
+    /// The report between the compare-kernels table and the checks: the
+    /// seed's own tables, vmstat.
+    fn report_body(r: &ExperimentResult, p: &Self::Params) -> String;
+}
+
+/// Run `E` with `opts`: the result and its typed parameters.
+pub fn run<E: SeedExperiment>(opts: &ExpOpts) -> Result<(ExperimentResult, E::Params)> {
+    let p = E::params(opts)?;
+    run_with::<E>(opts, p)
+}
+
+/// Run `E` with parameters already resolved (`opts` gives the variants'
+/// `--set`, the directory, progress, kernel column and plots).
+pub fn run_with<E: SeedExperiment>(opts: &ExpOpts, p: E::Params) -> Result<(ExperimentResult, E::Params)> {
+    let (names, runs, quick) = E::shape(&p);
+    // Refuse unknown variants and bad --set values before anything runs.
+    let variants = variants::resolve(E::PRESETS, names)?
+        .into_iter()
+        .map(|preset| Ok(Variant { preset, tunables: variant_tunables(preset, opts)? }))
+        .collect::<Result<Vec<_>>>()?;
+    let start = Instant::now();
+    let load_before = loadavg();
+    let tmp = tempdir_in(opts.dir.as_deref(), &format!("pcache-{}-", E::NAME))?;
+    let ctx = Ctx { opts, variants, tmp, progress: Progress::new(opts.progress), name: E::NAME };
+    let (mut m, raw) = E::measure(&ctx, &p)?;
+    let load_after = loadavg();
+
+    let mut notes = std::mem::take(&mut m.notes);
+    notes.push(load_note(load_before, load_after));
+    if cfg!(debug_assertions) {
+        notes.push("debug build: run with --release for meaningful timings".into());
+    }
+    let mut columns = std::mem::take(&mut m.variants);
+    let mut kernel_raw = Value::Null;
+    if opts.kernel {
+        match E::kernel_column(&ctx, &p) {
+            Ok(k) => {
+                columns.push(k.column);
+                kernel_raw = k.raw;
+                notes.extend(k.notes);
+            }
+            Err(why) => notes.push(format!("kernel column not available: {why}")),
+        }
+    } else {
+        notes.push("kernel column not run (--no-kernel)".into());
+    }
+    drop(ctx);
+
+    let mut params = serde_json::Map::new();
+    params.insert(E::PARAMS_KEY.into(), serde_json::to_value(&p).unwrap_or(Value::Null));
+    params.append(&mut m.params);
+    params.insert("kernel_column".into(), Value::from(opts.kernel));
+    let mut extra = std::mem::take(&mut m.extra);
+    extra.insert("kernel".into(), kernel_raw);
+    let mut result = ExperimentResult {
+        experiment: E::NAME.into(),
+        seed: E::SEED.into(),
+        seed_claim: E::CLAIM.into(),
+        same_direction: false,
+        variants: columns,
+        metric_specs: m.specs,
+        checks: Vec::new(),
+        params: Value::Object(params),
+        extra: Value::Object(extra),
+        runs,
+        quick,
+        optimized: !cfg!(debug_assertions),
+        total_s: 0.0,
+        notes,
+    };
+    result.checks = E::checks(&result);
+    result.same_direction = same_direction(&result.checks);
+    E::finish(&mut result);
+    if let Some(dir) = &opts.plot_dir {
+        match E::plot(dir, &result, &raw, &p) {
+            Ok(files) => result.notes.push(format!("plots: {}", files.join(", "))),
+            Err(e) => result.notes.push(format!("plots not written: {e}")),
+        }
+    }
+    result.total_s = start.elapsed().as_secs_f64();
+    Ok((result, p))
+}
+
+/// The readable report of `E`'s result: title, set-up, compare-kernels,
+/// the experiment's body, checks, notes and time.
+pub fn report<E: SeedExperiment>(r: &ExperimentResult, p: &E::Params) -> String {
+    let mut s = E::title(r, p);
+    s.push('\n');
+    s.push_str(&r.render_setup());
+    s.push_str(&r.render_compare_section());
+    s.push_str(&E::report_body(r, p));
+    s.push_str(&r.render_tail());
+    s
+}
+
+/// A [`SeedExperiment`] as a registry entry.
+pub struct Seed<E>(PhantomData<E>);
+
+impl<E> Seed<E> {
+    /// The entry of `E`, for the registry's static list.
+    pub const ENTRY: Seed<E> = Seed(PhantomData);
+}
+
+impl<E: SeedExperiment> Experiment for Seed<E> {
+    fn name(&self) -> &'static str {
+        E::NAME
+    }
+    fn about(&self) -> &'static str {
+        E::ABOUT
+    }
+    fn main_job(&self) -> MainJob {
+        MainJob::Quick
+    }
+    fn presets(&self) -> &'static [Preset] {
+        E::PRESETS
+    }
+    fn params(&self) -> &'static [ParamDoc] {
+        E::PARAMS
+    }
+    fn kernel_workload(&self) -> Option<kernel::Workload> {
+        E::kernel_workload()
+    }
+    fn smoke(&self) -> ExpOpts {
+        E::smoke()
+    }
+    fn run(&self, opts: &ExpOpts) -> Result<Outcome> {
+        let (result, p) = run::<E>(opts)?;
+        Outcome::new(report::<E>(&result, &p), &result)
+    }
+}

@@ -1,0 +1,462 @@
+//! `small-file-server`: seed 003, when a `read()` that touches a page
+//! again re-marks it accessed (M7), every rule the 2007 thread discussed.
+//!
+//! Ashif Harji's SPECweb99-like server re-sent files through long-lived
+//! descriptors. Under 2.6.20's `prev_index != index` a file of one page is
+//! marked accessed only on its first read through a descriptor, so however
+//! hot it is it never reaches the active list and goes out with the
+//! streaming data; marking on every read raised his throughput from 868 to
+//! 1111 Mbps (+28%; "as much as 20%"). The thread then worried about the
+//! opposite case: a large file read in small chunks must not look hot (Xiaoning
+//! Ding, Andrew Morton), and the 2.6.11 changelog's test of 128-byte random
+//! reads of a 64 MiB file during streaming writes, which the page-aligned
+//! rule before it got wrong. This experiment runs all three, each on a cache
+//! too small for everything, once per rule (the presets below) and run,
+//! every run on a fresh cache:
+//!
+//! 1. **server**: a SPECweb99 static fileset (36 files per directory in 4
+//!    classes: 102 B to 922 B, 35% of requests; 1 to 9 KiB, 50%; 10 to
+//!    90 KiB, 14%; 100 to 900 KiB, 1%; within a class the popularity peaks
+//!    at the 5th size, directories are Zipf(1)), about twice the cache,
+//!    served by 2 threads that read whole files at offset 0 through one
+//!    long-lived handle per file, while a third thread streams a file of
+//!    twice the cache sequentially in 128 KiB reads. The three advance in
+//!    rounds (a barrier), the streamer reading a fixed number of pages per
+//!    request, so every rule sees the same pressure. Requests/s is the
+//!    measured requests over the servers' own time (the longer of the two
+//!    threads per round, waiting for the streamer not counted). Hit ratios:
+//!    `hit_ratio` is pgcache_hit / (pgcache_hit + pgcache_miss) of the whole
+//!    cache (the streamer included); `files_hit_ratio` counts the server's
+//!    pages found cached before each read (`File::cached_pages`, which
+//!    touches nothing); `small_hit_ratio` the same for files of one page.
+//! 2. **scan**: a working set (about a third of the cache) is read twice
+//!    with page-sized reads, so it is active; then a file of twice the cache
+//!    is read sequentially in 512-byte chunks. `ws_cached_%` is how much of
+//!    the working set is still cached after; `pgactivate` the activations
+//!    during the scan.
+//! 3. **random**: 128-byte reads at random offsets of a file half the cache
+//!    (the changelog: 64 MiB, 128 MiB of memory), 64000 reads per 64 MiB,
+//!    from a cold cache, while a writer thread creates files of 10/128 of
+//!    the cache (10 MB at 128 MB), syncs and re-reads each (`dd`, `sync`,
+//!    `cat`), in lockstep with the reader (one file per slice of the
+//!    reads). `elapsed_s` is the reader's time, `hit_ratio` the share of
+//!    reads whose page was cached.
+//!
+//! The kernel column (`--no-kernel` to skip) runs the server workload with
+//! `pread` through this machine's page cache in a memory cgroup of the same
+//! size. A kernel has one rule, and today's is not the prev_pos fix merged
+//! in 2.6.23: the folio-era `filemap_read` marks a folio unless the read
+//! starts in the folio where the previous one ended
+//! (`!pos_same_folio(ki_pos, prev_pos - 1)`), which for a one-page file
+//! re-read from offset 0 is 2.6.20's prev_index rule. Its hit ratios are
+//! asked of cachestat(2) before each read, as pcache's are of
+//! `cached_pages`.
+
+use std::fmt::Write as _;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Barrier, Condvar, Mutex};
+use std::time::Instant;
+
+use pcache::{Config, File, Item, OpenOptions, PageCache, RemarkRule, Tunables, VmStat};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::experiment::ExpOpts;
+use crate::kernel;
+use crate::plot::{self, Series};
+use crate::render::{self, fmt_pct, fmt_size, vmstat_section};
+use crate::report::{
+    significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult,
+};
+use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedExperiment};
+use crate::stats::{pct_better, Better};
+use crate::sys::kernel_release;
+use crate::variants::Preset;
+use crate::zipf::ZipfKeys;
+use crate::{Error, Result};
+
+mod checks;
+mod kernel_side;
+mod report;
+mod workload;
+
+use checks::*;
+pub use kernel_side::kernel_workload;
+use kernel_side::*;
+use report::*;
+use workload::*;
+
+pub const EXPERIMENT: &str = "small-file-server";
+pub const SEED: &str = "003";
+pub const SEED_CLAIM: &str = "unconditional marking raised a SPECweb99-like server's throughput ~20% (868 -> 1111 \
+                              Mbps) over 2.6.20's prev_index rule, which never re-marks a one-page file read again \
+                              through the same descriptor; Piggin's !offset and the prev_pos fix keep those pages \
+                              too; marking every small read lets a small-chunk scan flush the working set; \
+                              page-aligned-only marking (before 2.6.11) lets 128-byte random reads be evicted by \
+                              streaming writes";
+
+/// The variant names the checks compare.
+pub const PREV_INDEX: &str = "2.6.20-prev-index";
+pub const PAGE_ALIGNED: &str = "2.6.10-page-aligned";
+pub const PIGGIN: &str = "piggin-offset0";
+pub const HARJI: &str = "harji-unconditional";
+pub const MOHR: &str = "mohr-every-32nd";
+pub const PREV_POS: &str = "prev-pos";
+
+/// The workloads, in run order.
+pub const WORKLOADS: [&str; 3] = ["server", "scan", "random"];
+
+const KIB: u64 = 1 << 10;
+const MIB: u64 = 1 << 20;
+/// The streamer's and `cat`'s read size.
+const STREAM_CHUNK: u64 = 128 * KIB;
+/// The writer's block (dd bs=1M).
+const WRITE_BLOCK: u64 = MIB;
+/// The scan's read size.
+const SCAN_CHUNK: u64 = 512;
+/// The random reads' size.
+const RR_READ: u64 = 128;
+/// The working set's read size.
+const WS_CHUNK: u64 = 4 * KIB;
+
+fn with_rule(rule: RemarkRule) -> Tunables {
+    Tunables { remark_rule: rule, ..Tunables::default() }
+}
+fn t_page_aligned() -> Tunables {
+    with_rule(RemarkRule::PageAligned)
+}
+fn t_prev_index() -> Tunables {
+    with_rule(RemarkRule::PrevIndex)
+}
+fn t_piggin() -> Tunables {
+    with_rule(RemarkRule::PrevIndexOrOffsetZero)
+}
+fn t_harji() -> Tunables {
+    with_rule(RemarkRule::Unconditional)
+}
+fn t_mohr() -> Tunables {
+    with_rule(RemarkRule::Every32nd)
+}
+fn t_prev_pos() -> Tunables {
+    with_rule(RemarkRule::PrevPos)
+}
+
+/// This experiment's variants: one per M7 rule, named for its kernel or
+/// patch; 2.6.20-prev-index (the kernel Harji measured) is the baseline.
+pub const PRESETS: &[Preset] = &[
+    Preset {
+        experiment: EXPERIMENT,
+        name: PREV_INDEX,
+        stands_for: "Linux 2.6.11-2.6.20 (Harji measured 2.6.20.1): re-mark when prev_index != index \
+                     (RemarkRule::PrevIndex)",
+        default: true,
+        tunables: t_prev_index,
+    },
+    Preset {
+        experiment: EXPERIMENT,
+        name: PAGE_ALIGNED,
+        stands_for: "Linux 2.6.10 and before: only reads that start at a page boundary mark \
+                     (RemarkRule::PageAligned)",
+        default: true,
+        tunables: t_page_aligned,
+    },
+    Preset {
+        experiment: EXPERIMENT,
+        name: PIGGIN,
+        stands_for: "Nick Piggin's fix (March 2007): prev_index != index || offset == 0 \
+                     (RemarkRule::PrevIndexOrOffsetZero)",
+        default: true,
+        tunables: t_piggin,
+    },
+    Preset {
+        experiment: EXPERIMENT,
+        name: HARJI,
+        stands_for: "Ashif Harji's patch: mark_page_accessed on every read (RemarkRule::Unconditional)",
+        default: true,
+        tunables: t_harji,
+    },
+    Preset {
+        experiment: EXPERIMENT,
+        name: MOHR,
+        stands_for: "Andreas Mohr's proposal: prev_index != index, or every 32nd repeated hit on the same page \
+                     (RemarkRule::Every32nd)",
+        default: true,
+        tunables: t_mohr,
+    },
+    Preset {
+        experiment: EXPERIMENT,
+        name: PREV_POS,
+        stands_for: "the fix merged in 2.6.23 and pcache's default: remember prev_pos (where the last read \
+                     ended) and re-mark unless the read continues it inside the same page (RemarkRule::PrevPos)",
+        default: true,
+        tunables: t_prev_pos,
+    },
+];
+
+// ---------------------------------------------------------------------------
+// Parameters.
+
+/// Everything a run needs, derived from [`ExpOpts`] and the cache size.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Params {
+    pub mem_bytes: u64,
+    pub page_size: u64,
+    pub runs: usize,
+    pub quick: bool,
+    pub seed: u64,
+    pub variants: Vec<String>,
+    /// Server threads.
+    pub server_threads: usize,
+    /// Directories of 36 files.
+    pub dirs: usize,
+    /// Zipf exponent of the directories' popularity.
+    pub dir_zipf_s: f64,
+    /// Requests per run, all threads, warm-up included.
+    pub requests: usize,
+    /// The first requests, not measured.
+    pub warmup_requests: usize,
+    /// Requests per round, all threads.
+    pub round_requests: usize,
+    /// Pages the streamer reads per request served.
+    pub stream_pages_per_request: u64,
+    /// The streamed file (also the scan's file).
+    pub stream_bytes: u64,
+    /// The scan's working set.
+    pub ws_bytes: u64,
+    /// The random reads' file.
+    pub rr_file_bytes: u64,
+    pub rr_reads: usize,
+    /// Each streaming write's file (10 MB at 128 MB).
+    pub junk_bytes: u64,
+    /// Files the writer creates during the reads.
+    pub junk_files: usize,
+}
+
+impl Params {
+    /// The sizes for `opts`: a 64 MiB cache and 5 runs, or 16 MiB and 3
+    /// quick; everything else scales with the cache.
+    pub fn new(opts: &ExpOpts) -> Result<Params> {
+        let quick = opts.quick;
+        let c = opts.common(PRESETS, (16 * MIB, 64 * MIB), (3, 5), 4 << 30)?;
+        let (mem, runs, variants) = (c.mem_bytes, c.runs, c.variants);
+        let ps = Config::default().page_size as u64;
+        let pages = |bytes: f64| ((bytes / ps as f64).round() as u64).max(1) * ps;
+        let m = mem as f64;
+        let server_threads = 2;
+        let round_requests = 64;
+        let per_mib = if quick { 1000.0 } else { 1500.0 };
+        let rounds = ((per_mib * m / MIB as f64) as usize / round_requests).max(12);
+        let rr_file_bytes = pages(m / 2.0);
+        let junk_bytes = pages(m * 10.0 / 128.0);
+        Ok(Params {
+            mem_bytes: mem,
+            page_size: ps,
+            runs,
+            quick,
+            seed: opts.seed,
+            variants,
+            server_threads,
+            dirs: ((2.0 * m / dir_bytes() as f64).round() as usize).max(2),
+            dir_zipf_s: 1.0,
+            requests: rounds * round_requests,
+            warmup_requests: rounds / 3 * round_requests,
+            round_requests,
+            stream_pages_per_request: 2,
+            stream_bytes: pages(2.0 * m),
+            ws_bytes: pages(m * 0.35),
+            rr_file_bytes,
+            // 64000 reads of a 64 MiB file: 3.9 per page.
+            rr_reads: (64000.0 * rr_file_bytes as f64 / (64 * MIB) as f64).round() as usize,
+            junk_bytes,
+            junk_files: ((1.5 * m / junk_bytes as f64).ceil() as usize).max(2),
+        })
+    }
+
+    fn files(&self) -> usize {
+        self.dirs * FILES_PER_DIR
+    }
+
+    fn rounds(&self) -> usize {
+        self.requests / self.round_requests
+    }
+
+    fn warm_rounds(&self) -> usize {
+        self.warmup_requests / self.round_requests
+    }
+
+    /// Bytes the streamer reads per round.
+    fn stream_round_bytes(&self) -> u64 {
+        self.stream_pages_per_request * self.round_requests as u64 * self.page_size
+    }
+
+    /// The workloads in words, for the report.
+    fn describe(&self) -> Vec<(&'static str, String)> {
+        let fileset = self.dirs as u64 * dir_bytes();
+        let stream_total = self.requests as u64 * self.stream_pages_per_request * self.page_size;
+        vec![
+            (
+                "server",
+                format!(
+                    "SPECweb99 fileset of {} dirs x 36 files ({}, {:.1}x cache; 53% of requests for files of 4 KiB \
+                     or less), Zipf({}) over dirs; {} requests by {} threads re-reading whole files through one \
+                     handle per file ({} warm-up, not measured), in rounds of {}; a streamer reads a file of {} \
+                     sequentially in 128 KiB reads, {} pages per request ({} in all, {:.1}x cache)",
+                    self.dirs,
+                    fmt_size(fileset),
+                    fileset as f64 / self.mem_bytes as f64,
+                    self.dir_zipf_s,
+                    self.requests,
+                    self.server_threads,
+                    self.warmup_requests,
+                    self.round_requests,
+                    fmt_size(self.stream_bytes),
+                    self.stream_pages_per_request,
+                    fmt_size(stream_total),
+                    stream_total as f64 / self.mem_bytes as f64
+                ),
+            ),
+            (
+                "scan",
+                format!(
+                    "working set of {} ({:.0}% of cache) read twice in 4 KiB reads, then a file of {} read \
+                     sequentially in 512-byte reads",
+                    fmt_size(self.ws_bytes),
+                    self.ws_bytes as f64 / self.mem_bytes as f64 * 100.0,
+                    fmt_size(self.stream_bytes)
+                ),
+            ),
+            (
+                "random",
+                format!(
+                    "{} reads of 128 bytes at random offsets of a cold {} file ({:.0}% of cache); meanwhile a \
+                     writer creates {} files of {} ({} in all, {:.1}x cache), each written in 1 MiB blocks, \
+                     fsynced and read back (dd; sync; cat), one per {} reads",
+                    self.rr_reads,
+                    fmt_size(self.rr_file_bytes),
+                    self.rr_file_bytes as f64 / self.mem_bytes as f64 * 100.0,
+                    self.junk_files,
+                    fmt_size(self.junk_bytes),
+                    fmt_size(self.junk_bytes * self.junk_files as u64),
+                    (self.junk_bytes * self.junk_files as u64) as f64 / self.mem_bytes as f64,
+                    self.rr_reads / self.junk_files
+                ),
+            ),
+        ]
+    }
+}
+
+/// `pcache bench small-file-server`.
+pub struct SmallFileServer;
+
+impl SeedExperiment for SmallFileServer {
+    type Params = Params;
+    type Raw = ();
+    const NAME: &'static str = EXPERIMENT;
+    const SEED: &'static str = SEED;
+    const CLAIM: &'static str = SEED_CLAIM;
+    const ABOUT: &'static str = "Seed 003, a SPECweb99-like small-file server under streaming, every M7 re-mark \
+                                 rule; small-chunk scans and 128-byte random reads.";
+    const PRESETS: &'static [Preset] = PRESETS;
+    const PARAMS_KEY: &'static str = "params";
+
+    fn smoke() -> ExpOpts {
+        ExpOpts { mem_bytes: Some(4 << 20), runs: Some(1), quick: true, seed: 1, ..ExpOpts::default() }
+    }
+    fn params(opts: &ExpOpts) -> Result<Params> {
+        Params::new(opts)
+    }
+    fn shape(p: &Params) -> (&[String], usize, bool) {
+        (&p.variants, p.runs, p.quick)
+    }
+    fn measure(ctx: &Ctx<'_>, p: &Params) -> Result<(Measured, ())> {
+        Ok((measure(ctx, p)?, ()))
+    }
+    fn kernel_workload() -> Option<kernel::Workload> {
+        Some(kernel_workload)
+    }
+    fn kernel_column(ctx: &Ctx<'_>, p: &Params) -> std::result::Result<KernelColumn, String> {
+        kernel_column(ctx, p)
+    }
+    fn checks(r: &ExperimentResult) -> Vec<Check> {
+        checks(r)
+    }
+    fn finish(r: &mut ExperimentResult) {
+        finish(r)
+    }
+    fn plot(dir: &Path, r: &ExperimentResult, _: &(), _: &Params) -> Result<Vec<String>> {
+        plot_series(dir, r)
+    }
+    fn title(r: &ExperimentResult, p: &Params) -> String {
+        title(r, p)
+    }
+    fn report_body(r: &ExperimentResult, _: &Params) -> String {
+        body(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Goal: the fileset is SPECweb99's: 36 files per directory, about
+    // 4.9 MiB, and about half the requests are for files of one page.
+    #[test]
+    fn fileset_is_specweb99() {
+        assert_eq!(file_size(0), 102);
+        assert_eq!(file_size(8), 918);
+        assert_eq!(file_size(9 + 3), 4096);
+        assert_eq!(file_size(35), 921_600);
+        let d = dir_bytes() as f64 / MIB as f64;
+        assert!((4.8..5.0).contains(&d), "{d}");
+        let in_total: f64 = IN_CLASS.iter().sum();
+        let small = CLASS_MIX[0] + CLASS_MIX[1] * IN_CLASS[..4].iter().sum::<f64>() / in_total;
+        assert!((0.5..0.56).contains(&small), "{small}");
+    }
+
+    // Goal: the request plan is the same for the same run and seed, differs
+    // between runs, stays in range, and follows the class mix.
+    #[test]
+    fn request_plan_is_reproducible() {
+        let opts = ExpOpts { mem_bytes: Some(8 * MIB), quick: true, seed: 3, ..ExpOpts::default() };
+        let p = Params::new(&opts).unwrap();
+        let a = request_plan(&p, 0).unwrap();
+        assert_eq!(a, request_plan(&p, 0).unwrap());
+        assert_ne!(a, request_plan(&p, 1).unwrap());
+        assert_eq!(a.len(), 2);
+        let all: Vec<u32> = a.concat();
+        assert!(all.iter().all(|&id| (id as usize) < p.files()));
+        let class0 = all.iter().filter(|&&id| (id as usize % FILES_PER_DIR) / 9 == 0).count() as f64;
+        let share = class0 / all.len() as f64;
+        assert!((0.3..0.4).contains(&share), "{share}");
+    }
+
+    // Goal: bad options are refused, good ones scale with the cache.
+    #[test]
+    fn params() {
+        let q = Params::new(&ExpOpts { quick: true, ..ExpOpts::default() }).unwrap();
+        assert_eq!(q.mem_bytes, 16 * MIB);
+        assert_eq!(q.variants[0], PREV_INDEX);
+        assert_eq!(q.variants.len(), 6);
+        let f = Params::new(&ExpOpts::default()).unwrap();
+        assert_eq!(f.rr_file_bytes, 32 * MIB);
+        assert_eq!(f.rr_reads, 32000);
+        assert!(f.requests > f.warmup_requests && f.warmup_requests > 0);
+        for bad in [
+            ExpOpts { mem_bytes: Some(MIB), ..ExpOpts::default() },
+            ExpOpts { runs: Some(0), ..ExpOpts::default() },
+            ExpOpts { variants: Some(vec!["2.4".into()]), ..ExpOpts::default() },
+        ] {
+            assert!(matches!(Params::new(&bad), Err(Error::Invalid(_))), "{bad:?}");
+        }
+        let names: Vec<&str> = PRESETS.iter().map(|p| p.name).collect();
+        assert_eq!(names.len(), RemarkRule::ALL.len());
+        for rule in RemarkRule::ALL {
+            assert!(PRESETS.iter().any(|p| (p.tunables)().remark_rule == rule), "{}", rule.name());
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! The kernel column: the same sparse files through `std::fs` in a memory
+//! cgroup (file backend only).
+
+use super::*;
+
+/// The kernel column (file backend only): the column, the worker's JSON
+/// and a note, or why not.
+pub(super) fn kernel_column(ctx: &Ctx<'_>, p: &SparseParams) -> std::result::Result<KernelColumn, String> {
+    let dir = ctx.tmp.path().join("kernel");
+    std::fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let params = serde_json::json!({
+        "dir": dir.to_string_lossy(),
+        "file_bytes": p.file_bytes,
+        "files": p.files,
+        "rounds": p.rounds,
+        "runs": p.runs,
+        "read_bytes": p.read_bytes,
+        "page_size": p.page_size,
+    });
+    let v = kernel::run(EXPERIMENT, p.mem_bytes, &params)?;
+    let times = v
+        .get("workloads")
+        .and_then(|w| w.get(Backend::File.name()))
+        .and_then(|w| w.get("truncate_us"))
+        .and_then(|t| t.as_array())
+        .ok_or("the kernel worker returned no truncate times")?;
+    let times: Vec<f64> = times.iter().map(|x| x.as_f64().unwrap_or(f64::NAN)).collect();
+    if times.is_empty() {
+        return Err("the kernel worker measured nothing".into());
+    }
+    let cached = v.get("cached_fraction").and_then(|x| x.as_f64()).unwrap_or(f64::NAN);
+    let mut metrics: Named<Samples> = Named::new();
+    metrics.insert(format!("{} truncate_us", Backend::File.name()), Samples(times));
+    let note = format!(
+        "kernel column: the host kernel ({}) through std::fs on host files in a memory cgroup of {} (file \
+         backend only: Linux's tmpfs does not cache hole pages on read); {} of the hole pages were in its \
+         cache before the unlinks (cachestat)",
+        kernel_release(),
+        fmt_size(p.mem_bytes),
+        if cached.is_nan() { "an unknown part".to_string() } else { format!("{:.0}%", cached * 100.0) }
+    );
+    let stands_for = format!(
+        "the host kernel's page cache (Linux {}), the same sparse files through std::fs in a memory cgroup of {}",
+        kernel_release(),
+        fmt_size(p.mem_bytes)
+    );
+    Ok(KernelColumn::new(stands_for, metrics, v, vec![note]))
+}
+
+/// The same workload through the kernel's page cache (run in the memory
+/// cgroup by [`kernel::run`]): sparse host files in `dir`, `ftruncate`d to
+/// `file_bytes`, read `read_bytes` at every page, closed, then each
+/// unlinked and timed; `files` per round, `rounds` per run, `runs`. Returns
+/// `{"workloads": {"file": {"truncate_us": [...]}}, "cached_fraction": F}`.
+pub fn kernel_workload(params: &Value) -> std::result::Result<Value, String> {
+    let num = |k: &str| params.get(k).and_then(|x| x.as_u64()).ok_or_else(|| format!("parameter {k} missing"));
+    let dir = PathBuf::from(params.get("dir").and_then(|d| d.as_str()).ok_or("parameter dir missing")?);
+    let file_bytes = num("file_bytes")?;
+    let files = num("files")? as usize;
+    let rounds = num("rounds")?.max(1) as usize;
+    let runs = num("runs")?.max(1) as usize;
+    let read_bytes = num("read_bytes")?.clamp(1, 4096) as usize;
+    let ps = num("page_size")?.max(512);
+    let mut buf = vec![0u8; read_bytes];
+    let mut times = Vec::new();
+    let (mut cached, mut probed) = (0u64, 0u64);
+    for _ in 0..runs * rounds {
+        let paths: Vec<PathBuf> = (0..files).map(|j| dir.join(format!("sparse-{j:05}"))).collect();
+        for path in &paths {
+            let err = |e: std::io::Error| format!("{}: {e}", path.display());
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(path)
+                .map_err(err)?;
+            f.set_len(file_bytes).map_err(err)?;
+            let mut off = 0;
+            while off < file_bytes {
+                f.read_at(&mut buf, off).map_err(err)?;
+                off += ps;
+            }
+            // Probe the last page: cached if hole pages are.
+            if let Some(c) = kernel::page_cached(&f, file_bytes.saturating_sub(1), ps) {
+                probed += 1;
+                cached += c as u64;
+            }
+        }
+        for path in &paths {
+            let start = Instant::now();
+            std::fs::remove_file(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            times.push(start.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    let cached_fraction = if probed == 0 { Value::Null } else { Value::from(cached as f64 / probed as f64) };
+    Ok(serde_json::json!({
+        "workloads": { Backend::File.name(): { "truncate_us": times } },
+        "cached_fraction": cached_fraction,
+    }))
+}

@@ -1,0 +1,329 @@
+//! `pcache bench sparsetruncate`: seed 001, Mel Gorman's "only drain
+//! per-cpu pagevecs once per pagevec usage" (4.14-rc4 batchshadow-v1r1
+//! against onedrain-v1r1).
+//!
+//! The seed ran mmtests' sparsetruncate (tiny): sparse files are created
+//! (`ftruncate`, no data) and read with a 16-byte `pread` at every page, so
+//! that hole pages fill the page cache; then each file is unlinked and every
+//! unlink timed. `__pagevec_release` called `lru_add_drain` on every release
+//! of the truncation's pagevec; with the patch, once per pagevec lifecycle.
+//! It reported the truncate times' distribution: Max 254 -> 208 µs, Stddev
+//! 12.74 -> 9.62, Amean 145.12 -> 144.30.
+//!
+//! Here, per run and backend, every variant (see [`PRESETS`]) gets a fresh
+//! cache of `mem_bytes`; `rounds` times, every cache is filled to
+//! `fill_ratio` (60%) with sparse files of `file_bytes` (4 MiB, 1024 pages,
+//! as in Jan Kara's truncation benchmark of the same series; smaller for
+//! small caches), set with `set_len` and read 16 bytes at every page, the
+//! handles closed; then the files are unlinked one by one, each unlink
+//! timed, the variants alternating file by file so that drifts of the
+//! machine fall on both alike. Backends:
+//!
+//! * **tmpfs**: memory-only files ([`PageCache::open_memory`]);
+//! * **file**: host files in the temporary directory (the seed's case; the
+//!   host's unlink is inside the timing, as it was in the seed).
+//!
+//! Metrics: every truncate's wall time in µs (pooled over rounds and runs:
+//! `truncate_us` has one sample per truncate) and its thread CPU time
+//! (`truncate_cpu_us`, which leaves out the time the thread was preempted:
+//! on a shared machine that is most of the wall-time tail), and per run the
+//! drains, the pagevec releases and the lru_lock acquisitions per truncate,
+//! from the vmstat deltas of the truncation phases. The report prints the
+//! seed's rows (Min, quartiles, Max-90/95/99%, Max, Amean, Stddev, Coeff,
+//! Best99%..Best25%Amean) for both times, and the cost of one drain implied
+//! by the difference of the CPU-time Best50%Amean.
+//!
+//! With `opts.kernel`, the same read-then-unlink of sparse files runs
+//! through `std::fs` on host files in a memory cgroup of `mem_bytes`
+//! ([`kernel_workload`]), shown as the "kernel" column of the file backend.
+
+use std::fmt::Write as _;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use pcache::{Config, Item, OpenOptions, PageCache, PagevecDrain, Tunables, VmStat};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::experiment::ExpOpts;
+use crate::kernel;
+use crate::plot;
+use crate::render::{fmt_count, fmt_size, render_table, vmstat_section};
+use crate::report::{amean, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult};
+use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedExperiment, Variant};
+use crate::stats::{pct_better, quantile_sorted, Better, Summary};
+use crate::sys::kernel_release;
+use crate::variants::Preset;
+use crate::{Error, Result};
+
+mod checks;
+mod kernel_side;
+mod report;
+mod workload;
+
+pub use kernel_side::kernel_workload;
+use report::fmt_us;
+use workload::PER_TRUNCATE;
+
+pub const EXPERIMENT: &str = "sparsetruncate";
+pub const SEED: &str = "001";
+pub const SEED_CLAIM: &str = "onedrain against 4.14-rc4 batchshadow-v1r1, sparsetruncate (tiny): truncate time Max \
+                              254 -> 208 us (+18.11%), Stddev 12.74 -> 9.62 (+24.49%), Amean 145.12 -> 144.30 \
+                              (+0.56%); lru_add_drain once per pagevec lifecycle instead of on every release";
+/// The variants the checks compare: the seed's before and after.
+pub const BEFORE: &str = "batchshadow";
+pub const AFTER: &str = "onedrain";
+
+const MIB: u64 = 1 << 20;
+/// Bytes read at every page.
+pub const READ_BYTES: usize = 16;
+/// Part of the cache the sparse files fill.
+pub const FILL_RATIO: f64 = 0.6;
+/// The largest file: 4 MiB.
+pub const MAX_FILE_BYTES: u64 = 4 * MIB;
+
+fn batchshadow() -> Tunables {
+    Tunables { pagevec_drain: PagevecDrain::EveryRelease, ..Tunables::default() }
+}
+
+fn onedrain() -> Tunables {
+    Tunables { pagevec_drain: PagevecDrain::Once, ..Tunables::default() }
+}
+
+/// This experiment's variants.
+pub const PRESETS: &[Preset] = &[
+    Preset {
+        experiment: EXPERIMENT,
+        name: BEFORE,
+        stands_for: "4.14-rc4 batchshadow-v1r1: drain per-CPU pagevecs on every pagevec_release \
+                     (PagevecDrain::EveryRelease)",
+        default: true,
+        tunables: batchshadow,
+    },
+    Preset {
+        experiment: EXPERIMENT,
+        name: AFTER,
+        stands_for: "4.14-rc4 onedrain-v1r1: __pagevec_release calls lru_add_drain once per pagevec lifecycle \
+                     (pvec->drained; PagevecDrain::Once)",
+        default: true,
+        tunables: onedrain,
+    },
+];
+
+/// Where the sparse files live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Backend {
+    /// Memory-only files.
+    Tmpfs,
+    /// Host files in the temporary directory.
+    File,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Tmpfs => "tmpfs",
+            Backend::File => "file",
+        }
+    }
+}
+
+/// The workloads, in run order.
+pub const BACKENDS: [Backend; 2] = [Backend::Tmpfs, Backend::File];
+
+/// The sizes of a run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SparseParams {
+    pub mem_bytes: u64,
+    /// Bytes of each sparse file (whole pages).
+    pub file_bytes: u64,
+    /// Files per round: `fill_ratio` of the cache.
+    pub files: usize,
+    /// Fill-and-truncate rounds per run.
+    pub rounds: usize,
+    pub runs: usize,
+    pub fill_ratio: f64,
+    pub read_bytes: usize,
+    pub variants: Vec<String>,
+    pub quick: bool,
+    pub page_size: usize,
+}
+
+/// Full size: a 1 GiB cache (153 files of 4 MiB), 10 rounds, 3 runs.
+pub const FULL_MEM: u64 = 1024 * MIB;
+pub const FULL_ROUNDS: usize = 10;
+pub const FULL_RUNS: usize = 3;
+/// Quick: a 256 MiB cache (38 files of 4 MiB), 5 rounds, 2 runs.
+pub const QUICK_MEM: u64 = 256 * MIB;
+pub const QUICK_ROUNDS: usize = 5;
+pub const QUICK_RUNS: usize = 2;
+
+impl SparseParams {
+    /// The sizes `opts` asks for, checked.
+    pub fn from_opts(opts: &ExpOpts) -> Result<SparseParams> {
+        let c = opts.common(PRESETS, (QUICK_MEM, FULL_MEM), (QUICK_RUNS, FULL_RUNS), 64 << 30)?;
+        let (mem_bytes, runs, variants) = (c.mem_bytes, c.runs, c.variants);
+        let page_size = Config::default().page_size;
+        let ps = page_size as u64;
+        let fill = (mem_bytes as f64 * FILL_RATIO) as u64;
+        // 4 MiB files, or smaller so that a small cache still holds 16.
+        let file_bytes = ((fill / 16).min(MAX_FILE_BYTES) / ps).max(1) * ps;
+        let files = ((fill / file_bytes) as usize).max(1);
+        Ok(SparseParams {
+            mem_bytes,
+            file_bytes,
+            files,
+            rounds: if opts.quick { QUICK_ROUNDS } else { FULL_ROUNDS },
+            runs,
+            fill_ratio: FILL_RATIO,
+            read_bytes: READ_BYTES,
+            variants,
+            quick: opts.quick,
+            page_size,
+        })
+    }
+
+    fn pages_per_file(&self) -> u64 {
+        self.file_bytes.div_ceil(self.page_size as u64)
+    }
+}
+
+/// The seed's rows, in its order.
+pub const SEED_ROWS: [&str; 17] = [
+    "Min",
+    "1st-qrtle",
+    "2nd-qrtle",
+    "3rd-qrtle",
+    "Max-90%",
+    "Max-95%",
+    "Max-99%",
+    "Max",
+    "Amean",
+    "Stddev",
+    "Coeff",
+    "Best99%Amean",
+    "Best95%Amean",
+    "Best90%Amean",
+    "Best75%Amean",
+    "Best50%Amean",
+    "Best25%Amean",
+];
+
+/// The seed's rows of `samples` (lower is better): quantiles interpolated
+/// as in [`crate::stats`], Stddev the sample standard deviation, Coeff the
+/// Stddev in percent of the Amean, BestN%Amean the mean of the lowest
+/// `floor(N% * n)` samples (at least one). None without samples.
+pub fn seed_rows(samples: &[f64]) -> Option<[f64; 17]> {
+    let s = Summary::of(samples, Better::Lower)?;
+    let mut v: Vec<f64> = samples.iter().copied().filter(|x| !x.is_nan()).collect();
+    v.sort_by(f64::total_cmp);
+    let best = |f: f64| {
+        let k = ((f * v.len() as f64).floor() as usize).clamp(1, v.len());
+        v[..k].iter().sum::<f64>() / k as f64
+    };
+    Some([
+        s.min,
+        s.q1,
+        s.q2,
+        s.q3,
+        quantile_sorted(&v, 0.90),
+        quantile_sorted(&v, 0.95),
+        quantile_sorted(&v, 0.99),
+        s.max,
+        s.amean,
+        s.stddev,
+        s.coeffvar,
+        best(0.99),
+        best(0.95),
+        best(0.90),
+        best(0.75),
+        best(0.50),
+        best(0.25),
+    ])
+}
+
+fn row_index(label: &str) -> usize {
+    SEED_ROWS.iter().position(|r| *r == label).unwrap_or(0)
+}
+
+/// `pcache bench sparsetruncate`.
+pub struct Sparsetruncate;
+
+impl SeedExperiment for Sparsetruncate {
+    type Params = SparseParams;
+    type Raw = ();
+    const NAME: &'static str = EXPERIMENT;
+    const SEED: &'static str = SEED;
+    const CLAIM: &'static str = SEED_CLAIM;
+    const ABOUT: &'static str = "Seed 001, sparse files read once then truncated: drain on every pagevec release \
+                                 against once per lifecycle.";
+    const PRESETS: &'static [Preset] = PRESETS;
+    const PARAMS_KEY: &'static str = "sparsetruncate";
+
+    fn params(opts: &ExpOpts) -> Result<SparseParams> {
+        SparseParams::from_opts(opts)
+    }
+    fn shape(p: &SparseParams) -> (&[String], usize, bool) {
+        (&p.variants, p.runs, p.quick)
+    }
+    fn measure(ctx: &Ctx<'_>, p: &SparseParams) -> Result<(Measured, ())> {
+        Ok((workload::measure(ctx, p)?, ()))
+    }
+    fn kernel_workload() -> Option<kernel::Workload> {
+        Some(kernel_workload)
+    }
+    fn kernel_column(ctx: &Ctx<'_>, p: &SparseParams) -> std::result::Result<KernelColumn, String> {
+        kernel_side::kernel_column(ctx, p)
+    }
+    fn plot(dir: &Path, r: &ExperimentResult, _: &(), p: &SparseParams) -> Result<Vec<String>> {
+        report::plot_cdfs(dir, &r.variants, p)
+    }
+    fn checks(r: &ExperimentResult) -> Vec<Check> {
+        checks::checks(r)
+    }
+    fn title(r: &ExperimentResult, p: &SparseParams) -> String {
+        report::title(r, p)
+    }
+    fn report_body(r: &ExperimentResult, _: &SparseParams) -> String {
+        report::body(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::variants;
+
+    #[test]
+    fn presets_and_sizes() {
+        let v = variants::resolve(PRESETS, &variants::defaults(PRESETS)).unwrap();
+        let names: Vec<&str> = v.iter().map(|p| p.name).collect();
+        assert_eq!(names, [BEFORE, AFTER]);
+        assert_eq!((v[0].tunables)().pagevec_drain, PagevecDrain::EveryRelease);
+        assert_eq!((v[1].tunables)().pagevec_drain, PagevecDrain::Once);
+        let p = SparseParams::from_opts(&ExpOpts::default()).unwrap();
+        assert_eq!((p.file_bytes, p.files, p.rounds, p.runs), (4 * MIB, 153, 10, 3));
+        let t = SparseParams::from_opts(&ExpOpts { mem_bytes: Some(8 * MIB), ..ExpOpts::default() }).unwrap();
+        assert!(t.file_bytes < 512 << 10 && t.file_bytes.is_multiple_of(4096));
+        assert!(t.files >= 16 && t.files as u64 * t.file_bytes <= 8 * MIB * 6 / 10);
+        assert!(SparseParams::from_opts(&ExpOpts { mem_bytes: Some(MIB), ..ExpOpts::default() }).is_err());
+        assert!(SparseParams::from_opts(&ExpOpts { variants: Some(vec!["x".into()]), ..ExpOpts::default() }).is_err());
+    }
+
+    #[test]
+    fn seed_rows_of_a_known_sample() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        let r = seed_rows(&v).unwrap();
+        assert_eq!(r[row_index("Min")], 1.0);
+        assert_eq!(r[row_index("Max")], 100.0);
+        assert!((r[row_index("Amean")] - 50.5).abs() < 1e-9);
+        assert!((r[row_index("Max-99%")] - 99.01).abs() < 1e-9);
+        // Best 25%: the mean of 1..=25.
+        assert!((r[row_index("Best25%Amean")] - 13.0).abs() < 1e-9);
+        assert!((r[row_index("Best99%Amean")] - 50.0).abs() < 1e-9);
+        assert!((r[row_index("Coeff")] - r[row_index("Stddev")] / 50.5 * 100.0).abs() < 1e-9);
+        assert!(seed_rows(&[]).is_none());
+        assert_eq!(seed_rows(&[7.0]).unwrap()[row_index("Best25%Amean")], 7.0);
+    }
+}

@@ -1,0 +1,78 @@
+//! The registry's contract, over every experiment it lists.
+//!
+//! Goal: whatever an experiment measures, a run of it gives a complete
+//! report and JSON in the documented schema, so the CLI, the main job and
+//! BENCHMARKS.md can rely on them without knowing the experiment.
+//!
+//! Method: run each experiment at its smoke sizes (`Experiment::smoke`,
+//! no kernel column) through `experiment::run`, as the CLI does, and
+//! check the JSON and the report. For the seed experiments (those with
+//! presets) the JSON is an `ExperimentResult`: every variant has every
+//! metric's samples, every pcache column has vmstat deltas per workload,
+//! the checks are there and `same_direction` is the verdict of those
+//! checks. Nothing here asserts a timing or which variant wins.
+
+use pcache_workloads::experiment::{self, Experiment};
+use pcache_workloads::registry;
+use pcache_workloads::report::{same_direction, ExperimentResult};
+
+fn check_seed_experiment(e: &dyn Experiment, json: &str, report: &str) {
+    let name = e.name();
+    let r: ExperimentResult = serde_json::from_str(json).unwrap_or_else(|err| panic!("{name}: schema: {err}"));
+    assert_eq!(r.experiment, name);
+    assert!(!r.seed.is_empty() && !r.seed_claim.is_empty(), "{name}: seed and claim");
+    // The variants run are the experiment's defaults, in order, and the
+    // smoke run has no kernel column.
+    let names: Vec<&str> = r.variants.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(names, pcache_workloads::variants::defaults(e.presets()), "{name}: variants");
+    assert!(!r.metric_specs.is_empty(), "{name}: metric specs");
+    let workloads: Vec<&str> = {
+        let mut w: Vec<&str> = r.metric_specs.iter().map(|s| s.workload.as_str()).collect();
+        w.dedup();
+        w
+    };
+    for v in &r.variants {
+        assert!(!v.stands_for.is_empty(), "{name} {}: stands_for", v.name);
+        for s in &r.metric_specs {
+            assert_eq!(s.name, format!("{} {}", s.workload, s.measure), "{name}: metric name");
+            assert!(!v.samples(&s.name).is_empty(), "{name} {}: no samples of {}", v.name, s.name);
+        }
+        for w in &workloads {
+            let vm = v.vmstat.get(w).unwrap_or_else(|| panic!("{name} {}: no vmstat of {w}", v.name));
+            assert!(vm.get("pgalloc").and_then(|x| x.as_u64()).is_some(), "{name} {} {w}: vmstat counters", v.name);
+        }
+    }
+    assert!(!r.checks.is_empty(), "{name}: checks");
+    assert!(r.checks.iter().any(|c| c.counts), "{name}: no counted check");
+    assert_eq!(r.same_direction, same_direction(&r.checks), "{name}: the verdict is the checks'");
+    assert!(r.params["workloads"].as_array().is_some_and(|w| !w.is_empty()), "{name}: params.workloads");
+    assert!(r.notes.iter().any(|n| n.contains("kernel column")), "{name}: a note on the kernel column");
+
+    // The report: set-up, compare-kernels, checks and verdict.
+    for v in &r.variants {
+        assert!(report.contains(&v.name), "{name}: report lacks variant {}", v.name);
+    }
+    for s in r.metric_specs.iter().filter(|s| s.table) {
+        assert!(report.contains(&s.name), "{name}: report lacks metric {}", s.name);
+    }
+    for needle in ["compare-kernels", "BAmean-95", "same direction as the seed", "time:"] {
+        assert!(report.contains(needle), "{name}: report lacks {needle:?}");
+    }
+    assert!(report.contains(&format!("seed {} reported", r.seed)), "{name}: report lacks the seed's claim");
+}
+
+#[test]
+fn every_experiment_gives_a_complete_report_and_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    for e in registry::EXPERIMENTS {
+        let opts =
+            experiment::ExpOpts { dir: Some(tmp.path().to_path_buf()), progress: false, kernel: false, ..e.smoke() };
+        let out = experiment::run(*e, &opts).unwrap_or_else(|err| panic!("{}: {err}", e.name()));
+        let json: serde_json::Value = serde_json::from_str(&out.json).expect("valid JSON");
+        assert_eq!(json["experiment"], e.name(), "every result names its experiment");
+        assert!(!out.report.trim().is_empty(), "{}: empty report", e.name());
+        if !e.presets().is_empty() {
+            check_seed_experiment(*e, &out.json, &out.report);
+        }
+    }
+}

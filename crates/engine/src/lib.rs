@@ -28,12 +28,15 @@ mod highmem;
 #[cfg(all(loom, test))]
 mod loom_tests;
 mod lruvec;
+mod memory;
 mod mm;
+mod mmap;
 mod page;
 mod page_writeback;
 mod pagetree;
 pub mod percpu;
 mod readahead;
+mod rmap;
 mod signal;
 mod swap;
 mod sync;
@@ -46,10 +49,11 @@ mod workingset;
 
 pub use backing::BackingDev;
 pub use error::{Error, Result, UnwrittenFile};
+pub use mmap::{Madvise, MapFlags, MappedPage, Mapping};
 pub use signal::Interrupt;
 pub use tunables::{
-    AccessedInit, Admission, Advice, Config, LruBatching, PagevecDrain, ReclaimWriteback, RemarkRule, Tunables,
-    WorkingsetVersion, MAX_PAGE_SIZE, MIN_PAGE_SIZE,
+    AccessedInit, Admission, Advice, Config, LruBatching, MappedActivation, PagevecDrain, ReclaimWriteback, RemarkRule,
+    Tunables, WorkingsetVersion, MAX_PAGE_SIZE, MIN_PAGE_SIZE,
 };
 pub use vmstat::{Item, VmStat};
 
@@ -127,7 +131,7 @@ impl Default for OpenOptions {
 }
 
 /// Owns the background threads; the last handle to drop stops them.
-struct Owner {
+pub(crate) struct Owner {
     cache: Arc<Cache>,
 }
 
@@ -446,7 +450,6 @@ impl PageCache {
 /// An open file: a handle with its own readahead state and error cursor.
 pub struct File {
     cache: Arc<Cache>,
-    #[allow(dead_code)]
     owner: Arc<Owner>,
     inode: Arc<Inode>,
     ra: FileRaState,
@@ -650,6 +653,19 @@ impl File {
         let inval = self.inode.invalidate_lock.read();
         let pfn = self.cache.write_begin_pin(&self.inode, index)?;
         Ok(PageMut { file: self, pfn, index, new_size: 0, written_end: 0, dirtied: false, inval: Some(inval) })
+    }
+
+    /// Map `[offset, offset + len)` of the file (mmap(2) of a shared file
+    /// mapping): `offset` page aligned, `len` above 0 (rounded up to
+    /// pages). The mapping may reach past the end of the file; accesses
+    /// there fail with [`Error::PastEof`] (the kernel's SIGBUS). With
+    /// [`MapFlags::WRITE`] writes through it reach the file; with
+    /// [`MapFlags::EXEC`] reclaim treats its pages as code. The mapping
+    /// keeps the file open until it is dropped.
+    pub fn map(&self, offset: u64, len: u64, flags: MapFlags) -> Result<Mapping> {
+        self.check_open()?;
+        self.check_range(offset, len)?;
+        Mapping::new(self.cache.clone(), self.owner.clone(), self.inode.clone(), offset, len, flags)
     }
 
     /// The hit path: look up, pin and mark accessed a cached, uptodate page;
@@ -937,7 +953,7 @@ impl Drop for PageMut<'_> {
 }
 
 /// Refuse a byte range `[offset, offset + len)` that passes a page.
-fn check_page_range(page_size: usize, offset: usize, len: usize) -> Result<()> {
+pub(crate) fn check_page_range(page_size: usize, offset: usize, len: usize) -> Result<()> {
     match offset.checked_add(len) {
         Some(end) if end <= page_size => Ok(()),
         _ => Err(Error::InvalidArgument(format!("bytes {offset}+{len} pass the page's {page_size}"))),

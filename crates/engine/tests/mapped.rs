@@ -1,0 +1,224 @@
+//! Mapped pages (M15, seeds 003 and 004): faults, the young bits, reclaim's
+//! page_check_references and try_to_unmap, write faults and writeback of
+//! dirty mapped pages, unmapping racing access.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pcache::{
+    Config, Error, File, Item, LruList, Madvise, MapFlags, MappedActivation, Mapping, OpenOptions, PageCache,
+    ReclaimWriteback, Tunables, VmStat,
+};
+
+const PS: u64 = 4096;
+
+/// kswapd off, no readahead: each fault maps exactly one page and reclaim
+/// runs only when the test calls it.
+fn quiet(mapped_activation: MappedActivation) -> Tunables {
+    Tunables { mapped_activation, kswapd: false, ra_pages: 0, ..Tunables::default() }
+}
+
+fn cache_with(t: Tunables, pages: u64) -> PageCache {
+    PageCache::new(Config { memory_bytes: pages * PS, tunables: t, ..Config::default() }).unwrap()
+}
+
+/// A memory file of `pages` pages, page i filled with the byte i + 1.
+fn filled(cache: &PageCache, name: &str, pages: u64) -> File {
+    let f = cache.open_memory(name).unwrap();
+    for i in 0..pages {
+        f.write_at(&[(i + 1) as u8; PS as usize], i * PS).unwrap();
+    }
+    f.fsync().unwrap();
+    f
+}
+
+/// Touch page `i` of `m` (an access: the young bit) and check its bytes.
+fn touch(m: &Mapping, i: u64) {
+    let p = m.page(i).unwrap();
+    let mut b = [0u8; 1];
+    p.read_into(0, &mut b).unwrap();
+    assert_eq!(b[0], (i + 1) as u8, "page {i} holds its bytes");
+}
+
+fn flags(f: &File, i: u64) -> Option<(Option<LruList>, bool, bool)> {
+    f.page_state(i).map(|s| (s.lru, s.active, s.referenced))
+}
+
+fn delta(cache: &PageCache, before: &VmStat, item: Item) -> u64 {
+    cache.vmstat().delta(before).get(item)
+}
+
+/// Drop the file's pages from the cache and start its one page of
+/// interest afresh: `pages` pages are cached but only page 0 will be
+/// mapped; the others are dropped so that reclaim scans page 0 alone.
+fn only_page0(cache: &PageCache, f: &File) {
+    cache.drop_caches();
+    assert_eq!(f.cached_pages(), 0);
+}
+
+// Goal: page_check_references as 2.6.34+ does it, step by step, for one
+// mapped page referenced through one mapping: the fault's reference earns
+// PG_referenced and another trip round the inactive list (KEEP); a second
+// page table reference then activates it; and a page whose only history is
+// that first reference is reclaimed on the trip after (RECLAIM_CLEAN),
+// unmapped first.
+// Method: a cache holding only the page of interest, kswapd off; each
+// `reclaim(1)` scans the inactive list once at priority 0.
+#[test]
+fn used_once_keep_then_activate_or_reclaim() {
+    let cache = cache_with(quiet(MappedActivation::UsedOnce), 256);
+    let f = filled(&cache, "f", 4);
+    only_page0(&cache, &f);
+    let m = f.map(0, 4 * PS, MapFlags::READ).unwrap();
+
+    // The fault: mapped, young, PG_referenced clear (mapped faults do not
+    // mark_page_accessed), on the inactive list.
+    let before = cache.vmstat();
+    touch(&m, 0);
+    assert_eq!(delta(&cache, &before, Item::pgfault), 1);
+    assert_eq!(delta(&cache, &before, Item::pgmajfault), 1);
+    assert_eq!(cache.vmstat().get(Item::nr_mapped), 1);
+    // A second access is a hit: no fault.
+    touch(&m, 0);
+    assert_eq!(delta(&cache, &before, Item::pgfault), 1, "a present entry does not fault");
+    cache.lru_add_drain();
+    assert_eq!(flags(&f, 0), Some((Some(LruList::InactiveFile), false, false)));
+
+    // Scan 1: referenced_ptes = 1, PG_referenced clear -> KEEP.
+    let before = cache.vmstat();
+    assert_eq!(cache.reclaim(1), 0);
+    assert_eq!(flags(&f, 0), Some((Some(LruList::InactiveFile), false, true)), "kept, PG_referenced set");
+    assert_eq!(delta(&cache, &before, Item::mapped_referenced), 1);
+    assert_eq!(delta(&cache, &before, Item::mapped_kept), 1);
+    assert_eq!(cache.vmstat().get(Item::nr_mapped), 1, "still mapped");
+
+    // Scan 2 after another access: referenced again -> ACTIVATE.
+    touch(&m, 0);
+    let before = cache.vmstat();
+    assert_eq!(cache.reclaim(1), 0);
+    assert_eq!(flags(&f, 0), Some((Some(LruList::ActiveFile), true, true)), "activated, PG_referenced set");
+    assert_eq!(delta(&cache, &before, Item::mapped_activated), 1);
+    assert_eq!(delta(&cache, &before, Item::pgactivate), 1);
+
+    // Page 1: one reference only, then no more: KEEP, then reclaimed.
+    touch(&m, 1);
+    cache.lru_add_drain();
+    assert_eq!(cache.reclaim(1), 0, "kept on its first scan");
+    assert_eq!(flags(&f, 1), Some((Some(LruList::InactiveFile), false, true)));
+    let before = cache.vmstat();
+    assert_eq!(cache.reclaim(1), 1, "unreferenced since: unmapped and reclaimed");
+    assert_eq!(f.page_state(1), None);
+    assert_eq!(delta(&cache, &before, Item::pgunmap), 1);
+    assert_eq!(cache.vmstat().get(Item::nr_mapped), 1, "page 0 alone is mapped");
+    // The next access faults it back in, with the right bytes.
+    let before = cache.vmstat();
+    touch(&m, 1);
+    assert_eq!(delta(&cache, &before, Item::pgmajfault), 1);
+}
+
+// Goal: a page referenced through two mappings at once is activated on
+// its first scan (referenced_ptes > 1); an exec mapping's page on its
+// first reference (VM_EXEC); an unreferenced mapped page is reclaimed
+// outright.
+// Method: as above; MADV_COLD clears the young bit for the last case.
+#[test]
+fn shared_and_exec_activate_unreferenced_reclaimed() {
+    let cache = cache_with(quiet(MappedActivation::UsedOnce), 256);
+    let f = filled(&cache, "f", 4);
+    only_page0(&cache, &f);
+    let a = f.map(0, 4 * PS, MapFlags::READ).unwrap();
+    let b = f.map(0, 4 * PS, MapFlags::READ).unwrap();
+    touch(&a, 0);
+    touch(&b, 0);
+    cache.lru_add_drain();
+    let before = cache.vmstat();
+    assert_eq!(cache.reclaim(1), 0);
+    assert_eq!(flags(&f, 0), Some((Some(LruList::ActiveFile), true, true)), "two mappings: activated");
+    assert_eq!(delta(&cache, &before, Item::mapped_activated), 1);
+    drop((a, b));
+    assert_eq!(cache.vmstat().get(Item::nr_mapped), 0, "munmap drops the mapcount");
+
+    let g = filled(&cache, "exec", 2);
+    only_page0(&cache, &g);
+    let x = g.map(0, 2 * PS, MapFlags::READ | MapFlags::EXEC).unwrap();
+    touch(&x, 0);
+    cache.lru_add_drain();
+    assert_eq!(cache.reclaim(1), 0);
+    assert_eq!(flags(&g, 0), Some((Some(LruList::ActiveFile), true, true)), "exec: activated on first use");
+
+    // Unreferenced: the young bit cleared by MADV_COLD, PG_referenced clear.
+    let h = filled(&cache, "cold", 2);
+    cache.drop_caches();
+    let c = h.map(0, 2 * PS, MapFlags::READ).unwrap();
+    touch(&c, 0);
+    c.madvise(0, PS, Madvise::Cold).unwrap();
+    cache.lru_add_drain();
+    // The exec page, referenced again, stays on the active list while
+    // reclaim empties the inactive one.
+    touch(&x, 0);
+    let before = cache.vmstat();
+    assert_eq!(cache.reclaim(1), 1);
+    assert_eq!(h.page_state(0), None, "unreferenced: reclaimed at once");
+    assert_eq!(delta(&cache, &before, Item::mapped_referenced), 0);
+    assert_eq!(g.page_state(0).map(|s| s.active), Some(true), "the exec page stays");
+}
+
+// Goal: the 2.6.33 preset activates any referenced mapped page on its
+// first scan (the instantiating fault's reference is enough), and even an
+// unmapped page with PG_referenced of a file mapped elsewhere
+// (page_mapping_inuse).
+#[test]
+fn linux_2_6_33_activates_on_first_reference() {
+    let cache = cache_with(quiet(MappedActivation::Linux2_6_33), 256);
+    let f = filled(&cache, "f", 4);
+    only_page0(&cache, &f);
+    let m = f.map(0, PS, MapFlags::READ).unwrap();
+    touch(&m, 0);
+    cache.lru_add_drain();
+    let before = cache.vmstat();
+    assert_eq!(cache.reclaim(1), 0);
+    assert_eq!(flags(&f, 0).map(|s| (s.0, s.1)), Some((Some(LruList::ActiveFile), true)), "one fault: active");
+    assert_eq!(delta(&cache, &before, Item::mapped_activated), 1);
+
+    // Page 2 lies outside the mapping, but the file is mapped: a read
+    // (PG_referenced) is enough to activate it.
+    let mut buf = [0u8; 4096];
+    f.read_at(&mut buf, 2 * PS).unwrap();
+    cache.lru_add_drain();
+    assert_eq!(flags(&f, 2), Some((Some(LruList::InactiveFile), false, true)));
+    // Page 0 now sits on the active list alone: deactivating it first
+    // would not change page 2's verdict.
+    cache.reclaim(1);
+    assert_eq!(f.page_state(2).map(|s| s.active), Some(true), "page_mapping_inuse: activated");
+}
+
+// Goal: shrink_active_list keeps a referenced exec-mapped page on the
+// active list and deactivates a referenced page of an ordinary mapping.
+// Method: both pages active, both referenced since, the inactive list
+// empty so that reclaim scans the active list.
+#[test]
+fn active_list_rotates_referenced_exec_pages() {
+    let cache = cache_with(quiet(MappedActivation::UsedOnce), 256);
+    let code = filled(&cache, "code", 1);
+    let data = filled(&cache, "data", 1);
+    cache.drop_caches();
+    let x = code.map(0, PS, MapFlags::READ | MapFlags::EXEC).unwrap();
+    let d = data.map(0, PS, MapFlags::READ).unwrap();
+    touch(&x, 0);
+    touch(&d, 0);
+    cache.lru_add_drain();
+    cache.reclaim(2); // exec: activated; data: kept
+    touch(&d, 0);
+    touch(&x, 0);
+    cache.reclaim(2); // data: activated; exec: rotated on the active list
+    assert_eq!(code.page_state(0).map(|s| s.active), Some(true));
+    assert_eq!(data.page_state(0).map(|s| s.active), Some(true));
+    touch(&x, 0);
+    touch(&d, 0);
+    let before = cache.vmstat();
+    cache.reclaim(2);
+    assert_eq!(delta(&cache, &before, Item::exec_rotated), 1);
+    assert_eq!(code.page_state(0).map(|s| s.active), Some(true), "exec: another trip on the active list");
+    assert_ne!(data.page_state(0).map(|s| s.active), Some(true), "data: deactivated");
+}

@@ -222,3 +222,158 @@ fn active_list_rotates_referenced_exec_pages() {
     assert_eq!(code.page_state(0).map(|s| s.active), Some(true), "exec: another trip on the active list");
     assert_ne!(data.page_state(0).map(|s| s.active), Some(true), "data: deactivated");
 }
+
+/// A host file of `pages` pages in a temporary directory, page i filled
+/// with the byte i + 1, opened through `cache`.
+fn host_file(cache: &PageCache, dir: &tempfile::TempDir, pages: u64) -> (File, std::path::PathBuf) {
+    let path = dir.path().join("data");
+    let bytes: Vec<u8> = (0..pages).flat_map(|i| vec![(i + 1) as u8; PS as usize]).collect();
+    std::fs::write(&path, &bytes).unwrap();
+    let f = cache.open(&path, OpenOptions::default()).unwrap();
+    (f, path)
+}
+
+fn on_disk(path: &std::path::Path, page: u64, offset: usize, len: usize) -> Vec<u8> {
+    let bytes = std::fs::read(path).unwrap();
+    let at = (page * PS) as usize + offset;
+    bytes[at..at + len].to_vec()
+}
+
+// Goal: the first write to a clean page is a write fault (page_mkwrite:
+// dirty, reserved, the entry writable); later writes are not; fsync writes
+// the page and write-protects its entry (page_mkclean), so the next write
+// faults again; the bytes reach the host file; a read-only mapping refuses
+// writes; mapped writes never grow the file.
+#[test]
+fn write_faults_and_fsync() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = cache_with(quiet(MappedActivation::UsedOnce), 256);
+    let (f, path) = host_file(&cache, &dir, 4);
+    let m = f.map(0, 4 * PS, MapFlags::READ | MapFlags::WRITE).unwrap();
+    let before = cache.vmstat();
+    {
+        let mut p = m.page(1).unwrap();
+        p.write(8, b"mapped!!").unwrap();
+        assert_eq!(p.load_u64(8).unwrap(), u64::from_ne_bytes(*b"mapped!!"));
+        p.write(16, b"again").unwrap();
+    }
+    let d = cache.vmstat().delta(&before);
+    assert_eq!(d.get(Item::pgmkwrite), 1, "one write fault for two writes");
+    assert!(f.page_state(1).unwrap().dirty);
+    assert_eq!(cache.vmstat().get(Item::nr_dirty), 1);
+    // Coherent with read_at: the same page.
+    let mut buf = [0u8; 13];
+    f.read_at(&mut buf, PS + 8).unwrap();
+    assert_eq!(&buf, b"mapped!!again");
+
+    f.fsync().unwrap();
+    assert!(!f.page_state(1).unwrap().dirty);
+    assert_eq!(on_disk(&path, 1, 8, 13), b"mapped!!again");
+    assert_eq!(on_disk(&path, 1, 0, 8), vec![2u8; 8], "the rest of the page is intact");
+
+    // Write-protected by writeback: the next write faults again.
+    let before = cache.vmstat();
+    m.write(PS + 8, b"MAPPED").unwrap();
+    assert_eq!(cache.vmstat().delta(&before).get(Item::pgmkwrite), 1);
+    m.msync(0, 4 * PS).unwrap();
+    assert_eq!(on_disk(&path, 1, 8, 6), b"MAPPED");
+
+    // No growth through a mapping; no writes through a read-only one.
+    f.set_len(3 * PS + 100).unwrap();
+    assert!(matches!(m.write(3 * PS + 96, b"12345678"), Err(Error::PastEof { .. })));
+    assert!(matches!(m.page(3).unwrap().write(0, b"x"), Ok(())));
+    let ro = f.map(0, PS, MapFlags::READ).unwrap();
+    assert!(matches!(ro.page(0).unwrap().write(0, b"x"), Err(Error::ReadOnlyMapping { .. })));
+    assert!(matches!(ro.page(1), Err(Error::InvalidArgument(_))), "past the mapping");
+    drop(m);
+    f.fsync().unwrap();
+    assert_eq!(on_disk(&path, 3, 0, 1), b"x");
+    assert_eq!(cache.vmstat().get(Item::nr_mapped), 1, "the read-only mapping's page");
+}
+
+// Goal: dirty mapped pages reach the disk through the flushers
+// (dirty_expire_centisecs) with the mapping still in place, and through
+// munmap + the flushers.
+// Method: a 50 ms expiry and period; poll the host file (bounded wait).
+#[test]
+fn dirty_mapped_pages_reach_disk_by_the_flusher() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = cache_with(
+        Tunables { dirty_expire_centisecs: 5, dirty_writeback_centisecs: 5, ..quiet(MappedActivation::UsedOnce) },
+        256,
+    );
+    let (f, path) = host_file(&cache, &dir, 8);
+    let m = f.map(0, 8 * PS, MapFlags::READ | MapFlags::WRITE).unwrap();
+    for i in 0..8 {
+        m.write(i * PS, format!("page {i}").as_bytes()).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while (0..8).any(|i| on_disk(&path, i, 0, 6) != format!("page {i}").as_bytes()[..6]) {
+        assert!(Instant::now() < deadline, "the flusher never wrote the mapped pages");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!((0..8).all(|i| !f.page_state(i).unwrap().dirty));
+    // Written again after writeback: the write faults and the flusher
+    // writes it again after munmap.
+    m.write(3 * PS, b"later").unwrap();
+    drop(m);
+    while on_disk(&path, 3, 0, 5) != b"later" {
+        assert!(Instant::now() < deadline, "the flusher never wrote the unmapped page");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+// Goal: dirty mapped pages reach the disk through kswapd's reclaim: under
+// memory pressure, with the flushers asleep (an hour's expiry, dirty
+// limits at 90%) and 3.1's reclaim writeback, kswapd unmaps the pages,
+// writes them itself (pageout) and frees them; every byte is on disk.
+#[test]
+fn dirty_mapped_pages_reach_disk_through_kswapd() {
+    let dir = tempfile::tempdir().unwrap();
+    let pages = 256;
+    let cache = cache_with(
+        Tunables {
+            kswapd: true,
+            reclaim_writeback: ReclaimWriteback::Writepage31,
+            dirty_ratio: 90,
+            dirty_background_ratio: 90,
+            dirty_expire_centisecs: 360_000,
+            dirty_writeback_centisecs: 360_000,
+            ..quiet(MappedActivation::UsedOnce)
+        },
+        pages,
+    );
+    let (f, path) = host_file(&cache, &dir, 64);
+    let m = f.map(0, 64 * PS, MapFlags::READ | MapFlags::WRITE).unwrap();
+    for i in 0..64 {
+        m.write(i * PS + 100, format!("dirty {i:02}").as_bytes()).unwrap();
+    }
+    // Pressure: stream a memory file four times the cache through read_at.
+    let s = cache.open_memory("stream").unwrap();
+    s.set_len(4 * pages * PS).unwrap();
+    let mut buf = vec![0u8; PS as usize];
+    let before = cache.vmstat();
+    for round in 0..8 {
+        for i in 0..4 * pages {
+            s.read_at(&mut buf, i * PS).unwrap();
+        }
+        if (0..64).all(|i| f.page_state(i).is_none_or(|st| !st.dirty)) && round > 0 {
+            break;
+        }
+    }
+    let d = cache.vmstat().delta(&before);
+    assert!(d.get(Item::nr_vmscan_write_kswapd) > 0, "kswapd wrote pages");
+    assert!(d.get(Item::pgunmap) > 0, "kswapd unmapped mapped pages");
+    for i in 0..64 {
+        let st = f.page_state(i);
+        if st.is_none_or(|st| !st.dirty) {
+            assert_eq!(on_disk(&path, i, 100, 8), format!("dirty {i:02}").as_bytes(), "page {i}");
+        }
+    }
+    // Whatever is still cached, the mapping reads back what was written.
+    for i in 0..64 {
+        let mut b = [0u8; 8];
+        m.read(i * PS + 100, &mut b).unwrap();
+        assert_eq!(&b, format!("dirty {i:02}").as_bytes());
+    }
+}

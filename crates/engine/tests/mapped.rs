@@ -478,8 +478,8 @@ fn exec_mappings_kept_under_pressure() {
 // Goal: unmapping racing access never crashes and never shows wrong bytes:
 // readers access pages of a shared mapping while kswapd and explicit
 // reclaim unmap and evict them, a thread unmaps ranges with
-// MADV_DONTNEED, and another truncates the file's second half away and
-// rewrites it. A reader sees each page as its bytes (i + 1) or, in the
+// MADV_DONTNEED, another truncates the file's second half away and
+// rewrites it, and another rewrites whole pages through a writable mapping. A reader sees each page as its bytes (i + 1) or, in the
 // truncated half, zeroes (re-extended, not yet rewritten) or PastEof;
 // never a mix, never another page's bytes.
 // Method: a 96-page cache under a 200-page file, two reader threads doing
@@ -524,6 +524,24 @@ fn unmap_racing_access() {
                 f.set_len(PAGES * PS).unwrap();
                 for i in HALF..PAGES {
                     f.write_at(&[(i + 1) as u8; PS as usize], i * PS).unwrap();
+                }
+            }
+        }));
+    }
+    {
+        // A writer through a second, writable mapping: whole pages of
+        // their own bytes (one write section each), through write faults
+        // the flusher's writeback keeps re-arming.
+        let (f, stop) = (f.clone(), stop.clone());
+        others.push(std::thread::spawn(move || {
+            let w = f.map(0, PAGES * PS, MapFlags::READ | MapFlags::WRITE).unwrap();
+            let mut rng = StdRng::seed_from_u64(9);
+            while !stop.load(Ordering::Relaxed) {
+                let i = rng.gen_range(0..PAGES);
+                match w.write(i * PS, &[(i + 1) as u8; PS as usize]) {
+                    Ok(()) => {}
+                    Err(Error::PastEof { .. }) => assert!(i >= HALF),
+                    Err(e) => panic!("mapped write of page {i}: {e}"),
                 }
             }
         }));

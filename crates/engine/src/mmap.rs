@@ -163,6 +163,9 @@ impl Vma {
 /// Dropping the mapping unmaps it: dirty entries mark their pages dirty
 /// (they are written back as usual, or by [`Mapping::msync`] first).
 /// A `Mapping` may be shared between threads; its `MappedPage`s may not.
+/// A write takes the page's lock for its write section: a thread holding
+/// a [`crate::PageMut`] of a page must not write that page through a
+/// mapping.
 pub struct Mapping {
     cache: Arc<Cache>,
     _owner: Arc<crate::Owner>,

@@ -144,6 +144,8 @@ fn seqcount_reader_never_accepts_a_torn_copy() {
 // it reused while it holds the pin, and the reader's young store never
 // brings a cleared entry back (the young bit is a byte of its own; were it
 // a bit of the entry, a plain store of the whole word would resurrect it).
+// Without the re-check after the pin the model finds a reader on a reused
+// frame.
 #[test]
 fn pte_clear_vs_access_never_uses_a_reused_frame() {
     loom::model(|| {

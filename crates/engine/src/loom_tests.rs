@@ -174,3 +174,35 @@ fn pte_clear_vs_access_never_uses_a_reused_frame() {
         assert_eq!(pte.load(Ordering::Relaxed), 0, "a cleared entry came back");
     });
 }
+
+// Goal (memory.rs, finish_fault against an access): an entry is published
+// with a Release store after the page was made uptodate and referenced
+// (the entry's reference); an access that finds the entry (Acquire) sees
+// both, whatever the interleaving, so it never copies a page whose read
+// has not completed nor pins a frame the entry does not hold.
+#[test]
+fn pte_install_publishes_the_page() {
+    loom::model(|| {
+        let hz = Arc::new(HazardTable::new());
+        const PFN: u32 = 3;
+        let pte = Arc::new(AtomicU64::new(0));
+        let young = Arc::new(AtomicU8::new(0));
+        // PG_uptodate and the refcount, as the fault leaves them.
+        let uptodate = Arc::new(AtomicU32::new(0));
+        let refcount = Arc::new(AtomicU32::new(1));
+        let (hz2, pte2, young2, up2, rc2) =
+            (hz.clone(), pte.clone(), young.clone(), uptodate.clone(), refcount.clone());
+        let reader = thread::spawn(move || {
+            if let Some((pfn, h)) = pte_pin(&hz2, 1, &pte2, &young2) {
+                assert_eq!(pfn, PFN);
+                assert_eq!(up2.load(Ordering::Relaxed), 1, "an access saw an entry before its page was uptodate");
+                assert_eq!(rc2.load(Ordering::Relaxed), 2, "an access saw an entry before its reference");
+                hz2.unpin(h);
+            }
+        });
+        uptodate.store(1, Ordering::Release);
+        refcount.fetch_add(1, Ordering::Relaxed);
+        pte.store(PFN as u64 | PTE_PRESENT, Ordering::Release);
+        reader.join().unwrap();
+    });
+}

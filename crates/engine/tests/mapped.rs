@@ -654,3 +654,25 @@ fn mapped_reads_and_writes_match_a_model_under_pressure() {
     f.fsync().unwrap();
     assert!(std::fs::read(&path).unwrap() == model, "the host file holds the model");
 }
+
+// Goal: the README's embedding example runs as written (on a memory file).
+#[test]
+fn readme_mapping_example() {
+    let cache = PageCache::new(Config::with_memory(16 << 20)).unwrap();
+    let f = cache.open_memory("readme").unwrap();
+    f.write_at(b"hello", 0).unwrap();
+    let map = f.map(0, 8 << 20, MapFlags::READ | MapFlags::WRITE).unwrap();
+    {
+        let mut page = map.page(0).unwrap();
+        assert_eq!(&page.load_u64(0).unwrap().to_ne_bytes()[..5], b"hello");
+        page.write(0, b"HELLO").unwrap();
+    }
+    map.madvise(0, 8 << 20, Madvise::Sequential).unwrap();
+    map.msync(0, 4096).unwrap();
+    drop(map);
+    let mut buf = [0u8; 5];
+    f.read_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf, b"HELLO");
+    f.fsync().unwrap();
+    cache.shutdown().unwrap();
+}

@@ -676,3 +676,44 @@ fn readme_mapping_example() {
     f.fsync().unwrap();
     cache.shutdown().unwrap();
 }
+
+// Goal: mmap readahead as filemap_fault does it: a miss reads around the
+// fault (ra_pages centred on it, the marker ra_pages / 4 from its end); a
+// fault on the marked page, found cached, reads the next window
+// asynchronously (a minor fault); MADV_RANDOM reads only the faulting
+// page; MADV_SEQUENTIAL reads the sequential window ahead of it.
+#[test]
+fn fault_readahead_around_async_random_sequential() {
+    let cache = cache_with(Tunables { ra_pages: 32, ..quiet(MappedActivation::UsedOnce) }, 1024);
+    let f = filled(&cache, "ra", 0);
+    f.set_len(512 * PS).unwrap();
+    cache.drop_caches();
+    let m = f.map(0, 512 * PS, MapFlags::READ).unwrap();
+    let cached = |range: std::ops::Range<u64>| range.filter(|&i| f.page_state(i).is_some()).count() as u64;
+
+    let before = cache.vmstat();
+    m.page(100).unwrap();
+    assert_eq!(delta(&cache, &before, Item::pgmajfault), 1);
+    assert_eq!(cached(84..116), 32, "read-around: [index - ra_pages / 2, + ra_pages)");
+    assert_eq!(f.cached_pages(), 32);
+    assert!(f.page_state(108).unwrap().readahead, "the marker: ra_pages / 4 before the window's end");
+
+    let before = cache.vmstat();
+    m.page(108).unwrap();
+    assert_eq!(delta(&cache, &before, Item::pgmajfault), 0, "found cached: a minor fault");
+    assert_eq!(delta(&cache, &before, Item::pgfault), 1);
+    assert_eq!(cached(116..148), 32, "the marker read the next window");
+
+    let r = f.map(0, 512 * PS, MapFlags::READ).unwrap();
+    r.madvise(0, 512 * PS, Madvise::Random).unwrap();
+    let n = f.cached_pages();
+    r.page(300).unwrap();
+    assert_eq!(f.cached_pages(), n + 1, "MADV_RANDOM: no readahead");
+
+    let s = f.map(0, 512 * PS, MapFlags::READ).unwrap();
+    s.madvise(0, 512 * PS, Madvise::Sequential).unwrap();
+    let n = f.cached_pages();
+    s.page(400).unwrap();
+    assert!(cached(400..432) == 32 && f.cached_pages() >= n + 32, "MADV_SEQUENTIAL: the window ahead");
+    assert_eq!(cached(380..400), 0, "nothing behind the fault");
+}

@@ -717,3 +717,42 @@ fn fault_readahead_around_async_random_sequential() {
     assert!(cached(400..432) == 32 && f.cached_pages() >= n + 32, "MADV_SEQUENTIAL: the window ahead");
     assert_eq!(cached(380..400), 0, "nothing behind the fault");
 }
+
+// Goal: a page held through a guard is never freed: reclaim unmaps it but
+// keeps it cached (the hazard scan at removal sees the pin), and
+// truncation removes it from the file but its frame is not reused while
+// the guard lives, however much memory is needed meanwhile.
+#[test]
+fn a_guard_keeps_its_frame() {
+    let cache = cache_with(quiet(MappedActivation::UsedOnce), 128);
+    let f = filled(&cache, "g", 4);
+    cache.drop_caches();
+    let m = f.map(0, 4 * PS, MapFlags::READ).unwrap();
+    touch(&m, 0); // faulted in: the next access is the pinned fast path
+    let g = m.page(0).unwrap();
+    m.madvise(0, PS, Madvise::Cold).unwrap();
+    cache.lru_add_drain();
+    let before = cache.vmstat();
+    cache.reclaim(8);
+    assert_eq!(delta(&cache, &before, Item::pgunmap), 1, "reclaim unmapped it");
+    assert!(f.page_state(0).is_some(), "but the pinned page stayed cached");
+    let mut b = [0u8; 16];
+    g.read_into(0, &mut b).unwrap();
+    assert_eq!(b, [1u8; 16]);
+    drop(g);
+
+    touch(&m, 1);
+    let g = m.page(1).unwrap();
+    f.set_len(0).unwrap();
+    assert_eq!(f.page_state(1), None, "truncated away");
+    // Fill every frame with other bytes, twice over.
+    let other = cache.open_memory("other").unwrap();
+    for i in 0..256 {
+        other.write_at(&[0xee; PS as usize], i * PS).unwrap();
+    }
+    g.read_into(0, &mut b).unwrap();
+    assert_eq!(b, [2u8; 16], "the frame was not reused under the guard");
+    assert_eq!(g.load_u64(8).unwrap(), u64::from_ne_bytes([2; 8]));
+    drop(g);
+    assert!(matches!(m.page(1), Err(Error::PastEof { .. })), "past EOF now: SIGBUS");
+}

@@ -100,8 +100,11 @@ pub struct PageState {
     pub reclaim: bool,
     pub readahead: bool,
     pub error: bool,
-    /// References held: the page cache's own, pins, batch entries.
+    /// References held: the page cache's own, pins, batch entries, and one
+    /// per page table entry mapping the page.
     pub refcount: u32,
+    /// Page table entries mapping the page (page_mapcount).
+    pub mapcount: u32,
 }
 
 /// The free-frame watermarks, in pages.
@@ -706,6 +709,7 @@ impl File {
             error: f & PG_ERROR != 0,
             // Less the reference this call took.
             refcount: page.refcount() - 1,
+            mapcount: page.mapcount.load(Ordering::Relaxed),
         };
         self.cache.put_page(pfn);
         Some(st)

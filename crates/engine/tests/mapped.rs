@@ -135,12 +135,16 @@ fn shared_and_exec_activate_unreferenced_reclaimed() {
     touch(&a, 0);
     touch(&b, 0);
     cache.lru_add_drain();
+    let st = f.page_state(0).unwrap();
+    assert_eq!((st.mapcount, st.refcount), (2, 3), "two entries, each with a reference, and the cache's");
     let before = cache.vmstat();
     assert_eq!(cache.reclaim(1), 0);
     assert_eq!(flags(&f, 0), Some((Some(LruList::ActiveFile), true, true)), "two mappings: activated");
     assert_eq!(delta(&cache, &before, Item::mapped_activated), 1);
     drop((a, b));
     assert_eq!(cache.vmstat().get(Item::nr_mapped), 0, "munmap drops the mapcount");
+    let st = f.page_state(0).unwrap();
+    assert_eq!((st.mapcount, st.refcount), (0, 1));
 
     let g = filled(&cache, "exec", 2);
     only_page0(&cache, &g);

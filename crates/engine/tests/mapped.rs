@@ -388,7 +388,7 @@ fn dirty_mapped_pages_reach_disk_through_kswapd() {
 /// A working set read twice through read_at (active), then a use-once
 /// stream through a mapping four times the cache, each page touched once.
 /// Returns how many working-set pages are still cached, and the counters.
-fn stream_through_mapping(mode: MappedActivation) -> (u64, VmStat) {
+fn stream_through_mapping(mode: MappedActivation, write: bool) -> (u64, VmStat) {
     let pages = 1024;
     let cache = cache_with(quiet(mode), pages);
     let ws = filled(&cache, "ws", 0);
@@ -402,11 +402,15 @@ fn stream_through_mapping(mode: MappedActivation) -> (u64, VmStat) {
     cache.lru_add_drain();
     let stream = cache.open_memory("stream").unwrap();
     stream.set_len(4 * pages * PS).unwrap();
-    let m = stream.map(0, 4 * pages * PS, MapFlags::READ).unwrap();
+    let m = stream.map(0, 4 * pages * PS, MapFlags::READ | MapFlags::WRITE).unwrap();
     let before = cache.vmstat();
     for i in 0..4 * pages {
-        let p = m.page(i).unwrap();
-        assert_eq!(p.load_u64(0).unwrap(), 0);
+        let mut p = m.page(i).unwrap();
+        if write {
+            p.write(0, &i.to_ne_bytes()).unwrap();
+        } else {
+            assert_eq!(p.load_u64(0).unwrap(), 0);
+        }
     }
     let d = cache.vmstat().delta(&before);
     ((0..256).filter(|&i| ws.page_state(i).is_some()).count() as u64, d)
@@ -420,8 +424,8 @@ fn stream_through_mapping(mode: MappedActivation) -> (u64, VmStat) {
 // pages streamed through a mapping; count the working set left.
 #[test]
 fn use_once_stream_spares_the_working_set() {
-    let (kept_new, d_new) = stream_through_mapping(MappedActivation::UsedOnce);
-    let (kept_old, d_old) = stream_through_mapping(MappedActivation::Linux2_6_33);
+    let (kept_new, d_new) = stream_through_mapping(MappedActivation::UsedOnce, false);
+    let (kept_old, d_old) = stream_through_mapping(MappedActivation::Linux2_6_33, false);
     eprintln!(
         "working set kept: used-once {kept_new}/256 (activated {}, kept {}), 2.6.33 {kept_old}/256 (activated {})",
         d_new.get(Item::mapped_activated),
@@ -433,6 +437,24 @@ fn use_once_stream_spares_the_working_set() {
     assert_eq!(d_new.get(Item::mapped_activated), 0, "no stream page is activated");
     assert!(d_new.get(Item::mapped_kept) > 0);
     assert!(d_old.get(Item::mapped_activated) > 1000);
+}
+
+// Goal: the same for a streaming write through a large mapping (seed 004's
+// mmap-strm): every stream page is written once (a write fault, then the
+// flushers and reclaim clean and free it). Used-once detection keeps the
+// working set; 2.6.33 activates the written pages and flushes it.
+#[test]
+fn use_once_streaming_write_spares_the_working_set() {
+    let (kept_new, d_new) = stream_through_mapping(MappedActivation::UsedOnce, true);
+    let (kept_old, d_old) = stream_through_mapping(MappedActivation::Linux2_6_33, true);
+    eprintln!(
+        "streaming write, working set kept: used-once {kept_new}/256 (kept {}), 2.6.33 {kept_old}/256 (activated {})",
+        d_new.get(Item::mapped_kept),
+        d_old.get(Item::mapped_activated)
+    );
+    assert!(d_new.get(Item::pgmkwrite) >= 4096, "every stream page took a write fault");
+    assert!(kept_new >= 250, "used-once: the working set stays ({kept_new}/256)");
+    assert!(kept_old <= 128, "2.6.33: the stream flushes the working set ({kept_old}/256)");
 }
 
 // Goal: exec mappings are kept under pressure: code pages used once per

@@ -58,6 +58,10 @@ pub enum Error {
     /// down: each file, its dirty pages and the last writeback error.
     #[error("dirty data of {} file(s) could not be written back: {}", files.len(), UnwrittenFile::list(files))]
     Unwritten { files: Vec<UnwrittenFile> },
+    /// A write through a [`crate::Mapping`] made without
+    /// [`crate::MapFlags::WRITE`] (EACCES; the kernel raises SIGSEGV).
+    #[error("write through a read-only mapping of {name}")]
+    ReadOnlyMapping { name: String },
     /// An I/O error from the backing device (EIO and others). A writeback error
     /// is reported once per handle by the next fsync, as Linux's errseq does.
     #[error("I/O error on {name}: {source}")]
@@ -94,6 +98,7 @@ impl Error {
             Error::NameTooLong { .. } => libc::ENAMETOOLONG,
             Error::Interrupted => libc::EINTR,
             Error::ShutDown => libc::ESHUTDOWN,
+            Error::ReadOnlyMapping { .. } => libc::EACCES,
             Error::Unwritten { files } => files.first().map_or(libc::EIO, |f| f.errno),
             Error::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
         }

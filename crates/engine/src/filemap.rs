@@ -100,6 +100,11 @@ pub struct Inode {
     /// again (ms since cache start; 0 = healthy), and the current backoff.
     pub wb_retry_at: AtomicU64,
     pub wb_backoff_ms: AtomicU64,
+    /// mapping->i_mmap: the file's mappings, for the reverse map
+    /// (rmap.rs). Read by reclaim and writeback under a page lock; written
+    /// when a `Mapping` is made or dropped. A list, not the kernel's
+    /// interval tree: rmap walks test each mapping's range.
+    pub i_mmap: RwLock<Vec<Arc<crate::mmap::Vma>>>,
 }
 
 impl Inode {
@@ -431,6 +436,7 @@ impl Cache {
             on_unused: AtomicBool::new(false),
             wb_retry_at: AtomicU64::new(0),
             wb_backoff_ms: AtomicU64::new(0),
+            i_mmap: RwLock::new(Vec::new()),
         });
         inodes.by_name.insert(key.to_string(), inode.clone());
         let mut by_id = self.by_id.write();

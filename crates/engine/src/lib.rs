@@ -36,12 +36,15 @@ mod highmem;
 #[cfg(all(loom, test))]
 mod loom_tests;
 mod lruvec;
+mod memory;
 mod mm;
+mod mmap;
 mod page;
 mod page_writeback;
 mod pagetree;
 pub mod percpu;
 mod readahead;
+mod rmap;
 mod signal;
 mod swap;
 mod sync;
@@ -54,10 +57,11 @@ mod workingset;
 
 pub use backing::BackingDev;
 pub use error::{Error, Result, UnwrittenFile};
+pub use mmap::{Madvise, MapFlags, MappedPage, Mapping};
 pub use signal::Interrupt;
 pub use tunables::{
-    AccessedInit, Admission, Advice, Config, LruBatching, PagevecDrain, ReclaimWriteback, RemarkRule, Tunables,
-    WorkingsetVersion, MAX_PAGE_SIZE, MIN_PAGE_SIZE,
+    AccessedInit, Admission, Advice, Config, LruBatching, MappedActivation, PagevecDrain, ReclaimWriteback, RemarkRule,
+    Tunables, WorkingsetVersion, MAX_PAGE_SIZE, MIN_PAGE_SIZE,
 };
 pub use vmstat::{Item, VmStat};
 
@@ -104,8 +108,11 @@ pub struct PageState {
     pub reclaim: bool,
     pub readahead: bool,
     pub error: bool,
-    /// References held: the page cache's own, pins, batch entries.
+    /// References held: the page cache's own, pins, batch entries, and one
+    /// per page table entry mapping the page.
     pub refcount: u32,
+    /// Page table entries mapping the page (page_mapcount).
+    pub mapcount: u32,
 }
 
 /// The free-frame watermarks, in pages.
@@ -141,7 +148,7 @@ fn host_key(dev: u64, ino: u64) -> String {
 }
 
 /// Owns the background threads; the last handle to drop stops them.
-struct Owner {
+pub(crate) struct Owner {
     cache: Arc<Cache>,
 }
 
@@ -545,7 +552,6 @@ impl PageCache {
 /// An open file: a handle with its own readahead state and error cursor.
 pub struct File {
     cache: Arc<Cache>,
-    #[allow(dead_code)]
     owner: Arc<Owner>,
     inode: Arc<Inode>,
     ra: FileRaState,
@@ -766,6 +772,19 @@ impl File {
         Ok(PageMut { file: self, pfn, index, new_size: 0, written_end: 0, dirtied: false, inval: Some(inval) })
     }
 
+    /// Map `[offset, offset + len)` of the file (mmap(2) of a shared file
+    /// mapping): `offset` page aligned, `len` above 0 (rounded up to
+    /// pages). The mapping may reach past the end of the file; accesses
+    /// there fail with [`Error::PastEof`] (the kernel's SIGBUS). With
+    /// [`MapFlags::WRITE`] writes through it reach the file; with
+    /// [`MapFlags::EXEC`] reclaim treats its pages as code. The mapping
+    /// keeps the file open until it is dropped.
+    pub fn map(&self, offset: u64, len: u64, flags: MapFlags) -> Result<Mapping> {
+        self.check_open()?;
+        self.check_range(offset, len)?;
+        Mapping::new(self.cache.clone(), self.owner.clone(), self.inode.clone(), offset, len, flags)
+    }
+
     /// The hit path: look up, pin and mark accessed a cached, uptodate page;
     /// None if it is not cached.
     #[inline]
@@ -804,6 +823,7 @@ impl File {
             error: f & PG_ERROR != 0,
             // Less the reference this call took.
             refcount: page.refcount() - 1,
+            mapcount: page.mapcount.load(Ordering::Relaxed),
         };
         self.cache.put_page(pfn);
         Some(st)
@@ -1059,7 +1079,7 @@ impl Drop for PageMut<'_> {
 }
 
 /// Refuse a byte range `[offset, offset + len)` that passes a page.
-fn check_page_range(page_size: usize, offset: usize, len: usize) -> Result<()> {
+pub(crate) fn check_page_range(page_size: usize, offset: usize, len: usize) -> Result<()> {
     match offset.checked_add(len) {
         Some(end) if end <= page_size => Ok(()),
         _ => Err(Error::InvalidArgument(format!("bytes {offset}+{len} pass the page's {page_size}"))),

@@ -2,13 +2,15 @@
 //! --lib --release loom`), on reduced sizes: two-frame arenas, two threads.
 //! Each test states the property it checks against every interleaving.
 
-use loom::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use loom::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
 
 use crate::arena::Arena;
 use crate::hazard::HazardTable;
 use crate::highmem::{copy_to_words, fill_words, seqcount_read, write_section};
+use crate::memory::{pte_pin, ptep_get_and_clear};
+use crate::mmap::{pte_pfn, PTE_PRESENT};
 use crate::page_writeback::{errseq_check_and_advance, errseq_sample, errseq_set};
 
 // Goal: the lock-free free stack never hands one frame to two allocators
@@ -178,5 +180,77 @@ fn seqcount_reader_never_accepts_a_torn_copy() {
             assert!(buf == [0; 16] || buf == [1; 16] || buf == last, "accepted a torn copy: {buf:?}");
         }
         writer.join().unwrap();
+    });
+}
+
+// Goal (memory.rs, mapped access): the page-table entry protocol. A
+// reader accesses a present entry (pte_pin: load, hazard pin, re-load,
+// young store) while a remover clears the entry (ptep_get_and_clear, as
+// try_to_unmap, truncation and zap do), tests and clears the young byte
+// (page_referenced), scans the hazards and reuses the frame only if no pin
+// shows. Whatever the interleaving: a reader that got the frame never sees
+// it reused while it holds the pin, and the reader's young store never
+// brings a cleared entry back (the young bit is a byte of its own; were it
+// a bit of the entry, a plain store of the whole word would resurrect it).
+// Without the re-check after the pin the model finds a reader on a reused
+// frame.
+#[test]
+fn pte_clear_vs_access_never_uses_a_reused_frame() {
+    loom::model(|| {
+        let hz = Arc::new(HazardTable::new());
+        const PFN: u32 = 5;
+        let pte = Arc::new(AtomicU64::new(PFN as u64 | PTE_PRESENT));
+        let young = Arc::new(AtomicU8::new(0));
+        let generation = Arc::new(AtomicU32::new(0));
+        let (hz2, pte2, young2, gen2) = (hz.clone(), pte.clone(), young.clone(), generation.clone());
+        let reader = thread::spawn(move || {
+            if let Some((pfn, h)) = pte_pin(&hz2, 1, &pte2, &young2) {
+                assert_eq!(pfn, PFN);
+                assert_eq!(gen2.load(Ordering::Acquire), 0, "an access used a reused frame");
+                hz2.unpin(h);
+            }
+        });
+        let old = ptep_get_and_clear(&pte);
+        assert_eq!(pte_pfn(old), Some(PFN));
+        let _referenced = young.load(Ordering::Relaxed) != 0 && young.swap(0, Ordering::Relaxed) != 0;
+        let mut pinned = Vec::new();
+        hz.scan(&mut pinned);
+        if pinned.binary_search(&PFN).is_err() {
+            generation.store(1, Ordering::Release);
+        }
+        reader.join().unwrap();
+        assert_eq!(pte.load(Ordering::Relaxed), 0, "a cleared entry came back");
+    });
+}
+
+// Goal (memory.rs, finish_fault against an access): an entry is published
+// with a Release store after the page was made uptodate and referenced
+// (the entry's reference); an access that finds the entry (Acquire) sees
+// both, whatever the interleaving, so it never copies a page whose read
+// has not completed nor pins a frame the entry does not hold.
+#[test]
+fn pte_install_publishes_the_page() {
+    loom::model(|| {
+        let hz = Arc::new(HazardTable::new());
+        const PFN: u32 = 3;
+        let pte = Arc::new(AtomicU64::new(0));
+        let young = Arc::new(AtomicU8::new(0));
+        // PG_uptodate and the refcount, as the fault leaves them.
+        let uptodate = Arc::new(AtomicU32::new(0));
+        let refcount = Arc::new(AtomicU32::new(1));
+        let (hz2, pte2, young2, up2, rc2) =
+            (hz.clone(), pte.clone(), young.clone(), uptodate.clone(), refcount.clone());
+        let reader = thread::spawn(move || {
+            if let Some((pfn, h)) = pte_pin(&hz2, 1, &pte2, &young2) {
+                assert_eq!(pfn, PFN);
+                assert_eq!(up2.load(Ordering::Relaxed), 1, "an access saw an entry before its page was uptodate");
+                assert_eq!(rc2.load(Ordering::Relaxed), 2, "an access saw an entry before its reference");
+                hz2.unpin(h);
+            }
+        });
+        uptodate.store(1, Ordering::Release);
+        refcount.fetch_add(1, Ordering::Relaxed);
+        pte.store(PFN as u64 | PTE_PRESENT, Ordering::Release);
+        reader.join().unwrap();
     });
 }

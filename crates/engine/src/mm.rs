@@ -93,6 +93,8 @@ pub struct Cache {
     pub nr_file_pages: AtomicU64,
     pub nr_dirty: AtomicI64,
     pub nr_writeback: AtomicI64,
+    /// Pages with a mapcount above zero (rmap.rs).
+    pub nr_mapped: AtomicI64,
     /// Shadow entries in all page trees (workingset.rs).
     pub nr_shadows: AtomicI64,
     /// What every page tree shares: node accounting, the walk protocol
@@ -162,6 +164,7 @@ impl Cache {
             nr_file_pages: AtomicU64::new(0),
             nr_dirty: AtomicI64::new(0),
             nr_writeback: AtomicI64::new(0),
+            nr_mapped: AtomicI64::new(0),
             nr_shadows: AtomicI64::new(0),
             node_cache: Arc::new(NodeCache::new(hazards.clone())),
             kswapd_wait: Wakeup::default(),
@@ -359,6 +362,7 @@ impl Cache {
                 Item::nr_file_pages => self.nr_file_pages.load(Ordering::Relaxed),
                 Item::nr_dirty => self.nr_dirty.load(Ordering::Relaxed).max(0) as u64,
                 Item::nr_writeback => self.nr_writeback.load(Ordering::Relaxed).max(0) as u64,
+                Item::nr_mapped => self.nr_mapped.load(Ordering::Relaxed).max(0) as u64,
                 Item::nr_dirty_threshold => self.dirty_thresholds().1,
                 Item::nr_dirty_background_threshold => self.dirty_thresholds().0,
                 Item::nr_workingset_shadows => self.nr_shadows.load(Ordering::Relaxed).max(0) as u64,

@@ -18,6 +18,10 @@
 //!   only after they hold a reference and have re-checked the tree slot.
 //! - `lru_prev`, `lru_next`: under `lru_lock` while PG_lru is set; the free
 //!   list reuses `lru_next` while the page is free.
+//! - `mapcount`: page table entries mapping the page (the kernel's
+//!   `_mapcount + 1`), changed under the page lock by rmap.rs's
+//!   `page_add_file_rmap`/`page_remove_rmap` as entries are installed and
+//!   cleared; read without it as a hint (`page_mapped`).
 //!
 //! Flag paragraphs (who sets, who clears):
 //! - PG_locked: `lock_page` / `unlock_page`; held across I/O that fills a
@@ -84,7 +88,7 @@ pub struct Page {
     pub(crate) mapping: AtomicU32,
     pub(crate) lru_prev: AtomicU32,
     pub(crate) lru_next: AtomicU32,
-    _pad: u32,
+    pub(crate) mapcount: AtomicU32,
     pub(crate) index: AtomicU64,
 }
 
@@ -99,7 +103,7 @@ impl Page {
             mapping: AtomicU32::new(NO_MAPPING),
             lru_prev: AtomicU32::new(NO_PFN),
             lru_next: AtomicU32::new(NO_PFN),
-            _pad: 0,
+            mapcount: AtomicU32::new(0),
             index: AtomicU64::new(0),
         }
     }
@@ -210,6 +214,13 @@ impl Page {
         self.refcount.store(count, Ordering::Release);
     }
 
+    /// page_mapped: whether some mapping's page table maps the page. A
+    /// hint without the page lock.
+    #[inline]
+    pub fn mapped(&self) -> bool {
+        self.mapcount.load(Ordering::Relaxed) != 0
+    }
+
     #[inline]
     pub fn mapping(&self) -> u32 {
         self.mapping.load(Ordering::Acquire)
@@ -308,6 +319,7 @@ impl Page {
 
     /// Reset a page that is being freed (refcount 0, off every list).
     pub(crate) fn reset_for_free(&self) {
+        debug_assert_eq!(self.mapcount.load(Ordering::Relaxed), 0, "freeing a mapped page");
         self.flags.store(0, Ordering::Relaxed);
         self.mapping.store(NO_MAPPING, Ordering::Relaxed);
         self.lru_prev.store(NO_PFN, Ordering::Relaxed);

@@ -154,6 +154,11 @@ impl Cache {
     /// clear_page_dirty_for_io + set_page_writeback, page locked.
     pub fn start_writeback_locked(&self, inode: &Inode, pfn: Pfn) -> bool {
         let page = self.page(pfn);
+        // clear_page_dirty_for_io: write-protect mapped entries first, so a
+        // write through a mapping faults and waits for this writeback.
+        if page.mapped() && self.page_mkclean(inode, pfn) && !page.test(PG_DIRTY) {
+            self.set_page_dirty(inode, pfn);
+        }
         if !page.test_clear(PG_DIRTY, &self.vm) {
             return false;
         }

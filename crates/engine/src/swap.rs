@@ -354,6 +354,15 @@ impl Cache {
     /// deactivate_file_page: a page invalidation could not drop; make it
     /// reclaimed soon.
     pub fn deactivate_file_page(&self, pfn: Pfn) {
+        // "Some processes are using the page" (lru_deactivate_file_fn):
+        // invalidation does not age a mapped page.
+        if !self.page(pfn).mapped() {
+            self.deactivate_page(pfn);
+        }
+    }
+
+    /// deactivate_page (MADV_COLD): as deactivate_file_page, mapped or not.
+    pub fn deactivate_page(&self, pfn: Pfn) {
         if self.page(pfn).test(PG_LRU) {
             self.batch_move(pfn, MoveFn::DeactivateFile);
         }

@@ -67,6 +67,9 @@ impl Cache {
                 page.lock(&self.vm);
                 if page.mapping() == inode.id {
                     page.wait_on_writeback();
+                    // unmap_mapping_range before the page goes: no entry
+                    // may outlive the page's place in the cache.
+                    self.try_to_unmap(inode, pfn, true);
                     batch[n] = pfn;
                     n += 1;
                 } else {

@@ -143,6 +143,23 @@ pub enum WorkingsetVersion {
     Linux6,
 }
 
+/// M15 (seeds 003 and 004): how reclaim ages a mapped file page whose
+/// page table entries were referenced (page_check_references).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum MappedActivation {
+    /// 2.6.33: a referenced page (young entries or PG_referenced) of a file
+    /// that is mapped anywhere (`page_mapping_inuse`) is activated at once,
+    /// so a stream through a large mapping floods the active list.
+    Linux2_6_33,
+    /// 2.6.34's "vmscan: detect mapped file pages used only once" (plus
+    /// 3.3's exec rule): a page referenced by more than one mapping, or
+    /// referenced again (PG_referenced already set), is activated; a
+    /// referenced VM_EXEC page on first use; any other referenced page gets
+    /// PG_referenced and another trip round the inactive list.
+    #[default]
+    UsedOnce,
+}
+
 /// fadvise(2) advice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Advice {
@@ -206,6 +223,9 @@ pub struct Tunables {
     /// the soft RLIMIT_NOFILE when the cache is built, at most 4096.
     #[serde(default)]
     pub max_open_fds: usize,
+    /// M15: how reclaim activates referenced mapped pages.
+    #[serde(default)]
+    pub mapped_activation: MappedActivation,
 }
 
 impl Default for Tunables {
@@ -229,6 +249,7 @@ impl Default for Tunables {
             kswapd: true,
             reserve_space: true,
             max_open_fds: 0,
+            mapped_activation: MappedActivation::UsedOnce,
         }
     }
 }

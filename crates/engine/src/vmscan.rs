@@ -37,7 +37,7 @@ use crate::filemap::Inode;
 use crate::lruvec::LruGuard;
 use crate::mm::Cache;
 use crate::page::*;
-use crate::tunables::{ReclaimWriteback, WorkingsetVersion};
+use crate::tunables::{MappedActivation, ReclaimWriteback, WorkingsetVersion};
 use crate::vmstat::Item;
 use crate::LruList;
 
@@ -80,8 +80,15 @@ struct ReclaimStat {
     nr_writeback: u64,
 }
 
+/// page_check_references' verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum PageRefs {
+    /// PAGEREF_ACTIVATE: to the active list.
+    Activate,
+    /// PAGEREF_KEEP: another trip round the inactive list.
+    Keep,
     Reclaim,
+    /// Referenced but unmapped: reclaim it if it is clean.
     ReclaimClean,
 }
 
@@ -251,20 +258,34 @@ impl Cache {
         let isolated = self.isolate_from_tail(LruList::ActiveFile, nr, sc);
         self.vm.add(Item::pgrefill, sc.last_scanned);
         let mut memo = InodeMemo(None);
+        let mut deactivated = 0;
         for &pfn in &isolated {
-            // page_referenced: no mapped pages yet, so nothing keeps a page
-            // active; PG_referenced survives the move (another trip).
             let page = self.page(pfn);
-            page.clear(PG_ACTIVE, &self.vm);
-            page.set(PG_WORKINGSET, &self.vm);
             let id = page.mapping();
-            if id != NO_MAPPING {
-                if let Some(inode) = memo.get(self, id) {
-                    self.clear_page_hot(&inode, pfn);
+            let inode = if id == NO_MAPPING { None } else { memo.get(self, id) };
+            if let Some(inode) = &inode {
+                // page_referenced clears the young bytes of every mapped
+                // page scanned here. Referenced exec-mapped pages get
+                // another trip on the active list, "so that executable
+                // code get better chances to stay in memory under
+                // moderate memory pressure"; other pages go inactive,
+                // their PG_referenced kept (another trip).
+                if page.mapped() {
+                    let (referenced, exec) = self.page_referenced(inode, pfn);
+                    if referenced > 0 && exec {
+                        self.vm.inc(Item::exec_rotated);
+                        continue;
+                    }
                 }
             }
+            page.clear(PG_ACTIVE, &self.vm);
+            page.set(PG_WORKINGSET, &self.vm);
+            deactivated += 1;
+            if let Some(inode) = &inode {
+                self.clear_page_hot(inode, pfn);
+            }
         }
-        self.vm.add(Item::pgdeactivate, isolated.len() as u64);
+        self.vm.add(Item::pgdeactivate, deactivated);
         self.putback_lru_pages(&isolated);
     }
 
@@ -287,13 +308,68 @@ impl Cache {
         }
     }
 
-    /// page_check_references for an unmapped page, page locked.
-    fn page_check_references(&self, pfn: Pfn) -> PageRefs {
-        let referenced_page = self.page(pfn).test_clear(PG_REFERENCED, &self.vm);
+    /// page_check_references, page locked. The young bytes of the entries
+    /// mapping the page (page_referenced) and PG_referenced decide:
+    ///
+    /// | referenced_ptes | PG_referenced | VM_EXEC | verdict (UsedOnce)          |
+    /// |-----------------|---------------|---------|-----------------------------|
+    /// | > 1             | any           | any     | Activate (sets PG_referenced) |
+    /// | 1               | set           | any     | Activate (sets PG_referenced) |
+    /// | 1               | clear         | yes     | Activate (sets PG_referenced) |
+    /// | 1               | clear         | no      | Keep, PG_referenced set     |
+    /// | 0               | set           | -       | ReclaimClean                |
+    /// | 0               | clear         | -       | Reclaim                     |
+    ///
+    /// "All mapped pages start out with page table references from the
+    /// instantiating fault, so we need to look twice if a mapped file page
+    /// is used more than once" (2.6.34). Under `MappedActivation::
+    /// Linux2_6_33` any reference (young entries or PG_referenced) to a
+    /// page of a file that is mapped anywhere (page_mapping_inuse)
+    /// activates it. Deviation: 2.6.33 reclaimed a referenced page of an
+    /// unmapped file even if dirty; pcache keeps ReclaimClean for those, so
+    /// the preset changes only what concerns mapped files.
+    fn page_check_references(&self, inode: &Inode, pfn: Pfn) -> PageRefs {
+        let page = self.page(pfn);
+        let (referenced_ptes, exec) = self.page_referenced(inode, pfn);
+        let referenced_page = page.test_clear(PG_REFERENCED, &self.vm);
+        if referenced_ptes > 0 {
+            self.vm.inc(Item::mapped_referenced);
+        }
+        match self.tunables.mapped_activation {
+            MappedActivation::Linux2_6_33 => {
+                let referenced = referenced_ptes > 0 || referenced_page;
+                if referenced && (page.mapped() || !inode.i_mmap.read().is_empty()) {
+                    return PageRefs::Activate;
+                }
+            }
+            MappedActivation::UsedOnce => {
+                if referenced_ptes > 0 {
+                    // Mark it and spare it for another trip; another page
+                    // table reference will activate it. The mark is set for
+                    // activated pages too, so a recently deactivated but
+                    // used page is quickly recovered.
+                    page.set(PG_REFERENCED, &self.vm);
+                    if referenced_page || referenced_ptes > 1 || exec {
+                        return PageRefs::Activate;
+                    }
+                    return PageRefs::Keep;
+                }
+            }
+        }
         if referenced_page {
             PageRefs::ReclaimClean
         } else {
             PageRefs::Reclaim
+        }
+    }
+
+    /// activate_locked: the page goes back to the active list.
+    fn activate_locked(&self, pfn: Pfn) {
+        let page = self.page(pfn);
+        page.set(PG_ACTIVE, &self.vm);
+        self.vm.inc(Item::pgactivate);
+        if page.mapped() {
+            self.vm.inc(Item::mapped_activated);
         }
     }
 
@@ -329,7 +405,30 @@ impl Cache {
                 keep.push(pfn);
                 continue;
             }
-            let refs = self.page_check_references(pfn);
+            let refs = self.page_check_references(&inode, pfn);
+            match refs {
+                PageRefs::Activate => {
+                    self.activate_locked(pfn);
+                    page.unlock(&self.vm);
+                    keep.push(pfn);
+                    continue;
+                }
+                PageRefs::Keep => {
+                    self.vm.inc(Item::mapped_kept);
+                    page.unlock(&self.vm);
+                    keep.push(pfn);
+                    continue;
+                }
+                PageRefs::Reclaim | PageRefs::ReclaimClean => {}
+            }
+            // try_to_unmap: every entry goes before the page can; an entry
+            // used since page_referenced looked activates the page instead.
+            if page.mapped() && !self.try_to_unmap(&inode, pfn, false) {
+                self.activate_locked(pfn);
+                page.unlock(&self.vm);
+                keep.push(pfn);
+                continue;
+            }
             if page.test(PG_DIRTY) {
                 stat.nr_dirty += 1;
                 if !self.may_writepage(sc) {

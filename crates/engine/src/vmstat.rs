@@ -42,6 +42,9 @@ items! {
     nr_file_pages,
     nr_dirty,
     nr_writeback,
+    /// Pages mapped by at least one `Mapping`'s page table (the kernel's
+    /// NR_FILE_MAPPED, `nr_mapped` in /proc/vmstat).
+    nr_mapped,
     nr_dirty_threshold,
     nr_dirty_background_threshold,
     /// pgsteal_kswapd * 100 / pgscan_kswapd, in percent, since the cache
@@ -110,6 +113,26 @@ items! {
     /// tail, and those that lost it (pcache's own, admission.rs).
     admission_admit,
     admission_reject,
+    /// Faults on a `Mapping` (an access or write that found no usable
+    /// page table entry), and those that had to read the page in.
+    pgfault,
+    pgmajfault,
+    /// Write faults on a clean or write-protected entry (page_mkwrite;
+    /// pcache's own).
+    pgmkwrite,
+    /// Mapped pages reclaim found referenced through page table young bits
+    /// (page_check_references), and what became of them: activated, or
+    /// given another trip round the inactive list (PAGEREF_KEEP). pcache's
+    /// own; the kernel counts only the activation, in pgactivate.
+    mapped_referenced,
+    mapped_activated,
+    mapped_kept,
+    /// Referenced exec-mapped pages `shrink_active_list` kept on the active
+    /// list (pcache's own).
+    exec_rotated,
+    /// Page table entries cleared by try_to_unmap (reclaim) and
+    /// unmap_mapping_range (truncation); pcache's own.
+    pgunmap,
     /// Page cache lookups that found an uptodate page (pcache's own).
     pgcache_hit,
     /// Page cache lookups that had to read the page in (pcache's own).

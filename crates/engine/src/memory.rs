@@ -1,0 +1,327 @@
+//! Faults on mappings (mm/memory.c: `handle_mm_fault`, `finish_fault`,
+//! `do_page_mkwrite`; mm/filemap.c: `filemap_fault` and the mmap
+//! readahead, `do_sync_mmap_readahead`/`do_async_mmap_readahead`).
+//!
+//! An access to a page whose entry is present is `follow_pte`: a load of
+//! the entry, a hazard pin of its frame (a plain store, hazard.rs), a
+//! re-load that must still show the frame, and a store of the young byte
+//! if it was 0. No lock, no atomic read-modify-write, no
+//! mark_page_accessed: aging is reclaim's business, through the young
+//! bytes (rmap.rs `page_referenced`).
+//!
+//! Why the re-load makes the pin safe: every path that frees a mapped
+//! frame clears the entry first (try_to_unmap, truncation's unmap, zap),
+//! and only then lets the frame go through `finish_removal` or the pending
+//! free list, both of which scan the hazard slots after a membarrier. A
+//! reader whose re-load still saw the entry announced its pin before the
+//! clear, so the scan sees it and the frame stays; a reader that pinned
+//! after the clear fails its re-load and faults. loom_tests.rs checks it.
+//!
+//! Any other access faults. `filemap_fault` finds the page in the page
+//! cache or reads it, with mmap readahead: read-around of `ra_pages`
+//! centred on the fault for a normal mapping (unless misses outnumber hits
+//! by `MMAP_LOTSAMISS`), the sequential window for MADV_SEQUENTIAL, none
+//! for MADV_RANDOM, and the asynchronous window on PG_readahead. Then
+//! `finish_fault` installs the entry under the page lock and the ptl:
+//! one page reference and one mapcount per entry, young set (the access
+//! that faulted is a reference, as the MMU sets the accessed bit when it
+//! retries it). A write fault is `do_page_mkwrite` first: the page's space
+//! is reserved, it waits for writeback (stable pages), is marked dirty,
+//! the entry is made writable and dirty, and the dirty throttle runs after
+//! the page is unlocked.
+
+use crate::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+
+use crate::error::{Error, Result};
+use crate::filemap::Inode;
+use crate::hazard::{Hazard, HazardTable};
+use crate::mm::Cache;
+use crate::mmap::{pte_pfn, Vma, PTE_DIRTY, PTE_PRESENT, PTE_WRITE, VM_RAND_READ, VM_SEQ_READ};
+use crate::page::*;
+use crate::vmstat::Item;
+
+/// Misses beyond hits after which read-around stops (MMAP_LOTSAMISS).
+const MMAP_LOTSAMISS: u32 = 100;
+
+/// The access fast path on one entry, shared with loom_tests.rs: pin the
+/// frame the entry maps in hazard row `row`, re-check the entry, set the
+/// young byte. None if the entry is not present, changed under us, or no
+/// hazard slot is free (the caller faults).
+#[inline(always)]
+pub(crate) fn pte_pin(hazards: &HazardTable, row: usize, pte: &AtomicU64, young: &AtomicU8) -> Option<(Pfn, Hazard)> {
+    // Acquire: pairs with finish_fault's Release store, so the page is
+    // uptodate and referenced before we see its entry.
+    let entry = pte.load(Ordering::Acquire);
+    let pfn = pte_pfn(entry)?;
+    let h = hazards.pin_in_row(row, pfn)?;
+    // Re-check after announcing (the pin is ordered before this load by
+    // membarrier on the remover's side, or by pin_in_row's fence).
+    if pte_pfn(pte.load(Ordering::Acquire)) != Some(pfn) {
+        hazards.unpin(h);
+        return None;
+    }
+    // The accessed bit: a plain store, and none when already set, so a
+    // hot page's young byte is only read. A store racing reclaim's swap
+    // loses or adds one reference; it never touches the entry.
+    if young.load(Ordering::Relaxed) == 0 {
+        young.store(1, Ordering::Relaxed);
+    }
+    Some((pfn, h))
+}
+
+/// ptep_get_and_clear: empty an entry, returning what it held. The caller
+/// holds the mapping's ptl and the page lock of the page it maps.
+#[inline]
+pub(crate) fn ptep_get_and_clear(pte: &AtomicU64) -> u64 {
+    // Release: the clear is ordered before the hazard scan that decides
+    // whether the frame may go (pairs with pte_pin's re-check).
+    pte.swap(0, Ordering::AcqRel)
+}
+
+impl Cache {
+    /// An access to slot `slot` of `vma` whose entry is present: the frame,
+    /// pinned. None: fault.
+    #[inline]
+    pub(crate) fn follow_pte(&self, vma: &Vma, slot: usize) -> Option<(Pfn, Hazard)> {
+        pte_pin(&self.hazards, crate::percpu::thread_slot(), &vma.ptes[slot], &vma.young[slot])
+    }
+
+    /// handle_mm_fault for a shared file mapping: map the page at `slot`
+    /// (for writing: make it dirty and the entry writable) and return it
+    /// with a reference the caller drops.
+    pub(crate) fn handle_mm_fault(&self, inode: &Inode, vma: &Vma, slot: usize, write: bool) -> Result<Pfn> {
+        self.vm.inc(Item::pgfault);
+        let index = vma.pgoff + slot as u64;
+        if write {
+            // page_mkwrite's reservation, made before any page lock:
+            // failing-file writeback and the device may need page locks.
+            self.generic_write_checks(inode, index << self.page_shift(), self.page_size() as u64)?;
+        }
+        let (pfn, major) = self.filemap_fault(inode, vma, index)?;
+        if major {
+            self.vm.inc(Item::pgmajfault);
+        }
+        let page = self.page(pfn);
+        if write {
+            self.do_page_mkwrite(inode, pfn);
+        }
+        self.finish_fault(vma, slot, pfn, write);
+        page.unlock(&self.vm);
+        if write {
+            // Throttled with no lock held. An interrupt or the shutdown
+            // arriving here leaves the fault done; the write goes on.
+            let _ = self.balance_dirty_pages_ratelimited(inode);
+        }
+        Ok(pfn)
+    }
+
+    /// do_page_mkwrite, page locked: stable pages, then dirty.
+    fn do_page_mkwrite(&self, inode: &Inode, pfn: Pfn) {
+        self.vm.inc(Item::pgmkwrite);
+        self.page(pfn).wait_on_writeback();
+        self.set_page_dirty(inode, pfn);
+    }
+
+    /// filemap_fault: the page at `index`, referenced, locked, uptodate,
+    /// still in `inode` and below EOF; and whether it took I/O (a major
+    /// fault). PastEof past the end of the file (SIGBUS).
+    fn filemap_fault(&self, inode: &Inode, vma: &Vma, index: u64) -> Result<(Pfn, bool)> {
+        let ps = self.page_size() as u64;
+        let past_eof = |size: u64| Error::PastEof { offset: index << self.page_shift(), size };
+        let mut major = false;
+        // Each retry follows a truncation or punch that removed the page
+        // between our lookup and our lock: bounded by theirs.
+        loop {
+            let size = inode.size.load(Ordering::Acquire);
+            if index >= size.div_ceil(ps) {
+                return Err(past_eof(size));
+            }
+            let pfn = match self.find_get_page(inode, index) {
+                Some(pfn) => {
+                    self.vm.inc(Item::pgcache_hit);
+                    if self.page(pfn).test(PG_READAHEAD) {
+                        self.do_async_mmap_readahead(inode, vma, pfn, index);
+                    }
+                    pfn
+                }
+                None => {
+                    major = true;
+                    self.do_sync_mmap_readahead(inode, vma, index);
+                    self.read_cache_page(inode, None, index, 1)?
+                }
+            };
+            let page = self.page(pfn);
+            page.lock(&self.vm);
+            if page.mapping() != inode.id || page.index() != index {
+                page.unlock(&self.vm);
+                self.put_page(pfn);
+                continue;
+            }
+            if !page.test(PG_UPTODATE) {
+                // Readahead's I/O failed: read it ourselves.
+                major = true;
+                if let Err(e) = self.read_pages_io(inode, index, &[pfn]) {
+                    page.unlock(&self.vm);
+                    self.put_page(pfn);
+                    return Err(e);
+                }
+            }
+            // Again under the page lock, which truncation takes to remove
+            // the page: a page we map is below EOF now.
+            let size = inode.size.load(Ordering::Acquire);
+            if index >= size.div_ceil(ps) {
+                page.unlock(&self.vm);
+                self.put_page(pfn);
+                return Err(past_eof(size));
+            }
+            return Ok((pfn, major));
+        }
+    }
+
+    /// do_sync_mmap_readahead: a fault missed the page cache.
+    fn do_sync_mmap_readahead(&self, inode: &Inode, vma: &Vma, index: u64) {
+        let hint = vma.hint.load(Ordering::Relaxed);
+        if hint & VM_RAND_READ != 0 {
+            return;
+        }
+        let ra = &vma.ra;
+        let ra_pages = ra.ra_pages.load(Ordering::Relaxed) as u64;
+        if ra_pages == 0 {
+            return;
+        }
+        if hint & VM_SEQ_READ != 0 {
+            self.page_cache_sync_readahead(inode, ra, index, ra_pages);
+            return;
+        }
+        // Racy like the kernel's: a lost update changes a heuristic.
+        let miss = vma.mmap_miss.load(Ordering::Relaxed);
+        if miss < MMAP_LOTSAMISS * 10 {
+            vma.mmap_miss.store(miss + 1, Ordering::Relaxed);
+        }
+        if miss + 1 > MMAP_LOTSAMISS {
+            return;
+        }
+        // mmap read-around: ra->start = index - ra_pages / 2, ra->size =
+        // ra_pages, ra->async_size = ra_pages / 4; ra_submit.
+        let start = index.saturating_sub(ra_pages / 2);
+        ra.start.store(start, Ordering::Relaxed);
+        ra.size.store(ra_pages as u32, Ordering::Relaxed);
+        ra.async_size.store((ra_pages / 4) as u32, Ordering::Relaxed);
+        self.do_page_cache_ra(inode, start, ra_pages, ra_pages / 4);
+    }
+
+    /// do_async_mmap_readahead: a fault found the page cached.
+    fn do_async_mmap_readahead(&self, inode: &Inode, vma: &Vma, pfn: Pfn, index: u64) {
+        if vma.hint.load(Ordering::Relaxed) & VM_RAND_READ != 0 {
+            return;
+        }
+        let miss = vma.mmap_miss.load(Ordering::Relaxed);
+        if miss > 0 {
+            vma.mmap_miss.store(miss - 1, Ordering::Relaxed);
+        }
+        if self.page(pfn).test(PG_READAHEAD) {
+            let ra_pages = vma.ra.ra_pages.load(Ordering::Relaxed) as u64;
+            self.page_cache_async_readahead(inode, &vma.ra, pfn, index, ra_pages);
+        }
+    }
+
+    /// finish_fault (do_set_pte): install the entry for the locked page
+    /// `pfn` at `slot`, or upgrade it for a write. A new entry takes a page
+    /// reference and a mapcount. The young byte is set: the access that
+    /// faulted is the page's first reference through this mapping.
+    pub(crate) fn finish_fault(&self, vma: &Vma, slot: usize, pfn: Pfn, write: bool) {
+        debug_assert!(self.page(pfn).test(PG_LOCKED), "finish_fault without the page lock");
+        let pte = &vma.ptes[slot];
+        let bits = if write { PTE_WRITE | PTE_DIRTY } else { 0 };
+        {
+            let _ptl = vma.ptl.lock();
+            let old = pte.load(Ordering::Relaxed);
+            match pte_pfn(old) {
+                Some(mapped) => {
+                    // Every path that removes a page from the page cache
+                    // unmaps it first, under its lock: an entry maps the
+                    // page cached at its index, which we hold locked.
+                    assert_eq!(mapped, pfn, "an entry maps a page no longer cached");
+                    if old & bits != bits {
+                        pte.store(old | bits, Ordering::Release);
+                    }
+                }
+                None => {
+                    self.page(pfn).get();
+                    self.page_add_file_rmap(pfn);
+                    // Release: pairs with pte_pin's Acquire load.
+                    pte.store(pfn as u64 | PTE_PRESENT | bits, Ordering::Release);
+                }
+            }
+        }
+        let young = &vma.young[slot];
+        if young.load(Ordering::Relaxed) == 0 {
+            young.store(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A write through a mapping to the page `pfn` at `slot`, which the
+    /// caller holds pinned: under the page lock, a write fault if the
+    /// entry is not a writable one mapping `pfn` (wp_page_shared), then
+    /// one write section. Ok(false): the page left the page cache since
+    /// it was pinned; the caller faults the current one in and retries.
+    pub(crate) fn mapped_write(
+        &self,
+        inode: &Inode,
+        vma: &Vma,
+        slot: usize,
+        pfn: Pfn,
+        offset: usize,
+        data: &[u8],
+    ) -> Result<bool> {
+        let index = vma.pgoff + slot as u64;
+        let pos = index << self.page_shift();
+        let pte = &vma.ptes[slot];
+        let granted = |e: u64| pte_pfn(e) == Some(pfn) && e & PTE_WRITE != 0;
+        let page = self.page(pfn);
+        let mut reserved = false;
+        // At most two rounds: the second runs with the space reserved.
+        loop {
+            if !reserved && !granted(pte.load(Ordering::Acquire)) {
+                self.generic_write_checks(inode, pos, self.page_size() as u64)?;
+                reserved = true;
+            }
+            page.lock(&self.vm);
+            if page.mapping() != inode.id || page.index() != index {
+                page.unlock(&self.vm);
+                return Ok(false);
+            }
+            let size = inode.size.load(Ordering::Acquire);
+            let end = pos + (offset + data.len()) as u64;
+            if end > size {
+                // Mapped writes never grow the file; bytes past EOF in
+                // the last page are not the file's (they stay zero).
+                page.unlock(&self.vm);
+                return Err(Error::PastEof { offset: end, size });
+            }
+            let mut faulted = false;
+            if !granted(pte.load(Ordering::Acquire)) {
+                if !reserved {
+                    // Write-protected since we looked (writeback): reserve
+                    // without the lock, then come back.
+                    page.unlock(&self.vm);
+                    continue;
+                }
+                self.vm.inc(Item::pgfault);
+                self.do_page_mkwrite(inode, pfn);
+                self.finish_fault(vma, slot, pfn, true);
+                faulted = true;
+            }
+            // A writable entry was granted by page_mkwrite, which dirtied
+            // the page; writeback write-protects entries before it starts
+            // (page_mkclean), so the page is dirty and not being written.
+            debug_assert!(page.test(PG_DIRTY) && !page.test(PG_WRITEBACK));
+            self.memcpy_to_page(pfn, offset, data);
+            page.unlock(&self.vm);
+            if faulted {
+                let _ = self.balance_dirty_pages_ratelimited(inode);
+            }
+            return Ok(true);
+        }
+    }
+}

@@ -1,0 +1,449 @@
+//! Mappings of files (mm/mmap.c, mm/madvise.c, mm/msync.c): the VMA, its
+//! page table, madvise and msync.
+//!
+//! A [`Mapping`] is a VMA: a page range of one file, read-only or
+//! writable, maybe VM_EXEC. It has its own page table, a flat array of
+//! entries indexed by the page's offset in the mapping (no levels: a
+//! mapping of N pages costs 9N bytes up front):
+//!
+//! ```text
+//!   ptes[i]:  | 29 spare | DIRTY | WRITE | PRESENT | pfn (32) |   (AtomicU64)
+//!   young[i]: 0 or 1                                             (AtomicU8)
+//! ```
+//!
+//! The accessed ("young") bit lives apart from the entry. An access sets it
+//! with a plain store, as the MMU sets the PTE accessed bit; were it a bit
+//! of the entry, that store would write the whole word back and could
+//! resurrect an entry `try_to_unmap` cleared meanwhile. As a byte of its
+//! own, a racing store can at worst leave a stale young byte behind a
+//! cleared entry: a lost or extra reference, never a corrupt mapping.
+//!
+//! Who touches what (the invariants of ARCHITECTURE.md, "Mapped pages"):
+//!
+//! - An entry that maps a page is installed, changed and cleared only by a
+//!   thread holding that page's lock (PG_locked) and the mapping's `ptl`
+//!   (the page table lock). Lock order: page lock → `inode.i_mmap` →
+//!   `ptl`. A present entry holds one page reference and one mapcount.
+//! - An access (memory.rs `follow_pte`) takes no lock: it loads the entry,
+//!   pins the frame in its hazard slot, re-loads the entry and sets the
+//!   young byte only if it is 0 (so a hot page's cache line is not dirtied
+//!   on every access).
+//! - Reclaim test-and-clears young bytes (`page_referenced`, rmap.rs) with a
+//!   swap, without the ptl.
+//! - An entry with WRITE was granted by a write fault (page_mkwrite), which
+//!   set PG_dirty; writeback write-protects the entries first
+//!   (`page_mkclean`), so WRITE implies PG_dirty and no writeback in flight.
+
+use crate::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::error::{Error, Result};
+use crate::filemap::{Inode, Pin};
+use crate::mm::Cache;
+use crate::page::Pfn;
+use crate::readahead::FileRaState;
+
+/// The entry maps a page.
+pub(crate) const PTE_PRESENT: u64 = 1 << 32;
+/// Writes need no fault (granted by page_mkwrite).
+pub(crate) const PTE_WRITE: u64 = 1 << 33;
+/// Written through this entry since it was made writable.
+pub(crate) const PTE_DIRTY: u64 = 1 << 34;
+
+/// The frame a present entry maps.
+#[inline(always)]
+pub(crate) fn pte_pfn(pte: u64) -> Option<Pfn> {
+    (pte & PTE_PRESENT != 0).then_some(pte as u32)
+}
+
+/// The largest mapping, in pages (a 4 TiB mapping of 4 KiB pages has a
+/// 9 GiB flat table; refuse rather than try).
+const MAX_MAP_PAGES: u64 = 1 << 28;
+
+/// How a file is mapped (PROT_READ, PROT_WRITE, PROT_EXEC): a set of
+/// flags, combined with `|`. Every mapping can be read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct MapFlags(u8);
+
+impl MapFlags {
+    /// Read-only (every mapping reads).
+    pub const READ: MapFlags = MapFlags(1);
+    /// Writable and shared: writes reach the file (MAP_SHARED|PROT_WRITE).
+    pub const WRITE: MapFlags = MapFlags(2);
+    /// Code (VM_EXEC): reclaim activates such pages on their first
+    /// reference and keeps referenced ones on the active list.
+    pub const EXEC: MapFlags = MapFlags(4);
+
+    /// Whether every flag of `other` is set.
+    pub const fn contains(self, other: MapFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl std::ops::BitOr for MapFlags {
+    type Output = MapFlags;
+    fn bitor(self, rhs: MapFlags) -> MapFlags {
+        MapFlags(self.0 | rhs.0)
+    }
+}
+
+/// madvise(2) advice for a [`Mapping`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Madvise {
+    /// MADV_NORMAL: read-around on faults.
+    Normal,
+    /// MADV_SEQUENTIAL (VM_SEQ_READ): faults read ahead as a sequential
+    /// reader does, and references through this mapping do not count for
+    /// reclaim (page_referenced_one ignores them).
+    Sequential,
+    /// MADV_RANDOM (VM_RAND_READ): no readahead on faults.
+    Random,
+    /// MADV_WILLNEED: read the range in now.
+    WillNeed,
+    /// MADV_DONTNEED: unmap the range (the pages stay cached; dirty bits
+    /// go to the pages, young ones become a mark_page_accessed).
+    DontNeed,
+    /// MADV_COLD: clear the range's young bits and deactivate the pages
+    /// mapped only here.
+    Cold,
+}
+
+/// VM_SEQ_READ / VM_RAND_READ in `Vma::hint`.
+pub(crate) const VM_SEQ_READ: u32 = 1;
+pub(crate) const VM_RAND_READ: u32 = 2;
+
+/// A VMA: one mapping's range, flags, readahead state and page table.
+pub struct Vma {
+    /// The file page the mapping starts at (vm_pgoff).
+    pub pgoff: u64,
+    pub nr_pages: u64,
+    pub flags: MapFlags,
+    /// VM_SEQ_READ / VM_RAND_READ (madvise), relaxed: a hint.
+    pub hint: AtomicU32,
+    /// The readahead state faults use (the kernel uses the file's f_ra;
+    /// here each mapping has its own) and mmap_miss.
+    pub ra: FileRaState,
+    pub mmap_miss: AtomicU32,
+    /// The page table lock: held to change an entry (with the page lock).
+    pub ptl: Mutex<()>,
+    pub(crate) ptes: Box<[AtomicU64]>,
+    pub(crate) young: Box<[AtomicU8]>,
+}
+
+impl Vma {
+    /// This mapping's slot for file page `index`, if it covers it.
+    #[inline]
+    pub(crate) fn slot_of(&self, index: u64) -> Option<usize> {
+        let i = index.checked_sub(self.pgoff)?;
+        (i < self.nr_pages).then_some(i as usize)
+    }
+
+    pub(crate) fn is_exec(&self) -> bool {
+        self.flags.contains(MapFlags::EXEC)
+    }
+
+    pub(crate) fn seq_read(&self) -> bool {
+        self.hint.load(Ordering::Relaxed) & VM_SEQ_READ != 0
+    }
+}
+
+/// A file mapped into the cache's "address space" (mmap(2) of a shared
+/// file mapping), from [`crate::File::map`]. Accesses go through
+/// [`Mapping::page`], which returns a [`MappedPage`]: a present page costs
+/// a load, a hazard pin (a plain store), a re-check and a young-bit store;
+/// a missing one is a fault that reads the page in with mmap readahead.
+/// Writes ([`MappedPage::write`], [`Mapping::write`]) fault on a clean page
+/// (page_mkwrite: stable pages, dirty accounting, space reservation,
+/// throttling) and then only lock the page for their write section.
+///
+/// Dropping the mapping unmaps it: dirty entries mark their pages dirty
+/// (they are written back as usual, or by [`Mapping::msync`] first).
+/// A `Mapping` may be shared between threads; its `MappedPage`s may not.
+/// A write takes the page's lock for its write section: a thread holding
+/// a [`crate::PageMut`] of a page must not write that page through a
+/// mapping.
+pub struct Mapping {
+    cache: Arc<Cache>,
+    _owner: Arc<crate::Owner>,
+    inode: Arc<Inode>,
+    vma: Arc<Vma>,
+    /// The file offset the mapping starts at and its length, in bytes.
+    start: u64,
+    len: u64,
+    wb_err_since: AtomicU32,
+}
+
+impl Mapping {
+    pub(crate) fn new(
+        cache: Arc<Cache>,
+        owner: Arc<crate::Owner>,
+        inode: Arc<Inode>,
+        offset: u64,
+        len: u64,
+        flags: MapFlags,
+    ) -> Result<Mapping> {
+        let ps = cache.page_size() as u64;
+        if !offset.is_multiple_of(ps) || len == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "map({offset}, {len}): the offset must be page aligned and the length above 0"
+            )));
+        }
+        let nr_pages = len.div_ceil(ps);
+        if nr_pages > MAX_MAP_PAGES {
+            return Err(Error::InvalidArgument(format!("map: {nr_pages} pages is more than {MAX_MAP_PAGES}")));
+        }
+        let vma = Arc::new(Vma {
+            pgoff: offset / ps,
+            nr_pages,
+            flags: flags | MapFlags::READ,
+            hint: AtomicU32::new(0),
+            ra: FileRaState::new(cache.sysctl.ra_pages()),
+            mmap_miss: AtomicU32::new(0),
+            ptl: Mutex::new(()),
+            ptes: (0..nr_pages).map(|_| AtomicU64::new(0)).collect(),
+            young: (0..nr_pages).map(|_| AtomicU8::new(0)).collect(),
+        });
+        // The mapping holds the file open, as a VMA holds its struct file.
+        inode.handles.fetch_add(1, Ordering::AcqRel);
+        inode.i_mmap.write().push(vma.clone());
+        let wb_err_since = AtomicU32::new(crate::page_writeback::errseq_sample(&inode.wb_err));
+        Ok(Mapping { cache, _owner: owner, inode, vma, start: offset, len, wb_err_since })
+    }
+
+    /// The mapping's length in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Always false: a mapping has at least one byte.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The file offset the mapping starts at.
+    pub fn offset(&self) -> u64 {
+        self.start
+    }
+
+    /// Pages the mapping spans.
+    pub fn nr_pages(&self) -> u64 {
+        self.vma.nr_pages
+    }
+
+    /// The page at `page` (counted from the mapping's start): an access,
+    /// which faults the page in if the page table has no entry for it.
+    /// [`Error::PastEof`] if the page lies past the end of the file (the
+    /// kernel's SIGBUS), [`Error::InvalidArgument`] past the mapping.
+    #[inline]
+    pub fn page(&self, page: u64) -> Result<MappedPage<'_>> {
+        let i = self.check_page(page)?;
+        if let Some((pfn, h)) = self.cache.follow_pte(&self.vma, i) {
+            return Ok(MappedPage::new(self, pfn, i, Pin::Hazard(h)));
+        }
+        let pfn = self.cache.handle_mm_fault(&self.inode, &self.vma, i, false)?;
+        Ok(MappedPage::new(self, pfn, i, Pin::Ref))
+    }
+
+    #[inline]
+    fn check_page(&self, page: u64) -> Result<usize> {
+        if page >= self.vma.nr_pages {
+            return Err(Error::InvalidArgument(format!("page {page} is past the mapping's {}", self.vma.nr_pages)));
+        }
+        Ok(page as usize)
+    }
+
+    /// Copy `buf.len()` bytes at byte `pos` of the mapping into `buf`,
+    /// page by page (each page one consistent state of it).
+    pub fn read(&self, pos: u64, buf: &mut [u8]) -> Result<()> {
+        self.for_each_page(pos, buf.len(), |p, off, range| p.read_into(off, &mut buf[range]))
+    }
+
+    /// Write `data` at byte `pos` of the mapping, page by page, as
+    /// [`MappedPage::write`]. Writes never grow the file.
+    pub fn write(&self, pos: u64, data: &[u8]) -> Result<()> {
+        self.for_each_page(pos, data.len(), |mut p, off, range| p.write(off, &data[range]))
+    }
+
+    fn for_each_page(
+        &self,
+        pos: u64,
+        len: usize,
+        mut f: impl FnMut(MappedPage<'_>, usize, std::ops::Range<usize>) -> Result<()>,
+    ) -> Result<()> {
+        let ps = self.cache.page_size() as u64;
+        match pos.checked_add(len as u64) {
+            Some(end) if end <= self.vma.nr_pages * ps => {}
+            _ => return Err(Error::InvalidArgument(format!("bytes {pos}+{len} pass the mapping"))),
+        }
+        let mut done = 0usize;
+        while done < len {
+            let cur = pos + done as u64;
+            let off = (cur % ps) as usize;
+            let n = (ps as usize - off).min(len - done);
+            f(self.page(cur / ps)?, off, done..done + n)?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// The page range `[first, end)` of the mapping a byte range covers.
+    fn page_range(&self, offset: u64, len: u64) -> Result<(usize, usize)> {
+        let ps = self.cache.page_size() as u64;
+        if !offset.is_multiple_of(ps) {
+            return Err(Error::InvalidArgument(format!("offset {offset} is not page aligned")));
+        }
+        let end = offset
+            .checked_add(len)
+            .filter(|&e| e <= self.vma.nr_pages * ps)
+            .ok_or_else(|| Error::InvalidArgument(format!("bytes {offset}+{len} pass the mapping")))?;
+        Ok(((offset / ps) as usize, end.div_ceil(ps) as usize))
+    }
+
+    /// madvise(2) on bytes `[offset, offset + len)` of the mapping
+    /// (`offset` page aligned; `len` rounded up to pages).
+    pub fn madvise(&self, offset: u64, len: u64, advice: Madvise) -> Result<()> {
+        let (first, end) = self.page_range(offset, len)?;
+        let vma = &self.vma;
+        match advice {
+            Madvise::Normal => vma.hint.store(0, Ordering::Relaxed),
+            Madvise::Sequential => vma.hint.store(VM_SEQ_READ, Ordering::Relaxed),
+            Madvise::Random => vma.hint.store(VM_RAND_READ, Ordering::Relaxed),
+            Madvise::WillNeed => {
+                // madvise_willneed on a file: vfs_fadvise(WILLNEED).
+                if end > first {
+                    let index = vma.pgoff + first as u64;
+                    self.cache.force_page_cache_readahead(&self.inode, index, (end - first) as u64);
+                }
+            }
+            Madvise::DontNeed => self.cache.zap_page_range(&self.inode, vma, first, end),
+            Madvise::Cold => self.cache.madvise_cold(&self.inode, vma, first, end),
+        }
+        Ok(())
+    }
+
+    /// msync(2) with MS_SYNC on bytes `[offset, offset + len)`: write the
+    /// dirty pages of the range back and wait, then flush the device
+    /// (vfs_fsync_range). Writeback write-protects the pages' entries
+    /// (page_mkclean), so the next write to each faults again. A writeback
+    /// error this mapping has not reported yet is returned, once.
+    pub fn msync(&self, offset: u64, len: u64) -> Result<()> {
+        let (first, end) = self.page_range(offset, len)?;
+        let pgoff = self.vma.pgoff;
+        let _ = self.cache.write_and_wait_range(&self.inode, pgoff + first as u64, pgoff + end as u64);
+        let dev = self.inode.dev.sync(true).map_err(|e| Error::io(&self.inode.name, e));
+        match crate::page_writeback::errseq_check_and_advance(&self.inode.wb_err, &self.wb_err_since) {
+            0 => dev,
+            errno => Err(Error::io(&self.inode.name, std::io::Error::from_raw_os_error(errno))),
+        }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // munmap: zap every entry (dirty bits to the pages), then leave the
+        // file's i_mmap, then drop the file reference.
+        self.cache.zap_page_range(&self.inode, &self.vma, 0, self.vma.nr_pages as usize);
+        self.inode.i_mmap.write().retain(|v| !Arc::ptr_eq(v, &self.vma));
+        if self.inode.handles.fetch_sub(1, Ordering::AcqRel) == 1 && self.inode.unlinked.load(Ordering::Acquire) {
+            self.cache.evict_inode(&self.inode);
+        }
+    }
+}
+
+/// One page of a [`Mapping`], pinned: its frame stays this page's until
+/// the guard is dropped, even if reclaim or truncation unmaps it
+/// meanwhile (the guard then reads the bytes the page had; a new access
+/// faults the page back in). Bytes are read by validated copies, as
+/// [`crate::PageRef`] reads, and written in write sections under the page
+/// lock. Not `Send`: the pin is a per-thread hazard slot.
+pub struct MappedPage<'a> {
+    map: &'a Mapping,
+    pfn: Pfn,
+    /// The page's slot in the mapping.
+    slot: usize,
+    pin: Pin,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl<'a> MappedPage<'a> {
+    #[inline]
+    fn new(map: &'a Mapping, pfn: Pfn, slot: usize, pin: Pin) -> MappedPage<'a> {
+        MappedPage { map, pfn, slot, pin, _not_send: PhantomData }
+    }
+
+    /// The page's index in the mapping.
+    pub fn index(&self) -> u64 {
+        self.slot as u64
+    }
+
+    /// The page's size in bytes.
+    pub fn len(&self) -> usize {
+        self.map.cache.page_size()
+    }
+
+    /// Always false: a page has `page_size` bytes.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Copy `buf.len()` bytes at `offset` in the page into `buf`, as one
+    /// state of the page between two write sections.
+    #[inline]
+    pub fn read_into(&self, offset: usize, buf: &mut [u8]) -> Result<()> {
+        crate::check_page_range(self.len(), offset, buf.len())?;
+        self.map.cache.memcpy_from_page(self.pfn, offset, buf);
+        Ok(())
+    }
+
+    /// The aligned 8-byte word at `offset` (a multiple of 8), in native
+    /// byte order: one atomic load, no sequence count needed.
+    #[inline]
+    pub fn load_u64(&self, offset: usize) -> Result<u64> {
+        if !offset.is_multiple_of(8) || offset + 8 > self.len() {
+            return Err(Error::InvalidArgument(format!("load_u64 at {offset}: not an aligned word of the page")));
+        }
+        Ok(self.map.cache.load_u64(self.pfn, offset))
+    }
+
+    /// Write `data` at `offset` in the page, as one write section. The
+    /// first write to a clean or write-protected page is a write fault
+    /// (page_mkwrite): the page's space is reserved, it waits for
+    /// writeback (stable pages), is marked dirty and the dirty throttle
+    /// runs; later writes only take the page lock around their section.
+    /// [`Error::ReadOnlyMapping`] without [`MapFlags::WRITE`];
+    /// [`Error::PastEof`] for bytes past the end of the file (mapped
+    /// writes never grow it).
+    pub fn write(&mut self, offset: usize, data: &[u8]) -> Result<()> {
+        crate::check_page_range(self.len(), offset, data.len())?;
+        let (cache, inode, vma) = (&self.map.cache, &self.map.inode, &self.map.vma);
+        if !vma.flags.contains(MapFlags::WRITE) {
+            return Err(Error::ReadOnlyMapping { name: inode.name.clone() });
+        }
+        // Bounded: each round either writes or faults a fresh page in; a
+        // page truncated away under us every time gives up with the error
+        // the last fault met (PastEof) or, at worst, this one.
+        for _ in 0..8 {
+            if cache.mapped_write(inode, vma, self.slot, self.pfn, offset, data)? {
+                return Ok(());
+            }
+            // The pinned page left the page cache (reclaimed after we
+            // pinned it, or truncated): fault the current one in.
+            let pfn = cache.handle_mm_fault(inode, vma, self.slot, true)?;
+            cache.unpin(self.pfn, self.pin);
+            self.pfn = pfn;
+            self.pin = Pin::Ref;
+        }
+        Err(Error::InvalidArgument(format!("page {} of {} kept leaving the cache", self.slot, inode.name)))
+    }
+}
+
+impl Drop for MappedPage<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.map.cache.unpin(self.pfn, self.pin);
+    }
+}

@@ -1,0 +1,208 @@
+//! The reverse map (mm/rmap.c): from a page to the page table entries
+//! that map it, and the operations reclaim, writeback and truncation run
+//! over them: `page_referenced`, `try_to_unmap`, `page_mkclean`, and the
+//! mapcount (`page_add_file_rmap`, `page_remove_rmap`). Plus the zap of a
+//! range of one mapping (mm/memory.c `zap_page_range`, for munmap and
+//! MADV_DONTNEED) and MADV_COLD's aging (mm/madvise.c).
+//!
+//! The walk is rmap_walk_file's: a file page at index i is mapped only by
+//! the file's mappings that cover i, at slot i - pgoff, so the walk looks
+//! at the inode's `i_mmap` list (the kernel's interval tree) and at one
+//! entry of each mapping that covers the index. The walk holds `i_mmap`
+//! read-locked (i_mmap_lock_read); entries change under the ptl.
+//!
+//! Every walk that changes entries runs under the page lock, as the
+//! kernel's try_to_unmap and page_mkclean do, so that a fault (which
+//! installs under the page lock) cannot map the page again halfway.
+//! `page_referenced` only swaps young bytes and needs no lock.
+
+use crate::sync::atomic::Ordering;
+
+use crate::filemap::Inode;
+use crate::memory::ptep_get_and_clear;
+use crate::mm::Cache;
+use crate::mmap::{pte_pfn, Vma, PTE_DIRTY, PTE_WRITE};
+use crate::page::*;
+use crate::vmstat::Item;
+
+impl Cache {
+    /// page_add_file_rmap: one more entry maps the page (page locked).
+    pub(crate) fn page_add_file_rmap(&self, pfn: Pfn) {
+        if self.page(pfn).mapcount.fetch_add(1, Ordering::Relaxed) == 0 {
+            self.nr_mapped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// page_remove_rmap: one entry fewer (page locked).
+    pub(crate) fn page_remove_rmap(&self, pfn: Pfn) {
+        let old = self.page(pfn).mapcount.fetch_sub(1, Ordering::Relaxed);
+        debug_assert!(old > 0, "page_remove_rmap of an unmapped page");
+        if old == 1 {
+            self.nr_mapped.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Drop the references of `n` entries just cleared. The caller holds a
+    /// reference of its own, so none of these is the last.
+    fn put_pte_refs(&self, pfn: Pfn, n: u32) {
+        for _ in 0..n {
+            self.page_remove_rmap(pfn);
+            let last = self.page(pfn).put_testzero();
+            debug_assert!(!last, "an entry held a page's last reference");
+        }
+    }
+
+    /// page_referenced: test and clear the young byte of every entry that
+    /// maps `pfn`. Returns how many mappings referenced the page, and
+    /// whether one of them is VM_EXEC. References through a
+    /// MADV_SEQUENTIAL mapping are cleared but not counted
+    /// (page_referenced_one: "Don't treat a reference through a
+    /// sequentially read mapping as such").
+    pub(crate) fn page_referenced(&self, inode: &Inode, pfn: Pfn) -> (u32, bool) {
+        let page = self.page(pfn);
+        if !page.mapped() {
+            return (0, false);
+        }
+        let index = page.index();
+        let (mut referenced, mut exec) = (0, false);
+        for vma in inode.i_mmap.read().iter() {
+            let Some(slot) = vma.slot_of(index) else { continue };
+            if pte_pfn(vma.ptes[slot].load(Ordering::Acquire)) != Some(pfn) {
+                continue;
+            }
+            // ptep_clear_flush_young: look first, so an old entry's byte
+            // is not written (no cache line taken from the readers).
+            let young = &vma.young[slot];
+            if young.load(Ordering::Relaxed) != 0 && young.swap(0, Ordering::Relaxed) != 0 && !vma.seq_read() {
+                referenced += 1;
+                exec |= vma.is_exec();
+            }
+        }
+        (referenced, exec)
+    }
+
+    /// try_to_unmap, page locked: clear every entry mapping `pfn`, moving
+    /// their dirty bits to the page and dropping their references. Unless
+    /// `ignore_access` (truncation's TTU_IGNORE_ACCESS), an entry found
+    /// young (used since page_referenced looked) stops the unmap, as the
+    /// kernel's SWAP_FAIL: false, and reclaim activates the page. Entries
+    /// cleared before that stay cleared.
+    pub(crate) fn try_to_unmap(&self, inode: &Inode, pfn: Pfn, ignore_access: bool) -> bool {
+        let page = self.page(pfn);
+        debug_assert!(page.test(PG_LOCKED), "try_to_unmap without the page lock");
+        if !page.mapped() {
+            return true;
+        }
+        let index = page.index();
+        let (mut cleared, mut dirty, mut unmapped) = (0u32, false, true);
+        for vma in inode.i_mmap.read().iter() {
+            let Some(slot) = vma.slot_of(index) else { continue };
+            let _ptl = vma.ptl.lock();
+            let pte = &vma.ptes[slot];
+            if pte_pfn(pte.load(Ordering::Relaxed)) != Some(pfn) {
+                continue;
+            }
+            let young = vma.young[slot].swap(0, Ordering::Relaxed) != 0;
+            if young && !ignore_access {
+                unmapped = false;
+                break;
+            }
+            let old = ptep_get_and_clear(pte);
+            dirty |= old & PTE_DIRTY != 0;
+            cleared += 1;
+        }
+        if dirty && !page.test(PG_DIRTY) {
+            self.set_page_dirty(inode, pfn);
+        }
+        self.put_pte_refs(pfn, cleared);
+        self.vm.add(Item::pgunmap, cleared as u64);
+        unmapped
+    }
+
+    /// page_mkclean, page locked (from clear_page_dirty_for_io, before
+    /// writeback): write-protect and clean every entry mapping `pfn`, so
+    /// the next write through a mapping faults, waits for the writeback
+    /// and dirties the page again. Returns whether an entry was dirty.
+    pub(crate) fn page_mkclean(&self, inode: &Inode, pfn: Pfn) -> bool {
+        let page = self.page(pfn);
+        debug_assert!(page.test(PG_LOCKED), "page_mkclean without the page lock");
+        if !page.mapped() {
+            return false;
+        }
+        let index = page.index();
+        let mut dirty = false;
+        for vma in inode.i_mmap.read().iter() {
+            let Some(slot) = vma.slot_of(index) else { continue };
+            let _ptl = vma.ptl.lock();
+            let pte = &vma.ptes[slot];
+            let e = pte.load(Ordering::Relaxed);
+            if pte_pfn(e) == Some(pfn) && e & (PTE_WRITE | PTE_DIRTY) != 0 {
+                pte.store(e & !(PTE_WRITE | PTE_DIRTY), Ordering::Release);
+                dirty |= e & PTE_DIRTY != 0;
+            }
+        }
+        dirty
+    }
+
+    /// zap_page_range: clear the entries of slots `[first, end)` of `vma`
+    /// (munmap, MADV_DONTNEED). Each page is locked while its entry goes
+    /// (the rule of mmap.rs); a dirty entry dirties the page, a young one
+    /// is a mark_page_accessed unless the mapping is MADV_SEQUENTIAL
+    /// (zap_pte_range), so a reference is not lost with the mapping.
+    pub(crate) fn zap_page_range(&self, inode: &Inode, vma: &Vma, first: usize, end: usize) {
+        for slot in first..end {
+            let Some(pfn) = pte_pfn(vma.ptes[slot].load(Ordering::Acquire)) else { continue };
+            let page = self.page(pfn);
+            // A count of 0 means the frame is free or frozen, and a frame
+            // an entry maps is neither: the entry is gone already.
+            if !page.get_unless_zero() {
+                continue;
+            }
+            page.lock(&self.vm);
+            let old = {
+                let _ptl = vma.ptl.lock();
+                let pte = &vma.ptes[slot];
+                (pte_pfn(pte.load(Ordering::Relaxed)) == Some(pfn)).then(|| ptep_get_and_clear(pte))
+            };
+            let mut accessed = false;
+            if let Some(old) = old {
+                let young = vma.young[slot].swap(0, Ordering::Relaxed) != 0;
+                let cached = page.mapping() == inode.id;
+                if old & PTE_DIRTY != 0 && cached && !page.test(PG_DIRTY) {
+                    self.set_page_dirty(inode, pfn);
+                }
+                self.put_pte_refs(pfn, 1);
+                accessed = young && cached && !vma.seq_read();
+            }
+            page.unlock(&self.vm);
+            if accessed {
+                self.mark_page_accessed(pfn);
+            }
+            self.put_page(pfn);
+        }
+    }
+
+    /// MADV_COLD on slots `[first, end)`: clear the young bytes and
+    /// deactivate the pages only this mapping maps (madvise_cold_pte_range
+    /// skips shared pages). Deviation: a clean page goes to the inactive
+    /// tail (lru_deactivate_file_fn's move), not the head.
+    pub(crate) fn madvise_cold(&self, inode: &Inode, vma: &Vma, first: usize, end: usize) {
+        for slot in first..end {
+            let Some(pfn) = pte_pfn(vma.ptes[slot].load(Ordering::Acquire)) else { continue };
+            vma.young[slot].store(0, Ordering::Relaxed);
+            let page = self.page(pfn);
+            if !page.get_unless_zero() {
+                continue;
+            }
+            let still = pte_pfn(vma.ptes[slot].load(Ordering::Acquire)) == Some(pfn);
+            if still && page.mapcount.load(Ordering::Relaxed) == 1 {
+                if page.test(PG_REFERENCED) {
+                    page.clear(PG_REFERENCED, &self.vm);
+                    self.clear_page_hot(inode, pfn);
+                }
+                self.deactivate_page(pfn);
+            }
+            self.put_page(pfn);
+        }
+    }
+}

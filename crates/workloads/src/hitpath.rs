@@ -127,6 +127,12 @@ impl HitpathOpts {
 /// The hit path at one thread count.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HitRun {
+    /// What each op is: `find_page` (look up, pin, drop), `pageref` (the
+    /// same, reading 8 bytes through the pin), `mapped` (`Mapping::page` of
+    /// a present entry and an 8-byte `load_u64`), `pagemut` (a write pin,
+    /// 8 bytes written, dropped: the page dirtied and throttled).
+    #[serde(default = "find_page_access")]
+    pub access: String,
     pub threads: usize,
     /// Median over rounds of the ns per op each thread saw (its elapsed
     /// time over its ops, averaged over the threads).
@@ -197,12 +203,28 @@ pub struct HitpathResult {
     pub kernel_hot_pread_ns: f64,
     pub hit_ns_1thread: Option<f64>,
     pub hit_ns_2threads: Option<f64>,
+    /// find_page plus an 8-byte read through the PageRef (the validated
+    /// copy of issue 11's sound frame access), 1 thread.
+    #[serde(default)]
+    pub pageref_hit_ns_1thread: Option<f64>,
+    /// A mapped access with the page present (M15): entry load, pin,
+    /// re-check, young byte, an 8-byte load, unpin.
+    #[serde(default)]
+    pub mapped_hit_ns_1thread: Option<f64>,
+    #[serde(default)]
+    pub mapped_hit_ns_2threads: Option<f64>,
+    /// A write pin of a cached page, 8 bytes written, dropped, 1 thread.
+    #[serde(default)]
+    pub pagemut_write_ns_1thread: Option<f64>,
     // Ratios.
     pub kernel_over_pcache: f64,
     pub pcache_over_memcpy: f64,
     pub hot_kernel_over_pcache: f64,
     /// throughput(2 threads) / throughput(1 thread).
     pub scaling_2threads: Option<f64>,
+    /// The same for the mapped access.
+    #[serde(default)]
+    pub mapped_scaling_2threads: Option<f64>,
     // Details.
     pub hit: Vec<HitRun>,
     pub samples: ReadSamples,
@@ -256,7 +278,8 @@ impl HitpathResult {
         for h in &self.hit {
             let _ = writeln!(
                 s,
-                "hit path, {:>2} thread{}     {:>10.1}   ({:.1} Mops/s total)",
+                "{:<9}, {:>2} thread{}    {:>10.1}   ({:.1} Mops/s total)",
+                h.access,
                 h.threads,
                 if h.threads == 1 { " " } else { "s" },
                 h.ns_per_op,
@@ -296,7 +319,7 @@ impl HitpathResult {
         s.push_str(&render::render_compare_rows(&cmp, &[], &Row::ALL));
         if !self.hit.is_empty() {
             let _ = writeln!(s);
-            let mut cmp = Comparison::new(self.hit.iter().map(|h| format!("{} thr", h.threads)));
+            let mut cmp = Comparison::new(self.hit.iter().map(|h| format!("{} {} thr", h.access, h.threads)));
             cmp.metric("hit-ns", Better::Lower, self.hit.iter().map(|h| h.rounds_ns_per_op.clone()).collect());
             cmp.metric("hit-mops", Better::Higher, self.hit.iter().map(|h| h.rounds_mops.clone()).collect());
             s.push_str(&render::render_compare_rows(&cmp, &[], &Row::ALL));
@@ -533,30 +556,34 @@ struct HitPhase {
     hit: f64,
 }
 
-/// One timed run of `keys.len()` threads, each with its own handle and key
-/// stream. Returns (mean ns/op per thread, total Mops/s).
-fn hit_round(handles: &[File], keys: &[Vec<u64>]) -> Result<(f64, f64)> {
-    let barrier = Barrier::new(handles.len());
+fn find_page_access() -> String {
+    "find_page".into()
+}
+
+/// One timed run of `keys.len()` threads, each with its own key stream;
+/// thread `t` does `access(t, key)` per key, which says whether it hit.
+/// Returns (mean ns/op per thread, total Mops/s).
+fn hit_round<F>(keys: &[Vec<u64>], access: &F) -> Result<(f64, f64)>
+where
+    F: Fn(usize, u64) -> Result<bool> + Sync,
+{
+    let barrier = Barrier::new(keys.len());
     let results: Vec<Result<(Duration, u64)>> = std::thread::scope(|s| {
-        let joins: Vec<_> = handles
+        let joins: Vec<_> = keys
             .iter()
-            .zip(keys)
-            .map(|(h, keys)| {
+            .enumerate()
+            .map(|(t, keys)| {
                 let barrier = &barrier;
                 s.spawn(move || -> Result<(Duration, u64)> {
                     barrier.wait();
-                    let t = Instant::now();
+                    let t0 = Instant::now();
                     let mut misses = 0u64;
                     for &k in keys {
-                        match h.find_page(k)? {
-                            Some(p) => {
-                                black_box(&p);
-                                drop(p);
-                            }
-                            None => misses += 1,
+                        if !access(t, k)? {
+                            misses += 1;
                         }
                     }
-                    Ok((t.elapsed(), misses))
+                    Ok((t0.elapsed(), misses))
                 })
             })
             .collect();
@@ -576,7 +603,37 @@ fn hit_round(handles: &[File], keys: &[Vec<u64>]) -> Result<(f64, f64)> {
         ns += ns_per_op(elapsed, keys.len());
         mops += keys.len() as f64 / elapsed.as_secs_f64().max(1e-9) / 1e6;
     }
-    Ok((ns / handles.len() as f64, mops))
+    Ok((ns / keys.len() as f64, mops))
+}
+
+/// `rounds` timed runs of `access` on `keys.len()` threads, as one row.
+fn hit_rows<F>(
+    access_name: &str,
+    keys: &[Vec<u64>],
+    rounds: usize,
+    phase: &crate::progress::Phase,
+    access: &F,
+) -> Result<HitRun>
+where
+    F: Fn(usize, u64) -> Result<bool> + Sync,
+{
+    let mut ns = Vec::new();
+    let mut mops = Vec::new();
+    for r in 0..rounds {
+        phase.set_message(format!("{access_name}, {} thr, round {}", keys.len(), r + 1));
+        let (n, m) = hit_round(keys, access)?;
+        ns.push(n);
+        mops.push(m);
+        phase.inc(1);
+    }
+    Ok(HitRun {
+        access: access_name.into(),
+        threads: keys.len(),
+        ns_per_op: stats::median(&ns),
+        mops: stats::median(&mops),
+        rounds_ns_per_op: ns,
+        rounds_mops: mops,
+    })
 }
 
 fn hit_phase(opts: &HitpathOpts, progress: &Progress) -> Result<HitPhase> {
@@ -609,30 +666,67 @@ fn hit_phase(opts: &HitpathOpts, progress: &Progress) -> Result<HitPhase> {
     let setup = phase.finish();
     let vm1 = cache.vmstat();
 
-    let phase = progress.phase("hit path: lookups", (opts.threads.len() * opts.rounds) as u64);
+    // Rows: find_page for every thread count; the mapped access for 1 and
+    // 2 threads; the PageRef read and the PageMut write for 1 thread.
+    let mapped_threads: Vec<usize> = opts.threads.iter().copied().filter(|&k| k <= 2).collect();
+    let nrows = opts.threads.len() + mapped_threads.len() + 2 * opts.threads.contains(&1) as usize;
+    let phase = progress.phase("hit path: lookups", (nrows * opts.rounds) as u64);
     let mut runs = Vec::new();
+    let map = file.map(0, pages * PAGE as u64, pcache::MapFlags::READ)?;
     for &k in &opts.threads {
         let handles = (0..k).map(|_| file.reopen()).collect::<pcache::Result<Vec<File>>>()?;
-        let mut ns = Vec::new();
-        let mut mops = Vec::new();
-        for r in 0..opts.rounds {
-            phase.set_message(format!("{k} thr, round {}", r + 1));
-            let (n, m) = hit_round(&handles, &streams[..k])?;
-            ns.push(n);
-            mops.push(m);
-            phase.inc(1);
+        let find = |t: usize, key: u64| -> Result<bool> {
+            Ok(match handles[t].find_page(key)? {
+                Some(p) => {
+                    black_box(&p);
+                    true
+                }
+                None => false,
+            })
+        };
+        runs.push(hit_rows("find_page", &streams[..k], opts.rounds, &phase, &find)?);
+        if k <= 2 {
+            // Faulted in here, so every entry is present when timed.
+            if k == 1 {
+                for i in 0..pages {
+                    drop(map.page(i)?);
+                }
+            }
+            let mapped = |_t: usize, key: u64| -> Result<bool> {
+                let p = map.page(key)?;
+                black_box(p.load_u64(0)?);
+                Ok(true)
+            };
+            runs.push(hit_rows("mapped", &streams[..k], opts.rounds, &phase, &mapped)?);
+        }
+        if k == 1 {
+            let pageref = |t: usize, key: u64| -> Result<bool> {
+                Ok(match handles[t].find_page(key)? {
+                    Some(p) => {
+                        let mut word = [0u8; 8];
+                        p.read_into(0, &mut word)?;
+                        black_box(word);
+                        true
+                    }
+                    None => false,
+                })
+            };
+            runs.push(hit_rows("pageref", &streams[..1], opts.rounds, &phase, &pageref)?);
+            // Writes dirty pages, so fewer of them: the throttle and the
+            // flusher's writeback to memory are part of what a write costs.
+            let few: Vec<Vec<u64>> = vec![streams[0][..streams[0].len().div_ceil(8)].to_vec()];
+            let pagemut = |t: usize, key: u64| -> Result<bool> {
+                let mut p = handles[t].get_page_mut(key)?;
+                p.write(8, &key.to_le_bytes())?;
+                Ok(true)
+            };
+            runs.push(hit_rows("pagemut", &few, opts.rounds, &phase, &pagemut)?);
         }
         for h in &handles {
             h.close()?;
         }
-        runs.push(HitRun {
-            threads: k,
-            ns_per_op: stats::median(&ns),
-            mops: stats::median(&mops),
-            rounds_ns_per_op: ns,
-            rounds_mops: mops,
-        });
     }
+    drop(map);
     let hit = phase.finish();
     let vm2 = cache.vmstat();
     file.close()?;
@@ -664,10 +758,17 @@ pub fn run(opts: &HitpathOpts) -> Result<HitpathResult> {
     let memcpy_ns = stats::median(&s.memcpy_ns);
     let pcache_hot_read_ns = stats::median(&s.pcache_hot_read_ns);
     let kernel_hot_pread_ns = stats::median(&s.kernel_hot_pread_ns);
-    let by_threads = |k: usize| hit.runs.iter().find(|r| r.threads == k);
+    let row = |access: &str, k: usize| hit.runs.iter().find(|r| r.access == access && r.threads == k);
+    let by_threads = |k: usize| row("find_page", k);
     let hit_ns_1thread = by_threads(1).map(|r| r.ns_per_op);
     let hit_ns_2threads = by_threads(2).map(|r| r.ns_per_op);
     let scaling_2threads = by_threads(2).zip(by_threads(1)).map(|(two, one)| stats::ratio(two.mops, one.mops));
+    let pageref_hit_ns_1thread = row("pageref", 1).map(|r| r.ns_per_op);
+    let pagemut_write_ns_1thread = row("pagemut", 1).map(|r| r.ns_per_op);
+    let mapped_hit_ns_1thread = row("mapped", 1).map(|r| r.ns_per_op);
+    let mapped_hit_ns_2threads = row("mapped", 2).map(|r| r.ns_per_op);
+    let mapped_scaling_2threads =
+        row("mapped", 2).zip(row("mapped", 1)).map(|(two, one)| stats::ratio(two.mops, one.mops));
     let kernel_over_pcache = stats::ratio(kernel_pread_ns, pcache_read_ns);
     let pcache_over_memcpy = stats::ratio(pcache_read_ns, memcpy_ns);
     let hot_kernel_over_pcache = stats::ratio(kernel_hot_pread_ns, pcache_hot_read_ns);
@@ -704,6 +805,20 @@ pub fn run(opts: &HitpathOpts) -> Result<HitpathResult> {
             &format!(">= {TARGET_SCALING_2THREADS:.2}x"),
             |v| v >= TARGET_SCALING_2THREADS,
         ),
+        target(
+            "mapped access, 1 thread",
+            "mapped_hit_ns_1thread",
+            mapped_hit_ns_1thread,
+            &format!("< {TARGET_HIT_NS_1THREAD} ns"),
+            |v| v < TARGET_HIT_NS_1THREAD,
+        ),
+        target(
+            "mapped access: 2 threads / 1 throughput",
+            "mapped_scaling_2threads",
+            mapped_scaling_2threads,
+            &format!(">= {TARGET_SCALING_2THREADS:.2}x"),
+            |v| v >= TARGET_SCALING_2THREADS,
+        ),
     ];
 
     let mut notes = Vec::new();
@@ -737,10 +852,15 @@ pub fn run(opts: &HitpathOpts) -> Result<HitpathResult> {
         kernel_hot_pread_ns,
         hit_ns_1thread,
         hit_ns_2threads,
+        pageref_hit_ns_1thread,
+        mapped_hit_ns_1thread,
+        mapped_hit_ns_2threads,
+        pagemut_write_ns_1thread,
         kernel_over_pcache,
         pcache_over_memcpy,
         hot_kernel_over_pcache,
         scaling_2threads,
+        mapped_scaling_2threads,
         hit: hit.runs,
         samples: read.samples,
         targets,

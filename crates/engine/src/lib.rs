@@ -59,6 +59,7 @@ pub use backing::BackingDev;
 pub use error::{Error, Result, UnwrittenFile};
 pub use mmap::{Madvise, MapFlags, MappedPage, Mapping};
 pub use signal::Interrupt;
+pub use sysctl::SYSCTL_NAMES;
 pub use tunables::{
     AccessedInit, Admission, Advice, Config, LruBatching, MappedActivation, PagevecDrain, ReclaimWriteback, RemarkRule,
     Tunables, WorkingsetVersion, MAX_PAGE_SIZE, MIN_PAGE_SIZE,

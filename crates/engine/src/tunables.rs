@@ -228,6 +228,26 @@ pub struct Tunables {
     pub mapped_activation: MappedActivation,
 }
 
+impl Tunables {
+    /// Set fields by name (`dirty_ratio=40`, `remark_rule=PrevIndex`,
+    /// `reserve_space=false`): numbers and booleans as JSON, enum variants
+    /// by name. An unknown name or a bad value is refused
+    /// (`Error::InvalidConfig`) and nothing is changed.
+    pub fn with_sets<'a>(self, sets: impl IntoIterator<Item = (&'a str, &'a str)>) -> crate::Result<Tunables> {
+        let bad = |m: String| crate::Error::InvalidConfig(m);
+        let mut v = serde_json::to_value(self).map_err(|e| bad(format!("tunables: {e}")))?;
+        let obj = v.as_object_mut().ok_or_else(|| bad("tunables are not an object".into()))?;
+        for (k, val) in sets {
+            let Some(slot) = obj.get_mut(k) else {
+                let known: Vec<&String> = obj.keys().collect();
+                return Err(bad(format!("unknown tunable {k:?}; known: {known:?}")));
+            };
+            *slot = serde_json::from_str(val).unwrap_or_else(|_| serde_json::Value::String(val.to_string()));
+        }
+        serde_json::from_value(v).map_err(|e| bad(format!("bad tunable value: {e}")))
+    }
+}
+
 impl Default for Tunables {
     fn default() -> Self {
         Tunables {

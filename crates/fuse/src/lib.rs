@@ -162,16 +162,30 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 /// Build the cache `args` asks for, with its tunables set.
+/// `--set` takes the run-time sysctls (also writable later under
+/// `.pcache/`) and, for the other names, any `Tunables` field (fixed for
+/// the mount's life, e.g. `reserve_space=false`).
 pub fn build_cache(args: &MountArgs) -> Result<PageCache, MountError> {
+    let mut sysctls = Vec::new();
+    let mut fields = Vec::new();
+    for kv in &args.set {
+        let (name, value) = kv.split_once('=').ok_or_else(|| MountError::BadSet(kv.clone()))?;
+        let (name, value) = (name.trim(), value.trim());
+        if pcache::SYSCTL_NAMES.contains(&name) {
+            sysctls.push((name, value));
+        } else {
+            fields.push((name, value));
+        }
+    }
+    let tunables = Tunables { max_open_fds: args.max_open_fds.unwrap_or(0), ..Tunables::default() };
     let cache = PageCache::new(Config {
         memory_bytes: args.mem,
         page_size: args.page_size,
         nr_cpus: 0,
-        tunables: Tunables { max_open_fds: args.max_open_fds.unwrap_or(0), ..Tunables::default() },
+        tunables: tunables.with_sets(fields)?,
     })?;
-    for kv in &args.set {
-        let (name, value) = kv.split_once('=').ok_or_else(|| MountError::BadSet(kv.clone()))?;
-        cache.sysctl_write(name.trim(), value)?;
+    for (name, value) in sysctls {
+        cache.sysctl_write(name, value)?;
     }
     Ok(cache)
 }

@@ -244,17 +244,7 @@ pub fn parse_set(s: &str) -> std::result::Result<(String, String), String> {
 /// Set tunables by their field names (`dirty_ratio=40`,
 /// `remark_rule=PrevIndex`), refusing unknown names and bad values.
 pub fn apply_sets(t: Tunables, sets: &[(String, String)]) -> Result<Tunables> {
-    let mut v = serde_json::to_value(t).map_err(|e| Error::Invalid(format!("tunables: {e}")))?;
-    let obj = v.as_object_mut().ok_or_else(|| Error::Invalid("tunables are not an object".into()))?;
-    for (k, val) in sets {
-        let Some(slot) = obj.get_mut(k) else {
-            let known: Vec<&String> = obj.keys().collect();
-            return Err(Error::Invalid(format!("unknown tunable {k:?}; known: {known:?}")));
-        };
-        // Numbers and booleans as JSON, enum variants as strings.
-        *slot = serde_json::from_str(val).unwrap_or_else(|_| serde_json::Value::String(val.clone()));
-    }
-    serde_json::from_value(v).map_err(|e| Error::Invalid(format!("bad tunable value: {e}")))
+    t.with_sets(sets.iter().map(|(k, v)| (k.as_str(), v.as_str()))).map_err(|e| Error::Invalid(e.to_string()))
 }
 
 /// A variant's tunables: its preset, then the `--set` overrides.

@@ -56,11 +56,14 @@ pub struct FuseDdOpts {
     pub dir: Option<PathBuf>,
     /// The `pcache` binary, whose `mount` subcommand serves the mount.
     pub mount_exe: PathBuf,
+    /// Tunables set by name (`--set`) for the library's cache and the
+    /// mount's alike.
+    pub set: Vec<(String, String)>,
 }
 
 impl FuseDdOpts {
     pub fn new(mount_exe: PathBuf) -> FuseDdOpts {
-        FuseDdOpts { mem_bytes: 512 * MIB, file_bytes: 64 * MIB, runs: 5, dir: None, mount_exe }
+        FuseDdOpts { mem_bytes: 512 * MIB, file_bytes: 64 * MIB, runs: 5, dir: None, mount_exe, set: Vec::new() }
     }
 
     pub fn quick(mount_exe: PathBuf) -> FuseDdOpts {
@@ -133,12 +136,13 @@ struct Daemon {
 }
 
 impl Daemon {
-    fn start(exe: &Path, backing: &Path, mnt: &Path, mem: u64) -> Result<Daemon> {
+    fn start(exe: &Path, backing: &Path, mnt: &Path, mem: u64, set: &[(String, String)]) -> Result<Daemon> {
         let child = Command::new(exe)
             .arg("mount")
             .arg(backing)
             .arg(mnt)
             .args(["--mem", &mem.to_string()])
+            .args(set.iter().flat_map(|(k, v)| ["--set".to_string(), format!("{k}={v}")]))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -269,10 +273,11 @@ pub fn run(opts: &FuseDdOpts) -> Result<FuseDdResult> {
         Some(format!("{} is not the pcache binary, which serves the mount", opts.mount_exe.display()))
     };
     let mut daemon = match &fuse_skipped {
-        None => Some(Daemon::start(&opts.mount_exe, &backing, &mnt, opts.mem_bytes)?),
+        None => Some(Daemon::start(&opts.mount_exe, &backing, &mnt, opts.mem_bytes, &opts.set)?),
         Some(_) => None,
     };
-    let cache = PageCache::new(Config::with_memory(opts.mem_bytes))?;
+    let tunables = crate::experiment::apply_sets(pcache::Tunables::default(), &opts.set)?;
+    let cache = PageCache::new(Config { tunables, ..Config::with_memory(opts.mem_bytes) })?;
     let blocks = opts.file_bytes / MIB;
     let mut names = vec!["library", "fuse", "kernel"];
     if daemon.is_none() {
@@ -419,6 +424,7 @@ impl FuseDdOpts {
             o.runs = v;
         }
         o.dir = opts.dir.clone();
+        o.set = opts.set.clone();
         Ok(o)
     }
 }

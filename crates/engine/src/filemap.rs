@@ -916,23 +916,8 @@ impl Cache {
     /// write_begin, copy, write_end for one page.
     fn write_one_page(&self, inode: &Inode, index: u64, offset: usize, data: &[u8]) -> Result<()> {
         let ps = self.page_size();
-        let pfn = self.grab_cache_page_write_begin(inode, index)?;
+        let pfn = self.write_begin_locked(inode, index, data.len() == ps)?;
         let page = self.page(pfn);
-        // Stable pages: never change bytes that are being written out.
-        page.wait_on_writeback();
-        if !page.test(PG_UPTODATE) && data.len() != ps {
-            let size = inode.size.load(Ordering::Acquire);
-            if index << self.page_shift() < size {
-                if let Err(e) = self.read_pages_io(inode, index, &[pfn]) {
-                    page.unlock(&self.vm);
-                    self.put_page(pfn);
-                    return Err(e);
-                }
-            } else {
-                self.memzero_page(pfn, 0, ps);
-                page.set(PG_UPTODATE, &self.vm);
-            }
-        }
         // One write section: a reader of this uptodate page sees the page
         // before or after this copy, never part of it (highmem.rs).
         self.memcpy_to_page(pfn, offset, data);
@@ -966,11 +951,20 @@ impl Cache {
         let ps = self.page_size();
         let pos = index << self.page_shift();
         self.generic_write_checks(inode, pos, ps as u64)?;
+        self.write_begin_locked(inode, index, false)
+    }
+
+    /// The page at `index` for a writer: locked, out of writeback (stable
+    /// pages: bytes being written out never change) and, unless the writer
+    /// overwrites it `whole`, uptodate: read in if it lies inside the file,
+    /// zeroed past EOF. On a read error the page is unlocked and released.
+    fn write_begin_locked(&self, inode: &Inode, index: u64, whole: bool) -> Result<Pfn> {
+        let ps = self.page_size();
         let pfn = self.grab_cache_page_write_begin(inode, index)?;
         let page = self.page(pfn);
         page.wait_on_writeback();
-        if !page.test(PG_UPTODATE) {
-            if pos < inode.size.load(Ordering::Acquire) {
+        if !page.test(PG_UPTODATE) && !whole {
+            if index << self.page_shift() < inode.size.load(Ordering::Acquire) {
                 if let Err(e) = self.read_pages_io(inode, index, &[pfn]) {
                     page.unlock(&self.vm);
                     self.put_page(pfn);

@@ -643,7 +643,7 @@ fn sparse_random_reads_keep_metadata_bounded() {
     let mut m = Mount::dirs(shm());
     m.spawn("4M", &[], None);
     let path = m.mnt().join("sparse");
-    let f = fs::OpenOptions::new().create(true).read(true).write(true).open(&path).unwrap();
+    let f = fs::OpenOptions::new().create(true).truncate(true).read(true).write(true).open(&path).unwrap();
     f.set_len(4 << 30).unwrap();
     let frames = (4u64 << 20) / 4096;
     let mut x = 0x9e37_79b9_7f4a_7c15u64;

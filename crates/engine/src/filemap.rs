@@ -133,7 +133,7 @@ impl Cache {
     /// (`clear_page_hot`). A stale hint can only cost a page its marks
     /// until reclaim next looks at it; it never affects which bytes a
     /// reader sees.
-    #[inline]
+    #[inline(always)]
     pub fn find_page_fast(&self, inode: &Inode, index: u64) -> Option<(Pfn, Hazard, bool)> {
         // The walk announcement covers the re-check below: until it drops,
         // the leaf holding `slot` is not reused (pagetree.rs), so the
@@ -188,7 +188,7 @@ impl Cache {
     }
 
     /// mark_page_accessed for a hit: a page with the hot hint only counts.
-    #[inline]
+    #[inline(always)]
     pub fn mark_page_accessed_hit(&self, pfn: Pfn, hot: bool) {
         if hot {
             self.vm.inc(Item::mark_page_accessed_calls);
@@ -369,7 +369,7 @@ impl Cache {
     }
 
     /// Release a page held by `pin`.
-    #[inline]
+    #[inline(always)]
     pub fn unpin(&self, pfn: Pfn, pin: Pin) {
         match pin {
             Pin::Hazard(h) => self.hazards.unpin(h),

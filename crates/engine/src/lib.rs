@@ -788,7 +788,7 @@ impl File {
 
     /// The hit path: look up, pin and mark accessed a cached, uptodate page;
     /// None if it is not cached.
-    #[inline]
+    #[inline(always)]
     pub fn find_page(&self, index: u64) -> Result<Option<PageRef<'_>>> {
         self.check_open()?;
         if let Some((pfn, h, hot)) = self.cache.find_page_fast(&self.inode, index) {

@@ -54,6 +54,13 @@ pub trait Experiment: Sync {
     fn presets(&self) -> &'static [Preset] {
         &[]
     }
+
+    /// Whether `--set NAME=VALUE` means something to it: to every
+    /// experiment that compares presets, and to those that build their
+    /// caches from tunables themselves.
+    fn takes_set(&self) -> bool {
+        !self.presets().is_empty()
+    }
     /// Its own parameters (`--param NAME=VALUE`).
     fn params(&self) -> &'static [ParamDoc] {
         &[]
@@ -104,8 +111,11 @@ pub fn run(exp: &dyn Experiment, opts: &ExpOpts) -> Result<Outcome> {
             )));
         }
     }
-    if exp.presets().is_empty() && (opts.variants.is_some() || !opts.set.is_empty()) {
-        return Err(Error::Invalid(format!("{} compares no variants: --variants and --set do not apply", exp.name())));
+    if exp.presets().is_empty() && opts.variants.is_some() {
+        return Err(Error::Invalid(format!("{} compares no variants: --variants does not apply", exp.name())));
+    }
+    if !exp.takes_set() && !opts.set.is_empty() {
+        return Err(Error::Invalid(format!("{} sets no tunables: --set does not apply", exp.name())));
     }
     exp.run(opts)
 }

@@ -381,6 +381,10 @@ impl FuseDdResult {
 pub struct FuseDd;
 
 impl Experiment for FuseDd {
+    fn takes_set(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         EXPERIMENT
     }

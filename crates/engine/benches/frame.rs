@@ -10,30 +10,10 @@
 //! ```
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use pcache::{Config, PageCache, Tunables};
+use pcache::Tunables;
 
-/// Pages of each file, all cached: 16 MiB, as in hit.rs.
-const PAGES: u64 = 4096;
-
-fn cache(tunables: Tunables) -> (PageCache, pcache::File) {
-    let cache = PageCache::new(Config {
-        memory_bytes: 64 << 20,
-        nr_cpus: 1,
-        tunables: Tunables { kswapd: false, ra_pages: 0, ..tunables },
-        ..Config::default()
-    })
-    .expect("cache");
-    let f = cache.open_memory("f").expect("file");
-    f.set_len(PAGES * 4096).expect("set_len");
-    let mut buf = [0u8; 4096];
-    // Twice: every page active and hot.
-    for _ in 0..2 {
-        for i in 0..PAGES {
-            f.read_at(&mut buf, i * 4096).expect("read");
-        }
-    }
-    (cache, f)
-}
+mod common;
+use common::{cache, PAGES};
 
 fn pageref(c: &mut Criterion) {
     let (_cache, f) = cache(Tunables::default());

@@ -10,35 +10,15 @@
 //! ```
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use pcache::{Admission, Config, PageCache, Tunables};
+use pcache::{Admission, Tunables};
 
-/// Pages of the file, all cached: 16 MiB, so lookups stay in L2/L3.
-const PAGES: u64 = 4096;
-
-fn cache(admission: Admission) -> (PageCache, pcache::File) {
-    let cache = PageCache::new(Config {
-        memory_bytes: 64 << 20,
-        nr_cpus: 1,
-        tunables: Tunables { admission, kswapd: false, ra_pages: 0, ..Tunables::default() },
-        ..Config::default()
-    })
-    .expect("cache");
-    let f = cache.open_memory("f").expect("file");
-    f.set_len(PAGES * 4096).expect("set_len");
-    let mut buf = [0u8; 4096];
-    // Twice: every page active and hot.
-    for _ in 0..2 {
-        for i in 0..PAGES {
-            f.read_at(&mut buf, i * 4096).expect("read");
-        }
-    }
-    (cache, f)
-}
+mod common;
+use common::{cache, PAGES};
 
 fn hits(c: &mut Criterion) {
     let mut g = c.benchmark_group("hit");
     for adm in [Admission::Kernel, Admission::AdaptiveTinyLfu] {
-        let (_cache, f) = cache(adm);
+        let (_cache, f) = cache(Tunables { admission: adm, ..Tunables::default() });
         let mut buf = [0u8; 4096];
         let mut i = 0u64;
         g.bench_function(BenchmarkId::new("read_at_4k", format!("{adm:?}")), |b| {

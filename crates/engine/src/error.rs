@@ -83,6 +83,17 @@ impl Error {
         }
     }
 
+    /// Wrap an I/O error of a write or size change at `offset` of `name`:
+    /// EFBIG (past the file system's largest file) becomes
+    /// [`Error::FileTooBig`], the rest as [`Error::io`].
+    pub fn io_at(name: &str, offset: u64, source: io::Error) -> Error {
+        if source.raw_os_error() == Some(libc::EFBIG) {
+            Error::FileTooBig { name: name.to_string(), offset }
+        } else {
+            Error::io(name, source)
+        }
+    }
+
     /// The errno this error stands for, as a kernel would return it.
     pub fn errno(&self) -> i32 {
         match self {

@@ -905,10 +905,7 @@ impl Cache {
             self.write_and_wait_range(inode, 0, u64::MAX)?;
         }
         if self.tunables.reserve_space {
-            inode.dev.reserve(pos, len).map_err(|e| match e.raw_os_error() {
-                Some(libc::EFBIG) => Error::FileTooBig { name: inode.name.clone(), offset: pos },
-                _ => Error::io(&inode.name, e),
-            })?;
+            inode.dev.reserve(pos, len).map_err(|e| Error::io_at(&inode.name, pos, e))?;
         }
         Ok(())
     }

@@ -148,6 +148,13 @@ fn host_key(dev: u64, ino: u64) -> String {
     format!("host:{dev}:{ino}")
 }
 
+/// The icache key of the regular file `m` describes (None for anything
+/// else: the icache holds only regular files).
+fn host_key_of(m: &std::fs::Metadata) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    m.is_file().then(|| host_key(m.dev(), m.ino()))
+}
+
 /// Owns the background threads; the last handle to drop stops them.
 pub(crate) struct Owner {
     cache: Arc<Cache>,
@@ -222,14 +229,12 @@ impl PageCache {
     /// every hard link and every symlink to one file shares one cached copy
     /// and one writeback.
     pub fn open(&self, path: impl AsRef<Path>, opts: OpenOptions) -> Result<File> {
-        use std::os::unix::fs::MetadataExt;
         let path = path.as_ref();
         let name = path.to_string_lossy().into_owned();
         let cache = self.cache();
         // Cached already (under any name)? Then no descriptor is opened.
         let cached = match std::fs::metadata(path) {
-            Ok(m) if m.is_file() => cache.igrab(&host_key(m.dev(), m.ino())),
-            Ok(_) => None,
+            Ok(m) => host_key_of(&m).and_then(|key| cache.igrab(&key)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && opts.create => None,
             Err(e) => return Err(Error::io(&name, e)),
         };
@@ -322,8 +327,7 @@ impl PageCache {
         let cache = self.cache();
         // The name itself, not what a symlink leads to.
         let m = std::fs::symlink_metadata(path).map_err(|e| Error::io(&name, e))?;
-        let inode =
-            if m.is_file() { cache.inodes.lock().by_name.get(&host_key(m.dev(), m.ino())).cloned() } else { None };
+        let inode = host_key_of(&m).and_then(|key| cache.inodes.lock().by_name.get(&key).cloned());
         let Some(inode) = inode else {
             return std::fs::remove_file(path).map_err(|e| Error::io(&name, e));
         };
@@ -382,8 +386,8 @@ impl PageCache {
         let old_name = old.to_string_lossy().into_owned();
         let cache = self.cache();
         let cached_at = |p: &Path| {
-            let m = std::fs::symlink_metadata(p).ok().filter(|m| m.is_file())?;
-            let inode = cache.inodes.lock().by_name.get(&host_key(m.dev(), m.ino())).cloned()?;
+            let m = std::fs::symlink_metadata(p).ok()?;
+            let inode = cache.inodes.lock().by_name.get(&host_key_of(&m)?).cloned()?;
             Some((inode, m.nlink()))
         };
         let moving = cached_at(old);
@@ -447,14 +451,10 @@ impl PageCache {
     /// it (a device's or memory file's name, a key), else the identity key
     /// of the host file at that path, if there is one.
     fn resolve_key(&self, name: &str) -> String {
-        use std::os::unix::fs::MetadataExt;
         if self.cache().inodes.lock().by_name.contains_key(name) {
             return name.to_string();
         }
-        match std::fs::metadata(name) {
-            Ok(m) if m.is_file() => host_key(m.dev(), m.ino()),
-            _ => name.to_string(),
-        }
+        std::fs::metadata(name).ok().and_then(|m| host_key_of(&m)).unwrap_or_else(|| name.to_string())
     }
 
     /// The run-time tunables' names (the files of `/proc/sys/vm` this

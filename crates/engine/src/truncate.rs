@@ -172,12 +172,7 @@ impl Cache {
     /// truncate_setsize + the device's truncate.
     pub fn truncate_inode(&self, inode: &Inode, len: u64) -> Result<()> {
         let _inval = inode.invalidate_lock.write();
-        let set_len = |len| {
-            inode.dev.set_len(len).map_err(|e| match e.raw_os_error() {
-                Some(libc::EFBIG) => crate::Error::FileTooBig { name: inode.name.clone(), offset: len },
-                _ => crate::Error::io(&inode.name, e),
-            })
-        };
+        let set_len = |len| inode.dev.set_len(len).map_err(|e| crate::Error::io_at(&inode.name, len, e));
         let old = inode.size.load(Ordering::Acquire);
         if len > old {
             // Growing: the device first, so a size it refuses (EFBIG past

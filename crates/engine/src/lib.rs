@@ -82,6 +82,7 @@ pub use crate::swap::PAGEVEC_SIZE;
 pub use crate::vmscan::DEF_PRIORITY;
 
 /// Which LRU list a page is on.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub enum LruList {
     InactiveAnon,
@@ -95,6 +96,7 @@ pub enum LruList {
 }
 
 /// A page's state as tests and tools see it.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct PageState {
     /// The list the page is on, or `None` when it is off the LRU (in a
@@ -117,6 +119,7 @@ pub struct PageState {
 }
 
 /// The free-frame watermarks, in pages.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Watermarks {
     pub min: u64,

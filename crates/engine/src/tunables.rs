@@ -161,6 +161,7 @@ pub enum MappedActivation {
 }
 
 /// fadvise(2) advice.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Advice {
     Normal,
@@ -226,6 +227,16 @@ pub struct Tunables {
     /// M15: how reclaim activates referenced mapped pages.
     #[serde(default)]
     pub mapped_activation: MappedActivation,
+    /// M15: bytes around a read fault whose cached pages the fault also
+    /// maps (do_fault_around; the kernel's debugfs `fault_around_bytes`,
+    /// default 64 KiB). Rounded down to a power of two of pages; one page
+    /// or less turns fault-around off.
+    #[serde(default = "default_fault_around_bytes")]
+    pub fault_around_bytes: u64,
+}
+
+fn default_fault_around_bytes() -> u64 {
+    65536
 }
 
 impl Tunables {
@@ -270,6 +281,7 @@ impl Default for Tunables {
             reserve_space: true,
             max_open_fds: 0,
             mapped_activation: MappedActivation::UsedOnce,
+            fault_around_bytes: default_fault_around_bytes(),
         }
     }
 }

@@ -120,6 +120,9 @@ items! {
     /// Write faults on a clean or write-protected entry (page_mkwrite;
     /// pcache's own).
     pgmkwrite,
+    /// Entries a read fault mapped around itself (do_fault_around, pages
+    /// already cached and uptodate); pcache's own.
+    pgfault_around,
     /// Mapped pages reclaim found referenced through page table young bits
     /// (page_check_references), and what became of them: activated, or
     /// given another trip round the inactive list (PAGEREF_KEEP). pcache's

@@ -432,24 +432,24 @@ impl HitpathResult {
 }
 
 /// A page-aligned byte buffer.
-struct Aligned {
+pub(crate) struct Aligned {
     v: Vec<u8>,
     start: usize,
     len: usize,
 }
 
 impl Aligned {
-    fn new(len: usize) -> Aligned {
+    pub(crate) fn new(len: usize) -> Aligned {
         let v = vec![0u8; len + PAGE];
         let start = v.as_ptr().align_offset(PAGE);
         Aligned { v, start, len }
     }
 
-    fn as_slice(&self) -> &[u8] {
+    pub(crate) fn as_slice(&self) -> &[u8] {
         &self.v[self.start..self.start + self.len]
     }
 
-    fn as_mut_slice(&mut self) -> &mut [u8] {
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
         &mut self.v[self.start..self.start + self.len]
     }
 }

@@ -29,6 +29,7 @@ mod admission;
 mod arena;
 pub mod backing;
 mod backing_dev;
+mod bio;
 mod error;
 mod filemap;
 mod hazard;
@@ -192,7 +193,11 @@ impl PageCache {
                 .map_err(|e| Error::io("kswapd", e))?;
             cache.threads.lock().push(t);
         }
-        Ok(PageCache { owner: Arc::new(Owner { cache }) })
+        // Owned before the workers start, so a failure stops those started.
+        let owner = Arc::new(Owner { cache: cache.clone() });
+        let n = cache.tunables.io_threads;
+        cache.start_io_workers(n).map_err(|e| Error::io("I/O workers", e))?;
+        Ok(PageCache { owner })
     }
 
     /// The bounded cache of host descriptors this cache's files use

@@ -233,6 +233,14 @@ pub struct Tunables {
     /// or less turns fault-around off.
     #[serde(default = "default_fault_around_bytes")]
     pub fault_around_bytes: u64,
+    /// I/O worker threads that read asynchronous readahead windows while
+    /// the reader copies (bio.rs). 0: the caller reads every window.
+    #[serde(default = "default_io_threads")]
+    pub io_threads: usize,
+}
+
+fn default_io_threads() -> usize {
+    4
 }
 
 fn default_fault_around_bytes() -> u64 {
@@ -282,6 +290,7 @@ impl Default for Tunables {
             max_open_fds: 0,
             mapped_activation: MappedActivation::UsedOnce,
             fault_around_bytes: default_fault_around_bytes(),
+            io_threads: default_io_threads(),
         }
     }
 }

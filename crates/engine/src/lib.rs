@@ -300,12 +300,13 @@ impl PageCache {
 
     /// A handle on `inode`, whose handle count already includes it (iget).
     fn new_file(&self, inode: Arc<Inode>) -> File {
+        let ra = FileRaState::new(self.cache().default_ra_pages(&inode));
         File {
             cache: self.cache().clone(),
             owner: self.owner.clone(),
             wb_err_since: AtomicU32::new(page_writeback::errseq_sample(&inode.wb_err)),
             inode,
-            ra: FileRaState::new(self.cache().sysctl.ra_pages()),
+            ra,
             closed: AtomicBool::new(false),
         }
     }
@@ -676,7 +677,7 @@ impl File {
         let end = if len == 0 { u64::MAX } else { self.check_range(offset, len)? };
         let shift = self.cache.page_shift();
         let ra = &self.ra;
-        let default_ra = self.cache.sysctl.ra_pages();
+        let default_ra = self.cache.default_ra_pages(&self.inode);
         match advice {
             Advice::Normal => {
                 ra.ra_pages.store(default_ra, Ordering::Relaxed);

@@ -201,7 +201,7 @@ impl Mapping {
             nr_pages,
             flags: flags | MapFlags::READ,
             hint: AtomicU32::new(0),
-            ra: FileRaState::new(cache.sysctl.ra_pages()),
+            ra: FileRaState::new(cache.default_ra_pages(&inode)),
             mmap_miss: AtomicU32::new(0),
             ptl: Mutex::new(()),
             ptes: (0..nr_pages).map(|_| AtomicU64::new(0)).collect(),

@@ -103,7 +103,38 @@ pub fn get_next_ra_size(cur: u64, max: u64) -> u64 {
     r.min(max).max(1)
 }
 
+/// The largest window taken from a device, 16 MiB (a device may advertise
+/// any read_ahead_kb; the kernel's default maximum for `blockdev --setra`
+/// users is far above what a page cache of this size should read ahead).
+const MAX_DEV_RA_BYTES: u64 = 16 << 20;
+
 impl Cache {
+    /// A device's window and largest request in pages, from its queue
+    /// limits (the kernel's `disk_update_readahead` reads them into the
+    /// bdi): at most 16 MiB, and at most an eighth of the cache, so one
+    /// reader's window never crowds out the rest. (0, 0) when the device
+    /// says nothing or `Tunables::ra_from_device` is off.
+    pub(crate) fn device_ra_pages(&self, dev: &dyn crate::backing::BackingDev) -> (u32, u32) {
+        let Some(l) = dev.queue_limits().filter(|_| self.tunables.ra_from_device) else {
+            return (0, 0);
+        };
+        let cap = (MAX_DEV_RA_BYTES >> self.page_shift()).min(self.arena.nr_pages / 8).max(1);
+        let pages = |kb: u64| ((kb * 1024) >> self.page_shift()).min(cap) as u32;
+        (pages(l.read_ahead_kb), pages(l.max_sectors_kb))
+    }
+
+    /// The window a new handle on `inode` starts with (file_ra_state_init):
+    /// the device's own where it reports one, else the cache-wide
+    /// `read_ahead_kb`. A cache-wide 0 turns readahead off everywhere.
+    pub fn default_ra_pages(&self, inode: &Inode) -> u32 {
+        let global = self.sysctl.ra_pages();
+        if global == 0 || inode.dev_ra_pages == 0 {
+            global
+        } else {
+            inode.dev_ra_pages
+        }
+    }
+
     /// page_cache_sync_readahead: a miss at `index` for a read of `req` pages.
     pub fn page_cache_sync_readahead(&self, inode: &Inode, ra: &FileRaState, index: u64, req: u64) {
         if ra.mode.load(Ordering::Relaxed) & FMODE_RANDOM != 0 {
@@ -131,7 +162,13 @@ impl Cache {
 
     /// ondemand_readahead: decide the window and read it.
     fn ondemand_readahead(&self, inode: &Inode, ra: &FileRaState, hit_marker: bool, index: u64, req: u64) {
-        let max = ra.ra_pages.load(Ordering::Relaxed) as u64;
+        let mut max = ra.ra_pages.load(Ordering::Relaxed) as u64;
+        // A read larger than the window may take up to the device's
+        // largest request in one go (4.10's bdi->io_pages).
+        let io_pages = inode.dev_io_pages as u64;
+        if req > max && io_pages > max {
+            max = req.min(io_pages);
+        }
         let (start, size, async_size) = ra.window();
         let initial = |ra: &FileRaState| {
             let size = get_init_ra_size(req, max);

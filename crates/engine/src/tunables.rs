@@ -237,6 +237,16 @@ pub struct Tunables {
     /// the reader copies (bio.rs). 0: the caller reads every window.
     #[serde(default = "default_io_threads")]
     pub io_threads: usize,
+    /// Readahead sized from the device where it reports its queue limits
+    /// (a host file's block device: its read_ahead_kb as the window, its
+    /// max_sectors_kb bounding a large read's), as the kernel's bdi is.
+    /// Off: every device uses `ra_pages`.
+    #[serde(default = "default_true")]
+    pub ra_from_device: bool,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 fn default_io_threads() -> usize {
@@ -291,6 +301,7 @@ impl Default for Tunables {
             mapped_activation: MappedActivation::UsedOnce,
             fault_around_bytes: default_fault_around_bytes(),
             io_threads: default_io_threads(),
+            ra_from_device: true,
         }
     }
 }

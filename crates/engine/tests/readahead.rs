@@ -769,3 +769,73 @@ fn failed_async_read_is_retried_by_its_reader() {
         read_page(&f, i);
     }
 }
+
+/// A cold file on a memory device that reports `limits` as its queue's,
+/// behind a fault injector that counts the device's read calls.
+fn cold_file_on_device(
+    cache: &PageCache,
+    name: &str,
+    pages: u64,
+    limits: pcache::backing::QueueLimits,
+) -> (File, std::sync::Arc<pcache::backing::FaultInjector>) {
+    use pcache::backing::{FaultInjector, MemoryDev};
+    let mem = MemoryDev::new(name, PS as usize).with_queue_limits(limits);
+    let fi = std::sync::Arc::new(FaultInjector::new(std::sync::Arc::new(mem)));
+    let f = cache.open_dev(fi.clone()).unwrap();
+    for i in 0..pages {
+        assert_eq!(f.write_at(&page_bytes(i), i * PS).unwrap(), PS as usize);
+    }
+    cache.sync_all().unwrap();
+    for _ in 0..1000 {
+        cache.drop_caches();
+        if f.cached_pages() == 0 {
+            break;
+        }
+        std::thread::yield_now();
+    }
+    assert_eq!(f.cached_pages(), 0, "{name}: setup left pages cached");
+    (f, fi)
+}
+
+// Goal (issue 13): readahead is sized from the device, as the kernel's bdi
+// is: a device reporting read_ahead_kb 1024 gets a 256-page window (the
+// sequential reader's lead grows past two default windows), and a read
+// larger than the window takes up to the device's max_sectors_kb in one
+// request (io_pages), where the default window splits it into many. With
+// ra_from_device off, both fall back to the cache-wide 32-page window.
+// Method: page-by-page sequential reads, tracking how far the cached front
+// runs ahead of the reader; one 1 MiB read, counting device read calls.
+#[test]
+fn window_and_large_reads_sized_from_the_device() {
+    use pcache::backing::{FaultOp, QueueLimits};
+    for from_device in [true, false] {
+        let cache = cache_with(Tunables { ra_from_device: from_device, io_threads: 0, ..quiet() }, 4096);
+        let big = QueueLimits { read_ahead_kb: 1024, max_sectors_kb: 1024 };
+        let (f, _fi) = cold_file_on_device(&cache, "devra", 1024, big);
+        let mut lead = 0;
+        for i in 0..768 {
+            read_page(&f, i);
+            lead = lead.max(highest_cached(&f, 1024).unwrap_or(0) - i);
+        }
+        if from_device {
+            assert!(lead > 2 * RA, "the device's 256-page window: lead {lead}");
+        } else {
+            assert!(lead <= 2 * RA, "the default 32-page window: lead {lead}");
+        }
+
+        let small = QueueLimits { read_ahead_kb: 128, max_sectors_kb: 1024 };
+        let (g, fi) = cold_file_on_device(&cache, "devio", 512, small);
+        let calls = fi.calls(FaultOp::Read);
+        let mut buf = vec![0u8; 256 * PS as usize];
+        assert_eq!(g.read_at(&mut buf, 0).unwrap(), buf.len());
+        for (i, page) in buf.chunks(PS as usize).enumerate() {
+            assert!(page == page_bytes(i as u64).as_slice(), "page {i} of the 1 MiB read");
+        }
+        let n = fi.calls(FaultOp::Read) - calls;
+        if from_device {
+            assert!(n <= 2, "one request for the read (and one for its async part), not {n}");
+        } else {
+            assert!(n >= 4, "32-page windows split the 1 MiB read: {n} requests");
+        }
+    }
+}

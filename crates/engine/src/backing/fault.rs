@@ -358,6 +358,10 @@ impl BackingDev for FaultInjector {
     fn is_direct(&self) -> bool {
         self.inner.is_direct()
     }
+
+    fn queue_limits(&self) -> Option<super::QueueLimits> {
+        self.inner.queue_limits()
+    }
 }
 
 #[cfg(test)]

@@ -384,10 +384,16 @@ pub fn run(o: &SeqreadOpts) -> Result<SeqreadResult> {
 
     let queue = block_queue(&path);
     if let Some((ra_kb, max_kb)) = queue {
+        // What the engine takes from the device (readahead.rs): the window
+        // capped at 16 MiB and at an eighth of the cache.
+        let pcache_kb = if o.tunables.ra_from_device && o.tunables.ra_pages > 0 {
+            ra_kb.min(16 << 10).min(o.mem_bytes / 8 / 1024)
+        } else {
+            o.tunables.ra_pages as u64 * PAGE as u64 / 1024
+        };
         notes.push(format!(
             "the device: read_ahead_kb {ra_kb} (the kernel's window here), max_sectors_kb {max_kb}; pcache's \
-             read_ahead_kb {}",
-            o.tunables.ra_pages as u64 * PAGE as u64 / 1024
+             window {pcache_kb} KiB"
         ));
     }
     // 1 MiB requests, and the largest the device takes where that is more.

@@ -1,25 +1,30 @@
-//! Asynchronous read submission: the block layer's request queue, reduced
-//! to what readahead needs (block/blk-mq.c's submission and completion,
-//! mm/readahead.c's `read_pages` and filemap's `end_page_read`).
+//! Asynchronous I/O submission: the block layer's request queue, reduced
+//! to what readahead and writeback need (block/blk-mq.c's submission and
+//! completion; mm/readahead.c's `read_pages`, filemap's `end_page_read`;
+//! page-writeback.c's writeback bios and `end_page_writeback`).
 //!
 //! In the kernel, readahead inserts locked, not-uptodate pages into the
 //! page cache, submits bios and returns; the reader then waits only on the
 //! page it needs (`folio_wait_locked`), and the completion interrupt marks
 //! each page uptodate (or not, on error), unlocks it and wakes its
 //! waiters. So the device works on the next window while the reader copies
-//! the current one.
+//! the current one. Writeback likewise sets PG_writeback, submits, and goes
+//! on to the next batch; completion clears PG_writeback, rotates PG_reclaim
+//! pages and records errors in the file's errseq.
 //!
 //! Here a request is a run of such pages, queued to a small pool of I/O
 //! threads (`Tunables::io_threads`) that do the device call and then the
-//! completion work (`end_page_read`: uptodate or PG_error, unlock, drop the
-//! submitter's references). Several files' readers, and several windows of
-//! one, keep several requests in flight at once.
+//! completion work. Several files' readers, several windows of one file,
+//! and the flushers' batches keep several requests in flight at once.
+//! Reads are served before writes (as mq-deadline prefers reads): a reader
+//! waits on its page, a flusher on nobody.
 //!
 //! Bounded: the queue holds at most `QUEUE_DEPTH` requests. A submitter
 //! that finds it full, or finds the pool stopped (no threads configured, or
 //! the cache shutting down), does the request itself, as the synchronous
 //! path always did; nothing waits for room. Workers leave only when the
-//! queue is empty, so every queued page is completed and unlocked.
+//! queue is empty, so every queued page is completed: unlocked (reads) or
+//! out of writeback (writes).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -27,6 +32,7 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::error::Result;
 use crate::filemap::Inode;
 use crate::mm::Cache;
 use crate::page::Pfn;
@@ -43,16 +49,70 @@ pub struct ReadRequest {
     pub pages: Vec<Pfn>,
 }
 
+/// One write: a run of pages of `inode` under PG_writeback starting at
+/// page `first`, each with a reference the completion drops; `wait`, when
+/// a data-integrity writer waits for the batch, receives the first error.
+pub struct WriteRequest {
+    pub inode: Arc<Inode>,
+    pub first: u64,
+    pub pages: Vec<Pfn>,
+    pub wait: Option<Arc<WbWait>>,
+}
+
+/// A data-integrity writer's (fsync, sync_file_range) hold on its queued
+/// writes: how many have not completed (device call, end_page_writeback
+/// and the references dropped), and the first error among them.
+#[derive(Default)]
+pub struct WbWait {
+    state: Mutex<(usize, i32)>,
+    cv: Condvar,
+}
+
+impl WbWait {
+    fn add(&self) {
+        self.state.lock().0 += 1;
+    }
+
+    fn done(&self, errno: i32) {
+        let mut st = self.state.lock();
+        st.0 -= 1;
+        if st.1 == 0 {
+            st.1 = errno;
+        }
+        if st.0 == 0 {
+            self.cv.notify_all();
+        }
+    }
+
+    /// Wait until every write submitted with this has completed, and
+    /// return the first error as an errno (0: none). Bounded by the
+    /// device calls of the requests queued ahead (QUEUE_DEPTH at most).
+    pub fn wait(&self) -> i32 {
+        let mut st = self.state.lock();
+        while st.0 > 0 {
+            self.cv.wait_for(&mut st, Duration::from_millis(100));
+        }
+        st.1
+    }
+}
+
 #[derive(Default)]
 struct Queue {
-    requests: VecDeque<ReadRequest>,
+    reads: VecDeque<ReadRequest>,
+    writes: VecDeque<WriteRequest>,
     /// Workers running; 0 means submitters do their own I/O.
     workers: usize,
     /// Set at shutdown: no new requests are queued.
     closed: bool,
 }
 
-/// The cache's read queue and its workers' doorbell.
+impl Queue {
+    fn has_room(&self) -> bool {
+        self.workers > 0 && !self.closed && self.reads.len() + self.writes.len() < QUEUE_DEPTH
+    }
+}
+
+/// The cache's I/O queue and its workers' doorbell.
 #[derive(Default)]
 pub struct IoQueue {
     queue: Mutex<Queue>,
@@ -85,10 +145,10 @@ impl Cache {
     pub(crate) fn submit_read(&self, req: ReadRequest) {
         let req = {
             let mut q = self.bio.queue.lock();
-            if q.workers == 0 || q.closed || q.requests.len() >= QUEUE_DEPTH {
+            if !q.has_room() {
                 req
             } else {
-                q.requests.push_back(req);
+                q.reads.push_back(req);
                 drop(q);
                 self.vm.inc(Item::ra_submit_async);
                 self.bio.cv.notify_one();
@@ -97,6 +157,39 @@ impl Cache {
         };
         self.vm.inc(Item::ra_submit_inline);
         self.end_page_read(&req.inode, req.first, &req.pages);
+    }
+
+    /// Submit a writeback run: queue it, or, when the queue is full or
+    /// stopped, write it here. Either way its pages end their writeback
+    /// and the references go. The result is the inline write's; a queued
+    /// write reports to `req.wait` and the file's errseq.
+    pub(crate) fn submit_write(&self, req: WriteRequest) -> Result<()> {
+        let req = {
+            let mut q = self.bio.queue.lock();
+            if !q.has_room() {
+                req
+            } else {
+                if let Some(w) = &req.wait {
+                    w.add();
+                }
+                q.writes.push_back(req);
+                drop(q);
+                self.vm.inc(Item::wb_submit_async);
+                self.bio.cv.notify_one();
+                return Ok(());
+            }
+        };
+        // Inline: the caller gets the result itself.
+        self.write_pages_now(&req.inode, req.first, &req.pages)
+    }
+
+    /// A queued write, on a worker: the device call and end_page_writeback
+    /// (write_pages_now), then the waiter told.
+    fn complete_queued_write(&self, req: WriteRequest) {
+        let res = self.write_pages_now(&req.inode, req.first, &req.pages);
+        if let Some(w) = &req.wait {
+            w.done(res.as_ref().err().map_or(0, |e| e.errno()));
+        }
     }
 
     /// Do a run's read and its completion work (end_page_read for each
@@ -112,12 +205,19 @@ impl Cache {
     }
 
     fn io_worker(self: Arc<Self>) {
+        enum Job {
+            Read(ReadRequest),
+            Write(WriteRequest),
+        }
         loop {
-            let req = {
+            let job = {
                 let mut q = self.bio.queue.lock();
                 loop {
-                    if let Some(r) = q.requests.pop_front() {
-                        break r;
+                    if let Some(r) = q.reads.pop_front() {
+                        break Job::Read(r);
+                    }
+                    if let Some(w) = q.writes.pop_front() {
+                        break Job::Write(w);
                     }
                     if q.closed {
                         q.workers -= 1;
@@ -127,7 +227,11 @@ impl Cache {
                     self.bio.cv.wait_for(&mut q, Duration::from_millis(500));
                 }
             };
-            self.end_page_read(&req.inode, req.first, &req.pages);
+            match job {
+                Job::Read(r) => self.end_page_read(&r.inode, r.first, &r.pages),
+                // Reported to the waiter and the file's errseq.
+                Job::Write(w) => self.complete_queued_write(w),
+            }
         }
     }
 }

@@ -284,6 +284,34 @@ impl Cache {
         nr_to_write: u64,
         sync: bool,
     ) -> (u64, Result<()>) {
+        self.write_cache_pages_async(inode, start, end, nr_to_write, sync, None)
+    }
+
+    /// write_cache_pages with each run submitted to the I/O workers
+    /// (bio.rs), so up to the queue's depth of runs are in flight while
+    /// the next batch is gathered. The result holds the errors of runs
+    /// written inline; queued runs report to `wait` (if given) and to the
+    /// file's errseq when they end.
+    fn write_cache_pages_async(
+        &self,
+        inode: &Inode,
+        start: u64,
+        end: u64,
+        nr_to_write: u64,
+        sync: bool,
+        wait: Option<&Arc<crate::bio::WbWait>>,
+    ) -> (u64, Result<()>) {
+        // The queue needs the inode by Arc; without it, write inline.
+        let owned = self.inode_by_id(inode.id).filter(|i| std::ptr::eq(i.as_ref(), inode));
+        let submit = |first: u64, run: &mut Vec<Pfn>| -> Result<()> {
+            let pages = std::mem::take(run);
+            match &owned {
+                Some(i) => {
+                    self.submit_write(crate::bio::WriteRequest { inode: i.clone(), first, pages, wait: wait.cloned() })
+                }
+                None => self.write_pages_now(inode, first, &pages),
+            }
+        };
         let mut written = 0u64;
         let mut first_err = Ok(());
         let mut next = start;
@@ -330,11 +358,10 @@ impl Cache {
                     continue;
                 }
                 if !run.is_empty() && run_first + run.len() as u64 != idx {
-                    let r = self.write_pages_now(inode, run_first, &run);
+                    let r = submit(run_first, &mut run);
                     if first_err.is_ok() {
                         first_err = r;
                     }
-                    run.clear();
                 }
                 if run.is_empty() {
                     run_first = idx;
@@ -346,7 +373,7 @@ impl Cache {
                 }
             }
             if !run.is_empty() {
-                let r = self.write_pages_now(inode, run_first, &run);
+                let r = submit(run_first, &mut run);
                 if first_err.is_ok() {
                     first_err = r;
                 }
@@ -372,11 +399,20 @@ impl Cache {
         }
     }
 
-    /// filemap_write_and_wait_range.
+    /// filemap_write_and_wait_range: submit every dirty page of the range,
+    /// then wait for all of it, and report the first error of either.
     pub fn write_and_wait_range(&self, inode: &Inode, start: u64, end: u64) -> Result<()> {
-        let (_, res) = self.write_cache_pages(inode, start, end, u64::MAX, true);
+        let wait = Arc::new(crate::bio::WbWait::default());
+        let (_, res) = self.write_cache_pages_async(inode, start, end, u64::MAX, true, Some(&wait));
+        // Ours first (to their end, references dropped), then any other
+        // writeback of the range in flight.
+        let errno = wait.wait();
         self.wait_writeback_range(inode, start, end);
-        res
+        res?;
+        match errno {
+            0 => Ok(()),
+            errno => Err(Error::io(&inode.name, std::io::Error::from_raw_os_error(errno))),
+        }
     }
 
     /// balance_dirty_pages_ratelimited: every RATELIMIT_PAGES dirtied pages

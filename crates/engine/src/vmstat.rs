@@ -128,6 +128,8 @@ items! {
     /// or shutting down); pcache's own.
     ra_submit_async,
     ra_submit_inline,
+    /// Writeback runs queued to the I/O workers (pcache's own).
+    wb_submit_async,
     /// Mapped pages reclaim found referenced through page table young bits
     /// (page_check_references), and what became of them: activated, or
     /// given another trip round the inactive list (PAGEREF_KEEP). pcache's

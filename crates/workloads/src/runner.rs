@@ -1,11 +1,13 @@
 //! The generic runner of the seed experiments: the skeleton they share,
 //! written once.
 //!
-//! A seed experiment implements [`SeedExperiment`]: its seed and claim,
-//! typed parameters resolved from the shared options, its presets, the
-//! measurement of the pcache columns ([`SeedExperiment::measure`]), the
-//! kernel column, plots, the checks against the seed's claim and the body
-//! of its report. [`run`] owns the rest, in this order:
+//! A seed experiment implements [`SeedExperiment`] (its seed and claim,
+//! typed parameters resolved from the shared options, its presets) and one
+//! trait per job, each in its folder's file of that name: the measurement
+//! of the pcache columns ([`SeedMeasure`]), the kernel column
+//! ([`SeedKernel`]), the checks against the seed's claim ([`SeedChecks`]),
+//! the title, body and plots of its report ([`SeedReport`]). [`run`] owns
+//! the rest, in this order:
 //!
 //! 1. parameters, presets and `--set` values, every one checked before
 //!    anything runs;
@@ -21,7 +23,7 @@
 //! 6. the report: title, set-up, compare-kernels table, the experiment's
 //!    body, then checks, notes and time ([`crate::render`]).
 //!
-//! [`Seed`] turns a `SeedExperiment` into a registry entry.
+//! [`Seed`] turns such an experiment ([`Seeded`]) into a registry entry.
 
 use std::marker::PhantomData;
 use std::path::Path;
@@ -198,8 +200,12 @@ impl Ctx<'_> {
     }
 }
 
-/// A seed experiment: what differs from one seed to the next. [`run`] does
-/// the rest.
+/// A seed experiment: what differs from one seed to the next, declared in
+/// its folder's `mod.rs`. The jobs are four more traits, one per file of
+/// the folder, so each file holds its part of the experiment itself and
+/// nothing forwards to it: [`SeedMeasure`] (`workload.rs`),
+/// [`SeedKernel`] (`kernel_side.rs`), [`SeedChecks`] (`checks.rs`) and
+/// [`SeedReport`] (`report.rs`). [`run`] needs all five ([`Seeded`]).
 pub trait SeedExperiment: Sync + 'static {
     /// The sizes of a run, resolved from the shared options; serialised
     /// into the JSON's `params[PARAMS_KEY]`.
@@ -231,37 +237,58 @@ pub trait SeedExperiment: Sync + 'static {
     fn params(opts: &ExpOpts) -> Result<Self::Params>;
     /// The variant names, runs and whether these are the quick sizes.
     fn shape(p: &Self::Params) -> (&[String], usize, bool);
+}
+
+/// The measurement of a seed experiment (its `workload.rs`).
+pub trait SeedMeasure: SeedExperiment {
     /// Measure the pcache columns.
     fn measure(ctx: &Ctx<'_>, p: &Self::Params) -> Result<(Measured, Self::Raw)>;
+}
+
+/// The kernel column of a seed experiment (its `kernel_side.rs`).
+pub trait SeedKernel: SeedExperiment {
     /// The workload its kernel column runs in the worker process.
     fn kernel_workload() -> Option<kernel::Workload>;
     /// Run the kernel column (with `--kernel`; the temporary directory
     /// still exists), or say why it cannot be had.
     fn kernel_column(ctx: &Ctx<'_>, p: &Self::Params) -> std::result::Result<KernelColumn, String>;
+}
+
+/// The seed's claims against a result (its `checks.rs`).
+pub trait SeedChecks: SeedExperiment {
+    /// The seed's claims against this run.
+    fn checks(r: &ExperimentResult) -> Vec<Check>;
     /// Findings from the whole result, after the checks and the verdict:
     /// notes, `extra` entries.
     fn finish(_r: &mut ExperimentResult) {}
-    /// Write plots into `dir` (with `--plot`), from the finished result and
-    /// the measurement's raw data; the files written.
-    fn plot(dir: &Path, r: &ExperimentResult, raw: &Self::Raw, p: &Self::Params) -> Result<Vec<String>>;
-    /// The seed's claims against this run.
-    fn checks(r: &ExperimentResult) -> Vec<Check>;
+}
+
+/// How a seed experiment's result is shown (its `report.rs`).
+pub trait SeedReport: SeedExperiment {
     /// The report's title line.
     fn title(r: &ExperimentResult, p: &Self::Params) -> String;
     /// The report between the compare-kernels table and the checks: the
     /// seed's own tables, vmstat.
     fn report_body(r: &ExperimentResult, p: &Self::Params) -> String;
+    /// Write plots into `dir` (with `--plot`), from the finished result and
+    /// the measurement's raw data; the files written.
+    fn plot(dir: &Path, r: &ExperimentResult, raw: &Self::Raw, p: &Self::Params) -> Result<Vec<String>>;
 }
 
+/// A seed experiment with all its jobs: what [`run`] and [`Seed`] take.
+pub trait Seeded: SeedMeasure + SeedKernel + SeedChecks + SeedReport {}
+
+impl<E: SeedMeasure + SeedKernel + SeedChecks + SeedReport> Seeded for E {}
+
 /// Run `E` with `opts`: the result and its typed parameters.
-pub fn run<E: SeedExperiment>(opts: &ExpOpts) -> Result<(ExperimentResult, E::Params)> {
+pub fn run<E: Seeded>(opts: &ExpOpts) -> Result<(ExperimentResult, E::Params)> {
     let p = E::params(opts)?;
     run_with::<E>(opts, p)
 }
 
 /// Run `E` with parameters already resolved (`opts` gives the variants'
 /// `--set`, the directory, progress, kernel column and plots).
-pub fn run_with<E: SeedExperiment>(opts: &ExpOpts, p: E::Params) -> Result<(ExperimentResult, E::Params)> {
+pub fn run_with<E: Seeded>(opts: &ExpOpts, p: E::Params) -> Result<(ExperimentResult, E::Params)> {
     let (names, runs, quick) = E::shape(&p);
     // Refuse unknown variants and bad --set values before anything runs.
     let variants = variants::resolve(E::PRESETS, names)?
@@ -333,7 +360,7 @@ pub fn run_with<E: SeedExperiment>(opts: &ExpOpts, p: E::Params) -> Result<(Expe
 
 /// The readable report of `E`'s result: title, set-up, compare-kernels,
 /// the experiment's body, checks, notes and time.
-pub fn report<E: SeedExperiment>(r: &ExperimentResult, p: &E::Params) -> String {
+pub fn report<E: Seeded>(r: &ExperimentResult, p: &E::Params) -> String {
     let mut s = E::title(r, p);
     s.push('\n');
     s.push_str(&r.render_setup());
@@ -351,7 +378,7 @@ impl<E> Seed<E> {
     pub const ENTRY: Seed<E> = Seed(PhantomData);
 }
 
-impl<E: SeedExperiment> Experiment for Seed<E> {
+impl<E: Seeded> Experiment for Seed<E> {
     fn name(&self) -> &'static str {
         E::NAME
     }

@@ -56,7 +56,8 @@ use crate::render::{self, fmt_cell, fmt_pct, fmt_size, render_table, vmstat_sect
 use crate::report::{
     amean, significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult,
 };
-use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedExperiment, Variant};
+use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, SeedMeasure};
+use crate::runner::{SeedReport, Variant};
 use crate::stats::{pct_better, Better};
 use crate::sys::{is_tmpfs, kernel_release, pattern, thread_cpu_s};
 use crate::variants::Preset;
@@ -72,11 +73,6 @@ pub use kernel_side::kernel_workload;
 use workload::{mbps, PER_PAGE};
 
 pub const EXPERIMENT: &str = "dd";
-pub const SEED: &str = "000";
-pub const SEED_CLAIM: &str = "accessed-v2 against 3.15-rc3 vanilla: async dd Max elapsed down on every filesystem \
-                              (tmpfs 0.51->0.49s +3.9%, ext3 +17%, ext4 +28%, xfs +83%, btrfs +0.2%); \
-                              mark_page_accessed profile samples down sharply (tmpfs 59562 -> 94, plus 1210 in \
-                              init_page_accessed)";
 /// The variants the checks compare: the seed's before and after.
 pub const BEFORE: &str = "3.15-vanilla";
 pub const AFTER: &str = "accessed-v2";
@@ -224,54 +220,33 @@ impl SeedExperiment for Dd {
     type Params = DdParams;
     type Raw = ();
     const NAME: &'static str = EXPERIMENT;
-    const SEED: &'static str = SEED;
-    const CLAIM: &'static str = SEED_CLAIM;
+    const SEED: &'static str = "000";
+    const CLAIM: &'static str = "accessed-v2 against 3.15-rc3 vanilla: async dd Max elapsed down on every filesystem \
+                                 (tmpfs 0.51->0.49s +3.9%, ext3 +17%, ext4 +28%, xfs +83%, btrfs +0.2%); \
+                                 mark_page_accessed profile samples down sharply (tmpfs 59562 -> 94, plus 1210 in \
+                                 init_page_accessed)";
     const ABOUT: &'static str = "Seed 000, dd of a file of 1/10 of memory, repeated, async and fdatasync, memory \
                                  and real files: 3.15 vanilla against accessed-v2.";
     const PRESETS: &'static [Preset] = PRESETS;
     const PARAMS_KEY: &'static str = "dd";
 
-    fn params(opts: &ExpOpts) -> Result<DdParams> {
-        DdParams::from_opts(opts)
-    }
     fn shape(p: &DdParams) -> (&[String], usize, bool) {
         (&p.variants, p.runs, p.quick)
     }
-    fn measure(ctx: &Ctx<'_>, p: &DdParams) -> Result<(Measured, ())> {
-        Ok((workload::measure(ctx, p)?, ()))
-    }
-    fn kernel_workload() -> Option<kernel::Workload> {
-        Some(kernel_workload)
-    }
-    fn kernel_column(ctx: &Ctx<'_>, p: &DdParams) -> std::result::Result<KernelColumn, String> {
-        kernel_side::kernel_column(ctx, p)
-    }
-    fn plot(dir: &Path, r: &ExperimentResult, _: &(), p: &DdParams) -> Result<Vec<String>> {
-        report::plot_elapsed(dir, &r.variants, p)
-    }
-    fn checks(r: &ExperimentResult) -> Vec<Check> {
-        checks::checks(r)
-    }
-    fn title(r: &ExperimentResult, p: &DdParams) -> String {
-        report::title(r, p)
-    }
-    fn report_body(r: &ExperimentResult, _: &DdParams) -> String {
-        report::body(r)
+    fn params(opts: &ExpOpts) -> Result<DdParams> {
+        DdParams::from_opts(opts)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::variants;
 
     #[test]
     fn presets_and_sizes() {
-        let v = variants::resolve(PRESETS, &variants::defaults(PRESETS)).unwrap();
-        let names: Vec<&str> = v.iter().map(|p| p.name).collect();
-        assert_eq!(names, [BEFORE, AFTER]);
-        assert_eq!((v[0].tunables)().accessed_init, AccessedInit::Vanilla315);
-        assert_eq!((v[1].tunables)().accessed_init, AccessedInit::AccessedV2);
+        // Both presets run by default, the seed's before first.
+        let v: Vec<_> = PRESETS.iter().map(|p| (p.name, p.default, (p.tunables)().accessed_init)).collect();
+        assert_eq!(v, [(BEFORE, true, AccessedInit::Vanilla315), (AFTER, true, AccessedInit::AccessedV2)]);
         let p = DdParams::from_opts(&ExpOpts::default()).unwrap();
         assert_eq!((p.mem_bytes, p.file_bytes, p.iterations, p.runs), (FULL_MEM, FULL_MEM / 10 / 4096 * 4096, 10, 3));
         let q = DdParams::from_opts(&ExpOpts { quick: true, ..ExpOpts::default() }).unwrap();

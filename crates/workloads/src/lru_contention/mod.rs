@@ -56,7 +56,8 @@ use crate::kernel;
 use crate::plot;
 use crate::render::{self, fmt_pct, fmt_size, fmt_value, vmstat_section};
 use crate::report::{significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples};
-use crate::runner::{self, into_map, Ctx, KernelColumn, Measured, SeedExperiment, KERNEL_COLUMN};
+use crate::runner::{self, into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel};
+use crate::runner::{SeedMeasure, SeedReport, KERNEL_COLUMN};
 use crate::stats::{pct_better, Better};
 use crate::sys::kernel_release;
 use crate::variants::{self, Preset};
@@ -69,19 +70,10 @@ mod report;
 mod workload;
 
 pub use checks::CHANGE_POINTS;
-use checks::*;
 pub use kernel_side::kernel_workload;
-use kernel_side::*;
-use report::*;
 use workload::*;
 
 pub const EXPERIMENT: &str = "lru-contention";
-pub const SEED: &str = "002";
-pub const SEED_CLAIM: &str = "batching mark_page_accessed through per-CPU pagevecs (Danilov, 2.6.10-rc2) cuts \
-                              zone->lru_lock contention: reaim peak jobs/min +6.4% on an 8-way; but every batched \
-                              page takes a reference, extra atomic ops (Andrew Morton), kernbench -j4 got 12% slower, \
-                              and the batching changes the LRU order and so the efficiency of VM scanning, mostly \
-                              kswapd's (Danilov, Tosatti)";
 /// The variants the checks compare.
 pub const BEFORE: &str = "2.6.10";
 pub const DANILOV: &str = "danilov";
@@ -386,8 +378,12 @@ impl SeedExperiment for LruContention {
     type Params = LruContentionOpts;
     type Raw = LruSeries;
     const NAME: &'static str = EXPERIMENT;
-    const SEED: &'static str = SEED;
-    const CLAIM: &'static str = SEED_CLAIM;
+    const SEED: &'static str = "002";
+    const CLAIM: &'static str = "batching mark_page_accessed through per-CPU pagevecs (Danilov, 2.6.10-rc2) cuts \
+                                 zone->lru_lock contention: reaim peak jobs/min +6.4% on an 8-way; but every batched \
+                                 page takes a reference, extra atomic ops (Andrew Morton), kernbench -j4 got 12% slower, \
+                                 and the batching changes the LRU order and so the efficiency of VM scanning, mostly \
+                                 kswapd's (Danilov, Tosatti)";
     const ABOUT: &'static str = "Seed 002, threads hitting cached pages: 2.6.10 immediate activation against \
                                  batched mark_page_accessed.";
     const PRESETS: &'static [Preset] = PRESETS;
@@ -414,35 +410,13 @@ impl SeedExperiment for LruContention {
             ..ExpOpts::default()
         }
     }
+    fn shape(p: &LruContentionOpts) -> (&[String], usize, bool) {
+        (&p.variants, p.runs, p.quick)
+    }
     fn params(opts: &ExpOpts) -> Result<LruContentionOpts> {
         let o = LruContentionOpts::from_exp(opts)?;
         o.validate()?;
         Ok(o)
-    }
-    fn shape(p: &LruContentionOpts) -> (&[String], usize, bool) {
-        (&p.variants, p.runs, p.quick)
-    }
-    fn measure(ctx: &Ctx<'_>, p: &LruContentionOpts) -> Result<(Measured, LruSeries)> {
-        measure(ctx, p)
-    }
-    fn kernel_workload() -> Option<kernel::Workload> {
-        Some(kernel_workload)
-    }
-    fn kernel_column(ctx: &Ctx<'_>, p: &LruContentionOpts) -> std::result::Result<KernelColumn, String> {
-        kernel_column(ctx, p)
-    }
-    fn checks(r: &ExperimentResult) -> Vec<Check> {
-        checks(r)
-    }
-    fn plot(dir: &Path, r: &ExperimentResult, raw: &LruSeries, p: &LruContentionOpts) -> Result<Vec<String>> {
-        let paths = plots(r, p, dir, sampled_threads(p), &raw.0)?;
-        Ok(paths.iter().map(|p| p.display().to_string()).collect())
-    }
-    fn title(r: &ExperimentResult, p: &LruContentionOpts) -> String {
-        title(r, p)
-    }
-    fn report_body(r: &ExperimentResult, _: &LruContentionOpts) -> String {
-        body(r)
     }
 }
 

@@ -113,36 +113,43 @@ pub(super) const VM_ITEMS: &[Item] = &[
     Item::workingset_activate,
 ];
 
-/// The report's title line.
-pub(super) fn title(r: &ExperimentResult, opts: &LruContentionOpts) -> String {
-    format!(
-        "lru-contention (seed {}: batched mark_page_accessed): {} of cache, {} run{}{}, {} CPUs",
-        r.seed,
-        fmt_size(opts.mem_bytes),
-        r.runs,
-        if r.runs == 1 { "" } else { "s" },
-        if r.quick { " (quick)" } else { "" },
-        r.params["machine_cpus"].as_u64().unwrap_or(0)
-    )
-}
-
-/// The report's body: the workload and timing, the seed's summary,
-/// vmstat.
-pub(super) fn body(r: &ExperimentResult) -> String {
-    let mut s = String::from("\n");
-    if let Some(w) = r.params["workload"].as_str() {
-        let _ = writeln!(s, "workload: {w}");
-    }
-    if let Some(t) = r.params["timing"].as_str() {
-        let _ = writeln!(s, "timing: {t}");
+impl SeedReport for LruContention {
+    fn plot(dir: &Path, r: &ExperimentResult, raw: &LruSeries, p: &LruContentionOpts) -> Result<Vec<String>> {
+        let paths = plots(r, p, dir, sampled_threads(p), &raw.0)?;
+        Ok(paths.iter().map(|p| p.display().to_string()).collect())
     }
 
-    // Means of every measure, grouped by measure.
-    let specs: Vec<&MetricSpec> =
-        MEASURES.iter().flat_map(|&(m, ..)| r.metric_specs.iter().filter(move |s| s.measure == m)).collect();
-    s.push_str(&render::means_table(r, &specs));
+    /// The report's title line.
+    fn title(r: &ExperimentResult, opts: &LruContentionOpts) -> String {
+        format!(
+            "lru-contention (seed {}: batched mark_page_accessed): {} of cache, {} run{}{}, {} CPUs",
+            r.seed,
+            fmt_size(opts.mem_bytes),
+            r.runs,
+            if r.runs == 1 { "" } else { "s" },
+            if r.quick { " (quick)" } else { "" },
+            r.params["machine_cpus"].as_u64().unwrap_or(0)
+        )
+    }
 
-    let runs = r.runs.max(1) as f64;
-    s.push_str(&vmstat_section(r, "vmstat deltas over the timed reads, mean per run", VM_ITEMS, &|_, _| runs));
-    s
+    /// The report's body: the workload and timing, the seed's summary,
+    /// vmstat.
+    fn report_body(r: &ExperimentResult, _: &LruContentionOpts) -> String {
+        let mut s = String::from("\n");
+        if let Some(w) = r.params["workload"].as_str() {
+            let _ = writeln!(s, "workload: {w}");
+        }
+        if let Some(t) = r.params["timing"].as_str() {
+            let _ = writeln!(s, "timing: {t}");
+        }
+
+        // Means of every measure, grouped by measure.
+        let specs: Vec<&MetricSpec> =
+            MEASURES.iter().flat_map(|&(m, ..)| r.metric_specs.iter().filter(move |s| s.measure == m)).collect();
+        s.push_str(&render::means_table(r, &specs));
+
+        let runs = r.runs.max(1) as f64;
+        s.push_str(&vmstat_section(r, "vmstat deltas over the timed reads, mean per run", VM_ITEMS, &|_, _| runs));
+        s
+    }
 }

@@ -57,7 +57,8 @@ use crate::render::{self, fmt_cell, fmt_count, fmt_pct, fmt_size, render_table, 
 use crate::report::{
     significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult,
 };
-use crate::runner::{self, into_map, Ctx, KernelColumn, Matrix, Measured, SeedExperiment, Variant};
+use crate::runner::{self, into_map, Ctx, KernelColumn, Matrix, Measured, SeedChecks, SeedExperiment, SeedKernel};
+use crate::runner::{SeedMeasure, SeedReport, Variant};
 use crate::stats::{pct_better, Better};
 use crate::sys::{is_tmpfs, kernel_release, pattern};
 use crate::variants::{self, Preset};
@@ -383,23 +384,37 @@ impl SeedExperiment for ReclaimWritebackExp {
     fn shape(p: &ReclaimWritebackOpts) -> (&[String], usize, bool) {
         (&p.variants, p.runs, p.quick)
     }
+}
+
+// The jobs live in their files as free functions; wt-rate's fs_mark work
+// edits them, so they are forwarded here rather than moved into the impls.
+impl SeedMeasure for ReclaimWritebackExp {
     fn measure(ctx: &Ctx<'_>, p: &ReclaimWritebackOpts) -> Result<(Measured, Matrix<RunOut>)> {
         measure(ctx, p)
     }
+}
+
+impl SeedKernel for ReclaimWritebackExp {
     fn kernel_workload() -> Option<kernel::Workload> {
         Some(kernel_workload)
     }
     fn kernel_column(ctx: &Ctx<'_>, p: &ReclaimWritebackOpts) -> std::result::Result<KernelColumn, String> {
         kernel_column(ctx, p)
     }
-    fn plot(dir: &Path, r: &ExperimentResult, raw: &Matrix<RunOut>, p: &ReclaimWritebackOpts) -> Result<Vec<String>> {
-        plot_timelines(dir, &r.variants, raw, p)
+}
+
+impl SeedChecks for ReclaimWritebackExp {
+    fn checks(r: &ExperimentResult) -> Vec<Check> {
+        checks(r)
     }
     fn finish(r: &mut ExperimentResult) {
         finish(r)
     }
-    fn checks(r: &ExperimentResult) -> Vec<Check> {
-        checks(r)
+}
+
+impl SeedReport for ReclaimWritebackExp {
+    fn plot(dir: &Path, r: &ExperimentResult, raw: &Matrix<RunOut>, p: &ReclaimWritebackOpts) -> Result<Vec<String>> {
+        plot_timelines(dir, &r.variants, raw, p)
     }
     fn title(r: &ExperimentResult, p: &ReclaimWritebackOpts) -> String {
         title(r, p)

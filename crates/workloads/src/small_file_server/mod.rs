@@ -73,7 +73,8 @@ use crate::render::{self, fmt_pct, fmt_size, vmstat_section};
 use crate::report::{
     significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult,
 };
-use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedExperiment};
+use crate::runner::SeedReport;
+use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, SeedMeasure};
 use crate::stats::{pct_better, Better};
 use crate::sys::kernel_release;
 use crate::variants::Preset;
@@ -85,20 +86,10 @@ mod kernel_side;
 mod report;
 mod workload;
 
-use checks::*;
 pub use kernel_side::kernel_workload;
-use kernel_side::*;
-use report::*;
 use workload::*;
 
 pub const EXPERIMENT: &str = "small-file-server";
-pub const SEED: &str = "003";
-pub const SEED_CLAIM: &str = "unconditional marking raised a SPECweb99-like server's throughput ~20% (868 -> 1111 \
-                              Mbps) over 2.6.20's prev_index rule, which never re-marks a one-page file read again \
-                              through the same descriptor; Piggin's !offset and the prev_pos fix keep those pages \
-                              too; marking every small read lets a small-chunk scan flush the working set; \
-                              page-aligned-only marking (before 2.6.11) lets 128-byte random reads be evicted by \
-                              streaming writes";
 
 /// The variant names the checks compare.
 pub const PREV_INDEX: &str = "2.6.20-prev-index";
@@ -357,8 +348,13 @@ impl SeedExperiment for SmallFileServer {
     type Params = Params;
     type Raw = ();
     const NAME: &'static str = EXPERIMENT;
-    const SEED: &'static str = SEED;
-    const CLAIM: &'static str = SEED_CLAIM;
+    const SEED: &'static str = "003";
+    const CLAIM: &'static str = "unconditional marking raised a SPECweb99-like server's throughput ~20% (868 -> 1111 \
+                                 Mbps) over 2.6.20's prev_index rule, which never re-marks a one-page file read again \
+                                 through the same descriptor; Piggin's !offset and the prev_pos fix keep those pages \
+                                 too; marking every small read lets a small-chunk scan flush the working set; \
+                                 page-aligned-only marking (before 2.6.11) lets 128-byte random reads be evicted by \
+                                 streaming writes";
     const ABOUT: &'static str = "Seed 003, a SPECweb99-like small-file server under streaming, every M7 re-mark \
                                  rule; small-chunk scans and 128-byte random reads.";
     const PRESETS: &'static [Preset] = PRESETS;
@@ -367,35 +363,11 @@ impl SeedExperiment for SmallFileServer {
     fn smoke() -> ExpOpts {
         ExpOpts { mem_bytes: Some(4 << 20), runs: Some(1), quick: true, seed: 1, ..ExpOpts::default() }
     }
-    fn params(opts: &ExpOpts) -> Result<Params> {
-        Params::new(opts)
-    }
     fn shape(p: &Params) -> (&[String], usize, bool) {
         (&p.variants, p.runs, p.quick)
     }
-    fn measure(ctx: &Ctx<'_>, p: &Params) -> Result<(Measured, ())> {
-        Ok((measure(ctx, p)?, ()))
-    }
-    fn kernel_workload() -> Option<kernel::Workload> {
-        Some(kernel_workload)
-    }
-    fn kernel_column(ctx: &Ctx<'_>, p: &Params) -> std::result::Result<KernelColumn, String> {
-        kernel_column(ctx, p)
-    }
-    fn checks(r: &ExperimentResult) -> Vec<Check> {
-        checks(r)
-    }
-    fn finish(r: &mut ExperimentResult) {
-        finish(r)
-    }
-    fn plot(dir: &Path, r: &ExperimentResult, _: &(), _: &Params) -> Result<Vec<String>> {
-        plot_series(dir, r)
-    }
-    fn title(r: &ExperimentResult, p: &Params) -> String {
-        title(r, p)
-    }
-    fn report_body(r: &ExperimentResult, _: &Params) -> String {
-        body(r)
+    fn params(opts: &ExpOpts) -> Result<Params> {
+        Params::new(opts)
     }
 }
 

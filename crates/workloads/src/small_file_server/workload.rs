@@ -700,65 +700,71 @@ pub(super) fn specs() -> Vec<MetricSpec> {
         .collect()
 }
 
-/// Make the file set, then run every workload one variant at a time: the
-/// pcache columns and the server's hit ratios over time.
-pub(super) fn measure(ctx: &Ctx<'_>, p: &Params) -> Result<Measured> {
-    ensure_fd_limit(p.files() as u64 + 256)?;
-    let root = ctx.tmp.path();
-    create_files(root, p)?;
-    let fs = Fileset::new(p);
-    let names: Vec<String> = WORKLOADS.iter().map(|w| w.to_string()).collect();
-    let outs = ctx
-        .each_variant(p.runs, &names, |r, wi, vi| run_one(ctx.variants[vi].tunables, WORKLOADS[wi], p, root, &fs, r))?;
+impl SeedMeasure for SmallFileServer {
+    /// Make the file set, then run every workload one variant at a time: the
+    /// pcache columns and the server's hit ratios over time.
+    fn measure(ctx: &Ctx<'_>, p: &Params) -> Result<(Measured, ())> {
+        ensure_fd_limit(p.files() as u64 + 256)?;
+        let root = ctx.tmp.path();
+        create_files(root, p)?;
+        let fs = Fileset::new(p);
+        let names: Vec<String> = WORKLOADS.iter().map(|w| w.to_string()).collect();
+        let outs = ctx.each_variant(p.runs, &names, |r, wi, vi| {
+            run_one(ctx.variants[vi].tunables, WORKLOADS[wi], p, root, &fs, r)
+        })?;
 
-    let mut columns = Vec::new();
-    for (vi, v) in ctx.variants.iter().enumerate() {
-        let mut metrics: Named<Samples> = Named::new();
-        let mut vmstat = Named::new();
-        for (wi, w) in WORKLOADS.iter().enumerate() {
-            let runs = outs.runs(vi, wi);
-            for &(mw, m, ..) in METRICS.iter().filter(|d| d.0 == *w) {
-                let samples = runs
-                    .iter()
-                    .map(|o| o.measures.iter().find(|(k, _)| *k == m).map(|x| x.1).unwrap_or(f64::NAN))
-                    .collect();
-                metrics.insert(format!("{mw} {m}"), Samples(samples));
+        let mut columns = Vec::new();
+        for (vi, v) in ctx.variants.iter().enumerate() {
+            let mut metrics: Named<Samples> = Named::new();
+            let mut vmstat = Named::new();
+            for (wi, w) in WORKLOADS.iter().enumerate() {
+                let runs = outs.runs(vi, wi);
+                for &(mw, m, ..) in METRICS.iter().filter(|d| d.0 == *w) {
+                    let samples = runs
+                        .iter()
+                        .map(|o| o.measures.iter().find(|(k, _)| *k == m).map(|x| x.1).unwrap_or(f64::NAN))
+                        .collect();
+                    metrics.insert(format!("{mw} {m}"), Samples(samples));
+                }
+                let deltas: Vec<VmStat> = runs.iter().map(|o| o.vm.clone()).collect();
+                vmstat.insert(*w, sum_vmstat(&deltas));
             }
-            let deltas: Vec<VmStat> = runs.iter().map(|o| o.vm.clone()).collect();
-            vmstat.insert(*w, sum_vmstat(&deltas));
+            let mut stands_for = v.preset.stands_for.to_string();
+            if !ctx.opts.set.is_empty() {
+                let sets: Vec<String> = ctx.opts.set.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                stands_for.push_str(&format!("; with --set {}", sets.join(" ")));
+            }
+            columns.push(VariantResult { name: v.preset.name.into(), stands_for, metrics, vmstat });
         }
-        let mut stands_for = v.preset.stands_for.to_string();
-        if !ctx.opts.set.is_empty() {
-            let sets: Vec<String> = ctx.opts.set.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            stands_for.push_str(&format!("; with --set {}", sets.join(" ")));
-        }
-        columns.push(VariantResult { name: v.preset.name.into(), stands_for, metrics, vmstat });
-    }
 
-    // Hit ratio over time, first run: the plot and the JSON.
-    let window = (p.rounds() / SERIES_POINTS).max(1);
-    let series: serde_json::Map<String, Value> = ctx
-        .variants
-        .iter()
-        .enumerate()
-        .map(|(vi, v)| (v.preset.name.to_string(), series_json(&downsample(&outs.runs(vi, 0)[0].series, window))))
-        .collect();
-    let mut notes = Vec::new();
-    if p.runs < 2 {
-        notes.push("one run: no spread, so no difference can be marked significant".into());
+        // Hit ratio over time, first run: the plot and the JSON.
+        let window = (p.rounds() / SERIES_POINTS).max(1);
+        let series: serde_json::Map<String, Value> = ctx
+            .variants
+            .iter()
+            .enumerate()
+            .map(|(vi, v)| (v.preset.name.to_string(), series_json(&downsample(&outs.runs(vi, 0)[0].series, window))))
+            .collect();
+        let mut notes = Vec::new();
+        if p.runs < 2 {
+            notes.push("one run: no spread, so no difference can be marked significant".into());
+        }
+        let params = serde_json::json!({
+            "workloads": p.describe().iter().map(|(n, d)| serde_json::json!({"name": n, "description": d}))
+                .collect::<Vec<_>>(),
+            "vmstat": "deltas of the measured part of each run (server: after the warm-up; scan: the scan; \
+                       random: the reads and writes), event counters summed over the runs",
+        });
+        let extra = serde_json::json!({
+            "server_hit_ratio_series": series,
+            "series_means": "first run, per round of the server workload (warm-up included): \
+                             [requests so far, files hit ratio, small-file hit ratio]",
+        });
+        Ok((
+            Measured { variants: columns, specs: specs(), params: into_map(params), extra: into_map(extra), notes },
+            (),
+        ))
     }
-    let params = serde_json::json!({
-        "workloads": p.describe().iter().map(|(n, d)| serde_json::json!({"name": n, "description": d}))
-            .collect::<Vec<_>>(),
-        "vmstat": "deltas of the measured part of each run (server: after the warm-up; scan: the scan; \
-                   random: the reads and writes), event counters summed over the runs",
-    });
-    let extra = serde_json::json!({
-        "server_hit_ratio_series": series,
-        "series_means": "first run, per round of the server workload (warm-up included): \
-                         [requests so far, files hit ratio, small-file hit ratio]",
-    });
-    Ok(Measured { variants: columns, specs: specs(), params: into_map(params), extra: into_map(extra), notes })
 }
 
 /// A series as JSON: `[[requests, files hit ratio, small-file hit ratio],

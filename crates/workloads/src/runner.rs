@@ -327,6 +327,11 @@ pub fn run_with<E: Seeded>(opts: &ExpOpts, p: E::Params) -> Result<(ExperimentRe
     params.insert(E::PARAMS_KEY.into(), serde_json::to_value(&p).unwrap_or(Value::Null));
     params.append(&mut m.params);
     params.insert("kernel_column".into(), Value::from(opts.kernel));
+    // The tunables set by name for every variant (`--set`), whatever the
+    // experiment's own parameters record.
+    if !opts.set.is_empty() {
+        params.insert("set".into(), serde_json::json!(opts.set));
+    }
     let mut extra = std::mem::take(&mut m.extra);
     extra.insert("kernel".into(), kernel_raw);
     let mut result = ExperimentResult {

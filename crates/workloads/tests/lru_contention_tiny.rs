@@ -128,7 +128,7 @@ fn lru_contention_takes_the_common_options() {
     assert_eq!(o.mem_bytes, 8 << 20);
     assert_eq!(o.variants, ["batched", "2.6.10"]);
     assert_eq!(o.runs, 2);
-    assert!(o.quick && !o.kernel);
+    assert!(o.quick);
     assert!(o.validate().is_ok());
     let bad = pcache_workloads::experiment::ExpOpts { variants: Some(vec!["2.4".into()]), ..exp };
     assert!(runner::run::<LruContention>(&bad).is_err());

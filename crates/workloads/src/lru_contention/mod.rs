@@ -50,13 +50,12 @@ use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::experiment::ParamDoc;
-use crate::experiment::{apply_sets, ExpOpts};
+use crate::experiment::{ExpOpts, ParamDoc};
 use crate::kernel;
 use crate::plot;
 use crate::render::{self, fmt_pct, fmt_size, fmt_value, vmstat_section};
 use crate::report::{significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples};
-use crate::runner::{self, into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel};
+use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel};
 use crate::runner::{SeedMeasure, SeedReport, KERNEL_COLUMN};
 use crate::stats::{pct_better, Better};
 use crate::sys::kernel_release;
@@ -151,19 +150,8 @@ pub struct LruContentionOpts {
     /// Timed reads per thread in the kernel column (its misses wait for
     /// the disk, so it does fewer).
     pub kernel_ops_per_thread: u64,
-    /// Run the kernel column.
-    pub kernel: bool,
     /// Seed of every random choice.
     pub seed: u64,
-    /// Tunables set by name for every variant, after the preset.
-    pub set: Vec<(String, String)>,
-    /// Where to make the kernel column's files (the system's temp dir if
-    /// `None`).
-    pub dir: Option<PathBuf>,
-    /// Write SVG plots here.
-    pub plot_dir: Option<PathBuf>,
-    /// Draw progress bars on stderr (only when it is a terminal).
-    pub progress: bool,
     /// A label: whether these are the reduced `quick` sizes.
     pub quick: bool,
 }
@@ -182,12 +170,7 @@ impl Default for LruContentionOpts {
             zipf_s: 0.9,
             nr_cpus: 0,
             kernel_ops_per_thread: 100_000,
-            kernel: true,
             seed: 1,
-            set: Vec::new(),
-            dir: None,
-            plot_dir: None,
-            progress: true,
             quick: false,
         }
     }
@@ -207,53 +190,30 @@ impl LruContentionOpts {
         }
     }
 
-    /// The smallest useful sizes, for tests: an 8 MiB cache, 1 and 2
-    /// threads, 20k reads each, one run, no kernel column, no progress bars.
-    pub fn tiny() -> Self {
-        LruContentionOpts {
-            mem_bytes: 8 * MIB,
-            runs: 1,
-            threads: vec![1, 2],
-            ops_per_thread: 20_000,
-            warm_ratio: 2.0,
-            kernel_ops_per_thread: 5_000,
-            kernel: false,
-            progress: false,
-            quick: true,
-            ..Self::default()
-        }
-    }
-
-    /// The common options over the defaults (quick or full).
+    /// The options `o` asks for over the defaults (quick or full), checked.
     pub fn from_exp(o: &ExpOpts) -> Result<Self> {
-        let base = if o.quick { Self::quick() } else { Self::default() };
-        Ok(LruContentionOpts {
+        let (quick, full) = (Self::quick(), Self::default());
+        let base = if o.quick { quick.clone() } else { full.clone() };
+        let c = o.common(PRESETS, (quick.mem_bytes, full.mem_bytes), (quick.runs, full.runs), 64 << 30)?;
+        let opts = LruContentionOpts {
             threads: o.param_list("threads")?.unwrap_or(base.threads.clone()),
             ops_per_thread: o.param_as("ops_per_thread")?.unwrap_or(base.ops_per_thread),
             warm_ratio: o.param_as("warm_ratio")?.unwrap_or(base.warm_ratio),
             kernel_ops_per_thread: o.param_as("kernel_ops_per_thread")?.unwrap_or(base.kernel_ops_per_thread),
-            mem_bytes: o.mem_bytes.unwrap_or(base.mem_bytes),
-            variants: o.variants.clone().unwrap_or(base.variants.clone()),
-            runs: o.runs.unwrap_or(base.runs),
-            kernel: o.kernel,
+            mem_bytes: c.mem_bytes,
+            variants: c.variants,
+            runs: c.runs,
             seed: o.seed,
-            set: o.set.clone(),
-            dir: o.dir.clone(),
-            plot_dir: o.plot_dir.clone(),
-            progress: o.progress,
             ..base
-        })
+        };
+        opts.validate()?;
+        Ok(opts)
     }
 
-    /// Refuse values the experiment cannot run with.
+    /// Refuse sizes the experiment cannot run with (the memory, runs and
+    /// variants are [`ExpOpts::common`]'s, checked in [`Self::from_exp`]).
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(Error::Invalid(m));
-        if !(4 * MIB..=(64 << 30)).contains(&self.mem_bytes) {
-            return bad(format!("memory {} must be from 4 MiB to 64 GiB", fmt_size(self.mem_bytes)));
-        }
-        if self.runs == 0 || self.runs > 1000 {
-            return bad(format!("runs {} must be from 1 to 1000", self.runs));
-        }
         if self.threads.is_empty() || self.threads.iter().any(|&t| t == 0 || t > 256) {
             return bad(format!("thread counts {:?} must be a non-empty list of 1 to 256", self.threads));
         }
@@ -289,9 +249,6 @@ impl LruContentionOpts {
         }
         if self.pages_per_file() == 0 {
             return bad("the working set is smaller than one page per file".into());
-        }
-        for p in variants::resolve(PRESETS, &self.variants)? {
-            apply_sets((p.tunables)(), &self.set)?;
         }
         Ok(())
     }
@@ -351,22 +308,6 @@ fn workload_name(threads: usize) -> String {
     format!("zipf-{threads}t")
 }
 
-/// Run the experiment with every option spelled out (tests, and sizes the
-/// command line does not reach).
-pub fn run_opts(opts: &LruContentionOpts) -> Result<(ExperimentResult, LruContentionOpts)> {
-    opts.validate()?;
-    let exp = ExpOpts {
-        dir: opts.dir.clone(),
-        progress: opts.progress,
-        plot_dir: opts.plot_dir.clone(),
-        set: opts.set.clone(),
-        kernel: opts.kernel,
-        seed: opts.seed,
-        ..ExpOpts::default()
-    };
-    runner::run_with::<LruContention>(&exp, opts.clone())
-}
-
 /// The LRU list sizes sampled in the first run at the most threads, per
 /// variant: what the plots draw beyond the columns.
 pub struct LruSeries(Vec<(String, Vec<LruSample>)>);
@@ -414,9 +355,7 @@ impl SeedExperiment for LruContention {
         (&p.variants, p.runs, p.quick)
     }
     fn params(opts: &ExpOpts) -> Result<LruContentionOpts> {
-        let o = LruContentionOpts::from_exp(opts)?;
-        o.validate()?;
-        Ok(o)
+        LruContentionOpts::from_exp(opts)
     }
 }
 
@@ -426,13 +365,9 @@ mod tests {
 
     #[test]
     fn options() {
-        assert!(LruContentionOpts::default().validate().is_ok());
-        assert!(LruContentionOpts::quick().validate().is_ok());
-        assert!(LruContentionOpts::tiny().validate().is_ok());
-        let t = LruContentionOpts::tiny;
+        let t = LruContentionOpts::quick;
+        let ok = [LruContentionOpts::default(), t()];
         let bad = [
-            LruContentionOpts { mem_bytes: MIB, ..t() },
-            LruContentionOpts { runs: 0, ..t() },
             LruContentionOpts { threads: vec![], ..t() },
             LruContentionOpts { threads: vec![0], ..t() },
             LruContentionOpts { threads: vec![2, 2], ..t() },
@@ -441,12 +376,8 @@ mod tests {
             LruContentionOpts { working_set_ratio: f64::NAN, ..t() },
             LruContentionOpts { zipf_s: -1.0, ..t() },
             LruContentionOpts { files: 0, ..t() },
-            LruContentionOpts { variants: vec!["2.4".into()], ..t() },
-            LruContentionOpts { set: vec![("nosuch".into(), "1".into())], ..t() },
         ];
-        for o in bad {
-            assert!(matches!(o.validate(), Err(Error::Invalid(_))), "{o:?}");
-        }
+        crate::experiment::assert_checked(&ok, &bad, LruContentionOpts::validate);
     }
 
     // Goal: the presets select the three M5 variants, 2.6.10 first.

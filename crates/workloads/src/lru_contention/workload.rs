@@ -163,8 +163,9 @@ pub(super) const SAMPLE_MS: u64 = 5;
 /// At most this many points of each sampled series go into the JSON.
 pub(super) const MAX_JSON_POINTS: usize = 200;
 
-pub(super) fn sample_interval_ms(opts: &LruContentionOpts) -> u64 {
-    if opts.plot_dir.is_some() {
+/// How often the sampler looks: more often when the series is drawn.
+pub(super) fn sample_interval_ms(plotting: bool) -> u64 {
+    if plotting {
         SAMPLE_MS_PLOT
     } else {
         SAMPLE_MS
@@ -249,15 +250,15 @@ pub(super) fn worker(
     Ok(())
 }
 
-/// One cell; with `sample`, a sampler thread records the LRU list sizes
-/// during the timed reads.
+/// One cell; with `sample_ms`, a sampler thread records the LRU list sizes
+/// every so many ms during the timed reads.
 pub(super) fn run_cell(
     tunables: Tunables,
     opts: &LruContentionOpts,
     zipf: &ZipfKeys,
     run: usize,
     threads: usize,
-    sample: bool,
+    sample_ms: Option<u64>,
 ) -> Result<CellOut> {
     let cache = PageCache::new(Config {
         memory_bytes: opts.mem_bytes,
@@ -285,9 +286,9 @@ pub(super) fn run_cell(
         }
     }
     let warm_n = opts.warm_ops_per_thread(threads);
-    let barrier = Barrier::new(threads + 1 + sample as usize);
+    let barrier = Barrier::new(threads + 1 + sample_ms.is_some() as usize);
     let stop = AtomicBool::new(false);
-    let interval = Duration::from_millis(sample_interval_ms(opts));
+    let interval = Duration::from_millis(sample_ms.unwrap_or(0));
     let (elapsed_s, before, results, mut lru) = std::thread::scope(|s| {
         let joins: Vec<_> = (0..threads)
             .map(|i| {
@@ -299,7 +300,7 @@ pub(super) fn run_cell(
                 })
             })
             .collect();
-        let sampler = sample.then(|| {
+        let sampler = sample_ms.is_some().then(|| {
             let (cache, barrier, stop) = (&cache, &barrier, &stop);
             s.spawn(move || sampler(cache, barrier, stop, interval))
         });
@@ -315,7 +316,7 @@ pub(super) fn run_cell(
         let mut lru = sampler.map(|j| j.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).unwrap_or_default();
         let results: Vec<Result<()>> =
             joined.into_iter().map(|r| r.unwrap_or_else(|p| std::panic::resume_unwind(p))).collect();
-        if sample {
+        if sample_ms.is_some() {
             // The lists as the last reader left them.
             lru.push(LruSample { t_s: elapsed_s, ..LruSample::take(&cache, start) });
         }
@@ -397,10 +398,11 @@ impl SeedMeasure for LruContention {
         let zipf =
             ZipfKeys::new(opts.working_set_pages(), opts.zipf_s, perm_seed(opts.seed)).map_err(Error::Invalid)?;
         let sampled = sampled_threads(opts);
+        let interval_ms = sample_interval_ms(ctx.opts.plot_dir.is_some());
         let workloads: Vec<String> = opts.threads.iter().map(|&t| workload_name(t)).collect();
         let mut outs = ctx.each_variant(opts.runs, &workloads, |r, ti, vi| {
             let t = opts.threads[ti];
-            run_cell(ctx.variants[vi].tunables, opts, &zipf, r, t, r == 0 && t == sampled)
+            run_cell(ctx.variants[vi].tunables, opts, &zipf, r, t, (r == 0 && t == sampled).then_some(interval_ms))
         })?;
 
         // (variant, samples) of the sampled cells.
@@ -472,9 +474,7 @@ impl SeedMeasure for LruContention {
         notes.push(format!(
             "LRU list sizes (nr_active_file, nr_inactive_file, nr_free_pages) sampled every {} ms during the timed \
              reads of run 1 at {} threads, for every variant: extra.lru_sizes (at most {} points per series)",
-            sample_interval_ms(opts),
-            sampled,
-            MAX_JSON_POINTS
+            interval_ms, sampled, MAX_JSON_POINTS
         ));
         if opts.runs < 2 {
             notes.push("one run: no spread, so no difference can be marked significant".into());
@@ -519,7 +519,7 @@ impl SeedMeasure for LruContention {
                        return of the last",
             "vmstat": "deltas over the timed reads (kswapd included), event counters summed over the runs",
         });
-        let extra = serde_json::json!({ "lru_sizes": lru_sizes_json(opts, sampled, &lru_series) });
+        let extra = serde_json::json!({ "lru_sizes": lru_sizes_json(opts, sampled, interval_ms, &lru_series) });
         let m = Measured { variants: columns, specs, params: into_map(params), extra: into_map(extra), notes };
         Ok((m, LruSeries(lru_series)))
     }
@@ -527,7 +527,12 @@ impl SeedMeasure for LruContention {
 
 /// The sampled LRU list sizes for the JSON: per variant, the series
 /// downsampled to at most [`MAX_JSON_POINTS`] points.
-pub(super) fn lru_sizes_json(opts: &LruContentionOpts, threads: usize, series: &[(String, Vec<LruSample>)]) -> Value {
+pub(super) fn lru_sizes_json(
+    opts: &LruContentionOpts,
+    threads: usize,
+    interval_ms: u64,
+    series: &[(String, Vec<LruSample>)],
+) -> Value {
     let num = |x: f64| if x.is_finite() { Value::from(x) } else { Value::Null };
     let variants: serde_json::Map<String, Value> = series
         .iter()
@@ -547,7 +552,7 @@ pub(super) fn lru_sizes_json(opts: &LruContentionOpts, threads: usize, series: &
     serde_json::json!({
         "workload": workload_name(threads),
         "run": 1,
-        "interval_ms": sample_interval_ms(opts),
+        "interval_ms": interval_ms,
         "cache_pages": opts.cache_pages(),
         "max_points": MAX_JSON_POINTS,
         "about": "pages on each list, sampled during the timed reads; t_ms from the start of the timed reads, \

@@ -477,9 +477,7 @@ mod tests {
 
     #[test]
     fn options() {
-        assert!(ReclaimWritebackOpts::default().validate().is_ok());
-        assert!(ReclaimWritebackOpts::quick().validate().is_ok());
-        assert!(ReclaimWritebackOpts::tiny().validate().is_ok());
+        let ok = [ReclaimWritebackOpts::default(), ReclaimWritebackOpts::quick(), ReclaimWritebackOpts::tiny()];
         let bad = [
             ReclaimWritebackOpts { mem_bytes: MIB, ..ReclaimWritebackOpts::tiny() },
             ReclaimWritebackOpts { runs: 0, ..ReclaimWritebackOpts::tiny() },
@@ -490,9 +488,7 @@ mod tests {
             ReclaimWritebackOpts { strm_ratio: 0.0, ..ReclaimWritebackOpts::tiny() },
             ReclaimWritebackOpts { variants: vec!["2.6".into()], ..ReclaimWritebackOpts::tiny() },
         ];
-        for o in bad {
-            assert!(matches!(o.validate(), Err(Error::Invalid(_))), "{o:?}");
-        }
+        crate::experiment::assert_checked(&ok, &bad, ReclaimWritebackOpts::validate);
     }
 
     #[test]

@@ -827,32 +827,24 @@ pub fn plot_result(res: &ReplayResult, dir: &Path) -> Result<PathBuf> {
     let safe: String =
         res.trace.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
     let path = dir.join(format!("replay-{safe}.svg"));
+    // One curve per column: (cache pages, miss ratio) of its runs, in %.
+    let curve = |name: &str, runs: &mut dyn Iterator<Item = (u64, f64)>| plot::Series {
+        name: name.to_string(),
+        points: runs.map(|(pages, miss)| (pages as f64, 100.0 * miss)).collect(),
+    };
     let kernel = res.results.iter().any(|r| r.variant == KERNEL).then_some(KERNEL);
     let mut series: Vec<plot::Series> = res
         .variants
         .iter()
         .map(String::as_str)
         .chain(kernel)
-        .map(|v| plot::Series {
-            name: v.to_string(),
-            points: res
-                .results
-                .iter()
-                .filter(|r| r.variant == v)
-                .map(|r| (r.cache_pages as f64, 100.0 * r.miss_ratio))
-                .collect(),
-        })
+        .map(|v| curve(v, &mut res.results.iter().filter(|r| r.variant == v).map(|r| (r.cache_pages, r.miss_ratio))))
         .collect();
     for b in res.baseline_variants() {
-        series.push(plot::Series {
-            name: b.to_string(),
-            points: res
-                .baselines
-                .iter()
-                .filter(|r| r.variant == b)
-                .map(|r| (r.cache_pages as f64, 100.0 * r.miss_ratio))
-                .collect(),
-        });
+        series.push(curve(
+            b,
+            &mut res.baselines.iter().filter(|r| r.variant == b).map(|r| (r.cache_pages, r.miss_ratio)),
+        ));
     }
     series.push(plot::Series {
         name: "compulsory".into(),

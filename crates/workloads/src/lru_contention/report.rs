@@ -93,25 +93,11 @@ pub(super) fn plots(
 }
 
 /// The vmstat counters the report shows per workload.
-pub(super) const VM_ITEMS: &[Item] = &[
-    Item::pgcache_hit,
-    Item::pgcache_miss,
-    Item::mark_page_accessed_calls,
-    Item::pgactivate,
-    Item::pgdeactivate,
-    Item::pgrefill,
-    Item::lru_lock_acquire,
-    Item::atomic_flag_rmw,
-    Item::lru_drain,
-    Item::pgscan_kswapd,
-    Item::pgsteal_kswapd,
-    Item::pgscan_direct,
-    Item::pgsteal_direct,
-    Item::allocstall,
-    Item::pageoutrun,
-    Item::workingset_refault,
-    Item::workingset_activate,
-];
+fn vm_items() -> Vec<Item> {
+    let lru = [Item::pgrefill, Item::lru_lock_acquire, Item::atomic_flag_rmw, Item::lru_drain];
+    let wakeups_and_refaults = [Item::pageoutrun, Item::workingset_refault, Item::workingset_activate];
+    [render::VM_MARKING, &lru, render::VM_RECLAIM, &wakeups_and_refaults].concat()
+}
 
 impl SeedReport for LruContention {
     fn plot(dir: &Path, r: &ExperimentResult, raw: &LruSeries, p: &LruContentionOpts) -> Result<Vec<String>> {
@@ -149,7 +135,7 @@ impl SeedReport for LruContention {
         s.push_str(&render::means_table(r, &specs));
 
         let runs = r.runs.max(1) as f64;
-        s.push_str(&vmstat_section(r, "vmstat deltas over the timed reads, mean per run", VM_ITEMS, &|_, _| runs));
+        s.push_str(&vmstat_section(r, "vmstat deltas over the timed reads, mean per run", &vm_items(), &|_, _| runs));
         s
     }
 }

@@ -21,7 +21,7 @@ impl SeedReport for SmallFileServer {
 
         s.push_str(&render::means_table(r, &r.metric_specs.iter().collect::<Vec<_>>()));
         let runs = r.runs.max(1) as f64;
-        s.push_str(&vmstat_section(r, "vmstat deltas, mean per run", VM_ITEMS, &|_, _| runs));
+        s.push_str(&vmstat_section(r, "vmstat deltas, mean per run", &vm_items(), &|_, _| runs));
         s
     }
 
@@ -56,17 +56,6 @@ impl SeedReport for SmallFileServer {
 }
 
 /// The vmstat counters the report shows per workload.
-pub(super) const VM_ITEMS: &[Item] = &[
-    Item::pgcache_hit,
-    Item::pgcache_miss,
-    Item::mark_page_accessed_calls,
-    Item::pgactivate,
-    Item::pgdeactivate,
-    Item::pgpgin,
-    Item::pgpgout,
-    Item::pgscan_kswapd,
-    Item::pgsteal_kswapd,
-    Item::pgscan_direct,
-    Item::pgsteal_direct,
-    Item::allocstall,
-];
+fn vm_items() -> Vec<Item> {
+    [render::VM_MARKING, &[Item::pgpgin, Item::pgpgout], render::VM_RECLAIM].concat()
+}

@@ -29,14 +29,15 @@ use std::marker::PhantomData;
 use std::path::Path;
 use std::time::Instant;
 
-use pcache::Tunables;
+use pcache::{Tunables, VmStat};
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::experiment::{variant_tunables, ExpOpts, Experiment, MainJob, Outcome, ParamDoc};
 use crate::kernel;
 use crate::progress::Progress;
-use crate::report::{same_direction, Check, ExperimentResult, MetricSpec, Named, Samples, VariantResult};
+use crate::render::fmt_size;
+use crate::report::{same_direction, sum_vmstat, Check, ExperimentResult, MetricSpec, Named, Samples, VariantResult};
 use crate::sys::{load_note, loadavg, tempdir_in};
 use crate::variants::{self, Preset};
 use crate::Result;
@@ -171,6 +172,27 @@ impl Ctx<'_> {
         Ok(Matrix(outs))
     }
 
+    /// The pcache columns of `outs`, one per variant, in variant order:
+    /// `fill(variant, workload, runs, metrics)` adds a workload's metrics
+    /// from its runs and returns their vmstat deltas, summed
+    /// ([`sum_vmstat`]) into the column's vmstat of that workload.
+    pub fn columns<T>(
+        &self,
+        outs: &Matrix<T>,
+        workloads: &[String],
+        mut fill: impl FnMut(&Variant, &str, &[T], &mut Named<Samples>) -> Vec<VmStat>,
+    ) -> Vec<VariantResult> {
+        let columns = self.variants.iter().enumerate().map(|(vi, v)| {
+            let (mut metrics, mut vmstat) = (Named::new(), Named::new());
+            for (wi, w) in workloads.iter().enumerate() {
+                let deltas = fill(v, w, outs.runs(vi, wi), &mut metrics);
+                vmstat.insert(w.as_str(), sum_vmstat(&deltas));
+            }
+            v.column(metrics, vmstat)
+        });
+        columns.collect()
+    }
+
     /// Run every workload `runs` times, one variant at a time:
     /// `f(run, workload, variant)` measures one cell. The variants' order
     /// alternates from one run to the next, so that drifts of the machine
@@ -200,6 +222,17 @@ impl Ctx<'_> {
     }
 }
 
+/// What the runner needs to know of a run's parameters.
+pub struct Shape<'a> {
+    /// The variant names, the first the baseline.
+    pub variants: &'a [String],
+    pub runs: usize,
+    /// Whether these are the reduced quick sizes.
+    pub quick: bool,
+    /// Bytes of page cache, for the title.
+    pub mem_bytes: u64,
+}
+
 /// A seed experiment: what differs from one seed to the next, declared in
 /// its folder's `mod.rs`. The jobs are four more traits, one per file of
 /// the folder, so each file holds its part of the experiment itself and
@@ -220,6 +253,8 @@ pub trait SeedExperiment: Sync + 'static {
     const SEED: &'static str;
     /// What the seed reported, in a line.
     const CLAIM: &'static str;
+    /// The seed's patch or question in a few words, for the title.
+    const SUBJECT: &'static str;
     /// A paragraph for `--list` and `--help`.
     const ABOUT: &'static str;
     /// The variants it compares.
@@ -235,8 +270,9 @@ pub trait SeedExperiment: Sync + 'static {
     }
     /// Resolve and check the parameters `opts` asks for.
     fn params(opts: &ExpOpts) -> Result<Self::Params>;
-    /// The variant names, runs and whether these are the quick sizes.
-    fn shape(p: &Self::Params) -> (&[String], usize, bool);
+    /// The variants, runs, cache size and whether these are the quick
+    /// sizes.
+    fn shape(p: &Self::Params) -> Shape<'_>;
 }
 
 /// The measurement of a seed experiment (its `workload.rs`).
@@ -265,8 +301,18 @@ pub trait SeedChecks: SeedExperiment {
 
 /// How a seed experiment's result is shown (its `report.rs`).
 pub trait SeedReport: SeedExperiment {
-    /// The report's title line.
-    fn title(r: &ExperimentResult, p: &Self::Params) -> String;
+    /// The report's title line: the experiment, its seed and
+    /// [`SeedExperiment::SUBJECT`], the cache, [`SeedReport::sizes`] and
+    /// whether these were the quick sizes.
+    fn title(r: &ExperimentResult, p: &Self::Params) -> String {
+        let (mem, sizes) = (fmt_size(Self::shape(p).mem_bytes), Self::sizes(r, p));
+        let quick = if r.quick { " (quick)" } else { "" };
+        format!("{} (seed {}: {}): {mem} of cache, {sizes}{quick}", Self::NAME, r.seed, Self::SUBJECT)
+    }
+    /// The run's sizes in the title, after the cache: by default the runs.
+    fn sizes(r: &ExperimentResult, _: &Self::Params) -> String {
+        format!("{} run{}", r.runs, if r.runs == 1 { "" } else { "s" })
+    }
     /// The report between the compare-kernels table and the checks: the
     /// seed's own tables, vmstat.
     fn report_body(r: &ExperimentResult, p: &Self::Params) -> String;
@@ -289,7 +335,7 @@ pub fn run<E: Seeded>(opts: &ExpOpts) -> Result<(ExperimentResult, E::Params)> {
 /// Run `E` with parameters already resolved (`opts` gives the variants'
 /// `--set`, the directory, progress, kernel column and plots).
 pub fn run_with<E: Seeded>(opts: &ExpOpts, p: E::Params) -> Result<(ExperimentResult, E::Params)> {
-    let (names, runs, quick) = E::shape(&p);
+    let Shape { variants: names, runs, quick, .. } = E::shape(&p);
     // Refuse unknown variants and bad --set values before anything runs.
     let variants = variants::resolve(E::PRESETS, names)?
         .into_iter()

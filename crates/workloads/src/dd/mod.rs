@@ -53,10 +53,10 @@ use crate::experiment::ExpOpts;
 use crate::kernel;
 use crate::plot;
 use crate::render::{self, fmt_cell, fmt_pct, fmt_size, render_table, vmstat_section};
-use crate::report::{
-    amean, significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult,
+use crate::report::{amean, significant, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult};
+use crate::runner::{
+    into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, SeedMeasure, Shape,
 };
-use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, SeedMeasure};
 use crate::runner::{SeedReport, Variant};
 use crate::stats::{pct_better, Better};
 use crate::sys::{is_tmpfs, kernel_release, pattern, thread_cpu_s};
@@ -225,13 +225,14 @@ impl SeedExperiment for Dd {
                                  (tmpfs 0.51->0.49s +3.9%, ext3 +17%, ext4 +28%, xfs +83%, btrfs +0.2%); \
                                  mark_page_accessed profile samples down sharply (tmpfs 59562 -> 94, plus 1210 in \
                                  init_page_accessed)";
+    const SUBJECT: &'static str = "non-atomically mark page accessed during page cache allocation";
     const ABOUT: &'static str = "Seed 000, dd of a file of 1/10 of memory, repeated, async and fdatasync, memory \
                                  and real files: 3.15 vanilla against accessed-v2.";
     const PRESETS: &'static [Preset] = PRESETS;
     const PARAMS_KEY: &'static str = "dd";
 
-    fn shape(p: &DdParams) -> (&[String], usize, bool) {
-        (&p.variants, p.runs, p.quick)
+    fn shape(p: &DdParams) -> Shape<'_> {
+        Shape { variants: &p.variants, runs: p.runs, quick: p.quick, mem_bytes: p.mem_bytes }
     }
     fn params(opts: &ExpOpts) -> Result<DdParams> {
         DdParams::from_opts(opts)

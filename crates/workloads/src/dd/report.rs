@@ -24,21 +24,13 @@ pub(super) const VM_ITEMS: &[Item] = &[
 ];
 
 impl SeedReport for Dd {
-    /// The report's title line.
-    fn title(r: &ExperimentResult, p: &DdParams) -> String {
-        format!(
-            "dd (seed {}: non-atomically mark page accessed during page cache allocation): {} of cache, files of {} \
-             in {} blocks, {} run{} x {} iterations{}",
-            r.seed,
-            fmt_size(p.mem_bytes),
-            fmt_size(p.file_bytes),
-            fmt_size(p.block_bytes),
-            r.runs,
-            if r.runs == 1 { "" } else { "s" },
-            p.iterations,
-            if r.quick { " (quick)" } else { "" }
-        )
+    /// The title's sizes: the files, the blocks, runs and iterations.
+    fn sizes(r: &ExperimentResult, p: &DdParams) -> String {
+        let (file, block) = (fmt_size(p.file_bytes), fmt_size(p.block_bytes));
+        let runs = format!("{} run{}", r.runs, if r.runs == 1 { "" } else { "s" });
+        format!("files of {file} in {block} blocks, {runs} x {} iterations", p.iterations)
     }
+
     /// The report's body: how times are taken, the seed's table, the cost per
     /// page, vmstat.
     fn report_body(r: &ExperimentResult, _: &DdParams) -> String {

@@ -131,26 +131,17 @@ impl SeedMeasure for Dd {
             }
         }
         let pages = (p.pages() * p.iterations as u64) as f64;
-        let mut columns = Vec::new();
-        for (vi, v) in ctx.variants.iter().enumerate() {
-            let mut metrics: Named<Samples> = Named::new();
-            let mut vmstat = Named::new();
-            for (wi, w) in names.iter().enumerate() {
-                let runs = outs.runs(vi, wi);
-                let el: Vec<f64> = runs.iter().flat_map(|o| o.elapsed.iter().copied()).collect();
-                metrics.insert(format!("{w} elapsed_s"), Samples(el.clone()));
-                metrics.insert(format!("{w} MB/s"), Samples(el.iter().map(|&s| mbps(p.file_bytes, s)).collect()));
-                metrics
-                    .insert(format!("{w} cpu_s"), Samples(runs.iter().flat_map(|o| o.cpu.iter().copied()).collect()));
-                for (measure, item) in PER_PAGE {
-                    let v = runs.iter().map(|o| o.vm.get(item) as f64 / pages).collect();
-                    metrics.insert(format!("{w} {measure}"), Samples(v));
-                }
-                let deltas: Vec<VmStat> = runs.iter().map(|o| o.vm.clone()).collect();
-                vmstat.insert(w.as_str(), sum_vmstat(&deltas));
+        let columns = ctx.columns(&outs, &names, |_, w, runs, metrics| {
+            let el: Vec<f64> = runs.iter().flat_map(|o| o.elapsed.iter().copied()).collect();
+            metrics.insert(format!("{w} elapsed_s"), Samples(el.clone()));
+            metrics.insert(format!("{w} MB/s"), Samples(el.iter().map(|&s| mbps(p.file_bytes, s)).collect()));
+            metrics.insert(format!("{w} cpu_s"), Samples(runs.iter().flat_map(|o| o.cpu.iter().copied()).collect()));
+            for (measure, item) in PER_PAGE {
+                let v = runs.iter().map(|o| o.vm.get(item) as f64 / pages).collect();
+                metrics.insert(format!("{w} {measure}"), Samples(v));
             }
-            columns.push(v.column(metrics, vmstat));
-        }
+            runs.iter().map(|o| o.vm.clone()).collect()
+        });
 
         let mut notes = vec![
             "tmpfs is modelled by a memory-only file: unlike tmpfs its pages are written back to a memory device \

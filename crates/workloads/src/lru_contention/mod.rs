@@ -54,8 +54,8 @@ use crate::experiment::{ExpOpts, ParamDoc};
 use crate::kernel;
 use crate::plot;
 use crate::render::{self, fmt_pct, fmt_size, fmt_value, vmstat_section};
-use crate::report::{significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples};
-use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel};
+use crate::report::{significant, Check, ExperimentResult, Mean, MetricSpec, Named, Samples};
+use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, Shape};
 use crate::runner::{SeedMeasure, SeedReport, KERNEL_COLUMN};
 use crate::stats::{pct_better, Better};
 use crate::sys::kernel_release;
@@ -325,6 +325,7 @@ impl SeedExperiment for LruContention {
                                  page takes a reference, extra atomic ops (Andrew Morton), kernbench -j4 got 12% slower, \
                                  and the batching changes the LRU order and so the efficiency of VM scanning, mostly \
                                  kswapd's (Danilov, Tosatti)";
+    const SUBJECT: &'static str = "batched mark_page_accessed";
     const ABOUT: &'static str = "Seed 002, threads hitting cached pages: 2.6.10 immediate activation against \
                                  batched mark_page_accessed.";
     const PRESETS: &'static [Preset] = PRESETS;
@@ -351,8 +352,8 @@ impl SeedExperiment for LruContention {
             ..ExpOpts::default()
         }
     }
-    fn shape(p: &LruContentionOpts) -> (&[String], usize, bool) {
-        (&p.variants, p.runs, p.quick)
+    fn shape(p: &LruContentionOpts) -> Shape<'_> {
+        Shape { variants: &p.variants, runs: p.runs, quick: p.quick, mem_bytes: p.mem_bytes }
     }
     fn params(opts: &ExpOpts) -> Result<LruContentionOpts> {
         LruContentionOpts::from_exp(opts)

@@ -105,17 +105,10 @@ impl SeedReport for LruContention {
         Ok(paths.iter().map(|p| p.display().to_string()).collect())
     }
 
-    /// The report's title line.
-    fn title(r: &ExperimentResult, opts: &LruContentionOpts) -> String {
-        format!(
-            "lru-contention (seed {}: batched mark_page_accessed): {} of cache, {} run{}{}, {} CPUs",
-            r.seed,
-            fmt_size(opts.mem_bytes),
-            r.runs,
-            if r.runs == 1 { "" } else { "s" },
-            if r.quick { " (quick)" } else { "" },
-            r.params["machine_cpus"].as_u64().unwrap_or(0)
-        )
+    /// The title's sizes: the runs and the machine's CPUs.
+    fn sizes(r: &ExperimentResult, _: &LruContentionOpts) -> String {
+        let cpus = r.params["machine_cpus"].as_u64().unwrap_or(0);
+        format!("{} run{}, {cpus} CPUs", r.runs, if r.runs == 1 { "" } else { "s" })
     }
 
     /// The report's body: the workload and timing, the seed's summary,

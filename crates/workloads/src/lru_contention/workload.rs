@@ -427,22 +427,13 @@ impl SeedMeasure for LruContention {
                 specs.push(MetricSpec::new(w, measure, unit, better, mean, table));
             }
         }
-        let mut columns = Vec::new();
-        for (vi, v) in ctx.variants.iter().enumerate() {
-            let mode = v.tunables.lru_batching;
-            let mut metrics: Named<Samples> = Named::new();
-            let mut vmstat = Named::new();
-            for (ti, w) in workloads.iter().enumerate() {
-                let cells = outs.runs(vi, ti);
-                let values: Vec<Vec<f64>> = cells.iter().map(|c| measure_values(c, mode)).collect();
-                for (k, &(measure, ..)) in MEASURES.iter().enumerate() {
-                    metrics.insert(format!("{w} {measure}"), Samples(values.iter().map(|v| v[k]).collect()));
-                }
-                let deltas: Vec<VmStat> = cells.iter().map(|c| c.vm.clone()).collect();
-                vmstat.insert(w.clone(), sum_vmstat(&deltas));
+        let columns = ctx.columns(&outs, &workloads, |v, w, cells, metrics| {
+            let values: Vec<Vec<f64>> = cells.iter().map(|c| measure_values(c, v.tunables.lru_batching)).collect();
+            for (k, &(measure, ..)) in MEASURES.iter().enumerate() {
+                metrics.insert(format!("{w} {measure}"), Samples(values.iter().map(|v| v[k]).collect()));
             }
-            columns.push(v.column(metrics, vmstat));
-        }
+            cells.iter().map(|c| c.vm.clone()).collect()
+        });
 
         let mut notes = vec![
             "misses are served by a synthetic device that fills the frame in memory (no I/O wait): throughput is \

@@ -57,7 +57,9 @@ use crate::render::{self, fmt_cell, fmt_count, fmt_pct, fmt_size, render_table, 
 use crate::report::{
     significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult,
 };
-use crate::runner::{self, into_map, Ctx, KernelColumn, Matrix, Measured, SeedChecks, SeedExperiment, SeedKernel};
+use crate::runner::{
+    self, into_map, Ctx, KernelColumn, Matrix, Measured, SeedChecks, SeedExperiment, SeedKernel, Shape,
+};
 use crate::runner::{SeedMeasure, SeedReport, Variant};
 use crate::stats::{pct_better, Better};
 use crate::sys::{is_tmpfs, kernel_release, pattern};
@@ -359,6 +361,7 @@ impl SeedExperiment for ReclaimWritebackExp {
     const NAME: &'static str = EXPERIMENT;
     const SEED: &'static str = SEED;
     const CLAIM: &'static str = SEED_CLAIM;
+    const SUBJECT: &'static str = "do not write back filesystem pages in direct reclaim";
     const ABOUT: &'static str = "Seed 004, writeback from reclaim: fs_mark, parallel dd and streaming writes under \
                                  memory pressure, Linux 3.1 against 3.2, compare-kernels report.";
     const PRESETS: &'static [Preset] = PRESETS;
@@ -381,8 +384,8 @@ impl SeedExperiment for ReclaimWritebackExp {
     fn params(opts: &ExpOpts) -> Result<ReclaimWritebackOpts> {
         ReclaimWritebackOpts::from_exp(opts)
     }
-    fn shape(p: &ReclaimWritebackOpts) -> (&[String], usize, bool) {
-        (&p.variants, p.runs, p.quick)
+    fn shape(p: &ReclaimWritebackOpts) -> Shape<'_> {
+        Shape { variants: &p.variants, runs: p.runs, quick: p.quick, mem_bytes: p.mem_bytes }
     }
 }
 

@@ -70,11 +70,11 @@ use crate::experiment::ExpOpts;
 use crate::kernel;
 use crate::plot::{self, Series};
 use crate::render::{self, fmt_pct, fmt_size, vmstat_section};
-use crate::report::{
-    significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult,
-};
+use crate::report::{significant, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult};
 use crate::runner::SeedReport;
-use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, SeedMeasure};
+use crate::runner::{
+    into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, SeedMeasure, Shape,
+};
 use crate::stats::{pct_better, Better};
 use crate::sys::kernel_release;
 use crate::variants::Preset;
@@ -355,6 +355,7 @@ impl SeedExperiment for SmallFileServer {
                                  too; marking every small read lets a small-chunk scan flush the working set; \
                                  page-aligned-only marking (before 2.6.11) lets 128-byte random reads be evicted by \
                                  streaming writes";
+    const SUBJECT: &'static str = "when read() re-marks a page accessed";
     const ABOUT: &'static str = "Seed 003, a SPECweb99-like small-file server under streaming, every M7 re-mark \
                                  rule; small-chunk scans and 128-byte random reads.";
     const PRESETS: &'static [Preset] = PRESETS;
@@ -363,8 +364,8 @@ impl SeedExperiment for SmallFileServer {
     fn smoke() -> ExpOpts {
         ExpOpts { mem_bytes: Some(4 << 20), runs: Some(1), quick: true, seed: 1, ..ExpOpts::default() }
     }
-    fn shape(p: &Params) -> (&[String], usize, bool) {
-        (&p.variants, p.runs, p.quick)
+    fn shape(p: &Params) -> Shape<'_> {
+        Shape { variants: &p.variants, runs: p.runs, quick: p.quick, mem_bytes: p.mem_bytes }
     }
     fn params(opts: &ExpOpts) -> Result<Params> {
         Params::new(opts)

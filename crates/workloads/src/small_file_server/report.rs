@@ -4,17 +4,6 @@ use super::*;
 
 impl SeedReport for SmallFileServer {
     /// The report's title line.
-    fn title(r: &ExperimentResult, p: &Params) -> String {
-        format!(
-            "small-file-server (seed {}: when read() re-marks a page accessed): {} of cache, {} run{}{}",
-            r.seed,
-            fmt_size(p.mem_bytes),
-            r.runs,
-            if r.runs == 1 { "" } else { "s" },
-            if r.quick { " (quick)" } else { "" }
-        )
-    }
-
     /// The report's body: a summary of means, vmstat per workload.
     fn report_body(r: &ExperimentResult, _: &Params) -> String {
         let mut s = String::new();

@@ -752,28 +752,18 @@ impl SeedMeasure for SmallFileServer {
             run_one(ctx.variants[vi].tunables, WORKLOADS[wi], p, root, &fs, r)
         })?;
 
-        let mut columns = Vec::new();
-        for (vi, v) in ctx.variants.iter().enumerate() {
-            let mut metrics: Named<Samples> = Named::new();
-            let mut vmstat = Named::new();
-            for (wi, w) in WORKLOADS.iter().enumerate() {
-                let runs = outs.runs(vi, wi);
-                for &(mw, m, ..) in METRICS.iter().filter(|d| d.0 == *w) {
-                    let samples = runs
-                        .iter()
-                        .map(|o| o.measures.iter().find(|(k, _)| *k == m).map(|x| x.1).unwrap_or(f64::NAN))
-                        .collect();
-                    metrics.insert(format!("{mw} {m}"), Samples(samples));
-                }
-                let deltas: Vec<VmStat> = runs.iter().map(|o| o.vm.clone()).collect();
-                vmstat.insert(*w, sum_vmstat(&deltas));
+        let mut columns = ctx.columns(&outs, &names, |_, w, runs, metrics| {
+            for &(mw, m, ..) in METRICS.iter().filter(|d| d.0 == w) {
+                let of = |o: &RunOut| o.measures.iter().find(|(k, _)| *k == m).map_or(f64::NAN, |x| x.1);
+                metrics.insert(format!("{mw} {m}"), Samples(runs.iter().map(of).collect()));
             }
-            let mut stands_for = v.preset.stands_for.to_string();
-            if !ctx.opts.set.is_empty() {
-                let sets: Vec<String> = ctx.opts.set.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                stands_for.push_str(&format!("; with --set {}", sets.join(" ")));
+            runs.iter().map(|o| o.vm.clone()).collect()
+        });
+        if !ctx.opts.set.is_empty() {
+            let sets: Vec<String> = ctx.opts.set.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            for c in &mut columns {
+                c.stands_for.push_str(&format!("; with --set {}", sets.join(" ")));
             }
-            columns.push(VariantResult { name: v.preset.name.into(), stands_for, metrics, vmstat });
         }
 
         // Hit ratio over time, first run: the plot and the JSON.

@@ -50,8 +50,10 @@ use crate::experiment::ExpOpts;
 use crate::kernel;
 use crate::plot;
 use crate::render::{fmt_count, fmt_size, render_table, vmstat_section};
-use crate::report::{amean, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult};
-use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, SeedMeasure};
+use crate::report::{amean, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult};
+use crate::runner::{
+    into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, SeedMeasure, Shape,
+};
 use crate::runner::{SeedReport, Variant};
 use crate::stats::{pct_better, quantile_sorted, Better, Summary};
 use crate::sys::kernel_release;
@@ -255,13 +257,14 @@ impl SeedExperiment for Sparsetruncate {
     const CLAIM: &'static str = "onedrain against 4.14-rc4 batchshadow-v1r1, sparsetruncate (tiny): truncate time Max \
                                  254 -> 208 us (+18.11%), Stddev 12.74 -> 9.62 (+24.49%), Amean 145.12 -> 144.30 \
                                  (+0.56%); lru_add_drain once per pagevec lifecycle instead of on every release";
+    const SUBJECT: &'static str = "only drain per-cpu pagevecs once per pagevec usage";
     const ABOUT: &'static str = "Seed 001, sparse files read once then truncated: drain on every pagevec release \
                                  against once per lifecycle.";
     const PRESETS: &'static [Preset] = PRESETS;
     const PARAMS_KEY: &'static str = "sparsetruncate";
 
-    fn shape(p: &SparseParams) -> (&[String], usize, bool) {
-        (&p.variants, p.runs, p.quick)
+    fn shape(p: &SparseParams) -> Shape<'_> {
+        Shape { variants: &p.variants, runs: p.runs, quick: p.quick, mem_bytes: p.mem_bytes }
     }
     fn params(opts: &ExpOpts) -> Result<SparseParams> {
         SparseParams::from_opts(opts)

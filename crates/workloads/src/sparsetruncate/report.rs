@@ -36,19 +36,9 @@ pub(super) fn render_seed_table(r: &ExperimentResult, metric: &str) -> String {
 }
 
 impl SeedReport for Sparsetruncate {
-    /// The report's title line.
-    fn title(r: &ExperimentResult, p: &SparseParams) -> String {
-        format!(
-            "sparsetruncate (seed {}: only drain per-cpu pagevecs once per pagevec usage): {} of cache, {} runs x {} \
-             rounds x {} files of {}{}",
-            r.seed,
-            fmt_size(p.mem_bytes),
-            r.runs,
-            p.rounds,
-            p.files,
-            fmt_size(p.file_bytes),
-            if r.quick { " (quick)" } else { "" }
-        )
+    /// The title's sizes: runs, rounds and files.
+    fn sizes(r: &ExperimentResult, p: &SparseParams) -> String {
+        format!("{} runs x {} rounds x {} files of {}", r.runs, p.rounds, p.files, fmt_size(p.file_bytes))
     }
 
     /// The report's body: the seed's table per backend (wall and CPU time),

@@ -151,30 +151,16 @@ impl SeedMeasure for Sparsetruncate {
                 specs.push(MetricSpec::new(b.name(), measure, "per truncate", Better::Lower, Mean::Arithmetic, false));
             }
         }
-        let mut columns = Vec::new();
-        for (vi, v) in ctx.variants.iter().enumerate() {
-            let mut metrics: Named<Samples> = Named::new();
-            let mut vmstat = Named::new();
-            for (bi, &b) in BACKENDS.iter().enumerate() {
-                let runs = outs.runs(vi, bi);
-                let w = b.name();
-                metrics.insert(
-                    format!("{w} truncate_us"),
-                    Samples(runs.iter().flat_map(|o| o.times.iter().copied()).collect()),
-                );
-                metrics.insert(
-                    format!("{w} truncate_cpu_us"),
-                    Samples(runs.iter().flat_map(|o| o.cpu.iter().copied()).collect()),
-                );
-                for (measure, item) in PER_TRUNCATE {
-                    metrics
-                        .insert(format!("{w} {measure}"), Samples(runs.iter().map(|o| o.per_truncate(item)).collect()));
-                }
-                let deltas: Vec<VmStat> = runs.iter().flat_map(|o| o.vm.iter().cloned()).collect();
-                vmstat.insert(w, sum_vmstat(&deltas));
+        let columns = ctx.columns(&outs, &names, |_, w, runs, metrics| {
+            let times = runs.iter().flat_map(|o| o.times.iter().copied()).collect();
+            metrics.insert(format!("{w} truncate_us"), Samples(times));
+            let cpu = runs.iter().flat_map(|o| o.cpu.iter().copied()).collect();
+            metrics.insert(format!("{w} truncate_cpu_us"), Samples(cpu));
+            for (measure, item) in PER_TRUNCATE {
+                metrics.insert(format!("{w} {measure}"), Samples(runs.iter().map(|o| o.per_truncate(item)).collect()));
             }
-            columns.push(v.column(metrics, vmstat));
-        }
+            runs.iter().flat_map(|o| o.vm.iter().cloned()).collect()
+        });
 
         let mut notes = vec![
             format!(

@@ -70,6 +70,11 @@ impl<T> Matrix<T> {
         self.0.len()
     }
 
+    /// How many workloads ran.
+    pub fn workloads(&self) -> usize {
+        self.0.first().map_or(0, Vec::len)
+    }
+
     /// Every run of `workload` under `variant`.
     pub fn runs(&self, variant: usize, workload: usize) -> &[T] {
         &self.0[variant][workload]

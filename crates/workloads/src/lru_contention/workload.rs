@@ -1,6 +1,7 @@
 //! The workload through pcache and the measurement of every run.
 
 use super::*;
+use crate::runner::Matrix;
 
 /// SplitMix64: a well-mixed 64-bit value from `x`.
 pub(super) fn splitmix64(x: u64) -> u64 {
@@ -404,23 +405,7 @@ impl SeedMeasure for LruContention {
             let t = opts.threads[ti];
             run_cell(ctx.variants[vi].tunables, opts, &zipf, r, t, (r == 0 && t == sampled).then_some(interval_ms))
         })?;
-
-        // (variant, samples) of the sampled cells.
-        let lru_series: Vec<(String, Vec<LruSample>)> = ctx
-            .variants
-            .iter()
-            .enumerate()
-            .map(|(vi, v)| {
-                let mut lru = Vec::new();
-                for ti in 0..workloads.len() {
-                    if let Some(c) = outs.runs_mut(vi, ti).iter_mut().find(|c| !c.lru.is_empty()) {
-                        lru = std::mem::take(&mut c.lru);
-                        break;
-                    }
-                }
-                (v.preset.name.to_string(), lru)
-            })
-            .collect();
+        let lru_series = take_lru_series(ctx, &mut outs);
         let mut specs = Vec::new();
         for w in &workloads {
             for &(measure, unit, better, mean, table) in MEASURES {
@@ -434,42 +419,7 @@ impl SeedMeasure for LruContention {
             }
             cells.iter().map(|c| c.vm.clone()).collect()
         });
-
-        let mut notes = vec![
-            "misses are served by a synthetic device that fills the frame in memory (no I/O wait): throughput is \
-             the CPU cost of hits, marking, list moves and reclaim, where the variants differ; a miss on a disk \
-             would cost far more, so the hit ratio is reported on its own"
-                .to_string(),
-            "atomic_ops/access = atomic_flag_rmw/access + 2 x mark_batch_refs/access: each page reference a \
-             mark_page_accessed batch takes is a get_page and a put_page (Andrew Morton's extra atomic ops), which \
-             the flag counter does not see; the references are counted from vmstat: danilov = every \
-             mark_page_accessed call, batched ~ pgactivate (one per activation queued), 2.6.10 = none"
-                .to_string(),
-            "the danilov variant marks every hit through its pagevec; the other two skip the mark when the page's \
-             tree entry carries the PAGE_HOT hint (already active and referenced, where mark_page_accessed would \
-             change nothing)"
-                .to_string(),
-            "a page waiting in a per-CPU batch (today's activations, every page Danilov marks) holds a reference, so \
-             reclaim meeting it at the inactive tail cannot free it and puts it back: one way batching moves kswapd \
-             efficiency (Morton: \"the page is only in the pagevec at that time\")"
-                .to_string(),
-        ];
-        let ncpu = cpus();
-        if let Some(&t) = opts.threads.iter().filter(|&&t| t > ncpu).max() {
-            notes.push(format!(
-                "up to {t} threads on {ncpu} CPUs: oversubscribed on purpose, as reaim and kernbench -j32 were; \
-                 per-CPU batches are keyed by the CPU a thread runs on ({} batch sets)",
-                opts.nr_cpus()
-            ));
-        }
-        notes.push(format!(
-            "LRU list sizes (nr_active_file, nr_inactive_file, nr_free_pages) sampled every {} ms during the timed \
-             reads of run 1 at {} threads, for every variant: extra.lru_sizes (at most {} points per series)",
-            interval_ms, sampled, MAX_JSON_POINTS
-        ));
-        if opts.runs < 2 {
-            notes.push("one run: no spread, so no difference can be marked significant".into());
-        }
+        let mut notes = notes(opts, interval_ms);
         // Throughput is timing; with other work on the machine it spreads.
         let spread = columns
             .iter()
@@ -483,37 +433,106 @@ impl SeedMeasure for LruContention {
                  ratio hardly depend on timing"
             ));
         }
-
-        let lru_modes: serde_json::Map<String, Value> = ctx
-            .variants
-            .iter()
-            .map(|v| (v.preset.name.to_string(), serde_json::to_value(v.tunables.lru_batching).unwrap_or(Value::Null)))
-            .collect();
-        let params = serde_json::json!({
-            "page_size": PAGE,
-            "read_bytes": PAGE,
-            "nr_cpus": opts.nr_cpus(),
-            "machine_cpus": ncpu,
-            "cache_pages": opts.cache_pages(),
-            "working_set_pages": opts.working_set_pages(),
-            "pages_per_file": opts.pages_per_file(),
-            "warm_ops_per_thread": opts.threads.iter()
-                .map(|&t| (workload_name(t), Value::from(opts.warm_ops_per_thread(t))))
-                .collect::<serde_json::Map<String, Value>>(),
-            "lru_batching": lru_modes,
-            "workload": opts.describe(),
-            "workloads": opts.threads.iter().map(|&t| serde_json::json!({
-                "name": workload_name(t),
-                "description": format!("{t} thread{} reading the working set (see workload)", if t == 1 { "" } else { "s" }),
-            })).collect::<Vec<_>>(),
-            "timing": "ops/s: reads of all threads over the wall time from the barrier that starts them to the \
-                       return of the last",
-            "vmstat": "deltas over the timed reads (kswapd included), event counters summed over the runs",
-        });
         let extra = serde_json::json!({ "lru_sizes": lru_sizes_json(opts, sampled, interval_ms, &lru_series) });
-        let m = Measured { variants: columns, specs, params: into_map(params), extra: into_map(extra), notes };
+        let params = into_map(params_json(ctx, opts));
+        let m = Measured { variants: columns, specs, params, extra: into_map(extra), notes };
         Ok((m, LruSeries(lru_series)))
     }
+}
+
+/// The sampled cells' LRU list sizes, taken out of `outs`: (variant,
+/// samples) per variant, in variant order.
+fn take_lru_series(ctx: &Ctx<'_>, outs: &mut Matrix<CellOut>) -> Vec<(String, Vec<LruSample>)> {
+    let nw = outs.workloads();
+    ctx.variants
+        .iter()
+        .enumerate()
+        .map(|(vi, v)| {
+            let mut lru = Vec::new();
+            for ti in 0..nw {
+                if let Some(c) = outs.runs_mut(vi, ti).iter_mut().find(|c| !c.lru.is_empty()) {
+                    lru = std::mem::take(&mut c.lru);
+                    break;
+                }
+            }
+            (v.preset.name.to_string(), lru)
+        })
+        .collect()
+}
+
+/// What every run's numbers need said: the synthetic device, what the
+/// counters count, oversubscription, the sampler.
+fn notes(opts: &LruContentionOpts, interval_ms: u64) -> Vec<String> {
+    let mut notes = vec![
+        "misses are served by a synthetic device that fills the frame in memory (no I/O wait): throughput is \
+         the CPU cost of hits, marking, list moves and reclaim, where the variants differ; a miss on a disk \
+         would cost far more, so the hit ratio is reported on its own"
+            .to_string(),
+        "atomic_ops/access = atomic_flag_rmw/access + 2 x mark_batch_refs/access: each page reference a \
+         mark_page_accessed batch takes is a get_page and a put_page (Andrew Morton's extra atomic ops), which \
+         the flag counter does not see; the references are counted from vmstat: danilov = every \
+         mark_page_accessed call, batched ~ pgactivate (one per activation queued), 2.6.10 = none"
+            .to_string(),
+        "the danilov variant marks every hit through its pagevec; the other two skip the mark when the page's \
+         tree entry carries the PAGE_HOT hint (already active and referenced, where mark_page_accessed would \
+         change nothing)"
+            .to_string(),
+        "a page waiting in a per-CPU batch (today's activations, every page Danilov marks) holds a reference, so \
+         reclaim meeting it at the inactive tail cannot free it and puts it back: one way batching moves kswapd \
+         efficiency (Morton: \"the page is only in the pagevec at that time\")"
+            .to_string(),
+    ];
+    let ncpu = cpus();
+    if let Some(&t) = opts.threads.iter().filter(|&&t| t > ncpu).max() {
+        notes.push(format!(
+            "up to {t} threads on {ncpu} CPUs: oversubscribed on purpose, as reaim and kernbench -j32 were; \
+             per-CPU batches are keyed by the CPU a thread runs on ({} batch sets)",
+            opts.nr_cpus()
+        ));
+    }
+    notes.push(format!(
+        "LRU list sizes (nr_active_file, nr_inactive_file, nr_free_pages) sampled every {} ms during the timed \
+         reads of run 1 at {} threads, for every variant: extra.lru_sizes (at most {} points per series)",
+        interval_ms,
+        sampled_threads(opts),
+        MAX_JSON_POINTS
+    ));
+    if opts.runs < 2 {
+        notes.push("one run: no spread, so no difference can be marked significant".into());
+    }
+    notes
+}
+
+/// `params` beside the options: the sizes derived from them, each
+/// variant's batching mode, the workloads, how times and counters are
+/// taken.
+fn params_json(ctx: &Ctx<'_>, opts: &LruContentionOpts) -> Value {
+    let lru_modes: serde_json::Map<String, Value> = ctx
+        .variants
+        .iter()
+        .map(|v| (v.preset.name.to_string(), serde_json::to_value(v.tunables.lru_batching).unwrap_or(Value::Null)))
+        .collect();
+    serde_json::json!({
+        "page_size": PAGE,
+        "read_bytes": PAGE,
+        "nr_cpus": opts.nr_cpus(),
+        "machine_cpus": cpus(),
+        "cache_pages": opts.cache_pages(),
+        "working_set_pages": opts.working_set_pages(),
+        "pages_per_file": opts.pages_per_file(),
+        "warm_ops_per_thread": opts.threads.iter()
+            .map(|&t| (workload_name(t), Value::from(opts.warm_ops_per_thread(t))))
+            .collect::<serde_json::Map<String, Value>>(),
+        "lru_batching": lru_modes,
+        "workload": opts.describe(),
+        "workloads": opts.threads.iter().map(|&t| serde_json::json!({
+            "name": workload_name(t),
+            "description": format!("{t} thread{} reading the working set (see workload)", if t == 1 { "" } else { "s" }),
+        })).collect::<Vec<_>>(),
+        "timing": "ops/s: reads of all threads over the wall time from the barrier that starts them to the \
+                   return of the last",
+        "vmstat": "deltas over the timed reads (kswapd included), event counters summed over the runs",
+    })
 }
 
 /// The sampled LRU list sizes for the JSON: per variant, the series

@@ -77,128 +77,146 @@ impl SeedChecks for LruContention {
     fn checks(r: &ExperimentResult) -> Vec<Check> {
         let workloads = &result_workloads(r)[..];
         let mut out = Vec::new();
-        let have = |n: &str| r.variant(n).is_some();
-        let most = workloads.last().cloned().unwrap_or_default();
-
-        // 1. Batching cuts lru_lock acquisitions (Danilov's motive).
-        let lock_seed = "batching decreases contention on zone->lru_lock (Danilov)";
-        if have(BEFORE) && have(TODAY) {
-            let (measured, agrees) = every_workload(r, workloads, (BEFORE, TODAY), "lru_lock/access", Order::Lower);
-            out.push(Check {
-                name: format!("{TODAY} takes fewer lru_lock acquisitions per access than {BEFORE}"),
-                seed: lock_seed.into(),
-                measured,
-                agrees,
-                counts: true,
-            });
-        } else {
-            out.extend(r.pair(BEFORE, TODAY).err());
-        }
-        if have(BEFORE) && have(DANILOV) {
-            let (measured, agrees) = every_workload(r, workloads, (BEFORE, DANILOV), "lru_lock/access", Order::Lower);
-            let activations: Vec<String> =
-                workloads.iter().map(|w| fmt_value(r.mean(BEFORE, &format!("{w} pgactivate/access")))).collect();
-            out.push(Check {
-                name: format!("{DANILOV} takes fewer lru_lock acquisitions per access than {BEFORE}"),
-                seed: lock_seed.into(),
-                measured: format!(
-                    "{measured} (not counted: Danilov takes the lock once per 15 marks whatever they do, 2.6.10 once \
-                     per activation, so which is fewer depends on how many marks activate; here pgactivate/access {})",
-                    activations.join(", ")
-                ),
-                agrees,
-                counts: false,
-            });
-        }
-
-        // 2. Danilov's batch costs atomic ops (Andrew Morton).
-        if have(DANILOV) && have(TODAY) {
-            let (measured, agrees) = every_workload(r, workloads, (TODAY, DANILOV), "atomic_ops/access", Order::Higher);
-            out.push(Check {
-                name: format!("{DANILOV} spends more atomic ops per access than {TODAY}"),
-                seed: "the extra get_page/put_page adds atomic ops (Morton); kernbench -j4 12% slower (Tosatti)".into(),
-                measured,
-                agrees,
-                counts: true,
-            });
-        } else {
-            out.extend(r.pair(DANILOV, TODAY).err());
-        }
-        if have(BEFORE) && have(DANILOV) {
-            let (measured, agrees) =
-                every_workload(r, workloads, (BEFORE, DANILOV), "atomic_ops/access", Order::Higher);
-            out.push(Check {
-                name: format!("{DANILOV} spends more atomic ops per access than {BEFORE}"),
-                seed: "the extra get_page/put_page adds atomic ops (Morton)".into(),
-                measured,
-                agrees,
-                counts: true,
-            });
-        }
-
-        // 3. Throughput: the seed's evidence is mixed; not counted.
-        let metric = format!("{most} ops/s");
-        for (after, seed) in [
-            (DANILOV, "reaim +6.4% peak jobs/min (8-way); reaim compute -0.6%; kernbench -j4 12% slower: mixed"),
-            (TODAY, "not in the seed: today's answer to both objections (batch only activations)"),
-        ] {
-            let (Some(b), Some(a)) = (r.variant(BEFORE), r.variant(after)) else { continue };
-            let (mb, ma) = (r.mean(BEFORE, &metric), r.mean(after, &metric));
-            let p = pct_better(mb, ma, Better::Higher);
-            let sig = significant(b.samples(&metric), a.samples(&metric));
-            out.push(Check {
-                name: format!("{after} throughput above {BEFORE} at {} threads", short(&most).trim_end_matches('t')),
-                seed: seed.into(),
-                measured: format!("{} -> {} reads/s ({})", fmt_value(mb), fmt_value(ma), fmt_pct(p, sig)),
-                agrees: if p.is_nan() { None } else { Some(p > 0.0) },
-                counts: false,
-            });
-        }
-
-        // 4. LRU order: hit ratio and kswapd efficiency move; no direction
-        //    claimed, so told as "changed" only when significant and at least
-        //    CHANGE_POINTS.
-        for (measure, label, seed) in [
-            (
-                "hit_ratio_%",
-                "hit ratio",
-                "batching changes the LRU order (Tosatti: better locality, less precise aging); no figure",
-            ),
-            (
-                "kswapd_efficiency_%",
-                "kswapd efficiency",
-                "batching changes the efficiency of VM scanning, mostly kswapd's (Danilov; Tosatti agreed); no figure",
-            ),
-        ] {
-            for after in [DANILOV, TODAY] {
-                let (Some(b), Some(a)) = (r.variant(BEFORE), r.variant(after)) else { continue };
-                let mut parts = Vec::new();
-                let mut any_sig = false;
-                let mut told = false;
-                for w in workloads {
-                    let m = format!("{w} {measure}");
-                    let (mb, ma) = (r.mean(BEFORE, &m), r.mean(after, &m));
-                    let sig = significant(b.samples(&m), a.samples(&m));
-                    any_sig |= sig && (ma - mb).abs() >= CHANGE_POINTS;
-                    told |= mb.is_finite() && ma.is_finite();
-                    parts.push(format!(
-                        "{} {} -> {} ({:+.3} pts{})",
-                        short(w),
-                        render::fmt_pct_value(mb),
-                        render::fmt_pct_value(ma),
-                        ma - mb,
-                        if sig { " *" } else { "" }
-                    ));
-                }
-                out.push(Check {
-                    name: format!("{after} changes the {label} against {BEFORE}"),
-                    seed: format!("{seed} (told as a change: significant and at least {CHANGE_POINTS} points)"),
-                    measured: parts.join("; "),
-                    agrees: if !told || r.runs < 2 { None } else { Some(any_sig) },
-                    counts: false,
-                });
-            }
-        }
+        lock_checks(r, workloads, &mut out);
+        atomic_checks(r, workloads, &mut out);
+        throughput_checks(r, workloads, &mut out);
+        order_checks(r, workloads, &mut out);
         out
+    }
+}
+
+/// Batching cuts lru_lock acquisitions: the seed's claim.
+fn lock_checks(r: &ExperimentResult, workloads: &[String], out: &mut Vec<Check>) {
+    let have = |n: &str| r.variant(n).is_some();
+    // 1. Batching cuts lru_lock acquisitions (Danilov's motive).
+    let lock_seed = "batching decreases contention on zone->lru_lock (Danilov)";
+    if have(BEFORE) && have(TODAY) {
+        let (measured, agrees) = every_workload(r, workloads, (BEFORE, TODAY), "lru_lock/access", Order::Lower);
+        out.push(Check {
+            name: format!("{TODAY} takes fewer lru_lock acquisitions per access than {BEFORE}"),
+            seed: lock_seed.into(),
+            measured,
+            agrees,
+            counts: true,
+        });
+    } else {
+        out.extend(r.pair(BEFORE, TODAY).err());
+    }
+    if have(BEFORE) && have(DANILOV) {
+        let (measured, agrees) = every_workload(r, workloads, (BEFORE, DANILOV), "lru_lock/access", Order::Lower);
+        let activations: Vec<String> =
+            workloads.iter().map(|w| fmt_value(r.mean(BEFORE, &format!("{w} pgactivate/access")))).collect();
+        out.push(Check {
+            name: format!("{DANILOV} takes fewer lru_lock acquisitions per access than {BEFORE}"),
+            seed: lock_seed.into(),
+            measured: format!(
+                "{measured} (not counted: Danilov takes the lock once per 15 marks whatever they do, 2.6.10 once \
+                 per activation, so which is fewer depends on how many marks activate; here pgactivate/access {})",
+                activations.join(", ")
+            ),
+            agrees,
+            counts: false,
+        });
+    }
+}
+
+/// Danilov's batch costs atomic ops: Morton's objection.
+fn atomic_checks(r: &ExperimentResult, workloads: &[String], out: &mut Vec<Check>) {
+    let have = |n: &str| r.variant(n).is_some();
+    // 2. Danilov's batch costs atomic ops (Andrew Morton).
+    if have(DANILOV) && have(TODAY) {
+        let (measured, agrees) = every_workload(r, workloads, (TODAY, DANILOV), "atomic_ops/access", Order::Higher);
+        out.push(Check {
+            name: format!("{DANILOV} spends more atomic ops per access than {TODAY}"),
+            seed: "the extra get_page/put_page adds atomic ops (Morton); kernbench -j4 12% slower (Tosatti)".into(),
+            measured,
+            agrees,
+            counts: true,
+        });
+    } else {
+        out.extend(r.pair(DANILOV, TODAY).err());
+    }
+    if have(BEFORE) && have(DANILOV) {
+        let (measured, agrees) = every_workload(r, workloads, (BEFORE, DANILOV), "atomic_ops/access", Order::Higher);
+        out.push(Check {
+            name: format!("{DANILOV} spends more atomic ops per access than {BEFORE}"),
+            seed: "the extra get_page/put_page adds atomic ops (Morton)".into(),
+            measured,
+            agrees,
+            counts: true,
+        });
+    }
+}
+
+/// Throughput at the most threads: the seed's evidence is mixed, so
+/// nothing counts.
+fn throughput_checks(r: &ExperimentResult, workloads: &[String], out: &mut Vec<Check>) {
+    let most = workloads.last().cloned().unwrap_or_default();
+    // 3. Throughput: the seed's evidence is mixed; not counted.
+    let metric = format!("{most} ops/s");
+    for (after, seed) in [
+        (DANILOV, "reaim +6.4% peak jobs/min (8-way); reaim compute -0.6%; kernbench -j4 12% slower: mixed"),
+        (TODAY, "not in the seed: today's answer to both objections (batch only activations)"),
+    ] {
+        let (Some(b), Some(a)) = (r.variant(BEFORE), r.variant(after)) else { continue };
+        let (mb, ma) = (r.mean(BEFORE, &metric), r.mean(after, &metric));
+        let p = pct_better(mb, ma, Better::Higher);
+        let sig = significant(b.samples(&metric), a.samples(&metric));
+        out.push(Check {
+            name: format!("{after} throughput above {BEFORE} at {} threads", short(&most).trim_end_matches('t')),
+            seed: seed.into(),
+            measured: format!("{} -> {} reads/s ({})", fmt_value(mb), fmt_value(ma), fmt_pct(p, sig)),
+            agrees: if p.is_nan() { None } else { Some(p > 0.0) },
+            counts: false,
+        });
+    }
+}
+
+/// The LRU order: hit ratio and kswapd efficiency move, in no claimed
+/// direction.
+fn order_checks(r: &ExperimentResult, workloads: &[String], out: &mut Vec<Check>) {
+    // 4. LRU order: hit ratio and kswapd efficiency move; no direction
+    //    claimed, so told as "changed" only when significant and at least
+    //    CHANGE_POINTS.
+    for (measure, label, seed) in [
+        (
+            "hit_ratio_%",
+            "hit ratio",
+            "batching changes the LRU order (Tosatti: better locality, less precise aging); no figure",
+        ),
+        (
+            "kswapd_efficiency_%",
+            "kswapd efficiency",
+            "batching changes the efficiency of VM scanning, mostly kswapd's (Danilov; Tosatti agreed); no figure",
+        ),
+    ] {
+        for after in [DANILOV, TODAY] {
+            let (Some(b), Some(a)) = (r.variant(BEFORE), r.variant(after)) else { continue };
+            let mut parts = Vec::new();
+            let mut any_sig = false;
+            let mut told = false;
+            for w in workloads {
+                let m = format!("{w} {measure}");
+                let (mb, ma) = (r.mean(BEFORE, &m), r.mean(after, &m));
+                let sig = significant(b.samples(&m), a.samples(&m));
+                any_sig |= sig && (ma - mb).abs() >= CHANGE_POINTS;
+                told |= mb.is_finite() && ma.is_finite();
+                parts.push(format!(
+                    "{} {} -> {} ({:+.3} pts{})",
+                    short(w),
+                    render::fmt_pct_value(mb),
+                    render::fmt_pct_value(ma),
+                    ma - mb,
+                    if sig { " *" } else { "" }
+                ));
+            }
+            out.push(Check {
+                name: format!("{after} changes the {label} against {BEFORE}"),
+                seed: format!("{seed} (told as a change: significant and at least {CHANGE_POINTS} points)"),
+                measured: parts.join("; "),
+                agrees: if !told || r.runs < 2 { None } else { Some(any_sig) },
+                counts: false,
+            });
+        }
     }
 }

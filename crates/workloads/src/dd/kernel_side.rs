@@ -1,5 +1,6 @@
 //! The kernel column: the same dd through `std::fs` in a memory cgroup.
 
+use super::workload::mbps;
 use super::*;
 
 impl SeedKernel for Dd {

@@ -38,7 +38,7 @@
 //! drifts of the machine (other load, frequency) fall on both alike.
 //!
 //! With `opts.kernel`, the same dd runs through `std::fs` (buffered) in a
-//! memory cgroup of `mem_bytes` ([`kernel_workload`]) and is shown as one
+//! memory cgroup of `mem_bytes` (`kernel_side.rs`) and is shown as one
 //! more column, "kernel", for elapsed and MB/s.
 
 use std::fmt::Write as _;
@@ -67,10 +67,6 @@ mod checks;
 mod kernel_side;
 mod report;
 mod workload;
-
-use checks::max_of;
-pub use kernel_side::kernel_workload;
-use workload::{mbps, PER_PAGE};
 
 pub const EXPERIMENT: &str = "dd";
 /// The variants the checks compare: the seed's before and after.

@@ -33,7 +33,7 @@
 //! Misses are served by a synthetic device that fills the frame in memory
 //! (no I/O wait), so throughput is the CPU cost of hits, marking, list
 //! moves and reclaim, which is where the variants differ; the hit ratio is
-//! reported on its own. The kernel column ([`kernel_workload`]) reads real
+//! reported on its own. The kernel column (`kernel_side.rs`) reads real
 //! files, whose misses wait for the disk.
 
 use std::fmt::Write as _;
@@ -68,8 +68,6 @@ mod kernel_side;
 mod report;
 mod workload;
 
-pub use checks::CHANGE_POINTS;
-pub use kernel_side::kernel_workload;
 use workload::*;
 
 pub const EXPERIMENT: &str = "lru-contention";

@@ -86,7 +86,6 @@ mod kernel_side;
 mod report;
 mod workload;
 
-pub use kernel_side::kernel_workload;
 use workload::*;
 
 pub const EXPERIMENT: &str = "small-file-server";

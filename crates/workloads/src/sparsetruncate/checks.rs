@@ -1,5 +1,6 @@
 //! The seed's claims against this run.
 
+use super::report::fmt_us;
 use super::*;
 
 impl SeedChecks for Sparsetruncate {

@@ -35,7 +35,7 @@
 //!
 //! With `opts.kernel`, the same read-then-unlink of sparse files runs
 //! through `std::fs` on host files in a memory cgroup of `mem_bytes`
-//! ([`kernel_workload`]), shown as the "kernel" column of the file backend.
+//! (`kernel_side.rs`), shown as the "kernel" column of the file backend.
 
 use std::fmt::Write as _;
 use std::os::unix::fs::FileExt;
@@ -64,10 +64,6 @@ mod checks;
 mod kernel_side;
 mod report;
 mod workload;
-
-pub use kernel_side::kernel_workload;
-use report::fmt_us;
-use workload::PER_TRUNCATE;
 
 pub const EXPERIMENT: &str = "sparsetruncate";
 /// The variants the checks compare: the seed's before and after.

@@ -68,8 +68,6 @@ mod kernel_side;
 mod report;
 mod workload;
 
-use workload::*;
-
 pub const EXPERIMENT: &str = "lru-contention";
 /// The variants the checks compare.
 pub const BEFORE: &str = "2.6.10";
@@ -306,6 +304,39 @@ fn workload_name(threads: usize) -> String {
     format!("zipf-{threads}t")
 }
 
+/// One look at the LRU lists during the timed reads.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct LruSample {
+    /// Seconds since the timed reads started.
+    pub(super) t_s: f64,
+    pub(super) active: u64,
+    pub(super) inactive: u64,
+    pub(super) free: u64,
+}
+
+impl LruSample {
+    fn take(cache: &PageCache, start: Instant) -> Self {
+        let vm = cache.vmstat();
+        LruSample {
+            t_s: start.elapsed().as_secs_f64(),
+            active: vm.get(Item::nr_active_file),
+            inactive: vm.get(Item::nr_inactive_file),
+            free: vm.get(Item::nr_free_pages),
+        }
+    }
+
+    /// nr_active_file / (nr_active_file + nr_inactive_file); NaN if both
+    /// lists are empty.
+    pub(super) fn active_fraction(&self) -> f64 {
+        let lru = self.active + self.inactive;
+        if lru == 0 {
+            f64::NAN
+        } else {
+            self.active as f64 / lru as f64
+        }
+    }
+}
+
 /// The LRU list sizes sampled in the first run at the most threads, per
 /// variant: what the plots draw beyond the columns.
 pub struct LruSeries(Vec<(String, Vec<LruSample>)>);
@@ -387,42 +418,5 @@ mod tests {
         assert_eq!(names, [BEFORE, DANILOV, TODAY]);
         let modes: Vec<LruBatching> = v.iter().map(|p| (p.tunables)().lru_batching).collect();
         assert_eq!(modes, [LruBatching::Immediate2610, LruBatching::DanilovBatch, LruBatching::Batched]);
-    }
-
-    #[test]
-    fn sizes_and_streams() {
-        let o = LruContentionOpts::default();
-        // 128 MiB = 32768 pages; 1.25x = 40960 over 4 files.
-        assert_eq!(o.pages_per_file(), 10240);
-        assert_eq!(o.working_set_pages(), 40960);
-        assert_eq!(o.warm_ops_per_thread(4), 40960);
-        let z = ZipfKeys::new(1000, 0.9, perm_seed(1)).unwrap();
-        let a = keys(&z, 100, stream_seed(1, 0, 2, 1, TIMED));
-        let b = keys(&z, 100, stream_seed(1, 0, 2, 1, TIMED));
-        let c = keys(&z, 100, stream_seed(1, 0, 2, 0, TIMED));
-        assert_eq!(a, b);
-        assert_ne!(a, c);
-        let mut page = vec![0u8; 4096];
-        fill_page(&mut page, 3, 77);
-        assert!(check_page(&page, 3, 77, "t").is_ok());
-        assert!(check_page(&page, 3, 78, "t").is_err());
-    }
-
-    // Goal: downsampling keeps at most the asked-for points, evenly
-    // spread, the first and the last among them, in order.
-    #[test]
-    fn downsampling() {
-        let v: Vec<u32> = (0..1000).collect();
-        let d = downsample(&v, 200);
-        assert_eq!(d.len(), 200);
-        assert_eq!((d[0], d[199]), (0, 999));
-        assert!(d.windows(2).all(|w| w[0] < w[1] && w[1] - w[0] <= 6));
-        assert_eq!(downsample(&v[..150], 200), v[..150]);
-        assert_eq!(downsample(&v[..3], 2), [0, 2]);
-        assert_eq!(downsample(&v[..3], 1), [0]);
-        assert!(downsample(&v, 0).is_empty());
-        let s = LruSample { t_s: 0.0, active: 1, inactive: 3, free: 0 };
-        assert_eq!(s.active_fraction(), 0.25);
-        assert!(LruSample { active: 0, inactive: 0, ..s }.active_fraction().is_nan());
     }
 }

@@ -122,39 +122,6 @@ pub(super) struct CellOut {
     pub(super) lru: Vec<LruSample>,
 }
 
-/// One look at the LRU lists during the timed reads.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) struct LruSample {
-    /// Seconds since the timed reads started.
-    pub(super) t_s: f64,
-    pub(super) active: u64,
-    pub(super) inactive: u64,
-    pub(super) free: u64,
-}
-
-impl LruSample {
-    fn take(cache: &PageCache, start: Instant) -> Self {
-        let vm = cache.vmstat();
-        LruSample {
-            t_s: start.elapsed().as_secs_f64(),
-            active: vm.get(Item::nr_active_file),
-            inactive: vm.get(Item::nr_inactive_file),
-            free: vm.get(Item::nr_free_pages),
-        }
-    }
-
-    /// nr_active_file / (nr_active_file + nr_inactive_file); NaN if both
-    /// lists are empty.
-    pub(super) fn active_fraction(&self) -> f64 {
-        let lru = self.active + self.inactive;
-        if lru == 0 {
-            f64::NAN
-        } else {
-            self.active as f64 / lru as f64
-        }
-    }
-}
-
 /// How often the LRU sampler looks when plots are asked for, and otherwise
 /// (the series then only go to the JSON, so it looks less often).
 pub(super) const SAMPLE_MS_PLOT: u64 = 2;
@@ -581,4 +548,46 @@ pub(super) fn coeffvar(samples: &[f64]) -> f64 {
     let m = v.iter().sum::<f64>() / v.len() as f64;
     let var = v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (v.len() - 1) as f64;
     var.sqrt() / m * 100.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_streams() {
+        let o = LruContentionOpts::default();
+        // 128 MiB = 32768 pages; 1.25x = 40960 over 4 files.
+        assert_eq!(o.pages_per_file(), 10240);
+        assert_eq!(o.working_set_pages(), 40960);
+        assert_eq!(o.warm_ops_per_thread(4), 40960);
+        let z = ZipfKeys::new(1000, 0.9, perm_seed(1)).unwrap();
+        let a = keys(&z, 100, stream_seed(1, 0, 2, 1, TIMED));
+        let b = keys(&z, 100, stream_seed(1, 0, 2, 1, TIMED));
+        let c = keys(&z, 100, stream_seed(1, 0, 2, 0, TIMED));
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        let mut page = vec![0u8; 4096];
+        fill_page(&mut page, 3, 77);
+        assert!(check_page(&page, 3, 77, "t").is_ok());
+        assert!(check_page(&page, 3, 78, "t").is_err());
+    }
+
+    // Goal: downsampling keeps at most the asked-for points, evenly
+    // spread, the first and the last among them, in order.
+    #[test]
+    fn downsampling() {
+        let v: Vec<u32> = (0..1000).collect();
+        let d = downsample(&v, 200);
+        assert_eq!(d.len(), 200);
+        assert_eq!((d[0], d[199]), (0, 999));
+        assert!(d.windows(2).all(|w| w[0] < w[1] && w[1] - w[0] <= 6));
+        assert_eq!(downsample(&v[..150], 200), v[..150]);
+        assert_eq!(downsample(&v[..3], 2), [0, 2]);
+        assert_eq!(downsample(&v[..3], 1), [0]);
+        assert!(downsample(&v, 0).is_empty());
+        let s = LruSample { t_s: 0.0, active: 1, inactive: 3, free: 0 };
+        assert_eq!(s.active_fraction(), 0.25);
+        assert!(LruSample { active: 0, inactive: 0, ..s }.active_fraction().is_nan());
+    }
 }

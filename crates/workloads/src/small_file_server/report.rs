@@ -1,5 +1,6 @@
 //! The report's title and body, and the plots.
 
+use super::workload::*;
 use super::*;
 
 impl SeedReport for SmallFileServer {

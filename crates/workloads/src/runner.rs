@@ -137,6 +137,15 @@ impl KernelColumn {
     }
 }
 
+impl KernelColumn {
+    /// What the column stands for, said alike in every experiment: this
+    /// machine's kernel doing `what` in a memory cgroup of `mem_bytes`.
+    pub fn stands_for(what: &str, mem_bytes: u64) -> String {
+        let release = crate::sys::kernel_release();
+        format!("the host kernel's page cache (Linux {release}), {what} in a memory cgroup of {}", fmt_size(mem_bytes))
+    }
+}
+
 /// What a measurement runs with.
 pub struct Ctx<'a> {
     pub opts: &'a ExpOpts,

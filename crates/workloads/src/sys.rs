@@ -17,9 +17,14 @@ pub fn loadavg() -> f64 {
         .unwrap_or(f64::NAN)
 }
 
+/// The CPUs this process may run on (1 if unknown).
+pub fn cpus() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
 /// A note on the other load on the machine during a run.
 pub fn load_note(before: f64, after: f64) -> String {
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cpus = cpus();
     format!(
         "1-minute load average {before:.2} at the start, {after:.2} at the end, on {cpus} CPUs{}",
         if before.max(after) > cpus as f64 * 0.75 {

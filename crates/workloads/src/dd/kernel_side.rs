@@ -41,8 +41,10 @@ impl SeedKernel for Dd {
         let mut metrics: Named<Samples> = Named::new();
         for &(b, m) in &WORKLOADS {
             let w = workload_name(b, m);
-            let Some(el) = ws.get(&w).and_then(|x| x.get("elapsed_s")).and_then(|x| x.as_array()) else { continue };
-            let el: Vec<f64> = el.iter().map(|x| x.as_f64().unwrap_or(f64::NAN)).collect();
+            let el = ws.get(&w).map_or(Vec::new(), |x| kernel::samples(&x["elapsed_s"]));
+            if el.is_empty() {
+                continue;
+            }
             metrics.insert(format!("{w} elapsed_s"), Samples(el.clone()));
             metrics.insert(format!("{w} MB/s"), Samples(el.iter().map(|&s| mbps(p.file_bytes, s)).collect()));
         }
@@ -57,11 +59,7 @@ impl SeedKernel for Dd {
             fmt_size(p.mem_bytes),
             ctx.opts.dir.as_deref().map(|d| d.display().to_string()).unwrap_or_else(|| "the system temp dir".into())
         ));
-        let stands_for = format!(
-            "the host kernel's page cache (Linux {}), the same dd through std::fs in a memory cgroup of {}",
-            kernel_release(),
-            fmt_size(p.mem_bytes)
-        );
+        let stands_for = KernelColumn::stands_for("the same dd through std::fs", p.mem_bytes);
         Ok(KernelColumn::new(stands_for, metrics, v, notes))
     }
 }

@@ -97,11 +97,7 @@ impl SeedKernel for LruContention {
         if v["cachestat"].as_bool() == Some(false) {
             notes.push("kernel column: cachestat(2) is not available, so the kernel's hit ratio is unknown".into());
         }
-        let stands_for = format!(
-            "the host kernel's page cache (Linux {}), pread(2) of the same keys in a memory cgroup of {}",
-            kernel_release(),
-            fmt_size(opts.mem_bytes)
-        );
+        let stands_for = KernelColumn::stands_for("pread(2) of the same keys", opts.mem_bytes);
         Ok(KernelColumn::new(stands_for, metrics, v, notes))
     }
 }

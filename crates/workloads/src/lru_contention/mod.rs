@@ -57,8 +57,8 @@ use crate::render::{self, fmt_pct, fmt_size, fmt_value, vmstat_section};
 use crate::report::{significant, Check, ExperimentResult, Mean, MetricSpec, Named, Samples};
 use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, Shape};
 use crate::runner::{SeedMeasure, SeedReport, KERNEL_COLUMN};
-use crate::stats::{pct_better, Better};
-use crate::sys::kernel_release;
+use crate::stats::{pct_better, Better, Summary};
+use crate::sys::{cpus, kernel_release};
 use crate::variants::{self, Preset};
 use crate::zipf::ZipfKeys;
 use crate::{Error, Result};
@@ -294,10 +294,6 @@ impl LruContentionOpts {
             self.ops_per_thread
         )
     }
-}
-
-fn cpus() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
 
 fn workload_name(threads: usize) -> String {

@@ -390,7 +390,10 @@ impl SeedMeasure for LruContention {
         // Throughput is timing; with other work on the machine it spreads.
         let spread = columns
             .iter()
-            .flat_map(|v| workloads.iter().map(move |w| coeffvar(v.samples(&format!("{w} ops/s")))))
+            .flat_map(|v| {
+                workloads.iter().filter_map(move |w| Summary::of(v.samples(&format!("{w} ops/s")), Better::Higher))
+            })
+            .map(|s| s.coeffvar)
             .filter(|c| c.is_finite())
             .fold(0.0f64, f64::max);
         if spread > 10.0 {
@@ -537,17 +540,6 @@ pub(super) fn lru_sizes_json(
                   evenly downsampled when more were taken (samples = how many)",
         "variants": variants,
     })
-}
-
-/// The coefficient of variation of the finite samples, in percent.
-pub(super) fn coeffvar(samples: &[f64]) -> f64 {
-    let v: Vec<f64> = samples.iter().copied().filter(|x| x.is_finite()).collect();
-    if v.len() < 2 {
-        return f64::NAN;
-    }
-    let m = v.iter().sum::<f64>() / v.len() as f64;
-    let var = v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (v.len() - 1) as f64;
-    var.sqrt() / m * 100.0
 }
 
 #[cfg(test)]

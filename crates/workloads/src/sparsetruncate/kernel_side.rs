@@ -23,13 +23,7 @@ impl SeedKernel for Sparsetruncate {
             "page_size": p.page_size,
         });
         let v = kernel::run(EXPERIMENT, p.mem_bytes, &params)?;
-        let times = v
-            .get("workloads")
-            .and_then(|w| w.get(Backend::File.name()))
-            .and_then(|w| w.get("truncate_us"))
-            .and_then(|t| t.as_array())
-            .ok_or("the kernel worker returned no truncate times")?;
-        let times: Vec<f64> = times.iter().map(|x| x.as_f64().unwrap_or(f64::NAN)).collect();
+        let times = kernel::samples(&v["workloads"][Backend::File.name()]["truncate_us"]);
         if times.is_empty() {
             return Err("the kernel worker measured nothing".into());
         }
@@ -44,11 +38,7 @@ impl SeedKernel for Sparsetruncate {
             fmt_size(p.mem_bytes),
             if cached.is_nan() { "an unknown part".to_string() } else { format!("{:.0}%", cached * 100.0) }
         );
-        let stands_for = format!(
-            "the host kernel's page cache (Linux {}), the same sparse files through std::fs in a memory cgroup of {}",
-            kernel_release(),
-            fmt_size(p.mem_bytes)
-        );
+        let stands_for = KernelColumn::stands_for("the same sparse files through std::fs", p.mem_bytes);
         Ok(KernelColumn::new(stands_for, metrics, v, vec![note]))
     }
 }

@@ -74,3 +74,24 @@ pub fn thread_cpu_s() -> f64 {
 pub fn pattern(len: usize) -> Vec<u8> {
     (0..len).map(|i| ((i * 31 + 7) % 251 + 1) as u8).collect()
 }
+
+/// Where an experiment's files live. The seeds ran on tmpfs and on disk
+/// file systems; here a memory-only file stands for the one, a host file
+/// written back with O_DIRECT for the other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Backend {
+    /// A memory-only file (`PageCache::open_memory`): the tmpfs case.
+    Tmpfs,
+    /// A host file in the temporary directory (`PageCache::open`).
+    File,
+}
+
+impl Backend {
+    /// The backend's name in workload names and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Tmpfs => "tmpfs",
+            Backend::File => "file",
+        }
+    }
+}

@@ -59,6 +59,7 @@ use crate::runner::{
 };
 use crate::runner::{SeedReport, Variant};
 use crate::stats::{pct_better, Better};
+pub use crate::sys::Backend;
 use crate::sys::{is_tmpfs, kernel_release, pattern, thread_cpu_s};
 use crate::variants::Preset;
 use crate::{Error, Result};
@@ -110,15 +111,6 @@ pub const PRESETS: &[Preset] = &[
     },
 ];
 
-/// Where the file lives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Backend {
-    /// A memory-only file (`open_memory`): the tmpfs case.
-    Tmpfs,
-    /// A host file in the temporary directory.
-    File,
-}
-
 /// How dd ends each file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Mode {
@@ -126,15 +118,6 @@ pub enum Mode {
     Async,
     /// `conv=fdatasync`: fdatasync before the close, timed.
     Fdatasync,
-}
-
-impl Backend {
-    pub fn name(self) -> &'static str {
-        match self {
-            Backend::Tmpfs => "tmpfs",
-            Backend::File => "file",
-        }
-    }
 }
 
 impl Mode {

@@ -57,6 +57,7 @@ use crate::runner::{
 use crate::runner::{SeedReport, Variant};
 use crate::stats::{pct_better, quantile_sorted, Better, Summary};
 use crate::sys::kernel_release;
+pub use crate::sys::Backend;
 use crate::variants::Preset;
 use crate::{Error, Result};
 
@@ -105,24 +106,6 @@ pub const PRESETS: &[Preset] = &[
         tunables: onedrain,
     },
 ];
-
-/// Where the sparse files live.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Backend {
-    /// Memory-only files.
-    Tmpfs,
-    /// Host files in the temporary directory.
-    File,
-}
-
-impl Backend {
-    pub fn name(self) -> &'static str {
-        match self {
-            Backend::Tmpfs => "tmpfs",
-            Backend::File => "file",
-        }
-    }
-}
 
 /// The workloads, in run order.
 pub const BACKENDS: [Backend; 2] = [Backend::Tmpfs, Backend::File];

@@ -33,91 +33,99 @@ fn time_lower(
 }
 
 impl SeedChecks for Dd {
-    /// The seed's claims against this run.
+    /// The seed's claims against this run: the times, then the profile.
     fn checks(r: &ExperimentResult) -> Vec<Check> {
         let (b, a) = match r.pair(BEFORE, AFTER) {
             Ok(pair) => pair,
             Err(missing) => return vec![missing],
         };
-        let mut out = Vec::new();
-        for &(be, m) in &WORKLOADS {
-            let w = workload_name(be, m);
-            let metric = format!("{w} elapsed_s");
-            let seed = match (be, m) {
-                (Backend::Tmpfs, Mode::Async) => "faster: tmpfs Max 0.51 -> 0.49 s (+3.92%)",
-                (Backend::File, Mode::Async) => "faster: Max ext3 +17%, ext4 +28%, xfs +83%, btrfs +0.2%",
-                (_, Mode::Fdatasync) => "faster, smaller gain (sync figures not in the excerpt)",
-            };
-            out.push(time_lower(
-                format!("{w}: accessed-v2 faster (Amean elapsed lower)"),
-                seed,
-                (r.mean(BEFORE, &metric), r.mean(AFTER, &metric)),
-                significant(b.samples(&metric), a.samples(&metric)),
-                (" better", ""),
-                // The seed's figures are async; its sync results are not shown.
-                m == Mode::Async,
-            ));
-            let cpu = format!("{w} cpu_s");
-            out.push(time_lower(
-                format!("{w}: writer CPU time lower (not preempted; not in the seed)"),
-                seed,
-                (r.mean(BEFORE, &cpu), r.mean(AFTER, &cpu)),
-                significant(b.samples(&cpu), a.samples(&cpu)),
-                (" better", ""),
-                false,
-            ));
-            if m == Mode::Async {
-                out.push(time_lower(
-                    format!("{w}: Max elapsed lower (the seed's row)"),
-                    seed,
-                    (max_of(b.samples(&metric)), max_of(a.samples(&metric))),
-                    false,
-                    ("", "; one sample each, so not counted"),
-                    false,
-                ));
-            }
-        }
-        // The profile figures: mark_page_accessed work per page, per backend.
-        for be in [Backend::Tmpfs, Backend::File] {
-            let per_page = |v: &str, measure: &str| {
-                let ms: Vec<f64> = WORKLOADS
-                    .iter()
-                    .filter(|(b2, _)| *b2 == be)
-                    .map(|&(b2, m)| r.mean(v, &format!("{} {measure}", workload_name(b2, m))))
-                    .collect();
-                amean(&ms)
-            };
-            let (mb, ma) = (per_page(BEFORE, "mark_page_accessed/page"), per_page(AFTER, "mark_page_accessed/page"));
-            let (ib, ia) = (per_page(BEFORE, "init_page_accessed/page"), per_page(AFTER, "init_page_accessed/page"));
-            let seed = match be {
-                Backend::Tmpfs => "tmpfs: 59562 -> 94 samples, plus 1210 in init_page_accessed",
-                Backend::File => {
-                    "ext4 64566 -> 5322 (+2869 init), xfs 62126 -> 103 (+1904), ext3 86107 -> 23833 (+5036)"
-                }
-            };
-            out.push(Check {
-                name: format!("{}: mark_page_accessed work per page drops sharply", be.name()),
-                seed: seed.into(),
-                measured: format!(
-                    "mark_page_accessed calls/page {:.3} -> {:.3} (init_page_accessed {:.3} -> {:.3})",
-                    mb, ma, ib, ia
-                ),
-                agrees: if mb.is_nan() || ma.is_nan() || mb == 0.0 {
-                    None
-                } else {
-                    Some(ma <= mb * (1.0 - SHARP_DROP))
-                },
-                counts: true,
-            });
-            let (rb, ra) = (per_page(BEFORE, "atomic_flag_rmw/page"), per_page(AFTER, "atomic_flag_rmw/page"));
-            out.push(Check {
-                name: format!("{}: fewer atomic flag RMWs per page", be.name()),
-                seed: "the atomic SetPageReferenced on the visible page becomes a plain store before insertion".into(),
-                measured: format!("atomic_flag_rmw/page {rb:.3} -> {ra:.3} (mean of async and fdatasync)"),
-                agrees: if rb.is_nan() || ra.is_nan() { None } else { Some(ra < rb) },
-                counts: true,
-            });
-        }
+        let mut out = time_checks(r, b, a);
+        out.extend(profile_checks(r));
         out
     }
+}
+
+/// Per workload: accessed-v2 faster, by elapsed (counted where the seed
+/// has figures), by CPU time and by the seed's own Max row.
+fn time_checks(r: &ExperimentResult, b: &VariantResult, a: &VariantResult) -> Vec<Check> {
+    let mut out = Vec::new();
+    for &(be, m) in &WORKLOADS {
+        let w = workload_name(be, m);
+        let metric = format!("{w} elapsed_s");
+        let seed = match (be, m) {
+            (Backend::Tmpfs, Mode::Async) => "faster: tmpfs Max 0.51 -> 0.49 s (+3.92%)",
+            (Backend::File, Mode::Async) => "faster: Max ext3 +17%, ext4 +28%, xfs +83%, btrfs +0.2%",
+            (_, Mode::Fdatasync) => "faster, smaller gain (sync figures not in the excerpt)",
+        };
+        out.push(time_lower(
+            format!("{w}: accessed-v2 faster (Amean elapsed lower)"),
+            seed,
+            (r.mean(BEFORE, &metric), r.mean(AFTER, &metric)),
+            significant(b.samples(&metric), a.samples(&metric)),
+            (" better", ""),
+            // The seed's figures are async; its sync results are not shown.
+            m == Mode::Async,
+        ));
+        let cpu = format!("{w} cpu_s");
+        out.push(time_lower(
+            format!("{w}: writer CPU time lower (not preempted; not in the seed)"),
+            seed,
+            (r.mean(BEFORE, &cpu), r.mean(AFTER, &cpu)),
+            significant(b.samples(&cpu), a.samples(&cpu)),
+            (" better", ""),
+            false,
+        ));
+        if m == Mode::Async {
+            out.push(time_lower(
+                format!("{w}: Max elapsed lower (the seed's row)"),
+                seed,
+                (max_of(b.samples(&metric)), max_of(a.samples(&metric))),
+                false,
+                ("", "; one sample each, so not counted"),
+                false,
+            ));
+        }
+    }
+    out
+}
+
+/// The profile figures: mark_page_accessed work and atomic flag RMWs per
+/// page, per backend.
+fn profile_checks(r: &ExperimentResult) -> Vec<Check> {
+    let mut out = Vec::new();
+    for be in [Backend::Tmpfs, Backend::File] {
+        let per_page = |v: &str, measure: &str| {
+            let ms: Vec<f64> = WORKLOADS
+                .iter()
+                .filter(|(b2, _)| *b2 == be)
+                .map(|&(b2, m)| r.mean(v, &format!("{} {measure}", workload_name(b2, m))))
+                .collect();
+            amean(&ms)
+        };
+        let (mb, ma) = (per_page(BEFORE, "mark_page_accessed/page"), per_page(AFTER, "mark_page_accessed/page"));
+        let (ib, ia) = (per_page(BEFORE, "init_page_accessed/page"), per_page(AFTER, "init_page_accessed/page"));
+        let seed = match be {
+            Backend::Tmpfs => "tmpfs: 59562 -> 94 samples, plus 1210 in init_page_accessed",
+            Backend::File => "ext4 64566 -> 5322 (+2869 init), xfs 62126 -> 103 (+1904), ext3 86107 -> 23833 (+5036)",
+        };
+        out.push(Check {
+            name: format!("{}: mark_page_accessed work per page drops sharply", be.name()),
+            seed: seed.into(),
+            measured: format!(
+                "mark_page_accessed calls/page {:.3} -> {:.3} (init_page_accessed {:.3} -> {:.3})",
+                mb, ma, ib, ia
+            ),
+            agrees: if mb.is_nan() || ma.is_nan() || mb == 0.0 { None } else { Some(ma <= mb * (1.0 - SHARP_DROP)) },
+            counts: true,
+        });
+        let (rb, ra) = (per_page(BEFORE, "atomic_flag_rmw/page"), per_page(AFTER, "atomic_flag_rmw/page"));
+        out.push(Check {
+            name: format!("{}: fewer atomic flag RMWs per page", be.name()),
+            seed: "the atomic SetPageReferenced on the visible page becomes a plain store before insertion".into(),
+            measured: format!("atomic_flag_rmw/page {rb:.3} -> {ra:.3} (mean of async and fdatasync)"),
+            agrees: if rb.is_nan() || ra.is_nan() { None } else { Some(ra < rb) },
+            counts: true,
+        });
+    }
+    out
 }

@@ -210,36 +210,41 @@ pub(super) fn differences(r: &ExperimentResult) -> Vec<String> {
         ));
     }
     for c in r.checks.iter().filter(|c| c.agrees == Some(false)) {
-        let why = if c.name.starts_with("server") && c.name.contains("throughput") {
-            format!(
-                "requests/s follows the misses, and a miss here is an O_DIRECT read of tens of microseconds; the \
-                 small-file hit ratio moved {} -> {}, the server's files {} -> {}, so the gap is within the \
-                 run-to-run noise of the timing",
-                render::fmt_value(m(PREV_INDEX, "server small_hit_ratio")),
-                render::fmt_value(m(HARJI, "server small_hit_ratio")),
-                render::fmt_value(m(PREV_INDEX, "server files_hit_ratio")),
-                render::fmt_value(m(HARJI, "server files_hit_ratio"))
-            )
-        } else if c.name.starts_with("server") {
-            format!(
-                "the whole-cache hit ratio includes the streamer's readahead hits; the one-page files' own hit \
-                 ratio was {} under {PREV_INDEX}, {} under {PREV_POS}, {} under {HARJI}",
-                render::fmt_value(m(PREV_INDEX, "server small_hit_ratio")),
-                render::fmt_value(m(PREV_POS, "server small_hit_ratio")),
-                render::fmt_value(m(HARJI, "server small_hit_ratio"))
-            )
-        } else if c.name.starts_with("scan") {
-            "the working set survived the scan under every rule: the active list was not pushed past the \
-             inactive:active balance, so nothing was deactivated"
-                .to_string()
-        } else {
-            "the streaming writes did not push the random file's pages out faster than they were re-read; more \
-             streaming per read (a larger cache, or more junk files) separates the rules"
-                .to_string()
-        };
-        out.push(format!("differs from the seed: {}: {why}", c.name));
+        out.push(format!("differs from the seed: {}: {}", c.name, why_differs(r, &c.name)));
     }
     out
+}
+
+/// Why the check called `name` may have gone against the seed here.
+fn why_differs(r: &ExperimentResult, name: &str) -> String {
+    let m = |v: &str, metric: &str| r.mean(v, metric);
+    if name.starts_with("server") && name.contains("throughput") {
+        format!(
+            "requests/s follows the misses, and a miss here is an O_DIRECT read of tens of microseconds; the \
+             small-file hit ratio moved {} -> {}, the server's files {} -> {}, so the gap is within the \
+             run-to-run noise of the timing",
+            render::fmt_value(m(PREV_INDEX, "server small_hit_ratio")),
+            render::fmt_value(m(HARJI, "server small_hit_ratio")),
+            render::fmt_value(m(PREV_INDEX, "server files_hit_ratio")),
+            render::fmt_value(m(HARJI, "server files_hit_ratio"))
+        )
+    } else if name.starts_with("server") {
+        format!(
+            "the whole-cache hit ratio includes the streamer's readahead hits; the one-page files' own hit \
+             ratio was {} under {PREV_INDEX}, {} under {PREV_POS}, {} under {HARJI}",
+            render::fmt_value(m(PREV_INDEX, "server small_hit_ratio")),
+            render::fmt_value(m(PREV_POS, "server small_hit_ratio")),
+            render::fmt_value(m(HARJI, "server small_hit_ratio"))
+        )
+    } else if name.starts_with("scan") {
+        "the working set survived the scan under every rule: the active list was not pushed past the \
+         inactive:active balance, so nothing was deactivated"
+            .to_string()
+    } else {
+        "the streaming writes did not push the random file's pages out faster than they were re-read; more \
+         streaming per read (a larger cache, or more junk files) separates the rules"
+            .to_string()
+    }
 }
 
 pub(super) fn fmt_num(v: f64) -> String {

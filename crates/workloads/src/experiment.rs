@@ -245,6 +245,21 @@ impl ExpOpts {
     }
 }
 
+/// For the options' unit tests: every one of `ok` passes `check`, every
+/// one of `bad` is refused as invalid (`Error::Invalid`, the error that
+/// names the option), not by some other failure.
+#[cfg(test)]
+pub(crate) fn assert_checked<T: std::fmt::Debug>(ok: &[T], bad: &[T], check: impl Fn(&T) -> Result<()>) {
+    for o in ok {
+        if let Err(e) = check(o) {
+            panic!("{o:?} refused: {e}");
+        }
+    }
+    for o in bad {
+        assert!(matches!(check(o), Err(Error::Invalid(_))), "{o:?} not refused as invalid");
+    }
+}
+
 /// Parse `NAME=VALUE`.
 pub fn parse_set(s: &str) -> std::result::Result<(String, String), String> {
     let (k, v) = s.split_once('=').ok_or_else(|| format!("{s:?} is not NAME=VALUE"))?;

@@ -1075,8 +1075,6 @@ mod tests {
 
     #[test]
     fn options() {
-        assert!(HitpathOpts::default().validate().is_ok());
-        assert!(HitpathOpts::quick().validate().is_ok());
         let bad = [
             HitpathOpts { file_mib: 0, ..HitpathOpts::quick() },
             HitpathOpts { hit_pages: 0, ..HitpathOpts::quick() },
@@ -1086,9 +1084,7 @@ mod tests {
             HitpathOpts { threads: vec![1, 0], ..HitpathOpts::quick() },
             HitpathOpts { zipf_s: f64::NAN, ..HitpathOpts::quick() },
         ];
-        for o in bad {
-            assert!(matches!(o.validate(), Err(Error::Invalid(_))), "{o:?}");
-        }
+        crate::experiment::assert_checked(&[HitpathOpts::default(), HitpathOpts::quick()], &bad, HitpathOpts::validate);
     }
 
     #[test]

@@ -144,6 +144,12 @@ pub fn memcg_stat(path: &Path, key: &str) -> Option<u64> {
     s.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
+/// A list of numbers from a worker's JSON, each non-number as NaN; empty
+/// when `v` is no list.
+pub fn samples(v: &Value) -> Vec<f64> {
+    v.as_array().map(|a| a.iter().map(|x| x.as_f64().unwrap_or(f64::NAN)).collect()).unwrap_or_default()
+}
+
 /// Run `experiment`'s kernel workload with `params` in a child process
 /// inside a memory cgroup of `mem_bytes`. Returns its JSON result, or why
 /// the kernel column cannot be had here.

@@ -11,6 +11,17 @@ use pcache::Item;
 use crate::report::{significant, Check, ExperimentResult, Mean, MetricSpec, VariantResult};
 use crate::stats::{pct_better, Comparison, Row, Summary};
 
+/// Counter groups the seed reports' vmstat sections share, named once so
+/// that the same counters read alike in every report: page lookups and
+/// LRU marking.
+pub const VM_MARKING: &[Item] =
+    &[Item::pgcache_hit, Item::pgcache_miss, Item::mark_page_accessed_calls, Item::pgactivate, Item::pgdeactivate];
+
+/// Reclaim's scanning, by kswapd and direct, and the allocations that
+/// stalled for it.
+pub const VM_RECLAIM: &[Item] =
+    &[Item::pgscan_kswapd, Item::pgsteal_kswapd, Item::pgscan_direct, Item::pgsteal_direct, Item::allocstall];
+
 impl ExperimentResult {
     /// The start of every report after its title: a warning for an
     /// unoptimised build, the variants and what each stands for, and the

@@ -52,17 +52,15 @@ use serde::Serialize;
 use crate::plot;
 use crate::render::render_table;
 use crate::replay_kernel::{self, KernelColumn, KERNEL};
+pub use crate::replay_kernel::{EXPERIMENT, PAGE};
 use crate::variants::{self, Preset};
 use crate::{Error, Result};
 
-pub const EXPERIMENT: &str = "replay";
 pub const WORKINGSET_OFF: &str = "workingset-off";
 pub const WORKINGSET_ON: &str = "workingset-on";
 pub const ADAPTIVE: &str = "pcache-adaptive";
 pub const WORKINGSET_6: &str = "workingset-6";
 
-/// The page size of every cache here, and the read size.
-pub const PAGE: u64 = 4096;
 /// The smallest cache the engine builds (`pcache`'s MIN_PAGES).
 pub const MIN_CACHE_PAGES: u64 = 16;
 /// Default cache sizes, in percent of the trace's distinct pages.
@@ -478,6 +476,38 @@ pub struct RunResult {
     pub workingset_activate: u64,
 }
 
+/// The kernel column as replay results: written here, beside [`RunResult`],
+/// so that [`crate::replay_kernel`] needs nothing of this module.
+impl KernelColumn {
+    /// The runs as replay results (variant [`KERNEL`]; `usable_pages` is
+    /// the effective cache, the watermarks are 0: the kernel has none per
+    /// group).
+    pub fn results(&self, trace: &Trace) -> Vec<RunResult> {
+        let compulsory = trace.compulsory_misses();
+        self.runs
+            .iter()
+            .map(|r| RunResult {
+                variant: KERNEL.into(),
+                cache_pages: r.cache_pages,
+                // The cgroup's nominal pages (it keeps no free reserve).
+                frames: r.cache_pages,
+                usable_pages: r.effective_pages,
+                watermark_min: 0,
+                watermark_low: 0,
+                watermark_high: 0,
+                requests: r.requests,
+                misses: r.misses,
+                hits: r.hits,
+                miss_ratio: ratio(r.misses, r.hits + r.misses),
+                compulsory_misses: compulsory,
+                compulsory_miss_ratio: ratio(compulsory, r.requests),
+                workingset_refault: r.workingset_refault.unwrap_or(0),
+                workingset_activate: r.workingset_activate.unwrap_or(0),
+            })
+            .collect()
+    }
+}
+
 /// A trace's replays.
 #[derive(Clone, Debug, Serialize)]
 pub struct ReplayResult {
@@ -641,7 +671,7 @@ pub fn run(trace: &Trace, format: Format, opts: &ReplayOpts) -> Result<ReplayRes
     }
     let (mut kernel, mut kernel_skipped) = (None, None);
     if opts.kernel {
-        match replay_kernel::run(trace, &sizes, opts.kernel_dir.as_deref(), None) {
+        match replay_kernel::run(&trace.accesses, &sizes, opts.kernel_dir.as_deref(), None) {
             Ok(k) => {
                 results.extend(k.results(trace));
                 kernel = Some(k);
@@ -797,32 +827,24 @@ pub fn plot_result(res: &ReplayResult, dir: &Path) -> Result<PathBuf> {
     let safe: String =
         res.trace.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
     let path = dir.join(format!("replay-{safe}.svg"));
+    // One curve per column: (cache pages, miss ratio) of its runs, in %.
+    let curve = |name: &str, runs: &mut dyn Iterator<Item = (u64, f64)>| plot::Series {
+        name: name.to_string(),
+        points: runs.map(|(pages, miss)| (pages as f64, 100.0 * miss)).collect(),
+    };
     let kernel = res.results.iter().any(|r| r.variant == KERNEL).then_some(KERNEL);
     let mut series: Vec<plot::Series> = res
         .variants
         .iter()
         .map(String::as_str)
         .chain(kernel)
-        .map(|v| plot::Series {
-            name: v.to_string(),
-            points: res
-                .results
-                .iter()
-                .filter(|r| r.variant == v)
-                .map(|r| (r.cache_pages as f64, 100.0 * r.miss_ratio))
-                .collect(),
-        })
+        .map(|v| curve(v, &mut res.results.iter().filter(|r| r.variant == v).map(|r| (r.cache_pages, r.miss_ratio))))
         .collect();
     for b in res.baseline_variants() {
-        series.push(plot::Series {
-            name: b.to_string(),
-            points: res
-                .baselines
-                .iter()
-                .filter(|r| r.variant == b)
-                .map(|r| (r.cache_pages as f64, 100.0 * r.miss_ratio))
-                .collect(),
-        });
+        series.push(curve(
+            b,
+            &mut res.baselines.iter().filter(|r| r.variant == b).map(|r| (r.cache_pages, r.miss_ratio)),
+        ));
     }
     series.push(plot::Series {
         name: "compulsory".into(),

@@ -42,11 +42,19 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::kernel;
-use crate::replay::{RunResult, Trace, EXPERIMENT, PAGE};
 use crate::sys::kernel_release;
 
 /// The kernel column's variant name in replay's results.
 pub const KERNEL: &str = "kernel";
+
+/// `pcache replay`'s name, by which the kernel worker finds
+/// [`kernel_workload`] (re-exported as `replay::EXPERIMENT`). It lives on
+/// this side so that this module needs nothing of replay's: the replay
+/// runs this column, never the other way round.
+pub const EXPERIMENT: &str = "replay";
+/// The page size of every cache here, and the read size (re-exported as
+/// `replay::PAGE`).
+pub const PAGE: u64 = 4096;
 
 /// Calibration rounds at most.
 const CALIBRATION_ROUNDS: u32 = 6;
@@ -104,43 +112,13 @@ pub struct KernelColumn {
     pub runs: Vec<KernelRun>,
 }
 
-impl KernelColumn {
-    /// The runs as replay results (variant [`KERNEL`]; `usable_pages` is
-    /// the effective cache, the watermarks are 0: the kernel has none per
-    /// group).
-    pub fn results(&self, trace: &Trace) -> Vec<RunResult> {
-        let compulsory = trace.compulsory_misses();
-        let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
-        self.runs
-            .iter()
-            .map(|r| RunResult {
-                variant: KERNEL.into(),
-                cache_pages: r.cache_pages,
-                // The cgroup's nominal pages (it keeps no free reserve).
-                frames: r.cache_pages,
-                usable_pages: r.effective_pages,
-                watermark_min: 0,
-                watermark_low: 0,
-                watermark_high: 0,
-                requests: r.requests,
-                misses: r.misses,
-                hits: r.hits,
-                miss_ratio: ratio(r.misses, r.hits + r.misses),
-                compulsory_misses: compulsory,
-                compulsory_miss_ratio: ratio(compulsory, r.requests),
-                workingset_refault: r.workingset_refault.unwrap_or(0),
-                workingset_activate: r.workingset_activate.unwrap_or(0),
-            })
-            .collect()
-    }
-}
-
-/// Replay `trace` through the kernel at each of `sizes` (pages), files in
+/// Replay `accesses` (a trace's page indices, in order) through the kernel
+/// at each of `sizes` (pages), files in
 /// a temporary directory in `dir` (the system's if None). `worker` makes
 /// the child's command (None: this executable, which must be `pcache`).
 /// Err says why the column cannot be had here.
 pub fn run(
-    trace: &Trace,
+    accesses: &[u64],
     sizes: &[u64],
     dir: Option<&Path>,
     worker: Option<&dyn Fn() -> Command>,
@@ -157,12 +135,12 @@ pub fn run(
             tmp.path().display()
         ));
     }
-    let file_pages = trace.accesses.iter().copied().max().unwrap_or(0) + 1;
-    let accesses = tmp.path().join("accesses.u64");
-    let mut bytes = Vec::with_capacity(trace.accesses.len() * 8);
-    for &a in &trace.accesses {
+    let file_pages = accesses.iter().copied().max().unwrap_or(0) + 1;
+    let mut bytes = Vec::with_capacity(accesses.len() * 8);
+    for &a in accesses {
         bytes.extend_from_slice(&a.to_le_bytes());
     }
+    let accesses = tmp.path().join("accesses.u64");
     std::fs::write(&accesses, &bytes).map_err(|e| format!("writing {}: {e}", accesses.display()))?;
     drop(bytes);
     let mut runs = Vec::new();

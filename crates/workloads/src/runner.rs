@@ -1,11 +1,13 @@
 //! The generic runner of the seed experiments: the skeleton they share,
 //! written once.
 //!
-//! A seed experiment implements [`SeedExperiment`]: its seed and claim,
-//! typed parameters resolved from the shared options, its presets, the
-//! measurement of the pcache columns ([`SeedExperiment::measure`]), the
-//! kernel column, plots, the checks against the seed's claim and the body
-//! of its report. [`run`] owns the rest, in this order:
+//! A seed experiment implements [`SeedExperiment`] (its seed and claim,
+//! typed parameters resolved from the shared options, its presets) and one
+//! trait per job, each in its folder's file of that name: the measurement
+//! of the pcache columns ([`SeedMeasure`]), the kernel column
+//! ([`SeedKernel`]), the checks against the seed's claim ([`SeedChecks`]),
+//! the title, body and plots of its report ([`SeedReport`]). [`run`] owns
+//! the rest, in this order:
 //!
 //! 1. parameters, presets and `--set` values, every one checked before
 //!    anything runs;
@@ -21,20 +23,21 @@
 //! 6. the report: title, set-up, compare-kernels table, the experiment's
 //!    body, then checks, notes and time ([`crate::render`]).
 //!
-//! [`Seed`] turns a `SeedExperiment` into a registry entry.
+//! [`Seed`] turns such an experiment ([`Seeded`]) into a registry entry.
 
 use std::marker::PhantomData;
 use std::path::Path;
 use std::time::Instant;
 
-use pcache::Tunables;
+use pcache::{Tunables, VmStat};
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::experiment::{variant_tunables, ExpOpts, Experiment, MainJob, Outcome, ParamDoc};
 use crate::kernel;
 use crate::progress::Progress;
-use crate::report::{same_direction, Check, ExperimentResult, MetricSpec, Named, Samples, VariantResult};
+use crate::render::fmt_size;
+use crate::report::{same_direction, sum_vmstat, Check, ExperimentResult, MetricSpec, Named, Samples, VariantResult};
 use crate::sys::{load_note, loadavg, tempdir_in};
 use crate::variants::{self, Preset};
 use crate::Result;
@@ -65,6 +68,11 @@ impl<T> Matrix<T> {
     /// How many variants ran.
     pub fn variants(&self) -> usize {
         self.0.len()
+    }
+
+    /// How many workloads ran.
+    pub fn workloads(&self) -> usize {
+        self.0.first().map_or(0, Vec::len)
     }
 
     /// Every run of `workload` under `variant`.
@@ -129,6 +137,15 @@ impl KernelColumn {
     }
 }
 
+impl KernelColumn {
+    /// What the column stands for, said alike in every experiment: this
+    /// machine's kernel doing `what` in a memory cgroup of `mem_bytes`.
+    pub fn stands_for(what: &str, mem_bytes: u64) -> String {
+        let release = crate::sys::kernel_release();
+        format!("the host kernel's page cache (Linux {release}), {what} in a memory cgroup of {}", fmt_size(mem_bytes))
+    }
+}
+
 /// What a measurement runs with.
 pub struct Ctx<'a> {
     pub opts: &'a ExpOpts,
@@ -169,6 +186,27 @@ impl Ctx<'_> {
         Ok(Matrix(outs))
     }
 
+    /// The pcache columns of `outs`, one per variant, in variant order:
+    /// `fill(variant, workload, runs, metrics)` adds a workload's metrics
+    /// from its runs and returns their vmstat deltas, summed
+    /// ([`sum_vmstat`]) into the column's vmstat of that workload.
+    pub fn columns<T>(
+        &self,
+        outs: &Matrix<T>,
+        workloads: &[String],
+        mut fill: impl FnMut(&Variant, &str, &[T], &mut Named<Samples>) -> Vec<VmStat>,
+    ) -> Vec<VariantResult> {
+        let columns = self.variants.iter().enumerate().map(|(vi, v)| {
+            let (mut metrics, mut vmstat) = (Named::new(), Named::new());
+            for (wi, w) in workloads.iter().enumerate() {
+                let deltas = fill(v, w, outs.runs(vi, wi), &mut metrics);
+                vmstat.insert(w.as_str(), sum_vmstat(&deltas));
+            }
+            v.column(metrics, vmstat)
+        });
+        columns.collect()
+    }
+
     /// Run every workload `runs` times, one variant at a time:
     /// `f(run, workload, variant)` measures one cell. The variants' order
     /// alternates from one run to the next, so that drifts of the machine
@@ -198,8 +236,23 @@ impl Ctx<'_> {
     }
 }
 
-/// A seed experiment: what differs from one seed to the next. [`run`] does
-/// the rest.
+/// What the runner needs to know of a run's parameters.
+pub struct Shape<'a> {
+    /// The variant names, the first the baseline.
+    pub variants: &'a [String],
+    pub runs: usize,
+    /// Whether these are the reduced quick sizes.
+    pub quick: bool,
+    /// Bytes of page cache, for the title.
+    pub mem_bytes: u64,
+}
+
+/// A seed experiment: what differs from one seed to the next, declared in
+/// its folder's `mod.rs`. The jobs are four more traits, one per file of
+/// the folder, so each file holds its part of the experiment itself and
+/// nothing forwards to it: [`SeedMeasure`] (`workload.rs`),
+/// [`SeedKernel`] (`kernel_side.rs`), [`SeedChecks`] (`checks.rs`) and
+/// [`SeedReport`] (`report.rs`). [`run`] needs all five ([`Seeded`]).
 pub trait SeedExperiment: Sync + 'static {
     /// The sizes of a run, resolved from the shared options; serialised
     /// into the JSON's `params[PARAMS_KEY]`.
@@ -214,6 +267,8 @@ pub trait SeedExperiment: Sync + 'static {
     const SEED: &'static str;
     /// What the seed reported, in a line.
     const CLAIM: &'static str;
+    /// The seed's patch or question in a few words, for the title.
+    const SUBJECT: &'static str;
     /// A paragraph for `--list` and `--help`.
     const ABOUT: &'static str;
     /// The variants it compares.
@@ -229,40 +284,72 @@ pub trait SeedExperiment: Sync + 'static {
     }
     /// Resolve and check the parameters `opts` asks for.
     fn params(opts: &ExpOpts) -> Result<Self::Params>;
-    /// The variant names, runs and whether these are the quick sizes.
-    fn shape(p: &Self::Params) -> (&[String], usize, bool);
+    /// The variants, runs, cache size and whether these are the quick
+    /// sizes.
+    fn shape(p: &Self::Params) -> Shape<'_>;
+}
+
+/// The measurement of a seed experiment (its `workload.rs`).
+pub trait SeedMeasure: SeedExperiment {
     /// Measure the pcache columns.
     fn measure(ctx: &Ctx<'_>, p: &Self::Params) -> Result<(Measured, Self::Raw)>;
+}
+
+/// The kernel column of a seed experiment (its `kernel_side.rs`).
+pub trait SeedKernel: SeedExperiment {
     /// The workload its kernel column runs in the worker process.
     fn kernel_workload() -> Option<kernel::Workload>;
     /// Run the kernel column (with `--kernel`; the temporary directory
     /// still exists), or say why it cannot be had.
     fn kernel_column(ctx: &Ctx<'_>, p: &Self::Params) -> std::result::Result<KernelColumn, String>;
+}
+
+/// The seed's claims against a result (its `checks.rs`).
+pub trait SeedChecks: SeedExperiment {
+    /// The seed's claims against this run.
+    fn checks(r: &ExperimentResult) -> Vec<Check>;
     /// Findings from the whole result, after the checks and the verdict:
     /// notes, `extra` entries.
     fn finish(_r: &mut ExperimentResult) {}
-    /// Write plots into `dir` (with `--plot`), from the finished result and
-    /// the measurement's raw data; the files written.
-    fn plot(dir: &Path, r: &ExperimentResult, raw: &Self::Raw, p: &Self::Params) -> Result<Vec<String>>;
-    /// The seed's claims against this run.
-    fn checks(r: &ExperimentResult) -> Vec<Check>;
-    /// The report's title line.
-    fn title(r: &ExperimentResult, p: &Self::Params) -> String;
+}
+
+/// How a seed experiment's result is shown (its `report.rs`).
+pub trait SeedReport: SeedExperiment {
+    /// The report's title line: the experiment, its seed and
+    /// [`SeedExperiment::SUBJECT`], the cache, [`SeedReport::sizes`] and
+    /// whether these were the quick sizes.
+    fn title(r: &ExperimentResult, p: &Self::Params) -> String {
+        let (mem, sizes) = (fmt_size(Self::shape(p).mem_bytes), Self::sizes(r, p));
+        let quick = if r.quick { " (quick)" } else { "" };
+        format!("{} (seed {}: {}): {mem} of cache, {sizes}{quick}", Self::NAME, r.seed, Self::SUBJECT)
+    }
+    /// The run's sizes in the title, after the cache: by default the runs.
+    fn sizes(r: &ExperimentResult, _: &Self::Params) -> String {
+        format!("{} run{}", r.runs, if r.runs == 1 { "" } else { "s" })
+    }
     /// The report between the compare-kernels table and the checks: the
     /// seed's own tables, vmstat.
     fn report_body(r: &ExperimentResult, p: &Self::Params) -> String;
+    /// Write plots into `dir` (with `--plot`), from the finished result and
+    /// the measurement's raw data; the files written.
+    fn plot(dir: &Path, r: &ExperimentResult, raw: &Self::Raw, p: &Self::Params) -> Result<Vec<String>>;
 }
 
+/// A seed experiment with all its jobs: what [`run`] and [`Seed`] take.
+pub trait Seeded: SeedMeasure + SeedKernel + SeedChecks + SeedReport {}
+
+impl<E: SeedMeasure + SeedKernel + SeedChecks + SeedReport> Seeded for E {}
+
 /// Run `E` with `opts`: the result and its typed parameters.
-pub fn run<E: SeedExperiment>(opts: &ExpOpts) -> Result<(ExperimentResult, E::Params)> {
+pub fn run<E: Seeded>(opts: &ExpOpts) -> Result<(ExperimentResult, E::Params)> {
     let p = E::params(opts)?;
     run_with::<E>(opts, p)
 }
 
 /// Run `E` with parameters already resolved (`opts` gives the variants'
 /// `--set`, the directory, progress, kernel column and plots).
-pub fn run_with<E: SeedExperiment>(opts: &ExpOpts, p: E::Params) -> Result<(ExperimentResult, E::Params)> {
-    let (names, runs, quick) = E::shape(&p);
+pub fn run_with<E: Seeded>(opts: &ExpOpts, p: E::Params) -> Result<(ExperimentResult, E::Params)> {
+    let Shape { variants: names, runs, quick, .. } = E::shape(&p);
     // Refuse unknown variants and bad --set values before anything runs.
     let variants = variants::resolve(E::PRESETS, names)?
         .into_iter()
@@ -300,6 +387,11 @@ pub fn run_with<E: SeedExperiment>(opts: &ExpOpts, p: E::Params) -> Result<(Expe
     params.insert(E::PARAMS_KEY.into(), serde_json::to_value(&p).unwrap_or(Value::Null));
     params.append(&mut m.params);
     params.insert("kernel_column".into(), Value::from(opts.kernel));
+    // The tunables set by name for every variant (`--set`), whatever the
+    // experiment's own parameters record.
+    if !opts.set.is_empty() {
+        params.insert("set".into(), serde_json::json!(opts.set));
+    }
     let mut extra = std::mem::take(&mut m.extra);
     extra.insert("kernel".into(), kernel_raw);
     let mut result = ExperimentResult {
@@ -333,7 +425,7 @@ pub fn run_with<E: SeedExperiment>(opts: &ExpOpts, p: E::Params) -> Result<(Expe
 
 /// The readable report of `E`'s result: title, set-up, compare-kernels,
 /// the experiment's body, checks, notes and time.
-pub fn report<E: SeedExperiment>(r: &ExperimentResult, p: &E::Params) -> String {
+pub fn report<E: Seeded>(r: &ExperimentResult, p: &E::Params) -> String {
     let mut s = E::title(r, p);
     s.push('\n');
     s.push_str(&r.render_setup());
@@ -351,7 +443,7 @@ impl<E> Seed<E> {
     pub const ENTRY: Seed<E> = Seed(PhantomData);
 }
 
-impl<E: SeedExperiment> Experiment for Seed<E> {
+impl<E: Seeded> Experiment for Seed<E> {
     fn name(&self) -> &'static str {
         E::NAME
     }

@@ -17,9 +17,14 @@ pub fn loadavg() -> f64 {
         .unwrap_or(f64::NAN)
 }
 
+/// The CPUs this process may run on (1 if unknown).
+pub fn cpus() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
 /// A note on the other load on the machine during a run.
 pub fn load_note(before: f64, after: f64) -> String {
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cpus = cpus();
     format!(
         "1-minute load average {before:.2} at the start, {after:.2} at the end, on {cpus} CPUs{}",
         if before.max(after) > cpus as f64 * 0.75 {
@@ -68,4 +73,25 @@ pub fn thread_cpu_s() -> f64 {
 /// hole).
 pub fn pattern(len: usize) -> Vec<u8> {
     (0..len).map(|i| ((i * 31 + 7) % 251 + 1) as u8).collect()
+}
+
+/// Where an experiment's files live. The seeds ran on tmpfs and on disk
+/// file systems; here a memory-only file stands for the one, a host file
+/// written back with O_DIRECT for the other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Backend {
+    /// A memory-only file (`PageCache::open_memory`): the tmpfs case.
+    Tmpfs,
+    /// A host file in the temporary directory (`PageCache::open`).
+    File,
+}
+
+impl Backend {
+    /// The backend's name in workload names and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Tmpfs => "tmpfs",
+            Backend::File => "file",
+        }
+    }
 }

@@ -326,7 +326,7 @@ fn kernel_column_counts() {
     // least the 100 first touches miss.
     // In the target directory: the system's temporary one may be tmpfs.
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let col = match replay_kernel::run(&t, &[48, 256], Some(dir), Some(&worker)) {
+    let col = match replay_kernel::run(&t.accesses, &[48, 256], Some(dir), Some(&worker)) {
         Ok(col) => col,
         // A group that can be made but not joined or limited (a container),
         // or no disk to put the file on: the machine does not allow it.

@@ -1,62 +1,67 @@
 //! The kernel column: the same dd through `std::fs` in a memory cgroup.
 
+use super::workload::mbps;
 use super::*;
 
-/// Run the kernel column; the column, the worker's JSON and notes, or why
-/// not.
-pub(super) fn kernel_column(ctx: &Ctx<'_>, p: &DdParams) -> std::result::Result<KernelColumn, String> {
-    let mut notes = Vec::new();
-    let file_dir = ctx.tmp.path().join("kernel");
-    std::fs::create_dir(&file_dir).map_err(|e| format!("cannot create {}: {e}", file_dir.display()))?;
-    let mut dirs = serde_json::Map::new();
-    // Holds the tmpfs directory until the worker is done.
-    let shm = if is_tmpfs(Path::new("/dev/shm")) {
-        tempfile::Builder::new().prefix("pcache-dd-").tempdir_in("/dev/shm").ok()
-    } else {
-        None
-    };
-    match &shm {
-        Some(d) => {
-            dirs.insert("tmpfs".into(), Value::from(d.path().to_string_lossy().into_owned()));
+impl SeedKernel for Dd {
+    fn kernel_workload() -> Option<kernel::Workload> {
+        Some(kernel_workload)
+    }
+
+    /// Run the kernel column; the column, the worker's JSON and notes, or why
+    /// not.
+    fn kernel_column(ctx: &Ctx<'_>, p: &DdParams) -> std::result::Result<KernelColumn, String> {
+        let mut notes = Vec::new();
+        let file_dir = ctx.tmp.path().join("kernel");
+        std::fs::create_dir(&file_dir).map_err(|e| format!("cannot create {}: {e}", file_dir.display()))?;
+        let mut dirs = serde_json::Map::new();
+        // Holds the tmpfs directory until the worker is done.
+        let shm = if is_tmpfs(Path::new("/dev/shm")) {
+            tempfile::Builder::new().prefix("pcache-dd-").tempdir_in("/dev/shm").ok()
+        } else {
+            None
+        };
+        match &shm {
+            Some(d) => {
+                dirs.insert("tmpfs".into(), Value::from(d.path().to_string_lossy().into_owned()));
+            }
+            None => notes.push("kernel column: no writable tmpfs at /dev/shm, so no kernel tmpfs workloads".into()),
         }
-        None => notes.push("kernel column: no writable tmpfs at /dev/shm, so no kernel tmpfs workloads".into()),
+        dirs.insert("file".into(), Value::from(file_dir.to_string_lossy().into_owned()));
+        let params = serde_json::json!({
+            "dirs": dirs,
+            "file_bytes": p.file_bytes,
+            "block_bytes": p.block_bytes,
+            "iterations": p.iterations,
+            "runs": p.runs,
+        });
+        let v = kernel::run(EXPERIMENT, p.mem_bytes, &params)?;
+        drop(shm);
+        let ws = v.get("workloads").and_then(|w| w.as_object()).ok_or("the kernel worker returned no workloads")?;
+        let mut metrics: Named<Samples> = Named::new();
+        for &(b, m) in &WORKLOADS {
+            let w = workload_name(b, m);
+            let el = ws.get(&w).map_or(Vec::new(), |x| kernel::samples(&x["elapsed_s"]));
+            if el.is_empty() {
+                continue;
+            }
+            metrics.insert(format!("{w} elapsed_s"), Samples(el.clone()));
+            metrics.insert(format!("{w} MB/s"), Samples(el.iter().map(|&s| mbps(p.file_bytes, s)).collect()));
+        }
+        if metrics.is_empty() {
+            return Err("the kernel worker measured nothing".into());
+        }
+        let fs = v.get("file_fs").and_then(|x| x.as_str()).unwrap_or("?");
+        notes.push(format!(
+            "kernel column: the host kernel ({}) through std::fs, buffered, in a memory cgroup of {}; file on {fs} in \
+             {}; no cost counters (no vmstat)",
+            kernel_release(),
+            fmt_size(p.mem_bytes),
+            ctx.opts.dir.as_deref().map(|d| d.display().to_string()).unwrap_or_else(|| "the system temp dir".into())
+        ));
+        let stands_for = KernelColumn::stands_for("the same dd through std::fs", p.mem_bytes);
+        Ok(KernelColumn::new(stands_for, metrics, v, notes))
     }
-    dirs.insert("file".into(), Value::from(file_dir.to_string_lossy().into_owned()));
-    let params = serde_json::json!({
-        "dirs": dirs,
-        "file_bytes": p.file_bytes,
-        "block_bytes": p.block_bytes,
-        "iterations": p.iterations,
-        "runs": p.runs,
-    });
-    let v = kernel::run(EXPERIMENT, p.mem_bytes, &params)?;
-    drop(shm);
-    let ws = v.get("workloads").and_then(|w| w.as_object()).ok_or("the kernel worker returned no workloads")?;
-    let mut metrics: Named<Samples> = Named::new();
-    for &(b, m) in &WORKLOADS {
-        let w = workload_name(b, m);
-        let Some(el) = ws.get(&w).and_then(|x| x.get("elapsed_s")).and_then(|x| x.as_array()) else { continue };
-        let el: Vec<f64> = el.iter().map(|x| x.as_f64().unwrap_or(f64::NAN)).collect();
-        metrics.insert(format!("{w} elapsed_s"), Samples(el.clone()));
-        metrics.insert(format!("{w} MB/s"), Samples(el.iter().map(|&s| mbps(p.file_bytes, s)).collect()));
-    }
-    if metrics.is_empty() {
-        return Err("the kernel worker measured nothing".into());
-    }
-    let fs = v.get("file_fs").and_then(|x| x.as_str()).unwrap_or("?");
-    notes.push(format!(
-        "kernel column: the host kernel ({}) through std::fs, buffered, in a memory cgroup of {}; file on {fs} in \
-         {}; no cost counters (no vmstat)",
-        kernel_release(),
-        fmt_size(p.mem_bytes),
-        ctx.opts.dir.as_deref().map(|d| d.display().to_string()).unwrap_or_else(|| "the system temp dir".into())
-    ));
-    let stands_for = format!(
-        "the host kernel's page cache (Linux {}), the same dd through std::fs in a memory cgroup of {}",
-        kernel_release(),
-        fmt_size(p.mem_bytes)
-    );
-    Ok(KernelColumn::new(stands_for, metrics, v, notes))
 }
 
 /// The same dd through the kernel's page cache (run in the memory cgroup

@@ -38,7 +38,7 @@
 //! drifts of the machine (other load, frequency) fall on both alike.
 //!
 //! With `opts.kernel`, the same dd runs through `std::fs` (buffered) in a
-//! memory cgroup of `mem_bytes` ([`kernel_workload`]) and is shown as one
+//! memory cgroup of `mem_bytes` (`kernel_side.rs`) and is shown as one
 //! more column, "kernel", for elapsed and MB/s.
 
 use std::fmt::Write as _;
@@ -53,11 +53,13 @@ use crate::experiment::ExpOpts;
 use crate::kernel;
 use crate::plot;
 use crate::render::{self, fmt_cell, fmt_pct, fmt_size, render_table, vmstat_section};
-use crate::report::{
-    amean, significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult,
+use crate::report::{amean, significant, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult};
+use crate::runner::{
+    into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, SeedMeasure, Shape,
 };
-use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedExperiment, Variant};
+use crate::runner::{SeedReport, Variant};
 use crate::stats::{pct_better, Better};
+pub use crate::sys::Backend;
 use crate::sys::{is_tmpfs, kernel_release, pattern, thread_cpu_s};
 use crate::variants::Preset;
 use crate::{Error, Result};
@@ -67,16 +69,7 @@ mod kernel_side;
 mod report;
 mod workload;
 
-use checks::max_of;
-pub use kernel_side::kernel_workload;
-use workload::{mbps, PER_PAGE};
-
 pub const EXPERIMENT: &str = "dd";
-pub const SEED: &str = "000";
-pub const SEED_CLAIM: &str = "accessed-v2 against 3.15-rc3 vanilla: async dd Max elapsed down on every filesystem \
-                              (tmpfs 0.51->0.49s +3.9%, ext3 +17%, ext4 +28%, xfs +83%, btrfs +0.2%); \
-                              mark_page_accessed profile samples down sharply (tmpfs 59562 -> 94, plus 1210 in \
-                              init_page_accessed)";
 /// The variants the checks compare: the seed's before and after.
 pub const BEFORE: &str = "3.15-vanilla";
 pub const AFTER: &str = "accessed-v2";
@@ -118,15 +111,6 @@ pub const PRESETS: &[Preset] = &[
     },
 ];
 
-/// Where the file lives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Backend {
-    /// A memory-only file (`open_memory`): the tmpfs case.
-    Tmpfs,
-    /// A host file in the temporary directory.
-    File,
-}
-
 /// How dd ends each file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Mode {
@@ -134,15 +118,6 @@ pub enum Mode {
     Async,
     /// `conv=fdatasync`: fdatasync before the close, timed.
     Fdatasync,
-}
-
-impl Backend {
-    pub fn name(self) -> &'static str {
-        match self {
-            Backend::Tmpfs => "tmpfs",
-            Backend::File => "file",
-        }
-    }
 }
 
 impl Mode {
@@ -224,54 +199,34 @@ impl SeedExperiment for Dd {
     type Params = DdParams;
     type Raw = ();
     const NAME: &'static str = EXPERIMENT;
-    const SEED: &'static str = SEED;
-    const CLAIM: &'static str = SEED_CLAIM;
+    const SEED: &'static str = "000";
+    const CLAIM: &'static str = "accessed-v2 against 3.15-rc3 vanilla: async dd Max elapsed down on every filesystem \
+                                 (tmpfs 0.51->0.49s +3.9%, ext3 +17%, ext4 +28%, xfs +83%, btrfs +0.2%); \
+                                 mark_page_accessed profile samples down sharply (tmpfs 59562 -> 94, plus 1210 in \
+                                 init_page_accessed)";
+    const SUBJECT: &'static str = "non-atomically mark page accessed during page cache allocation";
     const ABOUT: &'static str = "Seed 000, dd of a file of 1/10 of memory, repeated, async and fdatasync, memory \
                                  and real files: 3.15 vanilla against accessed-v2.";
     const PRESETS: &'static [Preset] = PRESETS;
     const PARAMS_KEY: &'static str = "dd";
 
+    fn shape(p: &DdParams) -> Shape<'_> {
+        Shape { variants: &p.variants, runs: p.runs, quick: p.quick, mem_bytes: p.mem_bytes }
+    }
     fn params(opts: &ExpOpts) -> Result<DdParams> {
         DdParams::from_opts(opts)
-    }
-    fn shape(p: &DdParams) -> (&[String], usize, bool) {
-        (&p.variants, p.runs, p.quick)
-    }
-    fn measure(ctx: &Ctx<'_>, p: &DdParams) -> Result<(Measured, ())> {
-        Ok((workload::measure(ctx, p)?, ()))
-    }
-    fn kernel_workload() -> Option<kernel::Workload> {
-        Some(kernel_workload)
-    }
-    fn kernel_column(ctx: &Ctx<'_>, p: &DdParams) -> std::result::Result<KernelColumn, String> {
-        kernel_side::kernel_column(ctx, p)
-    }
-    fn plot(dir: &Path, r: &ExperimentResult, _: &(), p: &DdParams) -> Result<Vec<String>> {
-        report::plot_elapsed(dir, &r.variants, p)
-    }
-    fn checks(r: &ExperimentResult) -> Vec<Check> {
-        checks::checks(r)
-    }
-    fn title(r: &ExperimentResult, p: &DdParams) -> String {
-        report::title(r, p)
-    }
-    fn report_body(r: &ExperimentResult, _: &DdParams) -> String {
-        report::body(r)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::variants;
 
     #[test]
     fn presets_and_sizes() {
-        let v = variants::resolve(PRESETS, &variants::defaults(PRESETS)).unwrap();
-        let names: Vec<&str> = v.iter().map(|p| p.name).collect();
-        assert_eq!(names, [BEFORE, AFTER]);
-        assert_eq!((v[0].tunables)().accessed_init, AccessedInit::Vanilla315);
-        assert_eq!((v[1].tunables)().accessed_init, AccessedInit::AccessedV2);
+        // Both presets run by default, the seed's before first.
+        let v: Vec<_> = PRESETS.iter().map(|p| (p.name, p.default, (p.tunables)().accessed_init)).collect();
+        assert_eq!(v, [(BEFORE, true, AccessedInit::Vanilla315), (AFTER, true, AccessedInit::AccessedV2)]);
         let p = DdParams::from_opts(&ExpOpts::default()).unwrap();
         assert_eq!((p.mem_bytes, p.file_bytes, p.iterations, p.runs), (FULL_MEM, FULL_MEM / 10 / 4096 * 4096, 10, 3));
         let q = DdParams::from_opts(&ExpOpts { quick: true, ..ExpOpts::default() }).unwrap();
@@ -279,12 +234,11 @@ mod tests {
         let t = DdParams::from_opts(&ExpOpts { mem_bytes: Some(8 * MIB), ..ExpOpts::default() }).unwrap();
         assert_eq!(t.file_bytes, 8 * MIB / 10 / 4096 * 4096);
         assert!(t.file_bytes > 800 * 1024 - 4096);
-        for bad in [
+        let bad = [
             ExpOpts { mem_bytes: Some(MIB), ..ExpOpts::default() },
             ExpOpts { runs: Some(0), ..ExpOpts::default() },
             ExpOpts { variants: Some(vec!["3.14".into()]), ..ExpOpts::default() },
-        ] {
-            assert!(matches!(DdParams::from_opts(&bad), Err(Error::Invalid(_))), "{bad:?}");
-        }
+        ];
+        crate::experiment::assert_checked(&[], &bad, |o| DdParams::from_opts(o).map(drop));
     }
 }

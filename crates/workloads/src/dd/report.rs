@@ -1,6 +1,8 @@
 //! The report's body (the seed's table, the cost per page, vmstat) and
 //! the plots.
 
+use super::checks::max_of;
+use super::workload::PER_PAGE;
 use super::*;
 
 /// The vmstat counters the report shows per workload.
@@ -23,36 +25,118 @@ pub(super) const VM_ITEMS: &[Item] = &[
     Item::balance_dirty_pages_pauses,
 ];
 
-/// Elapsed per iteration, one line per variant, one chart per workload.
-pub(super) fn plot_elapsed(dir: &Path, cols: &[VariantResult], p: &DdParams) -> Result<Vec<String>> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
-    let mut files = Vec::new();
-    for &(b, m) in &WORKLOADS {
-        let w = workload_name(b, m);
-        let series: Vec<plot::Series> = cols
-            .iter()
-            .filter(|c| !c.samples(&format!("{w} elapsed_s")).is_empty())
-            .map(|c| plot::Series {
-                name: c.name.clone(),
-                points: c
-                    .samples(&format!("{w} elapsed_s"))
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &s)| ((i + 1) as f64, s * 1e3))
-                    .collect(),
-            })
-            .collect();
-        let path = dir.join(format!("dd-{w}-elapsed.svg"));
-        plot::line_chart(
-            &path,
-            &format!("dd {w}: {} per iteration ({} runs x {})", fmt_size(p.file_bytes), p.runs, p.iterations),
-            "iteration",
-            "elapsed (ms)",
-            &series,
-        )?;
-        files.push(path.display().to_string());
+impl SeedReport for Dd {
+    /// The title's sizes: the files, the blocks, runs and iterations.
+    fn sizes(r: &ExperimentResult, p: &DdParams) -> String {
+        let (file, block) = (fmt_size(p.file_bytes), fmt_size(p.block_bytes));
+        let runs = format!("{} run{}", r.runs, if r.runs == 1 { "" } else { "s" });
+        format!("files of {file} in {block} blocks, {runs} x {} iterations", p.iterations)
     }
-    Ok(files)
+
+    /// The report's body: how times are taken, the seed's table, the cost per
+    /// page, vmstat.
+    fn report_body(r: &ExperimentResult, _: &DdParams) -> String {
+        let mut s = String::from("\n");
+        let _ = writeln!(
+            s,
+            "elapsed: open to the return of close (fdatasync included), unlink not timed; cpu: the writer thread's CPU \
+             time over the same span (not the flusher's; stops while the thread is preempted)"
+        );
+
+        // The seed's table: Max elapsed (async), plus the means.
+        let _ = writeln!(s);
+        let _ =
+            writeln!(s, "as the seed (elapsed in seconds; percentages against the first column, positive = better)");
+        let mut rows =
+            vec![std::iter::once(String::new()).chain(r.variants.iter().map(|v| v.name.clone())).collect::<Vec<_>>()];
+        for m in [Mode::Async, Mode::Fdatasync] {
+            for be in [Backend::Tmpfs, Backend::File] {
+                let w = workload_name(be, m);
+                for (label, measure, f) in [
+                    ("Max", "elapsed", max_of as fn(&[f64]) -> f64),
+                    ("Amean", "elapsed", amean as fn(&[f64]) -> f64),
+                    ("Amean", "cpu", amean as fn(&[f64]) -> f64),
+                ] {
+                    let metric = format!("{w} {}", if measure == "cpu" { "cpu_s" } else { "elapsed_s" });
+                    let base = r.variants.first().map(|v| f(v.samples(&metric))).unwrap_or(f64::NAN);
+                    let mut row = vec![format!("{} dd {:<5} {label:<5} {measure}", m.name(), be.name())];
+                    for v in &r.variants {
+                        let x = f(v.samples(&metric));
+                        let sig = label == "Amean"
+                            && v.name != r.variants[0].name
+                            && significant(r.variants[0].samples(&metric), v.samples(&metric));
+                        row.push(if x.is_nan() {
+                            "-".into()
+                        } else {
+                            fmt_cell(x, pct_better(base, x, Better::Lower), sig).trim_start().to_string()
+                        });
+                    }
+                    rows.push(row);
+                }
+            }
+        }
+        let right: Vec<bool> = (0..=r.variants.len()).map(|c| c > 0).collect();
+        s.push_str(&render_table(&rows, &right));
+
+        // Cost per page written (the seed's profile), pcache columns only.
+        let pc: Vec<&VariantResult> = r.variants.iter().filter(|v| !v.vmstat.is_empty()).collect();
+        let pright: Vec<bool> = (0..=pc.len()).map(|c| c > 0).collect();
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "cost per page written, mean over runs (the seed's profile: mark_page_accessed samples, vanilla against \
+             accessed-v2)"
+        );
+        let mut rows =
+            vec![std::iter::once(String::new()).chain(pc.iter().map(|v| v.name.clone())).collect::<Vec<_>>()];
+        for &(be, m) in &WORKLOADS {
+            let w = workload_name(be, m);
+            for (measure, _) in PER_PAGE {
+                let metric = format!("{w} {measure}");
+                let mut row = vec![metric.clone()];
+                row.extend(pc.iter().map(|v| fmt_per_page(amean(v.samples(&metric)))));
+                rows.push(row);
+            }
+        }
+        s.push_str(&render_table(&rows, &pright));
+
+        let runs = r.runs.max(1) as f64;
+        s.push_str(&vmstat_section(r, "vmstat deltas of the timed iterations, mean per run", VM_ITEMS, &|_, _| runs));
+        s
+    }
+
+    /// Elapsed per iteration, one line per variant, one chart per workload.
+    fn plot(dir: &Path, r: &ExperimentResult, _: &(), p: &DdParams) -> Result<Vec<String>> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        let mut files = Vec::new();
+        for &(b, m) in &WORKLOADS {
+            let w = workload_name(b, m);
+            let series: Vec<plot::Series> = r
+                .variants
+                .iter()
+                .filter(|c| !c.samples(&format!("{w} elapsed_s")).is_empty())
+                .map(|c| plot::Series {
+                    name: c.name.clone(),
+                    points: c
+                        .samples(&format!("{w} elapsed_s"))
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &s)| ((i + 1) as f64, s * 1e3))
+                        .collect(),
+                })
+                .collect();
+            let path = dir.join(format!("dd-{w}-elapsed.svg"));
+            plot::line_chart(
+                &path,
+                &format!("dd {w}: {} per iteration ({} runs x {})", fmt_size(p.file_bytes), p.runs, p.iterations),
+                "iteration",
+                "elapsed (ms)",
+                &series,
+            )?;
+            files.push(path.display().to_string());
+        }
+        Ok(files)
+    }
 }
 
 pub(super) fn fmt_per_page(v: f64) -> String {
@@ -61,90 +145,4 @@ pub(super) fn fmt_per_page(v: f64) -> String {
     } else {
         format!("{v:.3}")
     }
-}
-
-/// The report's title line.
-pub(super) fn title(r: &ExperimentResult, p: &DdParams) -> String {
-    format!(
-        "dd (seed {}: non-atomically mark page accessed during page cache allocation): {} of cache, files of {} \
-         in {} blocks, {} run{} x {} iterations{}",
-        r.seed,
-        fmt_size(p.mem_bytes),
-        fmt_size(p.file_bytes),
-        fmt_size(p.block_bytes),
-        r.runs,
-        if r.runs == 1 { "" } else { "s" },
-        p.iterations,
-        if r.quick { " (quick)" } else { "" }
-    )
-}
-
-/// The report's body: how times are taken, the seed's table, the cost per
-/// page, vmstat.
-pub(super) fn body(r: &ExperimentResult) -> String {
-    let mut s = String::from("\n");
-    let _ = writeln!(
-        s,
-        "elapsed: open to the return of close (fdatasync included), unlink not timed; cpu: the writer thread's CPU \
-         time over the same span (not the flusher's; stops while the thread is preempted)"
-    );
-
-    // The seed's table: Max elapsed (async), plus the means.
-    let _ = writeln!(s);
-    let _ = writeln!(s, "as the seed (elapsed in seconds; percentages against the first column, positive = better)");
-    let mut rows =
-        vec![std::iter::once(String::new()).chain(r.variants.iter().map(|v| v.name.clone())).collect::<Vec<_>>()];
-    for m in [Mode::Async, Mode::Fdatasync] {
-        for be in [Backend::Tmpfs, Backend::File] {
-            let w = workload_name(be, m);
-            for (label, measure, f) in [
-                ("Max", "elapsed", max_of as fn(&[f64]) -> f64),
-                ("Amean", "elapsed", amean as fn(&[f64]) -> f64),
-                ("Amean", "cpu", amean as fn(&[f64]) -> f64),
-            ] {
-                let metric = format!("{w} {}", if measure == "cpu" { "cpu_s" } else { "elapsed_s" });
-                let base = r.variants.first().map(|v| f(v.samples(&metric))).unwrap_or(f64::NAN);
-                let mut row = vec![format!("{} dd {:<5} {label:<5} {measure}", m.name(), be.name())];
-                for v in &r.variants {
-                    let x = f(v.samples(&metric));
-                    let sig = label == "Amean"
-                        && v.name != r.variants[0].name
-                        && significant(r.variants[0].samples(&metric), v.samples(&metric));
-                    row.push(if x.is_nan() {
-                        "-".into()
-                    } else {
-                        fmt_cell(x, pct_better(base, x, Better::Lower), sig).trim_start().to_string()
-                    });
-                }
-                rows.push(row);
-            }
-        }
-    }
-    let right: Vec<bool> = (0..=r.variants.len()).map(|c| c > 0).collect();
-    s.push_str(&render_table(&rows, &right));
-
-    // Cost per page written (the seed's profile), pcache columns only.
-    let pc: Vec<&VariantResult> = r.variants.iter().filter(|v| !v.vmstat.is_empty()).collect();
-    let pright: Vec<bool> = (0..=pc.len()).map(|c| c > 0).collect();
-    let _ = writeln!(s);
-    let _ = writeln!(
-        s,
-        "cost per page written, mean over runs (the seed's profile: mark_page_accessed samples, vanilla against \
-         accessed-v2)"
-    );
-    let mut rows = vec![std::iter::once(String::new()).chain(pc.iter().map(|v| v.name.clone())).collect::<Vec<_>>()];
-    for &(be, m) in &WORKLOADS {
-        let w = workload_name(be, m);
-        for (measure, _) in PER_PAGE {
-            let metric = format!("{w} {measure}");
-            let mut row = vec![metric.clone()];
-            row.extend(pc.iter().map(|v| fmt_per_page(amean(v.samples(&metric)))));
-            rows.push(row);
-        }
-    }
-    s.push_str(&render_table(&rows, &pright));
-
-    let runs = r.runs.max(1) as f64;
-    s.push_str(&vmstat_section(r, "vmstat deltas of the timed iterations, mean per run", VM_ITEMS, &|_, _| runs));
-    s
 }

@@ -112,29 +112,26 @@ pub(super) fn mbps(bytes: u64, secs: f64) -> f64 {
         f64::NAN
     }
 }
-/// Measure every workload, the variants side by side: the pcache columns.
-pub(super) fn measure(ctx: &Ctx<'_>, p: &DdParams) -> Result<Measured> {
-    let buf = pattern(p.block_bytes as usize);
-    let names: Vec<String> = WORKLOADS.iter().map(|&(b, m)| workload_name(b, m)).collect();
-    let outs = ctx
-        .side_by_side(p.runs, &names, |r, wi| run_workload(&ctx.variants, r, WORKLOADS[wi], ctx.tmp.path(), p, &buf))?;
+impl SeedMeasure for Dd {
+    /// Measure every workload, the variants side by side: the pcache columns.
+    fn measure(ctx: &Ctx<'_>, p: &DdParams) -> Result<(Measured, ())> {
+        let buf = pattern(p.block_bytes as usize);
+        let names: Vec<String> = WORKLOADS.iter().map(|&(b, m)| workload_name(b, m)).collect();
+        let outs = ctx.side_by_side(p.runs, &names, |r, wi| {
+            run_workload(&ctx.variants, r, WORKLOADS[wi], ctx.tmp.path(), p, &buf)
+        })?;
 
-    let mut specs = Vec::new();
-    for w in &names {
-        specs.push(MetricSpec::new(w, "elapsed_s", "s", Better::Lower, Mean::Arithmetic, true));
-        specs.push(MetricSpec::new(w, "MB/s", "MB/s", Better::Higher, Mean::Harmonic, true));
-        specs.push(MetricSpec::new(w, "cpu_s", "s", Better::Lower, Mean::Arithmetic, true));
-        for (measure, _) in PER_PAGE {
-            specs.push(MetricSpec::new(w, measure, "per page", Better::Lower, Mean::Arithmetic, false));
+        let mut specs = Vec::new();
+        for w in &names {
+            specs.push(MetricSpec::new(w, "elapsed_s", "s", Better::Lower, Mean::Arithmetic, true));
+            specs.push(MetricSpec::new(w, "MB/s", "MB/s", Better::Higher, Mean::Harmonic, true));
+            specs.push(MetricSpec::new(w, "cpu_s", "s", Better::Lower, Mean::Arithmetic, true));
+            for (measure, _) in PER_PAGE {
+                specs.push(MetricSpec::new(w, measure, "per page", Better::Lower, Mean::Arithmetic, false));
+            }
         }
-    }
-    let pages = (p.pages() * p.iterations as u64) as f64;
-    let mut columns = Vec::new();
-    for (vi, v) in ctx.variants.iter().enumerate() {
-        let mut metrics: Named<Samples> = Named::new();
-        let mut vmstat = Named::new();
-        for (wi, w) in names.iter().enumerate() {
-            let runs = outs.runs(vi, wi);
+        let pages = (p.pages() * p.iterations as u64) as f64;
+        let columns = ctx.columns(&outs, &names, |_, w, runs, metrics| {
             let el: Vec<f64> = runs.iter().flat_map(|o| o.elapsed.iter().copied()).collect();
             metrics.insert(format!("{w} elapsed_s"), Samples(el.clone()));
             metrics.insert(format!("{w} MB/s"), Samples(el.iter().map(|&s| mbps(p.file_bytes, s)).collect()));
@@ -143,43 +140,41 @@ pub(super) fn measure(ctx: &Ctx<'_>, p: &DdParams) -> Result<Measured> {
                 let v = runs.iter().map(|o| o.vm.get(item) as f64 / pages).collect();
                 metrics.insert(format!("{w} {measure}"), Samples(v));
             }
-            let deltas: Vec<VmStat> = runs.iter().map(|o| o.vm.clone()).collect();
-            vmstat.insert(w.as_str(), sum_vmstat(&deltas));
-        }
-        columns.push(v.column(metrics, vmstat));
-    }
+            runs.iter().map(|o| o.vm.clone()).collect()
+        });
 
-    let mut notes = vec![
-        "tmpfs is modelled by a memory-only file: unlike tmpfs its pages are written back to a memory device \
-         (a copy) by the flusher and by fdatasync, so tmpfs-fdatasync does work the kernel's tmpfs does not"
-            .to_string(),
-        "file: a host file in the temporary directory, written back with O_DIRECT; the seed used ext3, ext4, \
-         xfs and btrfs on a disk"
-            .to_string(),
-        format!(
-            "samples: elapsed_s, MB/s and cpu_s one per timed iteration ({} runs x {} iterations, each after an untimed \
-             warm-up in a fresh cache); the per-page counters one per run",
-            p.runs, p.iterations
-        ),
-    ];
-    if p.runs * p.iterations < 2 {
-        notes.push("one sample: no spread, so no difference can be marked significant".into());
+        let mut notes = vec![
+            "tmpfs is modelled by a memory-only file: unlike tmpfs its pages are written back to a memory device \
+             (a copy) by the flusher and by fdatasync, so tmpfs-fdatasync does work the kernel's tmpfs does not"
+                .to_string(),
+            "file: a host file in the temporary directory, written back with O_DIRECT; the seed used ext3, ext4, \
+             xfs and btrfs on a disk"
+                .to_string(),
+            format!(
+                "samples: elapsed_s, MB/s and cpu_s one per timed iteration ({} runs x {} iterations, each after an untimed \
+                 warm-up in a fresh cache); the per-page counters one per run",
+                p.runs, p.iterations
+            ),
+        ];
+        if p.runs * p.iterations < 2 {
+            notes.push("one sample: no spread, so no difference can be marked significant".into());
+        }
+        let params = serde_json::json!({
+            "workloads": WORKLOADS.iter().map(|&(b, m)| serde_json::json!({
+                "name": workload_name(b, m),
+                "description": describe(b, m, p),
+            })).collect::<Vec<_>>(),
+            "timing": "elapsed_s: open to the return of close, fdatasync included in the fdatasync mode; the \
+                       unlink after is not timed; MB/s = file bytes / 10^6 / elapsed_s; cpu_s: the writer \
+                       thread's CPU time over the same span (CLOCK_THREAD_CPUTIME_ID: not the flusher's, and \
+                       not the time it was preempted)",
+            "samples": "elapsed_s, MB/s, cpu_s: one per timed iteration; */page counters: one per run (vmstat deltas \
+                        of the timed iterations over the pages written)",
+            "vmstat": "deltas of the timed iterations (their unlinks included) per workload, event counters \
+                       summed over the runs",
+        });
+        Ok((Measured { variants: columns, specs, params: into_map(params), extra: Default::default(), notes }, ()))
     }
-    let params = serde_json::json!({
-        "workloads": WORKLOADS.iter().map(|&(b, m)| serde_json::json!({
-            "name": workload_name(b, m),
-            "description": describe(b, m, p),
-        })).collect::<Vec<_>>(),
-        "timing": "elapsed_s: open to the return of close, fdatasync included in the fdatasync mode; the \
-                   unlink after is not timed; MB/s = file bytes / 10^6 / elapsed_s; cpu_s: the writer \
-                   thread's CPU time over the same span (CLOCK_THREAD_CPUTIME_ID: not the flusher's, and \
-                   not the time it was preempted)",
-        "samples": "elapsed_s, MB/s, cpu_s: one per timed iteration; */page counters: one per run (vmstat deltas \
-                    of the timed iterations over the pages written)",
-        "vmstat": "deltas of the timed iterations (their unlinks included) per workload, event counters \
-                   summed over the runs",
-    });
-    Ok(Measured { variants: columns, specs, params: into_map(params), extra: Default::default(), notes })
 }
 
 pub(super) fn describe(b: Backend, m: Mode, p: &DdParams) -> String {

@@ -72,13 +72,22 @@ pub(super) fn short(w: &str) -> &str {
     w.strip_prefix("zipf-").unwrap_or(w)
 }
 
-/// The seed's claims against this run.
-pub(super) fn checks(r: &ExperimentResult) -> Vec<Check> {
-    let workloads = &result_workloads(r)[..];
-    let mut out = Vec::new();
-    let have = |n: &str| r.variant(n).is_some();
-    let most = workloads.last().cloned().unwrap_or_default();
+impl SeedChecks for LruContention {
+    /// The seed's claims against this run.
+    fn checks(r: &ExperimentResult) -> Vec<Check> {
+        let workloads = &result_workloads(r)[..];
+        let mut out = Vec::new();
+        lock_checks(r, workloads, &mut out);
+        atomic_checks(r, workloads, &mut out);
+        throughput_checks(r, workloads, &mut out);
+        order_checks(r, workloads, &mut out);
+        out
+    }
+}
 
+/// Batching cuts lru_lock acquisitions: the seed's claim.
+fn lock_checks(r: &ExperimentResult, workloads: &[String], out: &mut Vec<Check>) {
+    let have = |n: &str| r.variant(n).is_some();
     // 1. Batching cuts lru_lock acquisitions (Danilov's motive).
     let lock_seed = "batching decreases contention on zone->lru_lock (Danilov)";
     if have(BEFORE) && have(TODAY) {
@@ -109,7 +118,11 @@ pub(super) fn checks(r: &ExperimentResult) -> Vec<Check> {
             counts: false,
         });
     }
+}
 
+/// Danilov's batch costs atomic ops: Morton's objection.
+fn atomic_checks(r: &ExperimentResult, workloads: &[String], out: &mut Vec<Check>) {
+    let have = |n: &str| r.variant(n).is_some();
     // 2. Danilov's batch costs atomic ops (Andrew Morton).
     if have(DANILOV) && have(TODAY) {
         let (measured, agrees) = every_workload(r, workloads, (TODAY, DANILOV), "atomic_ops/access", Order::Higher);
@@ -133,7 +146,12 @@ pub(super) fn checks(r: &ExperimentResult) -> Vec<Check> {
             counts: true,
         });
     }
+}
 
+/// Throughput at the most threads: the seed's evidence is mixed, so
+/// nothing counts.
+fn throughput_checks(r: &ExperimentResult, workloads: &[String], out: &mut Vec<Check>) {
+    let most = workloads.last().cloned().unwrap_or_default();
     // 3. Throughput: the seed's evidence is mixed; not counted.
     let metric = format!("{most} ops/s");
     for (after, seed) in [
@@ -152,7 +170,11 @@ pub(super) fn checks(r: &ExperimentResult) -> Vec<Check> {
             counts: false,
         });
     }
+}
 
+/// The LRU order: hit ratio and kswapd efficiency move, in no claimed
+/// direction.
+fn order_checks(r: &ExperimentResult, workloads: &[String], out: &mut Vec<Check>) {
     // 4. LRU order: hit ratio and kswapd efficiency move; no direction
     //    claimed, so told as "changed" only when significant and at least
     //    CHANGE_POINTS.
@@ -197,5 +219,4 @@ pub(super) fn checks(r: &ExperimentResult) -> Vec<Check> {
             });
         }
     }
-    out
 }

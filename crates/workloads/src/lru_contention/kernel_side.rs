@@ -1,6 +1,7 @@
 //! The kernel column: the same workload through the kernel's page cache in a memory
 //! cgroup, and the worker's side.
 
+use super::workload::*;
 use super::*;
 
 /// The measures the kernel column has.
@@ -21,82 +22,84 @@ pub(super) struct KernelParams {
     pub(super) warm_ops_per_thread: Vec<u64>,
 }
 
-/// Make the kernel column's files, run the workload in a memory cgroup,
-/// and turn its answer into a column: (column, raw JSON, notes).
-pub(super) fn kernel_column(ctx: &Ctx<'_>, opts: &LruContentionOpts) -> std::result::Result<KernelColumn, String> {
-    let workloads: Vec<String> = opts.threads.iter().map(|&t| workload_name(t)).collect();
-    let tmp = &ctx.tmp;
-    let ppf = opts.pages_per_file();
-    let mut paths = Vec::new();
-    let chunk_pages = (MIB / PAGE).min(ppf).max(1);
-    let mut buf = vec![0u8; (chunk_pages * PAGE) as usize];
-    for f in 0..opts.files {
-        let path = tmp.path().join(format!("file-{f}"));
-        let file = std::fs::File::create(&path).map_err(|e| format!("creating {}: {e}", path.display()))?;
-        let mut index = 0;
-        while index < ppf {
-            let n = chunk_pages.min(ppf - index);
-            for (i, page) in buf.chunks_mut(PAGE as usize).take(n as usize).enumerate() {
-                fill_page(page, f, index + i as u64);
+impl SeedKernel for LruContention {
+    fn kernel_workload() -> Option<kernel::Workload> {
+        Some(kernel_workload)
+    }
+
+    /// Make the kernel column's files, run the workload in a memory cgroup,
+    /// and turn its answer into a column: (column, raw JSON, notes).
+    fn kernel_column(ctx: &Ctx<'_>, opts: &LruContentionOpts) -> std::result::Result<KernelColumn, String> {
+        let workloads: Vec<String> = opts.threads.iter().map(|&t| workload_name(t)).collect();
+        let tmp = &ctx.tmp;
+        let ppf = opts.pages_per_file();
+        let mut paths = Vec::new();
+        let chunk_pages = (MIB / PAGE).min(ppf).max(1);
+        let mut buf = vec![0u8; (chunk_pages * PAGE) as usize];
+        for f in 0..opts.files {
+            let path = tmp.path().join(format!("file-{f}"));
+            let file = std::fs::File::create(&path).map_err(|e| format!("creating {}: {e}", path.display()))?;
+            let mut index = 0;
+            while index < ppf {
+                let n = chunk_pages.min(ppf - index);
+                for (i, page) in buf.chunks_mut(PAGE as usize).take(n as usize).enumerate() {
+                    fill_page(page, f, index + i as u64);
+                }
+                file.write_all_at(&buf[..(n * PAGE) as usize], index * PAGE)
+                    .map_err(|e| format!("writing {}: {e}", path.display()))?;
+                index += n;
             }
-            file.write_all_at(&buf[..(n * PAGE) as usize], index * PAGE)
-                .map_err(|e| format!("writing {}: {e}", path.display()))?;
-            index += n;
+            file.sync_all().map_err(|e| format!("syncing {}: {e}", path.display()))?;
+            kernel::drop_cached(&file);
+            paths.push(path);
         }
-        file.sync_all().map_err(|e| format!("syncing {}: {e}", path.display()))?;
-        kernel::drop_cached(&file);
-        paths.push(path);
-    }
-    let params = KernelParams {
-        files: paths,
-        pages_per_file: ppf,
-        page_size: PAGE,
-        zipf_s: opts.zipf_s,
-        perm_seed: perm_seed(opts.seed),
-        seed: opts.seed,
-        threads: opts.threads.clone(),
-        runs: opts.runs,
-        ops_per_thread: opts.kernel_ops_per_thread,
-        warm_ops_per_thread: opts.threads.iter().map(|&t| opts.warm_ops_per_thread(t)).collect(),
-    };
-    let params = serde_json::to_value(&params).map_err(|e| format!("kernel parameters: {e}"))?;
-    let v = kernel::run(EXPERIMENT, opts.mem_bytes, &params)?;
-    let cells = v.get("cells").and_then(|c| c.as_array()).ok_or("the kernel worker returned no cells")?;
-    let mut metrics: Named<Samples> = Named::new();
-    for (w, &t) in workloads.iter().zip(&opts.threads) {
-        let cell = cells
-            .iter()
-            .find(|c| c["threads"].as_u64() == Some(t as u64))
-            .ok_or_else(|| format!("the kernel worker measured nothing for {t} threads"))?;
-        for (measure, key) in KERNEL_MEASURES.iter().zip(["ops_s", "hit_ratio_%"]) {
-            let samples: Vec<f64> = cell[key]
-                .as_array()
-                .map(|a| a.iter().map(|x| x.as_f64().unwrap_or(f64::NAN)).collect())
-                .unwrap_or_default();
-            metrics.insert(format!("{w} {measure}"), Samples(samples));
+        let params = KernelParams {
+            files: paths,
+            pages_per_file: ppf,
+            page_size: PAGE,
+            zipf_s: opts.zipf_s,
+            perm_seed: perm_seed(opts.seed),
+            seed: opts.seed,
+            threads: opts.threads.clone(),
+            runs: opts.runs,
+            ops_per_thread: opts.kernel_ops_per_thread,
+            warm_ops_per_thread: opts.threads.iter().map(|&t| opts.warm_ops_per_thread(t)).collect(),
+        };
+        let params = serde_json::to_value(&params).map_err(|e| format!("kernel parameters: {e}"))?;
+        let v = kernel::run(EXPERIMENT, opts.mem_bytes, &params)?;
+        let cells = v.get("cells").and_then(|c| c.as_array()).ok_or("the kernel worker returned no cells")?;
+        let mut metrics: Named<Samples> = Named::new();
+        for (w, &t) in workloads.iter().zip(&opts.threads) {
+            let cell = cells
+                .iter()
+                .find(|c| c["threads"].as_u64() == Some(t as u64))
+                .ok_or_else(|| format!("the kernel worker measured nothing for {t} threads"))?;
+            for (measure, key) in KERNEL_MEASURES.iter().zip(["ops_s", "hit_ratio_%"]) {
+                let samples: Vec<f64> = cell[key]
+                    .as_array()
+                    .map(|a| a.iter().map(|x| x.as_f64().unwrap_or(f64::NAN)).collect())
+                    .unwrap_or_default();
+                metrics.insert(format!("{w} {measure}"), Samples(samples));
+            }
         }
+        let mut notes = vec![format!(
+            "kernel column: the host kernel (Linux {}) reading the same key streams with pread(2) from {} real files \
+             on the temporary directory's filesystem, in a memory cgroup of {} (the worker process's own memory \
+             is charged to it too), {} timed reads per thread (pcache: {}); hits told by cachestat(2) before each \
+             read; ops/s = the sum over threads of reads / time inside pread, so the cachestat calls are not counted; \
+             its misses wait for the disk",
+            kernel_release(),
+            opts.files,
+            fmt_size(opts.mem_bytes),
+            opts.kernel_ops_per_thread,
+            opts.ops_per_thread
+        )];
+        if v["cachestat"].as_bool() == Some(false) {
+            notes.push("kernel column: cachestat(2) is not available, so the kernel's hit ratio is unknown".into());
+        }
+        let stands_for = KernelColumn::stands_for("pread(2) of the same keys", opts.mem_bytes);
+        Ok(KernelColumn::new(stands_for, metrics, v, notes))
     }
-    let mut notes = vec![format!(
-        "kernel column: the host kernel (Linux {}) reading the same key streams with pread(2) from {} real files \
-         on the temporary directory's filesystem, in a memory cgroup of {} (the worker process's own memory \
-         is charged to it too), {} timed reads per thread (pcache: {}); hits told by cachestat(2) before each \
-         read; ops/s = the sum over threads of reads / time inside pread, so the cachestat calls are not counted; \
-         its misses wait for the disk",
-        kernel_release(),
-        opts.files,
-        fmt_size(opts.mem_bytes),
-        opts.kernel_ops_per_thread,
-        opts.ops_per_thread
-    )];
-    if v["cachestat"].as_bool() == Some(false) {
-        notes.push("kernel column: cachestat(2) is not available, so the kernel's hit ratio is unknown".into());
-    }
-    let stands_for = format!(
-        "the host kernel's page cache (Linux {}), pread(2) of the same keys in a memory cgroup of {}",
-        kernel_release(),
-        fmt_size(opts.mem_bytes)
-    );
-    Ok(KernelColumn::new(stands_for, metrics, v, notes))
 }
 
 /// The same workload through the kernel's page cache, run by

@@ -33,7 +33,7 @@
 //! Misses are served by a synthetic device that fills the frame in memory
 //! (no I/O wait), so throughput is the CPU cost of hits, marking, list
 //! moves and reclaim, which is where the variants differ; the hit ratio is
-//! reported on its own. The kernel column ([`kernel_workload`]) reads real
+//! reported on its own. The kernel column (`kernel_side.rs`) reads real
 //! files, whose misses wait for the disk.
 
 use std::fmt::Write as _;
@@ -50,15 +50,15 @@ use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::experiment::ParamDoc;
-use crate::experiment::{apply_sets, ExpOpts};
+use crate::experiment::{ExpOpts, ParamDoc};
 use crate::kernel;
 use crate::plot;
 use crate::render::{self, fmt_pct, fmt_size, fmt_value, vmstat_section};
-use crate::report::{significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples};
-use crate::runner::{self, into_map, Ctx, KernelColumn, Measured, SeedExperiment, KERNEL_COLUMN};
-use crate::stats::{pct_better, Better};
-use crate::sys::kernel_release;
+use crate::report::{significant, Check, ExperimentResult, Mean, MetricSpec, Named, Samples};
+use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, Shape};
+use crate::runner::{SeedMeasure, SeedReport, KERNEL_COLUMN};
+use crate::stats::{pct_better, Better, Summary};
+use crate::sys::{cpus, kernel_release};
 use crate::variants::{self, Preset};
 use crate::zipf::ZipfKeys;
 use crate::{Error, Result};
@@ -68,20 +68,7 @@ mod kernel_side;
 mod report;
 mod workload;
 
-pub use checks::CHANGE_POINTS;
-use checks::*;
-pub use kernel_side::kernel_workload;
-use kernel_side::*;
-use report::*;
-use workload::*;
-
 pub const EXPERIMENT: &str = "lru-contention";
-pub const SEED: &str = "002";
-pub const SEED_CLAIM: &str = "batching mark_page_accessed through per-CPU pagevecs (Danilov, 2.6.10-rc2) cuts \
-                              zone->lru_lock contention: reaim peak jobs/min +6.4% on an 8-way; but every batched \
-                              page takes a reference, extra atomic ops (Andrew Morton), kernbench -j4 got 12% slower, \
-                              and the batching changes the LRU order and so the efficiency of VM scanning, mostly \
-                              kswapd's (Danilov, Tosatti)";
 /// The variants the checks compare.
 pub const BEFORE: &str = "2.6.10";
 pub const DANILOV: &str = "danilov";
@@ -159,19 +146,8 @@ pub struct LruContentionOpts {
     /// Timed reads per thread in the kernel column (its misses wait for
     /// the disk, so it does fewer).
     pub kernel_ops_per_thread: u64,
-    /// Run the kernel column.
-    pub kernel: bool,
     /// Seed of every random choice.
     pub seed: u64,
-    /// Tunables set by name for every variant, after the preset.
-    pub set: Vec<(String, String)>,
-    /// Where to make the kernel column's files (the system's temp dir if
-    /// `None`).
-    pub dir: Option<PathBuf>,
-    /// Write SVG plots here.
-    pub plot_dir: Option<PathBuf>,
-    /// Draw progress bars on stderr (only when it is a terminal).
-    pub progress: bool,
     /// A label: whether these are the reduced `quick` sizes.
     pub quick: bool,
 }
@@ -190,12 +166,7 @@ impl Default for LruContentionOpts {
             zipf_s: 0.9,
             nr_cpus: 0,
             kernel_ops_per_thread: 100_000,
-            kernel: true,
             seed: 1,
-            set: Vec::new(),
-            dir: None,
-            plot_dir: None,
-            progress: true,
             quick: false,
         }
     }
@@ -215,53 +186,30 @@ impl LruContentionOpts {
         }
     }
 
-    /// The smallest useful sizes, for tests: an 8 MiB cache, 1 and 2
-    /// threads, 20k reads each, one run, no kernel column, no progress bars.
-    pub fn tiny() -> Self {
-        LruContentionOpts {
-            mem_bytes: 8 * MIB,
-            runs: 1,
-            threads: vec![1, 2],
-            ops_per_thread: 20_000,
-            warm_ratio: 2.0,
-            kernel_ops_per_thread: 5_000,
-            kernel: false,
-            progress: false,
-            quick: true,
-            ..Self::default()
-        }
-    }
-
-    /// The common options over the defaults (quick or full).
+    /// The options `o` asks for over the defaults (quick or full), checked.
     pub fn from_exp(o: &ExpOpts) -> Result<Self> {
-        let base = if o.quick { Self::quick() } else { Self::default() };
-        Ok(LruContentionOpts {
+        let (quick, full) = (Self::quick(), Self::default());
+        let base = if o.quick { quick.clone() } else { full.clone() };
+        let c = o.common(PRESETS, (quick.mem_bytes, full.mem_bytes), (quick.runs, full.runs), 64 << 30)?;
+        let opts = LruContentionOpts {
             threads: o.param_list("threads")?.unwrap_or(base.threads.clone()),
             ops_per_thread: o.param_as("ops_per_thread")?.unwrap_or(base.ops_per_thread),
             warm_ratio: o.param_as("warm_ratio")?.unwrap_or(base.warm_ratio),
             kernel_ops_per_thread: o.param_as("kernel_ops_per_thread")?.unwrap_or(base.kernel_ops_per_thread),
-            mem_bytes: o.mem_bytes.unwrap_or(base.mem_bytes),
-            variants: o.variants.clone().unwrap_or(base.variants.clone()),
-            runs: o.runs.unwrap_or(base.runs),
-            kernel: o.kernel,
+            mem_bytes: c.mem_bytes,
+            variants: c.variants,
+            runs: c.runs,
             seed: o.seed,
-            set: o.set.clone(),
-            dir: o.dir.clone(),
-            plot_dir: o.plot_dir.clone(),
-            progress: o.progress,
             ..base
-        })
+        };
+        opts.validate()?;
+        Ok(opts)
     }
 
-    /// Refuse values the experiment cannot run with.
+    /// Refuse sizes the experiment cannot run with (the memory, runs and
+    /// variants are [`ExpOpts::common`]'s, checked in [`Self::from_exp`]).
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(Error::Invalid(m));
-        if !(4 * MIB..=(64 << 30)).contains(&self.mem_bytes) {
-            return bad(format!("memory {} must be from 4 MiB to 64 GiB", fmt_size(self.mem_bytes)));
-        }
-        if self.runs == 0 || self.runs > 1000 {
-            return bad(format!("runs {} must be from 1 to 1000", self.runs));
-        }
         if self.threads.is_empty() || self.threads.iter().any(|&t| t == 0 || t > 256) {
             return bad(format!("thread counts {:?} must be a non-empty list of 1 to 256", self.threads));
         }
@@ -297,9 +245,6 @@ impl LruContentionOpts {
         }
         if self.pages_per_file() == 0 {
             return bad("the working set is smaller than one page per file".into());
-        }
-        for p in variants::resolve(PRESETS, &self.variants)? {
-            apply_sets((p.tunables)(), &self.set)?;
         }
         Ok(())
     }
@@ -351,28 +296,41 @@ impl LruContentionOpts {
     }
 }
 
-fn cpus() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
-}
-
 fn workload_name(threads: usize) -> String {
     format!("zipf-{threads}t")
 }
 
-/// Run the experiment with every option spelled out (tests, and sizes the
-/// command line does not reach).
-pub fn run_opts(opts: &LruContentionOpts) -> Result<(ExperimentResult, LruContentionOpts)> {
-    opts.validate()?;
-    let exp = ExpOpts {
-        dir: opts.dir.clone(),
-        progress: opts.progress,
-        plot_dir: opts.plot_dir.clone(),
-        set: opts.set.clone(),
-        kernel: opts.kernel,
-        seed: opts.seed,
-        ..ExpOpts::default()
-    };
-    runner::run_with::<LruContention>(&exp, opts.clone())
+/// One look at the LRU lists during the timed reads.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct LruSample {
+    /// Seconds since the timed reads started.
+    pub(super) t_s: f64,
+    pub(super) active: u64,
+    pub(super) inactive: u64,
+    pub(super) free: u64,
+}
+
+impl LruSample {
+    fn take(cache: &PageCache, start: Instant) -> Self {
+        let vm = cache.vmstat();
+        LruSample {
+            t_s: start.elapsed().as_secs_f64(),
+            active: vm.get(Item::nr_active_file),
+            inactive: vm.get(Item::nr_inactive_file),
+            free: vm.get(Item::nr_free_pages),
+        }
+    }
+
+    /// nr_active_file / (nr_active_file + nr_inactive_file); NaN if both
+    /// lists are empty.
+    pub(super) fn active_fraction(&self) -> f64 {
+        let lru = self.active + self.inactive;
+        if lru == 0 {
+            f64::NAN
+        } else {
+            self.active as f64 / lru as f64
+        }
+    }
 }
 
 /// The LRU list sizes sampled in the first run at the most threads, per
@@ -386,8 +344,13 @@ impl SeedExperiment for LruContention {
     type Params = LruContentionOpts;
     type Raw = LruSeries;
     const NAME: &'static str = EXPERIMENT;
-    const SEED: &'static str = SEED;
-    const CLAIM: &'static str = SEED_CLAIM;
+    const SEED: &'static str = "002";
+    const CLAIM: &'static str = "batching mark_page_accessed through per-CPU pagevecs (Danilov, 2.6.10-rc2) cuts \
+                                 zone->lru_lock contention: reaim peak jobs/min +6.4% on an 8-way; but every batched \
+                                 page takes a reference, extra atomic ops (Andrew Morton), kernbench -j4 got 12% slower, \
+                                 and the batching changes the LRU order and so the efficiency of VM scanning, mostly \
+                                 kswapd's (Danilov, Tosatti)";
+    const SUBJECT: &'static str = "batched mark_page_accessed";
     const ABOUT: &'static str = "Seed 002, threads hitting cached pages: 2.6.10 immediate activation against \
                                  batched mark_page_accessed.";
     const PRESETS: &'static [Preset] = PRESETS;
@@ -414,35 +377,11 @@ impl SeedExperiment for LruContention {
             ..ExpOpts::default()
         }
     }
+    fn shape(p: &LruContentionOpts) -> Shape<'_> {
+        Shape { variants: &p.variants, runs: p.runs, quick: p.quick, mem_bytes: p.mem_bytes }
+    }
     fn params(opts: &ExpOpts) -> Result<LruContentionOpts> {
-        let o = LruContentionOpts::from_exp(opts)?;
-        o.validate()?;
-        Ok(o)
-    }
-    fn shape(p: &LruContentionOpts) -> (&[String], usize, bool) {
-        (&p.variants, p.runs, p.quick)
-    }
-    fn measure(ctx: &Ctx<'_>, p: &LruContentionOpts) -> Result<(Measured, LruSeries)> {
-        measure(ctx, p)
-    }
-    fn kernel_workload() -> Option<kernel::Workload> {
-        Some(kernel_workload)
-    }
-    fn kernel_column(ctx: &Ctx<'_>, p: &LruContentionOpts) -> std::result::Result<KernelColumn, String> {
-        kernel_column(ctx, p)
-    }
-    fn checks(r: &ExperimentResult) -> Vec<Check> {
-        checks(r)
-    }
-    fn plot(dir: &Path, r: &ExperimentResult, raw: &LruSeries, p: &LruContentionOpts) -> Result<Vec<String>> {
-        let paths = plots(r, p, dir, sampled_threads(p), &raw.0)?;
-        Ok(paths.iter().map(|p| p.display().to_string()).collect())
-    }
-    fn title(r: &ExperimentResult, p: &LruContentionOpts) -> String {
-        title(r, p)
-    }
-    fn report_body(r: &ExperimentResult, _: &LruContentionOpts) -> String {
-        body(r)
+        LruContentionOpts::from_exp(opts)
     }
 }
 
@@ -452,13 +391,9 @@ mod tests {
 
     #[test]
     fn options() {
-        assert!(LruContentionOpts::default().validate().is_ok());
-        assert!(LruContentionOpts::quick().validate().is_ok());
-        assert!(LruContentionOpts::tiny().validate().is_ok());
-        let t = LruContentionOpts::tiny;
+        let t = LruContentionOpts::quick;
+        let ok = [LruContentionOpts::default(), t()];
         let bad = [
-            LruContentionOpts { mem_bytes: MIB, ..t() },
-            LruContentionOpts { runs: 0, ..t() },
             LruContentionOpts { threads: vec![], ..t() },
             LruContentionOpts { threads: vec![0], ..t() },
             LruContentionOpts { threads: vec![2, 2], ..t() },
@@ -467,12 +402,8 @@ mod tests {
             LruContentionOpts { working_set_ratio: f64::NAN, ..t() },
             LruContentionOpts { zipf_s: -1.0, ..t() },
             LruContentionOpts { files: 0, ..t() },
-            LruContentionOpts { variants: vec!["2.4".into()], ..t() },
-            LruContentionOpts { set: vec![("nosuch".into(), "1".into())], ..t() },
         ];
-        for o in bad {
-            assert!(matches!(o.validate(), Err(Error::Invalid(_))), "{o:?}");
-        }
+        crate::experiment::assert_checked(&ok, &bad, LruContentionOpts::validate);
     }
 
     // Goal: the presets select the three M5 variants, 2.6.10 first.
@@ -483,42 +414,5 @@ mod tests {
         assert_eq!(names, [BEFORE, DANILOV, TODAY]);
         let modes: Vec<LruBatching> = v.iter().map(|p| (p.tunables)().lru_batching).collect();
         assert_eq!(modes, [LruBatching::Immediate2610, LruBatching::DanilovBatch, LruBatching::Batched]);
-    }
-
-    #[test]
-    fn sizes_and_streams() {
-        let o = LruContentionOpts::default();
-        // 128 MiB = 32768 pages; 1.25x = 40960 over 4 files.
-        assert_eq!(o.pages_per_file(), 10240);
-        assert_eq!(o.working_set_pages(), 40960);
-        assert_eq!(o.warm_ops_per_thread(4), 40960);
-        let z = ZipfKeys::new(1000, 0.9, perm_seed(1)).unwrap();
-        let a = keys(&z, 100, stream_seed(1, 0, 2, 1, TIMED));
-        let b = keys(&z, 100, stream_seed(1, 0, 2, 1, TIMED));
-        let c = keys(&z, 100, stream_seed(1, 0, 2, 0, TIMED));
-        assert_eq!(a, b);
-        assert_ne!(a, c);
-        let mut page = vec![0u8; 4096];
-        fill_page(&mut page, 3, 77);
-        assert!(check_page(&page, 3, 77, "t").is_ok());
-        assert!(check_page(&page, 3, 78, "t").is_err());
-    }
-
-    // Goal: downsampling keeps at most the asked-for points, evenly
-    // spread, the first and the last among them, in order.
-    #[test]
-    fn downsampling() {
-        let v: Vec<u32> = (0..1000).collect();
-        let d = downsample(&v, 200);
-        assert_eq!(d.len(), 200);
-        assert_eq!((d[0], d[199]), (0, 999));
-        assert!(d.windows(2).all(|w| w[0] < w[1] && w[1] - w[0] <= 6));
-        assert_eq!(downsample(&v[..150], 200), v[..150]);
-        assert_eq!(downsample(&v[..3], 2), [0, 2]);
-        assert_eq!(downsample(&v[..3], 1), [0]);
-        assert!(downsample(&v, 0).is_empty());
-        let s = LruSample { t_s: 0.0, active: 1, inactive: 3, free: 0 };
-        assert_eq!(s.active_fraction(), 0.25);
-        assert!(LruSample { active: 0, inactive: 0, ..s }.active_fraction().is_nan());
     }
 }

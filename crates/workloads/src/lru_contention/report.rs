@@ -1,5 +1,6 @@
 //! The report's title and body, and the plots.
 
+use super::workload::*;
 use super::*;
 
 /// A variant's name as part of a file name.
@@ -93,56 +94,42 @@ pub(super) fn plots(
 }
 
 /// The vmstat counters the report shows per workload.
-pub(super) const VM_ITEMS: &[Item] = &[
-    Item::pgcache_hit,
-    Item::pgcache_miss,
-    Item::mark_page_accessed_calls,
-    Item::pgactivate,
-    Item::pgdeactivate,
-    Item::pgrefill,
-    Item::lru_lock_acquire,
-    Item::atomic_flag_rmw,
-    Item::lru_drain,
-    Item::pgscan_kswapd,
-    Item::pgsteal_kswapd,
-    Item::pgscan_direct,
-    Item::pgsteal_direct,
-    Item::allocstall,
-    Item::pageoutrun,
-    Item::workingset_refault,
-    Item::workingset_activate,
-];
-
-/// The report's title line.
-pub(super) fn title(r: &ExperimentResult, opts: &LruContentionOpts) -> String {
-    format!(
-        "lru-contention (seed {}: batched mark_page_accessed): {} of cache, {} run{}{}, {} CPUs",
-        r.seed,
-        fmt_size(opts.mem_bytes),
-        r.runs,
-        if r.runs == 1 { "" } else { "s" },
-        if r.quick { " (quick)" } else { "" },
-        r.params["machine_cpus"].as_u64().unwrap_or(0)
-    )
+fn vm_items() -> Vec<Item> {
+    let lru = [Item::pgrefill, Item::lru_lock_acquire, Item::atomic_flag_rmw, Item::lru_drain];
+    let wakeups_and_refaults = [Item::pageoutrun, Item::workingset_refault, Item::workingset_activate];
+    [render::VM_MARKING, &lru, render::VM_RECLAIM, &wakeups_and_refaults].concat()
 }
 
-/// The report's body: the workload and timing, the seed's summary,
-/// vmstat.
-pub(super) fn body(r: &ExperimentResult) -> String {
-    let mut s = String::from("\n");
-    if let Some(w) = r.params["workload"].as_str() {
-        let _ = writeln!(s, "workload: {w}");
-    }
-    if let Some(t) = r.params["timing"].as_str() {
-        let _ = writeln!(s, "timing: {t}");
+impl SeedReport for LruContention {
+    fn plot(dir: &Path, r: &ExperimentResult, raw: &LruSeries, p: &LruContentionOpts) -> Result<Vec<String>> {
+        let paths = plots(r, p, dir, sampled_threads(p), &raw.0)?;
+        Ok(paths.iter().map(|p| p.display().to_string()).collect())
     }
 
-    // Means of every measure, grouped by measure.
-    let specs: Vec<&MetricSpec> =
-        MEASURES.iter().flat_map(|&(m, ..)| r.metric_specs.iter().filter(move |s| s.measure == m)).collect();
-    s.push_str(&render::means_table(r, &specs));
+    /// The title's sizes: the runs and the machine's CPUs.
+    fn sizes(r: &ExperimentResult, _: &LruContentionOpts) -> String {
+        let cpus = r.params["machine_cpus"].as_u64().unwrap_or(0);
+        format!("{} run{}, {cpus} CPUs", r.runs, if r.runs == 1 { "" } else { "s" })
+    }
 
-    let runs = r.runs.max(1) as f64;
-    s.push_str(&vmstat_section(r, "vmstat deltas over the timed reads, mean per run", VM_ITEMS, &|_, _| runs));
-    s
+    /// The report's body: the workload and timing, the seed's summary,
+    /// vmstat.
+    fn report_body(r: &ExperimentResult, _: &LruContentionOpts) -> String {
+        let mut s = String::from("\n");
+        if let Some(w) = r.params["workload"].as_str() {
+            let _ = writeln!(s, "workload: {w}");
+        }
+        if let Some(t) = r.params["timing"].as_str() {
+            let _ = writeln!(s, "timing: {t}");
+        }
+
+        // Means of every measure, grouped by measure.
+        let specs: Vec<&MetricSpec> =
+            MEASURES.iter().flat_map(|&(m, ..)| r.metric_specs.iter().filter(move |s| s.measure == m)).collect();
+        s.push_str(&render::means_table(r, &specs));
+
+        let runs = r.runs.max(1) as f64;
+        s.push_str(&vmstat_section(r, "vmstat deltas over the timed reads, mean per run", &vm_items(), &|_, _| runs));
+        s
+    }
 }

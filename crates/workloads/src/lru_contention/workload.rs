@@ -1,6 +1,7 @@
 //! The workload through pcache and the measurement of every run.
 
 use super::*;
+use crate::runner::Matrix;
 
 /// SplitMix64: a well-mixed 64-bit value from `x`.
 pub(super) fn splitmix64(x: u64) -> u64 {
@@ -121,39 +122,6 @@ pub(super) struct CellOut {
     pub(super) lru: Vec<LruSample>,
 }
 
-/// One look at the LRU lists during the timed reads.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) struct LruSample {
-    /// Seconds since the timed reads started.
-    pub(super) t_s: f64,
-    pub(super) active: u64,
-    pub(super) inactive: u64,
-    pub(super) free: u64,
-}
-
-impl LruSample {
-    fn take(cache: &PageCache, start: Instant) -> Self {
-        let vm = cache.vmstat();
-        LruSample {
-            t_s: start.elapsed().as_secs_f64(),
-            active: vm.get(Item::nr_active_file),
-            inactive: vm.get(Item::nr_inactive_file),
-            free: vm.get(Item::nr_free_pages),
-        }
-    }
-
-    /// nr_active_file / (nr_active_file + nr_inactive_file); NaN if both
-    /// lists are empty.
-    pub(super) fn active_fraction(&self) -> f64 {
-        let lru = self.active + self.inactive;
-        if lru == 0 {
-            f64::NAN
-        } else {
-            self.active as f64 / lru as f64
-        }
-    }
-}
-
 /// How often the LRU sampler looks when plots are asked for, and otherwise
 /// (the series then only go to the JSON, so it looks less often).
 pub(super) const SAMPLE_MS_PLOT: u64 = 2;
@@ -163,8 +131,9 @@ pub(super) const SAMPLE_MS: u64 = 5;
 /// At most this many points of each sampled series go into the JSON.
 pub(super) const MAX_JSON_POINTS: usize = 200;
 
-pub(super) fn sample_interval_ms(opts: &LruContentionOpts) -> u64 {
-    if opts.plot_dir.is_some() {
+/// How often the sampler looks: more often when the series is drawn.
+pub(super) fn sample_interval_ms(plotting: bool) -> u64 {
+    if plotting {
         SAMPLE_MS_PLOT
     } else {
         SAMPLE_MS
@@ -249,15 +218,15 @@ pub(super) fn worker(
     Ok(())
 }
 
-/// One cell; with `sample`, a sampler thread records the LRU list sizes
-/// during the timed reads.
+/// One cell; with `sample_ms`, a sampler thread records the LRU list sizes
+/// every so many ms during the timed reads.
 pub(super) fn run_cell(
     tunables: Tunables,
     opts: &LruContentionOpts,
     zipf: &ZipfKeys,
     run: usize,
     threads: usize,
-    sample: bool,
+    sample_ms: Option<u64>,
 ) -> Result<CellOut> {
     let cache = PageCache::new(Config {
         memory_bytes: opts.mem_bytes,
@@ -285,9 +254,9 @@ pub(super) fn run_cell(
         }
     }
     let warm_n = opts.warm_ops_per_thread(threads);
-    let barrier = Barrier::new(threads + 1 + sample as usize);
+    let barrier = Barrier::new(threads + 1 + sample_ms.is_some() as usize);
     let stop = AtomicBool::new(false);
-    let interval = Duration::from_millis(sample_interval_ms(opts));
+    let interval = Duration::from_millis(sample_ms.unwrap_or(0));
     let (elapsed_s, before, results, mut lru) = std::thread::scope(|s| {
         let joins: Vec<_> = (0..threads)
             .map(|i| {
@@ -299,7 +268,7 @@ pub(super) fn run_cell(
                 })
             })
             .collect();
-        let sampler = sample.then(|| {
+        let sampler = sample_ms.is_some().then(|| {
             let (cache, barrier, stop) = (&cache, &barrier, &stop);
             s.spawn(move || sampler(cache, barrier, stop, interval))
         });
@@ -315,7 +284,7 @@ pub(super) fn run_cell(
         let mut lru = sampler.map(|j| j.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).unwrap_or_default();
         let results: Vec<Result<()>> =
             joined.into_iter().map(|r| r.unwrap_or_else(|p| std::panic::resume_unwind(p))).collect();
-        if sample {
+        if sample_ms.is_some() {
             // The lists as the last reader left them.
             lru.push(LruSample { t_s: elapsed_s, ..LruSample::take(&cache, start) });
         }
@@ -390,25 +359,67 @@ pub(super) fn sampled_threads(opts: &LruContentionOpts) -> usize {
     opts.threads.iter().copied().max().unwrap_or(1)
 }
 
-/// Run every thread count, one variant at a time: the pcache columns and
-/// the sampled LRU list sizes.
-pub(super) fn measure(ctx: &Ctx<'_>, opts: &LruContentionOpts) -> Result<(Measured, LruSeries)> {
-    let zipf = ZipfKeys::new(opts.working_set_pages(), opts.zipf_s, perm_seed(opts.seed)).map_err(Error::Invalid)?;
-    let sampled = sampled_threads(opts);
-    let workloads: Vec<String> = opts.threads.iter().map(|&t| workload_name(t)).collect();
-    let mut outs = ctx.each_variant(opts.runs, &workloads, |r, ti, vi| {
-        let t = opts.threads[ti];
-        run_cell(ctx.variants[vi].tunables, opts, &zipf, r, t, r == 0 && t == sampled)
-    })?;
+impl SeedMeasure for LruContention {
+    /// Run every thread count, one variant at a time: the pcache columns and
+    /// the sampled LRU list sizes.
+    fn measure(ctx: &Ctx<'_>, opts: &LruContentionOpts) -> Result<(Measured, LruSeries)> {
+        let zipf =
+            ZipfKeys::new(opts.working_set_pages(), opts.zipf_s, perm_seed(opts.seed)).map_err(Error::Invalid)?;
+        let sampled = sampled_threads(opts);
+        let interval_ms = sample_interval_ms(ctx.opts.plot_dir.is_some());
+        let workloads: Vec<String> = opts.threads.iter().map(|&t| workload_name(t)).collect();
+        let mut outs = ctx.each_variant(opts.runs, &workloads, |r, ti, vi| {
+            let t = opts.threads[ti];
+            run_cell(ctx.variants[vi].tunables, opts, &zipf, r, t, (r == 0 && t == sampled).then_some(interval_ms))
+        })?;
+        let lru_series = take_lru_series(ctx, &mut outs);
+        let mut specs = Vec::new();
+        for w in &workloads {
+            for &(measure, unit, better, mean, table) in MEASURES {
+                specs.push(MetricSpec::new(w, measure, unit, better, mean, table));
+            }
+        }
+        let columns = ctx.columns(&outs, &workloads, |v, w, cells, metrics| {
+            let values: Vec<Vec<f64>> = cells.iter().map(|c| measure_values(c, v.tunables.lru_batching)).collect();
+            for (k, &(measure, ..)) in MEASURES.iter().enumerate() {
+                metrics.insert(format!("{w} {measure}"), Samples(values.iter().map(|v| v[k]).collect()));
+            }
+            cells.iter().map(|c| c.vm.clone()).collect()
+        });
+        let mut notes = notes(opts, interval_ms);
+        // Throughput is timing; with other work on the machine it spreads.
+        let spread = columns
+            .iter()
+            .flat_map(|v| {
+                workloads.iter().filter_map(move |w| Summary::of(v.samples(&format!("{w} ops/s")), Better::Higher))
+            })
+            .map(|s| s.coeffvar)
+            .filter(|c| c.is_finite())
+            .fold(0.0f64, f64::max);
+        if spread > 10.0 {
+            notes.push(format!(
+                "throughput spread widely across runs (CoeffVar up to {spread:.0}%; see the load average): other \
+                 work on the machine; read the ops/s rows with that in mind. The per-access counts and the hit \
+                 ratio hardly depend on timing"
+            ));
+        }
+        let extra = serde_json::json!({ "lru_sizes": lru_sizes_json(opts, sampled, interval_ms, &lru_series) });
+        let params = into_map(params_json(ctx, opts));
+        let m = Measured { variants: columns, specs, params, extra: into_map(extra), notes };
+        Ok((m, LruSeries(lru_series)))
+    }
+}
 
-    // (variant, samples) of the sampled cells.
-    let lru_series: Vec<(String, Vec<LruSample>)> = ctx
-        .variants
+/// The sampled cells' LRU list sizes, taken out of `outs`: (variant,
+/// samples) per variant, in variant order.
+fn take_lru_series(ctx: &Ctx<'_>, outs: &mut Matrix<CellOut>) -> Vec<(String, Vec<LruSample>)> {
+    let nw = outs.workloads();
+    ctx.variants
         .iter()
         .enumerate()
         .map(|(vi, v)| {
             let mut lru = Vec::new();
-            for ti in 0..workloads.len() {
+            for ti in 0..nw {
                 if let Some(c) = outs.runs_mut(vi, ti).iter_mut().find(|c| !c.lru.is_empty()) {
                     lru = std::mem::take(&mut c.lru);
                     break;
@@ -416,30 +427,12 @@ pub(super) fn measure(ctx: &Ctx<'_>, opts: &LruContentionOpts) -> Result<(Measur
             }
             (v.preset.name.to_string(), lru)
         })
-        .collect();
-    let mut specs = Vec::new();
-    for w in &workloads {
-        for &(measure, unit, better, mean, table) in MEASURES {
-            specs.push(MetricSpec::new(w, measure, unit, better, mean, table));
-        }
-    }
-    let mut columns = Vec::new();
-    for (vi, v) in ctx.variants.iter().enumerate() {
-        let mode = v.tunables.lru_batching;
-        let mut metrics: Named<Samples> = Named::new();
-        let mut vmstat = Named::new();
-        for (ti, w) in workloads.iter().enumerate() {
-            let cells = outs.runs(vi, ti);
-            let values: Vec<Vec<f64>> = cells.iter().map(|c| measure_values(c, mode)).collect();
-            for (k, &(measure, ..)) in MEASURES.iter().enumerate() {
-                metrics.insert(format!("{w} {measure}"), Samples(values.iter().map(|v| v[k]).collect()));
-            }
-            let deltas: Vec<VmStat> = cells.iter().map(|c| c.vm.clone()).collect();
-            vmstat.insert(w.clone(), sum_vmstat(&deltas));
-        }
-        columns.push(v.column(metrics, vmstat));
-    }
+        .collect()
+}
 
+/// What every run's numbers need said: the synthetic device, what the
+/// counters count, oversubscription, the sampler.
+fn notes(opts: &LruContentionOpts, interval_ms: u64) -> Vec<String> {
     let mut notes = vec![
         "misses are served by a synthetic device that fills the frame in memory (no I/O wait): throughput is \
          the CPU cost of hits, marking, list moves and reclaim, where the variants differ; a miss on a disk \
@@ -470,37 +463,30 @@ pub(super) fn measure(ctx: &Ctx<'_>, opts: &LruContentionOpts) -> Result<(Measur
     notes.push(format!(
         "LRU list sizes (nr_active_file, nr_inactive_file, nr_free_pages) sampled every {} ms during the timed \
          reads of run 1 at {} threads, for every variant: extra.lru_sizes (at most {} points per series)",
-        sample_interval_ms(opts),
-        sampled,
+        interval_ms,
+        sampled_threads(opts),
         MAX_JSON_POINTS
     ));
     if opts.runs < 2 {
         notes.push("one run: no spread, so no difference can be marked significant".into());
     }
-    // Throughput is timing; with other work on the machine it spreads.
-    let spread = columns
-        .iter()
-        .flat_map(|v| workloads.iter().map(move |w| coeffvar(v.samples(&format!("{w} ops/s")))))
-        .filter(|c| c.is_finite())
-        .fold(0.0f64, f64::max);
-    if spread > 10.0 {
-        notes.push(format!(
-            "throughput spread widely across runs (CoeffVar up to {spread:.0}%; see the load average): other \
-             work on the machine; read the ops/s rows with that in mind. The per-access counts and the hit \
-             ratio hardly depend on timing"
-        ));
-    }
+    notes
+}
 
+/// `params` beside the options: the sizes derived from them, each
+/// variant's batching mode, the workloads, how times and counters are
+/// taken.
+fn params_json(ctx: &Ctx<'_>, opts: &LruContentionOpts) -> Value {
     let lru_modes: serde_json::Map<String, Value> = ctx
         .variants
         .iter()
         .map(|v| (v.preset.name.to_string(), serde_json::to_value(v.tunables.lru_batching).unwrap_or(Value::Null)))
         .collect();
-    let params = serde_json::json!({
+    serde_json::json!({
         "page_size": PAGE,
         "read_bytes": PAGE,
         "nr_cpus": opts.nr_cpus(),
-        "machine_cpus": ncpu,
+        "machine_cpus": cpus(),
         "cache_pages": opts.cache_pages(),
         "working_set_pages": opts.working_set_pages(),
         "pages_per_file": opts.pages_per_file(),
@@ -516,15 +502,17 @@ pub(super) fn measure(ctx: &Ctx<'_>, opts: &LruContentionOpts) -> Result<(Measur
         "timing": "ops/s: reads of all threads over the wall time from the barrier that starts them to the \
                    return of the last",
         "vmstat": "deltas over the timed reads (kswapd included), event counters summed over the runs",
-    });
-    let extra = serde_json::json!({ "lru_sizes": lru_sizes_json(opts, sampled, &lru_series) });
-    let m = Measured { variants: columns, specs, params: into_map(params), extra: into_map(extra), notes };
-    Ok((m, LruSeries(lru_series)))
+    })
 }
 
 /// The sampled LRU list sizes for the JSON: per variant, the series
 /// downsampled to at most [`MAX_JSON_POINTS`] points.
-pub(super) fn lru_sizes_json(opts: &LruContentionOpts, threads: usize, series: &[(String, Vec<LruSample>)]) -> Value {
+pub(super) fn lru_sizes_json(
+    opts: &LruContentionOpts,
+    threads: usize,
+    interval_ms: u64,
+    series: &[(String, Vec<LruSample>)],
+) -> Value {
     let num = |x: f64| if x.is_finite() { Value::from(x) } else { Value::Null };
     let variants: serde_json::Map<String, Value> = series
         .iter()
@@ -544,7 +532,7 @@ pub(super) fn lru_sizes_json(opts: &LruContentionOpts, threads: usize, series: &
     serde_json::json!({
         "workload": workload_name(threads),
         "run": 1,
-        "interval_ms": sample_interval_ms(opts),
+        "interval_ms": interval_ms,
         "cache_pages": opts.cache_pages(),
         "max_points": MAX_JSON_POINTS,
         "about": "pages on each list, sampled during the timed reads; t_ms from the start of the timed reads, \
@@ -554,13 +542,44 @@ pub(super) fn lru_sizes_json(opts: &LruContentionOpts, threads: usize, series: &
     })
 }
 
-/// The coefficient of variation of the finite samples, in percent.
-pub(super) fn coeffvar(samples: &[f64]) -> f64 {
-    let v: Vec<f64> = samples.iter().copied().filter(|x| x.is_finite()).collect();
-    if v.len() < 2 {
-        return f64::NAN;
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_streams() {
+        let o = LruContentionOpts::default();
+        // 128 MiB = 32768 pages; 1.25x = 40960 over 4 files.
+        assert_eq!(o.pages_per_file(), 10240);
+        assert_eq!(o.working_set_pages(), 40960);
+        assert_eq!(o.warm_ops_per_thread(4), 40960);
+        let z = ZipfKeys::new(1000, 0.9, perm_seed(1)).unwrap();
+        let a = keys(&z, 100, stream_seed(1, 0, 2, 1, TIMED));
+        let b = keys(&z, 100, stream_seed(1, 0, 2, 1, TIMED));
+        let c = keys(&z, 100, stream_seed(1, 0, 2, 0, TIMED));
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        let mut page = vec![0u8; 4096];
+        fill_page(&mut page, 3, 77);
+        assert!(check_page(&page, 3, 77, "t").is_ok());
+        assert!(check_page(&page, 3, 78, "t").is_err());
     }
-    let m = v.iter().sum::<f64>() / v.len() as f64;
-    let var = v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (v.len() - 1) as f64;
-    var.sqrt() / m * 100.0
+
+    // Goal: downsampling keeps at most the asked-for points, evenly
+    // spread, the first and the last among them, in order.
+    #[test]
+    fn downsampling() {
+        let v: Vec<u32> = (0..1000).collect();
+        let d = downsample(&v, 200);
+        assert_eq!(d.len(), 200);
+        assert_eq!((d[0], d[199]), (0, 999));
+        assert!(d.windows(2).all(|w| w[0] < w[1] && w[1] - w[0] <= 6));
+        assert_eq!(downsample(&v[..150], 200), v[..150]);
+        assert_eq!(downsample(&v[..3], 2), [0, 2]);
+        assert_eq!(downsample(&v[..3], 1), [0]);
+        assert!(downsample(&v, 0).is_empty());
+        let s = LruSample { t_s: 0.0, active: 1, inactive: 3, free: 0 };
+        assert_eq!(s.active_fraction(), 0.25);
+        assert!(LruSample { active: 0, inactive: 0, ..s }.active_fraction().is_nan());
+    }
 }

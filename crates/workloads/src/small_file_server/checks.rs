@@ -2,17 +2,94 @@
 
 use super::*;
 
-/// The kernel column's series joins the others; the notes on where the
-/// rules differ from the seed.
-pub(super) fn finish(result: &mut ExperimentResult) {
-    let kernel_series = result.extra["kernel"]["series"].clone();
-    if !kernel_series.is_null() {
-        if let Some(all) = result.extra["server_hit_ratio_series"].as_object_mut() {
-            all.insert("kernel".into(), kernel_series);
-        }
+impl SeedChecks for SmallFileServer {
+    /// The seed's claims against this run.
+    fn checks(r: &ExperimentResult) -> Vec<Check> {
+        let mut out = vec![
+            compare_check(
+                r,
+                "server: prev-pos keeps small files (hit ratio)",
+                "the merged fix re-marks a re-read one-page file",
+                ("server hit_ratio", Some("server small_hit_ratio")),
+                PREV_INDEX,
+                PREV_POS,
+            ),
+            compare_check(
+                r,
+                "server: unconditional keeps small files (hit ratio)",
+                "Harji: marking every read keeps them cached",
+                ("server hit_ratio", Some("server small_hit_ratio")),
+                PREV_INDEX,
+                HARJI,
+            ),
+            compare_check(
+                r,
+                "server: piggin keeps small files (hit ratio)",
+                "Piggin: offset 0 re-marks, fixing Harji's case",
+                ("server hit_ratio", Some("server small_hit_ratio")),
+                PREV_INDEX,
+                PIGGIN,
+            ),
+            compare_check(
+                r,
+                "server: unconditional throughput up",
+                "868 -> 1111 Mbps (+28%, \"as much as 20%\")",
+                ("server requests/s", Some("server misses/request")),
+                PREV_INDEX,
+                HARJI,
+            ),
+            compare_check(
+                r,
+                "scan: unconditional flushes the working set",
+                "marking every small read activates the scan (Ding, Morton)",
+                ("scan ws_cached_%", Some("scan pgactivate")),
+                HARJI,
+                PREV_POS,
+            ),
+        ];
+        // Page-aligned worst on the random reads' hit ratio.
+        let metric = "random hit_ratio";
+        let pcache: Vec<&VariantResult> = r.variants.iter().filter(|v| v.name != "kernel").collect();
+        let measured: Vec<(String, f64)> = pcache.iter().map(|v| (v.name.clone(), r.mean(&v.name, metric))).collect();
+        let pa = measured.iter().find(|(n, _)| n == PAGE_ALIGNED).map(|x| x.1);
+        let others: Vec<f64> = measured.iter().filter(|(n, _)| n != PAGE_ALIGNED).map(|x| x.1).collect();
+        out.push(Check {
+            name: "random: page-aligned has the worst hit ratio".into(),
+            seed: "2.6.11 changelog: non-aligned random reads were not cached under streaming writes".into(),
+            measured: measured
+                .iter()
+                .map(|(n, m)| format!("{n} {}", render::fmt_value(*m)))
+                .collect::<Vec<_>>()
+                .join(", "),
+            agrees: match pa {
+                Some(pa) if !others.is_empty() && pa.is_finite() => Some(others.iter().all(|&o| o > pa)),
+                _ => None,
+            },
+            counts: true,
+        });
+        out.push(compare_check(
+            r,
+            "random: prev-index reads faster than page-aligned",
+            "2.6.11 changelog: the reads took less time with the prev_index rule",
+            ("random elapsed_s", Some("random hit_ratio")),
+            PAGE_ALIGNED,
+            PREV_INDEX,
+        ));
+        out
     }
-    let notes = differences(result);
-    result.notes.extend(notes);
+
+    /// The kernel column's series joins the others; the notes on where the
+    /// rules differ from the seed.
+    fn finish(result: &mut ExperimentResult) {
+        let kernel_series = result.extra["kernel"]["series"].clone();
+        if !kernel_series.is_null() {
+            if let Some(all) = result.extra["server_hit_ratio_series"].as_object_mut() {
+                all.insert("kernel".into(), kernel_series);
+            }
+        }
+        let notes = differences(result);
+        result.notes.extend(notes);
+    }
 }
 
 /// `a` against `base` on `metric`: whether `a`'s mean is better, as a
@@ -70,77 +147,6 @@ pub(super) fn compare_check(
         agrees: if mb.is_finite() && ma.is_finite() { Some(better) } else { None },
         counts: true,
     }
-}
-
-/// The seed's claims against this run.
-pub(super) fn checks(r: &ExperimentResult) -> Vec<Check> {
-    let mut out = vec![
-        compare_check(
-            r,
-            "server: prev-pos keeps small files (hit ratio)",
-            "the merged fix re-marks a re-read one-page file",
-            ("server hit_ratio", Some("server small_hit_ratio")),
-            PREV_INDEX,
-            PREV_POS,
-        ),
-        compare_check(
-            r,
-            "server: unconditional keeps small files (hit ratio)",
-            "Harji: marking every read keeps them cached",
-            ("server hit_ratio", Some("server small_hit_ratio")),
-            PREV_INDEX,
-            HARJI,
-        ),
-        compare_check(
-            r,
-            "server: piggin keeps small files (hit ratio)",
-            "Piggin: offset 0 re-marks, fixing Harji's case",
-            ("server hit_ratio", Some("server small_hit_ratio")),
-            PREV_INDEX,
-            PIGGIN,
-        ),
-        compare_check(
-            r,
-            "server: unconditional throughput up",
-            "868 -> 1111 Mbps (+28%, \"as much as 20%\")",
-            ("server requests/s", Some("server misses/request")),
-            PREV_INDEX,
-            HARJI,
-        ),
-        compare_check(
-            r,
-            "scan: unconditional flushes the working set",
-            "marking every small read activates the scan (Ding, Morton)",
-            ("scan ws_cached_%", Some("scan pgactivate")),
-            HARJI,
-            PREV_POS,
-        ),
-    ];
-    // Page-aligned worst on the random reads' hit ratio.
-    let metric = "random hit_ratio";
-    let pcache: Vec<&VariantResult> = r.variants.iter().filter(|v| v.name != "kernel").collect();
-    let measured: Vec<(String, f64)> = pcache.iter().map(|v| (v.name.clone(), r.mean(&v.name, metric))).collect();
-    let pa = measured.iter().find(|(n, _)| n == PAGE_ALIGNED).map(|x| x.1);
-    let others: Vec<f64> = measured.iter().filter(|(n, _)| n != PAGE_ALIGNED).map(|x| x.1).collect();
-    out.push(Check {
-        name: "random: page-aligned has the worst hit ratio".into(),
-        seed: "2.6.11 changelog: non-aligned random reads were not cached under streaming writes".into(),
-        measured: measured.iter().map(|(n, m)| format!("{n} {}", render::fmt_value(*m))).collect::<Vec<_>>().join(", "),
-        agrees: match pa {
-            Some(pa) if !others.is_empty() && pa.is_finite() => Some(others.iter().all(|&o| o > pa)),
-            _ => None,
-        },
-        counts: true,
-    });
-    out.push(compare_check(
-        r,
-        "random: prev-index reads faster than page-aligned",
-        "2.6.11 changelog: the reads took less time with the prev_index rule",
-        ("random elapsed_s", Some("random hit_ratio")),
-        PAGE_ALIGNED,
-        PREV_INDEX,
-    ));
-    out
 }
 
 /// Where this run went against the seed, and the likely reason, as notes;
@@ -204,36 +210,41 @@ pub(super) fn differences(r: &ExperimentResult) -> Vec<String> {
         ));
     }
     for c in r.checks.iter().filter(|c| c.agrees == Some(false)) {
-        let why = if c.name.starts_with("server") && c.name.contains("throughput") {
-            format!(
-                "requests/s follows the misses, and a miss here is an O_DIRECT read of tens of microseconds; the \
-                 small-file hit ratio moved {} -> {}, the server's files {} -> {}, so the gap is within the \
-                 run-to-run noise of the timing",
-                render::fmt_value(m(PREV_INDEX, "server small_hit_ratio")),
-                render::fmt_value(m(HARJI, "server small_hit_ratio")),
-                render::fmt_value(m(PREV_INDEX, "server files_hit_ratio")),
-                render::fmt_value(m(HARJI, "server files_hit_ratio"))
-            )
-        } else if c.name.starts_with("server") {
-            format!(
-                "the whole-cache hit ratio includes the streamer's readahead hits; the one-page files' own hit \
-                 ratio was {} under {PREV_INDEX}, {} under {PREV_POS}, {} under {HARJI}",
-                render::fmt_value(m(PREV_INDEX, "server small_hit_ratio")),
-                render::fmt_value(m(PREV_POS, "server small_hit_ratio")),
-                render::fmt_value(m(HARJI, "server small_hit_ratio"))
-            )
-        } else if c.name.starts_with("scan") {
-            "the working set survived the scan under every rule: the active list was not pushed past the \
-             inactive:active balance, so nothing was deactivated"
-                .to_string()
-        } else {
-            "the streaming writes did not push the random file's pages out faster than they were re-read; more \
-             streaming per read (a larger cache, or more junk files) separates the rules"
-                .to_string()
-        };
-        out.push(format!("differs from the seed: {}: {why}", c.name));
+        out.push(format!("differs from the seed: {}: {}", c.name, why_differs(r, &c.name)));
     }
     out
+}
+
+/// Why the check called `name` may have gone against the seed here.
+fn why_differs(r: &ExperimentResult, name: &str) -> String {
+    let m = |v: &str, metric: &str| r.mean(v, metric);
+    if name.starts_with("server") && name.contains("throughput") {
+        format!(
+            "requests/s follows the misses, and a miss here is an O_DIRECT read of tens of microseconds; the \
+             small-file hit ratio moved {} -> {}, the server's files {} -> {}, so the gap is within the \
+             run-to-run noise of the timing",
+            render::fmt_value(m(PREV_INDEX, "server small_hit_ratio")),
+            render::fmt_value(m(HARJI, "server small_hit_ratio")),
+            render::fmt_value(m(PREV_INDEX, "server files_hit_ratio")),
+            render::fmt_value(m(HARJI, "server files_hit_ratio"))
+        )
+    } else if name.starts_with("server") {
+        format!(
+            "the whole-cache hit ratio includes the streamer's readahead hits; the one-page files' own hit \
+             ratio was {} under {PREV_INDEX}, {} under {PREV_POS}, {} under {HARJI}",
+            render::fmt_value(m(PREV_INDEX, "server small_hit_ratio")),
+            render::fmt_value(m(PREV_POS, "server small_hit_ratio")),
+            render::fmt_value(m(HARJI, "server small_hit_ratio"))
+        )
+    } else if name.starts_with("scan") {
+        "the working set survived the scan under every rule: the active list was not pushed past the \
+         inactive:active balance, so nothing was deactivated"
+            .to_string()
+    } else {
+        "the streaming writes did not push the random file's pages out faster than they were re-read; more \
+         streaming per read (a larger cache, or more junk files) separates the rules"
+            .to_string()
+    }
 }
 
 pub(super) fn fmt_num(v: f64) -> String {

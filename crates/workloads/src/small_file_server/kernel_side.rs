@@ -1,6 +1,7 @@
 //! The kernel column: the same workload through the kernel's page cache in a memory
 //! cgroup, and the worker's side.
 
+use super::workload::*;
 use super::*;
 
 pub(super) struct KernelServer {
@@ -62,35 +63,43 @@ pub fn kernel_workload(params: &Value) -> std::result::Result<Value, String> {
     }))
 }
 
-/// The kernel column, or why there is none.
-pub(super) fn kernel_column(ctx: &Ctx<'_>, p: &Params) -> std::result::Result<KernelColumn, String> {
-    let root = ctx.tmp.path();
-    let v = kernel::run(EXPERIMENT, p.mem_bytes, &serde_json::json!({"params": p, "root": root}))?;
-    let runs = v["runs"].as_array().ok_or("the kernel worker returned no runs")?;
-    let mut metrics = Named::new();
-    for m in KERNEL_MEASURES {
-        let samples = runs.iter().map(|r| r[m].as_f64().unwrap_or(f64::NAN)).collect();
-        metrics.insert(format!("server {m}"), Samples(samples));
+impl SeedKernel for SmallFileServer {
+    fn kernel_workload() -> Option<kernel::Workload> {
+        Some(kernel_workload)
     }
-    let series: Vec<RoundPoint> = runs
-        .first()
-        .and_then(|r| serde_json::from_value::<Vec<(Option<f64>, Option<f64>, Option<f64>)>>(r["series"].clone()).ok())
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(a, b, c)| (a.unwrap_or(f64::NAN), b.unwrap_or(f64::NAN), c.unwrap_or(f64::NAN)))
-        .collect();
-    let mut stands_for = format!(
-            "this machine's kernel {}: buffered pread in a memory cgroup of {} (the worker's own buffers, about \
-             2 MiB, count against it); server workload only, hit ratios by cachestat(2). Its one rule is filemap_read's: mark unless the read starts in the folio where the last \
-             one ended (!pos_same_folio(ki_pos, prev_pos - 1)), which for a one-page file re-read from offset 0 is \
-             2.6.20's prev_index rule, not the prev_pos fix of 2.6.23",
-            kernel_release(),
-            fmt_size(p.mem_bytes)
-        );
-    if v["cachestat"].as_bool() != Some(true) {
-        stands_for.push_str(" (cachestat unavailable: no hit ratios)");
+
+    /// The kernel column, or why there is none.
+    fn kernel_column(ctx: &Ctx<'_>, p: &Params) -> std::result::Result<KernelColumn, String> {
+        let root = ctx.tmp.path();
+        let v = kernel::run(EXPERIMENT, p.mem_bytes, &serde_json::json!({"params": p, "root": root}))?;
+        let runs = v["runs"].as_array().ok_or("the kernel worker returned no runs")?;
+        let mut metrics = Named::new();
+        for m in KERNEL_MEASURES {
+            let samples = runs.iter().map(|r| r[m].as_f64().unwrap_or(f64::NAN)).collect();
+            metrics.insert(format!("server {m}"), Samples(samples));
+        }
+        let series: Vec<RoundPoint> = runs
+            .first()
+            .and_then(|r| {
+                serde_json::from_value::<Vec<(Option<f64>, Option<f64>, Option<f64>)>>(r["series"].clone()).ok()
+            })
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(a, b, c)| (a.unwrap_or(f64::NAN), b.unwrap_or(f64::NAN), c.unwrap_or(f64::NAN)))
+            .collect();
+        let mut stands_for = format!(
+                "this machine's kernel {}: buffered pread in a memory cgroup of {} (the worker's own buffers, about \
+                 2 MiB, count against it); server workload only, hit ratios by cachestat(2). Its one rule is filemap_read's: mark unless the read starts in the folio where the last \
+                 one ended (!pos_same_folio(ki_pos, prev_pos - 1)), which for a one-page file re-read from offset 0 is \
+                 2.6.20's prev_index rule, not the prev_pos fix of 2.6.23",
+                kernel_release(),
+                fmt_size(p.mem_bytes)
+            );
+        if v["cachestat"].as_bool() != Some(true) {
+            stands_for.push_str(" (cachestat unavailable: no hit ratios)");
+        }
+        let window = (p.rounds() / SERIES_POINTS).max(1);
+        let raw = serde_json::json!({ "series": series_json(&downsample(&series, window)) });
+        Ok(KernelColumn::new(stands_for, metrics, raw, Vec::new()))
     }
-    let window = (p.rounds() / SERIES_POINTS).max(1);
-    let raw = serde_json::json!({ "series": series_json(&downsample(&series, window)) });
-    Ok(KernelColumn::new(stands_for, metrics, raw, Vec::new()))
 }

@@ -70,10 +70,11 @@ use crate::experiment::ExpOpts;
 use crate::kernel;
 use crate::plot::{self, Series};
 use crate::render::{self, fmt_pct, fmt_size, vmstat_section};
-use crate::report::{
-    significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult,
+use crate::report::{significant, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult};
+use crate::runner::SeedReport;
+use crate::runner::{
+    into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, SeedMeasure, Shape,
 };
-use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedExperiment};
 use crate::stats::{pct_better, Better};
 use crate::sys::kernel_release;
 use crate::variants::Preset;
@@ -85,20 +86,7 @@ mod kernel_side;
 mod report;
 mod workload;
 
-use checks::*;
-pub use kernel_side::kernel_workload;
-use kernel_side::*;
-use report::*;
-use workload::*;
-
 pub const EXPERIMENT: &str = "small-file-server";
-pub const SEED: &str = "003";
-pub const SEED_CLAIM: &str = "unconditional marking raised a SPECweb99-like server's throughput ~20% (868 -> 1111 \
-                              Mbps) over 2.6.20's prev_index rule, which never re-marks a one-page file read again \
-                              through the same descriptor; Piggin's !offset and the prev_pos fix keep those pages \
-                              too; marking every small read lets a small-chunk scan flush the working set; \
-                              page-aligned-only marking (before 2.6.11) lets 128-byte random reads be evicted by \
-                              streaming writes";
 
 /// The variant names the checks compare.
 pub const PREV_INDEX: &str = "2.6.20-prev-index";
@@ -197,6 +185,30 @@ pub const PRESETS: &[Preset] = &[
         tunables: t_prev_pos,
     },
 ];
+
+// ---------------------------------------------------------------------------
+// The SPECweb99 fileset (here: the parameters derive from its size).
+
+/// Share of requests per class.
+pub(super) const CLASS_MIX: [f64; 4] = [0.35, 0.50, 0.14, 0.01];
+
+/// Size of the first file of each class; file `i` (0-based) is `(i+1)` times it.
+pub(super) const CLASS_BASE: [u64; 4] = [102, 1024, 10240, 102400];
+
+/// Popularity of the 9 files within a class, percent (SPECweb99).
+pub(super) const IN_CLASS: [f64; 9] = [3.9, 5.9, 8.8, 17.7, 35.3, 11.8, 7.4, 5.3, 4.2];
+
+pub(super) const FILES_PER_DIR: usize = 36;
+
+/// Size of file `k` (0..36) of a directory.
+pub(super) fn file_size(k: usize) -> u64 {
+    CLASS_BASE[k / 9] * (k % 9 + 1) as u64
+}
+
+/// Bytes of one directory (about 4.9 MiB).
+pub(super) fn dir_bytes() -> u64 {
+    (0..FILES_PER_DIR).map(file_size).sum()
+}
 
 // ---------------------------------------------------------------------------
 // Parameters.
@@ -357,8 +369,14 @@ impl SeedExperiment for SmallFileServer {
     type Params = Params;
     type Raw = ();
     const NAME: &'static str = EXPERIMENT;
-    const SEED: &'static str = SEED;
-    const CLAIM: &'static str = SEED_CLAIM;
+    const SEED: &'static str = "003";
+    const CLAIM: &'static str = "unconditional marking raised a SPECweb99-like server's throughput ~20% (868 -> 1111 \
+                                 Mbps) over 2.6.20's prev_index rule, which never re-marks a one-page file read again \
+                                 through the same descriptor; Piggin's !offset and the prev_pos fix keep those pages \
+                                 too; marking every small read lets a small-chunk scan flush the working set; \
+                                 page-aligned-only marking (before 2.6.11) lets 128-byte random reads be evicted by \
+                                 streaming writes";
+    const SUBJECT: &'static str = "when read() re-marks a page accessed";
     const ABOUT: &'static str = "Seed 003, a SPECweb99-like small-file server under streaming, every M7 re-mark \
                                  rule; small-chunk scans and 128-byte random reads.";
     const PRESETS: &'static [Preset] = PRESETS;
@@ -367,35 +385,11 @@ impl SeedExperiment for SmallFileServer {
     fn smoke() -> ExpOpts {
         ExpOpts { mem_bytes: Some(4 << 20), runs: Some(1), quick: true, seed: 1, ..ExpOpts::default() }
     }
+    fn shape(p: &Params) -> Shape<'_> {
+        Shape { variants: &p.variants, runs: p.runs, quick: p.quick, mem_bytes: p.mem_bytes }
+    }
     fn params(opts: &ExpOpts) -> Result<Params> {
         Params::new(opts)
-    }
-    fn shape(p: &Params) -> (&[String], usize, bool) {
-        (&p.variants, p.runs, p.quick)
-    }
-    fn measure(ctx: &Ctx<'_>, p: &Params) -> Result<(Measured, ())> {
-        Ok((measure(ctx, p)?, ()))
-    }
-    fn kernel_workload() -> Option<kernel::Workload> {
-        Some(kernel_workload)
-    }
-    fn kernel_column(ctx: &Ctx<'_>, p: &Params) -> std::result::Result<KernelColumn, String> {
-        kernel_column(ctx, p)
-    }
-    fn checks(r: &ExperimentResult) -> Vec<Check> {
-        checks(r)
-    }
-    fn finish(r: &mut ExperimentResult) {
-        finish(r)
-    }
-    fn plot(dir: &Path, r: &ExperimentResult, _: &(), _: &Params) -> Result<Vec<String>> {
-        plot_series(dir, r)
-    }
-    fn title(r: &ExperimentResult, p: &Params) -> String {
-        title(r, p)
-    }
-    fn report_body(r: &ExperimentResult, _: &Params) -> String {
-        body(r)
     }
 }
 
@@ -418,23 +412,6 @@ mod tests {
         assert!((0.5..0.56).contains(&small), "{small}");
     }
 
-    // Goal: the request plan is the same for the same run and seed, differs
-    // between runs, stays in range, and follows the class mix.
-    #[test]
-    fn request_plan_is_reproducible() {
-        let opts = ExpOpts { mem_bytes: Some(8 * MIB), quick: true, seed: 3, ..ExpOpts::default() };
-        let p = Params::new(&opts).unwrap();
-        let a = request_plan(&p, 0).unwrap();
-        assert_eq!(a, request_plan(&p, 0).unwrap());
-        assert_ne!(a, request_plan(&p, 1).unwrap());
-        assert_eq!(a.len(), 2);
-        let all: Vec<u32> = a.concat();
-        assert!(all.iter().all(|&id| (id as usize) < p.files()));
-        let class0 = all.iter().filter(|&&id| (id as usize % FILES_PER_DIR) / 9 == 0).count() as f64;
-        let share = class0 / all.len() as f64;
-        assert!((0.3..0.4).contains(&share), "{share}");
-    }
-
     // Goal: bad options are refused, good ones scale with the cache.
     #[test]
     fn params() {
@@ -446,13 +423,12 @@ mod tests {
         assert_eq!(f.rr_file_bytes, 32 * MIB);
         assert_eq!(f.rr_reads, 32000);
         assert!(f.requests > f.warmup_requests && f.warmup_requests > 0);
-        for bad in [
+        let bad = [
             ExpOpts { mem_bytes: Some(MIB), ..ExpOpts::default() },
             ExpOpts { runs: Some(0), ..ExpOpts::default() },
             ExpOpts { variants: Some(vec!["2.4".into()]), ..ExpOpts::default() },
-        ] {
-            assert!(matches!(Params::new(&bad), Err(Error::Invalid(_))), "{bad:?}");
-        }
+        ];
+        crate::experiment::assert_checked(&[], &bad, |o| Params::new(o).map(drop));
         let names: Vec<&str> = PRESETS.iter().map(|p| p.name).collect();
         assert_eq!(names.len(), RemarkRule::ALL.len());
         for rule in RemarkRule::ALL {

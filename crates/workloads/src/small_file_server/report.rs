@@ -1,70 +1,51 @@
 //! The report's title and body, and the plots.
 
+use super::workload::*;
 use super::*;
 
-/// The hit ratios over the server run (already averaged over windows of
-/// rounds), one line per variant.
-pub(super) fn plot_series(dir: &Path, r: &ExperimentResult) -> Result<Vec<String>> {
-    let series: Vec<NamedSeries> = r.extra["server_hit_ratio_series"]
-        .as_object()
-        .map(|m| m.iter().map(|(n, v)| (n.clone(), series_from_json(v))).collect())
-        .unwrap_or_default();
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
-    let pick_line = |pts: &[RoundPoint], pick: fn(&RoundPoint) -> f64| -> Vec<(f64, f64)> {
-        pts.iter().map(|x| (x.0, pick(x))).collect()
-    };
-    let mut files = Vec::new();
-    for (file, title, pick) in [
-        (
-            "small-file-server-hit-ratio.svg",
-            "server: hit ratio of the served files' pages over the run",
-            (|x: &RoundPoint| x.1) as fn(&RoundPoint) -> f64,
-        ),
-        ("small-file-server-small-hit-ratio.svg", "server: hit ratio of the one-page files over the run", |x| x.2),
-    ] {
-        let s: Vec<Series> =
-            series.iter().map(|(n, pts)| Series { name: n.clone(), points: pick_line(pts, pick) }).collect();
-        let path = dir.join(file);
-        plot::line_chart(&path, title, "requests served", "hit ratio", &s)?;
-        files.push(path.display().to_string());
+impl SeedReport for SmallFileServer {
+    /// The report's title line.
+    /// The report's body: a summary of means, vmstat per workload.
+    fn report_body(r: &ExperimentResult, _: &Params) -> String {
+        let mut s = String::new();
+
+        s.push_str(&render::means_table(r, &r.metric_specs.iter().collect::<Vec<_>>()));
+        let runs = r.runs.max(1) as f64;
+        s.push_str(&vmstat_section(r, "vmstat deltas, mean per run", &vm_items(), &|_, _| runs));
+        s
     }
-    Ok(files)
+
+    /// The hit ratios over the server run (already averaged over windows of
+    /// rounds), one line per variant.
+    fn plot(dir: &Path, r: &ExperimentResult, _: &(), _: &Params) -> Result<Vec<String>> {
+        let series: Vec<NamedSeries> = r.extra["server_hit_ratio_series"]
+            .as_object()
+            .map(|m| m.iter().map(|(n, v)| (n.clone(), series_from_json(v))).collect())
+            .unwrap_or_default();
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
+        let pick_line = |pts: &[RoundPoint], pick: fn(&RoundPoint) -> f64| -> Vec<(f64, f64)> {
+            pts.iter().map(|x| (x.0, pick(x))).collect()
+        };
+        let mut files = Vec::new();
+        for (file, title, pick) in [
+            (
+                "small-file-server-hit-ratio.svg",
+                "server: hit ratio of the served files' pages over the run",
+                (|x: &RoundPoint| x.1) as fn(&RoundPoint) -> f64,
+            ),
+            ("small-file-server-small-hit-ratio.svg", "server: hit ratio of the one-page files over the run", |x| x.2),
+        ] {
+            let s: Vec<Series> =
+                series.iter().map(|(n, pts)| Series { name: n.clone(), points: pick_line(pts, pick) }).collect();
+            let path = dir.join(file);
+            plot::line_chart(&path, title, "requests served", "hit ratio", &s)?;
+            files.push(path.display().to_string());
+        }
+        Ok(files)
+    }
 }
 
 /// The vmstat counters the report shows per workload.
-pub(super) const VM_ITEMS: &[Item] = &[
-    Item::pgcache_hit,
-    Item::pgcache_miss,
-    Item::mark_page_accessed_calls,
-    Item::pgactivate,
-    Item::pgdeactivate,
-    Item::pgpgin,
-    Item::pgpgout,
-    Item::pgscan_kswapd,
-    Item::pgsteal_kswapd,
-    Item::pgscan_direct,
-    Item::pgsteal_direct,
-    Item::allocstall,
-];
-
-/// The report's title line.
-pub(super) fn title(r: &ExperimentResult, p: &Params) -> String {
-    format!(
-        "small-file-server (seed {}: when read() re-marks a page accessed): {} of cache, {} run{}{}",
-        r.seed,
-        fmt_size(p.mem_bytes),
-        r.runs,
-        if r.runs == 1 { "" } else { "s" },
-        if r.quick { " (quick)" } else { "" }
-    )
-}
-
-/// The report's body: a summary of means, vmstat per workload.
-pub(super) fn body(r: &ExperimentResult) -> String {
-    let mut s = String::new();
-
-    s.push_str(&render::means_table(r, &r.metric_specs.iter().collect::<Vec<_>>()));
-    let runs = r.runs.max(1) as f64;
-    s.push_str(&vmstat_section(r, "vmstat deltas, mean per run", VM_ITEMS, &|_, _| runs));
-    s
+fn vm_items() -> Vec<Item> {
+    [render::VM_MARKING, &[Item::pgpgin, Item::pgpgout], render::VM_RECLAIM].concat()
 }

@@ -2,27 +2,6 @@
 
 use super::*;
 
-/// Share of requests per class.
-pub(super) const CLASS_MIX: [f64; 4] = [0.35, 0.50, 0.14, 0.01];
-
-/// Size of the first file of each class; file `i` (0-based) is `(i+1)` times it.
-pub(super) const CLASS_BASE: [u64; 4] = [102, 1024, 10240, 102400];
-
-/// Popularity of the 9 files within a class, percent (SPECweb99).
-pub(super) const IN_CLASS: [f64; 9] = [3.9, 5.9, 8.8, 17.7, 35.3, 11.8, 7.4, 5.3, 4.2];
-
-pub(super) const FILES_PER_DIR: usize = 36;
-
-/// Size of file `k` (0..36) of a directory.
-pub(super) fn file_size(k: usize) -> u64 {
-    CLASS_BASE[k / 9] * (k % 9 + 1) as u64
-}
-
-/// Bytes of one directory (about 4.9 MiB).
-pub(super) fn dir_bytes() -> u64 {
-    (0..FILES_PER_DIR).map(file_size).sum()
-}
-
 /// Path of file `k` of directory `d`.
 pub(super) fn server_path(root: &Path, d: usize, k: usize) -> PathBuf {
     root.join("fileset").join(format!("dir{d:05}")).join(format!("class{}_{}", k / 9, k % 9 + 1))
@@ -200,7 +179,8 @@ pub(super) type RoundPoint = (f64, f64, f64);
 /// A variant's rounds, by name.
 pub(super) type NamedSeries = (String, Vec<RoundPoint>);
 
-/// One server thread's counts in one round.
+/// One server thread's counts in one round, or their sum over threads and
+/// rounds ([`RoundStat::add`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct RoundStat {
     pub(super) busy_s: f64,
@@ -218,59 +198,71 @@ pub(super) struct RoundStat {
     pub(super) told: bool,
 }
 
+impl RoundStat {
+    /// Add `o`'s counts; busy time adds up too (the caller takes the
+    /// slowest thread of a round, see [`summarize`]).
+    fn add(&mut self, o: &RoundStat) {
+        self.busy_s += o.busy_s;
+        self.hits += o.hits;
+        self.misses += o.misses;
+        self.small_hits += o.small_hits;
+        self.small_misses += o.small_misses;
+        self.hit_reqs += o.hit_reqs;
+        self.hit_req_s += o.hit_req_s;
+        self.miss_reqs += o.miss_reqs;
+        self.miss_req_s += o.miss_req_s;
+        self.told &= o.told;
+    }
+}
+
 /// What the server workload measured (after the warm-up).
 #[derive(Clone, Debug, Default)]
 pub(super) struct ServerOut {
     pub(super) requests: u64,
-    pub(super) busy_s: f64,
-    pub(super) hits: u64,
-    pub(super) misses: u64,
-    pub(super) small_hits: u64,
-    pub(super) small_misses: u64,
-    pub(super) hit_reqs: u64,
-    pub(super) hit_req_s: f64,
-    pub(super) miss_reqs: u64,
-    pub(super) miss_req_s: f64,
-    pub(super) told: bool,
+    /// The measured rounds' counts; `busy_s` sums each round's slowest
+    /// thread.
+    pub(super) sum: RoundStat,
     /// Per round, warm-up included: (requests so far, files hit ratio,
     /// small-file hit ratio).
     pub(super) series: Vec<RoundPoint>,
 }
 
+/// `x` when the hits could be told, NaN otherwise.
+fn told(s: &RoundStat, x: f64) -> f64 {
+    if s.told {
+        x
+    } else {
+        f64::NAN
+    }
+}
+
+/// `secs` per request in microseconds, NaN without requests.
+fn mean_us(secs: f64, reqs: u64) -> f64 {
+    if reqs == 0 {
+        f64::NAN
+    } else {
+        secs * 1e6 / reqs as f64
+    }
+}
+
 impl ServerOut {
     pub(super) fn files_hit_ratio(&self) -> f64 {
-        if self.told {
-            ratio(self.hits, self.hits + self.misses)
-        } else {
-            f64::NAN
-        }
+        told(&self.sum, ratio(self.sum.hits, self.sum.hits + self.sum.misses))
     }
     pub(super) fn small_hit_ratio(&self) -> f64 {
-        if self.told {
-            ratio(self.small_hits, self.small_hits + self.small_misses)
-        } else {
-            f64::NAN
-        }
+        told(&self.sum, ratio(self.sum.small_hits, self.sum.small_hits + self.sum.small_misses))
     }
     /// Mean microseconds of a request that found all its pages cached.
     pub(super) fn hit_request_us(&self) -> f64 {
-        if self.hit_reqs == 0 {
-            f64::NAN
-        } else {
-            self.hit_req_s * 1e6 / self.hit_reqs as f64
-        }
+        mean_us(self.sum.hit_req_s, self.sum.hit_reqs)
     }
     /// Mean microseconds of a request for a one-page file that missed.
     pub(super) fn small_miss_us(&self) -> f64 {
-        if self.miss_reqs == 0 {
-            f64::NAN
-        } else {
-            self.miss_req_s * 1e6 / self.miss_reqs as f64
-        }
+        mean_us(self.sum.miss_req_s, self.sum.miss_reqs)
     }
     pub(super) fn requests_per_s(&self) -> f64 {
-        if self.busy_s > 0.0 {
-            self.requests as f64 / self.busy_s
+        if self.sum.busy_s > 0.0 {
+            self.requests as f64 / self.sum.busy_s
         } else {
             f64::NAN
         }
@@ -282,6 +274,39 @@ pub(super) fn ratio(a: u64, b: u64) -> f64 {
         f64::NAN
     } else {
         a as f64 / b as f64
+    }
+}
+
+/// What every thread of the server workload shares: the rounds, the
+/// barrier that starts each, and the flag that stops all after an error.
+struct Rounds<'a> {
+    rounds: usize,
+    /// The first measured round.
+    warm: usize,
+    barrier: Barrier,
+    failed: AtomicBool,
+    at_measure: &'a (dyn Fn() + Sync),
+}
+
+impl Rounds<'_> {
+    /// Start round `r`; at the end of the warm-up the leader calls
+    /// `at_measure` while everyone waits at a second barrier. Whether to
+    /// go on (no thread has failed).
+    fn start(&self, r: usize) -> bool {
+        let lead = self.barrier.wait().is_leader();
+        if r == self.warm {
+            if lead {
+                (self.at_measure)();
+            }
+            self.barrier.wait();
+        }
+        !self.failed.load(Ordering::Relaxed)
+    }
+
+    /// Record `e`, so that every thread stops at its next round.
+    fn fail<T>(&self, e: Error) -> Result<T> {
+        self.failed.store(true, Ordering::Relaxed);
+        Err(e)
     }
 }
 
@@ -300,154 +325,147 @@ pub(super) fn run_server<B: ServerBackend>(
     let per = p.round_requests / threads;
     let rounds = plan.iter().map(|v| v.len() / per).min().unwrap_or(0);
     let warm = p.warm_rounds().min(rounds);
-    let barrier = Barrier::new(threads + 1);
-    let failed = AtomicBool::new(false);
-    let max_size = fs.sizes.iter().copied().max().unwrap_or(0) as usize;
-    // Start of a round; at the end of the warm-up the leader calls
-    // `at_measure` while everyone waits at a second barrier.
-    let start_round = |r: usize| {
-        let lead = barrier.wait().is_leader();
-        if r == warm {
-            if lead {
-                at_measure();
-            }
-            barrier.wait();
-        }
-    };
+    let shared =
+        Rounds { rounds, warm, barrier: Barrier::new(threads + 1), failed: AtomicBool::new(false), at_measure };
     let (stats, stream_res) = std::thread::scope(|s| {
         let servers: Vec<_> = plan
             .iter()
             .map(|reqs| {
-                let (failed, start_round) = (&failed, &start_round);
-                s.spawn(move || -> (Vec<RoundStat>, Result<()>) {
-                    let mut buf = vec![0u8; max_size];
-                    let mut out = Vec::with_capacity(rounds);
-                    let mut res = Ok(());
-                    for r in 0..rounds {
-                        start_round(r);
-                        let mut st = RoundStat { told: true, ..RoundStat::default() };
-                        if failed.load(Ordering::Relaxed) {
-                            out.push(st);
-                            continue;
-                        }
-                        let t = Instant::now();
-                        for &id in &reqs[r * per..(r + 1) * per] {
-                            let id = id as usize;
-                            let pages = fs.pages[id];
-                            let tr = Instant::now();
-                            let (mut missed, mut miss_small) = (false, false);
-                            match b.cached_pages(id) {
-                                Some(c) => {
-                                    let c = c.min(pages);
-                                    missed = c < pages;
-                                    miss_small = missed && fs.small[id];
-                                    st.hits += c;
-                                    st.misses += pages - c;
-                                    if fs.small[id] {
-                                        st.small_hits += c;
-                                        st.small_misses += pages - c;
-                                    }
-                                }
-                                None => st.told = false,
-                            }
-                            let size = fs.sizes[id] as usize;
-                            let got = b.serve(id, &mut buf[..size]).and_then(|n| {
-                                if n == size && buf[0] == tag(id) {
-                                    Ok(())
-                                } else {
-                                    Err(Error::Check(format!("file {id}: read {n} of {size} bytes, first {}", buf[0])))
-                                }
-                            });
-                            if let Err(e) = got {
-                                failed.store(true, Ordering::Relaxed);
-                                res = Err(e);
-                                break;
-                            }
-                            let secs = tr.elapsed().as_secs_f64();
-                            if miss_small {
-                                st.miss_reqs += 1;
-                                st.miss_req_s += secs;
-                            } else if !missed {
-                                st.hit_reqs += 1;
-                                st.hit_req_s += secs;
-                            }
-                        }
-                        st.busy_s = t.elapsed().as_secs_f64();
-                        out.push(st);
-                    }
-                    (out, res)
-                })
+                let shared = &shared;
+                s.spawn(move || server_thread(b, fs, reqs, per, shared))
             })
             .collect();
         // The streamer, on this thread.
-        let mut buf = vec![0u8; STREAM_CHUNK as usize];
-        let mut pos = 0u64;
-        let mut res = Ok(());
-        for r in 0..rounds {
-            start_round(r);
-            if failed.load(Ordering::Relaxed) {
-                continue;
-            }
-            let mut left = p.stream_round_bytes();
-            while left > 0 {
-                let n = left.min(STREAM_CHUNK) as usize;
-                match b.stream_read(&mut buf[..n], pos) {
-                    Ok(got) => {
-                        pos += got as u64;
-                        left -= (got as u64).min(left);
-                        if got < n || pos >= stream_len {
-                            pos = 0;
-                        }
-                    }
-                    Err(e) => {
-                        failed.store(true, Ordering::Relaxed);
-                        res = Err(e);
-                        break;
-                    }
-                }
-            }
-        }
-        let stats: Vec<(Vec<RoundStat>, Result<()>)> =
+        let res = stream(b, p.stream_round_bytes(), stream_len, &shared);
+        let stats: Vec<Result<Vec<RoundStat>>> =
             servers.into_iter().map(|j| j.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect();
         (stats, res)
     });
     stream_res?;
-    let mut per_thread = Vec::new();
-    for (st, res) in stats {
-        res?;
-        per_thread.push(st);
-    }
-    let mut out = ServerOut { told: true, ..ServerOut::default() };
-    let mut done = 0u64;
-    for r in 0..rounds {
-        let (mut h, mut m, mut sh, mut sm, mut busy) = (0, 0, 0, 0, 0f64);
-        for t in &per_thread {
-            let st = t[r];
-            h += st.hits;
-            m += st.misses;
-            sh += st.small_hits;
-            sm += st.small_misses;
-            busy = busy.max(st.busy_s);
-            out.told &= st.told;
+    let per_thread = stats.into_iter().collect::<Result<Vec<_>>>()?;
+    Ok(summarize(&per_thread, (per * threads) as u64, warm))
+}
+
+/// One server thread: `per` requests of `reqs` a round, every round.
+fn server_thread<B: ServerBackend>(
+    b: &B,
+    fs: &Fileset,
+    reqs: &[u32],
+    per: usize,
+    shared: &Rounds<'_>,
+) -> Result<Vec<RoundStat>> {
+    let mut buf = vec![0u8; fs.sizes.iter().copied().max().unwrap_or(0) as usize];
+    let (mut out, mut res) = (Vec::with_capacity(shared.rounds), Ok(()));
+    // After a failure every round still starts (and serves nothing), so
+    // that no thread waits for this one at a barrier.
+    for r in 0..shared.rounds {
+        let mut st = RoundStat { told: true, ..RoundStat::default() };
+        if shared.start(r) {
+            let t = Instant::now();
+            for &id in &reqs[r * per..(r + 1) * per] {
+                if let Err(e) = serve_one(b, fs, id as usize, &mut buf, &mut st) {
+                    res = shared.fail(e);
+                    break;
+                }
+            }
+            st.busy_s = t.elapsed().as_secs_f64();
         }
-        done += (per * threads) as u64;
-        out.series.push((done as f64, ratio(h, h + m), ratio(sh, sh + sm)));
-        if r >= warm {
-            out.requests += (per * threads) as u64;
-            out.busy_s += busy;
-            out.hits += h;
-            out.misses += m;
-            out.small_hits += sh;
-            out.small_misses += sm;
-            for t in &per_thread {
-                out.hit_reqs += t[r].hit_reqs;
-                out.hit_req_s += t[r].hit_req_s;
-                out.miss_reqs += t[r].miss_reqs;
-                out.miss_req_s += t[r].miss_req_s;
+        out.push(st);
+    }
+    res.map(|()| out)
+}
+
+/// Serve file `id` whole, counting into `st` whether its pages were
+/// cached before the read and how long it took.
+fn serve_one<B: ServerBackend>(b: &B, fs: &Fileset, id: usize, buf: &mut [u8], st: &mut RoundStat) -> Result<()> {
+    let pages = fs.pages[id];
+    let tr = Instant::now();
+    let (mut missed, mut miss_small) = (false, false);
+    match b.cached_pages(id) {
+        Some(c) => {
+            let c = c.min(pages);
+            missed = c < pages;
+            miss_small = missed && fs.small[id];
+            st.hits += c;
+            st.misses += pages - c;
+            if fs.small[id] {
+                st.small_hits += c;
+                st.small_misses += pages - c;
+            }
+        }
+        None => st.told = false,
+    }
+    let size = fs.sizes[id] as usize;
+    let n = b.serve(id, &mut buf[..size])?;
+    if n != size || buf[0] != tag(id) {
+        return Err(Error::Check(format!("file {id}: read {n} of {size} bytes, first {}", buf[0])));
+    }
+    let secs = tr.elapsed().as_secs_f64();
+    if miss_small {
+        st.miss_reqs += 1;
+        st.miss_req_s += secs;
+    } else if !missed {
+        st.hit_reqs += 1;
+        st.hit_req_s += secs;
+    }
+    Ok(())
+}
+
+/// The streamer: `round_bytes` of the stream file a round, in
+/// [`STREAM_CHUNK`] reads, wrapping at `stream_len`.
+fn stream<B: ServerBackend>(b: &B, round_bytes: u64, stream_len: u64, shared: &Rounds<'_>) -> Result<()> {
+    let mut buf = vec![0u8; STREAM_CHUNK as usize];
+    let (mut pos, mut res) = (0u64, Ok(()));
+    for r in 0..shared.rounds {
+        if !shared.start(r) {
+            continue;
+        }
+        let mut left = round_bytes;
+        while left > 0 {
+            let n = left.min(STREAM_CHUNK) as usize;
+            match b.stream_read(&mut buf[..n], pos) {
+                Ok(got) => {
+                    pos += got as u64;
+                    left -= (got as u64).min(left);
+                    if got < n || pos >= stream_len {
+                        pos = 0;
+                    }
+                }
+                Err(e) => {
+                    res = shared.fail(e);
+                    break;
+                }
             }
         }
     }
-    Ok(out)
+    res
+}
+
+/// The threads' rounds as one [`ServerOut`]: every round's hit ratios in
+/// the series, the measured rounds (from `warm`) summed, each round's time
+/// its slowest thread's.
+fn summarize(per_thread: &[Vec<RoundStat>], round_requests: u64, warm: usize) -> ServerOut {
+    let rounds = per_thread.iter().map(Vec::len).min().unwrap_or(0);
+    let mut out = ServerOut { sum: RoundStat { told: true, ..RoundStat::default() }, ..ServerOut::default() };
+    for r in 0..rounds {
+        let mut round = RoundStat { told: true, ..RoundStat::default() };
+        let mut busy = 0f64;
+        for t in per_thread {
+            round.add(&t[r]);
+            busy = busy.max(t[r].busy_s);
+        }
+        round.busy_s = busy;
+        // Told-ness is the whole run's, warm-up included.
+        out.sum.told &= round.told;
+        let done = (r + 1) as f64 * round_requests as f64;
+        let (h, m, sh, sm) = (round.hits, round.misses, round.small_hits, round.small_misses);
+        out.series.push((done, ratio(h, h + m), ratio(sh, sh + sm)));
+        if r >= warm {
+            out.requests += round_requests;
+            out.sum.add(&round);
+        }
+    }
+    out
 }
 
 pub(super) const READ_ONLY: OpenOptions = OpenOptions { create: false, truncate: false, direct: true };
@@ -488,7 +506,7 @@ pub(super) fn pcache_server(cache: &PageCache, p: &Params, root: &Path, fs: &Fil
             ("small_hit_ratio", out.small_hit_ratio()),
             ("marks/request", vm.get(Item::mark_page_accessed_calls) as f64 / reqs),
             ("pgactivate", vm.get(Item::pgactivate) as f64),
-            ("misses/request", if out.told { out.misses as f64 / reqs } else { f64::NAN }),
+            ("misses/request", told(&out.sum, out.sum.misses as f64 / reqs)),
             ("hit_request_us", out.hit_request_us()),
             ("small_miss_us", out.small_miss_us()),
         ],
@@ -700,65 +718,61 @@ pub(super) fn specs() -> Vec<MetricSpec> {
         .collect()
 }
 
-/// Make the file set, then run every workload one variant at a time: the
-/// pcache columns and the server's hit ratios over time.
-pub(super) fn measure(ctx: &Ctx<'_>, p: &Params) -> Result<Measured> {
-    ensure_fd_limit(p.files() as u64 + 256)?;
-    let root = ctx.tmp.path();
-    create_files(root, p)?;
-    let fs = Fileset::new(p);
-    let names: Vec<String> = WORKLOADS.iter().map(|w| w.to_string()).collect();
-    let outs = ctx
-        .each_variant(p.runs, &names, |r, wi, vi| run_one(ctx.variants[vi].tunables, WORKLOADS[wi], p, root, &fs, r))?;
+impl SeedMeasure for SmallFileServer {
+    /// Make the file set, then run every workload one variant at a time: the
+    /// pcache columns and the server's hit ratios over time.
+    fn measure(ctx: &Ctx<'_>, p: &Params) -> Result<(Measured, ())> {
+        ensure_fd_limit(p.files() as u64 + 256)?;
+        let root = ctx.tmp.path();
+        create_files(root, p)?;
+        let fs = Fileset::new(p);
+        let names: Vec<String> = WORKLOADS.iter().map(|w| w.to_string()).collect();
+        let outs = ctx.each_variant(p.runs, &names, |r, wi, vi| {
+            run_one(ctx.variants[vi].tunables, WORKLOADS[wi], p, root, &fs, r)
+        })?;
 
-    let mut columns = Vec::new();
-    for (vi, v) in ctx.variants.iter().enumerate() {
-        let mut metrics: Named<Samples> = Named::new();
-        let mut vmstat = Named::new();
-        for (wi, w) in WORKLOADS.iter().enumerate() {
-            let runs = outs.runs(vi, wi);
-            for &(mw, m, ..) in METRICS.iter().filter(|d| d.0 == *w) {
-                let samples = runs
-                    .iter()
-                    .map(|o| o.measures.iter().find(|(k, _)| *k == m).map(|x| x.1).unwrap_or(f64::NAN))
-                    .collect();
-                metrics.insert(format!("{mw} {m}"), Samples(samples));
+        let mut columns = ctx.columns(&outs, &names, |_, w, runs, metrics| {
+            for &(mw, m, ..) in METRICS.iter().filter(|d| d.0 == w) {
+                let of = |o: &RunOut| o.measures.iter().find(|(k, _)| *k == m).map_or(f64::NAN, |x| x.1);
+                metrics.insert(format!("{mw} {m}"), Samples(runs.iter().map(of).collect()));
             }
-            let deltas: Vec<VmStat> = runs.iter().map(|o| o.vm.clone()).collect();
-            vmstat.insert(*w, sum_vmstat(&deltas));
-        }
-        let mut stands_for = v.preset.stands_for.to_string();
+            runs.iter().map(|o| o.vm.clone()).collect()
+        });
         if !ctx.opts.set.is_empty() {
             let sets: Vec<String> = ctx.opts.set.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            stands_for.push_str(&format!("; with --set {}", sets.join(" ")));
+            for c in &mut columns {
+                c.stands_for.push_str(&format!("; with --set {}", sets.join(" ")));
+            }
         }
-        columns.push(VariantResult { name: v.preset.name.into(), stands_for, metrics, vmstat });
-    }
 
-    // Hit ratio over time, first run: the plot and the JSON.
-    let window = (p.rounds() / SERIES_POINTS).max(1);
-    let series: serde_json::Map<String, Value> = ctx
-        .variants
-        .iter()
-        .enumerate()
-        .map(|(vi, v)| (v.preset.name.to_string(), series_json(&downsample(&outs.runs(vi, 0)[0].series, window))))
-        .collect();
-    let mut notes = Vec::new();
-    if p.runs < 2 {
-        notes.push("one run: no spread, so no difference can be marked significant".into());
+        // Hit ratio over time, first run: the plot and the JSON.
+        let window = (p.rounds() / SERIES_POINTS).max(1);
+        let series: serde_json::Map<String, Value> = ctx
+            .variants
+            .iter()
+            .enumerate()
+            .map(|(vi, v)| (v.preset.name.to_string(), series_json(&downsample(&outs.runs(vi, 0)[0].series, window))))
+            .collect();
+        let mut notes = Vec::new();
+        if p.runs < 2 {
+            notes.push("one run: no spread, so no difference can be marked significant".into());
+        }
+        let params = serde_json::json!({
+            "workloads": p.describe().iter().map(|(n, d)| serde_json::json!({"name": n, "description": d}))
+                .collect::<Vec<_>>(),
+            "vmstat": "deltas of the measured part of each run (server: after the warm-up; scan: the scan; \
+                       random: the reads and writes), event counters summed over the runs",
+        });
+        let extra = serde_json::json!({
+            "server_hit_ratio_series": series,
+            "series_means": "first run, per round of the server workload (warm-up included): \
+                             [requests so far, files hit ratio, small-file hit ratio]",
+        });
+        Ok((
+            Measured { variants: columns, specs: specs(), params: into_map(params), extra: into_map(extra), notes },
+            (),
+        ))
     }
-    let params = serde_json::json!({
-        "workloads": p.describe().iter().map(|(n, d)| serde_json::json!({"name": n, "description": d}))
-            .collect::<Vec<_>>(),
-        "vmstat": "deltas of the measured part of each run (server: after the warm-up; scan: the scan; \
-                   random: the reads and writes), event counters summed over the runs",
-    });
-    let extra = serde_json::json!({
-        "server_hit_ratio_series": series,
-        "series_means": "first run, per round of the server workload (warm-up included): \
-                         [requests so far, files hit ratio, small-file hit ratio]",
-    });
-    Ok(Measured { variants: columns, specs: specs(), params: into_map(params), extra: into_map(extra), notes })
 }
 
 /// A series as JSON: `[[requests, files hit ratio, small-file hit ratio],
@@ -798,4 +812,26 @@ pub(super) fn downsample(pts: &[RoundPoint], window: usize) -> Vec<RoundPoint> {
     pts.chunks(window.max(1))
         .map(|c| (c[c.len() - 1].0, mean(&mut c.iter().map(|x| x.1)), mean(&mut c.iter().map(|x| x.2))))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Goal: the request plan is the same for the same run and seed, differs
+    // between runs, stays in range, and follows the class mix.
+    #[test]
+    fn request_plan_is_reproducible() {
+        let opts = ExpOpts { mem_bytes: Some(8 * MIB), quick: true, seed: 3, ..ExpOpts::default() };
+        let p = Params::new(&opts).unwrap();
+        let a = request_plan(&p, 0).unwrap();
+        assert_eq!(a, request_plan(&p, 0).unwrap());
+        assert_ne!(a, request_plan(&p, 1).unwrap());
+        assert_eq!(a.len(), 2);
+        let all: Vec<u32> = a.concat();
+        assert!(all.iter().all(|&id| (id as usize) < p.files()));
+        let class0 = all.iter().filter(|&&id| (id as usize % FILES_PER_DIR) / 9 == 0).count() as f64;
+        let share = class0 / all.len() as f64;
+        assert!((0.3..0.4).contains(&share), "{share}");
+    }
 }

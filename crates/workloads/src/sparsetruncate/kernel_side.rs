@@ -3,48 +3,44 @@
 
 use super::*;
 
-/// The kernel column (file backend only): the column, the worker's JSON
-/// and a note, or why not.
-pub(super) fn kernel_column(ctx: &Ctx<'_>, p: &SparseParams) -> std::result::Result<KernelColumn, String> {
-    let dir = ctx.tmp.path().join("kernel");
-    std::fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let params = serde_json::json!({
-        "dir": dir.to_string_lossy(),
-        "file_bytes": p.file_bytes,
-        "files": p.files,
-        "rounds": p.rounds,
-        "runs": p.runs,
-        "read_bytes": p.read_bytes,
-        "page_size": p.page_size,
-    });
-    let v = kernel::run(EXPERIMENT, p.mem_bytes, &params)?;
-    let times = v
-        .get("workloads")
-        .and_then(|w| w.get(Backend::File.name()))
-        .and_then(|w| w.get("truncate_us"))
-        .and_then(|t| t.as_array())
-        .ok_or("the kernel worker returned no truncate times")?;
-    let times: Vec<f64> = times.iter().map(|x| x.as_f64().unwrap_or(f64::NAN)).collect();
-    if times.is_empty() {
-        return Err("the kernel worker measured nothing".into());
+impl SeedKernel for Sparsetruncate {
+    fn kernel_workload() -> Option<kernel::Workload> {
+        Some(kernel_workload)
     }
-    let cached = v.get("cached_fraction").and_then(|x| x.as_f64()).unwrap_or(f64::NAN);
-    let mut metrics: Named<Samples> = Named::new();
-    metrics.insert(format!("{} truncate_us", Backend::File.name()), Samples(times));
-    let note = format!(
-        "kernel column: the host kernel ({}) through std::fs on host files in a memory cgroup of {} (file \
-         backend only: Linux's tmpfs does not cache hole pages on read); {} of the hole pages were in its \
-         cache before the unlinks (cachestat)",
-        kernel_release(),
-        fmt_size(p.mem_bytes),
-        if cached.is_nan() { "an unknown part".to_string() } else { format!("{:.0}%", cached * 100.0) }
-    );
-    let stands_for = format!(
-        "the host kernel's page cache (Linux {}), the same sparse files through std::fs in a memory cgroup of {}",
-        kernel_release(),
-        fmt_size(p.mem_bytes)
-    );
-    Ok(KernelColumn::new(stands_for, metrics, v, vec![note]))
+
+    /// The kernel column (file backend only): the column, the worker's JSON
+    /// and a note, or why not.
+    fn kernel_column(ctx: &Ctx<'_>, p: &SparseParams) -> std::result::Result<KernelColumn, String> {
+        let dir = ctx.tmp.path().join("kernel");
+        std::fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let params = serde_json::json!({
+            "dir": dir.to_string_lossy(),
+            "file_bytes": p.file_bytes,
+            "files": p.files,
+            "rounds": p.rounds,
+            "runs": p.runs,
+            "read_bytes": p.read_bytes,
+            "page_size": p.page_size,
+        });
+        let v = kernel::run(EXPERIMENT, p.mem_bytes, &params)?;
+        let times = kernel::samples(&v["workloads"][Backend::File.name()]["truncate_us"]);
+        if times.is_empty() {
+            return Err("the kernel worker measured nothing".into());
+        }
+        let cached = v.get("cached_fraction").and_then(|x| x.as_f64()).unwrap_or(f64::NAN);
+        let mut metrics: Named<Samples> = Named::new();
+        metrics.insert(format!("{} truncate_us", Backend::File.name()), Samples(times));
+        let note = format!(
+            "kernel column: the host kernel ({}) through std::fs on host files in a memory cgroup of {} (file \
+             backend only: Linux's tmpfs does not cache hole pages on read); {} of the hole pages were in its \
+             cache before the unlinks (cachestat)",
+            kernel_release(),
+            fmt_size(p.mem_bytes),
+            if cached.is_nan() { "an unknown part".to_string() } else { format!("{:.0}%", cached * 100.0) }
+        );
+        let stands_for = KernelColumn::stands_for("the same sparse files through std::fs", p.mem_bytes);
+        Ok(KernelColumn::new(stands_for, metrics, v, vec![note]))
+    }
 }
 
 /// The same workload through the kernel's page cache (run in the memory

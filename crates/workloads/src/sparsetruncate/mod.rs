@@ -35,7 +35,7 @@
 //!
 //! With `opts.kernel`, the same read-then-unlink of sparse files runs
 //! through `std::fs` on host files in a memory cgroup of `mem_bytes`
-//! ([`kernel_workload`]), shown as the "kernel" column of the file backend.
+//! (`kernel_side.rs`), shown as the "kernel" column of the file backend.
 
 use std::fmt::Write as _;
 use std::os::unix::fs::FileExt;
@@ -50,10 +50,14 @@ use crate::experiment::ExpOpts;
 use crate::kernel;
 use crate::plot;
 use crate::render::{fmt_count, fmt_size, render_table, vmstat_section};
-use crate::report::{amean, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult};
-use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedExperiment, Variant};
+use crate::report::{amean, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult};
+use crate::runner::{
+    into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, SeedMeasure, Shape,
+};
+use crate::runner::{SeedReport, Variant};
 use crate::stats::{pct_better, quantile_sorted, Better, Summary};
 use crate::sys::kernel_release;
+pub use crate::sys::Backend;
 use crate::variants::Preset;
 use crate::{Error, Result};
 
@@ -62,15 +66,7 @@ mod kernel_side;
 mod report;
 mod workload;
 
-pub use kernel_side::kernel_workload;
-use report::fmt_us;
-use workload::PER_TRUNCATE;
-
 pub const EXPERIMENT: &str = "sparsetruncate";
-pub const SEED: &str = "001";
-pub const SEED_CLAIM: &str = "onedrain against 4.14-rc4 batchshadow-v1r1, sparsetruncate (tiny): truncate time Max \
-                              254 -> 208 us (+18.11%), Stddev 12.74 -> 9.62 (+24.49%), Amean 145.12 -> 144.30 \
-                              (+0.56%); lru_add_drain once per pagevec lifecycle instead of on every release";
 /// The variants the checks compare: the seed's before and after.
 pub const BEFORE: &str = "batchshadow";
 pub const AFTER: &str = "onedrain";
@@ -110,24 +106,6 @@ pub const PRESETS: &[Preset] = &[
         tunables: onedrain,
     },
 ];
-
-/// Where the sparse files live.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Backend {
-    /// Memory-only files.
-    Tmpfs,
-    /// Host files in the temporary directory.
-    File,
-}
-
-impl Backend {
-    pub fn name(self) -> &'static str {
-        match self {
-            Backend::Tmpfs => "tmpfs",
-            Backend::File => "file",
-        }
-    }
-}
 
 /// The workloads, in run order.
 pub const BACKENDS: [Backend; 2] = [Backend::Tmpfs, Backend::File];
@@ -254,54 +232,33 @@ impl SeedExperiment for Sparsetruncate {
     type Params = SparseParams;
     type Raw = ();
     const NAME: &'static str = EXPERIMENT;
-    const SEED: &'static str = SEED;
-    const CLAIM: &'static str = SEED_CLAIM;
+    const SEED: &'static str = "001";
+    const CLAIM: &'static str = "onedrain against 4.14-rc4 batchshadow-v1r1, sparsetruncate (tiny): truncate time Max \
+                                 254 -> 208 us (+18.11%), Stddev 12.74 -> 9.62 (+24.49%), Amean 145.12 -> 144.30 \
+                                 (+0.56%); lru_add_drain once per pagevec lifecycle instead of on every release";
+    const SUBJECT: &'static str = "only drain per-cpu pagevecs once per pagevec usage";
     const ABOUT: &'static str = "Seed 001, sparse files read once then truncated: drain on every pagevec release \
                                  against once per lifecycle.";
     const PRESETS: &'static [Preset] = PRESETS;
     const PARAMS_KEY: &'static str = "sparsetruncate";
 
+    fn shape(p: &SparseParams) -> Shape<'_> {
+        Shape { variants: &p.variants, runs: p.runs, quick: p.quick, mem_bytes: p.mem_bytes }
+    }
     fn params(opts: &ExpOpts) -> Result<SparseParams> {
         SparseParams::from_opts(opts)
-    }
-    fn shape(p: &SparseParams) -> (&[String], usize, bool) {
-        (&p.variants, p.runs, p.quick)
-    }
-    fn measure(ctx: &Ctx<'_>, p: &SparseParams) -> Result<(Measured, ())> {
-        Ok((workload::measure(ctx, p)?, ()))
-    }
-    fn kernel_workload() -> Option<kernel::Workload> {
-        Some(kernel_workload)
-    }
-    fn kernel_column(ctx: &Ctx<'_>, p: &SparseParams) -> std::result::Result<KernelColumn, String> {
-        kernel_side::kernel_column(ctx, p)
-    }
-    fn plot(dir: &Path, r: &ExperimentResult, _: &(), p: &SparseParams) -> Result<Vec<String>> {
-        report::plot_cdfs(dir, &r.variants, p)
-    }
-    fn checks(r: &ExperimentResult) -> Vec<Check> {
-        checks::checks(r)
-    }
-    fn title(r: &ExperimentResult, p: &SparseParams) -> String {
-        report::title(r, p)
-    }
-    fn report_body(r: &ExperimentResult, _: &SparseParams) -> String {
-        report::body(r)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::variants;
 
     #[test]
     fn presets_and_sizes() {
-        let v = variants::resolve(PRESETS, &variants::defaults(PRESETS)).unwrap();
-        let names: Vec<&str> = v.iter().map(|p| p.name).collect();
-        assert_eq!(names, [BEFORE, AFTER]);
-        assert_eq!((v[0].tunables)().pagevec_drain, PagevecDrain::EveryRelease);
-        assert_eq!((v[1].tunables)().pagevec_drain, PagevecDrain::Once);
+        // Both presets run by default, the seed's before first.
+        let v: Vec<_> = PRESETS.iter().map(|p| (p.name, p.default, (p.tunables)().pagevec_drain)).collect();
+        assert_eq!(v, [(BEFORE, true, PagevecDrain::EveryRelease), (AFTER, true, PagevecDrain::Once)]);
         let p = SparseParams::from_opts(&ExpOpts::default()).unwrap();
         assert_eq!((p.file_bytes, p.files, p.rounds, p.runs), (4 * MIB, 153, 10, 3));
         let t = SparseParams::from_opts(&ExpOpts { mem_bytes: Some(8 * MIB), ..ExpOpts::default() }).unwrap();

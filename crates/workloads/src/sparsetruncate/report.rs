@@ -1,6 +1,7 @@
 //! The report's body (the seed's tables, the mechanism, vmstat) and the
 //! plots.
 
+use super::workload::PER_TRUNCATE;
 use super::*;
 
 /// The vmstat counters the report shows per backend.
@@ -35,122 +36,119 @@ pub(super) fn render_seed_table(r: &ExperimentResult, metric: &str) -> String {
     render_table(&rows, &right)
 }
 
-/// The report's title line.
-pub(super) fn title(r: &ExperimentResult, p: &SparseParams) -> String {
-    format!(
-        "sparsetruncate (seed {}: only drain per-cpu pagevecs once per pagevec usage): {} of cache, {} runs x {} \
-         rounds x {} files of {}{}",
-        r.seed,
-        fmt_size(p.mem_bytes),
-        r.runs,
-        p.rounds,
-        p.files,
-        fmt_size(p.file_bytes),
-        if r.quick { " (quick)" } else { "" }
-    )
-}
-
-/// The report's body: the seed's table per backend (wall and CPU time),
-/// the mechanism per truncate, vmstat.
-pub(super) fn body(r: &ExperimentResult) -> String {
-    let mut s = String::new();
-
-    for b in BACKENDS {
-        let _ = writeln!(s);
-        let _ = writeln!(
-            s,
-            "sparsetruncate ({}), time per truncate in us (wall clock, as the seed), lower is better; percentages \
-             against the first column, positive = better",
-            b.name()
-        );
-        s.push_str(&render_seed_table(r, &format!("{} truncate_us", b.name())));
-    }
-    for b in BACKENDS {
-        let _ = writeln!(s);
-        let _ = writeln!(
-            s,
-            "sparsetruncate ({}), thread CPU time per truncate in us (excludes time preempted by other load on the \
-             machine; not in the seed)",
-            b.name()
-        );
-        s.push_str(&render_seed_table(r, &format!("{} truncate_cpu_us", b.name())));
+impl SeedReport for Sparsetruncate {
+    /// The title's sizes: runs, rounds and files.
+    fn sizes(r: &ExperimentResult, p: &SparseParams) -> String {
+        format!("{} runs x {} rounds x {} files of {}", r.runs, p.rounds, p.files, fmt_size(p.file_bytes))
     }
 
-    let pc: Vec<&VariantResult> = r.variants.iter().filter(|v| !v.vmstat.is_empty()).collect();
-    let right: Vec<bool> = (0..=pc.len()).map(|c| c > 0).collect();
-    let _ = writeln!(s);
-    let _ = writeln!(s, "the mechanism, per truncate (mean over runs)");
-    let mut rows = vec![std::iter::once(String::new()).chain(pc.iter().map(|v| v.name.clone())).collect::<Vec<_>>()];
-    for b in BACKENDS {
-        for (measure, _) in PER_TRUNCATE {
-            let metric = format!("{} {measure}", b.name());
-            let mut row = vec![metric.clone()];
-            row.extend(pc.iter().map(|v| fmt_count(amean(v.samples(&metric)))));
-            rows.push(row);
+    /// The report's body: the seed's table per backend (wall and CPU time),
+    /// the mechanism per truncate, vmstat.
+    fn report_body(r: &ExperimentResult, _: &SparseParams) -> String {
+        let mut s = String::new();
+
+        for b in BACKENDS {
+            let _ = writeln!(s);
+            let _ = writeln!(
+                s,
+                "sparsetruncate ({}), time per truncate in us (wall clock, as the seed), lower is better; percentages \
+                 against the first column, positive = better",
+                b.name()
+            );
+            s.push_str(&render_seed_table(r, &format!("{} truncate_us", b.name())));
         }
-    }
-    s.push_str(&render_table(&rows, &right));
-    // What one extra drain costs, from robust statistics of the CPU time.
-    if let (Some(b), Some(a)) = (r.variant(BEFORE), r.variant(AFTER)) {
-        for be in BACKENDS {
-            let w = be.name();
-            let m = format!("{w} lru_drain/truncate");
-            let extra = amean(b.samples(&m)) - amean(a.samples(&m));
-            let cpu = format!("{w} truncate_cpu_us");
-            let i = row_index("Best50%Amean");
-            if let (Some(rb), Some(ra)) = (seed_rows(b.samples(&cpu)), seed_rows(a.samples(&cpu))) {
-                if extra > 0.0 {
-                    let _ = writeln!(
-                        s,
-                        "{w}: {extra:.0} extra drains per truncate in {BEFORE}; the difference of the CPU-time \
-                         Best50%Amean, {:.2} us, puts one extra drain at {:.0} ns ({:.2}% of a truncate)",
-                        rb[i] - ra[i],
-                        (rb[i] - ra[i]) * 1e3 / extra,
-                        pct_better(rb[i], ra[i], Better::Lower)
-                    );
+        for b in BACKENDS {
+            let _ = writeln!(s);
+            let _ = writeln!(
+                s,
+                "sparsetruncate ({}), thread CPU time per truncate in us (excludes time preempted by other load on the \
+                 machine; not in the seed)",
+                b.name()
+            );
+            s.push_str(&render_seed_table(r, &format!("{} truncate_cpu_us", b.name())));
+        }
+
+        let pc: Vec<&VariantResult> = r.variants.iter().filter(|v| !v.vmstat.is_empty()).collect();
+        let right: Vec<bool> = (0..=pc.len()).map(|c| c > 0).collect();
+        let _ = writeln!(s);
+        let _ = writeln!(s, "the mechanism, per truncate (mean over runs)");
+        let mut rows =
+            vec![std::iter::once(String::new()).chain(pc.iter().map(|v| v.name.clone())).collect::<Vec<_>>()];
+        for b in BACKENDS {
+            for (measure, _) in PER_TRUNCATE {
+                let metric = format!("{} {measure}", b.name());
+                let mut row = vec![metric.clone()];
+                row.extend(pc.iter().map(|v| fmt_count(amean(v.samples(&metric)))));
+                rows.push(row);
+            }
+        }
+        s.push_str(&render_table(&rows, &right));
+        // What one extra drain costs, from robust statistics of the CPU time.
+        if let (Some(b), Some(a)) = (r.variant(BEFORE), r.variant(AFTER)) {
+            for be in BACKENDS {
+                let w = be.name();
+                let m = format!("{w} lru_drain/truncate");
+                let extra = amean(b.samples(&m)) - amean(a.samples(&m));
+                let cpu = format!("{w} truncate_cpu_us");
+                let i = row_index("Best50%Amean");
+                if let (Some(rb), Some(ra)) = (seed_rows(b.samples(&cpu)), seed_rows(a.samples(&cpu))) {
+                    if extra > 0.0 {
+                        let _ = writeln!(
+                            s,
+                            "{w}: {extra:.0} extra drains per truncate in {BEFORE}; the difference of the CPU-time \
+                             Best50%Amean, {:.2} us, puts one extra drain at {:.0} ns ({:.2}% of a truncate)",
+                            rb[i] - ra[i],
+                            (rb[i] - ra[i]) * 1e3 / extra,
+                            pct_better(rb[i], ra[i], Better::Lower)
+                        );
+                    }
                 }
             }
         }
+
+        // Per truncate: the counters over the truncates measured.
+        let n = |w: &str, v: &VariantResult| v.samples(&format!("{w} truncate_us")).len().max(1) as f64;
+        s.push_str(&vmstat_section(r, "vmstat deltas of the truncation phases, per truncate", VM_ITEMS, &n));
+        s
     }
 
-    // Per truncate: the counters over the truncates measured.
-    let n = |w: &str, v: &VariantResult| v.samples(&format!("{w} truncate_us")).len().max(1) as f64;
-    s.push_str(&vmstat_section(r, "vmstat deltas of the truncation phases, per truncate", VM_ITEMS, &n));
-    s
-}
-
-/// A CDF of truncate times per column, per backend: the whole range, and
-/// the body up to the largest 99th percentile.
-pub(super) fn plot_cdfs(dir: &Path, cols: &[VariantResult], p: &SparseParams) -> Result<Vec<String>> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
-    let mut files = Vec::new();
-    for b in BACKENDS {
-        let metric = format!("{} truncate_us", b.name());
-        let with: Vec<&VariantResult> = cols.iter().filter(|c| !c.samples(&metric).is_empty()).collect();
-        let p99 = with
-            .iter()
-            .filter_map(|c| seed_rows(c.samples(&metric)).map(|r| r[row_index("Max-99%")]))
-            .fold(0.0f64, f64::max);
-        for (suffix, clip) in [("cdf", f64::INFINITY), ("cdf-body", p99)] {
-            let series: Vec<plot::Series> = with
+    /// A CDF of truncate times per column, per backend: the whole range, and
+    /// the body up to the largest 99th percentile.
+    fn plot(dir: &Path, r: &ExperimentResult, _: &(), p: &SparseParams) -> Result<Vec<String>> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        let mut files = Vec::new();
+        for b in BACKENDS {
+            let metric = format!("{} truncate_us", b.name());
+            let with: Vec<&VariantResult> = r.variants.iter().filter(|c| !c.samples(&metric).is_empty()).collect();
+            let p99 = with
                 .iter()
-                .map(|c| plot::Series {
-                    name: c.name.clone(),
-                    points: plot::cdf(c.samples(&metric)).into_iter().filter(|&(x, _)| x <= clip).collect(),
-                })
-                .collect();
-            let path = dir.join(format!("sparsetruncate-{}-{suffix}.svg", b.name()));
-            let title = format!(
-                "sparsetruncate {}: unlink of {} sparse files{}",
-                b.name(),
-                fmt_size(p.file_bytes),
-                if clip.is_finite() { format!(" (up to the 99th percentile, {clip:.0} us)") } else { String::new() }
-            );
-            plot::line_chart(&path, &title, "truncate time (us)", "fraction of truncates", &series)?;
-            files.push(path.display().to_string());
+                .filter_map(|c| seed_rows(c.samples(&metric)).map(|r| r[row_index("Max-99%")]))
+                .fold(0.0f64, f64::max);
+            for (suffix, clip) in [("cdf", f64::INFINITY), ("cdf-body", p99)] {
+                let series: Vec<plot::Series> = with
+                    .iter()
+                    .map(|c| plot::Series {
+                        name: c.name.clone(),
+                        points: plot::cdf(c.samples(&metric)).into_iter().filter(|&(x, _)| x <= clip).collect(),
+                    })
+                    .collect();
+                let path = dir.join(format!("sparsetruncate-{}-{suffix}.svg", b.name()));
+                let title = format!(
+                    "sparsetruncate {}: unlink of {} sparse files{}",
+                    b.name(),
+                    fmt_size(p.file_bytes),
+                    if clip.is_finite() {
+                        format!(" (up to the 99th percentile, {clip:.0} us)")
+                    } else {
+                        String::new()
+                    }
+                );
+                plot::line_chart(&path, &title, "truncate time (us)", "fraction of truncates", &series)?;
+                files.push(path.display().to_string());
+            }
         }
+        Ok(files)
     }
-    Ok(files)
 }
 
 pub(super) fn fmt_us(v: f64) -> String {

@@ -136,88 +136,77 @@ pub(super) const PER_TRUNCATE: [(&str, Item); 3] = [
     ("lru_lock/truncate", Item::lru_lock_acquire),
 ];
 
-/// Measure both backends, the variants side by side: the pcache columns.
-pub(super) fn measure(ctx: &Ctx<'_>, p: &SparseParams) -> Result<Measured> {
-    let names: Vec<String> = BACKENDS.iter().map(|b| b.name().to_string()).collect();
-    let outs =
-        ctx.side_by_side(p.runs, &names, |r, bi| run_backend(&ctx.variants, r, BACKENDS[bi], ctx.tmp.path(), p))?;
+impl SeedMeasure for Sparsetruncate {
+    /// Measure both backends, the variants side by side: the pcache columns.
+    fn measure(ctx: &Ctx<'_>, p: &SparseParams) -> Result<(Measured, ())> {
+        let names: Vec<String> = BACKENDS.iter().map(|b| b.name().to_string()).collect();
+        let outs =
+            ctx.side_by_side(p.runs, &names, |r, bi| run_backend(&ctx.variants, r, BACKENDS[bi], ctx.tmp.path(), p))?;
 
-    let mut specs = Vec::new();
-    for b in BACKENDS {
-        specs.push(MetricSpec::new(b.name(), "truncate_us", "us", Better::Lower, Mean::Arithmetic, true));
-        specs.push(MetricSpec::new(b.name(), "truncate_cpu_us", "us", Better::Lower, Mean::Arithmetic, true));
-        for (measure, _) in PER_TRUNCATE {
-            specs.push(MetricSpec::new(b.name(), measure, "per truncate", Better::Lower, Mean::Arithmetic, false));
+        let mut specs = Vec::new();
+        for b in BACKENDS {
+            specs.push(MetricSpec::new(b.name(), "truncate_us", "us", Better::Lower, Mean::Arithmetic, true));
+            specs.push(MetricSpec::new(b.name(), "truncate_cpu_us", "us", Better::Lower, Mean::Arithmetic, true));
+            for (measure, _) in PER_TRUNCATE {
+                specs.push(MetricSpec::new(b.name(), measure, "per truncate", Better::Lower, Mean::Arithmetic, false));
+            }
         }
-    }
-    let mut columns = Vec::new();
-    for (vi, v) in ctx.variants.iter().enumerate() {
-        let mut metrics: Named<Samples> = Named::new();
-        let mut vmstat = Named::new();
-        for (bi, &b) in BACKENDS.iter().enumerate() {
-            let runs = outs.runs(vi, bi);
-            let w = b.name();
-            metrics.insert(
-                format!("{w} truncate_us"),
-                Samples(runs.iter().flat_map(|o| o.times.iter().copied()).collect()),
-            );
-            metrics.insert(
-                format!("{w} truncate_cpu_us"),
-                Samples(runs.iter().flat_map(|o| o.cpu.iter().copied()).collect()),
-            );
+        let columns = ctx.columns(&outs, &names, |_, w, runs, metrics| {
+            let times = runs.iter().flat_map(|o| o.times.iter().copied()).collect();
+            metrics.insert(format!("{w} truncate_us"), Samples(times));
+            let cpu = runs.iter().flat_map(|o| o.cpu.iter().copied()).collect();
+            metrics.insert(format!("{w} truncate_cpu_us"), Samples(cpu));
             for (measure, item) in PER_TRUNCATE {
                 metrics.insert(format!("{w} {measure}"), Samples(runs.iter().map(|o| o.per_truncate(item)).collect()));
             }
-            let deltas: Vec<VmStat> = runs.iter().flat_map(|o| o.vm.iter().cloned()).collect();
-            vmstat.insert(w, sum_vmstat(&deltas));
-        }
-        columns.push(v.column(metrics, vmstat));
-    }
+            runs.iter().flat_map(|o| o.vm.iter().cloned()).collect()
+        });
 
-    let mut notes = vec![
-        format!(
-            "samples: truncate_us one per truncate ({} runs x {} rounds x {} files per variant and backend); the \
-             */truncate counters one per run",
-            p.runs, p.rounds, p.files
-        ),
-        "file: host files in the temporary directory; the host's unlink (a sparse file, no blocks) is inside the \
-         timing, as the seed's unlink included the filesystem's"
-            .to_string(),
-        "tmpfs: memory-only files; the kernel's tmpfs would not cache hole pages on read (shmem maps the zero \
-         page), pcache's memory files do, so tmpfs here is the page cache's truncation alone"
-            .to_string(),
-        "the variants run side by side (a cache each, files unlinked alternately), so drifts of the machine fall \
-         on both"
-            .to_string(),
-    ];
-    // Where the wall-time tail is time off the CPU, say so.
-    for (bi, b) in BACKENDS.iter().enumerate() {
-        let mut wall: Vec<f64> = outs.workload(bi).flat_map(|o| o.times.iter().copied()).collect();
-        let mut cpu: Vec<f64> = outs.workload(bi).flat_map(|o| o.cpu.iter().copied()).collect();
-        wall.sort_by(f64::total_cmp);
-        cpu.sort_by(f64::total_cmp);
-        let (w99, c99) = (quantile_sorted(&wall, 0.99), quantile_sorted(&cpu, 0.99));
-        if w99 > 1.5 * c99 {
-            notes.push(format!(
-                "{}: the wall-time tail is time off the CPU: Max-99% {w99:.0} us of wall time against {c99:.0} us of \
-                 CPU time (all variants), so Max and Stddev of the wall time measure preemption by other load more \
-                 than truncation; the CPU-time rows show the truncation work",
-                b.name()
-            ));
+        let mut notes = vec![
+            format!(
+                "samples: truncate_us one per truncate ({} runs x {} rounds x {} files per variant and backend); the \
+                 */truncate counters one per run",
+                p.runs, p.rounds, p.files
+            ),
+            "file: host files in the temporary directory; the host's unlink (a sparse file, no blocks) is inside the \
+             timing, as the seed's unlink included the filesystem's"
+                .to_string(),
+            "tmpfs: memory-only files; the kernel's tmpfs would not cache hole pages on read (shmem maps the zero \
+             page), pcache's memory files do, so tmpfs here is the page cache's truncation alone"
+                .to_string(),
+            "the variants run side by side (a cache each, files unlinked alternately), so drifts of the machine fall \
+             on both"
+                .to_string(),
+        ];
+        // Where the wall-time tail is time off the CPU, say so.
+        for (bi, b) in BACKENDS.iter().enumerate() {
+            let mut wall: Vec<f64> = outs.workload(bi).flat_map(|o| o.times.iter().copied()).collect();
+            let mut cpu: Vec<f64> = outs.workload(bi).flat_map(|o| o.cpu.iter().copied()).collect();
+            wall.sort_by(f64::total_cmp);
+            cpu.sort_by(f64::total_cmp);
+            let (w99, c99) = (quantile_sorted(&wall, 0.99), quantile_sorted(&cpu, 0.99));
+            if w99 > 1.5 * c99 {
+                notes.push(format!(
+                    "{}: the wall-time tail is time off the CPU: Max-99% {w99:.0} us of wall time against {c99:.0} us of \
+                     CPU time (all variants), so Max and Stddev of the wall time measure preemption by other load more \
+                     than truncation; the CPU-time rows show the truncation work",
+                    b.name()
+                ));
+            }
         }
+        let params = serde_json::json!({
+            "workloads": BACKENDS.iter().map(|&b| serde_json::json!({
+                "name": b.name(),
+                "description": describe(b, p),
+            })).collect::<Vec<_>>(),
+            "timing": "truncate_us: wall time of one unlink of a closed file whose every page is cached, in \
+                       microseconds; truncate_cpu_us: the same unlink's thread CPU time (CLOCK_THREAD_CPUTIME_ID)",
+            "samples": "truncate_us, truncate_cpu_us: one per truncate, pooled over rounds and runs; */truncate: one \
+                        per run",
+            "vmstat": "deltas of the truncation phases per backend, summed over rounds and runs",
+        });
+        Ok((Measured { variants: columns, specs, params: into_map(params), extra: Default::default(), notes }, ()))
     }
-    let params = serde_json::json!({
-        "workloads": BACKENDS.iter().map(|&b| serde_json::json!({
-            "name": b.name(),
-            "description": describe(b, p),
-        })).collect::<Vec<_>>(),
-        "timing": "truncate_us: wall time of one unlink of a closed file whose every page is cached, in \
-                   microseconds; truncate_cpu_us: the same unlink's thread CPU time (CLOCK_THREAD_CPUTIME_ID)",
-        "samples": "truncate_us, truncate_cpu_us: one per truncate, pooled over rounds and runs; */truncate: one \
-                    per run",
-        "vmstat": "deltas of the truncation phases per backend, summed over rounds and runs",
-    });
-    Ok(Measured { variants: columns, specs, params: into_map(params), extra: Default::default(), notes })
 }
 
 pub(super) fn describe(b: Backend, p: &SparseParams) -> String {

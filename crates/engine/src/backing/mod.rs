@@ -10,11 +10,13 @@ mod fault;
 mod fdcache;
 mod file;
 mod memory;
+mod ratelimit;
 
 pub use fault::{Fault, FaultInjector, FaultOp, SpaceLimit};
 pub use fdcache::{default_max_open_fds, CachedFd, FdCache, MIN_OPEN_FDS};
 pub use file::{FileDev, Opener};
 pub use memory::MemoryDev;
+pub use ratelimit::{parse_latency, parse_rate, IoStat, RateLimit, RateLimitedDev, RateSpec};
 
 /// A store of bytes behind one cached file.
 ///

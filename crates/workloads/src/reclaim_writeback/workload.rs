@@ -569,3 +569,87 @@ pub(super) fn measure(ctx: &Ctx<'_>, opts: &ReclaimWritebackOpts) -> Result<(Mea
     let m = Measured { variants: columns, specs, params: into_map(params), extra: Default::default(), notes };
     Ok((m, outs))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exp(params: &[(&str, &str)]) -> ExpOpts {
+        ExpOpts {
+            quick: true,
+            params: params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            ..ExpOpts::default()
+        }
+    }
+
+    #[test]
+    fn device_params() {
+        let o = ReclaimWritebackOpts::from_exp(&exp(&[
+            ("device_rate", "30MiB/s"),
+            ("device_latency", "5ms"),
+            ("resident", "0.65"),
+        ]))
+        .unwrap();
+        assert_eq!(o.device, DeviceOpts { rate: Some(30 << 20), latency: Duration::from_millis(5), resident: 0.65 });
+        assert_eq!(o.device.spec().unwrap().unwrap().to_string(), "30 MiB/s, 5 ms per request");
+        let none = ReclaimWritebackOpts::from_exp(&exp(&[])).unwrap();
+        assert_eq!(none.device, DeviceOpts::default());
+        assert_eq!(none.device.spec().unwrap(), None);
+        // Bad values are option errors that say what is wrong.
+        for (params, needle) in [
+            (&[("device_rate", "30Q")][..], "unknown unit"),
+            (&[("device_rate", "0")][..], "out of range"),
+            (&[("device_rate", "30M"), ("device_latency", "5")][..], "needs a unit"),
+            (&[("device_latency", "5ms")][..], "needs a device_rate"),
+            (&[("resident", "0.9")][..], "resident"),
+            (&[("resident", "lots")][..], "resident"),
+        ] {
+            match ReclaimWritebackOpts::from_exp(&exp(params)) {
+                Err(Error::Invalid(m)) => assert!(m.contains(needle), "{params:?}: {m}"),
+                other => panic!("{params:?}: {other:?}"),
+            }
+        }
+        let bad = ReclaimWritebackOpts {
+            device: DeviceOpts { rate: Some(1), ..DeviceOpts::default() },
+            ..ReclaimWritebackOpts::tiny()
+        };
+        assert!(matches!(bad.validate(), Err(Error::Invalid(_))));
+    }
+
+    // Goal: with the device, the workloads' files sit behind it (their
+    // transfers are counted there) and are gone after the run.
+    #[test]
+    fn files_go_through_the_device() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = PageCache::new(Config::with_memory(8 << 20)).unwrap();
+        let limit = RateLimit::new("t", RateSpec::parse("1G", "0").unwrap());
+        let path = dir.path().join("f");
+        let f = create_file(&cache, &path, Some(&limit)).unwrap();
+        write_seq(&f, 1 << 20, FSMARK_CHUNK, &pattern(FSMARK_CHUNK as usize)).unwrap();
+        f.fsync().unwrap();
+        f.close().unwrap();
+        let st = limit.stat();
+        assert_eq!(st.wr_bytes, 1 << 20);
+        assert!(st.w_await_ms() >= 0.0);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 1 << 20);
+        remove_file(&cache, &path, Some(&limit)).unwrap();
+        assert!(!path.exists());
+        // Without a device: a plain host file.
+        let f = create_file(&cache, &path, None).unwrap();
+        f.close().unwrap();
+        remove_file(&cache, &path, None).unwrap();
+        assert!(!path.exists());
+    }
+
+    // Goal: the desktop's set is faulted in and clean before the workload.
+    #[test]
+    fn resident_set_is_clean_and_mapped() {
+        let cache = PageCache::new(Config::with_memory(8 << 20)).unwrap();
+        assert!(Resident::start(&cache, 0.0).unwrap().is_none());
+        let r = Resident::start(&cache, 0.5).unwrap().unwrap();
+        assert_eq!(r.map.nr_pages(), (4 << 20) / cache.page_size() as u64);
+        assert_eq!(cache.vmstat().get(Item::nr_dirty), 0);
+        let stop = AtomicBool::new(true);
+        r.run(&stop).unwrap();
+    }
+}

@@ -12,7 +12,9 @@ pub(super) fn finish(result: &mut ExperimentResult) {
             "not exercised: {}: reclaim met no dirty page there under any variant (no reclaim writes, no \
              PG_reclaim tagging), so the variants ran the same code and their differences are noise; their \
              checks are not counted. The flushers kept the inactive tail clean: written-once pages are dirty \
-             only while young, and this model has one zone (the seed's machines had several)",
+             only while young, and this model has one zone (the seed's machines had several); \
+             --param device_rate=30M --param resident=0.65 runs fsmark and simple-wb where they meet some \
+             (BENCHMARKS.md)",
             idle.join(", ")
         ));
     }

@@ -26,7 +26,9 @@ pub use ratelimit::{parse_latency, parse_rate, IoStat, RateLimit, RateLimitedDev
 ///
 /// Implementations: [`FileDev`] (a host file, O_DIRECT where possible),
 /// [`MemoryDev`] (a sparse in-memory file, the tmpfs case) and
-/// [`FaultInjector`] (wraps another device and injects errors and delays).
+/// [`FaultInjector`] (wraps another device and injects errors and delays)
+/// and [`RateLimitedDev`] (wraps another behind a shared bandwidth and
+/// latency: a slow disk, a USB stick).
 // `len` is fallible I/O (fstat), not a collection length: no `is_empty`.
 #[allow(clippy::len_without_is_empty)]
 pub trait BackingDev: Send + Sync + 'static {

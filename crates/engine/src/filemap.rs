@@ -105,6 +105,11 @@ pub struct Inode {
     /// when a `Mapping` is made or dropped. A list, not the kernel's
     /// interval tree: rmap walks test each mapping's range.
     pub i_mmap: RwLock<Vec<Arc<crate::mmap::Vma>>>,
+    /// The device's own readahead window and largest request, in pages
+    /// (the bdi's `ra_pages` and `io_pages`, from its queue limits; 0 where
+    /// the device says nothing or `Tunables::ra_from_device` is off).
+    pub dev_ra_pages: u32,
+    pub dev_io_pages: u32,
 }
 
 impl Inode {
@@ -416,6 +421,7 @@ impl Cache {
             }
         };
         let bdi = self.bdi_get(&dev.bdi_name());
+        let (dev_ra_pages, dev_io_pages) = self.device_ra_pages(dev.as_ref());
         let inode = Arc::new(Inode {
             id,
             key: key.to_string(),
@@ -437,6 +443,8 @@ impl Cache {
             wb_retry_at: AtomicU64::new(0),
             wb_backoff_ms: AtomicU64::new(0),
             i_mmap: RwLock::new(Vec::new()),
+            dev_ra_pages,
+            dev_io_pages,
         });
         inodes.by_name.insert(key.to_string(), inode.clone());
         let mut by_id = self.by_id.write();

@@ -29,6 +29,7 @@ mod admission;
 mod arena;
 pub mod backing;
 mod backing_dev;
+mod bio;
 mod error;
 mod filemap;
 mod hazard;
@@ -82,6 +83,7 @@ pub use crate::swap::PAGEVEC_SIZE;
 pub use crate::vmscan::DEF_PRIORITY;
 
 /// Which LRU list a page is on.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub enum LruList {
     InactiveAnon,
@@ -95,6 +97,7 @@ pub enum LruList {
 }
 
 /// A page's state as tests and tools see it.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct PageState {
     /// The list the page is on, or `None` when it is off the LRU (in a
@@ -117,6 +120,7 @@ pub struct PageState {
 }
 
 /// The free-frame watermarks, in pages.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Watermarks {
     pub min: u64,
@@ -189,7 +193,11 @@ impl PageCache {
                 .map_err(|e| Error::io("kswapd", e))?;
             cache.threads.lock().push(t);
         }
-        Ok(PageCache { owner: Arc::new(Owner { cache }) })
+        // Owned before the workers start, so a failure stops those started.
+        let owner = Arc::new(Owner { cache: cache.clone() });
+        let n = cache.tunables.io_threads;
+        cache.start_io_workers(n).map_err(|e| Error::io("I/O workers", e))?;
+        Ok(PageCache { owner })
     }
 
     /// The bounded cache of host descriptors this cache's files use
@@ -292,12 +300,13 @@ impl PageCache {
 
     /// A handle on `inode`, whose handle count already includes it (iget).
     fn new_file(&self, inode: Arc<Inode>) -> File {
+        let ra = FileRaState::new(self.cache().default_ra_pages(&inode));
         File {
             cache: self.cache().clone(),
             owner: self.owner.clone(),
             wb_err_since: AtomicU32::new(page_writeback::errseq_sample(&inode.wb_err)),
             inode,
-            ra: FileRaState::new(self.cache().sysctl.ra_pages()),
+            ra,
             closed: AtomicBool::new(false),
         }
     }
@@ -668,7 +677,7 @@ impl File {
         let end = if len == 0 { u64::MAX } else { self.check_range(offset, len)? };
         let shift = self.cache.page_shift();
         let ra = &self.ra;
-        let default_ra = self.cache.sysctl.ra_pages();
+        let default_ra = self.cache.default_ra_pages(&self.inode);
         match advice {
             Advice::Normal => {
                 ra.ra_pages.store(default_ra, Ordering::Relaxed);

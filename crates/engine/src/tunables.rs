@@ -161,6 +161,7 @@ pub enum MappedActivation {
 }
 
 /// fadvise(2) advice.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Advice {
     Normal,
@@ -226,6 +227,34 @@ pub struct Tunables {
     /// M15: how reclaim activates referenced mapped pages.
     #[serde(default)]
     pub mapped_activation: MappedActivation,
+    /// M15: bytes around a read fault whose cached pages the fault also
+    /// maps (do_fault_around; the kernel's debugfs `fault_around_bytes`,
+    /// default 64 KiB). Rounded down to a power of two of pages; one page
+    /// or less turns fault-around off.
+    #[serde(default = "default_fault_around_bytes")]
+    pub fault_around_bytes: u64,
+    /// I/O worker threads that read asynchronous readahead windows while
+    /// the reader copies (bio.rs). 0: the caller reads every window.
+    #[serde(default = "default_io_threads")]
+    pub io_threads: usize,
+    /// Readahead sized from the device where it reports its queue limits
+    /// (a host file's block device: its read_ahead_kb as the window, its
+    /// max_sectors_kb bounding a large read's), as the kernel's bdi is.
+    /// Off: every device uses `ra_pages`.
+    #[serde(default = "default_true")]
+    pub ra_from_device: bool,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_io_threads() -> usize {
+    4
+}
+
+fn default_fault_around_bytes() -> u64 {
+    65536
 }
 
 impl Tunables {
@@ -270,6 +299,9 @@ impl Default for Tunables {
             reserve_space: true,
             max_open_fds: 0,
             mapped_activation: MappedActivation::UsedOnce,
+            fault_around_bytes: default_fault_around_bytes(),
+            io_threads: default_io_threads(),
+            ra_from_device: true,
         }
     }
 }

@@ -18,6 +18,7 @@ use parking_lot::Mutex;
 use super::BackingDev;
 
 /// The kind of call a fault applies to.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FaultOp {
     /// `read_pages`.
@@ -39,6 +40,7 @@ impl FaultOp {
 }
 
 /// What happens to a faulted call.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
     /// Fail with EIO, touching nothing.
@@ -355,6 +357,10 @@ impl BackingDev for FaultInjector {
 
     fn is_direct(&self) -> bool {
         self.inner.is_direct()
+    }
+
+    fn queue_limits(&self) -> Option<super::QueueLimits> {
+        self.inner.queue_limits()
     }
 }
 

@@ -21,7 +21,7 @@ use std::sync::{Arc, Once};
 use parking_lot::{Mutex, RwLock};
 
 use super::fdcache::{CachedFd, FdCache};
-use super::BackingDev;
+use super::{BackingDev, QueueLimits};
 
 /// Most iovecs passed to one `preadv`/`pwritev` call (Linux's `IOV_MAX`).
 const IOV_MAX: usize = 1024;
@@ -87,6 +87,8 @@ pub struct FileDev {
     /// A descriptor held for the device's life (after `remove`).
     pinned: Mutex<Option<Arc<CachedFd>>>,
     bdi: String,
+    /// The host block device's queue limits, read once from sysfs.
+    limits: Option<QueueLimits>,
     /// Where the file is now: `rename` moves it, and `remove` must unlink
     /// the current name, not the one it was opened under.
     path: Mutex<PathBuf>,
@@ -289,6 +291,7 @@ impl FileDev {
             dontneed: AtomicBool::new(asked_direct && !is_direct),
             size_lock: RwLock::new(()),
             resv: Mutex::new(Reservations::default()),
+            limits: host_queue_limits(ident.0),
         })
     }
 
@@ -851,6 +854,23 @@ impl BackingDev for FileDev {
     fn identity(&self) -> Option<(u64, u64)> {
         Some(self.ident)
     }
+
+    fn queue_limits(&self) -> Option<QueueLimits> {
+        self.limits
+    }
+}
+
+/// The queue limits of the block device `st_dev` names, from sysfs (a
+/// partition's are its disk's). None where sysfs says nothing (tmpfs,
+/// overlay and network filesystems, containers without /sys).
+fn host_queue_limits(st_dev: u64) -> Option<QueueLimits> {
+    let base = format!("/sys/dev/block/{}:{}", libc::major(st_dev), libc::minor(st_dev));
+    let read = |name: &str| {
+        [format!("{base}/queue/{name}"), format!("{base}/../queue/{name}")]
+            .iter()
+            .find_map(|p| std::fs::read_to_string(p).ok()?.trim().parse::<u64>().ok())
+    };
+    Some(QueueLimits { read_ahead_kb: read("read_ahead_kb")?, max_sectors_kb: read("max_sectors_kb")? })
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

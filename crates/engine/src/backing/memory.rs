@@ -40,6 +40,9 @@ pub struct MemoryDev {
     shards: Box<[RwLock<Chunks>]>,
     /// Serialises `set_len` and `punch_hole` with each other.
     resize: Mutex<()>,
+    /// What the device reports as its queue limits (none by default; set
+    /// by tests and tools that model a block device).
+    limits: Option<super::QueueLimits>,
 }
 
 impl MemoryDev {
@@ -54,9 +57,17 @@ impl MemoryDev {
             name: format!("memory:{name}"),
             page_size,
             len: AtomicU64::new(0),
+            limits: None,
             shards: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect(),
             resize: Mutex::new(()),
         }
+    }
+
+    /// The same device, reporting `limits` as its request queue's (a
+    /// modelled block device, for readahead sizing).
+    pub fn with_queue_limits(mut self, limits: super::QueueLimits) -> MemoryDev {
+        self.limits = Some(limits);
+        self
     }
 
     /// The page size this device was created with.
@@ -162,6 +173,10 @@ impl BackingDev for MemoryDev {
 
     fn bdi_name(&self) -> String {
         "memory".to_string()
+    }
+
+    fn queue_limits(&self) -> Option<super::QueueLimits> {
+        self.limits
     }
 
     fn read_pages(&self, pos: u64, bufs: &mut [&mut [u8]]) -> io::Result<usize> {

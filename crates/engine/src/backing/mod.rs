@@ -18,6 +18,18 @@ pub use file::{FileDev, Opener};
 pub use memory::MemoryDev;
 pub use ratelimit::{parse_latency, parse_rate, IoStat, RateLimit, RateLimitedDev, RateSpec};
 
+/// A device's request-queue limits (the block layer's `queue_limits`, as
+/// `/sys/block/DEV/queue/` shows them): its readahead window and the
+/// largest request it takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueLimits {
+    /// `read_ahead_kb`: the window the kernel's readahead uses on it.
+    pub read_ahead_kb: u64,
+    /// `max_sectors_kb`: the largest request, which bounds a large read's
+    /// window (the bdi's `io_pages`).
+    pub max_sectors_kb: u64,
+}
+
 /// A store of bytes behind one cached file.
 ///
 /// Calls may come from many threads at once (readers, the flusher, kswapd),
@@ -108,6 +120,13 @@ pub trait BackingDev: Send + Sync + 'static {
     /// Whether the device bypasses the host page cache (O_DIRECT).
     fn is_direct(&self) -> bool {
         false
+    }
+
+    /// What the device says about its request queue, for sizing
+    /// readahead as the kernel's bdi does: None for a device that says
+    /// nothing (the cache-wide `read_ahead_kb` then applies).
+    fn queue_limits(&self) -> Option<QueueLimits> {
+        None
     }
 
     /// The backing device this file lives on (its `backing_dev_info`):

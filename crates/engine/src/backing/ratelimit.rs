@@ -486,6 +486,12 @@ impl BackingDev for RateLimitedDev {
     fn is_direct(&self) -> bool {
         self.inner.is_direct()
     }
+
+    /// The inner device's: the simulation changes how fast requests are
+    /// served, not how large they may be.
+    fn queue_limits(&self) -> Option<super::QueueLimits> {
+        self.inner.queue_limits()
+    }
 }
 
 #[cfg(test)]
@@ -725,6 +731,7 @@ mod tests {
         d.reserve(0, PS as u64).unwrap();
         assert!(!d.is_direct());
         assert_eq!(d.identity(), None);
+        assert_eq!(d.queue_limits(), mem.queue_limits());
         d.remove().unwrap();
         assert_eq!(limit.stat(), IoStat::default(), "no transfer, nothing counted");
         assert!(format!("{d:?}").contains("memory:m"));

@@ -10,11 +10,13 @@ mod fault;
 mod fdcache;
 mod file;
 mod memory;
+mod ratelimit;
 
 pub use fault::{Fault, FaultInjector, FaultOp, SpaceLimit};
 pub use fdcache::{default_max_open_fds, CachedFd, FdCache, MIN_OPEN_FDS};
 pub use file::{FileDev, Opener};
 pub use memory::MemoryDev;
+pub use ratelimit::{parse_latency, parse_rate, IoStat, RateLimit, RateLimitedDev, RateSpec};
 
 /// A device's request-queue limits (the block layer's `queue_limits`, as
 /// `/sys/block/DEV/queue/` shows them): its readahead window and the
@@ -36,7 +38,9 @@ pub struct QueueLimits {
 ///
 /// Implementations: [`FileDev`] (a host file, O_DIRECT where possible),
 /// [`MemoryDev`] (a sparse in-memory file, the tmpfs case) and
-/// [`FaultInjector`] (wraps another device and injects errors and delays).
+/// [`FaultInjector`] (wraps another device and injects errors and delays)
+/// and [`RateLimitedDev`] (wraps another behind a shared bandwidth and
+/// latency: a slow disk, a USB stick).
 // `len` is fallible I/O (fstat), not a collection length: no `is_empty`.
 #[allow(clippy::len_without_is_empty)]
 pub trait BackingDev: Send + Sync + 'static {

@@ -55,7 +55,7 @@ pub(super) fn kernel_column(ctx: &Ctx<'_>, opts: &ReclaimWritebackOpts) -> std::
         return Err("the kernel worker measured nothing".into());
     }
     let fs = v.get("file_fs").and_then(|x| x.as_str()).unwrap_or("?");
-    let notes = vec![format!(
+    let mut notes = vec![format!(
         "kernel column: the host kernel ({}) through std::fs, buffered, in a memory cgroup of {}: fsmark and \
          simple-wb only (no mmap-strm), files on {fs} in {}, closed without fsync, then syncfs outside the \
          timing; no vmstat, so no counters, and the kernel's own dirty limits (not dirty_ratio 40)",
@@ -63,6 +63,13 @@ pub(super) fn kernel_column(ctx: &Ctx<'_>, opts: &ReclaimWritebackOpts) -> std::
         fmt_size(opts.mem_bytes),
         opts.dir.as_deref().map(|d| d.display().to_string()).unwrap_or_else(|| "the system temp dir".into())
     )];
+    if opts.device.rate.is_some() || opts.device.resident > 0.0 {
+        notes.push(
+            "kernel column: on the host's own disk, without the simulated device or the desktop beside it \
+             (--param device_rate, resident), so it is no baseline for those columns"
+                .into(),
+        );
+    }
     let stands_for = format!(
         "the host kernel's page cache (Linux {}), the same fsmark and simple-wb through std::fs in a memory \
              cgroup of {}",

@@ -75,8 +75,8 @@ use checks::*;
 pub use kernel_side::kernel_workload;
 use kernel_side::*;
 use report::*;
-pub use workload::RunOut;
 use workload::*;
+pub use workload::{DeviceOpts, RunOut};
 
 pub const EXPERIMENT: &str = "reclaim-writeback";
 pub const SEED: &str = "004";
@@ -174,6 +174,10 @@ pub struct ReclaimWritebackOpts {
     /// the kernel's page cache in a memory cgroup of `mem_bytes`).
     #[serde(default = "yes")]
     pub kernel: bool,
+    /// Run fsmark and simple-wb on a simulated slow device of this many
+    /// bytes a second (`--param device_rate=30M`), see [`DeviceOpts`].
+    #[serde(default)]
+    pub device: DeviceOpts,
 }
 
 fn yes() -> bool {
@@ -199,6 +203,7 @@ impl Default for ReclaimWritebackOpts {
             set: Vec::new(),
             plot_dir: None,
             kernel: true,
+            device: DeviceOpts::default(),
         }
     }
 }
@@ -254,6 +259,7 @@ impl ReclaimWritebackOpts {
                 return bad(format!("{what} {r} must be above 0 and at most 64"));
             }
         }
+        self.device.validate()?;
         // Refuse bad --set values before anything runs.
         for p in variants::resolve(PRESETS, &self.variants)? {
             self.tunables(p)?;
@@ -370,6 +376,17 @@ impl SeedExperiment for ReclaimWritebackExp {
         ParamDoc { name: "file_size", help: "fs_mark file size, e.g. 10M [default: 10M; quick: 1M]" },
         ParamDoc { name: "fsmark_threads", help: "fs_mark thread counts, comma-separated [default: 1,4,16]" },
         ParamDoc { name: "wb_threads", help: "simple-wb writers [default: one per CPU]" },
+        ParamDoc {
+            name: "device_rate",
+            help: "run fsmark and simple-wb on a simulated device of this bandwidth, reads and writes shared, \
+                   e.g. 30M or 30MiB/s [default: none, host files at disk speed]",
+        },
+        ParamDoc { name: "device_latency", help: "that device's time per request, e.g. 5ms [default: 0]" },
+        ParamDoc {
+            name: "resident",
+            help: "fsmark and simple-wb run beside a desktop holding this fraction of memory (mapped program text \
+                   kept in use), e.g. 0.65 [default: 0]",
+        },
     ];
 
     fn smoke() -> ExpOpts {
@@ -464,6 +481,7 @@ impl ReclaimWritebackOpts {
         if let Some(v) = opts.param_as("wb_threads")? {
             o.wb_threads = v;
         }
+        o.device = DeviceOpts::from_exp(opts)?;
         o.set = opts.set.clone();
         o.plot_dir = opts.plot_dir.clone();
         o.kernel = opts.kernel;

@@ -136,6 +136,13 @@ pub(super) fn body(r: &ExperimentResult, opts: &ReclaimWritebackOpts) -> String 
     for w in &workloads {
         timed(&mut rows, format!("{mem_label} Sync Time {w}"), &format!("{w} sync_s"));
     }
+    // The seed's USB-stick rows: iostat's await on the simulated device
+    // (only workloads that ran on one have the metric).
+    for (label, measure) in [("Avg wait ms", "avg_wait_ms"), ("Device writes", "device_writes")] {
+        for w in &workloads {
+            timed(&mut rows, format!("{mem_label} {label} {w}"), &format!("{w} {measure}"));
+        }
+    }
     let per_var = |rows: &mut Vec<Vec<String>>, label: String, f: &dyn Fn(&VariantResult) -> String| {
         let mut row = vec![label];
         row.extend(r.variants.iter().map(f));

@@ -1,6 +1,172 @@
 //! The workload through pcache and the measurement of every run.
 
+use std::sync::Arc;
+
+use pcache::backing::{parse_latency, parse_rate, FileDev, IoStat, RateLimit, RateLimitedDev, RateSpec};
+use pcache::{BackingDev, MapFlags, Mapping};
+
 use super::*;
+
+/// The simulated slow device fsmark and simple-wb run on (`--param
+/// device_rate=30M --param device_latency=5ms`): a [`RateLimit`] in front
+/// of the same host files, one per run, shared by all of that run's files
+/// (one device, one flusher), reads and writes on one budget. Seed 004's
+/// machines met dirty pages in reclaim on slow storage (a RAID of 4 disks,
+/// a USB stick); at memory speed the flushers keep the LRU tail clean.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeviceOpts {
+    /// Bytes a second; `None`: host files at their own speed.
+    pub rate: Option<u64>,
+    /// Device time per request besides the transfer.
+    #[serde(default)]
+    pub latency: Duration,
+    /// What else holds the memory meanwhile, as a fraction of it: the
+    /// seed's USB-stick run had a desktop running (`--param resident=0.6`,
+    /// see [`Resident`]). 0: nothing.
+    #[serde(default)]
+    pub resident: f64,
+}
+
+/// The largest `resident` fraction: the workloads need room to run.
+pub const MAX_RESIDENT: f64 = 0.8;
+/// How often the desktop's thread touches every page of its program text.
+pub const RESIDENT_TOUCH_MS: u64 = 20;
+
+impl DeviceOpts {
+    /// The device's spec, `None` without a rate.
+    pub fn spec(&self) -> Result<Option<RateSpec>> {
+        match self.rate {
+            None if !self.latency.is_zero() => {
+                Err(Error::Invalid("device_latency needs a device_rate (e.g. --param device_rate=30M)".into()))
+            }
+            None => Ok(None),
+            Some(rate) => RateSpec::new(rate, self.latency).map(Some).map_err(invalid("device_rate")),
+        }
+    }
+
+    pub(super) fn validate(&self) -> Result<()> {
+        if !(0.0..=MAX_RESIDENT).contains(&self.resident) {
+            return Err(Error::Invalid(format!(
+                "--param resident={}: must be a fraction of memory from 0 to {MAX_RESIDENT}",
+                self.resident
+            )));
+        }
+        self.spec().map(drop)
+    }
+
+    /// `device_rate` and `device_latency` from `--param`.
+    pub(super) fn from_exp(opts: &ExpOpts) -> Result<DeviceOpts> {
+        let rate = opts.param("device_rate").map(parse_rate).transpose().map_err(invalid("device_rate"))?;
+        let latency = opts.param("device_latency").map(parse_latency).transpose().map_err(invalid("device_latency"))?;
+        let resident = opts.param_as::<f64>("resident")?.unwrap_or(0.0);
+        let d = DeviceOpts { rate, latency: latency.unwrap_or_default(), resident };
+        d.validate()?;
+        Ok(d)
+    }
+
+    /// The device for one run.
+    fn start(&self) -> Result<Option<Arc<RateLimit>>> {
+        Ok(self.spec()?.map(|spec| RateLimit::new(EXPERIMENT, spec)))
+    }
+}
+
+/// The desktop beside the workload in the seed's USB-stick run ("firefox
+/// and gnome terminal were launching and exiting"): program text in use.
+/// A memory file of `resident` x memory, mapped executable and touched
+/// page by page every [`RESIDENT_TOUCH_MS`] by a thread of its own, so
+/// that reclaim finds it young and keeps it on the active list (VM_EXEC
+/// pages get another trip there).
+///
+/// Why: pcache has one zone and one LRU, and its flushers write the
+/// oldest-dirtied file first, so dirty pages are the youngest pages on the
+/// LRU; reclaim meets one only when dirty + writeback pages are most of
+/// what it can reclaim. The dirty limit is a fraction of all memory
+/// (dirty_ratio 40, as the seed ran); a resident set above 60% leaves the
+/// writers' pages fewer than that, as a small zone full of dirty pages
+/// did on the seed's machines, and reclaim has to deal with dirty pages.
+pub(super) struct Resident {
+    map: Mapping,
+}
+
+impl Resident {
+    /// Create, write back and fault in the resident set (untimed).
+    pub(super) fn start(cache: &PageCache, fraction: f64) -> Result<Option<Resident>> {
+        let ps = cache.page_size() as u64;
+        let bytes = (cache.config().memory_bytes as f64 * fraction) as u64 / ps * ps;
+        if bytes == 0 {
+            return Ok(None);
+        }
+        let f = cache.open_memory("resident")?;
+        let block = pattern(BLOCK as usize);
+        let mut off = 0;
+        while off < bytes {
+            let n = BLOCK.min(bytes - off) as usize;
+            write_block(&f, off, &block[..n])?;
+            off += n as u64;
+        }
+        // Clean before the workload: the desktop's text is not dirty.
+        f.fsync()?;
+        let map = f.map(0, bytes, MapFlags::READ | MapFlags::EXEC)?;
+        let r = Resident { map };
+        r.touch()?;
+        Ok(Some(r))
+    }
+
+    /// One access to every page.
+    fn touch(&self) -> Result<()> {
+        let mut sum = 0u64;
+        for i in 0..self.map.nr_pages() {
+            sum = sum.wrapping_add(self.map.page(i)?.load_u64(0)?);
+        }
+        std::hint::black_box(sum);
+        Ok(())
+    }
+
+    /// Touch every page every [`RESIDENT_TOUCH_MS`] until `stop`.
+    pub(super) fn run(&self, stop: &AtomicBool) -> Result<()> {
+        while !stop.load(Ordering::Acquire) {
+            self.touch()?;
+            std::thread::sleep(Duration::from_millis(RESIDENT_TOUCH_MS));
+        }
+        Ok(())
+    }
+}
+
+/// A parameter refused by the engine's parser, as an option error naming
+/// the parameter.
+fn invalid(name: &'static str) -> impl Fn(pcache::Error) -> Error {
+    move |e| match e {
+        pcache::Error::InvalidArgument(m) => Error::Invalid(format!("--param {name}: {m}")),
+        e => Error::Pcache(e),
+    }
+}
+
+/// Open (creating, truncating) a workload's file: a host file, behind the
+/// run's device when there is one (keyed then by its path, see
+/// [`remove_file`]).
+pub(super) fn create_file(cache: &PageCache, path: &Path, dev: Option<&Arc<RateLimit>>) -> Result<File> {
+    let Some(limit) = dev else {
+        return Ok(cache.open(path, CREATE)?);
+    };
+    let name = path.to_string_lossy();
+    let ps = cache.page_size();
+    Ok(cache.open_dev_with(&name, || {
+        let file = FileDev::open_in(cache.fd_cache(), path, true, true, CREATE.direct, ps)
+            .map_err(|e| pcache::Error::io(&name, e))?;
+        Ok(Arc::new(RateLimitedDev::new(Arc::new(file), limit.clone())) as Arc<dyn BackingDev>)
+    })?)
+}
+
+/// Unlink a file [`create_file`] made.
+pub(super) fn remove_file(cache: &PageCache, path: &Path, dev: Option<&Arc<RateLimit>>) -> Result<()> {
+    match dev {
+        None => Ok(cache.unlink(path)?),
+        Some(_) => {
+            cache.unlink_dev(&path.to_string_lossy())?;
+            Ok(())
+        }
+    }
+}
 
 /// One run of one workload under one variant.
 pub struct RunOut {
@@ -10,6 +176,8 @@ pub struct RunOut {
     pub(super) vm: VmStat,
     /// The sampler's readings, when asked for.
     pub(super) timeline: Vec<Sample>,
+    /// The simulated device's counters, when the run had one.
+    pub(super) io: Option<IoStat>,
 }
 
 /// One reading of the plots' sampler.
@@ -111,13 +279,14 @@ pub(super) fn run_workload(
     opts: &ReclaimWritebackOpts,
     dir: &Path,
     buf: &[u8],
+    dev: Option<&Arc<RateLimit>>,
 ) -> Result<(f64, u64, Vec<PathBuf>)> {
     match w {
         Workload::Fsmark { threads, per_thread } => {
             let (secs, paths) = parallel(threads, |t, paths| {
                 for i in 0..per_thread {
                     let path = dir.join(format!("fsmark-{t:03}-{i:05}"));
-                    let f = cache.open(&path, CREATE)?;
+                    let f = create_file(cache, &path, dev)?;
                     paths.push(path);
                     write_seq(&f, opts.fsmark_file_bytes, FSMARK_CHUNK, buf)?;
                     f.close()?;
@@ -130,7 +299,7 @@ pub(super) fn run_workload(
         Workload::SimpleWb { threads, blocks } => {
             let (secs, paths) = parallel(threads, |t, paths| {
                 let path = dir.join(format!("dd-{t:03}"));
-                let f = cache.open(&path, CREATE)?;
+                let f = create_file(cache, &path, dev)?;
                 paths.push(path);
                 write_seq(&f, blocks as u64 * BLOCK, BLOCK, buf)?;
                 f.close()?;
@@ -181,27 +350,47 @@ pub(super) fn run_one(
 ) -> Result<RunOut> {
     let cache =
         PageCache::new(Config { memory_bytes: opts.mem_bytes, tunables: variant.tunables, ..Config::default() })?;
+    // mmap-strm stays on the host files: its anonymous half is to come,
+    // and it would triple the time a slow device costs.
+    let dev = if matches!(w, Workload::MmapStrm { .. }) { None } else { opts.device.start()? };
+    let dev = dev.as_ref();
+    let resident = if matches!(w, Workload::MmapStrm { .. }) { 0.0 } else { opts.device.resident };
+    let resident = Resident::start(&cache, resident)?;
     let before = cache.vmstat();
     let stop = AtomicBool::new(false);
     let t0 = Instant::now();
     let (res, timeline) = std::thread::scope(|s| {
         let sampler = sample.then(|| s.spawn(|| sampler(&cache, &stop, t0)));
-        let res = run_workload(&cache, w, opts, dir, buf).and_then(|(elapsed_s, files, paths)| {
+        let desktop = resident.as_ref().map(|r| s.spawn(|| r.run(&stop)));
+        let res = run_workload(&cache, w, opts, dir, buf, dev).and_then(|(elapsed_s, files, paths)| {
             let t = Instant::now();
             cache.sync_all()?;
             Ok((elapsed_s, t.elapsed().as_secs_f64(), files, paths))
         });
         stop.store(true, Ordering::Release);
         let timeline = sampler.map(|j| j.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).unwrap_or_default();
-        (res, timeline)
+        let desktop = desktop.map(|j| j.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).unwrap_or(Ok(()));
+        (res.and_then(|r| desktop.map(|()| r)), timeline)
     });
-    let (elapsed_s, sync_s, files, paths) = res?;
+    let (elapsed_s, sync_s, files, paths) = match res {
+        Ok(r) => r,
+        Err(e) => {
+            // The cache writes what is dirty when dropped: not at the
+            // simulated device's pace after a failure.
+            if let Some(d) = dev {
+                d.shutdown();
+            }
+            return Err(e);
+        }
+    };
     let vm = cache.vmstat().delta(&before);
+    let io = dev.map(|d| d.stat());
     for p in &paths {
-        cache.unlink(p)?;
+        remove_file(&cache, p, dev)?;
     }
+    drop(resident);
     drop(cache);
-    Ok(RunOut { elapsed_s, sync_s, files, vm, timeline })
+    Ok(RunOut { elapsed_s, sync_s, files, vm, timeline, io })
 }
 
 pub(super) fn kswapd_efficiency(vm: &VmStat) -> f64 {
@@ -242,6 +431,28 @@ pub(super) fn counter_values(vm: &VmStat) -> [f64; 9] {
     ]
 }
 
+/// The simulated device's measures, per run of a workload on it: (measure,
+/// unit, better).
+pub(super) const DEVICE_MEASURES: [(&str, &str, Better); 3] = [
+    ("avg_wait_ms", "ms", Better::Lower),
+    ("device_writes", "requests", Better::Lower),
+    ("avgrq_kib", "KiB", Better::Higher),
+];
+
+/// The values of [`DEVICE_MEASURES`]: iostat's await (arrival to
+/// completion, queueing included, reads and writes), write requests, and
+/// the mean request size (avgrq-sz).
+pub(super) fn device_values(io: &IoStat) -> [f64; 3] {
+    let ios = io.rd_ios + io.wr_ios;
+    let avgrq = if ios == 0 { f64::NAN } else { (io.rd_bytes + io.wr_bytes) as f64 / ios as f64 / 1024.0 };
+    [io.await_ms(), io.wr_ios as f64, avgrq]
+}
+
+/// Whether workload `w` ran on the simulated device.
+pub(super) fn on_device(opts: &ReclaimWritebackOpts, w: Workload) -> bool {
+    opts.device.rate.is_some() && !matches!(w, Workload::MmapStrm { .. })
+}
+
 /// Measure every workload, one variant at a time: the pcache columns, and
 /// the runs (their timelines) for the plots.
 pub(super) fn measure(ctx: &Ctx<'_>, opts: &ReclaimWritebackOpts) -> Result<(Measured, Matrix<RunOut>)> {
@@ -266,6 +477,11 @@ pub(super) fn measure(ctx: &Ctx<'_>, opts: &ReclaimWritebackOpts) -> Result<(Mea
             let better = if measure.starts_with("kswapd_eff") { Better::Higher } else { Better::Lower };
             specs.push(MetricSpec::new(&n, measure, unit, better, Mean::Arithmetic, false));
         }
+        if on_device(opts, w) {
+            for (measure, unit, better) in DEVICE_MEASURES {
+                specs.push(MetricSpec::new(&n, measure, unit, better, Mean::Arithmetic, false));
+            }
+        }
     }
     let mut columns = Vec::new();
     for (vi, v) in ctx.variants.iter().enumerate() {
@@ -283,6 +499,12 @@ pub(super) fn measure(ctx: &Ctx<'_>, opts: &ReclaimWritebackOpts) -> Result<(Mea
             for (k, (measure, _)) in COUNTER_MEASURES.iter().enumerate() {
                 put(measure, runs.iter().map(|o| counter_values(&o.vm)[k]).collect());
             }
+            if on_device(opts, w) {
+                for (k, (measure, _, _)) in DEVICE_MEASURES.iter().enumerate() {
+                    let v = runs.iter().map(|o| o.io.as_ref().map_or(f64::NAN, |io| device_values(io)[k])).collect();
+                    put(measure, v);
+                }
+            }
             let deltas: Vec<VmStat> = runs.iter().map(|o| o.vm.clone()).collect();
             vmstat.insert(n, sum_vmstat(&deltas));
         }
@@ -297,6 +519,25 @@ pub(super) fn measure(ctx: &Ctx<'_>, opts: &ReclaimWritebackOpts) -> Result<(Mea
          4-disk RAID-0"
             .to_string(),
     ];
+    if let Some(spec) = opts.device.spec()? {
+        notes.push(format!(
+            "fsmark and simple-wb ran on a simulated device of {spec} (--param device_rate, device_latency): a \
+             token bucket in front of the host files, one queue for reads and writes, one per run; avg_wait_ms \
+             is its iostat await (arrival to completion, queueing included), the seed's USB-stick \"Avg wait\"; \
+             mmap-strm ran on the host files"
+        ));
+    }
+    if opts.device.resident > 0.0 {
+        notes.push(format!(
+            "fsmark and simple-wb ran beside a desktop (--param resident={}): a memory file of {} ({:.0}% of \
+             memory) mapped executable and touched page by page every {RESIDENT_TOUCH_MS} ms, set up and written \
+             back before the timing; it leaves the writers less memory than the dirty limit, as a small zone \
+             full of dirty pages did on the seed's machines, so reclaim meets dirty pages",
+            opts.device.resident,
+            fmt_size((opts.mem_bytes as f64 * opts.device.resident) as u64),
+            opts.device.resident * 100.0
+        ));
+    }
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     if let Some(&t) = opts.fsmark_threads.iter().filter(|&&t| t > cpus).max() {
         notes.push(format!("up to {t} fs_mark threads on {cpus} CPUs: the threads share CPUs"));
@@ -323,7 +564,92 @@ pub(super) fn measure(ctx: &Ctx<'_>, opts: &ReclaimWritebackOpts) -> Result<(Mea
         "timing": "elapsed_s: first write to the return of the last (files closed), no sync; \
                    sync_s: the sync_all after, untimed in elapsed",
         "vmstat": "deltas per workload, event counters summed over the runs",
+        "device": opts.device.spec()?.map(|s| s.to_string()),
     });
     let m = Measured { variants: columns, specs, params: into_map(params), extra: Default::default(), notes };
     Ok((m, outs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exp(params: &[(&str, &str)]) -> ExpOpts {
+        ExpOpts {
+            quick: true,
+            params: params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            ..ExpOpts::default()
+        }
+    }
+
+    #[test]
+    fn device_params() {
+        let o = ReclaimWritebackOpts::from_exp(&exp(&[
+            ("device_rate", "30MiB/s"),
+            ("device_latency", "5ms"),
+            ("resident", "0.65"),
+        ]))
+        .unwrap();
+        assert_eq!(o.device, DeviceOpts { rate: Some(30 << 20), latency: Duration::from_millis(5), resident: 0.65 });
+        assert_eq!(o.device.spec().unwrap().unwrap().to_string(), "30 MiB/s, 5 ms per request");
+        let none = ReclaimWritebackOpts::from_exp(&exp(&[])).unwrap();
+        assert_eq!(none.device, DeviceOpts::default());
+        assert_eq!(none.device.spec().unwrap(), None);
+        // Bad values are option errors that say what is wrong.
+        for (params, needle) in [
+            (&[("device_rate", "30Q")][..], "unknown unit"),
+            (&[("device_rate", "0")][..], "out of range"),
+            (&[("device_rate", "30M"), ("device_latency", "5")][..], "needs a unit"),
+            (&[("device_latency", "5ms")][..], "needs a device_rate"),
+            (&[("resident", "0.9")][..], "resident"),
+            (&[("resident", "lots")][..], "resident"),
+        ] {
+            match ReclaimWritebackOpts::from_exp(&exp(params)) {
+                Err(Error::Invalid(m)) => assert!(m.contains(needle), "{params:?}: {m}"),
+                other => panic!("{params:?}: {other:?}"),
+            }
+        }
+        let bad = ReclaimWritebackOpts {
+            device: DeviceOpts { rate: Some(1), ..DeviceOpts::default() },
+            ..ReclaimWritebackOpts::tiny()
+        };
+        assert!(matches!(bad.validate(), Err(Error::Invalid(_))));
+    }
+
+    // Goal: with the device, the workloads' files sit behind it (their
+    // transfers are counted there) and are gone after the run.
+    #[test]
+    fn files_go_through_the_device() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = PageCache::new(Config::with_memory(8 << 20)).unwrap();
+        let limit = RateLimit::new("t", RateSpec::parse("1G", "0").unwrap());
+        let path = dir.path().join("f");
+        let f = create_file(&cache, &path, Some(&limit)).unwrap();
+        write_seq(&f, 1 << 20, FSMARK_CHUNK, &pattern(FSMARK_CHUNK as usize)).unwrap();
+        f.fsync().unwrap();
+        f.close().unwrap();
+        let st = limit.stat();
+        assert_eq!(st.wr_bytes, 1 << 20);
+        assert!(st.w_await_ms() >= 0.0);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 1 << 20);
+        remove_file(&cache, &path, Some(&limit)).unwrap();
+        assert!(!path.exists());
+        // Without a device: a plain host file.
+        let f = create_file(&cache, &path, None).unwrap();
+        f.close().unwrap();
+        remove_file(&cache, &path, None).unwrap();
+        assert!(!path.exists());
+    }
+
+    // Goal: the desktop's set is faulted in and clean before the workload.
+    #[test]
+    fn resident_set_is_clean_and_mapped() {
+        let cache = PageCache::new(Config::with_memory(8 << 20)).unwrap();
+        assert!(Resident::start(&cache, 0.0).unwrap().is_none());
+        let r = Resident::start(&cache, 0.5).unwrap().unwrap();
+        assert_eq!(r.map.nr_pages(), (4 << 20) / cache.page_size() as u64);
+        assert_eq!(cache.vmstat().get(Item::nr_dirty), 0);
+        let stop = AtomicBool::new(true);
+        r.run(&stop).unwrap();
+    }
 }

@@ -86,33 +86,32 @@ fn reclaim_writeback_refuses_unknown_tunables() {
 // mechanism was exercised, nothing about which variant wins.
 #[test]
 fn reclaim_writeback_tiny_on_a_slow_device_is_exercised() {
-    let opts = ReclaimWritebackOpts {
-        wb_threads: 2,
-        kernel: false,
-        fsmark_threads: vec![4],
-        device: reclaim_writeback::DeviceOpts {
-            rate: Some(64 << 20),
-            latency: std::time::Duration::from_micros(200),
-            resident: 0.65,
-        },
-        ..ReclaimWritebackOpts::tiny()
-    };
-    let (result, params) = reclaim_writeback::run(&opts).expect("reclaim-writeback runs on the device");
-    let json: serde_json::Value = serde_json::from_str(&result.to_json_pretty().unwrap()).unwrap();
-    for v in json["variants"].as_array().unwrap() {
+    let t = common::run::<ReclaimWritebackExp>(|o| {
+        for (k, v) in [
+            ("wb_threads", "2"),
+            ("fsmark_threads", "4"),
+            ("device_rate", "64M"),
+            ("device_latency", "200us"),
+            ("resident", "0.65"),
+        ] {
+            o.params.push((k.into(), v.into()));
+        }
+    });
+    for v in t.variants() {
         for w in ["fsmark-4t", "simple-wb"] {
             for m in ["avg_wait_ms", "device_writes", "avgrq_kib"] {
-                let x = v["metrics"][format!("{w} {m}")][0].as_f64().unwrap_or_else(|| panic!("{w} {m}"));
+                let x = Tiny::first(v, &format!("{w} {m}"));
                 assert!(x > 0.0, "{w} {m} = {x}");
             }
         }
         assert!(v["metrics"]["mmap-strm avg_wait_ms"].is_null(), "mmap-strm stays on the host files");
     }
-    assert_eq!(json["extra"]["exercised"]["fsmark-4t"], true, "{}", json["extra"]);
-    let report = runner::report::<ReclaimWritebackExp>(&result, &params);
-    for needle in ["Avg wait ms fsmark-4t", "Device writes simple-wb", "simulated device of 64 MiB/s", "resident=0.65"]
-    {
-        assert!(report.contains(needle), "report lacks {needle:?}:\n{report}");
-    }
-    assert!(report.contains("fsmark-4t avg wait down"), "{report}");
+    assert_eq!(t.json["extra"]["exercised"]["fsmark-4t"], true, "{}", t.json["extra"]);
+    t.assert_report_has([
+        "Avg wait ms fsmark-4t",
+        "Device writes simple-wb",
+        "simulated device of 64 MiB/s",
+        "resident=0.65",
+        "fsmark-4t avg wait down",
+    ]);
 }

@@ -85,7 +85,7 @@ fn used_once_keep_then_activate_or_reclaim() {
     // A second access is a hit: no fault.
     touch(&m, 0);
     assert_eq!(delta(&cache, &before, Item::pgfault), 1, "a present entry does not fault");
-    cache.lru_add_drain();
+    cache.lru_add_drain_all();
     assert_eq!(flags(&f, 0), Some((Some(LruList::InactiveFile), false, false)));
 
     // Scan 1: referenced_ptes = 1, PG_referenced clear -> KEEP.
@@ -106,7 +106,7 @@ fn used_once_keep_then_activate_or_reclaim() {
 
     // Page 1: one reference only, then no more: KEEP, then reclaimed.
     touch(&m, 1);
-    cache.lru_add_drain();
+    cache.lru_add_drain_all();
     assert_eq!(cache.reclaim(1), 0, "kept on its first scan");
     assert_eq!(flags(&f, 1), Some((Some(LruList::InactiveFile), false, true)));
     let before = cache.vmstat();
@@ -134,7 +134,7 @@ fn shared_and_exec_activate_unreferenced_reclaimed() {
     let b = f.map(0, 4 * PS, MapFlags::READ).unwrap();
     touch(&a, 0);
     touch(&b, 0);
-    cache.lru_add_drain();
+    cache.lru_add_drain_all();
     let st = f.page_state(0).unwrap();
     assert_eq!((st.mapcount, st.refcount), (2, 3), "two entries, each with a reference, and the cache's");
     let before = cache.vmstat();
@@ -150,7 +150,7 @@ fn shared_and_exec_activate_unreferenced_reclaimed() {
     only_page0(&cache, &g);
     let x = g.map(0, 2 * PS, MapFlags::READ | MapFlags::EXEC).unwrap();
     touch(&x, 0);
-    cache.lru_add_drain();
+    cache.lru_add_drain_all();
     assert_eq!(cache.reclaim(1), 0);
     assert_eq!(flags(&g, 0), Some((Some(LruList::ActiveFile), true, true)), "exec: activated on first use");
 
@@ -160,7 +160,7 @@ fn shared_and_exec_activate_unreferenced_reclaimed() {
     let c = h.map(0, 2 * PS, MapFlags::READ).unwrap();
     touch(&c, 0);
     c.madvise(0, PS, Madvise::Cold).unwrap();
-    cache.lru_add_drain();
+    cache.lru_add_drain_all();
     // The exec page, referenced again, stays on the active list while
     // reclaim empties the inactive one.
     touch(&x, 0);
@@ -182,7 +182,7 @@ fn linux_2_6_33_activates_on_first_reference() {
     only_page0(&cache, &f);
     let m = f.map(0, PS, MapFlags::READ).unwrap();
     touch(&m, 0);
-    cache.lru_add_drain();
+    cache.lru_add_drain_all();
     let before = cache.vmstat();
     assert_eq!(cache.reclaim(1), 0);
     assert_eq!(flags(&f, 0).map(|s| (s.0, s.1)), Some((Some(LruList::ActiveFile), true)), "one fault: active");
@@ -192,7 +192,7 @@ fn linux_2_6_33_activates_on_first_reference() {
     // (PG_referenced) is enough to activate it.
     let mut buf = [0u8; 4096];
     f.read_at(&mut buf, 2 * PS).unwrap();
-    cache.lru_add_drain();
+    cache.lru_add_drain_all();
     assert_eq!(flags(&f, 2), Some((Some(LruList::InactiveFile), false, true)));
     // Page 0 now sits on the active list alone: deactivating it first
     // would not change page 2's verdict.
@@ -214,7 +214,7 @@ fn active_list_rotates_referenced_exec_pages() {
     let d = data.map(0, PS, MapFlags::READ).unwrap();
     touch(&x, 0);
     touch(&d, 0);
-    cache.lru_add_drain();
+    cache.lru_add_drain_all();
     cache.reclaim(2); // exec: activated; data: kept
     touch(&d, 0);
     touch(&x, 0);
@@ -399,7 +399,7 @@ fn stream_through_mapping(mode: MappedActivation, write: bool) -> (u64, VmStat) 
             ws.read_at(&mut buf, i * PS).unwrap();
         }
     }
-    cache.lru_add_drain();
+    cache.lru_add_drain_all();
     let stream = cache.open_memory("stream").unwrap();
     stream.set_len(4 * pages * PS).unwrap();
     let m = stream.map(0, 4 * pages * PS, MapFlags::READ | MapFlags::WRITE).unwrap();
@@ -757,7 +757,7 @@ fn a_guard_keeps_its_frame() {
     touch(&m, 0); // faulted in: the next access is the pinned fast path
     let g = m.page(0).unwrap();
     m.madvise(0, PS, Madvise::Cold).unwrap();
-    cache.lru_add_drain();
+    cache.lru_add_drain_all();
     let before = cache.vmstat();
     cache.reclaim(8);
     assert_eq!(delta(&cache, &before, Item::pgunmap), 1, "reclaim unmapped it");
@@ -820,7 +820,7 @@ fn fault_around_maps_cached_neighbours_old() {
     // reclaim pass finds 16 referenced (KEEP) and reclaims the untouched
     // pages 17..31 though they are mapped.
     touch(&m, 16);
-    cache.lru_add_drain();
+    cache.lru_add_drain_all();
     let before = cache.vmstat();
     cache.reclaim(1024);
     assert!(f.page_state(16).is_some(), "the touched page is kept");

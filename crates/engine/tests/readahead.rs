@@ -46,7 +46,12 @@ fn page_bytes(i: u64) -> Vec<u8> {
 /// A memory file of `pages` pages with known contents, written back and
 /// dropped from the cache: every read of it starts cold.
 fn cold_file(cache: &PageCache, name: &str, pages: u64) -> File {
-    let f = cache.open_memory(name).unwrap();
+    make_cold(cache, cache.open_memory(name).unwrap(), name, pages)
+}
+
+/// Fill `f` with `pages` known pages, write them back and drop them from
+/// the cache.
+fn make_cold(cache: &PageCache, f: File, name: &str, pages: u64) -> File {
     for i in 0..pages {
         assert_eq!(f.write_at(&page_bytes(i), i * PS).unwrap(), PS as usize);
     }
@@ -382,11 +387,13 @@ fn fadvise_dontneed_right_after_read_drains_batches() {
     );
 }
 
-// Goal: POSIX_FADV_DONTNEED writes dirty pages of the range back first
-// (they end clean, their data on the device), and leaves dirty pages
-// outside the range dirty.
+// Goal: POSIX_FADV_DONTNEED starts writeback of the dirty pages of the
+// range (WB_SYNC_NONE, as mm/fadvise.c's __filemap_fdatawrite_range: they
+// end clean, their data on the device once it completes), and leaves dirty
+// pages outside the range dirty.
 // Method: dirty 16 pages of a fresh memory file; DONTNEED the first 8;
-// check dirty flags and pgwriteback; then drop everything and read back.
+// check dirty flags; wait for the range's writeback and check pgwriteback;
+// then drop everything and read back.
 #[test]
 fn fadvise_dontneed_writes_dirty_pages_back() {
     let cache = cache_with(quiet(), 1024);
@@ -397,11 +404,6 @@ fn fadvise_dontneed_writes_dirty_pages_back() {
     assert!((0..16).all(|i| f.page_state(i).unwrap().dirty), "setup: pages not dirty");
     let before = cache.vmstat();
     f.fadvise(0, 8 * PS, Advice::DontNeed).unwrap();
-    assert!(
-        delta(&cache, &before, Item::pgwriteback) >= 8,
-        "DONTNEED did not write back the dirty pages of its range (pgwriteback {})",
-        delta(&cache, &before, Item::pgwriteback)
-    );
     for i in 0..8 {
         if let Some(s) = f.page_state(i) {
             assert!(!s.dirty, "page {i} still dirty after DONTNEED of its range: {s:?}");
@@ -411,6 +413,13 @@ fn fadvise_dontneed_writes_dirty_pages_back() {
         let s = f.page_state(i).expect("page outside the DONTNEED range dropped");
         assert!(s.dirty, "page {i} outside the DONTNEED range was written back: {s:?}");
     }
+    // Its writeback ends (nothing is left dirty in the range to write).
+    f.sync_range(0, 8 * PS).unwrap();
+    assert!(
+        delta(&cache, &before, Item::pgwriteback) >= 8,
+        "DONTNEED did not write back the dirty pages of its range (pgwriteback {})",
+        delta(&cache, &before, Item::pgwriteback)
+    );
     // What DONTNEED wrote is on the device.
     cache.sync_all().unwrap();
     cache.drop_caches();
@@ -675,29 +684,30 @@ fn reads_across_eof_stop_at_eof() {
     assert!(delta(&cache, &before, Item::pgreadahead) <= 8, "pages read ahead past EOF");
 }
 
-/// A cold file of `pages` pages on a fault injector over a memory device,
-/// so the test can slow the device's reads of chosen pages.
+/// A cold file of `pages` pages on a fault injector (which counts and
+/// slows the device's calls) over a memory device, reporting `limits` as
+/// its queue's if given.
+fn cold_device_file(
+    cache: &PageCache,
+    name: &str,
+    pages: u64,
+    limits: Option<pcache::backing::QueueLimits>,
+) -> (File, std::sync::Arc<pcache::backing::FaultInjector>) {
+    use pcache::backing::{FaultInjector, MemoryDev};
+    let mut mem = MemoryDev::new(name, PS as usize);
+    if let Some(l) = limits {
+        mem = mem.with_queue_limits(l);
+    }
+    let fi = std::sync::Arc::new(FaultInjector::new(std::sync::Arc::new(mem)));
+    (make_cold(cache, cache.open_dev(fi.clone()).unwrap(), name, pages), fi)
+}
+
 fn cold_faulty_file(
     cache: &PageCache,
     name: &str,
     pages: u64,
 ) -> (File, std::sync::Arc<pcache::backing::FaultInjector>) {
-    use pcache::backing::{FaultInjector, MemoryDev};
-    let fi = std::sync::Arc::new(FaultInjector::new(std::sync::Arc::new(MemoryDev::new(name, PS as usize))));
-    let f = cache.open_dev(fi.clone()).unwrap();
-    for i in 0..pages {
-        assert_eq!(f.write_at(&page_bytes(i), i * PS).unwrap(), PS as usize);
-    }
-    cache.sync_all().unwrap();
-    for _ in 0..1000 {
-        cache.drop_caches();
-        if f.cached_pages() == 0 {
-            break;
-        }
-        std::thread::yield_now();
-    }
-    assert_eq!(f.cached_pages(), 0, "{name}: setup left pages cached");
-    (f, fi)
+    cold_device_file(cache, name, pages, None)
 }
 
 // Goal (issue 13): readahead is asynchronous as the kernel's is. The part
@@ -770,33 +780,6 @@ fn failed_async_read_is_retried_by_its_reader() {
     }
 }
 
-/// A cold file on a memory device that reports `limits` as its queue's,
-/// behind a fault injector that counts the device's read calls.
-fn cold_file_on_device(
-    cache: &PageCache,
-    name: &str,
-    pages: u64,
-    limits: pcache::backing::QueueLimits,
-) -> (File, std::sync::Arc<pcache::backing::FaultInjector>) {
-    use pcache::backing::{FaultInjector, MemoryDev};
-    let mem = MemoryDev::new(name, PS as usize).with_queue_limits(limits);
-    let fi = std::sync::Arc::new(FaultInjector::new(std::sync::Arc::new(mem)));
-    let f = cache.open_dev(fi.clone()).unwrap();
-    for i in 0..pages {
-        assert_eq!(f.write_at(&page_bytes(i), i * PS).unwrap(), PS as usize);
-    }
-    cache.sync_all().unwrap();
-    for _ in 0..1000 {
-        cache.drop_caches();
-        if f.cached_pages() == 0 {
-            break;
-        }
-        std::thread::yield_now();
-    }
-    assert_eq!(f.cached_pages(), 0, "{name}: setup left pages cached");
-    (f, fi)
-}
-
 // Goal (issue 13): readahead is sized from the device, as the kernel's bdi
 // is: a device reporting read_ahead_kb 1024 gets a 256-page window (the
 // sequential reader's lead grows past two default windows), and a read
@@ -811,7 +794,7 @@ fn window_and_large_reads_sized_from_the_device() {
     for from_device in [true, false] {
         let cache = cache_with(Tunables { ra_from_device: from_device, io_threads: 0, ..quiet() }, 4096);
         let big = QueueLimits { read_ahead_kb: 1024, max_sectors_kb: 1024 };
-        let (f, _fi) = cold_file_on_device(&cache, "devra", 1024, big);
+        let (f, _fi) = cold_device_file(&cache, "devra", 1024, Some(big));
         let mut lead = 0;
         for i in 0..768 {
             read_page(&f, i);
@@ -824,7 +807,7 @@ fn window_and_large_reads_sized_from_the_device() {
         }
 
         let small = QueueLimits { read_ahead_kb: 128, max_sectors_kb: 1024 };
-        let (g, fi) = cold_file_on_device(&cache, "devio", 512, small);
+        let (g, fi) = cold_device_file(&cache, "devio", 512, Some(small));
         let calls = fi.calls(FaultOp::Read);
         let mut buf = vec![0u8; 256 * PS as usize];
         assert_eq!(g.read_at(&mut buf, 0).unwrap(), buf.len());

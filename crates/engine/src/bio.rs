@@ -40,6 +40,10 @@ use crate::vmstat::Item;
 
 /// Requests queued at most (the block layer's nr_requests, per cache).
 pub const QUEUE_DEPTH: usize = 64;
+/// Writeback requests queued at most: with `WRITEBACK_BATCH` pages each,
+/// about 4 MiB waiting, so a flusher that outruns the device soon writes
+/// inline and waits, as the kernel's flusher waits for a request tag.
+pub const WRITE_QUEUE_DEPTH: usize = 16;
 
 /// One read: a run of locked, not-uptodate pages of `inode` starting at
 /// page `first`, each with a reference the completion drops.
@@ -166,7 +170,7 @@ impl Cache {
     pub(crate) fn submit_write(&self, req: WriteRequest) -> Result<()> {
         let req = {
             let mut q = self.bio.queue.lock();
-            if !q.has_room() {
+            if !q.has_room() || q.writes.len() >= WRITE_QUEUE_DEPTH {
                 req
             } else {
                 if let Some(w) = &req.wait {

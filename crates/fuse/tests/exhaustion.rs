@@ -444,10 +444,12 @@ fn signalled_writer_is_released_from_the_throttle() {
     assert!(Command::new("fsfreeze").arg("-f").arg(m.backing()).status().unwrap().success());
     let thaw = Thaw(m.backing());
     std::io::Write::write_all(writer.stdin.as_mut().unwrap(), b"go\n").unwrap();
-    // Wait until the writer is throttled: dirty pages at the limit and
-    // not moving (the store is frozen, so they cannot be written).
+    // Wait until the writer is throttled: dirty pages (those waiting for
+    // writeback and those under it, as balance_dirty_pages counts them)
+    // at the limit and not moving (the store is frozen, so they cannot be
+    // written).
     let started = Instant::now();
-    while m.vmstat("nr_dirty") < 900 {
+    while m.vmstat("nr_dirty") + m.vmstat("nr_writeback") < 900 {
         assert!(started.elapsed() < Duration::from_secs(20), "dirty pages never reached the limit:\n{}", m.log());
         assert!(writer.try_wait().unwrap().is_none(), "the writer finished: it was never throttled");
         std::thread::sleep(Duration::from_millis(50));

@@ -153,8 +153,8 @@ impl Cache {
             for &pfn in pv.pages() {
                 let page = self.page(pfn);
                 debug_assert!(!page.test(PG_LRU));
-                if self.admission.is_some() && page.flags() & (PG_ACTIVE | PG_UNEVICTABLE) == 0 {
-                    // New pages wait in the admission window.
+                if self.admission.is_some() && page.flags() & (PG_ACTIVE | PG_UNEVICTABLE | PG_SWAPBACKED) == 0 {
+                    // New file pages wait in the admission window.
                     page.set(PG_WINDOW, &self.vm);
                 }
                 page.set(PG_LRU, &self.vm);

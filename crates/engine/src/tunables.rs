@@ -226,7 +226,34 @@ pub struct Tunables {
     /// M15: how reclaim activates referenced mapped pages.
     #[serde(default)]
     pub mapped_activation: MappedActivation,
+    /// M16: bytes of swap in memory made when the cache is built (0: none,
+    /// the default; anonymous pages are then not reclaimable). A swap file
+    /// on the host, or any device, is given with `PageCache::swapon`.
+    #[serde(default)]
+    pub swap_bytes: u64,
+    /// M16: vm_swappiness, 0 to 100 (default 60), the start value of the
+    /// run-time sysctl `swappiness`: reclaim's relative preference for
+    /// anonymous pages (anon_prio) against file pages (200 - swappiness)
+    /// in get_scan_count.
+    #[serde(default = "default_swappiness")]
+    pub swappiness: u32,
+    /// M16: page_cluster (default 3), the start value of the sysctl
+    /// `page-cluster`: swap-in reads 2^page_cluster slots around the one
+    /// faulted (swapin_readahead), 0 reads only the one.
+    #[serde(default = "default_page_cluster")]
+    pub page_cluster: u32,
 }
+
+fn default_swappiness() -> u32 {
+    60
+}
+
+fn default_page_cluster() -> u32 {
+    3
+}
+
+/// The largest `page_cluster` accepted: readahead of 2^8 = 256 pages.
+pub const MAX_PAGE_CLUSTER: u32 = 8;
 
 impl Tunables {
     /// Set fields by name (`dirty_ratio=40`, `remark_rule=PrevIndex`,
@@ -270,6 +297,9 @@ impl Default for Tunables {
             reserve_space: true,
             max_open_fds: 0,
             mapped_activation: MappedActivation::UsedOnce,
+            swap_bytes: 0,
+            swappiness: default_swappiness(),
+            page_cluster: default_page_cluster(),
         }
     }
 }
@@ -328,6 +358,15 @@ impl Config {
                 "dirty_ratio {} must be 1..=100 and dirty_background_ratio {} at most 100",
                 t.dirty_ratio, t.dirty_background_ratio
             )));
+        }
+        if t.swappiness > 100 || t.page_cluster > MAX_PAGE_CLUSTER {
+            return Err(Error::InvalidConfig(format!(
+                "swappiness {} must be 0..=100 and page_cluster {} at most {MAX_PAGE_CLUSTER}",
+                t.swappiness, t.page_cluster
+            )));
+        }
+        if t.swap_bytes != 0 && t.swap_bytes < ps as u64 {
+            return Err(Error::InvalidConfig(format!("swap_bytes {} is less than a page", t.swap_bytes)));
         }
         if self.nr_cpus > 1024 {
             return Err(Error::InvalidConfig(format!("nr_cpus {} is above 1024", self.nr_cpus)));

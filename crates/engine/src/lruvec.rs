@@ -79,6 +79,16 @@ pub struct ZoneReclaimStat {
     pub recent_rotated: [u64; 2],
 }
 
+impl ZoneReclaimStat {
+    /// update_page_reclaim_stat: one page of type `file` scanned (added to
+    /// the LRU or activated), and rotated if `rotated`.
+    #[inline]
+    pub fn note(&mut self, file: usize, rotated: bool) {
+        self.recent_scanned[file] += 1;
+        self.recent_rotated[file] += rotated as u64;
+    }
+}
+
 /// The lists themselves; only reachable through the lock.
 pub struct Lists {
     heads: [ListHead; NR_LRU_LISTS],

@@ -158,7 +158,11 @@ impl Cache {
                     page.set(PG_WINDOW, &self.vm);
                 }
                 page.set(PG_LRU, &self.vm);
-                lru.add(pfn, LruList::of_flags(page.flags()));
+                let list = LruList::of_flags(page.flags());
+                lru.add(pfn, list);
+                // update_page_reclaim_stat (3.x): a new page counts as
+                // scanned, and as rotated if it starts active.
+                lru.reclaim_stat().note(list.file_idx(), list.is_active());
             }
             self.window_balance(&mut lru);
         }
@@ -240,7 +244,10 @@ impl Cache {
             page.clear(PG_WINDOW | PG_PROBATION, &self.vm);
         }
         page.set(PG_ACTIVE, &self.vm);
-        lru.add(pfn, LruList::of_flags(page.flags()));
+        let list = LruList::of_flags(page.flags());
+        lru.add(pfn, list);
+        // update_page_reclaim_stat: an activation is a rotation.
+        lru.reclaim_stat().note(list.file_idx(), true);
         self.vm.inc(Item::pgactivate);
         self.workingset_activation();
     }

@@ -425,8 +425,7 @@ impl Cache {
         let page = self.page(pfn);
         let pte = &vma.ptes[slot];
         page.lock(&self.vm);
-        if !page.test(PG_SWAPCACHE) || page.swap_slot() != Some(swap) || pte.load(Ordering::Acquire) != swp_pte(swap)
-        {
+        if !page.test(PG_SWAPCACHE) || page.swap_slot() != Some(swap) || pte.load(Ordering::Acquire) != swp_pte(swap) {
             // Reclaimed and reused, or the entry was faulted in by
             // another thread, or zapped: look again.
             page.unlock(&self.vm);

@@ -173,9 +173,8 @@ impl SwapInner {
         }
         if self.map[offset as usize] != 0 {
             // First fit from offset to highest_bit, then from lowest_bit.
-            let next = (offset..=self.highest_bit)
-                .chain(self.lowest_bit..offset)
-                .find(|&o| self.map[o as usize] == 0)?;
+            let next =
+                (offset..=self.highest_bit).chain(self.lowest_bit..offset).find(|&o| self.map[o as usize] == 0)?;
             offset = next;
         }
         self.map[offset as usize] = usage;

@@ -470,3 +470,69 @@ fn anon_lists_are_aged_only_with_swap() {
     assert!(vm.get(Item::nr_inactive_anon) > 0, "with swap the inactive anon list is refilled");
     assert!(vm.get(Item::pgdeactivate) > 0);
 }
+
+/// ARCHITECTURE.md's spill-to-disk hash table, as written there.
+struct SpillTable {
+    region: Mapping,
+    buckets: u64,
+}
+
+impl SpillTable {
+    const SLOTS: usize = 4096 / 16;
+
+    fn new(cache: &PageCache, buckets: u64) -> pcache::Result<SpillTable> {
+        Ok(SpillTable { region: cache.map_anon(buckets * 4096)?, buckets })
+    }
+
+    fn insert(&self, key: u64, value: u64) -> pcache::Result<bool> {
+        let mut page = self.region.page(key.wrapping_mul(0x9e37_79b9_7f4a_7c15) % self.buckets)?;
+        for slot in 0..Self::SLOTS {
+            let k = page.load_u64(slot * 16)?;
+            if k == 0 || k == key {
+                let mut pair = [0u8; 16];
+                pair[..8].copy_from_slice(&key.to_ne_bytes());
+                pair[8..].copy_from_slice(&value.to_ne_bytes());
+                page.write(slot * 16, &pair)?;
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    fn get(&self, key: u64) -> pcache::Result<Option<u64>> {
+        let page = self.region.page(key.wrapping_mul(0x9e37_79b9_7f4a_7c15) % self.buckets)?;
+        for slot in 0..Self::SLOTS {
+            match page.load_u64(slot * 16)? {
+                0 => return Ok(None),
+                k if k == key => return Ok(Some(page.load_u64(slot * 16 + 8)?)),
+                _ => {}
+            }
+        }
+        Ok(None)
+    }
+}
+
+// Goal: the embedder's use case works as documented: a hash table in a
+// region four times the cache, on a swap file on the host, agrees with
+// a std HashMap after inserts and updates that spill it to swap.
+#[test]
+fn spill_table_on_a_swap_file_agrees_with_a_hashmap() {
+    let dir = tempfile::tempdir().unwrap();
+    let pc = cache(256, 0, quiet());
+    pc.swapon(SwapConfig::file(dir.path().join("engine.swap"), 2048 * PS)).unwrap();
+    let table = SpillTable::new(&pc, 1024).unwrap();
+    let mut model = std::collections::HashMap::new();
+    let mut rng = StdRng::seed_from_u64(5);
+    for _ in 0..6000 {
+        let key = rng.gen_range(1..3000u64);
+        let value = rng.gen::<u64>();
+        assert!(table.insert(key, value).unwrap());
+        model.insert(key, value);
+    }
+    assert!(pc.vmstat().get(Item::pswpout) > 0, "the table spilled to the swap file");
+    for key in 0..3000u64 {
+        assert_eq!(table.get(key).unwrap(), model.get(&key).copied(), "key {key}");
+    }
+    drop(table);
+    assert_eq!(pc.vmstat().get(Item::swap_used_pages), 0);
+}

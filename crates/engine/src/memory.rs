@@ -381,8 +381,10 @@ impl Cache {
         // Allocate (maybe reclaiming) before any lock is taken.
         let pfn = self.alloc_page()?;
         let page = self.page(pfn);
-        // Invisible until its entry is stored: plain flag stores.
-        page.set_nonatomic(PG_LOCKED | PG_SWAPBACKED | PG_UPTODATE | PG_ACTIVE);
+        // Invisible until its entry is stored: plain flag stores. 3.x: a
+        // new anonymous page starts active; 5.9+: inactive.
+        let active = if self.tunables.anon_lru == crate::AnonLru::Linux3 { PG_ACTIVE } else { 0 };
+        page.set_nonatomic(PG_LOCKED | PG_SWAPBACKED | PG_UPTODATE | active);
         page.set_anon(vma.anon_mapping(), anon_index(slot, None));
         self.memzero_page(pfn, 0, self.page_size());
         {
@@ -401,7 +403,7 @@ impl Cache {
         }
         vma.young[slot].store(1, Ordering::Relaxed);
         page.unlock(&self.vm);
-        // lru_cache_add_active_or_unevictable: PG_active is set.
+        // lru_cache_add_active_or_unevictable (3.x), lru_cache_add (5.9+).
         self.lru_cache_add(pfn);
         Ok(Some(pfn))
     }

@@ -47,8 +47,9 @@ use crate::vmstat::Item;
 enum RaSlot {
     /// Already cached: this page, with a reference for the caller.
     Cached(Pfn),
-    /// The new page is now the slot's swap-cache page.
-    Added,
+    /// The new page is now the slot's swap-cache page; the shadow entry
+    /// its last eviction left, if any.
+    Added(Option<usize>),
     /// The slot is free (or bad): nothing to read.
     Unused,
 }
@@ -105,7 +106,11 @@ impl Cache {
             return false;
         }
         inner.cache.remove(&slot);
-        inner.swap_entry_free(slot, SWAP_HAS_CACHE);
+        if inner.swap_entry_free(slot, SWAP_HAS_CACHE) != 0 && self.tunables.anon_lru == crate::AnonLru::Linux5_9 {
+            // __delete_from_swap_cache(page, entry, shadow) (5.9+).
+            let shadow = self.workingset_eviction(page.test(PG_WORKINGSET), false);
+            inner.shadows.insert(slot, shadow);
+        }
         // Frozen at 0: nobody else can see the page any more.
         page.clear_nonatomic(PG_SWAPCACHE);
         true
@@ -196,7 +201,7 @@ impl Cache {
         inner.set_has_cache(slot);
         self.page(pfn).get();
         inner.cache.insert(slot, pfn);
-        RaSlot::Added
+        RaSlot::Added(inner.shadows.remove(&slot))
     }
 
     /// A fresh page for a swap-in, locked, anonymous, not yet visible:
@@ -244,8 +249,9 @@ impl Cache {
         let end = start.saturating_add(cluster).min(si.pages);
         // The faulted slot first: its allocation may reclaim.
         let Some(tpfn) = self.alloc_swapin_page(target, true)? else { return Ok(None) };
+        let mut shadows: Vec<(Pfn, usize)> = Vec::new();
         match self.add_new_to_swap_cache(target, tpfn) {
-            RaSlot::Added => {}
+            RaSlot::Added(shadow) => shadows.extend(shadow.map(|s| (tpfn, s))),
             RaSlot::Cached(p) => {
                 self.free_unused_swapin_page(tpfn);
                 return Ok(Some(p));
@@ -261,12 +267,28 @@ impl Cache {
         for slot in (start..end).filter(|&s| s != target) {
             let Ok(Some(pfn)) = self.alloc_swapin_page(slot, false) else { break };
             match self.add_new_to_swap_cache(slot, pfn) {
-                RaSlot::Added => new.push((slot, pfn)),
+                RaSlot::Added(shadow) => {
+                    shadows.extend(shadow.map(|s| (pfn, s)));
+                    new.push((slot, pfn));
+                }
                 RaSlot::Cached(p) => {
                     self.put_page(p);
                     self.free_unused_swapin_page(pfn);
                 }
                 RaSlot::Unused => self.free_unused_swapin_page(pfn),
+            }
+        }
+        // workingset_refault for each page coming back (5.9+): within the
+        // workingset it goes straight to the active list.
+        for (pfn, shadow) in shadows {
+            let (activate, restore) = self.workingset_refault_anon(shadow);
+            let page = self.page(pfn);
+            if activate {
+                page.set(PG_ACTIVE, &self.vm);
+                self.workingset_activation();
+            }
+            if restore {
+                page.set(PG_WORKINGSET, &self.vm);
             }
         }
         new.sort_unstable();
@@ -296,7 +318,8 @@ impl Cache {
                     continue;
                 }
                 page.unlock(&self.vm);
-                // 3.x: swapped-in pages start on the inactive anon list.
+                // Swapped-in pages start on the inactive anon list (5.9+:
+                // unless their shadow activated them).
                 self.lru_cache_add(pfn);
                 if slot != target {
                     self.vm.inc(Item::swap_ra);

@@ -106,6 +106,9 @@ pub(crate) struct SwapInner {
     map: Box<[u8]>,
     /// The swap cache (swapper_space): pages by swap slot.
     pub(crate) cache: HashMap<u32, Pfn>,
+    /// Shadow entries of pages swapped out (`AnonLru::Linux5_9`), by
+    /// slot: at most one per slot in use, dropped when the slot is freed.
+    pub(crate) shadows: HashMap<u32, usize>,
     lowest_bit: u32,
     highest_bit: u32,
     cluster_next: u32,
@@ -126,6 +129,7 @@ impl SwapInner {
         SwapInner {
             map: vec![0u8; pages as usize].into_boxed_slice(),
             cache: HashMap::new(),
+            shadows: HashMap::new(),
             lowest_bit: 0,
             highest_bit: pages - 1,
             cluster_next: 0,
@@ -208,6 +212,7 @@ impl SwapInner {
         }
         let left = *v;
         if left == 0 {
+            self.shadows.remove(&offset);
             self.inuse_pages -= 1;
             if self.inuse_pages + 1 == self.pages() {
                 (self.lowest_bit, self.highest_bit) = (offset, offset);

@@ -160,6 +160,25 @@ pub enum MappedActivation {
     UsedOnce,
 }
 
+/// M16: which kernel's rules place anonymous pages on their lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum AnonLru {
+    /// 3.x (seed 004's kernels): a new anonymous page starts on the active
+    /// list ("they are likely to be used again soon"), the inactive anon
+    /// list is kept at 1/inactive_ratio (sqrt(10 x GiB)) of the active
+    /// one, and evicted anonymous pages leave no trace.
+    #[default]
+    Linux3,
+    /// 5.9+ ("mm/swap: make anon pages start at inactive list",
+    /// "workingset: age nonresident information alongside anonymous
+    /// pages"): a new anonymous page starts inactive, the anon lists are
+    /// kept 1:1, and a page swapped out leaves a shadow entry in the swap
+    /// cache; a swap-in whose refault distance is within the workingset
+    /// (the file lists plus the active anon list) is activated at once.
+    /// get_scan_count stays 3.2's.
+    Linux5_9,
+}
+
 /// fadvise(2) advice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Advice {
@@ -242,6 +261,9 @@ pub struct Tunables {
     /// faulted (swapin_readahead), 0 reads only the one.
     #[serde(default = "default_page_cluster")]
     pub page_cluster: u32,
+    /// M16: 3.x's or 5.9+'s placement of anonymous pages on their lists.
+    #[serde(default)]
+    pub anon_lru: AnonLru,
 }
 
 fn default_swappiness() -> u32 {
@@ -300,6 +322,7 @@ impl Default for Tunables {
             swap_bytes: 0,
             swappiness: default_swappiness(),
             page_cluster: default_page_cluster(),
+            anon_lru: AnonLru::Linux3,
         }
     }
 }

@@ -128,7 +128,9 @@ impl Cache {
         let inactive = self.lruvec.len(LruList::InactiveAnon);
         let active = self.lruvec.len(LruList::ActiveAnon);
         let gb = (self.arena.nr_pages * self.page_size() as u64) >> 30;
-        let ratio = if gb > 0 { ((10 * gb) as f64).sqrt() as u64 } else { 1 };
+        // 5.9's "make active/inactive ratio as 1:1 for anon lru".
+        let linux3 = self.tunables.anon_lru == crate::AnonLru::Linux3;
+        let ratio = if gb > 0 && linux3 { ((10 * gb) as f64).sqrt() as u64 } else { 1 };
         inactive * ratio < active
     }
 
@@ -367,6 +369,7 @@ impl Cache {
                     }
                 }
                 page.clear(PG_ACTIVE, &self.vm);
+                page.set(PG_WORKINGSET, &self.vm);
                 deactivated += 1;
                 continue;
             }

@@ -131,6 +131,11 @@ items! {
     workingset_activate,
     /// Refaults activated that had been active before eviction.
     workingset_restore,
+    /// Swap-ins that found a shadow entry, and those activated by it
+    /// (`AnonLru::Linux5_9`; Linux 5.9+'s workingset_refault_anon and
+    /// workingset_activate_anon).
+    workingset_refault_anon,
+    workingset_activate_anon,
     /// Shadow nodes whose entries the shrinker dropped (the kernel's
     /// workingset_nodereclaim).
     workingset_nodereclaim,

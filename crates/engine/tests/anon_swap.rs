@@ -12,8 +12,8 @@ use rand::{Rng, SeedableRng};
 
 use pcache::backing::{Fault, FaultInjector, FaultOp, MemoryDev};
 use pcache::{
-    Config, Error, Item, LruList, Madvise, Mapping, PageCache, ReclaimWriteback, SwapBacking, SwapConfig, Tunables,
-    VmStat,
+    AnonLru, Config, Error, Item, LruList, Madvise, Mapping, PageCache, ReclaimWriteback, SwapBacking, SwapConfig,
+    Tunables, VmStat,
 };
 
 const PS: u64 = 4096;
@@ -535,4 +535,50 @@ fn spill_table_on_a_swap_file_agrees_with_a_hashmap() {
     }
     drop(table);
     assert_eq!(pc.vmstat().get(Item::swap_used_pages), 0);
+}
+
+/// Write a region of `pages` in a cache of 256 frames under `anon_lru`,
+/// then read it round three times. Returns the vmstat at the end and the
+/// active/inactive split right after the first page was written.
+fn anon_lru_run(anon_lru: AnonLru, pages: u64) -> (VmStat, (u64, u64)) {
+    let pc = cache(256, 4096, Tunables { anon_lru, ..quiet() });
+    let m = pc.map_anon(pages * PS).unwrap();
+    for i in 0..16 {
+        write_stamp(&m, 8, i, 1).unwrap();
+    }
+    pc.lru_add_drain_all();
+    let vm = pc.vmstat();
+    let split = (vm.get(Item::nr_active_anon), vm.get(Item::nr_inactive_anon));
+    for i in 16..pages {
+        write_stamp(&m, 8, i, 1).unwrap();
+    }
+    for _ in 0..3 {
+        for i in 0..pages {
+            check_stamp(&m, 8, i, 1);
+        }
+    }
+    (pc.vmstat(), split)
+}
+
+// Goal: the selectable 5.9+ rules. Under `AnonLru::Linux3` new anonymous
+// pages start active and swap-outs leave no shadow; under `Linux5_9` they
+// start inactive, each swap-out leaves a shadow in the swap cache, and
+// swap-ins within the workingset's reach are activated at once
+// (workingset_activate_anon). Data is intact either way.
+#[test]
+fn anon_lru_rules_3x_against_59() {
+    let (vm3, split3) = anon_lru_run(AnonLru::Linux3, 320);
+    assert_eq!(split3, (16, 0), "3.x: new anonymous pages start active");
+    assert_eq!(vm3.get(Item::workingset_refault_anon), 0);
+    let (vm59, split59) = anon_lru_run(AnonLru::Linux5_9, 320);
+    assert_eq!(split59, (0, 16), "5.9: new anonymous pages start inactive");
+    assert!(vm59.get(Item::workingset_refault_anon) > 0, "swap-ins found shadows");
+    assert!(vm59.get(Item::workingset_activate_anon) > 0, "some refaults were activated");
+    eprintln!(
+        "refaults {} activated {} (3.x pswpin {}, 5.9 pswpin {})",
+        vm59.get(Item::workingset_refault_anon),
+        vm59.get(Item::workingset_activate_anon),
+        vm3.get(Item::pswpin),
+        vm59.get(Item::pswpin)
+    );
 }

@@ -29,6 +29,10 @@
 //! is reserved, it waits for writeback (stable pages), is marked dirty,
 //! the entry is made writable and dirty, and the dirty throttle runs after
 //! the page is unlocked.
+//!
+//! On an anonymous region (`vma.is_anon()`) a fault is `do_anonymous_page`
+//! (an empty entry: a zeroed frame) or `do_swap_page` (a swap entry: the
+//! swap cache or swap readahead), below.
 
 use crate::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 

@@ -33,6 +33,13 @@
 //! - An entry with WRITE was granted by a write fault (page_mkwrite), which
 //!   set PG_dirty; writeback write-protects the entries first
 //!   (`page_mkclean`), so WRITE implies PG_dirty and no writeback in flight.
+//!
+//! Anonymous regions (`PageCache::map_anon`) are the same `Mapping` and
+//! `Vma` with an `anon_id` and no file: an entry is empty (never touched:
+//! the fault takes a zeroed frame), present, or a swap entry
+//! (`PTE_SWAP | slot`, the page is on swap; the fault is `do_swap_page`).
+//! The rules above hold for them too; a writable anonymous entry maps a
+//! page that is not in the swap cache (the write fault took it out).
 
 use crate::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::marker::PhantomData;

@@ -15,6 +15,12 @@
 //! kernel's try_to_unmap and page_mkclean do, so that a fault (which
 //! installs under the page lock) cannot map the page again halfway.
 //! `page_referenced` only swaps young bytes and needs no lock.
+//!
+//! Anonymous pages have a simpler map (no fork: one entry at most): the
+//! page's `mapping` names its region (`PAGE_MAPPING_ANON | id`, looked up
+//! in `Cache::anon_vmas`), its `index` the entry's slot. `try_to_unmap_anon`
+//! turns the entry into the page's swap entry; zapping a swap entry frees
+//! its slot (`free_swap_and_cache`).
 
 use crate::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -458,7 +458,7 @@ impl Cache {
                 page.get();
                 self.page_add_anon_rmap(pfn);
                 if let Some(si) = self.swap() {
-                    si.lock().swap_entry_free(swap, 1);
+                    si.lock().swap_free(swap);
                 }
                 let bits = if write && self.reuse_swap_page(pfn) { PTE_WRITE | PTE_DIRTY } else { 0 };
                 pte.store(pfn as u64 | PTE_PRESENT | bits, Ordering::Release);

@@ -64,7 +64,7 @@ impl Cache {
         let Some(si) = self.swap() else { return false };
         {
             let mut inner = si.lock();
-            let Some(slot) = inner.scan_swap_map(SWAP_HAS_CACHE) else { return false };
+            let Some(slot) = inner.get_swap_page() else { return false };
             page.get();
             page.set(PG_SWAPCACHE, &self.vm);
             page.set_anon(page.mapping(), anon_index(page.anon_slot(), Some(slot)));
@@ -85,7 +85,7 @@ impl Cache {
             let mut inner = si.lock();
             let removed = inner.cache.remove(&slot);
             debug_assert_eq!(removed, Some(pfn));
-            inner.swap_entry_free(slot, SWAP_HAS_CACHE);
+            inner.swapcache_free(slot);
             page.clear(PG_SWAPCACHE, &self.vm);
             page.set_anon(page.mapping(), anon_index(page.anon_slot(), None));
         }
@@ -106,7 +106,7 @@ impl Cache {
             return false;
         }
         inner.cache.remove(&slot);
-        if inner.swap_entry_free(slot, SWAP_HAS_CACHE) != 0 && self.tunables.anon_lru == crate::AnonLru::Linux5_9 {
+        if inner.swapcache_free(slot) != 0 && self.tunables.anon_lru == crate::AnonLru::Linux5_9 {
             // __delete_from_swap_cache(page, entry, shadow) (5.9+).
             let shadow = self.workingset_eviction(page.test(PG_WORKINGSET), false);
             inner.shadows.insert(slot, shadow);
@@ -165,7 +165,7 @@ impl Cache {
         let Some(si) = self.swap() else { return };
         let pfn = {
             let mut inner = si.lock();
-            if inner.swap_entry_free(slot, 1) != SWAP_HAS_CACHE {
+            if inner.swap_free(slot) != SWAP_HAS_CACHE {
                 return;
             }
             let Some(&pfn) = inner.cache.get(&slot) else { return };

@@ -224,6 +224,23 @@ impl SwapInner {
         left
     }
 
+    /// get_swap_page: a free slot for a page entering the swap cache
+    /// (SWAP_HAS_CACHE), or None when swap is full.
+    pub(crate) fn get_swap_page(&mut self) -> Option<u32> {
+        self.scan_swap_map(SWAP_HAS_CACHE)
+    }
+
+    /// swap_free: a swap pte holding `offset` went (swapped in, or
+    /// zapped). Returns what is left of the slot's count.
+    pub(crate) fn swap_free(&mut self, offset: u32) -> u8 {
+        self.swap_entry_free(offset, 1)
+    }
+
+    /// swapcache_free: the swap cache let go of `offset`.
+    pub(crate) fn swapcache_free(&mut self, offset: u32) -> u8 {
+        self.swap_entry_free(offset, SWAP_HAS_CACHE)
+    }
+
     /// The swap ptes holding `offset` (page_swapcount / swap_count).
     pub(crate) fn swap_count(&self, offset: u32) -> u8 {
         match self.map[offset as usize] {
@@ -308,6 +325,10 @@ impl Cache {
             SwapBacking::Dev(dev) => dev,
         };
         dev.set_len(size).map_err(|e| Error::io(dev.name(), e))?;
+        // A swap file may have no holes (swapon refuses them): allocate
+        // it all now, so a full disk is ENOSPC here, not a page that
+        // cannot be swapped out later. Devices that cannot reserve skip it.
+        dev.reserve(0, size).map_err(|e| Error::io(dev.name(), e))?;
         let si = SwapInfo { dev, pages: pages as u32, inner: Mutex::new(SwapInner::new(pages as u32)) };
         self.swap.set(si).map_err(|_| Error::InvalidArgument("swapon: swap is already on".into()))
     }

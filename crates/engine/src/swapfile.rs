@@ -333,34 +333,49 @@ impl Cache {
         self.swap.set(si).map_err(|_| Error::InvalidArgument("swapon: swap is already on".into()))
     }
 
-    /// swap_writepage (mm/page_io.c): write the locked, dirty swap-cache
-    /// page `pfn` to its slot. Synchronous: the page stays locked across
+    /// swap_writepage (mm/page_io.c) for a run of locked, dirty
+    /// swap-cache pages whose slots are consecutive from `first`: one
+    /// device write, as the block layer merges the adjacent bios reclaim
+    /// submits under its plug (scan_swap_map gives pages reclaimed
+    /// together adjacent slots). Synchronous: the pages stay locked across
     /// the write (so no writer can start, stable pages), under
-    /// PG_writeback. On error the page is dirty again with PG_error, as
+    /// PG_writeback. On error each page is dirty again with PG_error, as
     /// end_swap_bio_write leaves it: nothing is lost, reclaim tries again
-    /// later.
-    pub(crate) fn swap_writepage(&self, pfn: Pfn) -> bool {
-        let page = self.page(pfn);
-        debug_assert!(page.test(PG_LOCKED) && page.test(PG_SWAPCACHE));
-        let (Some(si), Some(slot)) = (self.swap(), page.swap_slot()) else { return false };
-        page.clear(PG_DIRTY, &self.vm);
-        page.set(PG_WRITEBACK, &self.vm);
+    /// later. Returns whether the run was written.
+    pub(crate) fn swap_writepages(&self, first: u32, pages: &[Pfn]) -> bool {
+        let Some(si) = self.swap() else { return false };
+        for (i, &pfn) in pages.iter().enumerate() {
+            let page = self.page(pfn);
+            debug_assert!(page.test(PG_LOCKED) && page.swap_slot() == Some(first + i as u32));
+            page.clear(PG_DIRTY, &self.vm);
+            page.set(PG_WRITEBACK, &self.vm);
+        }
         let ps = self.page_size() as u64;
-        // SAFETY: the page is held (isolated by reclaim) and under
-        // PG_writeback, set while we hold the page lock, which we keep
-        // until the write is done: no writer can store to the frame.
-        let buf = unsafe { self.arena.frame_for_io(pfn) };
-        let res = si.dev.write_pages(slot as u64 * ps, &[buf], si.pages as u64 * ps);
-        page.clear_and_wake(PG_WRITEBACK, &self.vm);
+        let bufs: Vec<&[u8]> = pages
+            .iter()
+            // SAFETY: each page is held (isolated by reclaim) and under
+            // PG_writeback, set while we hold its page lock, which we keep
+            // until the write is done: no writer can store to the frame.
+            .map(|&pfn| unsafe { self.arena.frame_for_io(pfn) })
+            .collect();
+        let res = si.dev.write_pages(first as u64 * ps, &bufs, si.pages as u64 * ps);
+        drop(bufs);
+        for &pfn in pages {
+            let page = self.page(pfn);
+            page.clear_and_wake(PG_WRITEBACK, &self.vm);
+            if res.is_ok() {
+                page.clear(PG_ERROR, &self.vm);
+            } else {
+                page.set(PG_DIRTY | PG_ERROR, &self.vm);
+            }
+        }
         match res {
             Ok(()) => {
-                page.clear(PG_ERROR, &self.vm);
-                self.vm.inc(Item::pswpout);
-                self.vm.add(Item::pgpgout, ps / 1024);
+                self.vm.add(Item::pswpout, pages.len() as u64);
+                self.vm.add(Item::pgpgout, pages.len() as u64 * ps / 1024);
                 true
             }
             Err(_) => {
-                page.set(PG_DIRTY | PG_ERROR, &self.vm);
                 self.vm.inc(Item::swap_write_errors);
                 false
             }

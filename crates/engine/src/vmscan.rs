@@ -80,6 +80,14 @@ struct ReclaimStat {
     nr_writeback: u64,
 }
 
+/// What shrink_anon_page decided.
+enum AnonVerdict {
+    /// Handled and unlocked: pages freed (0 or 1).
+    Done(u64),
+    /// Locked, unmapped, dirty, in the swap cache: to be written.
+    Pageout,
+}
+
 /// page_check_references' verdict.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum PageRefs {
@@ -496,6 +504,7 @@ impl Cache {
         let mut reclaimed = 0;
         let mut memo = InodeMemo(None);
         let mut frozen: Vec<(Pfn, Arc<Inode>)> = Vec::with_capacity(pages.len());
+        let mut swap_batch: Vec<Pfn> = Vec::new();
         for &pfn in pages {
             let page = self.page(pfn);
             if !page.trylock(&self.vm) {
@@ -503,7 +512,10 @@ impl Cache {
                 continue;
             }
             if page.test(PG_SWAPBACKED) {
-                reclaimed += self.shrink_anon_page(pfn, keep, stat);
+                match self.shrink_anon_page(pfn, keep, stat) {
+                    AnonVerdict::Done(freed) => reclaimed += freed,
+                    AnonVerdict::Pageout => swap_batch.push(pfn),
+                }
                 continue;
             }
             let id = page.mapping();
@@ -605,6 +617,10 @@ impl Cache {
             self.page(pfn).unlock(&self.vm);
             keep.push(pfn);
         }
+        // Swap writes last, so no file page stays frozen across them.
+        if !swap_batch.is_empty() {
+            reclaimed += self.pageout_anon(&mut swap_batch, keep);
+        }
         reclaimed
     }
 
@@ -613,11 +629,12 @@ impl Cache {
     /// gets a swap slot and goes into the swap cache (`add_to_swap`; swap
     /// off or full: activated, it cannot be reclaimed), its entry becomes
     /// a swap entry (`try_to_unmap`), it is written to swap if dirty
-    /// (`pageout`: by any reclaimer, under 3.1 and 3.2 alike, since no
-    /// flusher writes anonymous pages; seed 004: "Anonymous pages are
-    /// still written") and, clean, leaves the swap cache and is freed.
-    /// The page is unlocked on return; returns pages freed (0 or 1).
-    fn shrink_anon_page(&self, pfn: Pfn, keep: &mut Vec<Pfn>, stat: &mut ReclaimStat) -> u64 {
+    /// (`Pageout`: the caller writes the batch's dirty pages by runs of
+    /// slots, `pageout_anon`; by any reclaimer, under 3.1 and 3.2 alike,
+    /// since no flusher writes anonymous pages; seed 004: "Anonymous pages
+    /// are still written") and, clean, leaves the swap cache and is freed.
+    /// `Done`: the page is unlocked, freed (1) or kept (0).
+    fn shrink_anon_page(&self, pfn: Pfn, keep: &mut Vec<Pfn>, stat: &mut ReclaimStat) -> AnonVerdict {
         let page = self.page(pfn);
         let swapcache = page.test(PG_SWAPCACHE);
         if !page.anon() && !swapcache {
@@ -625,9 +642,9 @@ impl Cache {
             page.unlock(&self.vm);
             if page.put_testzero() {
                 self.free_page(pfn);
-                return 1;
+                return AnonVerdict::Done(1);
             }
-            return 0;
+            return AnonVerdict::Done(0);
         }
         let activate = |page: &Page| {
             page.set(PG_ACTIVE, &self.vm);
@@ -638,7 +655,7 @@ impl Cache {
             stat.nr_writeback += 1;
             page.unlock(&self.vm);
             keep.push(pfn);
-            return 0;
+            return AnonVerdict::Done(0);
         }
         let vma = self.anon_vma_of(pfn);
         // page_check_references: "if (PageAnon(page)) return
@@ -649,27 +666,30 @@ impl Cache {
         if referenced_ptes > 0 {
             activate(page);
             keep.push(pfn);
-            return 0;
+            return AnonVerdict::Done(0);
         }
         if !swapcache && !self.add_to_swap(pfn) {
             activate(page);
             keep.push(pfn);
-            return 0;
+            return AnonVerdict::Done(0);
         }
         if page.mapped() && !vma.as_ref().is_some_and(|v| self.try_to_unmap_anon(v, pfn)) {
             activate(page);
             keep.push(pfn);
-            return 0;
+            return AnonVerdict::Done(0);
         }
         if page.test(PG_DIRTY) {
             stat.nr_dirty += 1;
-            if !self.swap_writepage(pfn) {
-                // Write error: still dirty, kept; nothing is lost.
-                page.unlock(&self.vm);
-                keep.push(pfn);
-                return 0;
-            }
+            return AnonVerdict::Pageout;
         }
+        AnonVerdict::Done(self.free_swapcache_page(pfn, keep))
+    }
+
+    /// The end of an anonymous page's reclaim, page locked, clean and
+    /// unmapped: out of the swap cache and freed (1), or kept (0) if
+    /// someone took a reference meanwhile.
+    fn free_swapcache_page(&self, pfn: Pfn, keep: &mut Vec<Pfn>) -> u64 {
+        let page = self.page(pfn);
         if page.mapped() || !self.remove_swap_mapping(pfn, 2) {
             page.unlock(&self.vm);
             keep.push(pfn);
@@ -679,6 +699,29 @@ impl Cache {
         page.clear_nonatomic(PG_LOCKED);
         self.free_page(pfn);
         1
+    }
+
+    /// pageout of the batch's dirty anonymous pages (locked, unmapped, in
+    /// the swap cache): one device write per run of consecutive slots,
+    /// then each written page is freed. A page whose write failed stays
+    /// dirty and is kept. Returns pages freed.
+    fn pageout_anon(&self, batch: &mut [Pfn], keep: &mut Vec<Pfn>) -> u64 {
+        let slot = |p: &Pfn| self.page(*p).swap_slot().unwrap_or(u32::MAX);
+        batch.sort_unstable_by_key(slot);
+        let mut freed = 0;
+        for run in batch.chunk_by(|a, b| slot(a).checked_add(1) == Some(slot(b))) {
+            let written = self.swap_writepages(slot(&run[0]), run);
+            for &pfn in run {
+                if written {
+                    freed += self.free_swapcache_page(pfn, keep);
+                } else {
+                    // Write error: still dirty, kept; nothing is lost.
+                    self.page(pfn).unlock(&self.vm);
+                    keep.push(pfn);
+                }
+            }
+        }
+        freed
     }
 
     /// May this reclaimer write a dirty file page itself?

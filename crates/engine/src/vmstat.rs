@@ -122,6 +122,10 @@ items! {
     pageoutrun,
     kswapd_low_wmark_hit_quickly,
     kswapd_high_wmark_hit_quickly,
+    /// File pages reclaim wrote itself (pageout), in all and by direct
+    /// reclaim and kswapd. Deviation: the kernel counts swap writes here
+    /// too; pcache counts them in `pswpout` only, so these stay seed 004's
+    /// "file pages written by reclaim".
     nr_vmscan_write,
     nr_vmscan_write_direct,
     nr_vmscan_write_kswapd,

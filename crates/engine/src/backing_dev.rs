@@ -33,6 +33,7 @@ pub struct Bdi {
 }
 
 /// A bdi's counters, for tools.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct BdiStat {
     pub name: String,

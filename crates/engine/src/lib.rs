@@ -29,6 +29,7 @@ mod admission;
 mod arena;
 pub mod backing;
 mod backing_dev;
+mod bio;
 mod error;
 mod filemap;
 mod hazard;
@@ -85,6 +86,7 @@ pub use crate::swap::PAGEVEC_SIZE;
 pub use crate::vmscan::DEF_PRIORITY;
 
 /// Which LRU list a page is on.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub enum LruList {
     InactiveAnon,
@@ -98,6 +100,7 @@ pub enum LruList {
 }
 
 /// A page's state as tests and tools see it.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct PageState {
     /// The list the page is on, or `None` when it is off the LRU (in a
@@ -120,6 +123,7 @@ pub struct PageState {
 }
 
 /// The free-frame watermarks, in pages.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Watermarks {
     pub min: u64,
@@ -195,7 +199,11 @@ impl PageCache {
                 .map_err(|e| Error::io("kswapd", e))?;
             cache.threads.lock().push(t);
         }
-        Ok(PageCache { owner: Arc::new(Owner { cache }) })
+        // Owned before the workers start, so a failure stops those started.
+        let owner = Arc::new(Owner { cache: cache.clone() });
+        let n = cache.tunables.io_threads;
+        cache.start_io_workers(n).map_err(|e| Error::io("I/O workers", e))?;
+        Ok(PageCache { owner })
     }
 
     /// The bounded cache of host descriptors this cache's files use

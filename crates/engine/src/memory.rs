@@ -42,6 +42,7 @@ use crate::hazard::{Hazard, HazardTable};
 use crate::mm::Cache;
 use crate::mmap::{pte_pfn, pte_swap_slot, swp_pte, Vma, PTE_DIRTY, PTE_PRESENT, PTE_WRITE, VM_RAND_READ, VM_SEQ_READ};
 use crate::page::*;
+use crate::pagetree::entry_pfn;
 use crate::vmstat::Item;
 
 /// Misses beyond hits after which read-around stops (MMAP_LOTSAMISS).
@@ -85,9 +86,17 @@ pub(crate) fn ptep_get_and_clear(pte: &AtomicU64) -> u64 {
 impl Cache {
     /// An access to slot `slot` of `vma` whose entry is present: the frame,
     /// pinned. None: fault.
-    #[inline]
-    pub(crate) fn follow_pte(&self, vma: &Vma, slot: usize) -> Option<(Pfn, Hazard)> {
-        pte_pin(&self.hazards, crate::percpu::thread_slot(), &vma.ptes[slot], &vma.young[slot])
+    ///
+    /// # Safety
+    /// `slot < vma.nr_pages`. Both of the VMA's arrays have exactly
+    /// `nr_pages` entries (Mapping::new), so the two bounds checks are
+    /// skipped: the access path stays short.
+    #[inline(always)]
+    pub(crate) unsafe fn follow_pte(&self, vma: &Vma, slot: usize) -> Option<(Pfn, Hazard)> {
+        debug_assert!(slot < vma.ptes.len() && slot < vma.young.len());
+        // SAFETY: in bounds, by the caller's promise and the arrays' length.
+        let (pte, young) = unsafe { (vma.ptes.get_unchecked(slot), vma.young.get_unchecked(slot)) };
+        pte_pin(&self.hazards, crate::percpu::thread_slot(), pte, young)
     }
 
     /// handle_mm_fault for a shared file mapping: map the page at `slot`
@@ -114,6 +123,9 @@ impl Cache {
         }
         self.finish_fault(vma, slot, pfn, write);
         page.unlock(&self.vm);
+        if !write {
+            self.do_fault_around(inode, vma, slot);
+        }
         if write {
             // Throttled with no lock held. An interrupt or the shutdown
             // arriving here leaves the fault done; the write goes on.
@@ -230,6 +242,102 @@ impl Cache {
             let ra_pages = vma.ra.ra_pages.load(Ordering::Relaxed) as u64;
             self.page_cache_async_readahead(inode, &vma.ra, pfn, index, ra_pages);
         }
+    }
+
+    /// do_fault_around (filemap_map_pages): after a read fault, map the
+    /// pages around it that are already cached, uptodate and unlocked, in
+    /// the `fault_around_bytes` window aligned around the faulting slot
+    /// and clipped to the mapping and to EOF. Nothing is read and nothing
+    /// waits: a locked, not-uptodate or PG_readahead page (whose access
+    /// must reach the async readahead in `filemap_fault`) is skipped, so
+    /// the next access to it faults as before.
+    ///
+    /// The kernel runs it before the fault and, on x86, maps the pages
+    /// young. Here it runs after the fault, so the synchronous read-around
+    /// the fault just did is mapped too, and it maps them old (as arm64's
+    /// arch_wants_old_prefaulted_pte does): a page nobody touched through
+    /// this mapping is not a reference for reclaim. Its first access sets
+    /// the young byte with the usual plain store.
+    fn do_fault_around(&self, inode: &Inode, vma: &Vma, slot: usize) {
+        let nr = self.fault_around_pages();
+        if nr <= 1 {
+            return;
+        }
+        let start = slot & !(nr - 1);
+        let size = inode.size.load(Ordering::Acquire);
+        let eof = size.div_ceil(self.page_size() as u64);
+        let end = (start + nr).min(vma.nr_pages as usize);
+        let mut mapped = 0u64;
+        for s in (start..end).filter(|&s| s != slot) {
+            let index = vma.pgoff + s as u64;
+            if index >= eof {
+                break;
+            }
+            if pte_pfn(vma.ptes[s].load(Ordering::Relaxed)).is_some() {
+                continue;
+            }
+            let Some(pfn) = entry_pfn(inode.tree.load(index)) else { continue };
+            let page = self.page(pfn);
+            let f = page.flags();
+            if f & (PG_LOCKED | PG_READAHEAD) != 0 || f & PG_UPTODATE == 0 || !page.get_unless_zero() {
+                continue;
+            }
+            // The reference taken, the page is ours to check: still the
+            // one cached at `index`, lockable without waiting, uptodate
+            // and below EOF under its lock (truncation takes the lock to
+            // remove it, after lowering i_size).
+            let ours = entry_pfn(inode.tree.load(index)) == Some(pfn) && page.trylock(&self.vm);
+            if !ours {
+                self.put_page(pfn);
+                continue;
+            }
+            let valid = page.mapping() == inode.id
+                && page.index() == index
+                && page.test(PG_UPTODATE)
+                && index < inode.size.load(Ordering::Acquire).div_ceil(self.page_size() as u64);
+            if valid && self.set_pte_old(vma, s, pfn) {
+                mapped += 1;
+            } else {
+                self.put_page(pfn);
+            }
+            page.unlock(&self.vm);
+        }
+        if mapped > 0 {
+            self.vm.add(Item::pgfault_around, mapped);
+            // filemap_map_pages: pages found cached are hits for mmap_miss.
+            let miss = vma.mmap_miss.load(Ordering::Relaxed);
+            vma.mmap_miss.store(miss.saturating_sub(mapped.min(u32::MAX as u64) as u32), Ordering::Relaxed);
+        }
+    }
+
+    /// Pages in the fault-around window: `fault_around_bytes` in pages,
+    /// rounded down to a power of two.
+    fn fault_around_pages(&self) -> usize {
+        let pages = (self.tunables.fault_around_bytes >> self.page_shift()).min(1 << 10) as usize;
+        if pages == 0 {
+            0
+        } else {
+            1 << pages.ilog2()
+        }
+    }
+
+    /// Install an old, clean entry for the locked page `pfn` at `slot`,
+    /// handing it the caller's page reference. False if the slot got an
+    /// entry meanwhile (the caller keeps its reference).
+    fn set_pte_old(&self, vma: &Vma, slot: usize, pfn: Pfn) -> bool {
+        debug_assert!(self.page(pfn).test(PG_LOCKED), "set_pte_old without the page lock");
+        let pte = &vma.ptes[slot];
+        let _ptl = vma.ptl.lock();
+        if pte_pfn(pte.load(Ordering::Relaxed)).is_some() {
+            return false;
+        }
+        self.page_add_file_rmap(pfn);
+        // Old: a young byte left behind by an access racing an earlier
+        // unmap of this slot (mmap.rs) must not count as a reference.
+        vma.young[slot].store(0, Ordering::Relaxed);
+        // Release: pairs with pte_pin's Acquire load.
+        pte.store(pfn as u64 | PTE_PRESENT, Ordering::Release);
+        true
     }
 
     /// finish_fault (do_set_pte): install the entry for the locked page

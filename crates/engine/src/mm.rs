@@ -101,6 +101,8 @@ pub struct Cache {
     /// that defers node reuse, and the shadow-node list (pagetree.rs).
     pub node_cache: Arc<NodeCache>,
     pub kswapd_wait: Wakeup,
+    /// The read queue of asynchronous readahead and its workers (bio.rs).
+    pub bio: crate::bio::IoQueue,
     /// Backing devices, each with its flusher (backing_dev.rs).
     pub bdis: Mutex<Vec<Arc<Bdi>>>,
     /// Background threads (kswapd, flushers), joined at shutdown.
@@ -185,6 +187,7 @@ impl Cache {
             nr_shadows: AtomicI64::new(0),
             node_cache: Arc::new(NodeCache::new(hazards.clone())),
             kswapd_wait: Wakeup::default(),
+            bio: crate::bio::IoQueue::default(),
             bdis: Mutex::new(Vec::new()),
             threads: Mutex::new(Vec::new()),
             self_ref: self_ref.clone(),
@@ -351,6 +354,7 @@ impl Cache {
         let unwritten = self.unwritten_files();
         self.kswapd_wait.wake();
         self.wakeup_flusher_threads();
+        self.bio.close();
         let threads: Vec<JoinHandle<()>> = self.threads.lock().drain(..).collect();
         for t in threads {
             let _ = t.join();

@@ -12,9 +12,14 @@
 //! (`get_next_ra_size`: x4 while small, then x2, capped at `ra_pages`), so a
 //! sequential reader finds its next pages already cached.
 //!
-//! Deviation: the kernel submits readahead I/O and returns; here the
-//! calling thread does the I/O of the window (pages stay locked until it is
-//! done, so other readers wait on them as they would on in-flight bios).
+//! I/O: the pages of a window are inserted locked and not uptodate. The
+//! part before the PG_readahead marker (what the reader needs now) is read
+//! by the calling thread; the part from the marker on, and the whole of an
+//! asynchronous window, is queued to the I/O workers (bio.rs) and the call
+//! returns, so the device reads the next window while the reader copies
+//! this one. Readers of a page in flight wait on its lock, as they wait on
+//! a locked folio in the kernel. With `io_threads = 0` every run is read by
+//! the caller (the synchronous readahead of earlier pcache).
 //!
 //! The state is a handful of relaxed atomics, not locked: like the kernel's
 //! `struct file_ra_state`, concurrent users of one handle may race on it
@@ -22,6 +27,7 @@
 
 use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+use crate::bio::ReadRequest;
 use crate::filemap::Inode;
 use crate::mm::Cache;
 use crate::page::*;
@@ -201,13 +207,20 @@ impl Cache {
         let end_index = (size - 1) >> self.page_shift();
         let mut run: Vec<Pfn> = Vec::with_capacity(nr.min(256) as usize);
         let mut run_start = index;
+        // The asynchronous part starts at the marker.
+        let async_from = if lookahead > 0 { nr - lookahead.min(nr) } else { nr };
+        let mut is_async = false;
         for i in 0..nr {
             let idx = index + i;
             if idx > end_index {
                 break;
             }
+            if i == async_from {
+                self.submit_ra_run(inode, run_start, &mut run, false);
+            }
+            is_async = i >= async_from;
             if entry_present(inode, idx) {
-                self.submit_ra_run(inode, run_start, &mut run);
+                self.submit_ra_run(inode, run_start, &mut run, is_async);
                 continue;
             }
             // Readahead does not push hard for memory: stop when short.
@@ -221,7 +234,7 @@ impl Cache {
             }
             if !self.add_to_page_cache_lru(pfn, inode, idx) {
                 self.put_page(pfn);
-                self.submit_ra_run(inode, run_start, &mut run);
+                self.submit_ra_run(inode, run_start, &mut run, is_async);
                 continue;
             }
             if run.is_empty() {
@@ -230,22 +243,25 @@ impl Cache {
             run.push(pfn);
             self.vm.inc(Item::pgreadahead);
         }
-        self.submit_ra_run(inode, run_start, &mut run);
+        self.submit_ra_run(inode, run_start, &mut run, is_async);
     }
 
-    /// Read a run of locked new pages, unlock them, drop our references.
-    fn submit_ra_run(&self, inode: &Inode, first: u64, run: &mut Vec<Pfn>) {
+    /// Read a run of locked new pages, unlock them and drop our references:
+    /// here, or (`is_async`) on an I/O worker. Errors stay on the pages
+    /// (PG_error, not uptodate); a reader that needs one retries the read
+    /// itself and reports the error.
+    fn submit_ra_run(&self, inode: &Inode, first: u64, run: &mut Vec<Pfn>, is_async: bool) {
         if run.is_empty() {
             return;
         }
-        // Errors stay on the pages (PG_error, not uptodate); a reader that
-        // needs one retries the read itself and reports the error.
-        let _ = self.read_pages_io(inode, first, run);
-        for &pfn in run.iter() {
-            self.page(pfn).unlock(&self.vm);
+        let pages = std::mem::take(run);
+        if is_async {
+            if let Some(inode) = self.inode_by_id(inode.id) {
+                self.submit_read(ReadRequest { inode, first, pages });
+                return;
+            }
         }
-        self.release_pages(run);
-        run.clear();
+        self.end_page_read(inode, first, &pages);
     }
 }
 

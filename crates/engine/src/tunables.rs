@@ -180,6 +180,7 @@ pub enum AnonLru {
 }
 
 /// fadvise(2) advice.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Advice {
     Normal,
@@ -264,6 +265,24 @@ pub struct Tunables {
     /// M16: 3.x's or 5.9+'s placement of anonymous pages on their lists.
     #[serde(default)]
     pub anon_lru: AnonLru,
+    /// M15: bytes around a read fault whose cached pages the fault also
+    /// maps (do_fault_around; the kernel's debugfs `fault_around_bytes`,
+    /// default 64 KiB). Rounded down to a power of two of pages; one page
+    /// or less turns fault-around off.
+    #[serde(default = "default_fault_around_bytes")]
+    pub fault_around_bytes: u64,
+    /// I/O worker threads that read asynchronous readahead windows while
+    /// the reader copies (bio.rs). 0: the caller reads every window.
+    #[serde(default = "default_io_threads")]
+    pub io_threads: usize,
+}
+
+fn default_io_threads() -> usize {
+    4
+}
+
+fn default_fault_around_bytes() -> u64 {
+    65536
 }
 
 fn default_swappiness() -> u32 {
@@ -323,6 +342,8 @@ impl Default for Tunables {
             swappiness: default_swappiness(),
             page_cluster: default_page_cluster(),
             anon_lru: AnonLru::Linux3,
+            fault_around_bytes: default_fault_around_bytes(),
+            io_threads: default_io_threads(),
         }
     }
 }

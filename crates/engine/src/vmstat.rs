@@ -154,6 +154,14 @@ items! {
     /// Write faults on a clean or write-protected entry (page_mkwrite;
     /// pcache's own).
     pgmkwrite,
+    /// Entries a read fault mapped around itself (do_fault_around, pages
+    /// already cached and uptodate); pcache's own.
+    pgfault_around,
+    /// Readahead runs queued to the I/O workers (bio.rs), and runs meant
+    /// for them that the submitter read itself (queue full, no workers,
+    /// or shutting down); pcache's own.
+    ra_submit_async,
+    ra_submit_inline,
     /// Mapped pages reclaim found referenced through page table young bits
     /// (page_check_references), and what became of them: activated, or
     /// given another trip round the inactive list (PAGEREF_KEEP). pcache's

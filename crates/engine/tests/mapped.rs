@@ -782,3 +782,62 @@ fn a_guard_keeps_its_frame() {
     drop(g);
     assert!(matches!(m.page(1), Err(Error::PastEof { .. })), "past EOF now: SIGBUS");
 }
+
+// Goal: a read fault also maps the cached, uptodate, unlocked pages of its
+// `fault_around_bytes` window (do_fault_around, 64 KiB = 16 pages by
+// default): accesses to them take no fault; they are mapped old, so reclaim
+// counts only the pages actually touched as referenced; a locked page and
+// the pages past EOF are left to their own faults; one page turns it off.
+// Method: 40 cached pages, a 48-page mapping, kswapd off, no readahead.
+#[test]
+fn fault_around_maps_cached_neighbours_old() {
+    let cache = cache_with(quiet(MappedActivation::UsedOnce), 256);
+    let f = filled(&cache, "fa", 40);
+    let m = f.map(0, 48 * PS, MapFlags::READ).unwrap();
+
+    let before = cache.vmstat();
+    touch(&m, 5);
+    assert_eq!(delta(&cache, &before, Item::pgfault), 1);
+    assert_eq!(delta(&cache, &before, Item::pgfault_around), 15, "the rest of the aligned 16-page window");
+    assert_eq!(cache.vmstat().get(Item::nr_mapped), 16);
+    for i in 0..16 {
+        touch(&m, i);
+    }
+    assert_eq!(delta(&cache, &before, Item::pgfault), 1, "mapped around: no more faults in the window");
+
+    // The last window [32, 48) is clipped at EOF (page 40); page 35 is
+    // locked by a write pin and skipped.
+    let pin = f.get_page_mut(35).unwrap();
+    let before = cache.vmstat();
+    touch(&m, 33);
+    assert_eq!(delta(&cache, &before, Item::pgfault_around), 6, "32, 34 and 36..40");
+    drop(pin);
+    touch(&m, 35);
+    assert_eq!(delta(&cache, &before, Item::pgfault), 2, "the locked page faults on its own");
+    assert!(matches!(m.page(40), Err(Error::PastEof { .. })), "past EOF is still SIGBUS");
+
+    // Old entries: of the window [16, 32) only page 16 is touched. One
+    // reclaim pass finds 16 referenced (KEEP) and reclaims the untouched
+    // pages 17..31 though they are mapped.
+    touch(&m, 16);
+    cache.lru_add_drain();
+    let before = cache.vmstat();
+    cache.reclaim(1024);
+    assert!(f.page_state(16).is_some(), "the touched page is kept");
+    assert!((17..32).all(|i| f.page_state(i).is_none()), "untouched, mapped old: reclaimed");
+    assert!(delta(&cache, &before, Item::pgunmap) >= 15);
+    for i in 17..32 {
+        touch(&m, i); // faulted back in with the right bytes
+    }
+
+    // fault_around_bytes = one page: every page faults.
+    let cache = cache_with(Tunables { fault_around_bytes: PS, ..quiet(MappedActivation::UsedOnce) }, 256);
+    let f = filled(&cache, "one", 8);
+    let m = f.map(0, 8 * PS, MapFlags::READ).unwrap();
+    let before = cache.vmstat();
+    for i in 0..8 {
+        touch(&m, i);
+    }
+    assert_eq!(delta(&cache, &before, Item::pgfault), 8);
+    assert_eq!(delta(&cache, &before, Item::pgfault_around), 0);
+}

@@ -33,6 +33,7 @@ pub mod replay;
 pub mod replay_kernel;
 pub mod report;
 pub mod runner;
+pub mod seqread;
 pub mod small_file_server;
 pub mod sparsetruncate;
 pub mod stats;

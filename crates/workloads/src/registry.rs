@@ -17,7 +17,7 @@ use crate::kernel;
 use crate::runner::Seed;
 use crate::variants::Preset;
 use crate::{dd, fuse_dd, hitpath, lru_contention, reclaim_writeback, replay, replay_kernel};
-use crate::{small_file_server, sparsetruncate};
+use crate::{seqread, small_file_server, sparsetruncate};
 use crate::{Error, Result};
 
 /// Every experiment, in `--list` and main-job order.
@@ -29,6 +29,7 @@ pub static EXPERIMENTS: &[&dyn Experiment] = &[
     &Seed::<lru_contention::LruContention>::ENTRY,
     &Seed::<small_file_server::SmallFileServer>::ENTRY,
     &fuse_dd::FuseDd,
+    &seqread::Seqread,
 ];
 
 /// `pcache replay`: not a bench experiment, but it has presets and a

@@ -27,10 +27,13 @@ fn hitpath_tiny_json_has_every_key() {
         "mapped_hit_ns_2threads",
         "pagemut_write_ns_1thread",
         "mapped_scaling_2threads",
+        "kernel_mapped_ns_1thread",
     ] {
         let v = json.get(key).and_then(|v| v.as_f64()).unwrap_or_else(|| panic!("{key} missing or not a number"));
         assert!(v.is_finite() && v > 0.0, "{key} = {v}");
     }
+    // A difference of two timings: any sign.
+    assert!(json["mapped_over_kernel_ns"].as_f64().is_some_and(f64::is_finite));
     for (key, want) in [("file_mib", 8), ("hit_pages", 4096), ("ops", 20_000), ("rounds", 2), ("seed", 1)] {
         assert_eq!(json[key].as_u64(), Some(want), "{key}");
     }
@@ -40,21 +43,27 @@ fn hitpath_tiny_json_has_every_key() {
         assert!(json["vmstat"][part].is_object(), "vmstat.{part}");
     }
     assert_eq!(json["samples"]["pcache_read_ns"].as_array().map(Vec::len), Some(2));
-    // Rows: find_page and mapped for 1 and 2 threads, pageref and pagemut
-    // for 1.
+    // Rows: find_page and mapped for 1 and 2 threads, pageref, pagemut and
+    // the kernel's mapped access for 1.
     let rows: Vec<(String, u64)> = json["hit"]
         .as_array()
         .unwrap()
         .iter()
         .map(|r| (r["access"].as_str().unwrap().to_string(), r["threads"].as_u64().unwrap()))
         .collect();
-    for (access, threads) in
-        [("find_page", 1), ("find_page", 2), ("mapped", 1), ("mapped", 2), ("pageref", 1), ("pagemut", 1)]
-    {
+    for (access, threads) in [
+        ("find_page", 1),
+        ("find_page", 2),
+        ("mapped", 1),
+        ("mapped", 2),
+        ("pageref", 1),
+        ("pagemut", 1),
+        ("kernel_mapped", 1),
+    ] {
         assert!(rows.contains(&(access.to_string(), threads)), "no {access} row for {threads} threads: {rows:?}");
     }
-    assert_eq!(rows.len(), 6);
-    assert_eq!(json["targets"].as_array().map(Vec::len), Some(7));
+    assert_eq!(rows.len(), 7);
+    assert_eq!(json["targets"].as_array().map(Vec::len), Some(8));
     for t in json["targets"].as_array().unwrap() {
         let status = t["status"].as_str().unwrap();
         assert!(status == "PASS" || status == "MISS", "{t}");

@@ -18,6 +18,7 @@ use parking_lot::Mutex;
 use super::BackingDev;
 
 /// The kind of call a fault applies to.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FaultOp {
     /// `read_pages`.
@@ -39,6 +40,7 @@ impl FaultOp {
 }
 
 /// What happens to a faulted call.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
     /// Fail with EIO, touching nothing.

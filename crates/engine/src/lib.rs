@@ -48,6 +48,8 @@ mod readahead;
 mod rmap;
 mod signal;
 mod swap;
+mod swap_state;
+mod swapfile;
 mod sync;
 mod sysctl;
 mod truncate;
@@ -60,10 +62,11 @@ pub use backing::BackingDev;
 pub use error::{Error, Result, UnwrittenFile};
 pub use mmap::{Madvise, MapFlags, MappedPage, Mapping};
 pub use signal::Interrupt;
+pub use swapfile::{SwapBacking, SwapConfig};
 pub use sysctl::SYSCTL_NAMES;
 pub use tunables::{
-    AccessedInit, Admission, Advice, Config, LruBatching, MappedActivation, PagevecDrain, ReclaimWriteback, RemarkRule,
-    Tunables, WorkingsetVersion, MAX_PAGE_SIZE, MIN_PAGE_SIZE,
+    AccessedInit, Admission, Advice, AnonLru, Config, LruBatching, MappedActivation, PagevecDrain, ReclaimWriteback,
+    RemarkRule, Tunables, WorkingsetVersion, MAX_PAGE_SIZE, MIN_PAGE_SIZE,
 };
 pub use vmstat::{Item, VmStat};
 
@@ -185,6 +188,9 @@ impl PageCache {
     /// each backing device's flusher starts with its first file.
     pub fn new(config: Config) -> Result<PageCache> {
         let cache = Cache::new(config)?;
+        if cache.tunables.swap_bytes > 0 {
+            cache.swapon(SwapConfig::memory(cache.tunables.swap_bytes))?;
+        }
         if cache.tunables.kswapd {
             let c = cache.clone();
             let t = std::thread::Builder::new()
@@ -464,6 +470,40 @@ impl PageCache {
             return name.to_string();
         }
         std::fs::metadata(name).ok().and_then(|m| host_key_of(&m)).unwrap_or_else(|| name.to_string())
+    }
+
+    /// An anonymous region of `len` bytes (rounded up to pages), as
+    /// mmap(2) with MAP_PRIVATE | MAP_ANONYMOUS: readable and writable,
+    /// every page zero until written. It is a [`Mapping`] like a file's:
+    /// [`Mapping::page`] returns a [`MappedPage`] guard (`read_into`,
+    /// `load_u64`, `write`), [`Mapping::read`]/[`Mapping::write`] copy.
+    ///
+    /// Its pages come from the cache's frames, as the first access to each
+    /// needs one (a fault), so anonymous memory and cached file pages
+    /// share one budget and one reclaim: with swap on
+    /// ([`PageCache::swapon`] or `Tunables::swap_bytes`) cold anonymous
+    /// pages are written to swap and read back on access; without swap
+    /// they cannot be reclaimed, and when nothing else can be either an
+    /// access fails with [`Error::NoMemory`]. An error reading swap is
+    /// returned to the access ([`Error::Io`]), and the data stays on swap
+    /// for the next try. Dropping the region frees its frames and its swap
+    /// slots; [`Madvise::DontNeed`] does the same for a range (it reads as
+    /// zeroes again).
+    pub fn map_anon(&self, len: u64) -> Result<Mapping> {
+        if self.cache().shutdown.load(Ordering::Acquire) {
+            return Err(Error::ShutDown);
+        }
+        Mapping::new_anon(self.cache().clone(), self.owner.clone(), len)
+    }
+
+    /// swapon(2): give anonymous memory somewhere to go under pressure
+    /// ([`SwapConfig`]: a host file, memory, or any [`BackingDev`]). One
+    /// swap device per cache: a second call is refused
+    /// ([`Error::InvalidArgument`], the kernel's EBUSY) and changes
+    /// nothing. There is no swapoff: the device stays until the cache is
+    /// dropped.
+    pub fn swapon(&self, cfg: SwapConfig) -> Result<()> {
+        self.cache().swapon(cfg)
     }
 
     /// The run-time tunables' names (the files of `/proc/sys/vm` this

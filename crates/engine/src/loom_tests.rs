@@ -10,7 +10,7 @@ use crate::arena::Arena;
 use crate::hazard::HazardTable;
 use crate::highmem::{copy_to_words, fill_words, seqcount_read, write_section};
 use crate::memory::{pte_pin, ptep_get_and_clear};
-use crate::mmap::{pte_pfn, PTE_PRESENT};
+use crate::mmap::{pte_pfn, pte_swap_slot, swp_pte, PTE_DIRTY, PTE_PRESENT};
 use crate::page_writeback::{errseq_check_and_advance, errseq_sample, errseq_set};
 
 // Goal: the lock-free free stack never hands one frame to two allocators
@@ -220,6 +220,41 @@ fn pte_clear_vs_access_never_uses_a_reused_frame() {
         }
         reader.join().unwrap();
         assert_eq!(pte.load(Ordering::Relaxed), 0, "a cleared entry came back");
+    });
+}
+
+// Goal (rmap.rs, try_to_unmap_anon against an access): swap-out replaces
+// the present entry by a swap entry with one swap (AcqRel) instead of a
+// clear; an access racing it either pinned the frame before (the remover's
+// hazard scan then sees the pin and the frame is not reused) or fails its
+// re-check (a swap entry maps no frame) and faults. The swap entry is
+// never overwritten by the reader's young store.
+#[test]
+fn swap_entry_vs_access_never_uses_a_reused_frame() {
+    loom::model(|| {
+        let hz = Arc::new(HazardTable::new());
+        const PFN: u32 = 6;
+        const SLOT: u32 = 9;
+        let pte = Arc::new(AtomicU64::new(PFN as u64 | PTE_PRESENT | PTE_DIRTY));
+        let young = Arc::new(AtomicU8::new(0));
+        let generation = Arc::new(AtomicU32::new(0));
+        let (hz2, pte2, young2, gen2) = (hz.clone(), pte.clone(), young.clone(), generation.clone());
+        let reader = thread::spawn(move || {
+            if let Some((pfn, h)) = pte_pin(&hz2, 1, &pte2, &young2) {
+                assert_eq!(pfn, PFN);
+                assert_eq!(gen2.load(Ordering::Acquire), 0, "an access used a reused frame");
+                hz2.unpin(h);
+            }
+        });
+        let old = pte.swap(swp_pte(SLOT), Ordering::AcqRel);
+        assert_eq!(pte_pfn(old), Some(PFN));
+        let mut pinned = Vec::new();
+        hz.scan(&mut pinned);
+        if pinned.binary_search(&PFN).is_err() {
+            generation.store(1, Ordering::Release);
+        }
+        reader.join().unwrap();
+        assert_eq!(pte_swap_slot(pte.load(Ordering::Relaxed)), Some(SLOT), "the swap entry was lost");
     });
 }
 

@@ -37,6 +37,12 @@ impl LruList {
         matches!(self, LruList::ActiveAnon | LruList::ActiveFile)
     }
 
+    /// is_file_lru, as reclaim_stat's index: 0 anon, 1 file (the
+    /// admission window holds file pages).
+    pub fn file_idx(self) -> usize {
+        !matches!(self, LruList::InactiveAnon | LruList::ActiveAnon) as usize
+    }
+
     /// The list a page belongs on, from its flags (page_lru()).
     #[inline]
     pub fn of_flags(flags: u32) -> LruList {
@@ -61,10 +67,33 @@ struct ListHead {
     tail: Pfn,
 }
 
+/// struct zone_reclaim_stat (3.x): pages reclaim scanned on each type's
+/// lists lately, and those it found in use ("rotated": activated, or
+/// referenced on the active list). Index 0 anon, 1 file. get_scan_count
+/// weighs each type's priority by scanned/rotated, and halves both when
+/// scanned passes a quarter of the type's pages, so the figures follow
+/// recent behaviour. Under lru_lock.
+#[derive(Default, Clone, Copy, Debug)]
+pub struct ZoneReclaimStat {
+    pub recent_scanned: [u64; 2],
+    pub recent_rotated: [u64; 2],
+}
+
+impl ZoneReclaimStat {
+    /// update_page_reclaim_stat: one page of type `file` scanned (added to
+    /// the LRU or activated), and rotated if `rotated`.
+    #[inline]
+    pub fn note(&mut self, file: usize, rotated: bool) {
+        self.recent_scanned[file] += 1;
+        self.recent_rotated[file] += rotated as u64;
+    }
+}
+
 /// The lists themselves; only reachable through the lock.
 pub struct Lists {
     heads: [ListHead; NR_LRU_LISTS],
     lens: [u64; NR_LRU_LISTS],
+    reclaim_stat: ZoneReclaimStat,
 }
 
 pub struct Lruvec {
@@ -95,6 +124,7 @@ impl Lruvec {
             lock: Mutex::new(Lists {
                 heads: [ListHead { head: NO_PFN, tail: NO_PFN }; NR_LRU_LISTS],
                 lens: [0; NR_LRU_LISTS],
+                reclaim_stat: ZoneReclaimStat::default(),
             }),
             lens: std::array::from_fn(|_| AtomicU64::new(0)),
             tails: std::array::from_fn(|_| AtomicU64::new(NO_PFN as u64)),
@@ -139,6 +169,11 @@ impl LruGuard<'_> {
 
     pub fn len(&self, lru: LruList) -> u64 {
         self.lists.lens[lru.idx()]
+    }
+
+    /// The lruvec's reclaim_stat.
+    pub fn reclaim_stat(&mut self) -> &mut ZoneReclaimStat {
+        &mut self.lists.reclaim_stat
     }
 
     fn set_tail(&mut self, lru: LruList, tail: Pfn) {

@@ -29,6 +29,10 @@
 //! is reserved, it waits for writeback (stable pages), is marked dirty,
 //! the entry is made writable and dirty, and the dirty throttle runs after
 //! the page is unlocked.
+//!
+//! On an anonymous region (`vma.is_anon()`) a fault is `do_anonymous_page`
+//! (an empty entry: a zeroed frame) or `do_swap_page` (a swap entry: the
+//! swap cache or swap readahead), below.
 
 use crate::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
@@ -36,7 +40,7 @@ use crate::error::{Error, Result};
 use crate::filemap::Inode;
 use crate::hazard::{Hazard, HazardTable};
 use crate::mm::Cache;
-use crate::mmap::{pte_pfn, Vma, PTE_DIRTY, PTE_PRESENT, PTE_WRITE, VM_RAND_READ, VM_SEQ_READ};
+use crate::mmap::{pte_pfn, pte_swap_slot, swp_pte, Vma, PTE_DIRTY, PTE_PRESENT, PTE_WRITE, VM_RAND_READ, VM_SEQ_READ};
 use crate::page::*;
 use crate::pagetree::entry_pfn;
 use crate::vmstat::Item;
@@ -100,6 +104,9 @@ impl Cache {
     /// with a reference the caller drops.
     pub(crate) fn handle_mm_fault(&self, inode: &Inode, vma: &Vma, slot: usize, write: bool) -> Result<Pfn> {
         self.vm.inc(Item::pgfault);
+        if vma.is_anon() {
+            return self.handle_anon_fault(vma, slot, write);
+        }
         let index = vma.pgoff + slot as u64;
         if write {
             // page_mkwrite's reservation, made before any page lock:
@@ -382,6 +389,9 @@ impl Cache {
         offset: usize,
         data: &[u8],
     ) -> Result<bool> {
+        if vma.is_anon() {
+            return Ok(self.anon_mapped_write(vma, slot, pfn, offset, data));
+        }
         let index = vma.pgoff + slot as u64;
         let pos = index << self.page_shift();
         let pte = &vma.ptes[slot];
@@ -431,5 +441,178 @@ impl Cache {
             }
             return Ok(true);
         }
+    }
+}
+
+/// Faults on anonymous regions (mm/memory.c `do_anonymous_page`,
+/// `do_swap_page`, and `do_wp_page`'s reuse of an anonymous page).
+///
+/// An empty entry is a first touch: a zero-filled frame from the same
+/// allocator as the page cache (so anonymous and file pages compete for
+/// one budget), mapped writable and dirty whatever the access, as the
+/// kernel maps a new anonymous page in a writable VMA, and queued for the
+/// active anon list (3.x: "new anonymous pages start active"). A swap
+/// entry is `do_swap_page`: the page from the swap cache, or read with
+/// swap readahead (a major fault), mapped read-only unless the fault is a
+/// write, which takes the page out of the swap cache (`reuse_swap_page`)
+/// since the copy on swap is about to go stale. A later write to a
+/// read-only entry is `do_wp_page`: the same reuse, under the page lock.
+impl Cache {
+    /// handle_mm_fault on an anonymous region: the page at `slot`, mapped,
+    /// with a reference the caller drops. Bounded: each retry follows a
+    /// change of the entry by a racing fault, reclaim or MADV_DONTNEED.
+    fn handle_anon_fault(&self, vma: &Vma, slot: usize, write: bool) -> Result<Pfn> {
+        let pte = &vma.ptes[slot];
+        for _ in 0..16 {
+            let e = pte.load(Ordering::Acquire);
+            if let Some(pfn) = pte_pfn(e) {
+                // Present (a racing fault mapped it, or no hazard slot was
+                // free): take a reference and re-check.
+                if self.page(pfn).get_unless_zero() {
+                    if pte_pfn(pte.load(Ordering::Acquire)) == Some(pfn) {
+                        return Ok(pfn);
+                    }
+                    self.put_page(pfn);
+                }
+                continue;
+            }
+            let done = match pte_swap_slot(e) {
+                Some(swap) => self.do_swap_page(vma, slot, swap, write)?,
+                None => self.do_anonymous_page(vma, slot)?,
+            };
+            if let Some(pfn) = done {
+                return Ok(pfn);
+            }
+        }
+        Err(Error::InvalidArgument(format!("anonymous page {slot} kept changing under its fault")))
+    }
+
+    /// do_anonymous_page: a zero-filled page for an empty entry. None if a
+    /// racing fault filled the entry first.
+    fn do_anonymous_page(&self, vma: &Vma, slot: usize) -> Result<Option<Pfn>> {
+        // Allocate (maybe reclaiming) before any lock is taken.
+        let pfn = self.alloc_page()?;
+        let page = self.page(pfn);
+        // Invisible until its entry is stored: plain flag stores. 3.x: a
+        // new anonymous page starts active; 5.9+: inactive.
+        let active = if self.tunables.anon_lru == crate::AnonLru::Linux3 { PG_ACTIVE } else { 0 };
+        page.set_nonatomic(PG_LOCKED | PG_SWAPBACKED | PG_UPTODATE | active);
+        page.set_anon(vma.anon_mapping(), anon_index(slot, None));
+        self.memzero_page(pfn, 0, self.page_size());
+        {
+            let _ptl = vma.ptl.lock();
+            let pte = &vma.ptes[slot];
+            if pte.load(Ordering::Relaxed) != 0 {
+                drop(_ptl);
+                page.clear_nonatomic(PG_LOCKED);
+                self.put_page(pfn);
+                return Ok(None);
+            }
+            page.get();
+            self.page_add_anon_rmap(pfn);
+            // Release: pairs with pte_pin's Acquire load.
+            pte.store(pfn as u64 | PTE_PRESENT | PTE_WRITE | PTE_DIRTY, Ordering::Release);
+        }
+        vma.young[slot].store(1, Ordering::Relaxed);
+        page.unlock(&self.vm);
+        // lru_cache_add_active_or_unevictable (3.x), lru_cache_add (5.9+).
+        self.lru_cache_add(pfn);
+        Ok(Some(pfn))
+    }
+
+    /// do_swap_page: map the page of swap slot `swap` at `slot`. None if
+    /// the entry changed meanwhile (the caller looks again). A read error
+    /// is returned to the faulting accessor (the kernel's SIGBUS); the
+    /// entry stays, so the data on swap is not lost and the next access
+    /// tries again.
+    fn do_swap_page(&self, vma: &Vma, slot: usize, swap: u32, write: bool) -> Result<Option<Pfn>> {
+        let (pfn, major) = match self.lookup_swap_cache(swap) {
+            Some(pfn) => {
+                self.vm.inc(Item::swap_ra_hit);
+                (pfn, false)
+            }
+            None => match self.swapin_readahead(swap)? {
+                Some(pfn) => (pfn, true),
+                None => return Ok(None),
+            },
+        };
+        let page = self.page(pfn);
+        let pte = &vma.ptes[slot];
+        page.lock(&self.vm);
+        if !page.test(PG_SWAPCACHE) || page.swap_slot() != Some(swap) || pte.load(Ordering::Acquire) != swp_pte(swap) {
+            // Reclaimed and reused, or the entry was faulted in by
+            // another thread, or zapped: look again.
+            page.unlock(&self.vm);
+            self.put_page(pfn);
+            return Ok(None);
+        }
+        if !page.test(PG_UPTODATE) {
+            // A read that failed (its reader takes such pages out of the
+            // cache; this is a second line of defence).
+            self.delete_from_swap_cache(pfn);
+            page.unlock(&self.vm);
+            self.put_page(pfn);
+            return Err(Error::Io { name: "swap".into(), source: std::io::Error::from_raw_os_error(libc::EIO) });
+        }
+        if major {
+            self.vm.inc(Item::pgmajfault);
+        }
+        let mapped = {
+            let _ptl = vma.ptl.lock();
+            if pte.load(Ordering::Relaxed) != swp_pte(swap) {
+                false
+            } else {
+                page.set_anon(vma.anon_mapping(), anon_index(slot, Some(swap)));
+                page.get();
+                self.page_add_anon_rmap(pfn);
+                if let Some(si) = self.swap() {
+                    si.lock().swap_free(swap);
+                }
+                let bits = if write && self.reuse_swap_page(pfn) { PTE_WRITE | PTE_DIRTY } else { 0 };
+                pte.store(pfn as u64 | PTE_PRESENT | bits, Ordering::Release);
+                true
+            }
+        };
+        if !mapped {
+            page.unlock(&self.vm);
+            self.put_page(pfn);
+            return Ok(None);
+        }
+        if !write && self.vm_swap_full() {
+            // Swap is filling up: keep no second copy of a page in memory.
+            self.try_to_free_swap(pfn);
+        }
+        vma.young[slot].store(1, Ordering::Relaxed);
+        page.unlock(&self.vm);
+        Ok(Some(pfn))
+    }
+
+    /// A write through an anonymous region to the page `pfn` at `slot`,
+    /// which the caller holds pinned: under the page lock, `do_wp_page`'s
+    /// reuse if the entry is read-only (the page leaves the swap cache and
+    /// is dirty), then one write section. False: the page is no longer
+    /// mapped there (swapped out or zapped since it was pinned); the
+    /// caller faults it in and retries.
+    fn anon_mapped_write(&self, vma: &Vma, slot: usize, pfn: Pfn, offset: usize, data: &[u8]) -> bool {
+        let page = self.page(pfn);
+        let pte = &vma.ptes[slot];
+        page.lock(&self.vm);
+        let e = pte.load(Ordering::Acquire);
+        if pte_pfn(e) != Some(pfn) || page.mapping() != vma.anon_mapping() {
+            page.unlock(&self.vm);
+            return false;
+        }
+        if e & PTE_WRITE == 0 {
+            self.vm.inc(Item::pgfault);
+            self.reuse_swap_page(pfn);
+            let _ptl = vma.ptl.lock();
+            let cur = pte.load(Ordering::Relaxed);
+            pte.store(cur | PTE_WRITE | PTE_DIRTY, Ordering::Release);
+        }
+        // Reclaim writes a page to swap only unmapped and under its lock.
+        debug_assert!(!page.test(PG_WRITEBACK));
+        self.memcpy_to_page(pfn, offset, data);
+        page.unlock(&self.vm);
+        true
     }
 }

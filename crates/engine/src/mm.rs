@@ -131,6 +131,23 @@ pub struct Cache {
     pending_batch: usize,
     /// Open host descriptors of file-backed devices, bounded (fdcache.rs).
     pub fds: Arc<crate::backing::FdCache>,
+    /// The swap device, once `swapon` has run (swapfile.rs).
+    pub swap: std::sync::OnceLock<crate::swapfile::SwapInfo>,
+    /// Anonymous regions by id, for reclaim to go from a page to the
+    /// entry that maps it (rmap.rs; the kernel's page->mapping anon_vma).
+    pub anon_vmas: RwLock<AnonVmas>,
+    /// The inode every anonymous region's `Mapping` points at (the
+    /// kernel's anon_inode): no pages, no device I/O, never in the icache.
+    pub anon_inode: std::sync::OnceLock<Arc<Inode>>,
+    /// Anonymous pages mapped by a region (NR_ANON_PAGES).
+    pub nr_anon_pages: AtomicI64,
+}
+
+/// The anonymous regions' registry: a slot per id, ids reused.
+#[derive(Default)]
+pub struct AnonVmas {
+    pub vmas: Vec<Option<Arc<crate::mmap::Vma>>>,
+    pub free_ids: Vec<u32>,
 }
 
 /// How many fruitless direct-reclaim rounds an allocation makes before it
@@ -188,6 +205,10 @@ impl Cache {
             // up to 1/64 of memory (at most 512 frames) waits for one.
             pending_batch: (config.nr_pages() / 64).clamp(1, 512) as usize,
             fds: crate::backing::FdCache::new(config.tunables.max_open_fds),
+            swap: std::sync::OnceLock::new(),
+            anon_vmas: RwLock::new(AnonVmas::default()),
+            anon_inode: std::sync::OnceLock::new(),
+            nr_anon_pages: AtomicI64::new(0),
         }))
     }
 
@@ -379,6 +400,10 @@ impl Cache {
                     let i = self.inodes.lock();
                     (i.next_id as usize - i.free_ids.len()) as u64
                 }
+                Item::nr_anon_pages => self.nr_anon_pages.load(Ordering::Relaxed).max(0) as u64,
+                Item::nr_swapcached => self.swap().map_or(0, |si| si.lock().cache.len() as u64),
+                Item::swap_total_pages => self.total_swap_pages(),
+                Item::swap_used_pages => self.swap().map_or(0, |si| si.lock().inuse_pages as u64),
                 Item::kswapd_efficiency => {
                     let scanned = self.vm.sum(Item::pgscan_kswapd);
                     self.vm.sum(Item::pgsteal_kswapd) * 100 / scanned.max(1)

@@ -33,6 +33,13 @@
 //! - An entry with WRITE was granted by a write fault (page_mkwrite), which
 //!   set PG_dirty; writeback write-protects the entries first
 //!   (`page_mkclean`), so WRITE implies PG_dirty and no writeback in flight.
+//!
+//! Anonymous regions (`PageCache::map_anon`) are the same `Mapping` and
+//! `Vma` with an `anon_id` and no file: an entry is empty (never touched:
+//! the fault takes a zeroed frame), present, or a swap entry
+//! (`PTE_SWAP | slot`, the page is on swap; the fault is `do_swap_page`).
+//! The rules above hold for them too; a writable anonymous entry maps a
+//! page that is not in the swap cache (the write fault took it out).
 
 use crate::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::marker::PhantomData;
@@ -43,7 +50,7 @@ use parking_lot::Mutex;
 use crate::error::{Error, Result};
 use crate::filemap::{Inode, Pin};
 use crate::mm::Cache;
-use crate::page::Pfn;
+use crate::page::{Pfn, NO_MAPPING, PAGE_MAPPING_ANON};
 use crate::readahead::FileRaState;
 
 /// The entry maps a page.
@@ -52,6 +59,21 @@ pub(crate) const PTE_PRESENT: u64 = 1 << 32;
 pub(crate) const PTE_WRITE: u64 = 1 << 33;
 /// Written through this entry since it was made writable.
 pub(crate) const PTE_DIRTY: u64 = 1 << 34;
+/// A swap entry (anonymous regions): not present, the page is on swap at
+/// the slot in the low 32 bits (the kernel's swp_entry_t in a pte).
+pub(crate) const PTE_SWAP: u64 = 1 << 35;
+
+/// The swap slot a swap entry names.
+#[inline]
+pub(crate) fn pte_swap_slot(pte: u64) -> Option<u32> {
+    (pte & (PTE_SWAP | PTE_PRESENT) == PTE_SWAP).then_some(pte as u32)
+}
+
+/// swp_entry_to_pte.
+#[inline]
+pub(crate) fn swp_pte(slot: u32) -> u64 {
+    slot as u64 | PTE_SWAP
+}
 
 /// The frame a present entry maps.
 #[inline(always)]
@@ -132,6 +154,9 @@ pub struct Vma {
     pub ptl: Mutex<()>,
     pub(crate) ptes: Box<[AtomicU64]>,
     pub(crate) young: Box<[AtomicU8]>,
+    /// An anonymous region's id (its pages' `mapping` is
+    /// `PAGE_MAPPING_ANON | anon_id`); `NO_MAPPING` for a file mapping.
+    pub(crate) anon_id: u32,
 }
 
 impl Vma {
@@ -148,6 +173,18 @@ impl Vma {
 
     pub(crate) fn seq_read(&self) -> bool {
         self.hint.load(Ordering::Relaxed) & VM_SEQ_READ != 0
+    }
+
+    /// vma_is_anonymous.
+    #[inline]
+    pub(crate) fn is_anon(&self) -> bool {
+        self.anon_id != NO_MAPPING
+    }
+
+    /// The `mapping` of this region's anonymous pages.
+    #[inline]
+    pub(crate) fn anon_mapping(&self) -> u32 {
+        PAGE_MAPPING_ANON | self.anon_id
     }
 }
 
@@ -206,12 +243,47 @@ impl Mapping {
             ptl: Mutex::new(()),
             ptes: (0..nr_pages).map(|_| AtomicU64::new(0)).collect(),
             young: (0..nr_pages).map(|_| AtomicU8::new(0)).collect(),
+            anon_id: NO_MAPPING,
         });
         // The mapping holds the file open, as a VMA holds its struct file.
         inode.handles.fetch_add(1, Ordering::AcqRel);
         inode.i_mmap.write().push(vma.clone());
         let wb_err_since = AtomicU32::new(crate::page_writeback::errseq_sample(&inode.wb_err));
         Ok(Mapping { cache, _owner: owner, inode, vma, start: offset, len, wb_err_since })
+    }
+
+    /// An anonymous region of `len` bytes (mmap(2) with MAP_PRIVATE |
+    /// MAP_ANONYMOUS), from `PageCache::map_anon`: readable and writable,
+    /// zero-filled on first touch. Its pages compete with file pages for
+    /// the cache's frames; they are reclaimed to swap when swap is on.
+    pub(crate) fn new_anon(cache: Arc<Cache>, owner: Arc<crate::Owner>, len: u64) -> Result<Mapping> {
+        let ps = cache.page_size() as u64;
+        if len == 0 {
+            return Err(Error::InvalidArgument("map_anon(0): the length must be above 0".into()));
+        }
+        let nr_pages = len.div_ceil(ps);
+        if nr_pages > MAX_MAP_PAGES {
+            return Err(Error::InvalidArgument(format!("map_anon: {nr_pages} pages is more than {MAX_MAP_PAGES}")));
+        }
+        let inode = cache.anon_inode();
+        let vma = cache.anon_vma_register(|anon_id| Vma {
+            pgoff: 0,
+            nr_pages,
+            flags: MapFlags::READ | MapFlags::WRITE,
+            hint: AtomicU32::new(0),
+            ra: FileRaState::new(0),
+            mmap_miss: AtomicU32::new(0),
+            ptl: Mutex::new(()),
+            ptes: (0..nr_pages).map(|_| AtomicU64::new(0)).collect(),
+            young: (0..nr_pages).map(|_| AtomicU8::new(0)).collect(),
+            anon_id,
+        })?;
+        Ok(Mapping { cache, _owner: owner, inode, vma, start: 0, len, wb_err_since: AtomicU32::new(0) })
+    }
+
+    /// Whether this is an anonymous region (`PageCache::map_anon`).
+    pub fn is_anon(&self) -> bool {
+        self.vma.is_anon()
     }
 
     /// The mapping's length in bytes.
@@ -317,6 +389,19 @@ impl Mapping {
     pub fn madvise(&self, offset: u64, len: u64, advice: Madvise) -> Result<()> {
         let (first, end) = self.page_range(offset, len)?;
         let vma = &self.vma;
+        if vma.is_anon() {
+            // An anonymous region has no file to read ahead from; DONTNEED
+            // frees the range (its frames and swap slots: it reads as
+            // zeroes again), as on a private anonymous mapping.
+            match advice {
+                Madvise::WillNeed => return Ok(()),
+                Madvise::DontNeed => {
+                    self.cache.zap_anon_range(vma, first, end);
+                    return Ok(());
+                }
+                _ => {}
+            }
+        }
         match advice {
             Madvise::Normal => vma.hint.store(0, Ordering::Relaxed),
             Madvise::Sequential => vma.hint.store(VM_SEQ_READ, Ordering::Relaxed),
@@ -341,6 +426,10 @@ impl Mapping {
     /// error this mapping has not reported yet is returned, once.
     pub fn msync(&self, offset: u64, len: u64) -> Result<()> {
         let (first, end) = self.page_range(offset, len)?;
+        if self.vma.is_anon() {
+            // Nothing to write back: an anonymous region has no file.
+            return Ok(());
+        }
         let pgoff = self.vma.pgoff;
         let _ = self.cache.write_and_wait_range(&self.inode, pgoff + first as u64, pgoff + end as u64);
         let dev = self.inode.dev.sync(true).map_err(|e| Error::io(&self.inode.name, e));
@@ -353,6 +442,11 @@ impl Mapping {
 
 impl Drop for Mapping {
     fn drop(&mut self) {
+        if self.vma.is_anon() {
+            // munmap of an anonymous region: its frames and swap slots go.
+            self.cache.exit_anon_vma(&self.vma);
+            return;
+        }
         // munmap: zap every entry (dirty bits to the pages), then leave the
         // file's i_mmap, then drop the file reference.
         self.cache.zap_page_range(&self.inode, &self.vma, 0, self.vma.nr_pages as usize);
@@ -454,5 +548,53 @@ impl Drop for MappedPage<'_> {
     #[inline]
     fn drop(&mut self) {
         self.map.cache.unpin(self.pfn, self.pin);
+    }
+}
+
+impl Cache {
+    /// The inode every anonymous region points at (fs/anon_inodes.c's
+    /// anon_inode_inode): it has no pages and does no I/O; it lets a
+    /// `Mapping` be one type for files and anonymous memory. Made on first
+    /// use, outside the icache, with a bdi of its own that has no flusher.
+    pub(crate) fn anon_inode(&self) -> Arc<Inode> {
+        self.anon_inode
+            .get_or_init(|| {
+                use crate::sync::atomic::{AtomicBool, AtomicI64};
+                use parking_lot::RwLock;
+                // Below PAGE_MAPPING_ANON and never handed out by iget.
+                let id = PAGE_MAPPING_ANON - 1;
+                let bdi = Arc::new(crate::backing_dev::Bdi {
+                    id: u32::MAX,
+                    name: "anon".into(),
+                    nr_dirty: AtomicI64::new(0),
+                    nr_writeback: AtomicI64::new(0),
+                    written: AtomicU64::new(0),
+                    wait: crate::mm::Wakeup::default(),
+                    reclaim_wanted: AtomicBool::new(false),
+                });
+                Arc::new(Inode {
+                    id,
+                    key: "anon_inode:[anon]".into(),
+                    name: "[anon]".into(),
+                    dev: Arc::new(crate::backing::MemoryDev::new("[anon]", self.page_size())),
+                    bdi,
+                    tree: crate::pagetree::PageTree::new(self.node_cache.clone(), id),
+                    tree_lock: Mutex::new(()),
+                    nrpages: AtomicU64::new(0),
+                    size: AtomicU64::new(0),
+                    rwsem: Mutex::new(()),
+                    invalidate_lock: RwLock::new(()),
+                    wb_err: AtomicU32::new(0),
+                    nr_dirty: AtomicU64::new(0),
+                    dirtied_when: AtomicU64::new(0),
+                    unlinked: AtomicBool::new(false),
+                    handles: AtomicU64::new(1),
+                    on_unused: AtomicBool::new(true),
+                    wb_retry_at: AtomicU64::new(0),
+                    wb_backoff_ms: AtomicU64::new(0),
+                    i_mmap: RwLock::new(Vec::new()),
+                })
+            })
+            .clone()
     }
 }

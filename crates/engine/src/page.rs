@@ -48,6 +48,22 @@
 //! - PG_error: the last I/O on the page failed.
 //! - PG_workingset: the page was active once (workingset detection).
 //! - PG_window, PG_probation: pcache's admission window (admission.rs).
+//! - PG_swapbacked: an anonymous page (memory.rs `do_anonymous_page`,
+//!   swap_state.rs for pages read from swap); set while the page is
+//!   invisible and never cleared until it is freed. It puts the page on the
+//!   anon lists.
+//! - PG_swapcache: the page is in the swap cache (swap_state.rs
+//!   `add_to_swap`, `read_swap_cache_async`), which holds one reference;
+//!   its swap slot is the top half of `index`. Set and cleared under the
+//!   page lock and the swap lock together.
+//!
+//! Anonymous pages (PG_swapbacked) use `mapping` and `index` as the
+//! kernel's use `page->mapping` (the anon_vma, tagged PAGE_MAPPING_ANON)
+//! and `page->index`/`page->private`: `mapping` is
+//! `PAGE_MAPPING_ANON | id` of the region mapping it (`NO_MAPPING` for a
+//! page only in the swap cache), `index` holds the page's slot in the
+//! region in its low 32 bits and, while PG_swapcache, its swap slot + 1
+//! in its high 32 bits. Both change only under the page lock.
 
 use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -79,6 +95,19 @@ pub const PG_WINDOW: u32 = 1 << 14;
 /// Lost the admission contest: at the inactive tail, next to be reclaimed;
 /// its shadow entry will say so (admission.rs).
 pub const PG_PROBATION: u32 = 1 << 15;
+/// In the swap cache (swap_state.rs).
+pub const PG_SWAPCACHE: u32 = 1 << 16;
+
+/// `Page::mapping` of an anonymous page: this bit and the region's id
+/// (PAGE_MAPPING_ANON; inode ids stay below it).
+pub const PAGE_MAPPING_ANON: u32 = 1 << 31;
+
+/// An anonymous page's `index`: its slot in the region, and its swap slot
+/// while it is in the swap cache.
+#[inline]
+pub fn anon_index(slot: usize, swap: Option<u32>) -> u64 {
+    ((swap.map_or(0, |s| s as u64 + 1)) << 32) | slot as u64
+}
 
 /// One frame's descriptor.
 #[repr(C, align(32))]
@@ -229,6 +258,35 @@ impl Page {
     #[inline]
     pub fn index(&self) -> u64 {
         self.index.load(Ordering::Acquire)
+    }
+
+    /// PageAnon: mapped by an anonymous region (not a swap-cache-only page).
+    #[inline]
+    pub fn anon(&self) -> bool {
+        let m = self.mapping();
+        m != NO_MAPPING && m & PAGE_MAPPING_ANON != 0
+    }
+
+    /// An anonymous page's slot in its region.
+    #[inline]
+    pub fn anon_slot(&self) -> usize {
+        (self.index() & 0xffff_ffff) as usize
+    }
+
+    /// page_private of a swap-cache page: its swap slot.
+    #[inline]
+    pub fn swap_slot(&self) -> Option<u32> {
+        match self.index() >> 32 {
+            0 => None,
+            s => Some((s - 1) as u32),
+        }
+    }
+
+    /// Set `mapping` and `index` of a page the caller holds locked.
+    #[inline]
+    pub(crate) fn set_anon(&self, mapping: u32, index: u64) {
+        self.mapping.store(mapping, Ordering::Release);
+        self.index.store(index, Ordering::Release);
     }
 
     // ---- the page lock and waits ----

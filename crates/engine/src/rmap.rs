@@ -15,13 +15,21 @@
 //! kernel's try_to_unmap and page_mkclean do, so that a fault (which
 //! installs under the page lock) cannot map the page again halfway.
 //! `page_referenced` only swaps young bytes and needs no lock.
+//!
+//! Anonymous pages have a simpler map (no fork: one entry at most): the
+//! page's `mapping` names its region (`PAGE_MAPPING_ANON | id`, looked up
+//! in `Cache::anon_vmas`), its `index` the entry's slot. `try_to_unmap_anon`
+//! turns the entry into the page's swap entry; zapping a swap entry frees
+//! its slot (`free_swap_and_cache`).
 
 use crate::sync::atomic::Ordering;
+use std::sync::Arc;
 
+use crate::error::{Error, Result};
 use crate::filemap::Inode;
 use crate::memory::ptep_get_and_clear;
 use crate::mm::Cache;
-use crate::mmap::{pte_pfn, Vma, PTE_DIRTY, PTE_WRITE};
+use crate::mmap::{pte_pfn, pte_swap_slot, swp_pte, Vma, PTE_DIRTY, PTE_WRITE};
 use crate::page::*;
 use crate::vmstat::Item;
 
@@ -203,6 +211,172 @@ impl Cache {
                 self.deactivate_page(pfn);
             }
             self.put_page(pfn);
+        }
+    }
+}
+
+/// The reverse map of anonymous pages. An anonymous page is mapped by one
+/// entry at most (no fork, so no anon_vma chains): the entry at its slot
+/// (`Page::anon_slot`) of the region its `mapping` names. The page lock
+/// serialises everything that changes that entry or the page's identity.
+impl Cache {
+    /// Register a new anonymous region, giving it an id (anon_vma_prepare).
+    pub(crate) fn anon_vma_register(&self, make: impl FnOnce(u32) -> Vma) -> Result<Arc<Vma>> {
+        let mut r = self.anon_vmas.write();
+        let id = match r.free_ids.pop() {
+            Some(id) => id,
+            None => {
+                let id = r.vmas.len();
+                if id >= (PAGE_MAPPING_ANON - 1) as usize {
+                    return Err(Error::InvalidArgument("too many anonymous regions".into()));
+                }
+                r.vmas.push(None);
+                id as u32
+            }
+        };
+        let vma = Arc::new(make(id));
+        r.vmas[id as usize] = Some(vma.clone());
+        Ok(vma)
+    }
+
+    /// page_anon_vma, page locked: the region mapping an anonymous page.
+    pub(crate) fn anon_vma_of(&self, pfn: Pfn) -> Option<Arc<Vma>> {
+        let page = self.page(pfn);
+        if !page.anon() {
+            return None;
+        }
+        let id = page.mapping() & !PAGE_MAPPING_ANON;
+        self.anon_vmas.read().vmas.get(id as usize).cloned().flatten()
+    }
+
+    /// page_add_anon_rmap, page locked.
+    pub(crate) fn page_add_anon_rmap(&self, pfn: Pfn) {
+        if self.page(pfn).mapcount.fetch_add(1, Ordering::Relaxed) == 0 {
+            self.nr_anon_pages.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// page_remove_rmap of an anonymous page, page locked; drops the
+    /// entry's reference, which is never the last (the caller holds one).
+    fn page_remove_anon_rmap(&self, pfn: Pfn) {
+        let old = self.page(pfn).mapcount.fetch_sub(1, Ordering::Relaxed);
+        debug_assert!(old > 0, "page_remove_rmap of an unmapped anonymous page");
+        if old == 1 {
+            self.nr_anon_pages.fetch_sub(1, Ordering::Relaxed);
+        }
+        let last = self.page(pfn).put_testzero();
+        debug_assert!(!last, "an entry held an anonymous page's last reference");
+    }
+
+    /// page_referenced for an anonymous page: test and clear its entry's
+    /// young byte. 1 if it was young.
+    pub(crate) fn page_referenced_anon(&self, vma: &Vma, pfn: Pfn) -> u32 {
+        let slot = self.page(pfn).anon_slot();
+        if slot >= vma.nr_pages as usize || pte_pfn(vma.ptes[slot].load(Ordering::Acquire)) != Some(pfn) {
+            return 0;
+        }
+        let young = &vma.young[slot];
+        (young.load(Ordering::Relaxed) != 0 && young.swap(0, Ordering::Relaxed) != 0) as u32
+    }
+
+    /// try_to_unmap of an anonymous page, page locked and in the swap
+    /// cache: its entry becomes the page's swap entry (the slot gains a
+    /// count), the dirty bit goes to the page. False, changing nothing,
+    /// if the entry was used since `page_referenced_anon` looked.
+    pub(crate) fn try_to_unmap_anon(&self, vma: &Vma, pfn: Pfn) -> bool {
+        let page = self.page(pfn);
+        debug_assert!(page.test(PG_LOCKED) && page.test(PG_SWAPCACHE));
+        let (Some(swap), Some(si)) = (page.swap_slot(), self.swap()) else { return false };
+        let slot = page.anon_slot();
+        if slot >= vma.nr_pages as usize {
+            return true;
+        }
+        let old = {
+            let _ptl = vma.ptl.lock();
+            let pte = &vma.ptes[slot];
+            if pte_pfn(pte.load(Ordering::Relaxed)) != Some(pfn) {
+                return true;
+            }
+            if vma.young[slot].swap(0, Ordering::Relaxed) != 0 {
+                return false;
+            }
+            si.lock().swap_duplicate(swap);
+            // AcqRel: ordered before the frame can be freed, as
+            // ptep_get_and_clear (pte_pin's re-check then fails).
+            pte.swap(swp_pte(swap), Ordering::AcqRel)
+        };
+        if old & PTE_DIRTY != 0 {
+            page.set(PG_DIRTY, &self.vm);
+        }
+        self.page_remove_anon_rmap(pfn);
+        self.vm.inc(Item::pgunmap);
+        true
+    }
+
+    /// zap_page_range on an anonymous region (munmap, MADV_DONTNEED):
+    /// each present page is unmapped and, if nothing else holds it, freed;
+    /// each swap entry's slot is freed (with its swap-cache page).
+    pub(crate) fn zap_anon_range(&self, vma: &Vma, first: usize, end: usize) {
+        for slot in first..end.min(vma.nr_pages as usize) {
+            self.zap_anon_pte(vma, slot);
+        }
+    }
+
+    /// Zap one entry. Bounded: each retry follows a change of the entry
+    /// by a racing fault or reclaim; a region being dropped has neither
+    /// faults nor (after one swap-out) further changes.
+    fn zap_anon_pte(&self, vma: &Vma, slot: usize) {
+        let pte = &vma.ptes[slot];
+        for _ in 0..8 {
+            let e = pte.load(Ordering::Acquire);
+            if let Some(pfn) = pte_pfn(e) {
+                let page = self.page(pfn);
+                if !page.get_unless_zero() {
+                    continue;
+                }
+                page.lock(&self.vm);
+                let cleared = {
+                    let _ptl = vma.ptl.lock();
+                    (pte_pfn(pte.load(Ordering::Relaxed)) == Some(pfn)).then(|| ptep_get_and_clear(pte))
+                };
+                if cleared.is_some() {
+                    vma.young[slot].store(0, Ordering::Relaxed);
+                    self.page_remove_anon_rmap(pfn);
+                    if page.test(PG_SWAPCACHE) {
+                        self.try_to_free_swap(pfn);
+                    }
+                    // Nobody maps it now: reclaim (or our put) frees it.
+                    page.set_anon(NO_MAPPING, page.index());
+                }
+                page.unlock(&self.vm);
+                self.put_page(pfn);
+                if cleared.is_some() {
+                    return;
+                }
+            } else if let Some(swap) = pte_swap_slot(e) {
+                let cleared = {
+                    let _ptl = vma.ptl.lock();
+                    pte.compare_exchange(e, 0, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+                };
+                if cleared {
+                    vma.young[slot].store(0, Ordering::Relaxed);
+                    self.free_swap_and_cache(swap);
+                    return;
+                }
+            } else {
+                return;
+            }
+        }
+    }
+
+    /// exit_mmap for an anonymous region: zap it all, then retire its id.
+    pub(crate) fn exit_anon_vma(&self, vma: &Arc<Vma>) {
+        self.zap_anon_range(vma, 0, vma.nr_pages as usize);
+        let mut r = self.anon_vmas.write();
+        let id = vma.anon_id as usize;
+        if r.vmas.get(id).is_some_and(|v| v.as_ref().is_some_and(|v| Arc::ptr_eq(v, vma))) {
+            r.vmas[id] = None;
+            r.free_ids.push(vma.anon_id);
         }
     }
 }

@@ -153,12 +153,16 @@ impl Cache {
             for &pfn in pv.pages() {
                 let page = self.page(pfn);
                 debug_assert!(!page.test(PG_LRU));
-                if self.admission.is_some() && page.flags() & (PG_ACTIVE | PG_UNEVICTABLE) == 0 {
-                    // New pages wait in the admission window.
+                if self.admission.is_some() && page.flags() & (PG_ACTIVE | PG_UNEVICTABLE | PG_SWAPBACKED) == 0 {
+                    // New file pages wait in the admission window.
                     page.set(PG_WINDOW, &self.vm);
                 }
                 page.set(PG_LRU, &self.vm);
-                lru.add(pfn, LruList::of_flags(page.flags()));
+                let list = LruList::of_flags(page.flags());
+                lru.add(pfn, list);
+                // update_page_reclaim_stat (3.x): a new page counts as
+                // scanned, and as rotated if it starts active.
+                lru.reclaim_stat().note(list.file_idx(), list.is_active());
             }
             self.window_balance(&mut lru);
         }
@@ -240,7 +244,10 @@ impl Cache {
             page.clear(PG_WINDOW | PG_PROBATION, &self.vm);
         }
         page.set(PG_ACTIVE, &self.vm);
-        lru.add(pfn, LruList::of_flags(page.flags()));
+        let list = LruList::of_flags(page.flags());
+        lru.add(pfn, list);
+        // update_page_reclaim_stat: an activation is a rotation.
+        lru.reclaim_stat().note(list.file_idx(), true);
         self.vm.inc(Item::pgactivate);
         self.workingset_activation();
     }

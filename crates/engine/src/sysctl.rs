@@ -41,6 +41,10 @@ pub struct VmSysctl {
     dirty_writeback_centisecs: AtomicU32,
     /// Stored in pages (the bdi's `ra_pages`); shown in KiB.
     ra_pages: AtomicU32,
+    /// vm_swappiness (get_scan_count's anon_prio).
+    swappiness: AtomicU32,
+    /// page_cluster (swapin_readahead's window is 2^page_cluster).
+    page_cluster: AtomicU32,
 }
 
 /// The knobs, in the order `sysctl -a` would list them.
@@ -51,7 +55,9 @@ pub const SYSCTL_NAMES: &[&str] = &[
     "dirty_expire_centisecs",
     "dirty_ratio",
     "dirty_writeback_centisecs",
+    "page-cluster",
     "read_ahead_kb",
+    "swappiness",
 ];
 
 impl VmSysctl {
@@ -66,6 +72,8 @@ impl VmSysctl {
             dirty_expire_centisecs: AtomicU32::new(t.dirty_expire_centisecs),
             dirty_writeback_centisecs: AtomicU32::new(t.dirty_writeback_centisecs),
             ra_pages: AtomicU32::new(t.ra_pages),
+            swappiness: AtomicU32::new(t.swappiness),
+            page_cluster: AtomicU32::new(t.page_cluster),
         }
     }
 
@@ -98,6 +106,16 @@ impl VmSysctl {
         self.ra_pages.load(Ordering::Relaxed)
     }
 
+    /// vm_swappiness, 0 to 100.
+    pub fn swappiness(&self) -> u32 {
+        self.swappiness.load(Ordering::Relaxed)
+    }
+
+    /// page_cluster: swap readahead reads 2^page_cluster slots.
+    pub fn page_cluster(&self) -> u32 {
+        self.page_cluster.load(Ordering::Relaxed)
+    }
+
     /// The value of `name` as `/proc/sys/vm/NAME` shows it (no newline).
     pub fn read(&self, name: &str) -> Option<String> {
         let v = match name {
@@ -108,6 +126,8 @@ impl VmSysctl {
             "dirty_ratio" => self.dirty_ratio().to_string(),
             "dirty_writeback_centisecs" => self.dirty_writeback_centisecs().to_string(),
             "read_ahead_kb" => (self.ra_pages() as u64 * self.page_size / 1024).to_string(),
+            "swappiness" => self.swappiness().to_string(),
+            "page-cluster" => self.page_cluster().to_string(),
             _ => return None,
         };
         Some(v)
@@ -164,6 +184,14 @@ impl VmSysctl {
                 let pages = (v * 1024) / self.page_size;
                 self.ra_pages.store(u32_of(pages)?, Ordering::Relaxed);
             }
+            "swappiness" => self.swappiness.store(percent(v)?, Ordering::Relaxed),
+            "page-cluster" => {
+                let max = crate::tunables::MAX_PAGE_CLUSTER as u64;
+                if v > max {
+                    return Err(invalid(format!("above {max} (a readahead of 2^{max} pages)")));
+                }
+                self.page_cluster.store(v as u32, Ordering::Relaxed);
+            }
             _ => unreachable!("checked against SYSCTL_NAMES"),
         }
         Ok(())
@@ -187,7 +215,9 @@ mod tests {
         for name in SYSCTL_NAMES {
             assert!(s.read(name).is_some(), "{name}");
         }
-        assert_eq!(s.read("swappiness"), None);
+        assert_eq!(s.read("swappiness").as_deref(), Some("60"));
+        assert_eq!(s.read("page-cluster").as_deref(), Some("3"));
+        assert_eq!(s.read("overcommit_memory"), None);
     }
 
     #[test]

@@ -160,6 +160,25 @@ pub enum MappedActivation {
     UsedOnce,
 }
 
+/// M16: which kernel's rules place anonymous pages on their lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum AnonLru {
+    /// 3.x (seed 004's kernels): a new anonymous page starts on the active
+    /// list ("they are likely to be used again soon"), the inactive anon
+    /// list is kept at 1/inactive_ratio (sqrt(10 x GiB)) of the active
+    /// one, and evicted anonymous pages leave no trace.
+    #[default]
+    Linux3,
+    /// 5.9+ ("mm/swap: make anon pages start at inactive list",
+    /// "workingset: age nonresident information alongside anonymous
+    /// pages"): a new anonymous page starts inactive, the anon lists are
+    /// kept 1:1, and a page swapped out leaves a shadow entry in the swap
+    /// cache; a swap-in whose refault distance is within the workingset
+    /// (the file lists plus the active anon list) is activated at once.
+    /// get_scan_count stays 3.2's.
+    Linux5_9,
+}
+
 /// fadvise(2) advice.
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -227,6 +246,25 @@ pub struct Tunables {
     /// M15: how reclaim activates referenced mapped pages.
     #[serde(default)]
     pub mapped_activation: MappedActivation,
+    /// M16: bytes of swap in memory made when the cache is built (0: none,
+    /// the default; anonymous pages are then not reclaimable). A swap file
+    /// on the host, or any device, is given with `PageCache::swapon`.
+    #[serde(default)]
+    pub swap_bytes: u64,
+    /// M16: vm_swappiness, 0 to 100 (default 60), the start value of the
+    /// run-time sysctl `swappiness`: reclaim's relative preference for
+    /// anonymous pages (anon_prio) against file pages (200 - swappiness)
+    /// in get_scan_count.
+    #[serde(default = "default_swappiness")]
+    pub swappiness: u32,
+    /// M16: page_cluster (default 3), the start value of the sysctl
+    /// `page-cluster`: swap-in reads 2^page_cluster slots around the one
+    /// faulted (swapin_readahead), 0 reads only the one.
+    #[serde(default = "default_page_cluster")]
+    pub page_cluster: u32,
+    /// M16: 3.x's or 5.9+'s placement of anonymous pages on their lists.
+    #[serde(default)]
+    pub anon_lru: AnonLru,
     /// M15: bytes around a read fault whose cached pages the fault also
     /// maps (do_fault_around; the kernel's debugfs `fault_around_bytes`,
     /// default 64 KiB). Rounded down to a power of two of pages; one page
@@ -256,6 +294,17 @@ fn default_io_threads() -> usize {
 fn default_fault_around_bytes() -> u64 {
     65536
 }
+
+fn default_swappiness() -> u32 {
+    60
+}
+
+fn default_page_cluster() -> u32 {
+    3
+}
+
+/// The largest `page_cluster` accepted: readahead of 2^8 = 256 pages.
+pub const MAX_PAGE_CLUSTER: u32 = 8;
 
 impl Tunables {
     /// Set fields by name (`dirty_ratio=40`, `remark_rule=PrevIndex`,
@@ -299,6 +348,10 @@ impl Default for Tunables {
             reserve_space: true,
             max_open_fds: 0,
             mapped_activation: MappedActivation::UsedOnce,
+            swap_bytes: 0,
+            swappiness: default_swappiness(),
+            page_cluster: default_page_cluster(),
+            anon_lru: AnonLru::Linux3,
             fault_around_bytes: default_fault_around_bytes(),
             io_threads: default_io_threads(),
             ra_from_device: true,
@@ -360,6 +413,15 @@ impl Config {
                 "dirty_ratio {} must be 1..=100 and dirty_background_ratio {} at most 100",
                 t.dirty_ratio, t.dirty_background_ratio
             )));
+        }
+        if t.swappiness > 100 || t.page_cluster > MAX_PAGE_CLUSTER {
+            return Err(Error::InvalidConfig(format!(
+                "swappiness {} must be 0..=100 and page_cluster {} at most {MAX_PAGE_CLUSTER}",
+                t.swappiness, t.page_cluster
+            )));
+        }
+        if t.swap_bytes != 0 && t.swap_bytes < ps as u64 {
+            return Err(Error::InvalidConfig(format!("swap_bytes {} is less than a page", t.swap_bytes)));
         }
         if self.nr_cpus > 1024 {
             return Err(Error::InvalidConfig(format!("nr_cpus {} is above 1024", self.nr_cpus)));

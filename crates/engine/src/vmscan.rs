@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::filemap::Inode;
-use crate::lruvec::LruGuard;
+use crate::lruvec::{LruGuard, NR_LRU_LISTS};
 use crate::mm::Cache;
 use crate::page::*;
 use crate::tunables::{MappedActivation, ReclaimWriteback, WorkingsetVersion};
@@ -80,6 +80,14 @@ struct ReclaimStat {
     nr_writeback: u64,
 }
 
+/// What shrink_anon_page decided.
+enum AnonVerdict {
+    /// Handled and unlocked: pages freed (0 or 1).
+    Done(u64),
+    /// Locked, unmapped, dirty, in the swap cache: to be written.
+    Pageout,
+}
+
 /// page_check_references' verdict.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum PageRefs {
@@ -117,6 +125,79 @@ impl Cache {
         inactive * ratio < active
     }
 
+    /// inactive_anon_is_low (3.x): the inactive anon list is too small for
+    /// the active one, by the zone's inactive_ratio (sqrt(10 x GiB of
+    /// memory), at least 1). Never without swap: anonymous pages are then
+    /// not aged at all.
+    pub fn inactive_anon_is_low(&self) -> bool {
+        if self.total_swap_pages() == 0 {
+            return false;
+        }
+        let inactive = self.lruvec.len(LruList::InactiveAnon);
+        let active = self.lruvec.len(LruList::ActiveAnon);
+        let gb = (self.arena.nr_pages * self.page_size() as u64) >> 30;
+        // 5.9's "make active/inactive ratio as 1:1 for anon lru".
+        let linux3 = self.tunables.anon_lru == crate::AnonLru::Linux3;
+        let ratio = if gb > 0 && linux3 { ((10 * gb) as f64).sqrt() as u64 } else { 1 };
+        inactive * ratio < active
+    }
+
+    /// get_scan_count (3.2): how many pages of each list to scan at this
+    /// priority, indexed by `LruList::idx` (the admission window counts
+    /// with the inactive file list).
+    ///
+    /// - No swap (or none free): only file pages, `size >> priority`.
+    /// - File plus free pages at or below the high watermark: only anon
+    ///   ("force-scan anon": the file pages cannot bring the zone back).
+    /// - Otherwise each type gets `size >> priority` scaled by its share:
+    ///   anon_prio = swappiness, file_prio = 200 - swappiness, each
+    ///   weighted by (recent_scanned + 1) / (recent_rotated + 1) of its
+    ///   reclaim_stat, so a type whose scanned pages keep proving in use
+    ///   is scanned less; the denominator is ap + fp + 1. At priority 0
+    ///   every page is a target.
+    pub fn get_scan_count(&self, sc: &ScanControl) -> [u64; NR_LRU_LISTS] {
+        let prio = sc.priority as u32;
+        let len = |l| self.lruvec.len(l);
+        let file_inactive = len(LruList::InactiveFile) + len(LruList::Window);
+        let anon = len(LruList::InactiveAnon) + len(LruList::ActiveAnon);
+        let file = file_inactive + len(LruList::ActiveFile);
+        let noswap = self.nr_swap_pages() == 0;
+        let (fraction, denominator) = if noswap {
+            ([0, 1], 1)
+        } else if file + self.nr_free_pages() <= self.arena.watermarks.high {
+            ([1, 0], 1)
+        } else {
+            let anon_prio = self.sysctl.swappiness().min(100) as u64;
+            let file_prio = 200 - anon_prio;
+            let mut lru = self.lruvec.lock(&self.arena, &self.vm);
+            let rs = lru.reclaim_stat();
+            for (t, size) in [(0, anon), (1, file)] {
+                if rs.recent_scanned[t] > size / 4 {
+                    rs.recent_scanned[t] /= 2;
+                    rs.recent_rotated[t] /= 2;
+                }
+            }
+            let ap = (anon_prio + 1) * (rs.recent_scanned[0] + 1) / (rs.recent_rotated[0] + 1);
+            let fp = (file_prio + 1) * (rs.recent_scanned[1] + 1) / (rs.recent_rotated[1] + 1);
+            ([ap, fp], ap + fp + 1)
+        };
+        let mut nr = [0u64; NR_LRU_LISTS];
+        for (list, size) in [
+            (LruList::InactiveAnon, len(LruList::InactiveAnon)),
+            (LruList::ActiveAnon, len(LruList::ActiveAnon)),
+            (LruList::InactiveFile, file_inactive),
+            (LruList::ActiveFile, len(LruList::ActiveFile)),
+        ] {
+            let mut scan = size;
+            if prio > 0 || noswap {
+                scan >>= prio;
+                scan = scan * fraction[list.file_idx()] / denominator;
+            }
+            nr[list.idx()] = scan;
+        }
+        nr
+    }
+
     /// Direct reclaim (try_to_free_pages / do_try_to_free_pages).
     pub fn try_to_free_pages(&self) -> u64 {
         self.vm.inc(Item::allocstall);
@@ -139,9 +220,9 @@ impl Cache {
         sc.nr_reclaimed
     }
 
-    /// shrink_node / shrink_lruvec for the file lists.
+    /// shrink_node / shrink_lruvec (3.x's shrink_zone): scan each list
+    /// by get_scan_count's targets, in batches of SWAP_CLUSTER_MAX.
     pub fn shrink_node(&self, sc: &mut ScanControl) {
-        let prio = sc.priority as u32;
         let linux6 = self.tunables.workingset_version == WorkingsetVersion::Linux6;
         if linux6 {
             // prepare_scan_count: "When refaults are being observed, it
@@ -151,16 +232,30 @@ impl Cache {
             let snapshot = self.lruvec.refaults_snapshot.load(Ordering::Relaxed);
             sc.may_deactivate_file = refaults != snapshot || self.inactive_is_low();
         }
-        // The admission window's pages become inactive through it
-        // (shrink_inactive_list), so they count as inactive here.
-        let inactive = self.lruvec.len(LruList::InactiveFile) + self.lruvec.len(LruList::Window);
-        let mut nr_inactive = inactive >> prio;
-        let mut nr_active = self.lruvec.len(LruList::ActiveFile) >> prio;
-        while nr_inactive > 0 || nr_active > 0 {
+        let nr = self.get_scan_count(sc);
+        let mut nr_inactive_anon = nr[LruList::InactiveAnon.idx()];
+        let mut nr_active_anon = nr[LruList::ActiveAnon.idx()];
+        let mut nr_inactive = nr[LruList::InactiveFile.idx()];
+        let mut nr_active = nr[LruList::ActiveFile.idx()];
+        // 3.x's loop: for_each_evictable_lru (anon lists first) while
+        // inactive anon or either file list has a target left.
+        while nr_inactive_anon > 0 || nr_inactive > 0 || nr_active > 0 {
+            if nr_inactive_anon > 0 {
+                let n = nr_inactive_anon.min(SWAP_CLUSTER_MAX);
+                nr_inactive_anon -= n;
+                self.shrink_inactive_list(n, LruList::InactiveAnon, sc);
+            }
+            if nr_active_anon > 0 {
+                let n = nr_active_anon.min(SWAP_CLUSTER_MAX);
+                nr_active_anon -= n;
+                if self.inactive_anon_is_low() {
+                    self.shrink_active_list(n, LruList::ActiveAnon, sc);
+                }
+            }
             if nr_inactive > 0 {
                 let n = nr_inactive.min(SWAP_CLUSTER_MAX);
                 nr_inactive -= n;
-                self.shrink_inactive_list(n, sc);
+                self.shrink_inactive_list(n, LruList::InactiveFile, sc);
             }
             if nr_active > 0 {
                 let n = nr_active.min(SWAP_CLUSTER_MAX);
@@ -169,17 +264,20 @@ impl Cache {
                 // Linux6 uses the decision made once above.
                 let deactivate = if linux6 { sc.may_deactivate_file } else { self.inactive_is_low() };
                 if deactivate {
-                    self.shrink_active_list(n, sc);
+                    self.shrink_active_list(n, LruList::ActiveFile, sc);
                 }
             }
             if sc.nr_reclaimed >= sc.nr_to_reclaim {
                 break;
             }
         }
-        // No file rebalancing here: 3.15's shrink_lruvec (as every version
-        // since 2.6.28) rebalances only the anon lists after the scan
-        // ("even if we did not try to evict anon pages at all"); the file
+        // "Even if we did not try to evict anon pages at all, we want to
+        // rebalance the anon lru active/inactive ratio" (shrink_zone). No
+        // file rebalancing here: as every version since 2.6.28, the file
         // lists are balanced inside the loop above.
+        if self.inactive_anon_is_low() {
+            self.shrink_active_list(SWAP_CLUSTER_MAX, LruList::ActiveAnon, sc);
+        }
         // shrink_slab's part here: the shadow-node shrinker.
         self.shrink_shadow_nodes(SHADOW_SCAN_BATCH);
         // ... and the inode shrinker.
@@ -212,10 +310,16 @@ impl Cache {
 
     /// Put pages back on their lists and drop the isolation references;
     /// pages whose count reaches zero are freed (putback_inactive_pages).
-    fn putback_lru_pages(&self, pages: &[Pfn]) {
+    /// `stat`: (list type, pages taken, pages rotated) for reclaim_stat.
+    fn putback_lru_pages(&self, pages: &[Pfn], stat: Option<(usize, u64, u64)>) {
         let mut to_free = Vec::new();
         {
             let mut lru = self.lruvec.lock(&self.arena, &self.vm);
+            if let Some((t, scanned, rotated)) = stat {
+                let rs = lru.reclaim_stat();
+                rs.recent_scanned[t] += scanned;
+                rs.recent_rotated[t] += rotated;
+            }
             for &pfn in pages {
                 let page = self.page(pfn);
                 page.set(PG_LRU, &self.vm);
@@ -253,14 +357,30 @@ impl Cache {
         isolated
     }
 
-    /// shrink_active_list: deactivate pages from the active tail.
-    pub fn shrink_active_list(&self, nr: u64, sc: &mut ScanControl) {
-        let isolated = self.isolate_from_tail(LruList::ActiveFile, nr, sc);
+    /// shrink_active_list: deactivate pages from the tail of `list`
+    /// (ActiveFile or ActiveAnon).
+    pub fn shrink_active_list(&self, nr: u64, list: LruList, sc: &mut ScanControl) {
+        let isolated = self.isolate_from_tail(list, nr, sc);
         self.vm.add(Item::pgrefill, sc.last_scanned);
         let mut memo = InodeMemo(None);
-        let mut deactivated = 0;
+        let (mut deactivated, mut rotated) = (0, 0);
         for &pfn in &isolated {
             let page = self.page(pfn);
+            if page.test(PG_SWAPBACKED) {
+                // 3.x: a referenced anonymous page is counted (rotated)
+                // but deactivated all the same: "we do not want to
+                // protect anon pages over file pages"; its young bit is
+                // cleared, so it must be used again to be activated.
+                if page.mapped() {
+                    if let Some(vma) = self.anon_vma_of(pfn) {
+                        rotated += self.page_referenced_anon(&vma, pfn) as u64;
+                    }
+                }
+                page.clear(PG_ACTIVE, &self.vm);
+                page.set(PG_WORKINGSET, &self.vm);
+                deactivated += 1;
+                continue;
+            }
             let id = page.mapping();
             let inode = if id == NO_MAPPING { None } else { memo.get(self, id) };
             if let Some(inode) = &inode {
@@ -272,6 +392,7 @@ impl Cache {
                 // their PG_referenced kept (another trip).
                 if page.mapped() {
                     let (referenced, exec) = self.page_referenced(inode, pfn);
+                    rotated += (referenced > 0) as u64;
                     if referenced > 0 && exec {
                         self.vm.inc(Item::exec_rotated);
                         continue;
@@ -286,19 +407,24 @@ impl Cache {
             }
         }
         self.vm.add(Item::pgdeactivate, deactivated);
-        self.putback_lru_pages(&isolated);
+        self.putback_lru_pages(&isolated, Some((list.file_idx(), isolated.len() as u64, rotated)));
     }
 
-    /// shrink_inactive_list: reclaim from the inactive tail.
-    pub fn shrink_inactive_list(&self, nr: u64, sc: &mut ScanControl) {
-        let isolated = self.isolate_from_tail(LruList::InactiveFile, nr, sc);
+    /// shrink_inactive_list: reclaim from the tail of `list`
+    /// (InactiveFile, with the admission window, or InactiveAnon).
+    pub fn shrink_inactive_list(&self, nr: u64, list: LruList, sc: &mut ScanControl) {
+        let isolated = self.isolate_from_tail(list, nr, sc);
+        let file = list.file_idx() == 1;
         self.vm.add(if sc.kswapd { Item::pgscan_kswapd } else { Item::pgscan_direct }, sc.last_scanned);
+        self.vm.add(if file { Item::pgscan_file } else { Item::pgscan_anon }, sc.last_scanned);
         let mut keep = Vec::with_capacity(isolated.len());
         let mut stat = ReclaimStat::default();
         let reclaimed = self.shrink_page_list(&isolated, sc, &mut keep, &mut stat);
         sc.nr_reclaimed += reclaimed;
         self.vm.add(if sc.kswapd { Item::pgsteal_kswapd } else { Item::pgsteal_direct }, reclaimed);
-        self.putback_lru_pages(&keep);
+        self.vm.add(if file { Item::pgsteal_file } else { Item::pgsteal_anon }, reclaimed);
+        let rotated = keep.iter().filter(|&&p| self.page(p).test(PG_ACTIVE)).count() as u64;
+        self.putback_lru_pages(&keep, Some((list.file_idx(), isolated.len() as u64, rotated)));
         // Seed 004, patch 6: a reclaimer that meets mostly pages under
         // writeback, the more so the harder it is trying, waits for the
         // devices a little instead of spinning, if one is congested.
@@ -378,10 +504,18 @@ impl Cache {
         let mut reclaimed = 0;
         let mut memo = InodeMemo(None);
         let mut frozen: Vec<(Pfn, Arc<Inode>)> = Vec::with_capacity(pages.len());
+        let mut swap_batch: Vec<Pfn> = Vec::new();
         for &pfn in pages {
             let page = self.page(pfn);
             if !page.trylock(&self.vm) {
                 keep.push(pfn);
+                continue;
+            }
+            if page.test(PG_SWAPBACKED) {
+                match self.shrink_anon_page(pfn, keep, stat) {
+                    AnonVerdict::Done(freed) => reclaimed += freed,
+                    AnonVerdict::Pageout => swap_batch.push(pfn),
+                }
                 continue;
             }
             let id = page.mapping();
@@ -483,7 +617,111 @@ impl Cache {
             self.page(pfn).unlock(&self.vm);
             keep.push(pfn);
         }
+        // Swap writes last, so no file page stays frozen across them.
+        if !swap_batch.is_empty() {
+            reclaimed += self.pageout_anon(&mut swap_batch, keep);
+        }
         reclaimed
+    }
+
+    /// shrink_page_list for one anonymous page, locked and isolated
+    /// (3.x): referenced through its entry, it is activated; otherwise it
+    /// gets a swap slot and goes into the swap cache (`add_to_swap`; swap
+    /// off or full: activated, it cannot be reclaimed), its entry becomes
+    /// a swap entry (`try_to_unmap`), it is written to swap if dirty
+    /// (`Pageout`: the caller writes the batch's dirty pages by runs of
+    /// slots, `pageout_anon`; by any reclaimer, under 3.1 and 3.2 alike,
+    /// since no flusher writes anonymous pages; seed 004: "Anonymous pages
+    /// are still written") and, clean, leaves the swap cache and is freed.
+    /// `Done`: the page is unlocked, freed (1) or kept (0).
+    fn shrink_anon_page(&self, pfn: Pfn, keep: &mut Vec<Pfn>, stat: &mut ReclaimStat) -> AnonVerdict {
+        let page = self.page(pfn);
+        let swapcache = page.test(PG_SWAPCACHE);
+        if !page.anon() && !swapcache {
+            // Its region dropped it: our isolation reference may be the last.
+            page.unlock(&self.vm);
+            if page.put_testzero() {
+                self.free_page(pfn);
+                return AnonVerdict::Done(1);
+            }
+            return AnonVerdict::Done(0);
+        }
+        let activate = |page: &Page| {
+            page.set(PG_ACTIVE, &self.vm);
+            self.vm.inc(Item::pgactivate);
+            page.unlock(&self.vm);
+        };
+        if page.test(PG_WRITEBACK) {
+            stat.nr_writeback += 1;
+            page.unlock(&self.vm);
+            keep.push(pfn);
+            return AnonVerdict::Done(0);
+        }
+        let vma = self.anon_vma_of(pfn);
+        // page_check_references: "if (PageAnon(page)) return
+        // PAGEREF_ACTIVATE" for any young entry; PG_referenced alone does
+        // not save an anonymous page.
+        let referenced_ptes = vma.as_ref().map_or(0, |v| self.page_referenced_anon(v, pfn));
+        page.test_clear(PG_REFERENCED, &self.vm);
+        if referenced_ptes > 0 {
+            activate(page);
+            keep.push(pfn);
+            return AnonVerdict::Done(0);
+        }
+        if !swapcache && !self.add_to_swap(pfn) {
+            activate(page);
+            keep.push(pfn);
+            return AnonVerdict::Done(0);
+        }
+        if page.mapped() && !vma.as_ref().is_some_and(|v| self.try_to_unmap_anon(v, pfn)) {
+            activate(page);
+            keep.push(pfn);
+            return AnonVerdict::Done(0);
+        }
+        if page.test(PG_DIRTY) {
+            stat.nr_dirty += 1;
+            return AnonVerdict::Pageout;
+        }
+        AnonVerdict::Done(self.free_swapcache_page(pfn, keep))
+    }
+
+    /// The end of an anonymous page's reclaim, page locked, clean and
+    /// unmapped: out of the swap cache and freed (1), or kept (0) if
+    /// someone took a reference meanwhile.
+    fn free_swapcache_page(&self, pfn: Pfn, keep: &mut Vec<Pfn>) -> u64 {
+        let page = self.page(pfn);
+        if page.mapped() || !self.remove_swap_mapping(pfn, 2) {
+            page.unlock(&self.vm);
+            keep.push(pfn);
+            return 0;
+        }
+        // Frozen at 0 and out of the swap cache: nobody can see it.
+        page.clear_nonatomic(PG_LOCKED);
+        self.free_page(pfn);
+        1
+    }
+
+    /// pageout of the batch's dirty anonymous pages (locked, unmapped, in
+    /// the swap cache): one device write per run of consecutive slots,
+    /// then each written page is freed. A page whose write failed stays
+    /// dirty and is kept. Returns pages freed.
+    fn pageout_anon(&self, batch: &mut [Pfn], keep: &mut Vec<Pfn>) -> u64 {
+        let slot = |p: &Pfn| self.page(*p).swap_slot().unwrap_or(u32::MAX);
+        batch.sort_unstable_by_key(slot);
+        let mut freed = 0;
+        for run in batch.chunk_by(|a, b| slot(a).checked_add(1) == Some(slot(b))) {
+            let written = self.swap_writepages(slot(&run[0]), run);
+            for &pfn in run {
+                if written {
+                    freed += self.free_swapcache_page(pfn, keep);
+                } else {
+                    // Write error: still dirty, kept; nothing is lost.
+                    self.page(pfn).unlock(&self.vm);
+                    keep.push(pfn);
+                }
+            }
+        }
+        freed
     }
 
     /// May this reclaimer write a dirty file page itself?

@@ -74,6 +74,16 @@ items! {
     /// own, admission.rs; 0 with the kernel's admission).
     nr_admission_window,
     admission_window_target,
+    /// Anonymous pages mapped by a region (the kernel's NR_ANON_PAGES).
+    nr_anon_pages,
+    /// Pages in the swap cache (the kernel's NR_SWAPCACHE; /proc/meminfo's
+    /// SwapCached).
+    nr_swapcached,
+    /// Swap slots of the swap device (the kernel's total_swap_pages;
+    /// /proc/meminfo's SwapTotal in pages), and those in use (SwapTotal -
+    /// SwapFree): swapped-out pages and swap-cache pages holding a slot.
+    swap_total_pages,
+    swap_used_pages,
     /// Workingset shadow entries held in page trees (pcache's own; the
     /// kernel counts the nodes holding them, workingset_nodes). The last
     /// state counter: `is_state` goes by this order.
@@ -93,10 +103,29 @@ items! {
     pgscan_direct,
     pgsteal_kswapd,
     pgsteal_direct,
+    /// pgscan and pgsteal split by list type, as Linux 5.x+ names them.
+    pgscan_anon,
+    pgscan_file,
+    pgsteal_anon,
+    pgsteal_file,
+    /// Pages read from and written to swap.
+    pswpin,
+    pswpout,
+    /// Pages swapin_readahead read beyond the one faulted, and faults that
+    /// found their page in the swap cache (Linux 4.14+'s names).
+    swap_ra,
+    swap_ra_hit,
+    /// Swap writes that failed (pcache's own; the kernel logs "Write-error
+    /// on swap-device"). The page stays dirty in memory.
+    swap_write_errors,
     allocstall,
     pageoutrun,
     kswapd_low_wmark_hit_quickly,
     kswapd_high_wmark_hit_quickly,
+    /// File pages reclaim wrote itself (pageout), in all and by direct
+    /// reclaim and kswapd. Deviation: the kernel counts swap writes here
+    /// too; pcache counts them in `pswpout` only, so these stay seed 004's
+    /// "file pages written by reclaim".
     nr_vmscan_write,
     nr_vmscan_write_direct,
     nr_vmscan_write_kswapd,
@@ -106,6 +135,11 @@ items! {
     workingset_activate,
     /// Refaults activated that had been active before eviction.
     workingset_restore,
+    /// Swap-ins that found a shadow entry, and those activated by it
+    /// (`AnonLru::Linux5_9`; Linux 5.9+'s workingset_refault_anon and
+    /// workingset_activate_anon).
+    workingset_refault_anon,
+    workingset_activate_anon,
     /// Shadow nodes whose entries the shrinker dropped (the kernel's
     /// workingset_nodereclaim).
     workingset_nodereclaim,

@@ -122,6 +122,26 @@ impl Cache {
         (true, restore)
     }
 
+    /// workingset_refault for an anonymous page swapped back in
+    /// (`AnonLru::Linux5_9`): activate it if its refault distance is
+    /// within the workingset 5.9 measures for anon, the file lists and the
+    /// active anon list ("the anon page could have stayed had the file
+    /// pages and the active anon pages made room"). Returns (activate it,
+    /// it was in the workingset before).
+    pub fn workingset_refault_anon(&self, shadow: usize) -> (bool, bool) {
+        self.vm.inc(Item::workingset_refault_anon);
+        let eviction = shadow as u64 & EVICTION_MASK;
+        let now = self.lruvec.inactive_age.load(Ordering::Relaxed) & EVICTION_MASK;
+        let distance = now.wrapping_sub(eviction) & EVICTION_MASK;
+        let len = |l| self.lruvec.len(l);
+        let workingset_size = len(LruList::ActiveFile) + len(LruList::InactiveFile) + len(LruList::ActiveAnon);
+        if distance > workingset_size {
+            return (false, false);
+        }
+        self.vm.inc(Item::workingset_activate_anon);
+        (true, shadow & SHADOW_WORKINGSET != 0)
+    }
+
     /// snapshot_refaults (Linux6): remember the activated refaults at the
     /// end of a reclaim invocation; the next one deactivates the active
     /// file list freely only if more have come since.

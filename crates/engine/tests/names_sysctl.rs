@@ -118,7 +118,10 @@ fn sysctl_changes_thresholds_at_run_time() {
     assert_eq!(pc.sysctl_read("dirty_ratio").as_deref(), Some("0"));
     assert_eq!(pc.vmstat().get(Item::nr_dirty_threshold), 256);
     assert!(matches!(pc.sysctl_write("dirty_ratio", "200"), Err(Error::InvalidSysctl { .. })));
-    assert!(matches!(pc.sysctl_write("swappiness", "1"), Err(Error::UnknownSysctl { .. })));
+    assert!(matches!(pc.sysctl_write("overcommit_memory", "1"), Err(Error::UnknownSysctl { .. })));
+    pc.sysctl_write("swappiness", "10").unwrap();
+    assert_eq!(pc.sysctl_read("swappiness").as_deref(), Some("10"));
+    assert!(matches!(pc.sysctl_write("swappiness", "101"), Err(Error::InvalidSysctl { .. })));
     assert_eq!(pc.sysctl_read("dirty_bytes").as_deref(), Some("1048576"));
     // read_ahead_kb seeds new handles' windows: with it at 0 a sequential
     // read does no readahead.

@@ -445,6 +445,7 @@ fn control_files_and_errnos() {
     let e = fs::write(ctl.join("dirty_ratio"), "101").unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
     assert_eq!(fs::read_to_string(ctl.join("dirty_ratio")).unwrap(), "50\n");
+    assert_eq!(fs::read_to_string(ctl.join("swappiness")).unwrap(), "60\n");
     fs::write(ctl.join("read_ahead_kb"), "256").unwrap();
     assert_eq!(fs::read_to_string(ctl.join("read_ahead_kb")).unwrap(), "256\n");
     let e = fs::write(ctl.join("vmstat"), "x").unwrap_err();

@@ -1,0 +1,337 @@
+//! The swap cache (mm/swap_state.c): anonymous pages on their way to and
+//! from swap.
+//!
+//! Reclaim cannot free a dirty anonymous page until it is on the device,
+//! and a fault on a swapped-out page must find the page if it is still in
+//! memory. Both go through the swap cache, a map from swap slot to page:
+//!
+//! ```text
+//!  mapped anon page ──add_to_swap──> + swap cache (slot, PG_swapcache, dirty)
+//!        ^                               │ try_to_unmap: pte := swap entry
+//!        │ do_swap_page                  v
+//!        │ (pte := page)          swap_writepage ──> clean, unmapped
+//!        │                               │ __remove_mapping
+//!  swap cache page <──read_swap_cache_async── slot on the device (pte holds it)
+//! ```
+//!
+//! A page in the swap cache holds its slot (SWAP_HAS_CACHE) and one page
+//! reference. A page swapped in stays in the swap cache, clean: if it is
+//! reclaimed again before it is written to, it needs no I/O. The first
+//! write to it (a write fault, `reuse_swap_page`) takes it out of the swap
+//! cache and frees the slot, whose copy is now stale; so does the region
+//! going away (`free_swap_and_cache`), and, when swap is over half full,
+//! the swap-in itself (`try_to_free_swap`).
+//!
+//! Swap-in reads ahead: `swapin_readahead` reads the 2^page_cluster slots
+//! of the aligned block around the one faulted (page_cluster 3: 8 pages),
+//! those in use and not cached, into swap-cache pages that no region maps
+//! yet; a later fault on their swap entries finds them (`swap_ra_hit`).
+//! Since `scan_swap_map` hands out slots in runs, neighbours on the device
+//! are pages reclaim evicted together.
+//!
+//! Implementation: the cache is a `HashMap` under the swap lock
+//! (swapfile.rs), so a lookup, an insertion that checks the slot is still
+//! in use, and a removal that freezes the page's count are each one
+//! critical section; no lookup can see a page being removed. A page's
+//! slot is kept in the top half of its `index` (page.rs), the kernel's
+//! `page_private`. Reads are synchronous: the reading thread holds the
+//! new pages locked until the data is in.
+
+use crate::error::{Error, Result};
+use crate::mm::Cache;
+use crate::page::*;
+use crate::swapfile::SWAP_HAS_CACHE;
+use crate::vmstat::Item;
+
+/// What `add_new_to_swap_cache` found at a slot.
+enum RaSlot {
+    /// Already cached: this page, with a reference for the caller.
+    Cached(Pfn),
+    /// The new page is now the slot's swap-cache page; the shadow entry
+    /// its last eviction left, if any.
+    Added(Option<usize>),
+    /// The slot is free (or bad): nothing to read.
+    Unused,
+}
+
+impl Cache {
+    /// add_to_swap: give the locked anonymous page `pfn` a swap slot and
+    /// put it in the swap cache, dirty (its only copy is in memory). False
+    /// when swap is off or full.
+    pub(crate) fn add_to_swap(&self, pfn: Pfn) -> bool {
+        let page = self.page(pfn);
+        debug_assert!(page.test(PG_LOCKED) && page.test(PG_SWAPBACKED) && !page.test(PG_SWAPCACHE));
+        let Some(si) = self.swap() else { return false };
+        {
+            let mut inner = si.lock();
+            let Some(slot) = inner.get_swap_page() else { return false };
+            page.get();
+            page.set(PG_SWAPCACHE, &self.vm);
+            page.set_anon(page.mapping(), anon_index(page.anon_slot(), Some(slot)));
+            inner.cache.insert(slot, pfn);
+        }
+        page.set(PG_DIRTY, &self.vm);
+        true
+    }
+
+    /// delete_from_swap_cache, page locked: out of the swap cache, its
+    /// slot's cache hold dropped (the slot is freed if no swap pte holds
+    /// it), the cache's reference put. The caller holds a reference too.
+    pub(crate) fn delete_from_swap_cache(&self, pfn: Pfn) {
+        let page = self.page(pfn);
+        debug_assert!(page.test(PG_LOCKED) && page.test(PG_SWAPCACHE));
+        let (Some(si), Some(slot)) = (self.swap(), page.swap_slot()) else { return };
+        {
+            let mut inner = si.lock();
+            let removed = inner.cache.remove(&slot);
+            debug_assert_eq!(removed, Some(pfn));
+            inner.swapcache_free(slot);
+            page.clear(PG_SWAPCACHE, &self.vm);
+            page.set_anon(page.mapping(), anon_index(page.anon_slot(), None));
+        }
+        let last = page.put_testzero();
+        debug_assert!(!last, "the swap cache held a page's last reference");
+    }
+
+    /// __remove_mapping for a swap-cache page, page locked, clean,
+    /// unmapped and isolated: freeze its count at exactly `refs` (the
+    /// cache's and reclaim's), so nobody holds or can take a reference,
+    /// and take it out of the swap cache, all under the swap lock. The
+    /// page is then frozen at 0 and the caller frees it.
+    pub(crate) fn remove_swap_mapping(&self, pfn: Pfn, refs: u32) -> bool {
+        let page = self.page(pfn);
+        let (Some(si), Some(slot)) = (self.swap(), page.swap_slot()) else { return false };
+        let mut inner = si.lock();
+        if page.test(PG_DIRTY) || !page.freeze(refs) {
+            return false;
+        }
+        inner.cache.remove(&slot);
+        if inner.swapcache_free(slot) != 0 && self.tunables.anon_lru == crate::AnonLru::Linux5_9 {
+            // __delete_from_swap_cache(page, entry, shadow) (5.9+).
+            let shadow = self.workingset_eviction(page.test(PG_WORKINGSET), false);
+            inner.shadows.insert(slot, shadow);
+        }
+        // Frozen at 0: nobody else can see the page any more.
+        page.clear_nonatomic(PG_SWAPCACHE);
+        true
+    }
+
+    /// lookup_swap_cache: the page caching `slot`, with a reference.
+    pub(crate) fn lookup_swap_cache(&self, slot: u32) -> Option<Pfn> {
+        let si = self.swap()?;
+        let inner = si.lock();
+        let pfn = *inner.cache.get(&slot)?;
+        // Pages are frozen only under this lock, and leave the cache in
+        // the same section: a cached page always has a reference.
+        self.page(pfn).get();
+        Some(pfn)
+    }
+
+    /// The swap ptes holding `slot` (page_swapcount).
+    pub(crate) fn page_swapcount(&self, slot: u32) -> u8 {
+        self.swap().map_or(0, |si| si.lock().swap_count(slot))
+    }
+
+    /// try_to_free_swap, page locked: a swap-cache page no swap pte needs
+    /// leaves the cache and frees its slot; its only copy is now in
+    /// memory, so it is dirty.
+    pub(crate) fn try_to_free_swap(&self, pfn: Pfn) -> bool {
+        let page = self.page(pfn);
+        let Some(slot) = page.swap_slot() else { return false };
+        if !page.test(PG_SWAPCACHE) || page.test(PG_WRITEBACK) || self.page_swapcount(slot) != 0 {
+            return false;
+        }
+        self.delete_from_swap_cache(pfn);
+        page.set(PG_DIRTY, &self.vm);
+        true
+    }
+
+    /// reuse_swap_page, page locked, at a write fault: the page may be
+    /// written in place (it always may here: no fork, so no other process
+    /// shares it). A swap-cache copy would be stale after the write, so
+    /// the page leaves the swap cache and its slot is freed.
+    pub(crate) fn reuse_swap_page(&self, pfn: Pfn) -> bool {
+        if self.page(pfn).test(PG_SWAPCACHE) {
+            self.try_to_free_swap(pfn);
+        }
+        self.page(pfn).set(PG_DIRTY, &self.vm);
+        true
+    }
+
+    /// free_swap_and_cache: a swap pte holding `slot` went (munmap,
+    /// MADV_DONTNEED). Drop its count; if only the swap cache holds the
+    /// slot now, take the page out of the cache too, so the slot is free.
+    pub(crate) fn free_swap_and_cache(&self, slot: u32) {
+        let Some(si) = self.swap() else { return };
+        let pfn = {
+            let mut inner = si.lock();
+            if inner.swap_free(slot) != SWAP_HAS_CACHE {
+                return;
+            }
+            let Some(&pfn) = inner.cache.get(&slot) else { return };
+            self.page(pfn).get();
+            pfn
+        };
+        let page = self.page(pfn);
+        // Bounded: a page lock is held across one transfer at most.
+        page.lock(&self.vm);
+        if page.test(PG_SWAPCACHE) && page.swap_slot() == Some(slot) && !page.mapped() {
+            self.try_to_free_swap(pfn);
+            // Nobody maps it: a page only the LRU still knows, reclaimed
+            // (freed) when reclaim meets it.
+            page.set_anon(NO_MAPPING, page.index());
+        }
+        page.unlock(&self.vm);
+        self.put_page(pfn);
+    }
+
+    /// The second half of read_swap_cache_async, for a new page: make the
+    /// locked page `pfn` the swap-cache page of `slot` if the slot is in
+    /// use and not cached yet, in one swap-lock section.
+    fn add_new_to_swap_cache(&self, slot: u32, pfn: Pfn) -> RaSlot {
+        let Some(si) = self.swap() else { return RaSlot::Unused };
+        let mut inner = si.lock();
+        if let Some(&cached) = inner.cache.get(&slot) {
+            self.page(cached).get();
+            return RaSlot::Cached(cached);
+        }
+        if !inner.in_use(slot) {
+            return RaSlot::Unused;
+        }
+        inner.set_has_cache(slot);
+        self.page(pfn).get();
+        inner.cache.insert(slot, pfn);
+        RaSlot::Added(inner.shadows.remove(&slot))
+    }
+
+    /// A fresh page for a swap-in, locked, anonymous, not yet visible:
+    /// for the faulted slot an allocation that may reclaim; for readahead
+    /// only a free frame above the low watermark (readahead must not
+    /// make memory pressure worse).
+    fn alloc_swapin_page(&self, slot: u32, may_reclaim: bool) -> Result<Option<Pfn>> {
+        let pfn = if may_reclaim {
+            self.alloc_page()?
+        } else {
+            if self.arena.nr_free() <= self.arena.watermarks.low {
+                return Ok(None);
+            }
+            match self.arena.alloc() {
+                Some(pfn) => {
+                    self.vm.inc(Item::pgalloc);
+                    pfn
+                }
+                None => return Ok(None),
+            }
+        };
+        let page = self.page(pfn);
+        page.set_nonatomic(PG_LOCKED | PG_SWAPBACKED | PG_SWAPCACHE);
+        page.set_anon(NO_MAPPING, anon_index(0, Some(slot)));
+        Ok(Some(pfn))
+    }
+
+    /// Give back a page `alloc_swapin_page` made that did not go in.
+    fn free_unused_swapin_page(&self, pfn: Pfn) {
+        let page = self.page(pfn);
+        page.clear_nonatomic(PG_LOCKED | PG_SWAPCACHE);
+        self.put_page(pfn);
+    }
+
+    /// swapin_readahead: the page of `target`, in the swap cache, with a
+    /// reference, reading it (and the in-use, uncached slots of the
+    /// aligned 2^page_cluster block around it) if it is not cached.
+    /// Ok(None): the slot is no longer in use (the pte changed under us;
+    /// the caller retries the fault). A failed read of the target is the
+    /// error; failed readahead pages are dropped.
+    pub(crate) fn swapin_readahead(&self, target: u32) -> Result<Option<Pfn>> {
+        let Some(si) = self.swap() else { return Err(Error::InvalidArgument("swap is off".into())) };
+        let cluster = 1u32 << self.sysctl.page_cluster().min(crate::tunables::MAX_PAGE_CLUSTER);
+        let start = target & !(cluster - 1);
+        let end = start.saturating_add(cluster).min(si.pages);
+        // The faulted slot first: its allocation may reclaim.
+        let Some(tpfn) = self.alloc_swapin_page(target, true)? else { return Ok(None) };
+        let mut shadows: Vec<(Pfn, usize)> = Vec::new();
+        match self.add_new_to_swap_cache(target, tpfn) {
+            RaSlot::Added(shadow) => shadows.extend(shadow.map(|s| (tpfn, s))),
+            RaSlot::Cached(p) => {
+                self.free_unused_swapin_page(tpfn);
+                return Ok(Some(p));
+            }
+            RaSlot::Unused => {
+                self.free_unused_swapin_page(tpfn);
+                return Ok(None);
+            }
+        }
+        // New pages, locked and cached, by slot.
+        let mut new: Vec<(u32, Pfn)> = Vec::with_capacity(cluster as usize);
+        new.push((target, tpfn));
+        for slot in (start..end).filter(|&s| s != target) {
+            let Ok(Some(pfn)) = self.alloc_swapin_page(slot, false) else { break };
+            match self.add_new_to_swap_cache(slot, pfn) {
+                RaSlot::Added(shadow) => {
+                    shadows.extend(shadow.map(|s| (pfn, s)));
+                    new.push((slot, pfn));
+                }
+                RaSlot::Cached(p) => {
+                    self.put_page(p);
+                    self.free_unused_swapin_page(pfn);
+                }
+                RaSlot::Unused => self.free_unused_swapin_page(pfn),
+            }
+        }
+        // workingset_refault for each page coming back (5.9+): within the
+        // workingset it goes straight to the active list.
+        for (pfn, shadow) in shadows {
+            let (activate, restore) = self.workingset_refault_anon(shadow);
+            let page = self.page(pfn);
+            if activate {
+                page.set(PG_ACTIVE, &self.vm);
+                self.workingset_activation();
+            }
+            if restore {
+                page.set(PG_WORKINGSET, &self.vm);
+            }
+        }
+        new.sort_unstable();
+        // One device read per run of consecutive slots.
+        let mut target_err = None;
+        let mut i = 0;
+        while i < new.len() {
+            let mut j = i + 1;
+            while j < new.len() && new[j].0 == new[j - 1].0 + 1 {
+                j += 1;
+            }
+            let run: Vec<Pfn> = new[i..j].iter().map(|&(_, p)| p).collect();
+            let res = self.swap_read_pages(new[i].0, &run);
+            for &(slot, pfn) in &new[i..j] {
+                let page = self.page(pfn);
+                if let Err(e) = &res {
+                    // Not uptodate: out of the cache, so the next fault
+                    // reads the slot again; its data is still there.
+                    self.delete_from_swap_cache(pfn);
+                    if slot == target {
+                        target_err = Some(Error::io(si.dev.name(), std::io::Error::from_raw_os_error(e.errno())));
+                    }
+                    page.unlock(&self.vm);
+                    if slot != target {
+                        self.put_page(pfn);
+                    }
+                    continue;
+                }
+                page.unlock(&self.vm);
+                // Swapped-in pages start on the inactive anon list (5.9+:
+                // unless their shadow activated them).
+                self.lru_cache_add(pfn);
+                if slot != target {
+                    self.vm.inc(Item::swap_ra);
+                    self.put_page(pfn);
+                }
+            }
+            i = j;
+        }
+        if let Some(e) = target_err {
+            self.put_page(tpfn);
+            return Err(e);
+        }
+        Ok(Some(tpfn))
+    }
+}

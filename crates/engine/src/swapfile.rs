@@ -1,0 +1,472 @@
+//! Swap devices and their slots (mm/swapfile.c), and the page I/O to them
+//! (mm/page_io.c's `swap_writepage` and `swap_readpage`).
+//!
+//! A swap device is an array of page-sized slots on a [`BackingDev`]: a host
+//! file opened with O_DIRECT, a memory device (zram without the
+//! compression), or any device an embedder supplies. Each slot has a count
+//! in `swap_map`, one byte as in the kernel:
+//!
+//! ```text
+//!   swap_map[offset]:  | HAS_CACHE (0x40) | count (6 bits) |
+//!     0            free
+//!     count n      n swap ptes hold the slot (here at most 1: no fork)
+//!     HAS_CACHE    a page in the swap cache holds the slot
+//!     0x3f         SWAP_MAP_BAD, never handed out
+//! ```
+//!
+//! A slot is free only when both the count and HAS_CACHE are gone. The
+//! swap cache (swap_state.rs) lives beside the map under the same lock,
+//! so "is it cached, else mark it cached" is one step.
+//!
+//! Allocation is `scan_swap_map` as in 2.6.29 to 3.x: slots are handed out
+//! in runs of `SWAPFILE_CLUSTER` (256) from a cluster that was entirely
+//! free when the run began, so that pages reclaim swaps out together lie
+//! together on the device (and swap readahead, which reads the aligned
+//! 2^page_cluster slots around a fault, reads neighbours that were
+//! evicted together). When no free cluster is left, it takes the next free
+//! slot after `cluster_next`, wrapping to `lowest_bit`. `lowest_bit` and
+//! `highest_bit` bound the free slots, so a scan never looks outside them.
+//!
+//! Implementation: one device (no swap types, priorities or swapoff); no
+//! header page, every slot is usable; the swap_map is a `Box<[u8]>` under
+//! a mutex (the kernel's `si->lock`), which is also the swap cache's lock.
+//! Lock order: page lock → a mapping's ptl → the swap lock (innermost; no
+//! page lock is waited for under it).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use parking_lot::{Mutex, MutexGuard};
+
+use crate::backing::{BackingDev, FileDev, MemoryDev};
+use crate::error::{Error, Result};
+use crate::mm::Cache;
+use crate::page::*;
+use crate::vmstat::Item;
+
+/// Slots handed out together from a free cluster (SWAPFILE_CLUSTER).
+pub const SWAPFILE_CLUSTER: u32 = 256;
+/// The swap cache holds the slot.
+pub const SWAP_HAS_CACHE: u8 = 0x40;
+/// A slot that must not be used.
+pub const SWAP_MAP_BAD: u8 = 0x3f;
+/// The most slots a device may have: slot + 1 must fit the top half of a
+/// page's `index`.
+pub const MAX_SWAP_PAGES: u64 = (1 << 31) - 1;
+
+/// Where swapped-out pages go (see [`crate::PageCache::swapon`]).
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum SwapBacking {
+    /// A memory device (tmpfs/zram-like): pages swapped out cost heap
+    /// memory outside the cache's budget, but no I/O.
+    Memory,
+    /// A host file, created or truncated and opened with O_DIRECT where
+    /// the file system allows it (else buffered, dropped after each
+    /// transfer).
+    File(PathBuf),
+    /// Any device, e.g. a [`crate::backing::FaultInjector`] in tests.
+    Dev(Arc<dyn BackingDev>),
+}
+
+impl std::fmt::Debug for SwapBacking {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SwapBacking::Memory => write!(f, "Memory"),
+            SwapBacking::File(p) => write!(f, "File({})", p.display()),
+            SwapBacking::Dev(d) => write!(f, "Dev({})", d.name()),
+        }
+    }
+}
+
+/// A swap device to turn on: its size and where it lives.
+#[derive(Clone, Debug)]
+pub struct SwapConfig {
+    /// Bytes of swap; rounded down to whole pages.
+    pub size_bytes: u64,
+    pub backing: SwapBacking,
+}
+
+impl SwapConfig {
+    /// Swap of `size_bytes` in memory.
+    pub fn memory(size_bytes: u64) -> SwapConfig {
+        SwapConfig { size_bytes, backing: SwapBacking::Memory }
+    }
+
+    /// Swap of `size_bytes` in the host file at `path`.
+    pub fn file(path: impl Into<PathBuf>, size_bytes: u64) -> SwapConfig {
+        SwapConfig { size_bytes, backing: SwapBacking::File(path.into()) }
+    }
+}
+
+/// The state under the swap lock: the map, the allocator's cursor and the
+/// swap cache (slot → page).
+pub(crate) struct SwapInner {
+    map: Box<[u8]>,
+    /// The swap cache (swapper_space): pages by swap slot.
+    pub(crate) cache: HashMap<u32, Pfn>,
+    /// Shadow entries of pages swapped out (`AnonLru::Linux5_9`), by
+    /// slot: at most one per slot in use, dropped when the slot is freed.
+    pub(crate) shadows: HashMap<u32, usize>,
+    lowest_bit: u32,
+    highest_bit: u32,
+    cluster_next: u32,
+    cluster_nr: u32,
+    pub(crate) inuse_pages: u32,
+}
+
+/// One swap device (swap_info_struct).
+pub struct SwapInfo {
+    pub(crate) dev: Arc<dyn BackingDev>,
+    /// Slots on the device.
+    pub(crate) pages: u32,
+    inner: Mutex<SwapInner>,
+}
+
+impl SwapInner {
+    fn new(pages: u32) -> SwapInner {
+        SwapInner {
+            map: vec![0u8; pages as usize].into_boxed_slice(),
+            cache: HashMap::new(),
+            shadows: HashMap::new(),
+            lowest_bit: 0,
+            highest_bit: pages - 1,
+            cluster_next: 0,
+            cluster_nr: SWAPFILE_CLUSTER,
+            inuse_pages: 0,
+        }
+    }
+
+    fn pages(&self) -> u32 {
+        self.map.len() as u32
+    }
+
+    /// scan_swap_map: a free slot, marked `usage`; None when the device is
+    /// full. Looks at each slot at most twice (the cluster search, then
+    /// the first-fit scan), so it is bounded by the device's size.
+    pub(crate) fn scan_swap_map(&mut self, usage: u8) -> Option<u32> {
+        let pages = self.pages();
+        if self.inuse_pages >= pages {
+            return None;
+        }
+        let mut offset = self.cluster_next;
+        if self.cluster_nr == 0 {
+            self.cluster_nr = SWAPFILE_CLUSTER - 1;
+            if pages - self.inuse_pages >= SWAPFILE_CLUSTER {
+                // Locate the first empty (unaligned) cluster.
+                let mut start = self.lowest_bit;
+                let mut o = self.lowest_bit;
+                let mut found = None;
+                while o <= self.highest_bit {
+                    if self.map[o as usize] != 0 {
+                        start = o + 1;
+                    } else if o - start + 1 == SWAPFILE_CLUSTER {
+                        found = Some(start);
+                        break;
+                    }
+                    o += 1;
+                }
+                offset = found.unwrap_or(self.lowest_bit);
+            }
+        } else {
+            self.cluster_nr -= 1;
+        }
+        if offset > self.highest_bit || offset < self.lowest_bit {
+            offset = self.lowest_bit;
+        }
+        if self.map[offset as usize] != 0 {
+            // First fit from offset to highest_bit, then from lowest_bit.
+            let next =
+                (offset..=self.highest_bit).chain(self.lowest_bit..offset).find(|&o| self.map[o as usize] == 0)?;
+            offset = next;
+        }
+        self.map[offset as usize] = usage;
+        self.inuse_pages += 1;
+        if self.inuse_pages == pages {
+            (self.lowest_bit, self.highest_bit) = (pages - 1, 0);
+        } else {
+            if offset == self.lowest_bit {
+                self.lowest_bit = (offset + 1..pages).find(|&o| self.map[o as usize] == 0).unwrap_or(offset);
+            }
+            if offset == self.highest_bit {
+                self.highest_bit = (0..offset).rev().find(|&o| self.map[o as usize] == 0).unwrap_or(offset);
+            }
+        }
+        self.cluster_next = offset + 1;
+        Some(offset)
+    }
+
+    /// swap_entry_free: drop one count (`usage` 1) or the cache's hold
+    /// (`usage` SWAP_HAS_CACHE); the slot is free when nothing is left.
+    /// Returns what is left.
+    pub(crate) fn swap_entry_free(&mut self, offset: u32, usage: u8) -> u8 {
+        let v = &mut self.map[offset as usize];
+        debug_assert!(*v != 0 && *v != SWAP_MAP_BAD, "freeing free swap slot {offset}");
+        if usage == SWAP_HAS_CACHE {
+            debug_assert!(*v & SWAP_HAS_CACHE != 0);
+            *v &= !SWAP_HAS_CACHE;
+        } else {
+            debug_assert!(*v & !SWAP_HAS_CACHE > 0);
+            *v -= 1;
+        }
+        let left = *v;
+        if left == 0 {
+            self.shadows.remove(&offset);
+            self.inuse_pages -= 1;
+            if self.inuse_pages + 1 == self.pages() {
+                (self.lowest_bit, self.highest_bit) = (offset, offset);
+            } else {
+                self.lowest_bit = self.lowest_bit.min(offset);
+                self.highest_bit = self.highest_bit.max(offset);
+            }
+        }
+        left
+    }
+
+    /// get_swap_page: a free slot for a page entering the swap cache
+    /// (SWAP_HAS_CACHE), or None when swap is full.
+    pub(crate) fn get_swap_page(&mut self) -> Option<u32> {
+        self.scan_swap_map(SWAP_HAS_CACHE)
+    }
+
+    /// swap_free: a swap pte holding `offset` went (swapped in, or
+    /// zapped). Returns what is left of the slot's count.
+    pub(crate) fn swap_free(&mut self, offset: u32) -> u8 {
+        self.swap_entry_free(offset, 1)
+    }
+
+    /// swapcache_free: the swap cache let go of `offset`.
+    pub(crate) fn swapcache_free(&mut self, offset: u32) -> u8 {
+        self.swap_entry_free(offset, SWAP_HAS_CACHE)
+    }
+
+    /// The swap ptes holding `offset` (page_swapcount / swap_count).
+    pub(crate) fn swap_count(&self, offset: u32) -> u8 {
+        match self.map[offset as usize] {
+            SWAP_MAP_BAD => 0,
+            v => v & !SWAP_HAS_CACHE,
+        }
+    }
+
+    /// swap_duplicate: one more swap pte holds `offset`.
+    pub(crate) fn swap_duplicate(&mut self, offset: u32) {
+        let v = &mut self.map[offset as usize];
+        debug_assert!(*v != 0 && *v != SWAP_MAP_BAD && *v & !SWAP_HAS_CACHE < SWAP_MAP_BAD - 1);
+        *v += 1;
+    }
+
+    /// Whether the slot may be read into the swap cache (used, not bad).
+    pub(crate) fn in_use(&self, offset: u32) -> bool {
+        self.swap_count(offset) > 0
+    }
+
+    /// Mark `offset` as held by the swap cache (swapcache_prepare).
+    pub(crate) fn set_has_cache(&mut self, offset: u32) {
+        self.map[offset as usize] |= SWAP_HAS_CACHE;
+    }
+}
+
+impl SwapInfo {
+    /// The swap lock (si->lock, also the swap cache's tree lock).
+    pub(crate) fn lock(&self) -> MutexGuard<'_, SwapInner> {
+        self.inner.lock()
+    }
+}
+
+impl Cache {
+    /// The swap device, if swap is on.
+    #[inline]
+    pub(crate) fn swap(&self) -> Option<&SwapInfo> {
+        self.swap.get()
+    }
+
+    /// Whether anonymous pages can be reclaimed now: swap is on and has a
+    /// free slot (the kernel's `nr_swap_pages > 0`).
+    pub(crate) fn nr_swap_pages(&self) -> u64 {
+        self.swap().map_or(0, |si| (si.pages - si.lock().inuse_pages) as u64)
+    }
+
+    /// total_swap_pages.
+    pub(crate) fn total_swap_pages(&self) -> u64 {
+        self.swap().map_or(0, |si| si.pages as u64)
+    }
+
+    /// vm_swap_full: more than half of swap is in use.
+    pub(crate) fn vm_swap_full(&self) -> bool {
+        let total = self.total_swap_pages();
+        total > 0 && self.nr_swap_pages() * 2 < total
+    }
+
+    /// swapon(2): make `cfg` the swap device. One device per cache: a
+    /// second call is refused (EBUSY as InvalidArgument) and changes
+    /// nothing.
+    pub(crate) fn swapon(&self, cfg: SwapConfig) -> Result<()> {
+        let ps = self.page_size() as u64;
+        let pages = cfg.size_bytes / ps;
+        if pages == 0 || pages > MAX_SWAP_PAGES {
+            return Err(Error::InvalidArgument(format!(
+                "swapon: {} bytes is {pages} pages; it must be 1 to {MAX_SWAP_PAGES}",
+                cfg.size_bytes
+            )));
+        }
+        if self.swap.get().is_some() {
+            return Err(Error::InvalidArgument("swapon: swap is already on".into()));
+        }
+        let size = pages * ps;
+        let dev: Arc<dyn BackingDev> = match cfg.backing {
+            SwapBacking::Memory => Arc::new(MemoryDev::new("swap", self.page_size())),
+            SwapBacking::File(path) => {
+                let name = path.display().to_string();
+                let dev = FileDev::open_in(&self.fds, &path, true, true, true, self.page_size())
+                    .map_err(|e| Error::io(&name, e))?;
+                Arc::new(dev)
+            }
+            SwapBacking::Dev(dev) => dev,
+        };
+        dev.set_len(size).map_err(|e| Error::io(dev.name(), e))?;
+        // A swap file may have no holes (swapon refuses them): allocate
+        // it all now, so a full disk is ENOSPC here, not a page that
+        // cannot be swapped out later. Devices that cannot reserve skip it.
+        dev.reserve(0, size).map_err(|e| Error::io(dev.name(), e))?;
+        let si = SwapInfo { dev, pages: pages as u32, inner: Mutex::new(SwapInner::new(pages as u32)) };
+        self.swap.set(si).map_err(|_| Error::InvalidArgument("swapon: swap is already on".into()))
+    }
+
+    /// swap_writepage (mm/page_io.c) for a run of locked, dirty
+    /// swap-cache pages whose slots are consecutive from `first`: one
+    /// device write, as the block layer merges the adjacent bios reclaim
+    /// submits under its plug (scan_swap_map gives pages reclaimed
+    /// together adjacent slots). Synchronous: the pages stay locked across
+    /// the write (so no writer can start, stable pages), under
+    /// PG_writeback. On error each page is dirty again with PG_error, as
+    /// end_swap_bio_write leaves it: nothing is lost, reclaim tries again
+    /// later. Returns whether the run was written.
+    pub(crate) fn swap_writepages(&self, first: u32, pages: &[Pfn]) -> bool {
+        let Some(si) = self.swap() else { return false };
+        for (i, &pfn) in pages.iter().enumerate() {
+            let page = self.page(pfn);
+            debug_assert!(page.test(PG_LOCKED) && page.swap_slot() == Some(first + i as u32));
+            page.clear(PG_DIRTY, &self.vm);
+            page.set(PG_WRITEBACK, &self.vm);
+        }
+        let ps = self.page_size() as u64;
+        let bufs: Vec<&[u8]> = pages
+            .iter()
+            // SAFETY: each page is held (isolated by reclaim) and under
+            // PG_writeback, set while we hold its page lock, which we keep
+            // until the write is done: no writer can store to the frame.
+            .map(|&pfn| unsafe { self.arena.frame_for_io(pfn) })
+            .collect();
+        let res = si.dev.write_pages(first as u64 * ps, &bufs, si.pages as u64 * ps);
+        drop(bufs);
+        for &pfn in pages {
+            let page = self.page(pfn);
+            page.clear_and_wake(PG_WRITEBACK, &self.vm);
+            if res.is_ok() {
+                page.clear(PG_ERROR, &self.vm);
+            } else {
+                page.set(PG_DIRTY | PG_ERROR, &self.vm);
+            }
+        }
+        match res {
+            Ok(()) => {
+                self.vm.add(Item::pswpout, pages.len() as u64);
+                self.vm.add(Item::pgpgout, pages.len() as u64 * ps / 1024);
+                true
+            }
+            Err(_) => {
+                self.vm.inc(Item::swap_write_errors);
+                false
+            }
+        }
+    }
+
+    /// swap_readpage for a run of locked, not uptodate swap-cache pages of
+    /// consecutive slots from `first`: one device read. Each page read is
+    /// marked uptodate; on error none is.
+    pub(crate) fn swap_read_pages(&self, first: u32, pages: &[Pfn]) -> Result<()> {
+        let si = self.swap().ok_or_else(|| Error::InvalidArgument("swap is off".into()))?;
+        let ps = self.page_size();
+        let mut bufs: Vec<&mut [u8]> = pages
+            .iter()
+            // SAFETY: each page is locked, not uptodate and held by the
+            // caller, which made it and inserted it in the swap cache
+            // locked: nobody reads or writes it until it is unlocked,
+            // after the slices are gone.
+            .map(|&p| unsafe { self.arena.frame_for_io_mut(p) })
+            .collect();
+        let res = si.dev.read_pages(first as u64 * ps as u64, &mut bufs);
+        drop(bufs);
+        match res {
+            Ok(n) => {
+                for (i, &pfn) in pages.iter().enumerate() {
+                    let start = i * ps;
+                    if n < start + ps {
+                        let from = n.saturating_sub(start);
+                        self.memzero_page(pfn, from, ps - from);
+                    }
+                    self.page(pfn).set(PG_UPTODATE, &self.vm);
+                }
+                self.vm.add(Item::pswpin, pages.len() as u64);
+                self.vm.add(Item::pgpgin, (pages.len() * ps / 1024) as u64);
+                Ok(())
+            }
+            Err(e) => {
+                for &pfn in pages {
+                    self.page(pfn).set(PG_ERROR, &self.vm);
+                }
+                Err(Error::io(si.dev.name(), e))
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    // Goal: scan_swap_map hands out a free cluster's slots in a run, never
+    // one slot twice, every slot before reporting full, and reuses freed
+    // slots (lowest_bit/highest_bit stay true bounds).
+    #[test]
+    fn slots_come_in_runs_and_are_all_used_once() {
+        let mut si = SwapInner::new(1024);
+        let first: Vec<u32> = (0..300).map(|_| si.scan_swap_map(SWAP_HAS_CACHE).expect("slot")).collect();
+        assert!(first.windows(2).take(255).all(|w| w[1] == w[0] + 1), "a cluster's slots in a run");
+        let mut seen = std::collections::HashSet::new();
+        for &s in &first {
+            assert!(seen.insert(s), "slot {s} twice");
+        }
+        while let Some(s) = si.scan_swap_map(1) {
+            assert!(seen.insert(s), "slot {s} twice");
+        }
+        assert_eq!(seen.len(), 1024);
+        assert_eq!(si.inuse_pages, 1024);
+        // Free every other slot of the first run, then take them again.
+        for &s in first.iter().step_by(2) {
+            assert_eq!(si.swap_entry_free(s, SWAP_HAS_CACHE), 0);
+        }
+        let freed = first.iter().step_by(2).count();
+        let mut again = Vec::new();
+        while let Some(s) = si.scan_swap_map(1) {
+            again.push(s);
+        }
+        assert_eq!(again.len(), freed);
+        assert!(again.iter().all(|s| first.contains(s)));
+    }
+
+    #[test]
+    fn counts_and_cache_hold_a_slot_until_both_go() {
+        let mut si = SwapInner::new(16);
+        let s = si.scan_swap_map(SWAP_HAS_CACHE).expect("slot");
+        si.swap_duplicate(s);
+        assert_eq!(si.swap_count(s), 1);
+        assert_eq!(si.swap_entry_free(s, SWAP_HAS_CACHE), 1);
+        assert_eq!(si.inuse_pages, 1);
+        si.set_has_cache(s);
+        assert_eq!(si.swap_entry_free(s, 1), SWAP_HAS_CACHE);
+        assert_eq!(si.swap_entry_free(s, SWAP_HAS_CACHE), 0);
+        assert_eq!(si.inuse_pages, 0);
+    }
+}

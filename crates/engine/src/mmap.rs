@@ -593,6 +593,8 @@ impl Cache {
                     wb_retry_at: AtomicU64::new(0),
                     wb_backoff_ms: AtomicU64::new(0),
                     i_mmap: RwLock::new(Vec::new()),
+                    dev_ra_pages: 0,
+                    dev_io_pages: 0,
                 })
             })
             .clone()

@@ -16,7 +16,8 @@ use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::ptr::NonNull;
 
 use crate::error::{Error, Result};
-use crate::page::{Page, Pfn, NO_PFN};
+use crate::mmdebug::vm_bug_on_page;
+use crate::page::{Page, Pfn, NO_PFN, PG_DIRTY, PG_LOCKED, PG_LRU, PG_SWAPBACKED, PG_SWAPCACHE, PG_WRITEBACK};
 use crate::Watermarks;
 
 pub struct Arena {
@@ -197,7 +198,18 @@ impl Arena {
     /// Push a frame whose refcount dropped to 0 and that is off every list.
     pub fn free(&self, pfn: Pfn) {
         let page = self.page(pfn);
-        debug_assert_eq!(page.refcount(), 0);
+        // free_pages_check: nothing may still use the frame (a locked or
+        // writeback page has a user, a listed one a list). Anonymous pages
+        // are freed dirty when their region goes, as in the kernel; a
+        // dirty file page freed is data lost.
+        let f = page.flags();
+        let busy = PG_LOCKED | PG_WRITEBACK | PG_LRU | PG_SWAPCACHE;
+        let lost = f & PG_DIRTY != 0 && f & PG_SWAPBACKED == 0;
+        vm_bug_on_page!(
+            page.refcount() != 0 || f & busy != 0 || lost || page.mapcount.load(Ordering::Relaxed) != 0,
+            page,
+            "freeing a page in use"
+        );
         page.reset_for_free();
         // Counted before it can be popped (and uncounted by `alloc`), so
         // the count never dips below the frames really free.

@@ -61,6 +61,7 @@ use std::hint::spin_loop;
 use std::sync::atomic::AtomicU64 as FrameWord;
 
 use crate::mm::Cache;
+use crate::mmdebug::{vm_bug_on, vm_bug_on_page};
 use crate::page::{Pfn, PG_LOCKED};
 use crate::sync::atomic::{fence, AtomicU32, Ordering};
 
@@ -119,7 +120,7 @@ pub(crate) fn read_seqcount_retry(seq: &AtomicU32, start: u32) -> bool {
 #[inline(always)]
 pub(crate) fn write_seqcount_begin(seq: &AtomicU32) {
     let old = seq.fetch_add(1, Ordering::Relaxed);
-    debug_assert!(old & 1 == 0, "nested write section");
+    vm_bug_on!(old & 1 != 0, "nested write section");
     // smp_wmb: the odd count is ordered before the section's stores (pairs
     // with read_seqcount_retry's Acquire fence).
     fence(Ordering::Release);
@@ -130,7 +131,7 @@ pub(crate) fn write_seqcount_begin(seq: &AtomicU32) {
 pub(crate) fn write_seqcount_end(seq: &AtomicU32) {
     // Release: pairs with read_seqcount_begin's Acquire load.
     let old = seq.fetch_add(1, Ordering::Release);
-    debug_assert!(old & 1 == 1, "write section not begun");
+    vm_bug_on!(old & 1 != 1, "write section not begun");
 }
 
 /// Copy `buf.len()` bytes at byte `offset` of `words` into `buf`, word by
@@ -268,7 +269,7 @@ impl Cache {
     /// be inside a section, so the copy needs no validation.
     #[inline]
     pub fn __memcpy_from_page(&self, pfn: Pfn, offset: usize, buf: &mut [u8]) {
-        debug_assert!(self.page(pfn).test(PG_LOCKED), "__memcpy_from_page without the page lock");
+        vm_bug_on_page!(!self.page(pfn).test(PG_LOCKED), self.page(pfn), "__memcpy_from_page without the page lock");
         copy_from_words(self.arena.frame_words(pfn), offset, buf);
     }
 
@@ -288,7 +289,7 @@ impl Cache {
     /// exclusive) and has waited for PG_writeback (stable pages).
     #[inline]
     pub fn memcpy_to_page(&self, pfn: Pfn, offset: usize, data: &[u8]) {
-        debug_assert!(self.page(pfn).test(PG_LOCKED), "memcpy_to_page without the page lock");
+        vm_bug_on_page!(!self.page(pfn).test(PG_LOCKED), self.page(pfn), "memcpy_to_page without the page lock");
         let (seq, words) = (self.arena.frame_seq(pfn), self.arena.frame_words(pfn));
         write_section(seq, words, |w| copy_to_words(w, offset, data));
     }
@@ -297,7 +298,7 @@ impl Cache {
     /// section, under the page lock as `memcpy_to_page`.
     #[inline]
     pub fn memset_page(&self, pfn: Pfn, offset: usize, len: usize, value: u8) {
-        debug_assert!(self.page(pfn).test(PG_LOCKED), "memset_page without the page lock");
+        vm_bug_on_page!(!self.page(pfn).test(PG_LOCKED), self.page(pfn), "memset_page without the page lock");
         let (seq, words) = (self.arena.frame_seq(pfn), self.arena.frame_words(pfn));
         write_section(seq, words, |w| fill_words(w, offset, len, value));
     }

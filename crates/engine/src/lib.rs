@@ -40,6 +40,7 @@ mod lruvec;
 mod memory;
 mod mm;
 mod mmap;
+mod mmdebug;
 mod page;
 mod page_writeback;
 mod pagetree;

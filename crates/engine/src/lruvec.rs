@@ -12,7 +12,8 @@ use crate::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::{Mutex, MutexGuard};
 
 use crate::arena::Arena;
-use crate::page::{Pfn, NO_PFN, PG_ACTIVE, PG_SWAPBACKED, PG_UNEVICTABLE, PG_WINDOW};
+use crate::mmdebug::vm_bug_on_page;
+use crate::page::{Pfn, NO_PFN, PG_ACTIVE, PG_LRU, PG_SWAPBACKED, PG_UNEVICTABLE, PG_WINDOW};
 use crate::vmstat::{Item, VmCounters};
 use crate::LruList;
 
@@ -181,8 +182,23 @@ impl LruGuard<'_> {
         self.lruvec.tails[lru.idx()].store(tail as u64, Ordering::Relaxed);
     }
 
+    /// The page goes on (or comes off) `lru`: it is marked PG_LRU and its
+    /// flags name that list (VM_BUG_ON_PAGE in the kernel's list helpers).
+    #[inline]
+    fn check_list(&self, pfn: Pfn, lru: LruList, what: &str) {
+        let page = self.arena.page(pfn);
+        let f = page.flags();
+        vm_bug_on_page!(
+            f & PG_LRU == 0 || LruList::of_flags(f) != lru,
+            page,
+            "{what} {lru:?}: the page's flags say {:?}",
+            (f & PG_LRU != 0).then(|| LruList::of_flags(f))
+        );
+    }
+
     /// add_page_to_lru_list: at the head (most recent end).
     pub fn add(&mut self, pfn: Pfn, lru: LruList) {
+        self.check_list(pfn, lru, "add to");
         let h = self.lists.heads[lru.idx()];
         let page = self.arena.page(pfn);
         page.lru_prev.store(NO_PFN, Ordering::Relaxed);
@@ -200,6 +216,7 @@ impl LruGuard<'_> {
 
     /// add_page_to_lru_list_tail: at the tail, next in line for reclaim.
     pub fn add_tail(&mut self, pfn: Pfn, lru: LruList) {
+        self.check_list(pfn, lru, "add to the tail of");
         let h = self.lists.heads[lru.idx()];
         let page = self.arena.page(pfn);
         page.lru_next.store(NO_PFN, Ordering::Relaxed);
@@ -218,12 +235,15 @@ impl LruGuard<'_> {
     /// del_page_from_lru_list.
     pub fn del(&mut self, pfn: Pfn, lru: LruList) {
         let page = self.arena.page(pfn);
+        // PG_LRU may already be clear (a page freed off the list), but the
+        // flags still name the list it is on.
+        vm_bug_on_page!(LruList::of_flags(page.flags()) != lru, page, "delete from {lru:?}: not its list");
         let prev = page.lru_prev.load(Ordering::Relaxed);
         let next = page.lru_next.load(Ordering::Relaxed);
         if prev != NO_PFN {
             self.arena.page(prev).lru_next.store(next, Ordering::Relaxed);
         } else {
-            debug_assert_eq!(self.lists.heads[lru.idx()].head, pfn, "page not on list {lru:?}");
+            vm_bug_on_page!(self.lists.heads[lru.idx()].head != pfn, page, "delete from {lru:?}: not on it");
             self.lists.heads[lru.idx()].head = next;
         }
         if next != NO_PFN {

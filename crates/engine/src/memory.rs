@@ -34,6 +34,7 @@
 //! (an empty entry: a zeroed frame) or `do_swap_page` (a swap entry: the
 //! swap cache or swap readahead), below.
 
+use crate::mmdebug::vm_bug_on_page;
 use crate::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 use crate::error::{Error, Result};
@@ -325,7 +326,7 @@ impl Cache {
     /// handing it the caller's page reference. False if the slot got an
     /// entry meanwhile (the caller keeps its reference).
     fn set_pte_old(&self, vma: &Vma, slot: usize, pfn: Pfn) -> bool {
-        debug_assert!(self.page(pfn).test(PG_LOCKED), "set_pte_old without the page lock");
+        vm_bug_on_page!(!self.page(pfn).test(PG_LOCKED), self.page(pfn), "set_pte_old without the page lock");
         let pte = &vma.ptes[slot];
         let _ptl = vma.ptl.lock();
         if pte_pfn(pte.load(Ordering::Relaxed)).is_some() {
@@ -345,7 +346,7 @@ impl Cache {
     /// reference and a mapcount. The young byte is set: the access that
     /// faulted is the page's first reference through this mapping.
     pub(crate) fn finish_fault(&self, vma: &Vma, slot: usize, pfn: Pfn, write: bool) {
-        debug_assert!(self.page(pfn).test(PG_LOCKED), "finish_fault without the page lock");
+        vm_bug_on_page!(!self.page(pfn).test(PG_LOCKED), self.page(pfn), "finish_fault without the page lock");
         let pte = &vma.ptes[slot];
         let bits = if write { PTE_WRITE | PTE_DIRTY } else { 0 };
         {
@@ -433,7 +434,11 @@ impl Cache {
             // A writable entry was granted by page_mkwrite, which dirtied
             // the page; writeback write-protects entries before it starts
             // (page_mkclean), so the page is dirty and not being written.
-            debug_assert!(page.test(PG_DIRTY) && !page.test(PG_WRITEBACK));
+            vm_bug_on_page!(
+                !page.test(PG_DIRTY) || page.test(PG_WRITEBACK),
+                page,
+                "a writable entry on a clean or writeback page"
+            );
             self.memcpy_to_page(pfn, offset, data);
             page.unlock(&self.vm);
             if faulted {
@@ -610,7 +615,7 @@ impl Cache {
             pte.store(cur | PTE_WRITE | PTE_DIRTY, Ordering::Release);
         }
         // Reclaim writes a page to swap only unmapped and under its lock.
-        debug_assert!(!page.test(PG_WRITEBACK));
+        vm_bug_on_page!(page.test(PG_WRITEBACK), page, "under writeback");
         self.memcpy_to_page(pfn, offset, data);
         page.unlock(&self.vm);
         true

@@ -198,7 +198,7 @@ impl Page {
     #[inline]
     pub fn get(&self) {
         let old = self.refcount.fetch_add(1, Ordering::Relaxed);
-        debug_assert!(old > 0, "get_page on a free page");
+        crate::mmdebug::vm_bug_on_page!(old == 0, self, "get_page on a free page");
     }
 
     /// get_page_unless_zero: take a reference unless the page is free or
@@ -221,7 +221,7 @@ impl Page {
     #[inline]
     pub fn put_testzero(&self) -> bool {
         let old = self.refcount.fetch_sub(1, Ordering::Release);
-        debug_assert!(old > 0, "put_page on a free page");
+        crate::mmdebug::vm_bug_on_page!(old == 0, self, "put_page on a free page");
         if old == 1 {
             crate::sync::atomic::fence(Ordering::Acquire);
             true
@@ -313,7 +313,7 @@ impl Page {
     pub fn unlock(&self, vm: &VmCounters) {
         vm.inc(Item::atomic_flag_rmw);
         let old = self.flags.fetch_and(!PG_LOCKED, Ordering::Release);
-        debug_assert!(old & PG_LOCKED != 0, "unlock_page of an unlocked page");
+        crate::mmdebug::vm_bug_on_page!(old & PG_LOCKED == 0, self, "unlock_page of an unlocked page");
         if old & PG_WAITERS != 0 {
             self.wake_waiters();
         }
@@ -377,7 +377,7 @@ impl Page {
 
     /// Reset a page that is being freed (refcount 0, off every list).
     pub(crate) fn reset_for_free(&self) {
-        debug_assert_eq!(self.mapcount.load(Ordering::Relaxed), 0, "freeing a mapped page");
+        crate::mmdebug::vm_bug_on_page!(self.mapcount.load(Ordering::Relaxed) != 0, self, "freeing a mapped page");
         self.flags.store(0, Ordering::Relaxed);
         self.mapping.store(NO_MAPPING, Ordering::Relaxed);
         self.lru_prev.store(NO_PFN, Ordering::Relaxed);

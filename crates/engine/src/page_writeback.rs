@@ -15,6 +15,7 @@
 //! Writers that push dirty + writeback pages past the dirty limit wait in
 //! `balance_dirty_pages` until the flusher brings them back under it.
 
+use crate::mmdebug::vm_bug_on_page;
 use crate::sync::atomic::{AtomicU32, Ordering};
 use std::cell::Cell;
 use std::sync::Arc;
@@ -186,7 +187,7 @@ impl Cache {
             }
         }
         let old = page.clear_and_wake(PG_WRITEBACK, &self.vm);
-        debug_assert!(old & PG_WRITEBACK != 0);
+        vm_bug_on_page!(old & PG_WRITEBACK == 0, page, "end_page_writeback without PG_writeback");
         self.nr_writeback.fetch_sub(1, Ordering::Relaxed);
         inode.bdi.nr_writeback.fetch_sub(1, Ordering::Relaxed);
         if ok {

@@ -22,6 +22,7 @@
 //! turns the entry into the page's swap entry; zapping a swap entry frees
 //! its slot (`free_swap_and_cache`).
 
+use crate::mmdebug::vm_bug_on_page;
 use crate::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -44,7 +45,7 @@ impl Cache {
     /// page_remove_rmap: one entry fewer (page locked).
     pub(crate) fn page_remove_rmap(&self, pfn: Pfn) {
         let old = self.page(pfn).mapcount.fetch_sub(1, Ordering::Relaxed);
-        debug_assert!(old > 0, "page_remove_rmap of an unmapped page");
+        vm_bug_on_page!(old == 0, self.page(pfn), "page_remove_rmap of an unmapped page");
         if old == 1 {
             self.nr_mapped.fetch_sub(1, Ordering::Relaxed);
         }
@@ -56,7 +57,7 @@ impl Cache {
         for _ in 0..n {
             self.page_remove_rmap(pfn);
             let last = self.page(pfn).put_testzero();
-            debug_assert!(!last, "an entry held a page's last reference");
+            vm_bug_on_page!(last, self.page(pfn), "an entry held a page's last reference");
         }
     }
 
@@ -97,7 +98,7 @@ impl Cache {
     /// cleared before that stay cleared.
     pub(crate) fn try_to_unmap(&self, inode: &Inode, pfn: Pfn, ignore_access: bool) -> bool {
         let page = self.page(pfn);
-        debug_assert!(page.test(PG_LOCKED), "try_to_unmap without the page lock");
+        vm_bug_on_page!(!page.test(PG_LOCKED), page, "try_to_unmap without the page lock");
         if !page.mapped() {
             return true;
         }
@@ -133,7 +134,7 @@ impl Cache {
     /// and dirties the page again. Returns whether an entry was dirty.
     pub(crate) fn page_mkclean(&self, inode: &Inode, pfn: Pfn) -> bool {
         let page = self.page(pfn);
-        debug_assert!(page.test(PG_LOCKED), "page_mkclean without the page lock");
+        vm_bug_on_page!(!page.test(PG_LOCKED), page, "page_mkclean without the page lock");
         if !page.mapped() {
             return false;
         }
@@ -260,12 +261,12 @@ impl Cache {
     /// entry's reference, which is never the last (the caller holds one).
     fn page_remove_anon_rmap(&self, pfn: Pfn) {
         let old = self.page(pfn).mapcount.fetch_sub(1, Ordering::Relaxed);
-        debug_assert!(old > 0, "page_remove_rmap of an unmapped anonymous page");
+        vm_bug_on_page!(old == 0, self.page(pfn), "page_remove_rmap of an unmapped anonymous page");
         if old == 1 {
             self.nr_anon_pages.fetch_sub(1, Ordering::Relaxed);
         }
         let last = self.page(pfn).put_testzero();
-        debug_assert!(!last, "an entry held an anonymous page's last reference");
+        vm_bug_on_page!(last, self.page(pfn), "an entry held an anonymous page's last reference");
     }
 
     /// page_referenced for an anonymous page: test and clear its entry's
@@ -285,7 +286,11 @@ impl Cache {
     /// if the entry was used since `page_referenced_anon` looked.
     pub(crate) fn try_to_unmap_anon(&self, vma: &Vma, pfn: Pfn) -> bool {
         let page = self.page(pfn);
-        debug_assert!(page.test(PG_LOCKED) && page.test(PG_SWAPCACHE));
+        vm_bug_on_page!(
+            !page.test(PG_LOCKED) || !page.test(PG_SWAPCACHE),
+            page,
+            "try_to_unmap_anon: not locked in the swap cache"
+        );
         let (Some(swap), Some(si)) = (page.swap_slot(), self.swap()) else { return false };
         let slot = page.anon_slot();
         if slot >= vma.nr_pages as usize {

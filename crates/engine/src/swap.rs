@@ -33,6 +33,7 @@
 use parking_lot::Mutex;
 
 use crate::mm::Cache;
+use crate::mmdebug::vm_bug_on_page;
 use crate::page::*;
 use crate::vmstat::Item;
 use crate::{LruBatching, LruList, PagevecDrain};
@@ -152,7 +153,7 @@ impl Cache {
             let mut lru = self.lruvec.lock(&self.arena, &self.vm);
             for &pfn in pv.pages() {
                 let page = self.page(pfn);
-                debug_assert!(!page.test(PG_LRU));
+                vm_bug_on_page!(page.test(PG_LRU), page, "lru_add of a page on a list");
                 if self.admission.is_some() && page.flags() & (PG_ACTIVE | PG_UNEVICTABLE | PG_SWAPBACKED) == 0 {
                     // New file pages wait in the admission window.
                     page.set(PG_WINDOW, &self.vm);

@@ -39,6 +39,7 @@
 
 use crate::error::{Error, Result};
 use crate::mm::Cache;
+use crate::mmdebug::vm_bug_on_page;
 use crate::page::*;
 use crate::swapfile::SWAP_HAS_CACHE;
 use crate::vmstat::Item;
@@ -60,7 +61,11 @@ impl Cache {
     /// when swap is off or full.
     pub(crate) fn add_to_swap(&self, pfn: Pfn) -> bool {
         let page = self.page(pfn);
-        debug_assert!(page.test(PG_LOCKED) && page.test(PG_SWAPBACKED) && !page.test(PG_SWAPCACHE));
+        vm_bug_on_page!(
+            !page.test(PG_LOCKED) || !page.test(PG_SWAPBACKED) || page.test(PG_SWAPCACHE),
+            page,
+            "add_to_swap"
+        );
         let Some(si) = self.swap() else { return false };
         {
             let mut inner = si.lock();
@@ -79,7 +84,7 @@ impl Cache {
     /// it), the cache's reference put. The caller holds a reference too.
     pub(crate) fn delete_from_swap_cache(&self, pfn: Pfn) {
         let page = self.page(pfn);
-        debug_assert!(page.test(PG_LOCKED) && page.test(PG_SWAPCACHE));
+        vm_bug_on_page!(!page.test(PG_LOCKED) || !page.test(PG_SWAPCACHE), page, "delete_from_swap_cache");
         let (Some(si), Some(slot)) = (self.swap(), page.swap_slot()) else { return };
         {
             let mut inner = si.lock();
@@ -90,7 +95,7 @@ impl Cache {
             page.set_anon(page.mapping(), anon_index(page.anon_slot(), None));
         }
         let last = page.put_testzero();
-        debug_assert!(!last, "the swap cache held a page's last reference");
+        vm_bug_on_page!(last, page, "the swap cache held a page's last reference");
     }
 
     /// __remove_mapping for a swap-cache page, page locked, clean,

@@ -42,6 +42,7 @@ use parking_lot::{Mutex, MutexGuard};
 use crate::backing::{BackingDev, FileDev, MemoryDev};
 use crate::error::{Error, Result};
 use crate::mm::Cache;
+use crate::mmdebug::vm_bug_on;
 use crate::page::*;
 use crate::vmstat::Item;
 
@@ -202,7 +203,7 @@ impl SwapInner {
     /// Returns what is left.
     pub(crate) fn swap_entry_free(&mut self, offset: u32, usage: u8) -> u8 {
         let v = &mut self.map[offset as usize];
-        debug_assert!(*v != 0 && *v != SWAP_MAP_BAD, "freeing free swap slot {offset}");
+        vm_bug_on!(*v == 0 || *v == SWAP_MAP_BAD, "freeing free swap slot {offset}");
         if usage == SWAP_HAS_CACHE {
             debug_assert!(*v & SWAP_HAS_CACHE != 0);
             *v &= !SWAP_HAS_CACHE;

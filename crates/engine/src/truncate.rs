@@ -9,6 +9,7 @@
 //!
 //! Partial pages at the edges of the range are zeroed in place, not removed.
 
+use crate::mmdebug::vm_bug_on_page;
 use crate::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -146,7 +147,11 @@ impl Cache {
     /// False if the page had already left the mapping.
     pub fn truncate_inode_page(&self, inode: &Inode, pfn: Pfn) -> bool {
         let page = self.page(pfn);
-        debug_assert!(page.test(PG_LOCKED) && !page.test(PG_WRITEBACK));
+        vm_bug_on_page!(
+            !page.test(PG_LOCKED) || page.test(PG_WRITEBACK),
+            page,
+            "truncating a page not locked or under writeback"
+        );
         {
             let _g = inode.tree_lock.lock();
             if page.mapping() != inode.id {

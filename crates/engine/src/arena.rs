@@ -154,7 +154,9 @@ impl Arena {
     /// The frame's bytes as a device read fills them.
     ///
     /// # Safety
-    /// The page is locked and not uptodate, and held: no Rust code reads
+    /// The page is locked and not uptodate, and held (by a reference, or
+    /// by being in the page cache while locked: every path that removes a
+    /// page takes its lock, so a locked cached page stays): no Rust code reads
     /// it (readers copy only uptodate pages; PG_uptodate is never cleared
     /// while the page is cached and its frame is not reused while pinned)
     /// and no Rust code writes it (writers hold the page lock). The slice

@@ -46,7 +46,7 @@ pub const QUEUE_DEPTH: usize = 64;
 pub const WRITE_QUEUE_DEPTH: usize = 16;
 
 /// One read: a run of locked, not-uptodate pages of `inode` starting at
-/// page `first`, each with a reference the completion drops.
+/// page `first` (kept in the page cache by their lock, not by a reference).
 pub struct ReadRequest {
     pub inode: Arc<Inode>,
     pub first: u64,
@@ -198,14 +198,18 @@ impl Cache {
 
     /// Do a run's read and its completion work (end_page_read for each
     /// page): uptodate, or PG_error and not uptodate, whose next reader
-    /// retries the read and reports the error; then unlock (waking the
-    /// readers waiting on the page) and drop the submitter's references.
+    /// retries the read and reports the error; then unlock, waking the
+    /// readers waiting on the page. The pages hold no reference of the
+    /// submitter's (dropped at submission, as readahead_folio does): the
+    /// page lock keeps each in the page cache until this unlock.
     pub(crate) fn end_page_read(&self, inode: &Inode, first: u64, pages: &[Pfn]) {
-        let _ = self.read_pages_io(inode, first, pages);
+        let ok = self.read_pages_raw(inode, first, pages).is_ok();
         for &pfn in pages {
-            self.page(pfn).unlock(&self.vm);
+            // folio_end_read: uptodate (or PG_error) and unlocked in one
+            // atomic step, so no reader copies a page that is still locked
+            // and a page's lock is not held past its own completion.
+            self.page(pfn).end_read(ok, &self.vm);
         }
-        self.release_pages(pages);
     }
 
     fn io_worker(self: Arc<Self>) {

@@ -663,12 +663,30 @@ impl Cache {
     /// `first` (the readpage/readpages of a filesystem). On return they are
     /// uptodate, or carry PG_error; they stay locked.
     pub fn read_pages_io(&self, inode: &Inode, first: u64, pages: &[Pfn]) -> Result<()> {
+        let res = self.read_pages_raw(inode, first, pages);
+        let ok = res.is_ok();
+        for &p in pages {
+            let page = self.page(p);
+            if ok {
+                page.clear(PG_ERROR, &self.vm);
+                page.set(PG_UPTODATE, &self.vm);
+            } else {
+                page.set(PG_ERROR, &self.vm);
+            }
+        }
+        res
+    }
+
+    /// The device read of `read_pages_io`, leaving the flags to the caller:
+    /// the bytes (zeroes past the device's end) in the frames, or the error.
+    pub(crate) fn read_pages_raw(&self, inode: &Inode, first: u64, pages: &[Pfn]) -> Result<()> {
         let shift = self.page_shift();
         let ps = self.page_size();
         let res = if let [pfn] = pages {
             // A single page (a plain miss) needs no heap allocation.
-            // SAFETY: the page is locked, not uptodate and held by the
-            // caller; the slice is gone before it is marked uptodate.
+            // SAFETY: the page is locked, not uptodate and held (by the
+            // caller's reference, or, for readahead, by being cached while
+            // locked); the slice is gone before it is marked uptodate.
             let mut one = [unsafe { self.arena.frame_for_io_mut(*pfn) }];
             inode.dev.read_pages(first << shift, &mut one)
         } else {
@@ -689,20 +707,10 @@ impl Cache {
                         self.memzero_page(pfn, from, ps - from);
                     }
                 }
-                for &p in pages {
-                    let page = self.page(p);
-                    page.clear(PG_ERROR, &self.vm);
-                    page.set(PG_UPTODATE, &self.vm);
-                }
                 self.vm.add(Item::pgpgin, (pages.len() * ps / 1024) as u64);
                 Ok(())
             }
-            Err(e) => {
-                for &p in pages {
-                    self.page(p).set(PG_ERROR, &self.vm);
-                }
-                Err(Error::io(&inode.name, e))
-            }
+            Err(e) => Err(Error::io(&inode.name, e)),
         }
     }
 

@@ -319,6 +319,21 @@ impl Page {
         }
     }
 
+    /// folio_end_read: the end of a read of this locked page, in one atomic
+    /// step: PG_uptodate set and PG_error cleared (`ok`), or PG_error set,
+    /// and PG_locked cleared; then the waiters woken.
+    pub fn end_read(&self, ok: bool, vm: &VmCounters) {
+        vm.inc(Item::atomic_flag_rmw);
+        let (set, clear) = if ok { (PG_UPTODATE, PG_ERROR | PG_LOCKED) } else { (PG_ERROR, PG_LOCKED) };
+        let old = self.flags.fetch_update(Ordering::Release, Ordering::Relaxed, |f| Some((f | set) & !clear));
+        // The closure always returns Some.
+        let old = old.unwrap_or_else(|f| f);
+        crate::mmdebug::vm_bug_on_page!(old & PG_LOCKED == 0, self, "end_read of an unlocked page");
+        if old & PG_WAITERS != 0 {
+            self.wake_waiters();
+        }
+    }
+
     /// Clear `flag` (PG_writeback) and wake waiters: end of a waited-on state.
     pub fn clear_and_wake(&self, flag: u32, vm: &VmCounters) -> u32 {
         vm.inc(Item::atomic_flag_rmw);

@@ -541,13 +541,23 @@ impl Cache {
         }
     }
 
-    /// Write every dirty page of every inode and wait (sync(2)).
+    /// Write every dirty page of every inode and wait (sync(2)), then wait
+    /// for the writeback others started (the flushers' queued runs, whose
+    /// inodes are no longer dirty), as sync_inodes_sb's wait_sb_inodes
+    /// does: when it returns, nothing written before it is in flight.
     pub fn sync_all(&self) -> Result<()> {
         let mut first = Ok(());
         for inode in self.dirty_inodes(None) {
             let r = self.write_and_wait_range(&inode, 0, u64::MAX);
             if first.is_ok() {
                 first = r;
+            }
+        }
+        if self.nr_writeback.load(Ordering::Acquire) > 0 {
+            let cached: Vec<Arc<Inode>> =
+                self.by_id.read().iter().flatten().filter(|i| i.nrpages.load(Ordering::Relaxed) > 0).cloned().collect();
+            for inode in cached {
+                self.wait_writeback_range(&inode, 0, u64::MAX);
             }
         }
         first

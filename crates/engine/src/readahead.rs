@@ -292,6 +292,11 @@ impl Cache {
             return;
         }
         let pages = std::mem::take(run);
+        // As readahead_folio does, the submitter's references go now: a
+        // locked page in the page cache stays (its removal takes the page
+        // lock), and no reference outlives the read to keep a page the
+        // reader has done with from being dropped or reclaimed.
+        self.release_pages(&pages);
         if is_async {
             if let Some(inode) = self.inode_by_id(inode.id) {
                 self.submit_read(ReadRequest { inode, first, pages });

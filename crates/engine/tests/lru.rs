@@ -1,17 +1,9 @@
 //! LRU state transitions as the kernel defines them (M4, M5, M6, M8).
 
-use pcache::{Config, Item, LruBatching, LruList, PageCache, PageState, PagevecDrain, RemarkRule, Tunables};
+mod common;
 
-/// Keep this thread on one CPU so "this CPU's batch" stays the same one.
-fn pin_to_cpu0() {
-    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it; the
-    // call only reads the set.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(0, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
-}
+use common::pin_to_cpu0;
+use pcache::{Config, Item, LruBatching, LruList, PageCache, PageState, PagevecDrain, RemarkRule, Tunables};
 
 fn cache_with(t: Tunables, pages: u64) -> PageCache {
     PageCache::new(Config { memory_bytes: pages * 4096, tunables: t, ..Config::default() }).unwrap()

@@ -4,22 +4,14 @@
 //! FMODE_NOREUSE, POSIX_FADV_{NORMAL,SEQUENTIAL,RANDOM,WILLNEED,DONTNEED,
 //! NOREUSE}, and EOF.
 
+mod common;
+
+use common::pin_to_cpu0;
 use pcache::{Advice, Config, File, Item, LruList, PageCache, Tunables, VmStat};
 
 const PS: u64 = 4096;
 /// The default window (Tunables::default().ra_pages).
 const RA: u64 = 32;
-
-/// Keep this thread on one CPU so "this CPU's batch" stays the same one.
-fn pin_to_cpu0() {
-    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it; the
-    // call only reads the set.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(0, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
-}
 
 /// No kswapd, and a flusher that never finds anything old enough to write:
 /// nothing changes the cache behind the test's back.

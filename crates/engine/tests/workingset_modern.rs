@@ -3,6 +3,9 @@
 //! (prepare_scan_count's `may_deactivate`, snapshot_refaults) and the
 //! eviction timestamp taken before the clock ages.
 
+mod common;
+
+use common::pin_to_cpu0;
 use pcache::{Config, Item, LruList, PageCache, Tunables, WorkingsetVersion};
 
 fn cache(version: WorkingsetVersion) -> PageCache {
@@ -35,6 +38,7 @@ fn read(f: &pcache::File, i: u64) {
 // pgdeactivate in each reclaim.
 #[test]
 fn refault_activation_lets_the_next_reclaim_deactivate() {
+    pin_to_cpu0();
     for version in [WorkingsetVersion::Linux315, WorkingsetVersion::Linux6] {
         let c = cache(version);
         let hot = c.open_memory("hot").unwrap();
@@ -90,6 +94,7 @@ fn refault_activation_lets_the_next_reclaim_deactivate() {
 // nonresident_age before it aged: distance 1 > 0 active pages).
 #[test]
 fn eviction_timestamp_precedes_aging_in_linux6() {
+    pin_to_cpu0();
     for version in [WorkingsetVersion::Linux315, WorkingsetVersion::Linux6] {
         let c = cache(version);
         let f = c.open_memory("f").unwrap();

@@ -46,6 +46,9 @@ use crate::vmstat::Item;
 pub const RING_DEPTH: u32 = 64;
 /// Most iovecs in one READV/WRITEV (UIO_MAXIOV); longer runs use threads.
 const IOV_MAX: usize = 1024;
+/// The largest read put on the ring as one request (a readahead window
+/// is split into such pieces): 1 MiB, a common max_sectors_kb.
+const MAX_REQUEST_BYTES: usize = 1 << 20;
 /// The user_data of the NOP `close` submits to wake the reaper.
 const WAKE: u64 = u64::MAX;
 /// The reaper's wait, as a safety net only: completions and `close` wake it.
@@ -236,7 +239,29 @@ impl Cache {
 
     /// submit_bio on the ring for a readahead run; gives it back when the
     /// ring cannot take it (no ring, a device that is not lent, ring full).
-    pub(super) fn uring_submit_read(&self, req: ReadRequest) -> Result<(), ReadRequest> {
+    pub(super) fn uring_submit_read(&self, mut req: ReadRequest) -> Result<(), ReadRequest> {
+        if self.bio.uring.get().is_none() {
+            return Err(req);
+        }
+        // Split as the block layer splits a bio: each piece completes, and
+        // unlocks its pages, on its own, so the reader of the first pages
+        // does not wait for the last ones of a large window.
+        let max = (MAX_REQUEST_BYTES >> self.page_shift()).max(1);
+        while req.pages.len() > max {
+            let rest = req.pages.split_off(max);
+            let next = ReadRequest { inode: req.inode.clone(), first: req.first + max as u64, pages: rest };
+            let head = std::mem::replace(&mut req, next);
+            if let Err(mut head) = self.uring_submit_read_one(head) {
+                // The ring is full or refuses this device: the rest goes
+                // back to the caller in one run, as it came.
+                head.pages.append(&mut req.pages);
+                return Err(head);
+            }
+        }
+        self.uring_submit_read_one(req)
+    }
+
+    fn uring_submit_read_one(&self, req: ReadRequest) -> Result<(), ReadRequest> {
         let Some(ring) = self.bio.uring.get() else { return Err(req) };
         let pos = req.first << self.page_shift();
         let len = req.pages.len() * self.page_size();

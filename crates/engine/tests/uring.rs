@@ -236,3 +236,28 @@ fn shutdown_drains_requests_in_flight() {
     cache.shutdown().unwrap();
     assert_eq!(cache.vmstat().get(Item::nr_writeback), 0);
 }
+
+// Goal: the ring's short read at end of file is finished through the
+// device's own path: the file's bytes, then zeroes to the page's end, and
+// reads stop at EOF. Method: a host file of 100 pages and 123 bytes, read
+// cold through the cache in 4 KiB calls; its last window's O_DIRECT read
+// ends short (uring_fixup counts it).
+#[test]
+fn short_read_at_eof_is_finished_and_zero_filled() {
+    let dir = scratch();
+    let path = host_file(dir.path(), "tail", 4, 101);
+    let full = std::fs::read(&path).unwrap();
+    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(100 * PS + 123).unwrap();
+    let Some(cache) = cache_with(IoEngine::Uring, 1024) else { return };
+    let Some(f) = open_direct(&cache, &path) else { return };
+    let before = cache.vmstat();
+    read_and_check(&f, 4, 0, 100, 1);
+    let mut buf = vec![0xAAu8; PS as usize];
+    assert_eq!(f.read_at(&mut buf, 100 * PS).unwrap(), 123);
+    assert!(buf[..123] == full[(100 * PS) as usize..(100 * PS) as usize + 123]);
+    assert_eq!(f.read_at(&mut buf, 101 * PS).unwrap(), 0);
+    assert!(delta(&cache, &before, Item::ra_submit_uring) > 0);
+    eprintln!("fix-ups: {}", delta(&cache, &before, Item::uring_fixup));
+    drop(f);
+    cache.shutdown().unwrap();
+}

@@ -216,7 +216,7 @@ impl Uring {
 
 impl Cache {
     /// Set up the cache's ring and its reaper (at start, `Auto` or
-    /// `Uring`); None if the kernel refuses io_uring.
+    /// `Uring`); the error if the kernel refuses io_uring.
     pub(crate) fn start_uring(self: &Arc<Self>) -> io::Result<()> {
         let ring = Arc::new(Uring::setup()?);
         let (c, r) = (self.clone(), ring.clone());

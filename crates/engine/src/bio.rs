@@ -27,7 +27,7 @@
 //! out of writeback (writes).
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, Once, OnceLock};
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
@@ -36,7 +36,10 @@ use crate::error::Result;
 use crate::filemap::Inode;
 use crate::mm::Cache;
 use crate::page::Pfn;
+use crate::tunables::IoEngine;
 use crate::vmstat::Item;
+
+mod uring;
 
 /// Requests queued at most (the block layer's nr_requests, per cache).
 pub const QUEUE_DEPTH: usize = 64;
@@ -116,24 +119,49 @@ impl Queue {
     }
 }
 
-/// The cache's I/O queue and its workers' doorbell.
+/// The cache's I/O queue and its workers' doorbell, and its io_uring
+/// when one was set up.
 #[derive(Default)]
 pub struct IoQueue {
     queue: Mutex<Queue>,
     cv: Condvar,
+    uring: OnceLock<Arc<uring::Uring>>,
 }
 
 impl IoQueue {
-    /// Stop queueing; the workers finish what is queued and leave.
+    /// Stop queueing; the workers finish what is queued and leave, the
+    /// ring's reaper what is in flight.
     pub fn close(&self) {
+        if let Some(r) = self.uring.get() {
+            r.close();
+        }
         self.queue.lock().closed = true;
         self.cv.notify_all();
     }
 }
 
+/// Said once per process: io_uring could not be set up.
+static URING_FALLBACK_NOTICE: Once = Once::new();
+
 impl Cache {
-    /// Start the I/O workers (at cache creation).
+    /// Start the I/O workers (at cache creation), and the io_uring beside
+    /// them as `Tunables::io_engine` says. With `Auto`, a kernel that
+    /// refuses io_uring (too old, seccomp, io_uring_disabled) leaves the
+    /// workers doing it all, said once on stderr and in vmstat
+    /// (`uring_setup_failed`); `Uring` makes that an error. No workers
+    /// (`io_threads = 0`) means synchronous I/O: no ring either.
     pub(crate) fn start_io_workers(self: &Arc<Self>, n: usize) -> std::io::Result<()> {
+        if n > 0 && self.tunables.io_engine != IoEngine::Threads {
+            if let Err(e) = self.start_uring() {
+                self.vm.inc(Item::uring_setup_failed);
+                if self.tunables.io_engine == IoEngine::Uring {
+                    return Err(e);
+                }
+                URING_FALLBACK_NOTICE.call_once(|| {
+                    eprintln!("pcache: io_uring unavailable ({e}), asynchronous I/O on {n} threads");
+                });
+            }
+        }
         for i in 0..n {
             let c = self.clone();
             let t = std::thread::Builder::new().name(format!("pcache-io/{i}")).spawn(move || c.io_worker())?;
@@ -147,6 +175,10 @@ impl Cache {
     /// full or stopped, do it here. Either way the pages end unlocked and
     /// the references go.
     pub(crate) fn submit_read(&self, req: ReadRequest) {
+        let Err(req) = self.uring_submit_read(req) else {
+            self.vm.inc(Item::ra_submit_async);
+            return;
+        };
         let req = {
             let mut q = self.bio.queue.lock();
             if !q.has_room() {
@@ -168,6 +200,10 @@ impl Cache {
     /// and the references go. The result is the inline write's; a queued
     /// write reports to `req.wait` and the file's errseq.
     pub(crate) fn submit_write(&self, req: WriteRequest) -> Result<()> {
+        let Err(req) = self.uring_submit_write(req) else {
+            self.vm.inc(Item::wb_submit_async);
+            return Ok(());
+        };
         let req = {
             let mut q = self.bio.queue.lock();
             if !q.has_room() || q.writes.len() >= WRITE_QUEUE_DEPTH {
@@ -191,6 +227,15 @@ impl Cache {
     /// (write_pages_now), then the waiter told.
     fn complete_queued_write(&self, req: WriteRequest) {
         let res = self.write_pages_now(&req.inode, req.first, &req.pages);
+        if let Some(w) = &req.wait {
+            w.done(res.as_ref().err().map_or(0, |e| e.errno()));
+        }
+    }
+
+    /// The completion of a write the ring did: end_page_writeback and
+    /// the rest (end_write_pages), then the waiter told.
+    fn end_queued_write(&self, req: &WriteRequest, res: std::io::Result<()>) {
+        let res = self.end_write_pages(&req.inode, &req.pages, res);
         if let Some(w) = &req.wait {
             w.done(res.as_ref().err().map_or(0, |e| e.errno()));
         }

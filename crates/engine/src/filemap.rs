@@ -681,7 +681,6 @@ impl Cache {
     /// the bytes (zeroes past the device's end) in the frames, or the error.
     pub(crate) fn read_pages_raw(&self, inode: &Inode, first: u64, pages: &[Pfn]) -> Result<()> {
         let shift = self.page_shift();
-        let ps = self.page_size();
         let res = if let [pfn] = pages {
             // A single page (a plain miss) needs no heap allocation.
             // SAFETY: the page is locked, not uptodate and held (by the
@@ -697,6 +696,15 @@ impl Cache {
                 .collect();
             inode.dev.read_pages(first << shift, &mut bufs)
         };
+        self.end_read_pages(inode, pages, res)
+    }
+
+    /// The completion half of `read_pages_io` (the I/O done, its frames no
+    /// longer borrowed): `res` is the bytes read from the run's start.
+    /// Bytes past them read as zeroes; the pages become uptodate, or carry
+    /// PG_error on failure. They stay locked.
+    pub(crate) fn end_read_pages(&self, inode: &Inode, pages: &[Pfn], res: std::io::Result<usize>) -> Result<()> {
+        let ps = self.page_size();
         match res {
             Ok(n) => {
                 // Bytes past the device's end read as zeroes.

@@ -66,8 +66,8 @@ pub use signal::Interrupt;
 pub use swapfile::{SwapBacking, SwapConfig};
 pub use sysctl::SYSCTL_NAMES;
 pub use tunables::{
-    AccessedInit, Admission, Advice, AnonLru, Config, LruBatching, MappedActivation, PagevecDrain, ReclaimWriteback,
-    RemarkRule, Tunables, WorkingsetVersion, MAX_PAGE_SIZE, MIN_PAGE_SIZE,
+    AccessedInit, Admission, Advice, AnonLru, Config, IoEngine, LruBatching, MappedActivation, PagevecDrain,
+    ReclaimWriteback, RemarkRule, Tunables, WorkingsetVersion, MAX_PAGE_SIZE, MIN_PAGE_SIZE,
 };
 pub use vmstat::{Item, VmStat};
 

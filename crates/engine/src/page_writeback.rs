@@ -257,6 +257,14 @@ impl Cache {
         // start_writeback_locked; writers wait for it under the lock.
         let bufs: Vec<&[u8]> = run.iter().map(|&p| unsafe { self.arena.frame_for_io(p) }).collect();
         let res = inode.dev.write_pages(first << self.page_shift(), &bufs, size);
+        drop(bufs);
+        self.end_write_pages(inode, run, res)
+    }
+
+    /// The completion half of `write_pages_now` (the device call done,
+    /// the frames no longer borrowed): the error into the file's errseq,
+    /// end_page_writeback and a reference dropped on each page.
+    pub(crate) fn end_write_pages(&self, inode: &Inode, run: &[Pfn], res: std::io::Result<()>) -> Result<()> {
         let ok = res.is_ok();
         if let Err(e) = &res {
             errseq_set(&inode.wb_err, e.raw_os_error().unwrap_or(libc::EIO));

@@ -19,6 +19,19 @@ pub enum AccessedInit {
     AccessedV2,
 }
 
+/// The asynchronous I/O engine (bio.rs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum IoEngine {
+    /// io_uring where the kernel allows it (set up at start), else the
+    /// thread pool, saying so once.
+    #[default]
+    Auto,
+    /// io_uring or fail to start: for measurements.
+    Uring,
+    /// The thread pool only, even where io_uring works.
+    Threads,
+}
+
 /// M5 (seed 002): how `mark_page_accessed` activates a page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum LruBatching {
@@ -275,6 +288,12 @@ pub struct Tunables {
     /// the reader copies (bio.rs). 0: the caller reads every window.
     #[serde(default = "default_io_threads")]
     pub io_threads: usize,
+    /// How asynchronous I/O reaches devices that can be driven directly
+    /// (host files opened O_DIRECT): io_uring, or the `io_threads` pool.
+    /// Chosen once, when the cache starts; `io_threads = 0` keeps all I/O
+    /// synchronous whatever this says.
+    #[serde(default)]
+    pub io_engine: IoEngine,
     /// Readahead sized from the device where it reports its queue limits
     /// (a host file's block device: its read_ahead_kb as the window, its
     /// max_sectors_kb bounding a large read's), as the kernel's bdi is.
@@ -354,6 +373,7 @@ impl Default for Tunables {
             anon_lru: AnonLru::Linux3,
             fault_around_bytes: default_fault_around_bytes(),
             io_threads: default_io_threads(),
+            io_engine: IoEngine::default(),
             ra_from_device: true,
         }
     }

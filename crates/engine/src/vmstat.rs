@@ -164,6 +164,19 @@ items! {
     ra_submit_inline,
     /// Writeback runs queued to the I/O workers (pcache's own).
     wb_submit_async,
+    /// Readahead and writeback runs submitted to the cache's io_uring
+    /// (bio/uring.rs), a subset of `ra_submit_async`/`wb_submit_async`;
+    /// runs it gave back to the thread pool (ring full, a device it cannot
+    /// drive); and completions it finished synchronously (short transfer
+    /// or error, redone through the device's own path). pcache's own.
+    ra_submit_uring,
+    wb_submit_uring,
+    uring_fallback,
+    uring_fixup,
+    /// io_uring instances set up, and set-ups that failed (the thread pool
+    /// then does the cache's asynchronous I/O). pcache's own.
+    uring_setup,
+    uring_setup_failed,
     /// Mapped pages reclaim found referenced through page table young bits
     /// (page_check_references), and what became of them: activated, or
     /// given another trip round the inactive list (PAGEREF_KEEP). pcache's

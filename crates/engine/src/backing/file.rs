@@ -21,7 +21,7 @@ use std::sync::{Arc, Once};
 use parking_lot::{Mutex, RwLock};
 
 use super::fdcache::{CachedFd, FdCache};
-use super::{BackingDev, QueueLimits};
+use super::{AsyncIo, BackingDev, IoDir, QueueLimits};
 
 /// Most iovecs passed to one `preadv`/`pwritev` call (Linux's `IOV_MAX`).
 const IOV_MAX: usize = 1024;
@@ -104,7 +104,7 @@ pub struct FileDev {
     /// what the caller asked for, and exclusively by O_DIRECT tail writes
     /// (which grow the file and cut it back) and `set_len`, so that the
     /// cut-back never discards another writer's data.
-    size_lock: RwLock<()>,
+    size_lock: Arc<RwLock<()>>,
     /// Space promised to written pages (see `reserve`).
     resv: Mutex<Reservations>,
 }
@@ -289,7 +289,7 @@ impl FileDev {
             page_size,
             direct: AtomicBool::new(is_direct),
             dontneed: AtomicBool::new(asked_direct && !is_direct),
-            size_lock: RwLock::new(()),
+            size_lock: Arc::new(RwLock::new(())),
             resv: Mutex::new(Reservations::default()),
             limits: host_queue_limits(ident.0),
         })
@@ -857,6 +857,51 @@ impl BackingDev for FileDev {
 
     fn queue_limits(&self) -> Option<QueueLimits> {
         self.limits
+    }
+
+    /// Only the plain O_DIRECT transfer: buffered mode must drop the
+    /// host's copy afterwards, and a write reaching past `file_size` must
+    /// cut the file back (both stay on `read_pages`/`write_pages`). A write
+    /// holds the size lock shared until it completes, as `write_pages`
+    /// does for its call, so no tail write's cut-back discards it. Written
+    /// ranges are not recorded as reserved: that only saves a fallocate.
+    fn async_io(&self, dir: IoDir, pos: u64, len: u64, file_size: u64) -> Option<AsyncIo> {
+        let ps = self.page_size as u64;
+        if !self.is_direct() || len == 0 || !pos.is_multiple_of(ps) || !len.is_multiple_of(ps) {
+            return None;
+        }
+        let end = pos.checked_add(len)?;
+        file_offset(end, 0).ok()?;
+        // An error here is the synchronous path's to report.
+        let fd = self.file().ok()?;
+        let hold: Option<Box<dyn Send>> = match dir {
+            IoDir::Read => None,
+            IoDir::Write if end <= file_size => Some(Box::new(SharedSizeHold::new(&self.size_lock))),
+            IoDir::Write => return None,
+        };
+        Some(AsyncIo { fd, hold })
+    }
+}
+
+/// `size_lock` held shared by an asynchronous write, from submission to
+/// completion, which may be on another thread (a guard cannot move
+/// between threads, hence the forgotten guard).
+struct SharedSizeHold(Arc<RwLock<()>>);
+
+impl SharedSizeHold {
+    fn new(lock: &Arc<RwLock<()>>) -> SharedSizeHold {
+        std::mem::forget(lock.read());
+        SharedSizeHold(lock.clone())
+    }
+}
+
+impl Drop for SharedSizeHold {
+    fn drop(&mut self) {
+        // SAFETY: `new` took exactly one shared hold and forgot its guard;
+        // this releases that one hold, once. parking_lot's raw RwLock keeps
+        // no owner thread for shared holds (no deadlock_detection feature),
+        // so releasing it from the completing thread is sound.
+        unsafe { self.0.force_unlock_read() }
     }
 }
 

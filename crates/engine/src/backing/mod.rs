@@ -5,6 +5,7 @@
 //! offsets into page-aligned frames, so a device may use O_DIRECT.
 
 use std::io;
+use std::sync::Arc;
 
 mod fault;
 mod fdcache;
@@ -28,6 +29,24 @@ pub struct QueueLimits {
     /// `max_sectors_kb`: the largest request, which bounds a large read's
     /// window (the bdi's `io_pages`).
     pub max_sectors_kb: u64,
+}
+
+/// The direction of an asynchronous transfer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoDir {
+    Read,
+    Write,
+}
+
+/// What an asynchronous engine (bio.rs's io_uring) needs to move a run of
+/// pages itself, with `preadv`/`pwritev` semantics on a descriptor: the
+/// descriptor, open until the transfer completes, and whatever else the
+/// device needs held that long (a lock keeping the file's length still).
+pub struct AsyncIo {
+    pub fd: Arc<CachedFd>,
+    /// Dropped when the transfer completes, before the engine calls the
+    /// device again (a synchronous fix-up may need what it holds).
+    pub hold: Option<Box<dyn Send>>,
 }
 
 /// A store of bytes behind one cached file.
@@ -114,6 +133,20 @@ pub trait BackingDev: Send + Sync + 'static {
     /// files: the page cache keys them by it, so every spelling and every
     /// link of one file shares one inode.
     fn identity(&self) -> Option<(u64, u64)> {
+        None
+    }
+
+    /// Let an asynchronous engine do the transfer of `[pos, pos + len)`
+    /// itself, as one `preadv`/`pwritev` on the descriptor returned, with
+    /// page-aligned frames: Some where that is exactly what `read_pages`
+    /// or `write_pages` (with `file_size`) would do when it moves every
+    /// byte. The engine finishes anything else (a short transfer, an
+    /// error) by calling `read_pages`/`write_pages` for the rest, after
+    /// dropping `hold`. The default, None, keeps the device on its own
+    /// calls (on the I/O threads): wrappers that inject faults or limit
+    /// the rate keep their semantics that way.
+    fn async_io(&self, dir: IoDir, pos: u64, len: u64, file_size: u64) -> Option<AsyncIo> {
+        let _ = (dir, pos, len, file_size);
         None
     }
 

@@ -28,7 +28,7 @@ use super::*;
 pub const MIX_PASSES: u64 = 2;
 /// Pages read back per region after a run (evenly spread, the last
 /// included).
-const VERIFY_SAMPLES: u64 = 64;
+pub(super) const VERIFY_SAMPLES: u64 = 64;
 /// Marks a stamped word (a zero-filled or foreign page never matches).
 const STAMP_TAG: u64 = 0x5a << 56;
 

@@ -42,7 +42,7 @@ pub fn swap_bytes(anon: u64) -> u64 {
 
 /// The word page `page` of region `region` holds at offset 0 after pass
 /// `pass`.
-fn stamp(region: u64, page: u64, pass: u64) -> u64 {
+pub(super) fn stamp(region: u64, page: u64, pass: u64) -> u64 {
     STAMP_TAG | (region << 52) | (pass << 44) | page
 }
 
@@ -54,19 +54,32 @@ pub(super) struct Strm {
 }
 
 /// Region numbers in stamps.
-const LARGE: u64 = 1;
-const MIX_FILE: u64 = 2;
-const ANON: u64 = 3;
+pub(super) const LARGE: u64 = 1;
+pub(super) const MIX_FILE: u64 = 2;
+pub(super) const ANON: u64 = 3;
 
 /// Write block `block` of `m` (region `region`, pass `pass`): the shared
 /// pattern with every page's stamp in its first word, through
 /// `Mapping::write` (a write fault per page not yet mapped writable).
 fn write_block_stamped(m: &Mapping, ps: u64, region: u64, block: u64, pass: u64, buf: &mut [u8]) -> Result<()> {
+    stamp_block(buf, ps, region, block, pass);
+    Ok(m.write(block * BLOCK, buf)?)
+}
+
+/// Put every page's stamp in block `block` (the kernel column's worker
+/// writes the same bytes).
+pub(super) fn stamp_block(buf: &mut [u8], ps: u64, region: u64, block: u64, pass: u64) {
     let first = block * BLOCK / ps;
     for (i, page) in buf.chunks_mut(ps as usize).enumerate() {
         page[..8].copy_from_slice(&stamp(region, first + i as u64, pass).to_ne_bytes());
     }
-    Ok(m.write(block * BLOCK, buf)?)
+}
+
+/// The pattern's word at the end of page `page` (what every page holds
+/// there).
+pub(super) fn pattern_tail(pattern: &[u8], ps: u64, page: u64) -> u64 {
+    let off = ((page * ps) % BLOCK + ps - 8) as usize;
+    u64::from_ne_bytes(pattern[off..off + 8].try_into().unwrap_or_default())
 }
 
 /// A host file of `blocks` blocks, mapped shared and writable.
@@ -133,7 +146,7 @@ pub(super) fn run(
 }
 
 /// The sampled pages of a region of `pages` pages.
-fn samples(pages: u64) -> impl Iterator<Item = u64> {
+pub(super) fn samples(pages: u64) -> impl Iterator<Item = u64> {
     let n = VERIFY_SAMPLES.min(pages);
     (0..n).map(move |k| if k + 1 == n { pages - 1 } else { k * pages / n })
 }
@@ -144,10 +157,7 @@ impl Strm {
     pub(super) fn verify(&self, pattern: &[u8]) -> Result<()> {
         let (region, anon, pass) = &self.anon;
         let ps = anon.len() / anon.nr_pages().max(1);
-        let tail = |page: u64| -> u64 {
-            let off = ((page * ps) % BLOCK + ps - 8) as usize;
-            u64::from_ne_bytes(pattern[off..off + 8].try_into().unwrap_or_default())
-        };
+        let tail = |page: u64| pattern_tail(pattern, ps, page);
         let check = |what: &str, page: u64, first: u64, last: u64, want: u64| {
             if first != want || last != tail(page) {
                 return Err(Error::Check(format!(

@@ -398,6 +398,14 @@ impl SeedExperiment for ReclaimWritebackExp {
         ParamDoc { name: "fsmark_threads", help: "fs_mark thread counts, comma-separated [default: 1,4,16]" },
         ParamDoc { name: "wb_threads", help: "simple-wb writers [default: one per CPU]" },
         ParamDoc {
+            name: "strm_anon_ratio",
+            help: "mmap-strm's anonymous region, in multiples of memory [default: 1.0]",
+        },
+        ParamDoc {
+            name: "strm_mix_ratio",
+            help: "mmap-strm's file mapping written with it, in multiples of memory [default: 0.5]",
+        },
+        ParamDoc {
             name: "device_rate",
             help: "run fsmark and simple-wb on a simulated device of this bandwidth, reads and writes shared, \
                    e.g. 30M or 30MiB/s [default: none, host files at disk speed]",
@@ -501,6 +509,12 @@ impl ReclaimWritebackOpts {
         }
         if let Some(v) = opts.param_as("wb_threads")? {
             o.wb_threads = v;
+        }
+        if let Some(v) = opts.param_as("strm_anon_ratio")? {
+            o.strm_anon_ratio = v;
+        }
+        if let Some(v) = opts.param_as("strm_mix_ratio")? {
+            o.strm_mix_ratio = v;
         }
         o.device = DeviceOpts::from_exp(opts)?;
         o.set = opts.set.clone();

@@ -174,10 +174,14 @@ pub(super) fn body(r: &ExperimentResult, opts: &ReclaimWritebackOpts) -> String 
     }
     // Seed 004's mmap-strm story: pages swapped where reclaim skipped
     // dirty file pages (only workloads with anonymous memory).
-    for (label, item) in [("Pages swapped out", Item::pswpout), ("Pages swapped in", Item::pswpin)] {
+    // The kernel column has no vmstat deltas but measures these two
+    // (host-wide /proc/vmstat): its mean.
+    for (label, item, measure) in
+        [("Pages swapped out", Item::pswpout, "pswpout"), ("Pages swapped in", Item::pswpin, "pswpin")]
+    {
         for w in workloads.iter().filter(|w| r.spec(&format!("{w} pswpout")).is_some()) {
             per_var(&mut rows, format!("{mem_label} {label} {w}"), &|v| {
-                fmt_count(v.vm(w, item).map(|x| x as f64 / runs).unwrap_or(f64::NAN))
+                fmt_count(v.vm(w, item).map_or_else(|| r.mean(&v.name, &format!("{w} {measure}")), |x| x as f64 / runs))
             });
         }
     }

@@ -38,7 +38,9 @@
 //! per variant. With `opts.kernel`, the fsmark and simple-wb workloads
 //! also run through `std::fs` (buffered, no fsync, syncfs after, untimed)
 //! in a memory cgroup of `mem_bytes` ([`kernel_workload`]), shown as one
-//! more column, "kernel", for elapsed and files/s.
+//! more column, "kernel", for elapsed and files/s; mmap-strm too, through
+//! mmap(2), when the host has swap or lets us swapon a file for that run
+//! (root), with its pswpout and pswpin.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -586,6 +588,33 @@ mod tests {
         }
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
         assert!(kernel_workload(&serde_json::json!({})).is_err());
+    }
+
+    // Goal: the kernel's mmap-strm (in-process here: no cgroup, no swap
+    // needed at this size) writes, times and reads back its regions every
+    // run, reports the swap counters, and leaves no file.
+    #[test]
+    fn kernel_mmap_strm_times_and_verifies() {
+        let dir = tempfile::tempdir().unwrap();
+        let params = serde_json::json!({
+            "dir": dir.path().to_string_lossy(),
+            "runs": 2,
+            "workloads": [
+                {"name": "mmap-strm", "kind": "mmap-strm", "blocks": 3, "mix_blocks": 1, "anon_blocks": 2},
+            ],
+        });
+        let v = kernel_workload(&params).unwrap();
+        for k in ["elapsed_s", "sync_s", "pswpout", "pswpin"] {
+            let x = v["workloads"]["mmap-strm"][k].as_array().unwrap();
+            assert_eq!(x.len(), 2, "{k}: {v}");
+            assert!(x.iter().all(|x| x.as_f64().is_some_and(|x| x >= 0.0)), "{k}: {v}");
+        }
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        let bad = serde_json::json!({
+            "dir": dir.path().to_string_lossy(), "runs": 1,
+            "workloads": [{"name": "mmap-strm", "kind": "mmap-strm", "blocks": 1}],
+        });
+        assert!(kernel_workload(&bad).is_err());
     }
 
     // Goal: --set names are checked by validate, before anything runs.

@@ -32,8 +32,10 @@ fn reclaim_writeback_tiny_measures_what_it_claims() {
         "throttled_ms",
         "congestion_waits",
     ];
+    let swap_measures = ["pswpout", "pswpin", "pgscan_anon", "pgsteal_anon"];
     let mut names = common::metric_names(&workloads[..3], &["files/s"]);
     names.extend(common::metric_names(&workloads, &measures));
+    names.extend(common::metric_names(&["mmap-strm"], &swap_measures));
     assert_eq!(t.variant_names(), ["3.1", "3.2"]);
     // One run, one sample; a ratio over nothing is null.
     t.assert_metrics(&names, |_| 1, |n| n.ends_with("kswapd_efficiency_%"));
@@ -45,7 +47,22 @@ fn reclaim_writeback_tiny_measures_what_it_claims() {
             assert!(Tiny::vmstat(v, w, &keys)["pgpgout"].as_u64() > Some(0), "{w} wrote nothing");
         }
         assert!(Tiny::first(v, "fsmark-4t files/s") > 0.0);
+        // mmap-strm overcommits memory with anonymous pages: they went to
+        // swap, and the second pass brought some back.
+        assert!(Tiny::first(v, "mmap-strm pswpout") > 0.0, "{}", v["name"]);
+        assert!(Tiny::first(v, "mmap-strm pswpin") > 0.0, "{}", v["name"]);
+        assert!(Tiny::first(v, "mmap-strm pgsteal_anon") > 0.0, "{}", v["name"]);
+        assert!(Tiny::vmstat(v, "mmap-strm", &["pswpout", "pswpin"])["pswpout"].as_u64() > Some(0));
     }
+    // Swapping is reclaim at work: mmap-strm is exercised, and the seed's
+    // observation about it is a check (either way).
+    assert_eq!(t.json["extra"]["exercised"]["mmap-strm"], true, "{}", t.json["extra"]);
+    let checks = t.json["checks"].as_array().expect("checks");
+    let swap_check = checks
+        .iter()
+        .find(|c| c["name"] == "mmap-strm 3.2 swaps more where slower")
+        .unwrap_or_else(|| panic!("no swap check in {checks:?}"));
+    assert_eq!(swap_check["counts"], true, "{swap_check}");
     // 3.2 never writes from direct reclaim (seed 004, patch 1).
     for w in workloads {
         assert_eq!(t.variants()[1]["vmstat"][w]["nr_vmscan_write_direct"], 0, "{w}");
@@ -59,7 +76,10 @@ fn reclaim_writeback_tiny_measures_what_it_claims() {
         "nr_vmscan_write direct",
         "nr_vmscan_write kswapd",
         "Throttled ms",
-        "anonymous mappings are not modelled",
+        "Pages swapped out mmap-strm",
+        "Pages swapped in mmap-strm",
+        "mmap-strm swaps to a swap file",
+        "shared writable file mapping",
         "tunables set for every variant",
     ]);
     t.assert_report_has(workloads.iter().map(|w| format!("{w} elapsed_s")));

@@ -9,6 +9,25 @@ pub(super) fn kernel_column(ctx: &Ctx<'_>, opts: &ReclaimWritebackOpts) -> std::
     let (workloads, tmp) = (&opts.workloads()[..], ctx.tmp.path());
     let dir = tmp.join("kernel");
     std::fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    // mmap-strm needs swap, which the host may not have: a swap file of
+    // the pcache side's size, on only for this column's run.
+    let strm_swap = workloads.iter().find_map(|&w| match w {
+        Workload::MmapStrm { anon_blocks, .. } => Some(swap_bytes(anon_blocks * BLOCK)),
+        _ => None,
+    });
+    let swap = match strm_swap {
+        Some(bytes) if host_swap_total() == 0 => Some(HostSwap::on(&tmp.join("kernel-swap"), bytes)),
+        Some(_) => None,
+        None => None,
+    };
+    let (swap, swap_note) = match swap {
+        Some(Ok(s)) => (Some(s), None),
+        Some(Err(why)) => {
+            (None, Some(format!("kernel column: no mmap-strm, the host has no swap and cannot get it here: {why}")))
+        }
+        None => (None, None),
+    };
+    let strm_ok = strm_swap.is_some() && (swap.is_some() || host_swap_total() > 0);
     let ws: Vec<Value> = workloads
         .iter()
         .filter_map(|&w| match w {
@@ -20,7 +39,12 @@ pub(super) fn kernel_column(ctx: &Ctx<'_>, opts: &ReclaimWritebackOpts) -> std::
                 "name": w.name(), "kind": "simple-wb", "threads": threads, "files": 1,
                 "file_bytes": blocks as u64 * BLOCK, "chunk_bytes": BLOCK,
             })),
-            Workload::MmapStrm { .. } => None,
+            Workload::MmapStrm { blocks, mix_blocks, anon_blocks } => strm_ok.then(|| {
+                serde_json::json!({
+                    "name": w.name(), "kind": "mmap-strm", "blocks": blocks, "mix_blocks": mix_blocks,
+                    "anon_blocks": anon_blocks,
+                })
+            }),
         })
         .collect();
     let params = serde_json::json!({
@@ -28,7 +52,12 @@ pub(super) fn kernel_column(ctx: &Ctx<'_>, opts: &ReclaimWritebackOpts) -> std::
         "runs": opts.runs,
         "workloads": ws,
     });
-    let v = kernel::run(EXPERIMENT, opts.mem_bytes, &params)?;
+    let v = kernel::run(EXPERIMENT, opts.mem_bytes, &params);
+    // Off before anything else can fail: the host is left without swap.
+    if let Some(s) = swap {
+        s.off()?;
+    }
+    let v = v?;
     let out = v.get("workloads").and_then(|w| w.as_object()).ok_or("the kernel worker returned no workloads")?;
     let mut metrics: Named<Samples> = Named::new();
     for &w in workloads {
@@ -50,19 +79,40 @@ pub(super) fn kernel_column(ctx: &Ctx<'_>, opts: &ReclaimWritebackOpts) -> std::
         }
         metrics.insert(format!("{n} elapsed_s"), Samples(el));
         metrics.insert(format!("{n} sync_s"), Samples(list("sync_s")));
+        if matches!(w, Workload::MmapStrm { .. }) {
+            for k in ["pswpout", "pswpin"] {
+                metrics.insert(format!("{n} {k}"), Samples(list(k)));
+            }
+        }
     }
     if metrics.is_empty() {
         return Err("the kernel worker measured nothing".into());
     }
     let fs = v.get("file_fs").and_then(|x| x.as_str()).unwrap_or("?");
     let mut notes = vec![format!(
-        "kernel column: the host kernel ({}) through std::fs, buffered, in a memory cgroup of {}: fsmark and \
-         simple-wb only (no mmap-strm), files on {fs} in {}, closed without fsync, then syncfs outside the \
-         timing; no vmstat, so no counters, and the kernel's own dirty limits (not dirty_ratio 40)",
+        "kernel column: the host kernel ({}) in a memory cgroup of {}: fsmark and simple-wb through std::fs, \
+         buffered, files on {fs} in {}, closed without fsync, then syncfs outside the timing; no vmstat, so \
+         no counters, and the kernel's own dirty limits (not dirty_ratio 40)",
         kernel_release(),
         fmt_size(opts.mem_bytes),
         opts.dir.as_deref().map(|d| d.display().to_string()).unwrap_or_else(|| "the system temp dir".into())
     )];
+    if strm_ok {
+        notes.push(format!(
+            "kernel column: mmap-strm through mmap(2) (a shared file mapping, then MAP_ANONYMOUS and a second \
+             shared file mapping), the same sizes, stamps and read-back; swap: {}; its pswpout/pswpin are \
+             /proc/vmstat's, host-wide (the only swapping on the host while it ran, it had no swap before)",
+            if swap_note.is_none() && host_swap_total() == 0 {
+                format!(
+                    "a swap file of {} in the temporary directory, swapon for this run and swapoff after",
+                    fmt_size(strm_swap.unwrap_or(0))
+                )
+            } else {
+                "the host's own".to_string()
+            }
+        ));
+    }
+    notes.extend(swap_note);
     if opts.device.rate.is_some() || opts.device.resident > 0.0 {
         notes.push(
             "kernel column: on the host's own disk, without the simulated device or the desktop beside it \
@@ -71,9 +121,10 @@ pub(super) fn kernel_column(ctx: &Ctx<'_>, opts: &ReclaimWritebackOpts) -> std::
         );
     }
     let stands_for = format!(
-        "the host kernel's page cache (Linux {}), the same fsmark and simple-wb through std::fs in a memory \
+        "the host kernel's page cache (Linux {}), the same fsmark and simple-wb through std::fs{} in a memory \
              cgroup of {}",
         kernel_release(),
+        if strm_ok { ", mmap-strm through mmap(2) with swap," } else { "" },
         fmt_size(opts.mem_bytes)
     );
     Ok(KernelColumn::new(stands_for, metrics, v, notes))
@@ -107,6 +158,22 @@ pub fn kernel_workload(params: &Value) -> std::result::Result<Value, String> {
     for w in ws {
         let num = |k: &str| w.get(k).and_then(|x| x.as_u64()).ok_or_else(|| format!("workload parameter {k} missing"));
         let name = w.get("name").and_then(|x| x.as_str()).ok_or("workload parameter name missing")?;
+        if w.get("kind").and_then(|k| k.as_str()) == Some("mmap-strm") {
+            let (blocks, mix, anon) = (num("blocks")?, num("mix_blocks")?, num("anon_blocks")?);
+            let mut cols: [Vec<f64>; 4] = Default::default();
+            for _ in 0..runs {
+                let r = kernel_mmap_strm(&dir, blocks, mix, anon, &syncfs)?;
+                for (c, x) in cols.iter_mut().zip(r) {
+                    c.push(x);
+                }
+            }
+            let [elapsed, sync, pswpout, pswpin] = cols;
+            out.insert(
+                name.to_string(),
+                serde_json::json!({ "elapsed_s": elapsed, "sync_s": sync, "pswpout": pswpout, "pswpin": pswpin }),
+            );
+            continue;
+        }
         let threads = num("threads")?.clamp(1, 256) as usize;
         let files = num("files")? as usize;
         let file_bytes = num("file_bytes")?;
@@ -146,4 +213,230 @@ pub fn kernel_workload(params: &Value) -> std::result::Result<Value, String> {
     }
     let file_fs = if is_tmpfs(&dir) { "tmpfs" } else { "a disk filesystem" };
     Ok(serde_json::json!({ "workloads": out, "file_fs": file_fs }))
+}
+
+/// Swap for the kernel column's mmap-strm: a swap file in the experiment's
+/// temporary directory, turned on for the kernel column's run only. The
+/// host had none; [`HostSwap::off`] (or drop, on any error path) turns it
+/// off and removes the file, so the host is left as it was.
+pub(super) struct HostSwap {
+    path: PathBuf,
+    on: bool,
+}
+
+impl HostSwap {
+    /// Make, format and swapon a file of `bytes` at `path`: needs root,
+    /// `mkswap`, and a file system that can hold swap.
+    pub(super) fn on(path: &Path, bytes: u64) -> std::result::Result<HostSwap, String> {
+        use std::os::unix::fs::PermissionsExt;
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err("swapon needs root".into());
+        }
+        let mut swap = HostSwap { path: path.to_path_buf(), on: false };
+        let f = std::fs::File::create(path).map_err(|e| format!("creating {}: {e}", path.display()))?;
+        // swapon refuses a file with holes: allocate it whole.
+        // SAFETY: a valid fd; fallocate only allocates its blocks.
+        if unsafe { libc::fallocate(std::os::fd::AsRawFd::as_raw_fd(&f), 0, 0, bytes as libc::off_t) } != 0 {
+            return Err(format!("fallocate {}: {}", path.display(), std::io::Error::last_os_error()));
+        }
+        drop(f);
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| format!("chmod {}: {e}", path.display()))?;
+        let out =
+            std::process::Command::new("mkswap").arg(path).output().map_err(|e| format!("cannot run mkswap: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("mkswap {}: {}", path.display(), String::from_utf8_lossy(&out.stderr).trim()));
+        }
+        let c = cpath(path)?;
+        // SAFETY: a NUL-terminated path; swapon reads it only.
+        if unsafe { libc::swapon(c.as_ptr(), 0) } != 0 {
+            return Err(format!("swapon {}: {}", path.display(), std::io::Error::last_os_error()));
+        }
+        swap.on = true;
+        Ok(swap)
+    }
+
+    /// swapoff and remove the file; the error says if swap stayed on.
+    pub(super) fn off(mut self) -> std::result::Result<(), String> {
+        self.off_inner()
+    }
+
+    fn off_inner(&mut self) -> std::result::Result<(), String> {
+        if std::mem::take(&mut self.on) {
+            let c = cpath(&self.path)?;
+            // SAFETY: a NUL-terminated path; swapoff reads it only.
+            if unsafe { libc::swapoff(c.as_ptr()) } != 0 {
+                return Err(format!(
+                    "swapoff {}: {} (swap is still on: run swapoff by hand)",
+                    self.path.display(),
+                    std::io::Error::last_os_error()
+                ));
+            }
+        }
+        std::fs::remove_file(&self.path).map_err(|e| format!("removing {}: {e}", self.path.display()))
+    }
+}
+
+impl Drop for HostSwap {
+    fn drop(&mut self) {
+        if self.path.exists() || self.on {
+            if let Err(e) = self.off_inner() {
+                eprintln!("warning: {e}");
+            }
+        }
+    }
+}
+
+fn cpath(p: &Path) -> std::result::Result<std::ffi::CString, String> {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(|_| format!("{}: a NUL in the path", p.display()))
+}
+
+/// A shared file mapping or an anonymous one, unmapped on drop.
+struct Mmap {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Mmap {
+    /// mmap(2): `fd` `Some` for a shared writable mapping of that file,
+    /// `None` for private anonymous memory.
+    fn new(fd: Option<i32>, len: usize) -> std::result::Result<Mmap, String> {
+        let (flags, fd) = match fd {
+            Some(fd) => (libc::MAP_SHARED, fd),
+            None => (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1),
+        };
+        // SAFETY: a fresh mapping at an address the kernel picks; no
+        // existing memory is affected.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, fd, 0) };
+        if p == libc::MAP_FAILED {
+            return Err(format!("mmap of {len} bytes: {}", std::io::Error::last_os_error()));
+        }
+        Ok(Mmap { ptr: p.cast(), len })
+    }
+
+    /// Copy `data` to `off`, as mmap-strm's stamped block.
+    fn write(&self, off: usize, data: &[u8]) {
+        assert!(off + data.len() <= self.len, "write past the mapping");
+        // SAFETY: in bounds (checked); the mapping is ours, readable and
+        // writable, and a file mapping's file is at least `len` long.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.add(off), data.len()) }
+    }
+
+    fn load_u64(&self, off: usize) -> u64 {
+        assert!(off + 8 <= self.len, "read past the mapping");
+        // SAFETY: in bounds (checked), as for write.
+        unsafe { std::ptr::read_unaligned(self.ptr.add(off).cast::<u64>()) }
+    }
+}
+
+impl Drop for Mmap {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in new, unmapped once.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// A counter of `/proc/vmstat` (host-wide).
+fn proc_vmstat(key: &str) -> u64 {
+    std::fs::read_to_string("/proc/vmstat")
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok()))
+        .unwrap_or(0)
+}
+
+/// mmap-strm through the kernel's mmap, in the worker: the same regions,
+/// order and stamps as [`mmap_strm::run`], then a sample read back.
+/// Returns (elapsed, sync, pswpout, pswpin) of one run.
+pub(super) fn kernel_mmap_strm(
+    dir: &Path,
+    blocks: u64,
+    mix_blocks: u64,
+    anon_blocks: u64,
+    sync: &dyn Fn() -> std::result::Result<(), String>,
+) -> std::result::Result<[f64; 4], String> {
+    use std::os::fd::AsRawFd;
+    let pat = pattern(BLOCK as usize);
+    let ps = 4096u64;
+    let file = |name: &str, blocks: u64| -> std::result::Result<(std::fs::File, Mmap), String> {
+        let path = dir.join(name);
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        f.set_len(blocks * BLOCK).map_err(|e| format!("{}: {e}", path.display()))?;
+        let m = Mmap::new(Some(f.as_raw_fd()), (blocks * BLOCK) as usize)?;
+        Ok((f, m))
+    };
+    let mut buf = pat.clone();
+    let put = |m: &Mmap, region: u64, block: u64, pass: u64, buf: &mut [u8]| {
+        mmap_strm::stamp_block(buf, ps, region, block, pass);
+        m.write((block * BLOCK) as usize, buf);
+    };
+    let (out0, in0) = (proc_vmstat("pswpout"), proc_vmstat("pswpin"));
+    let (large, large_map) = file("strm-large", blocks)?;
+    let start = Instant::now();
+    for b in 0..blocks {
+        put(&large_map, mmap_strm::LARGE, b, 1, &mut buf);
+    }
+    drop(large_map);
+    let (mix, mix_map) = file("strm-mix", mix_blocks)?;
+    let anon = Mmap::new(None, (anon_blocks * BLOCK) as usize)?;
+    for pass in 1..=MIX_PASSES {
+        let mut j = 0u64;
+        for i in 0..anon_blocks {
+            put(&anon, mmap_strm::ANON, i, pass, &mut buf);
+            while j < mix_blocks && j * anon_blocks < (i + 1) * mix_blocks {
+                put(&mix_map, mmap_strm::MIX_FILE, j, pass, &mut buf);
+                j += 1;
+            }
+        }
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    drop(mix_map);
+    let t = Instant::now();
+    sync()?;
+    let sync_s = t.elapsed().as_secs_f64();
+    let (swpout, swpin) = (proc_vmstat("pswpout") - out0, proc_vmstat("pswpin") - in0);
+    // The read-back, as the pcache side's.
+    let tail = |page: u64| mmap_strm::pattern_tail(&pat, ps, page);
+    for page in mmap_strm::samples(anon_blocks * BLOCK / ps) {
+        let (first, last) = (anon.load_u64((page * ps) as usize), anon.load_u64((page * ps + ps - 8) as usize));
+        if (first, last) != (mmap_strm::stamp(mmap_strm::ANON, page, MIX_PASSES), tail(page)) {
+            return Err(format!("kernel mmap-strm anonymous page {page}: read {first:#x}/{last:#x}"));
+        }
+    }
+    for (f, region, pass, blocks) in
+        [(&large, mmap_strm::LARGE, 1, blocks), (&mix, mmap_strm::MIX_FILE, MIX_PASSES, mix_blocks)]
+    {
+        use std::os::unix::fs::FileExt;
+        let mut w = [0u8; 8];
+        for page in mmap_strm::samples(blocks * BLOCK / ps) {
+            f.read_exact_at(&mut w, page * ps).map_err(|e| format!("reading back: {e}"))?;
+            let first = u64::from_ne_bytes(w);
+            f.read_exact_at(&mut w, page * ps + ps - 8).map_err(|e| format!("reading back: {e}"))?;
+            if (first, u64::from_ne_bytes(w)) != (mmap_strm::stamp(region, page, pass), tail(page)) {
+                return Err(format!("kernel mmap-strm file region {region} page {page}: read {first:#x}"));
+            }
+        }
+    }
+    drop(anon);
+    for name in ["strm-large", "strm-mix"] {
+        std::fs::remove_file(dir.join(name)).map_err(|e| format!("removing {name}: {e}"))?;
+    }
+    Ok([elapsed, sync_s, swpout as f64, swpin as f64])
+}
+
+/// The host's swap, in kB (`SwapTotal` of /proc/meminfo; 0 if unknown).
+fn host_swap_total() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| l.strip_prefix("SwapTotal:")?.trim().strip_suffix("kB")?.trim().parse().ok())
+        })
+        .unwrap_or(0)
 }

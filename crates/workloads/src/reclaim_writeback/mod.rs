@@ -17,11 +17,12 @@
 //! 2. **simple-wb**, parallel dd: `wb_threads` threads (default: one per
 //!    CPU) each writing one file in 1 MiB blocks, `wb_ratio` times the
 //!    cache in all.
-//! 3. **mmap-strm**: there are no mappings yet, so a streaming write of a
-//!    file `strm_ratio` times the cache in 1 MiB writes, then a rewrite of
-//!    it interleaved with writes to a second file `strm_mix_ratio` times
-//!    the cache (the seed's "mix of anonymous and file-backed mappings";
-//!    the anonymous part is not modelled).
+//! 3. **mmap-strm** ([`mmap_strm`]): a streaming write through a shared
+//!    writable mapping of a file `strm_ratio` times the cache, then
+//!    [`MIX_PASSES`] passes of writes to an anonymous region
+//!    (`strm_anon_ratio`) and a second file mapping (`strm_mix_ratio`)
+//!    together, with a swap file in the temporary directory, so that
+//!    reclaim swaps anonymous pages out (and the second pass back in).
 //!
 //! Elapsed time runs from the first write to the return of the last (files
 //! closed), as fs_mark -S0 times it; the dirty data left is then synced
@@ -37,7 +38,9 @@
 //! per variant. With `opts.kernel`, the fsmark and simple-wb workloads
 //! also run through `std::fs` (buffered, no fsync, syncfs after, untimed)
 //! in a memory cgroup of `mem_bytes` ([`kernel_workload`]), shown as one
-//! more column, "kernel", for elapsed and files/s.
+//! more column, "kernel", for elapsed and files/s; mmap-strm too, through
+//! mmap(2), when the host has swap or lets us swapon a file for that run
+//! (root), with its pswpout and pswpin.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -68,12 +71,14 @@ use crate::{Error, Result};
 
 mod checks;
 mod kernel_side;
+mod mmap_strm;
 mod report;
 mod workload;
 
 use checks::*;
 pub use kernel_side::kernel_workload;
 use kernel_side::*;
+pub use mmap_strm::{swap_bytes, MIX_PASSES};
 use report::*;
 use workload::*;
 pub use workload::{DeviceOpts, RunOut};
@@ -154,8 +159,13 @@ pub struct ReclaimWritebackOpts {
     pub wb_ratio: f64,
     /// mmap-strm's streamed file, in multiples of the cache.
     pub strm_ratio: f64,
-    /// mmap-strm's second file, in multiples of the cache.
+    /// mmap-strm's file mapping written with the anonymous region, in
+    /// multiples of the cache.
     pub strm_mix_ratio: f64,
+    /// mmap-strm's anonymous region, in multiples of the cache; with
+    /// `strm_mix_ratio` above 1, so that anonymous pages must be swapped.
+    #[serde(default = "default_anon_ratio")]
+    pub strm_anon_ratio: f64,
     /// Where to make the temporary directory (the system's temp dir if
     /// `None`).
     pub dir: Option<PathBuf>,
@@ -184,6 +194,12 @@ fn yes() -> bool {
     true
 }
 
+/// mmap-strm's anonymous region: as large as memory, so that with the
+/// file mapping beside it (0.5x) the mix overcommits memory by half.
+fn default_anon_ratio() -> f64 {
+    1.0
+}
+
 impl Default for ReclaimWritebackOpts {
     fn default() -> Self {
         ReclaimWritebackOpts {
@@ -197,6 +213,7 @@ impl Default for ReclaimWritebackOpts {
             wb_ratio: 4.0,
             strm_ratio: 1.5,
             strm_mix_ratio: 0.5,
+            strm_anon_ratio: default_anon_ratio(),
             dir: None,
             progress: true,
             quick: false,
@@ -254,6 +271,7 @@ impl ReclaimWritebackOpts {
             ("simple-wb ratio", self.wb_ratio),
             ("mmap-strm ratio", self.strm_ratio),
             ("mmap-strm mix ratio", self.strm_mix_ratio),
+            ("mmap-strm anonymous ratio", self.strm_anon_ratio),
         ] {
             if !(r > 0.0 && r <= 64.0) {
                 return bad(format!("{what} {r} must be above 0 and at most 64"));
@@ -299,8 +317,9 @@ impl ReclaimWritebackOpts {
         let blocks = (self.bytes(self.wb_ratio).div_ceil(BLOCK) as usize).div_ceil(threads).max(1);
         w.push(Workload::SimpleWb { threads, blocks });
         w.push(Workload::MmapStrm {
-            blocks: self.bytes(self.strm_ratio).div_ceil(BLOCK).max(1) as usize,
-            mix_blocks: self.bytes(self.strm_mix_ratio).div_ceil(BLOCK).max(1) as usize,
+            blocks: self.bytes(self.strm_ratio).div_ceil(BLOCK).max(1),
+            mix_blocks: self.bytes(self.strm_mix_ratio).div_ceil(BLOCK).max(1),
+            anon_blocks: self.bytes(self.strm_anon_ratio).div_ceil(BLOCK).max(1),
         });
         w
     }
@@ -311,7 +330,7 @@ impl ReclaimWritebackOpts {
 enum Workload {
     Fsmark { threads: usize, per_thread: usize },
     SimpleWb { threads: usize, blocks: usize },
-    MmapStrm { blocks: usize, mix_blocks: usize },
+    MmapStrm { blocks: u64, mix_blocks: u64, anon_blocks: u64 },
 }
 
 impl Workload {
@@ -346,13 +365,17 @@ impl Workload {
                     total as f64 / mem
                 )
             }
-            Workload::MmapStrm { blocks, mix_blocks } => format!(
-                "stream {} ({:.1}x memory) in 1 MiB writes, then rewrite it interleaved with {} of a second file \
-                 ({:.1}x); anonymous mappings are not modelled yet, so both are file writes",
-                fmt_size(blocks as u64 * BLOCK),
-                (blocks as u64 * BLOCK) as f64 / mem,
-                fmt_size(mix_blocks as u64 * BLOCK),
-                (mix_blocks as u64 * BLOCK) as f64 / mem
+            Workload::MmapStrm { blocks, mix_blocks, anon_blocks } => format!(
+                "stream {} ({:.1}x memory) through a shared writable file mapping in 1 MiB writes, then \
+                 {MIX_PASSES} passes of writes to an anonymous region of {} ({:.1}x) and a second file mapping \
+                 of {} ({:.1}x) together; swap: a file of {} in the temporary directory (O_DIRECT)",
+                fmt_size(blocks * BLOCK),
+                (blocks * BLOCK) as f64 / mem,
+                fmt_size(anon_blocks * BLOCK),
+                (anon_blocks * BLOCK) as f64 / mem,
+                fmt_size(mix_blocks * BLOCK),
+                (mix_blocks * BLOCK) as f64 / mem,
+                fmt_size(swap_bytes(anon_blocks * BLOCK))
             ),
         }
     }
@@ -376,6 +399,14 @@ impl SeedExperiment for ReclaimWritebackExp {
         ParamDoc { name: "file_size", help: "fs_mark file size, e.g. 10M [default: 10M; quick: 1M]" },
         ParamDoc { name: "fsmark_threads", help: "fs_mark thread counts, comma-separated [default: 1,4,16]" },
         ParamDoc { name: "wb_threads", help: "simple-wb writers [default: one per CPU]" },
+        ParamDoc {
+            name: "strm_anon_ratio",
+            help: "mmap-strm's anonymous region, in multiples of memory [default: 1.0]",
+        },
+        ParamDoc {
+            name: "strm_mix_ratio",
+            help: "mmap-strm's file mapping written with it, in multiples of memory [default: 0.5]",
+        },
         ParamDoc {
             name: "device_rate",
             help: "run fsmark and simple-wb on a simulated device of this bandwidth, reads and writes shared, \
@@ -481,6 +512,12 @@ impl ReclaimWritebackOpts {
         if let Some(v) = opts.param_as("wb_threads")? {
             o.wb_threads = v;
         }
+        if let Some(v) = opts.param_as("strm_anon_ratio")? {
+            o.strm_anon_ratio = v;
+        }
+        if let Some(v) = opts.param_as("strm_mix_ratio")? {
+            o.strm_mix_ratio = v;
+        }
         o.device = DeviceOpts::from_exp(opts)?;
         o.set = opts.set.clone();
         o.plot_dir = opts.plot_dir.clone();
@@ -507,6 +544,7 @@ mod tests {
             ReclaimWritebackOpts { fsmark_threads: vec![0], ..ReclaimWritebackOpts::tiny() },
             ReclaimWritebackOpts { wb_ratio: f64::NAN, ..ReclaimWritebackOpts::tiny() },
             ReclaimWritebackOpts { strm_ratio: 0.0, ..ReclaimWritebackOpts::tiny() },
+            ReclaimWritebackOpts { strm_anon_ratio: -1.0, ..ReclaimWritebackOpts::tiny() },
             ReclaimWritebackOpts { variants: vec!["2.6".into()], ..ReclaimWritebackOpts::tiny() },
         ];
         crate::experiment::assert_checked(&ok, &bad, ReclaimWritebackOpts::validate);
@@ -521,7 +559,7 @@ mod tests {
         assert_eq!(w[1], Workload::Fsmark { threads: 4, per_thread: 10 });
         assert_eq!(w[2], Workload::Fsmark { threads: 16, per_thread: 2 });
         assert_eq!(w[3], Workload::SimpleWb { threads: 2, blocks: 256 });
-        assert_eq!(w[4], Workload::MmapStrm { blocks: 192, mix_blocks: 64 });
+        assert_eq!(w[4], Workload::MmapStrm { blocks: 192, mix_blocks: 64, anon_blocks: 128 });
         let names: Vec<String> = w.iter().map(|w| w.name()).collect();
         assert_eq!(names, ["fsmark-1t", "fsmark-4t", "fsmark-16t", "simple-wb", "mmap-strm"]);
     }
@@ -550,6 +588,33 @@ mod tests {
         }
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
         assert!(kernel_workload(&serde_json::json!({})).is_err());
+    }
+
+    // Goal: the kernel's mmap-strm (in-process here: no cgroup, no swap
+    // needed at this size) writes, times and reads back its regions every
+    // run, reports the swap counters, and leaves no file.
+    #[test]
+    fn kernel_mmap_strm_times_and_verifies() {
+        let dir = tempfile::tempdir().unwrap();
+        let params = serde_json::json!({
+            "dir": dir.path().to_string_lossy(),
+            "runs": 2,
+            "workloads": [
+                {"name": "mmap-strm", "kind": "mmap-strm", "blocks": 3, "mix_blocks": 1, "anon_blocks": 2},
+            ],
+        });
+        let v = kernel_workload(&params).unwrap();
+        for k in ["elapsed_s", "sync_s", "pswpout", "pswpin"] {
+            let x = v["workloads"]["mmap-strm"][k].as_array().unwrap();
+            assert_eq!(x.len(), 2, "{k}: {v}");
+            assert!(x.iter().all(|x| x.as_f64().is_some_and(|x| x >= 0.0)), "{k}: {v}");
+        }
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        let bad = serde_json::json!({
+            "dir": dir.path().to_string_lossy(), "runs": 1,
+            "workloads": [{"name": "mmap-strm", "kind": "mmap-strm", "blocks": 1}],
+        });
+        assert!(kernel_workload(&bad).is_err());
     }
 
     // Goal: --set names are checked by validate, before anything runs.

@@ -272,7 +272,8 @@ where
     }
 }
 
-/// The timed part of a workload: (seconds, files created, their paths).
+/// The timed part of a workload: (seconds, files created, their paths,
+/// and for mmap-strm what to verify after the counters are read).
 pub(super) fn run_workload(
     cache: &PageCache,
     w: Workload,
@@ -280,7 +281,7 @@ pub(super) fn run_workload(
     dir: &Path,
     buf: &[u8],
     dev: Option<&Arc<RateLimit>>,
-) -> Result<(f64, u64, Vec<PathBuf>)> {
+) -> Result<(f64, u64, Vec<PathBuf>, Option<mmap_strm::Strm>)> {
     match w {
         Workload::Fsmark { threads, per_thread } => {
             let (secs, paths) = parallel(threads, |t, paths| {
@@ -294,7 +295,7 @@ pub(super) fn run_workload(
                 Ok(())
             })?;
             let n = paths.len() as u64;
-            Ok((secs, n, paths))
+            Ok((secs, n, paths, None))
         }
         Workload::SimpleWb { threads, blocks } => {
             let (secs, paths) = parallel(threads, |t, paths| {
@@ -306,33 +307,11 @@ pub(super) fn run_workload(
                 Ok(())
             })?;
             let n = paths.len() as u64;
-            Ok((secs, n, paths))
+            Ok((secs, n, paths, None))
         }
-        Workload::MmapStrm { blocks, mix_blocks } => {
-            let (a_path, b_path) = (dir.join("strm-large"), dir.join("strm-mix"));
-            let start = Instant::now();
-            let a = cache.open(&a_path, CREATE)?;
-            let mut paths = vec![a_path];
-            let b = cache.open(&b_path, CREATE)?;
-            paths.push(b_path);
-            let block = &buf[..BLOCK as usize];
-            // The streaming write.
-            for i in 0..blocks {
-                write_block(&a, i as u64 * BLOCK, block)?;
-            }
-            // The rewrite of the large file interleaved, in proportion,
-            // with the second file.
-            let mut j = 0usize;
-            for i in 0..blocks {
-                write_block(&a, i as u64 * BLOCK, block)?;
-                while j < mix_blocks && j * blocks < (i + 1) * mix_blocks {
-                    write_block(&b, j as u64 * BLOCK, block)?;
-                    j += 1;
-                }
-            }
-            a.close()?;
-            b.close()?;
-            Ok((start.elapsed().as_secs_f64(), 2, paths))
+        Workload::MmapStrm { blocks, mix_blocks, anon_blocks } => {
+            let (secs, paths, strm) = mmap_strm::run(cache, dir, blocks, mix_blocks, anon_blocks, buf)?;
+            Ok((secs, 2, paths, Some(strm)))
         }
     }
 }
@@ -350,29 +329,35 @@ pub(super) fn run_one(
 ) -> Result<RunOut> {
     let cache =
         PageCache::new(Config { memory_bytes: opts.mem_bytes, tunables: variant.tunables, ..Config::default() })?;
-    // mmap-strm stays on the host files: its anonymous half is to come,
-    // and it would triple the time a slow device costs.
-    let dev = if matches!(w, Workload::MmapStrm { .. }) { None } else { opts.device.start()? };
+    // mmap-strm stays on the host files, with no desktop beside it: it
+    // overcommits memory by itself, and a slow device would multiply its
+    // time (its swap file is on the host's disk in any case).
+    let strm = matches!(w, Workload::MmapStrm { .. });
+    let dev = if strm { None } else { opts.device.start()? };
     let dev = dev.as_ref();
-    let resident = if matches!(w, Workload::MmapStrm { .. }) { 0.0 } else { opts.device.resident };
+    let resident = if strm { 0.0 } else { opts.device.resident };
     let resident = Resident::start(&cache, resident)?;
+    let swap_file = match w {
+        Workload::MmapStrm { anon_blocks, .. } => Some(mmap_strm::swapon(&cache, dir, anon_blocks)?),
+        _ => None,
+    };
     let before = cache.vmstat();
     let stop = AtomicBool::new(false);
     let t0 = Instant::now();
     let (res, timeline) = std::thread::scope(|s| {
         let sampler = sample.then(|| s.spawn(|| sampler(&cache, &stop, t0)));
         let desktop = resident.as_ref().map(|r| s.spawn(|| r.run(&stop)));
-        let res = run_workload(&cache, w, opts, dir, buf, dev).and_then(|(elapsed_s, files, paths)| {
+        let res = run_workload(&cache, w, opts, dir, buf, dev).and_then(|(elapsed_s, files, paths, strm)| {
             let t = Instant::now();
             cache.sync_all()?;
-            Ok((elapsed_s, t.elapsed().as_secs_f64(), files, paths))
+            Ok((elapsed_s, t.elapsed().as_secs_f64(), files, paths, strm))
         });
         stop.store(true, Ordering::Release);
         let timeline = sampler.map(|j| j.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).unwrap_or_default();
         let desktop = desktop.map(|j| j.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).unwrap_or(Ok(()));
         (res.and_then(|r| desktop.map(|()| r)), timeline)
     });
-    let (elapsed_s, sync_s, files, paths) = match res {
+    let (elapsed_s, sync_s, files, paths, strm) = match res {
         Ok(r) => r,
         Err(e) => {
             // The cache writes what is dirty when dropped: not at the
@@ -385,11 +370,19 @@ pub(super) fn run_one(
     };
     let vm = cache.vmstat().delta(&before);
     let io = dev.map(|d| d.stat());
+    // After the counters: the read-back swaps pages in too.
+    if let Some(strm) = strm {
+        strm.verify(buf)?;
+        strm.close()?;
+    }
     for p in &paths {
         remove_file(&cache, p, dev)?;
     }
     drop(resident);
     drop(cache);
+    if let Some(p) = swap_file {
+        std::fs::remove_file(&p).map_err(|e| Error::io(format!("removing {}", p.display()), e))?;
+    }
     Ok(RunOut { elapsed_s, sync_s, files, vm, timeline, io })
 }
 
@@ -448,6 +441,21 @@ pub(super) fn device_values(io: &IoStat) -> [f64; 3] {
     [io.await_ms(), io.wr_ios as f64, avgrq]
 }
 
+/// mmap-strm's swap measures, per run: (measure, unit, counter). Pages
+/// swapped out and in, and the anonymous share of reclaim's scanning and
+/// stealing (seed 004: "anonymous pages are still written").
+pub(super) const SWAP_MEASURES: [(&str, &str, Item); 4] = [
+    ("pswpout", "pages", Item::pswpout),
+    ("pswpin", "pages", Item::pswpin),
+    ("pgscan_anon", "pages", Item::pgscan_anon),
+    ("pgsteal_anon", "pages", Item::pgsteal_anon),
+];
+
+/// Whether workload `w` has anonymous memory and swap.
+pub(super) fn swaps(w: Workload) -> bool {
+    matches!(w, Workload::MmapStrm { .. })
+}
+
 /// Whether workload `w` ran on the simulated device.
 pub(super) fn on_device(opts: &ReclaimWritebackOpts, w: Workload) -> bool {
     opts.device.rate.is_some() && !matches!(w, Workload::MmapStrm { .. })
@@ -482,6 +490,11 @@ pub(super) fn measure(ctx: &Ctx<'_>, opts: &ReclaimWritebackOpts) -> Result<(Mea
                 specs.push(MetricSpec::new(&n, measure, unit, better, Mean::Arithmetic, false));
             }
         }
+        if swaps(w) {
+            for (measure, unit, _) in SWAP_MEASURES {
+                specs.push(MetricSpec::new(&n, measure, unit, Better::Lower, Mean::Arithmetic, false));
+            }
+        }
     }
     let mut columns = Vec::new();
     for (vi, v) in ctx.variants.iter().enumerate() {
@@ -505,6 +518,11 @@ pub(super) fn measure(ctx: &Ctx<'_>, opts: &ReclaimWritebackOpts) -> Result<(Mea
                     put(measure, v);
                 }
             }
+            if swaps(w) {
+                for (measure, _, item) in SWAP_MEASURES {
+                    put(measure, runs.iter().map(|o| o.vm.get(item) as f64).collect());
+                }
+            }
             let deltas: Vec<VmStat> = runs.iter().map(|o| o.vm.clone()).collect();
             vmstat.insert(n, sum_vmstat(&deltas));
         }
@@ -512,9 +530,14 @@ pub(super) fn measure(ctx: &Ctx<'_>, opts: &ReclaimWritebackOpts) -> Result<(Mea
     }
 
     let mut notes = vec![
-        "anonymous mappings are not modelled yet: mmap-strm writes two files through write_at, so nothing is \
-         swapped (the seed's mmap-strm slowdowns came from extra swapping)"
-            .to_string(),
+        format!(
+            "mmap-strm swaps to a swap file in the temporary directory (SwapConfig::file, O_DIRECT, allocated at \
+             swapon outside the timing), as the seed had swap on a disk of its own; swap in memory would make a \
+             swap-out a copy and hide the seed's observation that swapping costs more than writing file pages. \
+             After each run a sample of {} pages of every region is read back and checked (outside the timing \
+             and the counters)",
+            mmap_strm::VERIFY_SAMPLES
+        ),
         "host files with O_DIRECT on the device holding the temporary directory; the seed used XFS on a \
          4-disk RAID-0"
             .to_string(),

@@ -1,0 +1,231 @@
+//! mmap-strm, as seed 004 ran it: "a streaming write to a large mapping
+//! (exercises use-once LRU logic) followed by streaming writes to a mix of
+//! anonymous and file-backed mappings", sized so that anonymous pages must
+//! go to swap.
+//!
+//! 1. A file of `strm_ratio` x memory is mapped shared and writable and
+//!    written once from start to end through the mapping (write faults,
+//!    young entries, dirty pages the flushers or reclaim must clean); the
+//!    mapping is then dropped (munmap).
+//! 2. An anonymous region of `strm_anon_ratio` x memory and a second file
+//!    mapping of `strm_mix_ratio` x memory are written together, a block of
+//!    one then, in proportion, of the other, [`MIX_PASSES`] times. Their
+//!    sum is above memory, so reclaim must swap anonymous pages out in the
+//!    first pass; the second pass rewrites them, faulting the swapped ones
+//!    back in (pswpin).
+//!
+//! Every page written carries a stamp (region, page, pass) in its first
+//! word; after the run (outside the timing and the counters) a sample of
+//! pages of every region is read back and checked, so that a page lost or
+//! swapped in from the wrong slot fails the run.
+
+use pcache::{MapFlags, Mapping, SwapConfig};
+
+use super::*;
+
+/// Passes over the mix of anonymous and file mappings. The second is what
+/// swaps pages back in, as a program working on its data again does.
+pub const MIX_PASSES: u64 = 2;
+/// Pages read back per region after a run (evenly spread, the last
+/// included).
+pub(super) const VERIFY_SAMPLES: u64 = 64;
+/// Marks a stamped word (a zero-filled or foreign page never matches).
+const STAMP_TAG: u64 = 0x5a << 56;
+
+/// The swap file's size for an anonymous region of `anon` bytes: room for
+/// all of it, and a quarter more for the slots the swap cache still holds
+/// for pages read back (freed only when swap is half full, as
+/// vm_swap_full says) and for the allocator's cluster alignment.
+pub fn swap_bytes(anon: u64) -> u64 {
+    anon + anon / 4 + MIB
+}
+
+/// The word page `page` of region `region` holds at offset 0 after pass
+/// `pass`.
+pub(super) fn stamp(region: u64, page: u64, pass: u64) -> u64 {
+    STAMP_TAG | (region << 52) | (pass << 44) | page
+}
+
+/// The run's regions, kept after the timing for [`Strm::verify`]: the
+/// files (whose mappings are gone by then) and the anonymous region.
+pub(super) struct Strm {
+    files: Vec<(u64, File, u64)>,
+    anon: (u64, Mapping, u64),
+}
+
+/// Region numbers in stamps.
+pub(super) const LARGE: u64 = 1;
+pub(super) const MIX_FILE: u64 = 2;
+pub(super) const ANON: u64 = 3;
+
+/// Write block `block` of `m` (region `region`, pass `pass`): the shared
+/// pattern with every page's stamp in its first word, through
+/// `Mapping::write` (a write fault per page not yet mapped writable).
+fn write_block_stamped(m: &Mapping, ps: u64, region: u64, block: u64, pass: u64, buf: &mut [u8]) -> Result<()> {
+    stamp_block(buf, ps, region, block, pass);
+    Ok(m.write(block * BLOCK, buf)?)
+}
+
+/// Put every page's stamp in block `block` (the kernel column's worker
+/// writes the same bytes).
+pub(super) fn stamp_block(buf: &mut [u8], ps: u64, region: u64, block: u64, pass: u64) {
+    let first = block * BLOCK / ps;
+    for (i, page) in buf.chunks_mut(ps as usize).enumerate() {
+        page[..8].copy_from_slice(&stamp(region, first + i as u64, pass).to_ne_bytes());
+    }
+}
+
+/// The pattern's word at the end of page `page` (what every page holds
+/// there).
+pub(super) fn pattern_tail(pattern: &[u8], ps: u64, page: u64) -> u64 {
+    let off = ((page * ps) % BLOCK + ps - 8) as usize;
+    u64::from_ne_bytes(pattern[off..off + 8].try_into().unwrap_or_default())
+}
+
+/// A host file of `blocks` blocks, mapped shared and writable.
+fn file_mapping(cache: &PageCache, path: &Path, blocks: u64) -> Result<(File, Mapping)> {
+    let f = cache.open(path, CREATE)?;
+    let len = blocks * BLOCK;
+    // Mapped writes never grow a file (as in the kernel, past EOF is
+    // SIGBUS), so the file is sized first: a hole, no I/O.
+    f.set_len(len)?;
+    let m = f.map(0, len, MapFlags::READ | MapFlags::WRITE)?;
+    Ok((f, m))
+}
+
+/// Turn on the run's swap: a host file of [`swap_bytes`] in `dir`
+/// (O_DIRECT), as the seed had swap on a disk of its own. Swap in memory
+/// would make a swap-out a copy and hide what the seed saw, that swapping
+/// is slower than writing file pages. Untimed: swapon allocates the file
+/// whole.
+pub(super) fn swapon(cache: &PageCache, dir: &Path, anon_blocks: u64) -> Result<PathBuf> {
+    let path = dir.join("strm-swap");
+    cache.swapon(SwapConfig::file(&path, swap_bytes(anon_blocks * BLOCK)))?;
+    Ok(path)
+}
+
+/// The timed part: the streaming write, then the mix. Returns the seconds
+/// from the first write to the last, the paths of the files, and what to
+/// verify.
+pub(super) fn run(
+    cache: &PageCache,
+    dir: &Path,
+    blocks: u64,
+    mix_blocks: u64,
+    anon_blocks: u64,
+    pattern: &[u8],
+) -> Result<(f64, Vec<PathBuf>, Strm)> {
+    let ps = cache.page_size() as u64;
+    let mut buf = pattern[..BLOCK as usize].to_vec();
+    let (large_path, mix_path) = (dir.join("strm-large"), dir.join("strm-mix"));
+    // Set up outside the timing: opening, sizing and mapping cost no I/O
+    // but are not the workload.
+    let (large, large_map) = file_mapping(cache, &large_path, blocks)?;
+    let paths = vec![large_path, mix_path.clone()];
+    let start = Instant::now();
+    for b in 0..blocks {
+        write_block_stamped(&large_map, ps, LARGE, b, 1, &mut buf)?;
+    }
+    drop(large_map);
+    let (mix, mix_map) = file_mapping(cache, &mix_path, mix_blocks)?;
+    let anon = cache.map_anon(anon_blocks * BLOCK)?;
+    for pass in 1..=MIX_PASSES {
+        let mut j = 0u64;
+        for i in 0..anon_blocks {
+            write_block_stamped(&anon, ps, ANON, i, pass, &mut buf)?;
+            while j < mix_blocks && j * anon_blocks < (i + 1) * mix_blocks {
+                write_block_stamped(&mix_map, ps, MIX_FILE, j, pass, &mut buf)?;
+                j += 1;
+            }
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    drop(mix_map);
+    let strm = Strm { files: vec![(LARGE, large, 1), (MIX_FILE, mix, MIX_PASSES)], anon: (ANON, anon, MIX_PASSES) };
+    Ok((secs, paths, strm))
+}
+
+/// The sampled pages of a region of `pages` pages.
+pub(super) fn samples(pages: u64) -> impl Iterator<Item = u64> {
+    let n = VERIFY_SAMPLES.min(pages);
+    (0..n).map(move |k| if k + 1 == n { pages - 1 } else { k * pages / n })
+}
+
+impl Strm {
+    /// Read back [`VERIFY_SAMPLES`] pages of every region: the stamp of
+    /// the last pass in the first word and the pattern in the last.
+    pub(super) fn verify(&self, pattern: &[u8]) -> Result<()> {
+        let (region, anon, pass) = &self.anon;
+        let ps = anon.len() / anon.nr_pages().max(1);
+        let tail = |page: u64| pattern_tail(pattern, ps, page);
+        let check = |what: &str, page: u64, first: u64, last: u64, want: u64| {
+            if first != want || last != tail(page) {
+                return Err(Error::Check(format!(
+                    "mmap-strm {what} page {page}: read {first:#x}/{last:#x}, wrote {want:#x}/{:#x}",
+                    tail(page)
+                )));
+            }
+            Ok(())
+        };
+        for page in samples(anon.nr_pages()) {
+            let p = anon.page(page)?;
+            check("anonymous", page, p.load_u64(0)?, p.load_u64(ps as usize - 8)?, stamp(*region, page, *pass))?;
+        }
+        for (region, f, pass) in &self.files {
+            let mut word = [0u8; 8];
+            for page in samples(f.len()? / ps) {
+                f.read_at(&mut word, page * ps)?;
+                let first = u64::from_ne_bytes(word);
+                f.read_at(&mut word, page * ps + ps - 8)?;
+                check(f.name(), page, first, u64::from_ne_bytes(word), stamp(*region, page, *pass))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Close the files (the anonymous region goes with `self`, its frames
+    /// and swap slots freed).
+    pub(super) fn close(self) -> Result<()> {
+        for (_, f, _) in self.files {
+            f.close()?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamps_differ_and_samples_cover_the_region() {
+        assert_ne!(stamp(ANON, 5, 1), stamp(ANON, 5, 2));
+        assert_ne!(stamp(ANON, 5, 1), stamp(MIX_FILE, 5, 1));
+        assert_ne!(stamp(ANON, 0, 1), 0);
+        let s: Vec<u64> = samples(1000).collect();
+        assert_eq!((s.len(), s[0], s[s.len() - 1]), (64, 0, 999));
+        assert_eq!(samples(3).collect::<Vec<_>>(), [0, 1, 2]);
+    }
+
+    // Goal: the workload swaps at a tiny size, its data reads back right,
+    // and a damaged page fails the check.
+    #[test]
+    fn swaps_and_verifies() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = PageCache::new(Config::with_memory(8 * MIB)).unwrap();
+        let pat = pattern(BLOCK as usize);
+        let swap = swapon(&cache, dir.path(), 8).unwrap();
+        let (_, paths, strm) = run(&cache, dir.path(), 12, 4, 8, &pat).unwrap();
+        assert!(cache.vmstat().get(Item::pswpout) > 0);
+        strm.verify(&pat).unwrap();
+        // Page 32 is sampled (64 of 2048 pages: every 32nd).
+        strm.anon.1.write(cache.page_size() as u64 * 32, &[0u8; 8]).unwrap();
+        assert!(matches!(strm.verify(&pat), Err(Error::Check(_))));
+        strm.close().unwrap();
+        for p in &paths {
+            cache.unlink(p).unwrap();
+        }
+        drop(cache);
+        std::fs::remove_file(swap).unwrap();
+    }
+}

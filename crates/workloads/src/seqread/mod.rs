@@ -20,6 +20,7 @@
 //! The target of MISSION.md: pcache's cold sequential read at 90% or more
 //! of the device's bandwidth.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Read;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -32,7 +33,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use crate::experiment::{ExpOpts, Experiment, Outcome, ParamDoc};
+use crate::experiment::{ExpOpts, Experiment, MainJob, Outcome, ParamDoc};
 use crate::hitpath::Aligned;
 use crate::progress::Progress;
 use crate::render::{fmt_size, render_table};
@@ -184,10 +185,23 @@ pub struct SeqreadResult {
     pub kernel_over_device: Option<f64>,
     /// pcache's best sequential read over the kernel's best.
     pub pcache_over_kernel: Option<f64>,
+    /// The keys, flat: the device limit (MB/s); the kernel's and
+    /// pcache's cold sequential reads by call size in bytes (MB/s); their
+    /// random 4 KiB reads by thread count (reads per second).
+    pub device_read_mbps: Option<f64>,
+    pub kernel_seq_read_mbps: BTreeMap<String, f64>,
+    pub pcache_seq_read_mbps: BTreeMap<String, f64>,
+    pub kernel_rand_read_iops: BTreeMap<String, f64>,
+    pub pcache_rand_read_iops: BTreeMap<String, f64>,
     /// pcache's counters over one sequential read of the largest size.
     pub vmstat: serde_json::Value,
     pub notes: Vec<String>,
     pub secs: f64,
+}
+
+/// `source`'s medians by setting, as `{setting: value * scale}`.
+fn by_setting(rows: &[Measured], source: &str, scale: f64) -> BTreeMap<String, f64> {
+    rows.iter().filter(|m| m.source == source).map(|m| (m.setting.to_string(), m.median * scale)).collect()
 }
 
 /// The file's bytes: each 4 KiB page starts with its page number, so a
@@ -504,6 +518,10 @@ pub fn run(o: &SeqreadOpts) -> Result<SeqreadResult> {
     if sys::is_tmpfs(tmp.path()) {
         notes.push("the file is on tmpfs: the \"device\" is memory".into());
     }
+    let (kernel_seq_read_mbps, pcache_seq_read_mbps) =
+        (by_setting(&sequential, "kernel", 1.0), by_setting(&sequential, "pcache", 1.0));
+    let (kernel_rand_read_iops, pcache_rand_read_iops) =
+        (by_setting(&random, "kernel", 1e3), by_setting(&random, "pcache", 1e3));
     Ok(SeqreadResult {
         experiment: "seqread".into(),
         params: o.clone(),
@@ -514,6 +532,11 @@ pub fn run(o: &SeqreadOpts) -> Result<SeqreadResult> {
         pcache_over_device,
         kernel_over_device,
         pcache_over_kernel,
+        device_read_mbps: device_best_mbps,
+        kernel_seq_read_mbps,
+        pcache_seq_read_mbps,
+        kernel_rand_read_iops,
+        pcache_rand_read_iops,
         vmstat,
         notes,
         secs: start.elapsed().as_secs_f64(),
@@ -612,6 +635,9 @@ impl Experiment for Seqread {
     fn takes_set(&self) -> bool {
         true
     }
+    fn main_job(&self) -> MainJob {
+        MainJob::Quick
+    }
     fn params(&self) -> &'static [ParamDoc] {
         &[
             ParamDoc { name: "file_mib", help: "size of the file, MiB [default: 2048; quick: 64]" },
@@ -684,6 +710,8 @@ mod tests {
             assert!(r.pcache_over_device.is_some_and(|v| v > 0.0));
         }
         assert!(r.vmstat.get("pgmajfault").is_none(), "read_at faults nothing");
+        assert_eq!(r.pcache_seq_read_mbps.len(), o.sizes.len());
+        assert!(r.pcache_rand_read_iops.get("2").is_some_and(|&v| v > 0.0), "{:?}", r.pcache_rand_read_iops);
         assert!(r.report().contains("cold sequential read"));
     }
 }

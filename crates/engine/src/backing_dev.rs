@@ -44,6 +44,19 @@ pub struct BdiStat {
 }
 
 impl Bdi {
+    /// A bdi with nothing dirty and no flusher yet.
+    pub fn new(id: u32, name: &str) -> Bdi {
+        Bdi {
+            id,
+            name: name.to_string(),
+            nr_dirty: AtomicI64::new(0),
+            nr_writeback: AtomicI64::new(0),
+            written: AtomicU64::new(0),
+            wait: Wakeup::default(),
+            reclaim_wanted: AtomicBool::new(false),
+        }
+    }
+
     pub fn congested(&self) -> bool {
         self.nr_writeback.load(Ordering::Relaxed) > BDI_CONGESTED_PAGES
     }
@@ -67,15 +80,7 @@ impl Cache {
         if let Some(b) = bdis.iter().find(|b| b.name == name) {
             return b.clone();
         }
-        let bdi = Arc::new(Bdi {
-            id: bdis.len() as u32,
-            name: name.to_string(),
-            nr_dirty: AtomicI64::new(0),
-            nr_writeback: AtomicI64::new(0),
-            written: AtomicU64::new(0),
-            wait: Wakeup::default(),
-            reclaim_wanted: AtomicBool::new(false),
-        });
+        let bdi = Arc::new(Bdi::new(bdis.len() as u32, name));
         bdis.push(bdi.clone());
         if let Some(cache) = self.self_ref.upgrade() {
             let b = bdi.clone();

@@ -113,6 +113,46 @@ pub struct Inode {
 }
 
 impl Inode {
+    /// A fresh inode (one handle counted) for `dev`, of `size` bytes, on
+    /// `bdi`, with the device's readahead window and largest request in
+    /// pages (`Cache::device_ra_pages`).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        id: u32,
+        key: &str,
+        name: &str,
+        dev: Arc<dyn BackingDev>,
+        bdi: Arc<Bdi>,
+        node_cache: &Arc<crate::pagetree::NodeCache>,
+        size: u64,
+        (dev_ra_pages, dev_io_pages): (u32, u32),
+    ) -> Inode {
+        Inode {
+            id,
+            key: key.to_string(),
+            name: name.to_string(),
+            dev,
+            bdi,
+            tree: PageTree::new(node_cache.clone(), id),
+            tree_lock: Mutex::new(()),
+            nrpages: AtomicU64::new(0),
+            size: AtomicU64::new(size),
+            rwsem: Mutex::new(()),
+            invalidate_lock: RwLock::new(()),
+            wb_err: AtomicU32::new(0),
+            nr_dirty: AtomicU64::new(0),
+            dirtied_when: AtomicU64::new(0),
+            unlinked: AtomicBool::new(false),
+            handles: AtomicU64::new(1),
+            on_unused: AtomicBool::new(false),
+            wb_retry_at: AtomicU64::new(0),
+            wb_backoff_ms: AtomicU64::new(0),
+            i_mmap: RwLock::new(Vec::new()),
+            dev_ra_pages,
+            dev_io_pages,
+        }
+    }
+
     pub fn max_bytes(page_shift: u32) -> u64 {
         1u64 << (MAX_FILE_PAGES_SHIFT + page_shift)
     }
@@ -422,30 +462,7 @@ impl Cache {
         };
         let bdi = self.bdi_get(&dev.bdi_name());
         let (dev_ra_pages, dev_io_pages) = self.device_ra_pages(dev.as_ref());
-        let inode = Arc::new(Inode {
-            id,
-            key: key.to_string(),
-            name: name.to_string(),
-            dev,
-            bdi,
-            tree: PageTree::new(self.node_cache.clone(), id),
-            tree_lock: Mutex::new(()),
-            nrpages: AtomicU64::new(0),
-            size: AtomicU64::new(size),
-            rwsem: Mutex::new(()),
-            invalidate_lock: RwLock::new(()),
-            wb_err: AtomicU32::new(0),
-            nr_dirty: AtomicU64::new(0),
-            dirtied_when: AtomicU64::new(0),
-            unlinked: AtomicBool::new(false),
-            handles: AtomicU64::new(1),
-            on_unused: AtomicBool::new(false),
-            wb_retry_at: AtomicU64::new(0),
-            wb_backoff_ms: AtomicU64::new(0),
-            i_mmap: RwLock::new(Vec::new()),
-            dev_ra_pages,
-            dev_io_pages,
-        });
+        let inode = Arc::new(Inode::new(id, key, name, dev, bdi, &self.node_cache, size, (dev_ra_pages, dev_io_pages)));
         inodes.by_name.insert(key.to_string(), inode.clone());
         let mut by_id = self.by_id.write();
         if by_id.len() <= id as usize {
@@ -707,18 +724,24 @@ impl Cache {
         let ps = self.page_size();
         match res {
             Ok(n) => {
-                // Bytes past the device's end read as zeroes.
-                for (i, &pfn) in pages.iter().enumerate() {
-                    let start = i * ps;
-                    if n < start + ps {
-                        let from = n.saturating_sub(start);
-                        self.memzero_page(pfn, from, ps - from);
-                    }
-                }
+                self.zero_past(pages, n);
                 self.vm.add(Item::pgpgin, (pages.len() * ps / 1024) as u64);
                 Ok(())
             }
             Err(e) => Err(Error::io(&inode.name, e)),
+        }
+    }
+
+    /// After a device read of `n` bytes into the frames of `pages` (in
+    /// order): the bytes past them read as zeroes, as past a device's end.
+    pub(crate) fn zero_past(&self, pages: &[Pfn], n: usize) {
+        let ps = self.page_size();
+        for (i, &pfn) in pages.iter().enumerate() {
+            let start = i * ps;
+            if n < start + ps {
+                let from = n.saturating_sub(start);
+                self.memzero_page(pfn, from, ps - from);
+            }
         }
     }
 

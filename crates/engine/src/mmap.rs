@@ -559,43 +559,14 @@ impl Cache {
     pub(crate) fn anon_inode(&self) -> Arc<Inode> {
         self.anon_inode
             .get_or_init(|| {
-                use crate::sync::atomic::{AtomicBool, AtomicI64};
-                use parking_lot::RwLock;
                 // Below PAGE_MAPPING_ANON and never handed out by iget.
                 let id = PAGE_MAPPING_ANON - 1;
-                let bdi = Arc::new(crate::backing_dev::Bdi {
-                    id: u32::MAX,
-                    name: "anon".into(),
-                    nr_dirty: AtomicI64::new(0),
-                    nr_writeback: AtomicI64::new(0),
-                    written: AtomicU64::new(0),
-                    wait: crate::mm::Wakeup::default(),
-                    reclaim_wanted: AtomicBool::new(false),
-                });
-                Arc::new(Inode {
-                    id,
-                    key: "anon_inode:[anon]".into(),
-                    name: "[anon]".into(),
-                    dev: Arc::new(crate::backing::MemoryDev::new("[anon]", self.page_size())),
-                    bdi,
-                    tree: crate::pagetree::PageTree::new(self.node_cache.clone(), id),
-                    tree_lock: Mutex::new(()),
-                    nrpages: AtomicU64::new(0),
-                    size: AtomicU64::new(0),
-                    rwsem: Mutex::new(()),
-                    invalidate_lock: RwLock::new(()),
-                    wb_err: AtomicU32::new(0),
-                    nr_dirty: AtomicU64::new(0),
-                    dirtied_when: AtomicU64::new(0),
-                    unlinked: AtomicBool::new(false),
-                    handles: AtomicU64::new(1),
-                    on_unused: AtomicBool::new(true),
-                    wb_retry_at: AtomicU64::new(0),
-                    wb_backoff_ms: AtomicU64::new(0),
-                    i_mmap: RwLock::new(Vec::new()),
-                    dev_ra_pages: 0,
-                    dev_io_pages: 0,
-                })
+                let bdi = Arc::new(crate::backing_dev::Bdi::new(u32::MAX, "anon"));
+                let dev = Arc::new(crate::backing::MemoryDev::new("[anon]", self.page_size()));
+                let inode = Inode::new(id, "anon_inode:[anon]", "[anon]", dev, bdi, &self.node_cache, 0, (0, 0));
+                // Never on the icache's unused list: prune_icache leaves it be.
+                inode.on_unused.store(true, Ordering::Relaxed);
+                Arc::new(inode)
             })
             .clone()
     }

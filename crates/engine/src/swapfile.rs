@@ -401,12 +401,8 @@ impl Cache {
         drop(bufs);
         match res {
             Ok(n) => {
-                for (i, &pfn) in pages.iter().enumerate() {
-                    let start = i * ps;
-                    if n < start + ps {
-                        let from = n.saturating_sub(start);
-                        self.memzero_page(pfn, from, ps - from);
-                    }
+                self.zero_past(pages, n);
+                for &pfn in pages {
                     self.page(pfn).set(PG_UPTODATE, &self.vm);
                 }
                 self.vm.add(Item::pswpin, pages.len() as u64);

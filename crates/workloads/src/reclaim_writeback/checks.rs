@@ -66,7 +66,28 @@ pub(super) fn checks(r: &ExperimentResult) -> Vec<Check> {
         Err(missing) => return vec![missing],
     };
     let mut out = Vec::new();
-    // Files/s and elapsed, by the direction of the means.
+    // One check of metric `m` going the better way, 3.1 -> 3.2, by the
+    // direction of the means (None: the run did not measure it).
+    let better = |name: String, seed: &str, m: &str, unit: &str, ex: bool| -> Option<Check> {
+        let spec = r.spec(m)?;
+        let (mb, ma) = (r.mean(BEFORE, m), r.mean(AFTER, m));
+        let pct = pct_better(mb, ma, spec.better);
+        let sig = significant(b.samples(m), a.samples(m));
+        Some(Check {
+            name,
+            seed: seed.into(),
+            measured: format!(
+                "{} -> {}{unit} ({} better){}",
+                render::fmt_value(mb),
+                render::fmt_value(ma),
+                fmt_pct(pct, sig),
+                tag(ex)
+            ),
+            agrees: if pct.is_nan() { None } else { Some(pct > 0.0) },
+            counts: ex,
+        })
+    };
+    // Files/s and elapsed.
     for (w, ex) in workloads {
         for (measure, seed) in [
             ("files/s", "up in all 13 configs (+0.7% to +14.4%)"),
@@ -75,48 +96,15 @@ pub(super) fn checks(r: &ExperimentResult) -> Vec<Check> {
                 if w == "mmap-strm" { "down in 9 of 13; the slower 4 swapped more" } else { "down in all 13 configs" },
             ),
         ] {
-            let m = format!("{w} {measure}");
-            let Some(spec) = r.spec(&m) else { continue };
-            let (mb, ma) = (r.mean(BEFORE, &m), r.mean(AFTER, &m));
-            let pct = pct_better(mb, ma, spec.better);
-            let sig = significant(b.samples(&m), a.samples(&m));
             let (label, verb) = if measure == "files/s" { ("files/s", "up") } else { ("elapsed", "down") };
-            out.push(Check {
-                name: format!("{w} {label} {verb}"),
-                seed: seed.into(),
-                measured: format!(
-                    "{} -> {} ({} better){}",
-                    render::fmt_value(mb),
-                    render::fmt_value(ma),
-                    fmt_pct(pct, sig),
-                    tag(*ex)
-                ),
-                agrees: if pct.is_nan() { None } else { Some(pct > 0.0) },
-                counts: *ex,
-            });
+            out.extend(better(format!("{w} {label} {verb}"), seed, &format!("{w} {measure}"), "", *ex));
         }
     }
     // The seed's USB-stick run: "the 'Avg wait' time as measured by iostat
     // was far lower" (fsmark 5404 -> 4474 ms, simple-wb 2541 -> 1454 ms).
     for (w, ex) in workloads {
-        let m = format!("{w} avg_wait_ms");
-        let Some(spec) = r.spec(&m) else { continue };
-        let (mb, ma) = (r.mean(BEFORE, &m), r.mean(AFTER, &m));
-        let pct = pct_better(mb, ma, spec.better);
-        let sig = significant(b.samples(&m), a.samples(&m));
-        out.push(Check {
-            name: format!("{w} avg wait down"),
-            seed: "down on the USB stick: fsmark -17%, simple-wb -43% (iostat await)".into(),
-            measured: format!(
-                "{} -> {} ms ({} better){}",
-                render::fmt_value(mb),
-                render::fmt_value(ma),
-                fmt_pct(pct, sig),
-                tag(*ex)
-            ),
-            agrees: if pct.is_nan() { None } else { Some(pct > 0.0) },
-            counts: *ex,
-        });
+        let seed = "down on the USB stick: fsmark -17%, simple-wb -43% (iostat await)";
+        out.extend(better(format!("{w} avg wait down"), seed, &format!("{w} avg_wait_ms"), " ms", *ex));
     }
     // No direct-reclaim writes with the series; told only when the
     // baseline wrote some.

@@ -193,6 +193,12 @@ pub struct SeqreadResult {
     pub pcache_seq_read_mbps: BTreeMap<String, f64>,
     pub kernel_rand_read_iops: BTreeMap<String, f64>,
     pub pcache_rand_read_iops: BTreeMap<String, f64>,
+    /// The write form, dd of 4x pcache's memory in 1 MiB writes and an
+    /// fdatasync, MB/s (medians): pcache's `write_at`, the kernel's
+    /// buffered write, O_DIRECT writes (None where refused).
+    pub pcache_write_mbps: f64,
+    pub kernel_write_mbps: f64,
+    pub device_write_mbps: Option<f64>,
     /// pcache's counters over one sequential read of the largest size.
     pub vmstat: serde_json::Value,
     pub notes: Vec<String>,
@@ -340,6 +346,58 @@ fn pcache_read(path: &Path, len: u64, size: usize, o: &SeqreadOpts, check: bool)
     Ok((rate, vm))
 }
 
+/// The write form: `len` bytes written in 1 MiB calls to a new file at
+/// `path`, then fdatasync, by `how`; MB/s over the writes and the sync.
+/// The file is removed after.
+fn dd_write(path: &Path, len: u64, how: WriteBy, o: &SeqreadOpts) -> Result<f64> {
+    let chunk = sys::pattern(DIRECT_BLOCK);
+    let io = |what: &str, source| Error::io(format!("{what} {}", path.display()), source);
+    let t = Instant::now();
+    match how {
+        WriteBy::Pcache => {
+            let cache = PageCache::new(Config { tunables: o.tunables, ..Config::with_memory(o.mem_bytes) })?;
+            let f = cache.open(path, OpenOptions { create: true, truncate: true, direct: true })?;
+            let mut pos = 0;
+            while pos < len {
+                f.write_at(&chunk, pos)?;
+                pos += chunk.len() as u64;
+            }
+            f.fdatasync()?;
+            f.close()?;
+        }
+        WriteBy::Kernel | WriteBy::Direct => {
+            let mut opts = std::fs::OpenOptions::new();
+            opts.write(true).create(true).truncate(true);
+            if how == WriteBy::Direct {
+                opts.custom_flags(libc::O_DIRECT);
+            }
+            let f = opts.open(path).map_err(|e| io("create", e))?;
+            // O_DIRECT needs an aligned buffer.
+            let mut buf = Aligned::new(DIRECT_BLOCK);
+            buf.as_mut_slice().copy_from_slice(&chunk);
+            let mut pos = 0;
+            while pos < len {
+                f.write_all_at(buf.as_slice(), pos).map_err(|e| io("write", e))?;
+                pos += DIRECT_BLOCK as u64;
+            }
+            f.sync_data().map_err(|e| io("fdatasync", e))?;
+        }
+    }
+    let rate = mbps(len, t);
+    std::fs::remove_file(path).map_err(|e| io("remove", e))?;
+    Ok(rate)
+}
+
+/// Who writes in the write form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WriteBy {
+    Pcache,
+    /// The kernel's buffered write.
+    Kernel,
+    /// O_DIRECT writes: the device's write limit.
+    Direct,
+}
+
 /// `threads` threads of `ops` random 4 KiB reads each through `read`;
 /// thousands of reads per second.
 fn random_reads<R>(threads: usize, ops: u64, pages: u64, seed: u64, read: R) -> Result<f64>
@@ -415,12 +473,13 @@ pub fn run(o: &SeqreadOpts) -> Result<SeqreadResult> {
     if let Some((_, max_kb)) = queue.filter(|&(_, m)| m * 1024 > DIRECT_BLOCK as u64 && m <= 64 << 10) {
         blocks.push(max_kb as usize * 1024);
     }
-    let nsteps = o.runs * (blocks.len() * o.qds.len() * direct as usize + 2 * o.sizes.len() + 3 * o.threads.len());
+    let nsteps = o.runs * (blocks.len() * o.qds.len() * direct as usize + 2 * o.sizes.len() + 3 * o.threads.len() + 3);
     let phase = progress.phase("seqread: runs", nsteps as u64);
     let mut dev = vec![Vec::new(); blocks.len() * o.qds.len()];
     let mut seq = vec![[Vec::new(), Vec::new()]; o.sizes.len()];
     let mut rnd = vec![[Vec::new(), Vec::new(), Vec::new()]; o.threads.len()];
     let mut vmstat = serde_json::Value::Null;
+    let mut wr: [Vec<f64>; 3] = Default::default();
     for r in 0..o.runs {
         let check = r == 0;
         if direct {
@@ -481,6 +540,16 @@ pub fn run(o: &SeqreadOpts) -> Result<SeqreadResult> {
             rnd[i][2].push(random_reads(threads, o.rand_ops, pages, seed, read)?);
             phase.inc(3);
         }
+        // The write form: dd of 4x pcache's memory with fdatasync at the
+        // end, by each writer in turn.
+        let wpath = tmp.path().join("seqwrite.dat");
+        for (k, how) in [WriteBy::Pcache, WriteBy::Kernel, WriteBy::Direct].into_iter().enumerate() {
+            phase.set_message(format!("run {}: dd write, {how:?}", r + 1));
+            if how != WriteBy::Direct || direct {
+                wr[k].push(dd_write(&wpath, 4 * o.mem_bytes, how, o)?);
+            }
+            phase.inc(1);
+        }
     }
     phase.finish();
 
@@ -537,6 +606,9 @@ pub fn run(o: &SeqreadOpts) -> Result<SeqreadResult> {
         pcache_seq_read_mbps,
         kernel_rand_read_iops,
         pcache_rand_read_iops,
+        pcache_write_mbps: stats::median(&wr[0]),
+        kernel_write_mbps: stats::median(&wr[1]),
+        device_write_mbps: (!wr[2].is_empty()).then(|| stats::median(&wr[2])),
         vmstat,
         notes,
         secs: start.elapsed().as_secs_f64(),
@@ -596,6 +668,14 @@ impl SeqreadResult {
         }
         s.push_str(&render_table(&t, &[false, false, true]));
         let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "dd write of {} + fdatasync, MB/s: pcache {:.0}, kernel {:.0}, O_DIRECT {}",
+            fmt_size(4 * p.mem_bytes),
+            self.pcache_write_mbps,
+            self.kernel_write_mbps,
+            self.device_write_mbps.map_or("-".to_string(), |v| format!("{v:.0}"))
+        );
         match self.pcache_over_device {
             Some(v) => {
                 let _ = writeln!(
@@ -711,6 +791,7 @@ mod tests {
         }
         assert!(r.vmstat.get("pgmajfault").is_none(), "read_at faults nothing");
         assert_eq!(r.pcache_seq_read_mbps.len(), o.sizes.len());
+        assert!(r.pcache_write_mbps > 0.0 && r.kernel_write_mbps > 0.0);
         assert!(r.pcache_rand_read_iops.get("2").is_some_and(|&v| v > 0.0), "{:?}", r.pcache_rand_read_iops);
         assert!(r.report().contains("cold sequential read"));
     }

@@ -908,7 +908,7 @@ impl Drop for SharedSizeHold {
 /// The queue limits of the block device `st_dev` names, from sysfs (a
 /// partition's are its disk's). None where sysfs says nothing (tmpfs,
 /// overlay and network filesystems, containers without /sys).
-fn host_queue_limits(st_dev: u64) -> Option<QueueLimits> {
+pub fn host_queue_limits(st_dev: u64) -> Option<QueueLimits> {
     let base = format!("/sys/dev/block/{}:{}", libc::major(st_dev), libc::minor(st_dev));
     let read = |name: &str| {
         [format!("{base}/queue/{name}"), format!("{base}/../queue/{name}")]

@@ -15,7 +15,7 @@ mod ratelimit;
 
 pub use fault::{Fault, FaultInjector, FaultOp, SpaceLimit};
 pub use fdcache::{default_max_open_fds, CachedFd, FdCache, MIN_OPEN_FDS};
-pub use file::{FileDev, Opener};
+pub use file::{host_queue_limits, FileDev, Opener};
 pub use memory::MemoryDev;
 pub use ratelimit::{parse_latency, parse_rate, IoStat, RateLimit, RateLimitedDev, RateSpec};
 

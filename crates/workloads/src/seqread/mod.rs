@@ -277,18 +277,12 @@ fn device_read(path: &Path, len: u64, block: usize, qd: usize) -> Result<f64> {
 }
 
 /// The block device under `path`: its `read_ahead_kb` and
-/// `max_sectors_kb` (the largest request it takes), when sysfs says.
+/// `max_sectors_kb` (the largest request it takes), as the engine reads
+/// them for its own readahead.
 fn block_queue(path: &Path) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
-    let dev = std::fs::metadata(path).ok()?.dev();
-    let base = format!("/sys/dev/block/{}:{}", libc::major(dev), libc::minor(dev));
-    // A partition's queue is its disk's.
-    let read = |name: &str| {
-        [format!("{base}/queue/{name}"), format!("{base}/../queue/{name}")]
-            .iter()
-            .find_map(|p| std::fs::read_to_string(p).ok()?.trim().parse::<u64>().ok())
-    };
-    Some((read("read_ahead_kb")?, read("max_sectors_kb")?))
+    let l = pcache::backing::host_queue_limits(std::fs::metadata(path).ok()?.dev())?;
+    Some((l.read_ahead_kb, l.max_sectors_kb))
 }
 
 fn open_direct(path: &Path) -> Result<std::fs::File> {

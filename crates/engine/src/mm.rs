@@ -365,9 +365,15 @@ impl Cache {
         synced
     }
 
-    /// Free frames, counting those in the hazard grace period.
+    /// Free frames, counting those in the hazard grace period. The two
+    /// counters are read one after the other while other threads allocate
+    /// and free, so the sum is approximate, as the kernel's per-CPU vmstat
+    /// is: a frame allocated between the reads and another freed into the
+    /// grace period can be counted twice. It is clamped to the arena's size
+    /// so that the snapshot never claims more free frames than exist.
     pub fn nr_free_pages(&self) -> u64 {
-        self.arena.nr_free() + self.nr_pending_free.load(Ordering::Relaxed)
+        let pending = self.nr_pending_free.load(Ordering::Relaxed);
+        (self.arena.nr_free() + pending).min(self.arena.nr_pages)
     }
 
     /// A snapshot of every counter.

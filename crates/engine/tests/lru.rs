@@ -309,6 +309,11 @@ fn kswapd_reclaims_in_the_background() {
 // (get_page), and its bytes stay readable; unpinned, it goes like the rest.
 #[test]
 fn pinned_pages_survive_reclaim() {
+    // The pins' marks go to this CPU's activate batch, which holds a
+    // reference until drained; a thread that migrates leaves them in the
+    // batch of the CPU it left, which reclaim (lru_add_drain, this CPU
+    // only, as in the kernel) does not drain.
+    pin_to_cpu0();
     let cache = cache_with(quiet(LruBatching::Batched), 1024);
     let f = cache.open_memory("p").unwrap();
     let data: Vec<u8> = (0..600 * 4096).map(|i| (i % 241) as u8).collect();

@@ -15,8 +15,12 @@ pub(super) fn kernel_column(ctx: &Ctx<'_>, opts: &ReclaimWritebackOpts) -> std::
         Workload::MmapStrm { anon_blocks, .. } => Some(swap_bytes(anon_blocks * BLOCK)),
         _ => None,
     });
+    // A run killed while its swap file was on left it on; turn such files
+    // off first, so this run neither mistakes them for the host's own swap
+    // nor leaves them on for good.
+    let mut reaped = HostSwap::reap_stale();
     let swap = match strm_swap {
-        Some(bytes) if host_swap_total() == 0 => Some(HostSwap::on(&tmp.join("kernel-swap"), bytes)),
+        Some(bytes) if host_swap_total() == 0 => Some(HostSwap::on(&tmp.join(HostSwap::file_name()), bytes)),
         Some(_) => None,
         None => None,
     };
@@ -113,6 +117,7 @@ pub(super) fn kernel_column(ctx: &Ctx<'_>, opts: &ReclaimWritebackOpts) -> std::
         ));
     }
     notes.extend(swap_note);
+    notes.append(&mut reaped);
     if opts.device.rate.is_some() || opts.device.resident > 0.0 {
         notes.push(
             "kernel column: on the host's own disk, without the simulated device or the desktop beside it \
@@ -225,6 +230,50 @@ pub(super) struct HostSwap {
 }
 
 impl HostSwap {
+    /// The swap file's name carries the pid of the run that made it, so a
+    /// later run can tell a file left on by a killed run (no such process)
+    /// from one that another run is using.
+    const PREFIX: &'static str = "pcache-kernel-swap-";
+
+    fn file_name() -> String {
+        format!("{}{}", Self::PREFIX, std::process::id())
+    }
+
+    /// swapoff and remove every swap file in /proc/swaps that a pcache run
+    /// made and whose process is gone (killed before its drop ran). Returns
+    /// a note per file, saying what was done.
+    pub(super) fn reap_stale() -> Vec<String> {
+        let Ok(swaps) = std::fs::read_to_string("/proc/swaps") else { return Vec::new() };
+        let mut notes = Vec::new();
+        for line in swaps.lines().skip(1) {
+            // The first field is the path, its blanks escaped as \040 (a
+            // deleted file ends in "\040(deleted)" and cannot be named).
+            let Some(path) = line.split_whitespace().next().map(Path::new) else { continue };
+            let Some(pid) = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_prefix(Self::PREFIX))
+                .and_then(|p| p.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if Path::new(&format!("/proc/{pid}")).exists() {
+                continue;
+            }
+            let mut stale = HostSwap { path: path.to_path_buf(), on: true };
+            notes.push(match stale.off_inner() {
+                Ok(()) => format!("kernel column: turned off and removed {}, left on by a killed run", path.display()),
+                Err(e) => {
+                    // Still on, or not removable: leave the file be rather
+                    // than unlink a swap file in use.
+                    std::mem::forget(stale);
+                    format!("kernel column: a swap file left on by a killed run: {e}")
+                }
+            });
+        }
+        notes
+    }
+
     /// Make, format and swapon a file of `bytes` at `path`: needs root,
     /// `mkswap`, and a file system that can hold swap.
     pub(super) fn on(path: &Path, bytes: u64) -> std::result::Result<HostSwap, String> {
@@ -439,4 +488,43 @@ fn host_swap_total() -> u64 {
             s.lines().find_map(|l| l.strip_prefix("SwapTotal:")?.trim().strip_suffix("kB")?.trim().parse().ok())
         })
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn swapped_on(path: &Path) -> bool {
+        let swaps = std::fs::read_to_string("/proc/swaps").unwrap_or_default();
+        swaps.lines().skip(1).any(|l| l.split_whitespace().next() == Some(path.to_str().unwrap_or("?")))
+    }
+
+    // Goal: a swap file left on by a killed run is turned off and removed by
+    // the next run, and a live run's file is left alone. Method: swapon two
+    // files named for a dead pid and for this process, forget both (as a
+    // kill would), reap. Needs root, mkswap and a file system that holds
+    // swap; says so and returns otherwise.
+    #[test]
+    fn reap_stale_turns_off_only_a_dead_runs_swap() {
+        let dir = match tempfile::tempdir() {
+            Ok(d) => d,
+            Err(e) => return eprintln!("skipped: no temporary directory: {e}"),
+        };
+        let dead = (1u32 << 22..).find(|p| !Path::new(&format!("/proc/{p}")).exists()).unwrap_or(u32::MAX);
+        let dead_path = dir.path().join(format!("{}{dead}", HostSwap::PREFIX));
+        let live_path = dir.path().join(HostSwap::file_name());
+        let dead_swap = match HostSwap::on(&dead_path, 1 << 20) {
+            Ok(s) => s,
+            Err(why) => return eprintln!("skipped: {why}"),
+        };
+        std::mem::forget(dead_swap);
+        let live = HostSwap::on(&live_path, 1 << 20).expect("a second swap file where the first worked");
+        assert!(swapped_on(&dead_path) && swapped_on(&live_path));
+        let notes = HostSwap::reap_stale();
+        let (dead_on, live_on) = (swapped_on(&dead_path), swapped_on(&live_path));
+        live.off().expect("swapoff of the live file");
+        assert!(!dead_on && !dead_path.exists(), "the dead run's swap file stayed: {notes:?}");
+        assert!(live_on, "the live run's swap file was turned off: {notes:?}");
+        assert_eq!(notes.len(), 1, "{notes:?}");
+    }
 }

@@ -13,141 +13,19 @@
 //! needs root (it mounts a tmpfs and sets the immutable attribute).
 
 use std::fs;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tempfile::TempDir;
+mod common;
+
+use common::{skip_reason, Mount};
 
 /// Descriptors the daemon holds besides its fd cache: stdio, /dev/fuse,
 /// the backing root, the signal pipe, transient `O_PATH` descriptors of
 /// requests in flight (one or two per worker), files out of the cache but
 /// still used by a transfer.
 const SLACK: usize = 48;
-
-struct Mount {
-    child: Option<Child>,
-    dir: TempDir,
-}
-
-impl Mount {
-    fn backing(&self) -> PathBuf {
-        self.dir.path().join("backing")
-    }
-
-    fn mnt(&self) -> PathBuf {
-        self.dir.path().join("mnt")
-    }
-
-    fn log(&self) -> String {
-        fs::read_to_string(self.dir.path().join("daemon.log")).unwrap_or_default()
-    }
-
-    /// A temporary directory with `backing` and `mnt`, in `parent`.
-    fn dirs(parent: Option<&Path>) -> Mount {
-        let b = tempfile::Builder::new()
-            .prefix("pcache-fuse-exhaustion")
-            .tempdir_in(parent.unwrap_or(&std::env::temp_dir()));
-        let m = Mount { child: None, dir: b.unwrap() };
-        fs::create_dir(m.backing()).unwrap();
-        fs::create_dir(m.mnt()).unwrap();
-        m
-    }
-
-    /// Start the daemon with RLIMIT_NOFILE `nofile` (soft and hard, when
-    /// given) and wait until the mount is up.
-    fn spawn(&mut self, mem: &str, extra: &[&str], nofile: Option<u64>) {
-        let log = fs::File::create(self.dir.path().join("daemon.log")).unwrap();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_pcache-mount"));
-        cmd.arg(self.backing()).arg(self.mnt()).args(["--mem", mem]).args(extra).stdout(Stdio::null()).stderr(log);
-        if let Some(n) = nofile {
-            // SAFETY: the closure runs in the forked child before exec and
-            // only calls setrlimit, which is async-signal-safe, on a value
-            // on its own stack.
-            unsafe {
-                cmd.pre_exec(move || {
-                    let lim = libc::rlimit { rlim_cur: n, rlim_max: n };
-                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
-        }
-        self.child = Some(cmd.spawn().unwrap());
-        let started = Instant::now();
-        while !pcache_fuse::is_fuse_mount(&self.mnt()) {
-            if let Some(st) = self.child.as_mut().and_then(|c| c.try_wait().unwrap()) {
-                panic!("daemon exited ({st}) before mounting:\n{}", self.log());
-            }
-            assert!(started.elapsed() < Duration::from_secs(20), "mount did not come up:\n{}", self.log());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn pid(&self) -> i32 {
-        self.child.as_ref().map(|c| c.id() as i32).unwrap_or(0)
-    }
-
-    /// Descriptors the daemon has open now.
-    fn daemon_fds(&self) -> usize {
-        fs::read_dir(format!("/proc/{}/fd", self.pid())).map(|d| d.count()).unwrap_or(0)
-    }
-
-    fn vmstat(&self, name: &str) -> u64 {
-        let text = fs::read_to_string(self.mnt().join(".pcache/vmstat")).unwrap();
-        text.lines()
-            .find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
-            .unwrap_or_else(|| panic!("no {name} in vmstat"))
-    }
-
-    fn wait_exit(&mut self, secs: u64) -> ExitStatus {
-        let child = self.child.as_mut().expect("daemon running");
-        let started = Instant::now();
-        loop {
-            if let Some(st) = child.try_wait().unwrap() {
-                self.child = None;
-                return st;
-            }
-            assert!(started.elapsed() < Duration::from_secs(secs), "daemon did not exit:\n{}", self.log());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn signal(&self, sig: i32) {
-        // SAFETY: kill(2) on our own child's pid; no memory involved.
-        assert_eq!(unsafe { libc::kill(self.pid(), sig) }, 0);
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = Command::new("fusermount3")
-            .args(["-u", "-z", "-q"])
-            .arg(self.mnt())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-        if let Some(mut child) = self.child.take() {
-            let started = Instant::now();
-            while child.try_wait().ok().flatten().is_none() {
-                if started.elapsed() > Duration::from_secs(20) {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-    }
-}
-
-fn skip_reason() -> Option<String> {
-    let why = pcache_fuse::fuse_unavailable()?;
-    eprintln!("SKIPPED: FUSE is not usable here: {why}");
-    Some(why)
-}
 
 fn is_root() -> bool {
     // SAFETY: geteuid cannot fail and touches no memory.

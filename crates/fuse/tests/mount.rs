@@ -16,127 +16,13 @@
 use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tempfile::TempDir;
+mod common;
 
-/// A running `pcache-mount` daemon and its directories.
-struct Mount {
-    child: Option<Child>,
-    dir: TempDir,
-}
-
-impl Mount {
-    fn backing(&self) -> PathBuf {
-        self.dir.path().join("backing")
-    }
-
-    fn mnt(&self) -> PathBuf {
-        self.dir.path().join("mnt")
-    }
-
-    fn log(&self) -> String {
-        fs::read_to_string(self.dir.path().join("daemon.log")).unwrap_or_default()
-    }
-
-    /// Start a daemon with `--mem MEM` and `extra` options and wait until
-    /// the mount is up.
-    fn start(mem: &str, extra: &[&str]) -> Mount {
-        let dir = tempfile::Builder::new().prefix("pcache-fuse-test").tempdir().unwrap();
-        let mut m = Mount { child: None, dir };
-        fs::create_dir(m.backing()).unwrap();
-        fs::create_dir(m.mnt()).unwrap();
-        m.spawn(mem, extra);
-        m
-    }
-
-    fn spawn(&mut self, mem: &str, extra: &[&str]) {
-        let log = fs::File::create(self.dir.path().join("daemon.log")).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_pcache-mount"))
-            .arg(self.backing())
-            .arg(self.mnt())
-            .args(["--mem", mem])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        self.child = Some(child);
-        let started = Instant::now();
-        while !pcache_fuse::is_fuse_mount(&self.mnt()) {
-            if let Some(st) = self.child.as_mut().and_then(|c| c.try_wait().unwrap()) {
-                panic!("daemon exited ({st}) before mounting:\n{}", self.log());
-            }
-            assert!(started.elapsed() < Duration::from_secs(20), "mount did not come up:\n{}", self.log());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn pid(&self) -> i32 {
-        self.child.as_ref().map(|c| c.id() as i32).unwrap_or(0)
-    }
-
-    /// Wait up to `secs` for the daemon to exit.
-    fn wait_exit(&mut self, secs: u64) -> ExitStatus {
-        let child = self.child.as_mut().expect("daemon running");
-        let started = Instant::now();
-        loop {
-            if let Some(st) = child.try_wait().unwrap() {
-                self.child = None;
-                return st;
-            }
-            assert!(started.elapsed() < Duration::from_secs(secs), "daemon did not exit:\n{}", self.log());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Unmount as a user would (fusermount3 -u) and wait for the daemon,
-    /// which writes everything back before it exits.
-    fn unmount(&mut self) {
-        let st = run("fusermount3", &["-u".as_ref(), self.mnt().as_os_str()], 30);
-        assert!(st.success(), "fusermount3 -u failed");
-        let st = self.wait_exit(60);
-        assert!(st.success(), "daemon failed ({st}):\n{}", self.log());
-    }
-
-    fn signal(&self, sig: i32) {
-        // SAFETY: kill(2) on our own child's pid; no memory involved.
-        assert_eq!(unsafe { libc::kill(self.pid(), sig) }, 0);
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        // Unconditionally: a mount whose daemon died (kill -9) no longer
-        // answers statfs, but its entry stays until unmounted.
-        let _ = Command::new("fusermount3")
-            .args(["-u", "-z", "-q"])
-            .arg(self.mnt())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-        if let Some(mut child) = self.child.take() {
-            let started = Instant::now();
-            while child.try_wait().ok().flatten().is_none() {
-                if started.elapsed() > Duration::from_secs(20) {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-    }
-}
-
-/// Why FUSE tests cannot run here, printed; None when they can.
-fn skip_reason() -> Option<String> {
-    let why = pcache_fuse::fuse_unavailable()?;
-    eprintln!("SKIPPED: FUSE is not usable here: {why}");
-    Some(why)
-}
+use common::{skip_reason, Mount};
 
 fn have(program: &str, test: &str) -> bool {
     let ok = Command::new(program).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
@@ -144,15 +30,6 @@ fn have(program: &str, test: &str) -> bool {
         eprintln!("SKIPPED {test}: {program} is not installed (apt-get install {program})");
     }
     ok
-}
-
-/// Run a program under `timeout`, inheriting output; its exit status.
-fn run(program: &str, args: &[&std::ffi::OsStr], secs: u64) -> ExitStatus {
-    Command::new("timeout")
-        .args(["-k", "5", &secs.to_string(), program])
-        .args(args)
-        .status()
-        .unwrap_or_else(|e| panic!("running {program}: {e}"))
 }
 
 /// Run `sh -c SCRIPT` under `timeout`; its stdout, panicking on failure.

@@ -289,3 +289,64 @@ fn pte_install_publishes_the_page() {
         reader.join().unwrap();
     });
 }
+
+/// The page lock's sleep and wake (page.rs: wait_while, unlock) at its
+/// smallest: a waiter that found the page under a hazard pin (no
+/// reference) decides to sleep on PG_locked while reclaim, holding the
+/// lock, clears PG_swapcache and then drops the lock of the page it is
+/// freeing. The waiter announces PG_waiters and re-checks PG_locked under
+/// the wait table's bucket lock, and sleeps if it is still set; the
+/// unlocker wakes the bucket if its clear of PG_locked saw PG_waiters.
+/// The property: a waiter that went to sleep is woken. `atomic` false uses
+/// the kernel's non-atomic __ClearPage stores, which are sound there only
+/// because no waiter can be without a reference.
+fn page_lock_wake_model(atomic: bool) {
+    use crate::page::{PG_LOCKED, PG_SWAPCACHE, PG_WAITERS};
+    use loom::sync::atomic::AtomicBool;
+    use loom::sync::Mutex;
+    loom::model(move || {
+        let flags = Arc::new(AtomicU32::new(PG_LOCKED | PG_SWAPCACHE));
+        let bucket = Arc::new(Mutex::new(()));
+        let slept = Arc::new(AtomicBool::new(false));
+        let (f2, b2, s2) = (flags.clone(), bucket.clone(), slept.clone());
+        let waiter = thread::spawn(move || {
+            let _g = b2.lock().unwrap();
+            if f2.fetch_or(PG_WAITERS, Ordering::AcqRel) & PG_LOCKED != 0 {
+                s2.store(true, Ordering::Relaxed);
+            }
+        });
+        let clear = |flag: u32| {
+            if atomic {
+                flags.fetch_and(!flag, Ordering::AcqRel)
+            } else {
+                let f = flags.load(Ordering::Relaxed);
+                flags.store(f & !flag, Ordering::Relaxed);
+                f
+            }
+        };
+        clear(PG_SWAPCACHE);
+        let woke = clear(PG_LOCKED) & PG_WAITERS != 0;
+        if woke {
+            // unpark_all takes the bucket lock: it wakes whoever slept.
+            drop(bucket.lock().unwrap());
+        }
+        waiter.join().unwrap();
+        assert!(!slept.load(Ordering::Relaxed) || woke, "a waiter slept and was never woken");
+    });
+}
+
+// Goal: a waiter that sleeps on the lock of a page reclaim is freeing is
+// always woken, whatever the interleaving.
+#[test]
+fn page_lock_wakes_a_hazard_pinned_waiter() {
+    page_lock_wake_model(true);
+}
+
+// Goal: the model has teeth: with the kernel's non-atomic clears, some
+// interleaving loses PG_waiters or the wake and the waiter sleeps for
+// ever (the hang seen in anon_swap's threads_sharing_pages_never_lose_a_write).
+#[test]
+#[should_panic(expected = "a waiter slept and was never woken")]
+fn page_lock_nonatomic_clear_loses_the_waiter() {
+    page_lock_wake_model(false);
+}

@@ -116,8 +116,10 @@ impl Cache {
             let shadow = self.workingset_eviction(page.test(PG_WORKINGSET), false);
             inner.shadows.insert(slot, shadow);
         }
-        // Frozen at 0: nobody else can see the page any more.
-        page.clear_nonatomic(PG_SWAPCACHE);
+        // Frozen at 0, but still locked, and a hazard-pinned waiter may be
+        // setting PG_waiters on it now: an atomic clear, so that bit is not
+        // lost and the unlock wakes the waiter.
+        page.clear(PG_SWAPCACHE, &self.vm);
         true
     }
 

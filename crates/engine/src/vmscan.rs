@@ -608,8 +608,12 @@ impl Cache {
         let (mut removed, mut pinned) = (Vec::new(), Vec::new());
         self.finish_removal(&frozen, 2, true, &mut removed, &mut pinned);
         for pfn in removed {
-            // Frozen at 0 and out of the tree: nobody can see it.
-            self.page(pfn).clear_nonatomic(PG_LOCKED);
+            // Frozen at 0 and out of the tree, but a thread that found it
+            // earlier under a hazard pin (no reference, unlike the
+            // kernel's lock_page callers) may be parked on its lock: an
+            // atomic unlock that wakes it, not the kernel's
+            // __folio_clear_locked. It then sees the page gone.
+            self.page(pfn).unlock(&self.vm);
             self.free_page(pfn);
             reclaimed += 1;
         }
@@ -695,8 +699,9 @@ impl Cache {
             keep.push(pfn);
             return 0;
         }
-        // Frozen at 0 and out of the swap cache: nobody can see it.
-        page.clear_nonatomic(PG_LOCKED);
+        // Frozen at 0 and out of the swap cache; a hazard-pinned waiter
+        // may still be parked on the lock (see shrink_page_list's frees).
+        page.unlock(&self.vm);
         self.free_page(pfn);
         1
     }

@@ -421,13 +421,16 @@ mod tests {
         crate::experiment::assert_checked(&ok, &bad, LruContentionOpts::validate);
     }
 
-    // Goal: the presets select the three M5 variants, 2.6.10 first.
+    // Goal: the presets select the three M5 variants, 2.6.10 first, and
+    // the multi-gen LRU (issue 15) last.
     #[test]
     fn presets() {
         let v = variants::resolve(PRESETS, &variants::defaults(PRESETS)).unwrap();
         let names: Vec<&str> = v.iter().map(|p| p.name).collect();
-        assert_eq!(names, [BEFORE, DANILOV, TODAY]);
+        assert_eq!(names, [BEFORE, DANILOV, TODAY, MGLRU]);
         let modes: Vec<LruBatching> = v.iter().map(|p| (p.tunables)().lru_batching).collect();
-        assert_eq!(modes, [LruBatching::Immediate2610, LruBatching::DanilovBatch, LruBatching::Batched]);
+        assert_eq!(modes[..3], [LruBatching::Immediate2610, LruBatching::DanilovBatch, LruBatching::Batched]);
+        let lrus: Vec<LruPolicy> = v.iter().map(|p| (p.tunables)().lru).collect();
+        assert_eq!(lrus, [LruPolicy::Classic, LruPolicy::Classic, LruPolicy::Classic, LruPolicy::MultiGen]);
     }
 }

@@ -431,7 +431,7 @@ mod tests {
         let q = Params::new(&ExpOpts { quick: true, ..ExpOpts::default() }).unwrap();
         assert_eq!(q.mem_bytes, 16 * MIB);
         assert_eq!(q.variants[0], PREV_INDEX);
-        assert_eq!(q.variants.len(), 6);
+        assert_eq!(q.variants.len(), 7, "the six M7 rules and mglru");
         let f = Params::new(&ExpOpts::default()).unwrap();
         assert_eq!(f.rr_file_bytes, 32 * MIB);
         assert_eq!(f.rr_reads, 32000);
@@ -443,7 +443,8 @@ mod tests {
         ];
         crate::experiment::assert_checked(&[], &bad, |o| Params::new(o).map(drop));
         let names: Vec<&str> = PRESETS.iter().map(|p| p.name).collect();
-        assert_eq!(names.len(), RemarkRule::ALL.len());
+        // One preset per M7 rule, and mglru.
+        assert_eq!(names.len(), RemarkRule::ALL.len() + 1);
         for rule in RemarkRule::ALL {
             assert!(PRESETS.iter().any(|p| (p.tunables)().remark_rule == rule), "{}", rule.name());
         }

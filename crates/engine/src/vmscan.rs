@@ -529,6 +529,13 @@ impl Cache {
                 keep.push(pfn);
                 continue;
             }
+            if self.lru_gen_enabled() && page.mapped() && page.test(PG_REFERENCED) {
+                // "folio_update_gen() tried to promote this page?": the
+                // multi-gen look-around found it young while isolated.
+                page.unlock(&self.vm);
+                keep.push(pfn);
+                continue;
+            }
             if page.test(PG_SWAPBACKED) {
                 match self.shrink_anon_page(pfn, keep, stat) {
                     AnonVerdict::Done(freed) => reclaimed += freed,

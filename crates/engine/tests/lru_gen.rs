@@ -464,3 +464,65 @@ fn integrity_under_pressure_many_threads() {
     let vm = cache.vmstat();
     assert_eq!(on_gens, vm.get(Item::nr_inactive_file) + vm.get(Item::nr_active_file));
 }
+
+// Goal: mapped pages age through their page-table entries. The aging walk
+// (walk_mm, LRU_GEN_MM_WALK) clears the young entries and moves their
+// pages to the youngest generation (folio_update_gen, before inc_max_seq
+// makes a new one: seq 3, then one below max_seq 4); the pages nobody
+// touched are folded from seq 0 into seq 1 (inc_min_seq). Without
+// LRU_GEN_MM_WALK (enabled bits 0x0001) the walk does not run and every
+// page is folded alike.
+#[test]
+fn walk_promotes_young_mapped_pages() {
+    pin_to_cpu0();
+    for (caps, young_seq) in [(0x3, 3), (0x1, 1)] {
+        let cache = mglru(256, quiet());
+        cache.lru_gen_set_enabled(caps).unwrap();
+        assert_eq!(cache.lru_gen_enabled(), caps);
+        let f = file(&cache, "m", 8);
+        for i in 0..8 {
+            read_page(&f, i);
+        }
+        let map = f.map(0, 8 * PS, pcache::MapFlags::READ).unwrap();
+        for i in 0..4 {
+            drop(map.page(i).unwrap());
+        }
+        cache.lru_gen_run_aging(3, false, true).unwrap();
+        for i in 0..8 {
+            let want = if i < 4 { young_seq } else { 1 };
+            assert_eq!(f.lru_gen_page(i).unwrap().seq, want, "caps {caps:#x} page {i}");
+        }
+        let walked = cache.vmstat().get(Item::lru_gen_walk_young);
+        assert_eq!(walked, if caps & 2 != 0 { 4 } else { 0 });
+    }
+}
+
+// Goal: the rmap walk's look-around (lru_gen_look_around). Sixteen mapped
+// pages, all touched through the mapping, all in the oldest generation:
+// eviction isolates them in one batch; the first page's rmap walk finds
+// its entry young and scans its neighbours, clearing their young entries
+// and marking the isolated pages PG_referenced, which shrink_folio_list
+// then keeps ("folio_update_gen() tried to promote this page?"). Every
+// page stays cached and goes back to the youngest generation (evict_folios
+// puts rejected mapped pages there).
+#[test]
+fn look_around_keeps_young_neighbours() {
+    pin_to_cpu0();
+    let cache = mglru(256, quiet());
+    let f = file(&cache, "n", 16);
+    for i in 0..16 {
+        read_page(&f, i);
+    }
+    let map = f.map(0, 16 * PS, pcache::MapFlags::READ).unwrap();
+    for i in 0..16 {
+        drop(map.page(i).unwrap());
+    }
+    assert_eq!(cache.lru_gen_run_eviction(0, 0, 100).unwrap(), 0);
+    assert_eq!(cached(&f, 0..16), 16);
+    assert_eq!(cache.vmstat().get(Item::lru_gen_look_around_young), 15);
+    let max_seq = cache.lru_gen_stats().max_seq;
+    for i in 0..16 {
+        assert_eq!(f.lru_gen_page(i).unwrap().seq, max_seq, "page {i}");
+    }
+    drop(map);
+}

@@ -375,29 +375,13 @@ impl Cache {
     }
 
     /// folio_inc_refs (folio_mark_accessed with the multi-gen LRU): count
-    /// one access through a file descriptor, without any lock. First
-    /// PG_referenced, then PG_workingset, then the 2-bit counter; once it
-    /// is full the page is only read.
+    /// one access through a file descriptor, without any lock (see
+    /// [`inc_refs`]).
     #[inline]
     pub(crate) fn folio_inc_refs(&self, pfn: Pfn) {
-        let page = self.page(pfn);
-        let mut old = page.flags();
-        if old & PG_UNEVICTABLE != 0 {
-            return;
-        }
-        if old & PG_REFERENCED == 0 {
-            page.set(PG_REFERENCED, &self.vm);
-            return;
-        }
-        if old & PG_WORKINGSET == 0 {
-            page.set(PG_WORKINGSET, &self.vm);
-            return;
-        }
-        while old & LRU_REFS_MASK != LRU_REFS_MASK {
-            match page.cmpxchg_flags(old, old + (1 << LRU_REFS_PGOFF), &self.vm) {
-                Ok(_) => return,
-                Err(cur) => old = cur,
-            }
+        let rmw = inc_refs(&self.page(pfn).flags);
+        if rmw > 0 {
+            self.vm.add(Item::atomic_flag_rmw, rmw);
         }
     }
 
@@ -1182,6 +1166,37 @@ impl Cache {
         }
         (false, false)
     }
+}
+
+/// folio_inc_refs' protocol on a page's flags word: the first access sets
+/// PG_referenced, the second PG_workingset, the next ones count in the
+/// 2-bit LRU_REFS field by compare-and-swap, which fails and retries if
+/// any bit changed meanwhile (folio_inc_gen resetting the count under
+/// lru_lock, any flag set or cleared); once the field is full the word is
+/// only read. Returns the atomic RMWs made. Loom model: loom_tests.rs.
+#[inline]
+pub(crate) fn inc_refs(flags: &AtomicU32) -> u64 {
+    let mut old = flags.load(Ordering::Acquire);
+    if old & PG_UNEVICTABLE != 0 {
+        return 0;
+    }
+    if old & PG_REFERENCED == 0 {
+        flags.fetch_or(PG_REFERENCED, Ordering::AcqRel);
+        return 1;
+    }
+    if old & PG_WORKINGSET == 0 {
+        flags.fetch_or(PG_WORKINGSET, Ordering::AcqRel);
+        return 1;
+    }
+    let mut rmw = 0;
+    while old & LRU_REFS_MASK != LRU_REFS_MASK {
+        rmw += 1;
+        match flags.compare_exchange_weak(old, old + (1 << LRU_REFS_PGOFF), Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return rmw,
+            Err(cur) => old = cur,
+        }
+    }
+    rmw
 }
 
 /// A number as the kernel's sscanf reads it (decimal, or 0x hex).

@@ -224,13 +224,6 @@ impl Page {
         r.unwrap_or_else(|f| f)
     }
 
-    /// try_cmpxchg on the flags, for folio_inc_refs' lockless update.
-    #[inline]
-    pub fn cmpxchg_flags(&self, old: u32, new: u32, vm: &VmCounters) -> std::result::Result<u32, u32> {
-        vm.inc(Item::atomic_flag_rmw);
-        self.flags.compare_exchange_weak(old, new, Ordering::AcqRel, Ordering::Acquire)
-    }
-
     /// __SetPageX: a plain load and store, for a page nobody else can see.
     #[inline]
     pub fn set_nonatomic(&self, flag: u32) {

@@ -526,3 +526,44 @@ fn look_around_keeps_young_neighbours() {
     }
     drop(map);
 }
+
+// Goal: swappiness chooses between anon and file (isolate_folios,
+// get_swappiness). With swap, 50 anonymous pages (new ones start active,
+// 3.x: the youngest generation) and 50 file pages (the oldest): at
+// swappiness 0 only file pages are scanned (the loop over types starts at
+// file and stops there), so once they are gone reclaim frees nothing and
+// swaps nothing; at swappiness 60 the anon type is scanned too and pages
+// go to swap. Data survives the swap-out.
+#[test]
+fn swappiness_chooses_the_type() {
+    pin_to_cpu0();
+    let t = Tunables { swap_bytes: 256 * PS, ..quiet() };
+    let cache = mglru(512, t);
+    let anon = cache.map_anon(50 * PS).unwrap();
+    for i in 0..50u64 {
+        anon.write(i * PS, &(i + 1).to_ne_bytes()).unwrap();
+    }
+    let f = file(&cache, "f", 50);
+    for i in 0..50 {
+        read_page(&f, i);
+    }
+    cache.lru_add_drain_all();
+    cache.sysctl_write("swappiness", "0").unwrap();
+    let mut freed = 0;
+    for _ in 0..10 {
+        freed += cache.reclaim(64);
+    }
+    assert_eq!(cached(&f, 0..50), 0, "every file page evicted");
+    assert!(freed >= 50, "{freed}");
+    assert_eq!(cache.vmstat().get(Item::pswpout), 0, "swappiness 0 never swaps");
+    cache.sysctl_write("swappiness", "60").unwrap();
+    for _ in 0..10 {
+        cache.reclaim(64);
+    }
+    assert!(cache.vmstat().get(Item::pswpout) > 0, "anon pages were scanned and swapped");
+    for i in 0..50u64 {
+        let mut w = [0u8; 8];
+        anon.read(i * PS, &mut w).unwrap();
+        assert_eq!(u64::from_ne_bytes(w), i + 1, "anon page {i}");
+    }
+}

@@ -295,11 +295,7 @@ impl Cache {
                 page.unfreeze(refs);
                 kept.push(*pfn);
             } else {
-                let shadow = if evict && self.tunables.workingset {
-                    self.workingset_eviction(page.test(PG_WORKINGSET), page.test(PG_PROBATION))
-                } else {
-                    0
-                };
+                let shadow = if evict && self.tunables.workingset { self.workingset_eviction_page(*pfn) } else { 0 };
                 self.__delete_from_page_cache(inode, *pfn, shadow);
                 removed.push(*pfn);
                 if inode.nrpages.load(Ordering::Relaxed) == 0 {
@@ -625,14 +621,16 @@ impl Cache {
             }
             if old & SHADOW_BIT != 0 && self.tunables.workingset {
                 let (activate, restore) = self.workingset_refault(old, crate::admission::page_key(inode.id, index));
+                if restore {
+                    // It had been in the working set (the multi-gen LRU
+                    // restores this without activating).
+                    page.set_nonatomic(PG_WORKINGSET);
+                }
                 if activate {
                     // Refaulted within the active list's size: it was part
                     // of the working set; it goes straight to the active
                     // list.
                     page.set_nonatomic(PG_ACTIVE);
-                    if restore {
-                        page.set_nonatomic(PG_WORKINGSET);
-                    }
                     self.workingset_activation();
                 }
             }

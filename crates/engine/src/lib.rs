@@ -36,6 +36,7 @@ mod hazard;
 mod highmem;
 #[cfg(all(loom, test))]
 mod loom_tests;
+mod lru_gen;
 mod lruvec;
 mod memory;
 mod mm;
@@ -61,12 +62,13 @@ mod workingset;
 
 pub use backing::BackingDev;
 pub use error::{Error, Result, UnwrittenFile};
+pub use lru_gen::{LruGenGeneration, LruGenPage, LruGenStats};
 pub use mmap::{Madvise, MapFlags, MappedPage, Mapping};
 pub use signal::Interrupt;
 pub use swapfile::{SwapBacking, SwapConfig};
 pub use sysctl::SYSCTL_NAMES;
 pub use tunables::{
-    AccessedInit, Admission, Advice, AnonLru, Config, IoEngine, LruBatching, MappedActivation, PagevecDrain,
+    AccessedInit, Admission, Advice, AnonLru, Config, IoEngine, LruBatching, LruPolicy, MappedActivation, PagevecDrain,
     ReclaimWriteback, RemarkRule, Tunables, WorkingsetVersion, MAX_PAGE_SIZE, MIN_PAGE_SIZE,
 };
 pub use vmstat::{Item, VmStat};

@@ -21,6 +21,7 @@ use crate::backing_dev::Bdi;
 use crate::error::{Error, Result};
 use crate::filemap::Inode;
 use crate::hazard::HazardTable;
+use crate::lru_gen::LruGenState;
 use crate::lruvec::Lruvec;
 use crate::page::{Page, Pfn};
 use crate::pagetree::NodeCache;
@@ -175,7 +176,7 @@ impl Cache {
             tunables: config.tunables,
             sysctl: VmSysctl::new(&config.tunables, config.page_size),
             arena,
-            lruvec: Lruvec::new(),
+            lruvec: Lruvec::with_lrugen(LruGenState::new(&config.tunables)),
             percpu: (0..nr_cpus).map(|_| PerCpu::default()).collect(),
             vm: VmCounters::new(),
             inodes: Mutex::new(Inodes::default()),
@@ -196,9 +197,13 @@ impl Cache {
             wb_failing: Mutex::new(Vec::new()),
             start: Instant::now(),
             hazards,
-            admission: (config.tunables.admission == crate::tunables::Admission::AdaptiveTinyLfu)
+            // The admission window sits in front of the classic lists only.
+            admission: (config.tunables.admission == crate::tunables::Admission::AdaptiveTinyLfu
+                && config.tunables.lru == crate::LruPolicy::Classic)
                 .then(|| crate::admission::AdmissionState::new(config.nr_pages())),
-            hot_hints: config.tunables.lru_batching != crate::LruBatching::DanilovBatch,
+            // The multi-gen LRU counts every access (folio_inc_refs).
+            hot_hints: config.tunables.lru_batching != crate::LruBatching::DanilovBatch
+                && config.tunables.lru == crate::LruPolicy::Classic,
             pending_free: Mutex::new(Vec::with_capacity(64)),
             nr_pending_free: AtomicU64::new(0),
             // A flush costs a membarrier and a scan of every hazard slot;

@@ -57,6 +57,15 @@
 //!   its swap slot is the top half of `index`. Set and cleared under the
 //!   page lock and the swap lock together.
 //!
+//! - The multi-gen LRU's fields (lru_gen.rs; page-flags-layout.h's
+//!   LRU_GEN_MASK and LRU_REFS_MASK): the page's generation + 1 (0: on no
+//!   generation list), written only under `lru_lock` as the page moves
+//!   between lists; and the access count beyond PG_referenced and
+//!   PG_workingset, raised locklessly by `folio_inc_refs` (a
+//!   compare-and-swap) and cleared when the page changes generation or is
+//!   isolated unreferenced. Both change with atomic RMWs, since other
+//!   flags change concurrently.
+//!
 //! Anonymous pages (PG_swapbacked) use `mapping` and `index` as the
 //! kernel's use `page->mapping` (the anon_vma, tagged PAGE_MAPPING_ANON)
 //! and `page->index`/`page->private`: `mapping` is
@@ -97,6 +106,36 @@ pub const PG_WINDOW: u32 = 1 << 14;
 pub const PG_PROBATION: u32 = 1 << 15;
 /// In the swap cache (swap_state.rs).
 pub const PG_SWAPCACHE: u32 = 1 << 16;
+
+/// The multi-gen LRU's generation field: gen + 1, 0 when the page is on no
+/// generation list (LRU_GEN_PGOFF, LRU_GEN_WIDTH = order_base_2(MAX_NR_GENS
+/// + 1) = 3 bits).
+pub const LRU_GEN_PGOFF: u32 = 24;
+pub const LRU_GEN_WIDTH: u32 = 3;
+pub const LRU_GEN_MASK: u32 = ((1 << LRU_GEN_WIDTH) - 1) << LRU_GEN_PGOFF;
+/// Accesses through file descriptors beyond PG_referenced and
+/// PG_workingset (LRU_REFS_WIDTH = MAX_NR_TIERS - 2 = 2 bits).
+pub const LRU_REFS_PGOFF: u32 = LRU_GEN_PGOFF + LRU_GEN_WIDTH;
+pub const LRU_REFS_WIDTH: u32 = 2;
+pub const LRU_REFS_MASK: u32 = ((1 << LRU_REFS_WIDTH) - 1) << LRU_REFS_PGOFF;
+/// LRU_REFS_FLAGS: the two flags that count the first accesses.
+pub const LRU_REFS_FLAGS: u32 = PG_REFERENCED | PG_WORKINGSET;
+
+/// folio_lru_gen: the generation a page's flags name, if any.
+#[inline]
+pub fn folio_lru_gen(flags: u32) -> Option<usize> {
+    match (flags & LRU_GEN_MASK) >> LRU_GEN_PGOFF {
+        0 => None,
+        g => Some(g as usize - 1),
+    }
+}
+
+/// folio_lru_refs: accesses beyond the first, N - 1 for N > 1 accesses
+/// ("N=0,1 both map to the first tier"): the counter plus PG_workingset.
+#[inline]
+pub fn folio_lru_refs(flags: u32) -> usize {
+    ((flags & LRU_REFS_MASK) >> LRU_REFS_PGOFF) as usize + (flags & PG_WORKINGSET != 0) as usize
+}
 
 /// `Page::mapping` of an anonymous page: this bit and the region's id
 /// (PAGE_MAPPING_ANON; inode ids stay below it).
@@ -173,6 +212,16 @@ impl Page {
     pub fn test_clear(&self, flag: u32, vm: &VmCounters) -> bool {
         vm.inc(Item::atomic_flag_rmw);
         self.flags.fetch_and(!flag, Ordering::AcqRel) & flag != 0
+    }
+
+    /// set_mask_bits: clear `mask` and set `bits` in one atomic RMW;
+    /// returns the old flags.
+    #[inline]
+    pub fn set_mask_bits(&self, mask: u32, bits: u32, vm: &VmCounters) -> u32 {
+        vm.inc(Item::atomic_flag_rmw);
+        let r = self.flags.fetch_update(Ordering::AcqRel, Ordering::Acquire, |f| Some((f & !mask) | bits));
+        // The closure always returns Some.
+        r.unwrap_or_else(|f| f)
     }
 
     /// __SetPageX: a plain load and store, for a page nobody else can see.

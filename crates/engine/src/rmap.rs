@@ -85,6 +85,8 @@ impl Cache {
             if young.load(Ordering::Relaxed) != 0 && young.swap(0, Ordering::Relaxed) != 0 && !vma.seq_read() {
                 referenced += 1;
                 exec |= vma.is_exec();
+                // The multi-gen LRU scans the neighbours too (lru_gen.rs).
+                self.lru_gen_look_around(vma, slot);
             }
         }
         (referenced, exec)
@@ -277,7 +279,11 @@ impl Cache {
             return 0;
         }
         let young = &vma.young[slot];
-        (young.load(Ordering::Relaxed) != 0 && young.swap(0, Ordering::Relaxed) != 0) as u32
+        let referenced = young.load(Ordering::Relaxed) != 0 && young.swap(0, Ordering::Relaxed) != 0;
+        if referenced {
+            self.lru_gen_look_around(vma, slot);
+        }
+        referenced as u32
     }
 
     /// try_to_unmap of an anonymous page, page locked and in the swap

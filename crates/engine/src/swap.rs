@@ -8,6 +8,11 @@
 //! pointed out in seed 002). Batches: lru_add, activate, rotate (to the
 //! inactive tail), deactivate, and Danilov's whole-mark_page_accessed batch.
 //!
+//! With the multi-gen LRU on (lru_gen.rs), every move here goes through
+//! `lruvec_add_folio`/`lruvec_del_folio`, which place the page in a
+//! generation, and `mark_page_accessed` only counts the access
+//! (`folio_inc_refs`).
+//!
 //! `mark_page_accessed` is the two-touch state machine of seeds 002/003:
 //!
 //! | before                    | after                      |
@@ -160,10 +165,10 @@ impl Cache {
                 }
                 page.set(PG_LRU, &self.vm);
                 let list = LruList::of_flags(page.flags());
-                lru.add(pfn, list);
                 // update_page_reclaim_stat (3.x): a new page counts as
                 // scanned, and as rotated if it starts active.
                 lru.reclaim_stat().note(list.file_idx(), list.is_active());
+                self.lruvec_add_folio(&mut lru, pfn);
             }
             self.window_balance(&mut lru);
         }
@@ -186,24 +191,24 @@ impl Cache {
                     }
                     MoveFn::RotateTail => {
                         if flags & PG_LRU != 0 && flags & (PG_ACTIVE | PG_UNEVICTABLE) == 0 {
-                            let l = LruList::of_flags(flags);
-                            lru.del(pfn, l);
-                            lru.add_tail(pfn, l);
+                            self.lruvec_del_folio(&mut lru, pfn);
+                            self.lruvec_add_folio_tail(&mut lru, pfn);
                             self.vm.inc(Item::pgrotated);
                         }
                     }
                     MoveFn::DeactivateFile => {
                         if flags & PG_LRU != 0 && flags & PG_UNEVICTABLE == 0 {
-                            let l = LruList::of_flags(flags);
-                            lru.del(pfn, l);
+                            self.lruvec_del_folio(&mut lru, pfn);
+                            // With the multi-gen LRU, PG_active now says
+                            // whether it was in a young generation.
+                            let flags = page.flags();
                             page.clear(PG_ACTIVE | PG_REFERENCED, &self.vm);
-                            let inactive = LruList::of_flags(page.flags());
                             if flags & (PG_DIRTY | PG_WRITEBACK) != 0 {
                                 // Freed as soon as its writeback completes.
-                                lru.add(pfn, inactive);
                                 page.set(PG_RECLAIM, &self.vm);
+                                self.lruvec_add_folio(&mut lru, pfn);
                             } else {
-                                lru.add_tail(pfn, inactive);
+                                self.lruvec_add_folio_tail(&mut lru, pfn);
                                 self.vm.inc(Item::pgrotated);
                             }
                             if flags & PG_ACTIVE != 0 {
@@ -238,15 +243,14 @@ impl Cache {
     fn __activate_page(&self, lru: &mut crate::lruvec::LruGuard<'_>, pfn: Pfn) {
         let page = self.page(pfn);
         let flags = page.flags();
-        let from = LruList::of_flags(flags);
-        lru.del(pfn, from);
+        self.lruvec_del_folio(lru, pfn);
         if flags & (PG_WINDOW | PG_PROBATION) != 0 {
             // Used twice: admitted whatever the sketch says.
             page.clear(PG_WINDOW | PG_PROBATION, &self.vm);
         }
         page.set(PG_ACTIVE, &self.vm);
         let list = LruList::of_flags(page.flags());
-        lru.add(pfn, list);
+        self.lruvec_add_folio(lru, pfn);
         // update_page_reclaim_stat: an activation is a rotation.
         lru.reclaim_stat().note(list.file_idx(), true);
         self.vm.inc(Item::pgactivate);
@@ -307,6 +311,12 @@ impl Cache {
     #[inline]
     pub fn mark_page_accessed(&self, pfn: Pfn) {
         self.vm.inc(Item::mark_page_accessed_calls);
+        if self.lru_gen_enabled() {
+            // folio_mark_accessed with the multi-gen LRU: count the
+            // access; no list moves (lru_gen.rs).
+            self.folio_inc_refs(pfn);
+            return;
+        }
         let page = self.page(pfn);
         let flags = page.flags();
         if flags & PG_WINDOW != 0 {
@@ -450,7 +460,7 @@ impl Cache {
                 let page = self.page(pfn);
                 // PG_lru changes only under lru_lock, so this test is stable.
                 if page.test(PG_LRU) {
-                    lru.del(pfn, LruList::of_flags(page.flags()));
+                    self.lruvec_del_folio(&mut lru, pfn);
                     page.clear_nonatomic(PG_LRU);
                 }
             }

@@ -113,7 +113,7 @@ impl Cache {
         inner.cache.remove(&slot);
         if inner.swapcache_free(slot) != 0 && self.tunables.anon_lru == crate::AnonLru::Linux5_9 {
             // __delete_from_swap_cache(page, entry, shadow) (5.9+).
-            let shadow = self.workingset_eviction(page.test(PG_WORKINGSET), false);
+            let shadow = self.workingset_eviction_page(pfn);
             inner.shadows.insert(slot, shadow);
         }
         // Frozen at 0, but still locked, and a hazard-pinned waiter may be

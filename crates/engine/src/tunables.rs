@@ -197,6 +197,23 @@ pub enum AnonLru {
     Linux5_9,
 }
 
+/// Issue 15: which aging policy holds the evictable pages.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum LruPolicy {
+    /// The two lists (active and inactive) of every kernel since 2.6.28,
+    /// and of today's defaults (CONFIG_LRU_GEN off).
+    #[default]
+    Classic,
+    /// The multi-gen LRU of Linux 6.1+ (CONFIG_LRU_GEN=y,
+    /// CONFIG_LRU_GEN_ENABLED=y): generations, tiers and the refault
+    /// feedback loop (lru_gen.rs). Its run-time switches
+    /// (`PageCache::lru_gen_set_enabled`) work only in a cache built
+    /// with it, as /sys/kernel/mm/lru_gen exists only with CONFIG_LRU_GEN.
+    /// Pcache's admission window is not used with it.
+    MultiGen,
+}
+
 /// fadvise(2) advice.
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -305,6 +322,14 @@ pub struct Tunables {
     /// Off: every device uses `ra_pages`.
     #[serde(default = "default_true")]
     pub ra_from_device: bool,
+    /// Issue 15: the classic two lists or the multi-gen LRU.
+    #[serde(default)]
+    pub lru: LruPolicy,
+    /// The multi-gen LRU's min_ttl_ms at start
+    /// (/sys/kernel/mm/lru_gen/min_ttl_ms; 0: off): the working set of
+    /// the last N ms is not evicted (lru_gen.rs).
+    #[serde(default)]
+    pub lru_gen_min_ttl_ms: u32,
 }
 
 fn default_true() -> bool {
@@ -380,6 +405,8 @@ impl Default for Tunables {
             io_threads: default_io_threads(),
             io_engine: IoEngine::default(),
             ra_from_device: true,
+            lru: LruPolicy::Classic,
+            lru_gen_min_ttl_ms: 0,
         }
     }
 }

@@ -75,7 +75,7 @@ impl ScanControl {
 
 /// What shrink_page_list met.
 #[derive(Default)]
-struct ReclaimStat {
+pub(crate) struct ReclaimStat {
     nr_dirty: u64,
     nr_writeback: u64,
 }
@@ -208,12 +208,14 @@ impl Cache {
     /// (or as kswapd). Returns pages reclaimed.
     pub fn reclaim_pages(&self, nr: u64, kswapd: bool) -> u64 {
         let mut sc = ScanControl::new(nr, kswapd);
-        for prio in (0..=DEF_PRIORITY).rev() {
-            sc.priority = prio;
+        // do_try_to_free_pages' `while (--sc->priority >= 0)`: the
+        // multi-gen LRU may lower the start (set_initial_priority).
+        while sc.priority >= 0 {
             self.shrink_node(&mut sc);
             if sc.nr_reclaimed >= sc.nr_to_reclaim {
                 break;
             }
+            sc.priority -= 1;
         }
         // do_try_to_free_pages' end (Linux6).
         self.snapshot_refaults();
@@ -223,6 +225,12 @@ impl Cache {
     /// shrink_node / shrink_lruvec (3.x's shrink_zone): scan each list
     /// by get_scan_count's targets, in batches of SWAP_CLUSTER_MAX.
     pub fn shrink_node(&self, sc: &mut ScanControl) {
+        if self.lru_gen_enabled() {
+            // The multi-gen LRU's own shrink_node (lru_gen.rs).
+            self.lru_gen_shrink_node(sc);
+            self.shrink_slab();
+            return;
+        }
         let linux6 = self.tunables.workingset_version == WorkingsetVersion::Linux6;
         if linux6 {
             // prepare_scan_count: "When refaults are being observed, it
@@ -278,9 +286,13 @@ impl Cache {
         if self.inactive_anon_is_low() {
             self.shrink_active_list(SWAP_CLUSTER_MAX, LruList::ActiveAnon, sc);
         }
-        // shrink_slab's part here: the shadow-node shrinker.
+        self.shrink_slab();
+    }
+
+    /// shrink_slab's part here: the shadow-node shrinker and the inode
+    /// shrinker.
+    fn shrink_slab(&self) {
         self.shrink_shadow_nodes(SHADOW_SCAN_BATCH);
-        // ... and the inode shrinker.
         self.prune_icache(crate::filemap::PRUNE_ICACHE_BATCH);
     }
 
@@ -500,7 +512,13 @@ impl Cache {
     }
 
     /// shrink_page_list: returns pages freed; the rest go to `keep`.
-    fn shrink_page_list(&self, pages: &[Pfn], sc: &ScanControl, keep: &mut Vec<Pfn>, stat: &mut ReclaimStat) -> u64 {
+    pub(crate) fn shrink_page_list(
+        &self,
+        pages: &[Pfn],
+        sc: &ScanControl,
+        keep: &mut Vec<Pfn>,
+        stat: &mut ReclaimStat,
+    ) -> u64 {
         let mut reclaimed = 0;
         let mut memo = InodeMemo(None);
         let mut frozen: Vec<(Pfn, Arc<Inode>)> = Vec::with_capacity(pages.len());
@@ -508,6 +526,13 @@ impl Cache {
         for &pfn in pages {
             let page = self.page(pfn);
             if !page.trylock(&self.vm) {
+                keep.push(pfn);
+                continue;
+            }
+            if self.lru_gen_enabled() && page.mapped() && page.test(PG_REFERENCED) {
+                // "folio_update_gen() tried to promote this page?": the
+                // multi-gen look-around found it young while isolated.
+                page.unlock(&self.vm);
                 keep.push(pfn);
                 continue;
             }

@@ -147,6 +147,29 @@ items! {
     /// tail, and those that lost it (pcache's own, admission.rs).
     admission_admit,
     admission_reject,
+    /// The multi-gen LRU (lru_gen.rs; pcache's own names, the kernel shows
+    /// these in debugfs lru_gen): generations made (inc_max_seq) and
+    /// retired (min_seq advanced);
+    lru_gen_aging,
+    lru_gen_min_seq_inc,
+    /// pages sort_folio moved out of the oldest generation: promoted
+    /// (their generation was already younger), protected by their tier
+    /// (also counted in `workingset_activate`, as the kernel's
+    /// WORKINGSET_ACTIVATE), or set aside for writeback;
+    lru_gen_promoted,
+    lru_gen_protected,
+    lru_gen_writeback_deferred,
+    /// refaults whose shadow's generation is still the oldest (they feed
+    /// the refault controller), of all `workingset_refault`s;
+    lru_gen_refault_recent,
+    /// reclaim refused because every generation is younger than
+    /// min_ttl_ms (the kernel OOM-kills there; pcache's allocation fails
+    /// with ENOMEM);
+    lru_gen_min_ttl_oom,
+    /// young page-table entries the aging walk (walk_mm) and the rmap
+    /// look-around harvested.
+    lru_gen_walk_young,
+    lru_gen_look_around_young,
     /// Faults on a `Mapping` (an access or write that found no usable
     /// page table entry), and those that had to read the page in.
     pgfault,

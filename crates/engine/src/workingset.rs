@@ -35,6 +35,11 @@
 //! it. The refault test itself (distance against NR_ACTIVE_FILE, without
 //! swap) is the same in both.
 //!
+//! With the multi-gen LRU (`LruPolicy::MultiGen`, lru_gen.rs) the shadow
+//! holds the evicting generation and the page's access count instead
+//! (lru_gen_eviction), and a refault feeds the refault controller rather
+//! than activating the page (lru_gen_refault), as in Linux 6.1+.
+//!
 //! Shadow entries are bounded as the kernel's shadow-node shrinker bounds
 //! them (count_shadow_nodes / shadow_lru_isolate): a page-tree leaf that
 //! holds only shadows is a shadow node (`workingset_nodes`); when there are
@@ -63,15 +68,26 @@ use crate::{LruList, WorkingsetVersion};
 
 /// Bits of the clock kept in a shadow entry; distances wrap modulo 2^47.
 const EVICTION_BITS: u32 = 47;
-const EVICTION_MASK: u64 = (1 << EVICTION_BITS) - 1;
+pub(crate) const EVICTION_MASK: u64 = (1 << EVICTION_BITS) - 1;
 /// In a shadow entry: the page had been active (PG_workingset) when it was
 /// evicted.
-const SHADOW_WORKINGSET: usize = 1 << EVICTION_BITS;
+pub(crate) const SHADOW_WORKINGSET: usize = 1 << EVICTION_BITS;
 /// In a shadow entry: the page lost the admission contest (PG_probation,
 /// admission.rs), so it was evicted from the window side.
 const SHADOW_PROBATION: usize = 1 << (EVICTION_BITS + 1);
 
 impl Cache {
+    /// workingset_eviction(folio): the shadow entry page `pfn` (locked,
+    /// frozen) leaves behind, from the multi-gen LRU when it is on, else
+    /// from its PG_workingset and PG_probation.
+    pub fn workingset_eviction_page(&self, pfn: crate::page::Pfn) -> usize {
+        if self.lru_gen_enabled() {
+            return self.lru_gen_eviction(pfn);
+        }
+        let page = self.page(pfn);
+        self.workingset_eviction(page.test(crate::page::PG_WORKINGSET), page.test(crate::page::PG_PROBATION))
+    }
+
     /// workingset_eviction: the shadow entry a page leaves behind when it
     /// is reclaimed from the inactive list; `workingset` says the page had
     /// been active, `probation` that it lost the admission contest.
@@ -96,6 +112,9 @@ impl Cache {
     /// the workingset before).
     pub fn workingset_refault(&self, shadow: usize, key: u64) -> (bool, bool) {
         self.vm.inc(Item::workingset_refault);
+        if self.lru_gen_enabled() {
+            return self.lru_gen_refault(shadow, true);
+        }
         let eviction = shadow as u64 & EVICTION_MASK;
         let now = self.lruvec.inactive_age.load(Ordering::Relaxed) & EVICTION_MASK;
         let distance = now.wrapping_sub(eviction) & EVICTION_MASK;
@@ -130,6 +149,9 @@ impl Cache {
     /// it was in the workingset before).
     pub fn workingset_refault_anon(&self, shadow: usize) -> (bool, bool) {
         self.vm.inc(Item::workingset_refault_anon);
+        if self.lru_gen_enabled() {
+            return self.lru_gen_refault(shadow, false);
+        }
         let eviction = shadow as u64 & EVICTION_MASK;
         let now = self.lruvec.inactive_age.load(Ordering::Relaxed) & EVICTION_MASK;
         let distance = now.wrapping_sub(eviction) & EVICTION_MASK;

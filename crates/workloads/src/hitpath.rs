@@ -30,7 +30,7 @@ use std::path::PathBuf;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use pcache::{Config, File, OpenOptions, PageCache, VmStat};
+use pcache::{Config, File, LruPolicy, OpenOptions, PageCache, Tunables, VmStat};
 use rand::rngs::StdRng;
 use rand::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -309,6 +309,16 @@ pub struct HitpathResult {
     /// A write pin of a cached page, 8 bytes written, dropped, 1 thread.
     #[serde(default)]
     pub pagemut_write_ns_1thread: Option<f64>,
+    /// find_page on a cache built with the multi-gen LRU (issue 15), 1
+    /// and 2 threads, and what it adds to the classic find_page at 1
+    /// thread: the cost of MGLRU's marking (folio_inc_refs) against the
+    /// two lists' PAGE_HOT hint.
+    #[serde(default)]
+    pub mglru_hit_ns_1thread: Option<f64>,
+    #[serde(default)]
+    pub mglru_hit_ns_2threads: Option<f64>,
+    #[serde(default)]
+    pub mglru_marking_ns: Option<f64>,
     // Ratios.
     pub kernel_over_pcache: f64,
     pub pcache_over_memcpy: f64,
@@ -325,7 +335,8 @@ pub struct HitpathResult {
     pub phase_secs: PhaseSecs,
     /// pcache vmstat deltas: `read_setup` (creating the read cache and
     /// warming it), `read` (the timed reads), `hit_setup` (populating the
-    /// hit-path cache), `hit` (the timed lookups).
+    /// hit-path cache), `hit` (the timed lookups), `hit_mglru` (the timed
+    /// lookups of the multi-gen LRU's rows).
     pub vmstat: serde_json::Value,
     /// Anything the run noticed that bears on the numbers.
     pub notes: Vec<String>,
@@ -645,6 +656,7 @@ struct HitPhase {
     runs: Vec<HitRun>,
     vm_setup: serde_json::Value,
     vm_hit: serde_json::Value,
+    vm_mglru: serde_json::Value,
     setup: f64,
     hit: f64,
 }
@@ -762,7 +774,7 @@ fn hit_phase(opts: &HitpathOpts, progress: &Progress) -> Result<HitPhase> {
     // Rows: find_page for every thread count; the mapped access for 1 and
     // 2 threads; the PageRef read and the PageMut write for 1 thread.
     let mapped_threads: Vec<usize> = opts.threads.iter().copied().filter(|&k| k <= 2).collect();
-    let nrows = opts.threads.len() + mapped_threads.len() + 3 * opts.threads.contains(&1) as usize;
+    let nrows = 2 * opts.threads.len() + mapped_threads.len() + 3 * opts.threads.contains(&1) as usize;
     let phase = progress.phase("hit path: lookups", (nrows * opts.rounds) as u64);
     let mut runs = Vec::new();
     let map = file.map(0, pages * PAGE as u64, pcache::MapFlags::READ)?;
@@ -828,13 +840,61 @@ fn hit_phase(opts: &HitpathOpts, progress: &Progress) -> Result<HitPhase> {
         }
     }
     drop(map);
-    let hit = phase.finish();
     let vm2 = cache.vmstat();
     file.close()?;
     drop(file);
     cache.unlink_memory("hitpath")?;
-    Ok(HitPhase { runs, vm_setup: vm_delta(&vm1, &vm0), vm_hit: vm_delta(&vm2, &vm1), setup, hit })
+    drop(cache);
+    let vm_mglru = mglru_rows(opts, pages, &streams, &phase, &mut runs)?;
+    let hit = phase.finish();
+    Ok(HitPhase { runs, vm_setup: vm_delta(&vm1, &vm0), vm_hit: vm_delta(&vm2, &vm1), vm_mglru, setup, hit })
 }
+
+/// The find_page rows again on a cache built with the multi-gen LRU
+/// (issue 15), same pages and keys: what MGLRU's marking (folio_inc_refs in
+/// the page's flags, no hint) costs on the hit path. Returns the vmstat
+/// delta of the timed lookups.
+fn mglru_rows(
+    opts: &HitpathOpts,
+    pages: u64,
+    streams: &[Vec<u64>],
+    phase: &crate::progress::Phase,
+    runs: &mut Vec<HitRun>,
+) -> Result<serde_json::Value> {
+    let tunables = Tunables { lru: LruPolicy::MultiGen, ..Tunables::default() };
+    let cache = PageCache::new(Config { tunables, ..Config::with_memory(pages * PAGE as u64 + SLACK_BYTES) })?;
+    let file = cache.open_memory("hitpath-mglru")?;
+    file.set_len(pages * PAGE as u64)?;
+    for i in 0..pages {
+        drop(file.get_page(i)?);
+    }
+    cache.lru_add_drain_all();
+    let vm0 = cache.vmstat();
+    for &k in &opts.threads {
+        let handles = (0..k).map(|_| file.reopen()).collect::<pcache::Result<Vec<File>>>()?;
+        let find = |t: usize, key: u64| -> Result<bool> {
+            Ok(match handles[t].find_page(key)? {
+                Some(p) => {
+                    black_box(&p);
+                    true
+                }
+                None => false,
+            })
+        };
+        runs.push(hit_rows(MGLRU_ACCESS, &streams[..k], opts.rounds, phase, &find)?);
+        for h in &handles {
+            h.close()?;
+        }
+    }
+    let vm1 = cache.vmstat();
+    file.close()?;
+    drop(file);
+    cache.unlink_memory("hitpath-mglru")?;
+    Ok(vm_delta(&vm1, &vm0))
+}
+
+/// The access name of the multi-gen LRU's find_page rows.
+const MGLRU_ACCESS: &str = "find_page_mglru";
 
 fn target(name: &str, key: &str, value: Option<f64>, goal: &str, pass: impl Fn(f64) -> bool) -> Target {
     let status = match value {
@@ -870,6 +930,9 @@ pub fn run(opts: &HitpathOpts) -> Result<HitpathResult> {
     let mapped_hit_ns_2threads = row("mapped", 2).map(|r| r.ns_per_op);
     let kernel_mapped_ns_1thread = row("kernel_mapped", 1).map(|r| r.ns_per_op);
     let mapped_over_kernel_ns = mapped_hit_ns_1thread.zip(kernel_mapped_ns_1thread).map(|(p, k)| p - k);
+    let mglru_hit_ns_1thread = row(MGLRU_ACCESS, 1).map(|r| r.ns_per_op);
+    let mglru_hit_ns_2threads = row(MGLRU_ACCESS, 2).map(|r| r.ns_per_op);
+    let mglru_marking_ns = mglru_hit_ns_1thread.zip(hit_ns_1thread).map(|(m, c)| m - c);
     let mapped_scaling_2threads =
         row("mapped", 2).zip(row("mapped", 1)).map(|(two, one)| stats::ratio(two.mops, one.mops));
     let kernel_over_pcache = stats::ratio(kernel_pread_ns, pcache_read_ns);
@@ -968,6 +1031,9 @@ pub fn run(opts: &HitpathOpts) -> Result<HitpathResult> {
         kernel_mapped_ns_1thread,
         mapped_over_kernel_ns,
         pagemut_write_ns_1thread,
+        mglru_hit_ns_1thread,
+        mglru_hit_ns_2threads,
+        mglru_marking_ns,
         kernel_over_pcache,
         pcache_over_memcpy,
         hot_kernel_over_pcache,
@@ -989,6 +1055,7 @@ pub fn run(opts: &HitpathOpts) -> Result<HitpathResult> {
             "read": read.vm_read,
             "hit_setup": hit.vm_setup,
             "hit": hit.vm_hit,
+            "hit_mglru": hit.vm_mglru,
         }),
         notes,
     })

@@ -46,7 +46,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use pcache::{Admission, Config, Item, PageCache, Tunables, WorkingsetVersion};
+use pcache::{Admission, Config, Item, LruPolicy, PageCache, Tunables, WorkingsetVersion};
 use serde::Serialize;
 
 use crate::plot;
@@ -60,6 +60,7 @@ pub const WORKINGSET_OFF: &str = "workingset-off";
 pub const WORKINGSET_ON: &str = "workingset-on";
 pub const ADAPTIVE: &str = "pcache-adaptive";
 pub const WORKINGSET_6: &str = "workingset-6";
+pub const MGLRU: &str = "mglru";
 
 /// The smallest cache the engine builds (`pcache`'s MIN_PAGES).
 pub const MIN_CACHE_PAGES: u64 = 16;
@@ -80,6 +81,10 @@ fn tunables_ws_on() -> Tunables {
 
 fn tunables_ws_6() -> Tunables {
     Tunables { workingset: true, workingset_version: WorkingsetVersion::Linux6, ..base_tunables() }
+}
+
+fn tunables_mglru() -> Tunables {
+    Tunables { workingset: true, lru: LruPolicy::MultiGen, ..base_tunables() }
 }
 
 fn tunables_adaptive() -> Tunables {
@@ -112,6 +117,14 @@ pub const PRESETS: &[Preset] = &[
                      is low; readahead off, kswapd off",
         default: false,
         tunables: tunables_ws_6,
+    },
+    Preset {
+        experiment: EXPERIMENT,
+        name: MGLRU,
+        stands_for: "Linux 6.1+ multi-gen LRU (CONFIG_LRU_GEN, enabled): generations, tiers by access count, \
+                     the refault feedback loop protecting tiers; readahead off, kswapd off",
+        default: true,
+        tunables: tunables_mglru,
     },
     Preset {
         experiment: EXPERIMENT,

@@ -11,7 +11,7 @@ use common::Tiny;
 use pcache_workloads::lru_contention::{LruContention, LruContentionOpts};
 use pcache_workloads::runner;
 
-const VARIANTS: [&str; 3] = ["2.6.10", "danilov", "batched"];
+const VARIANTS: [&str; 4] = ["2.6.10", "danilov", "batched", "mglru"];
 
 #[test]
 fn lru_contention_tiny_measures_what_it_claims() {

@@ -81,6 +81,7 @@ impl SeedChecks for LruContention {
         atomic_checks(r, workloads, &mut out);
         throughput_checks(r, workloads, &mut out);
         order_checks(r, workloads, &mut out);
+        mglru_checks(r, workloads, &mut out);
         out
     }
 }
@@ -118,6 +119,22 @@ fn lock_checks(r: &ExperimentResult, workloads: &[String], out: &mut Vec<Check>)
             counts: false,
         });
     }
+}
+
+/// The multi-gen LRU's marking takes no lru_lock: not in the seed, so
+/// not counted.
+fn mglru_checks(r: &ExperimentResult, workloads: &[String], out: &mut Vec<Check>) {
+    if r.variant(MGLRU).is_none() || r.variant(TODAY).is_none() {
+        return;
+    }
+    let (measured, agrees) = every_workload(r, workloads, (TODAY, MGLRU), "lru_lock/access", Order::Lower);
+    out.push(Check {
+        name: format!("{MGLRU} takes fewer lru_lock acquisitions per access than {TODAY}"),
+        seed: "not in the seed: Linux 6.1+'s folio_inc_refs never activates, so hits take no lock".into(),
+        measured,
+        agrees,
+        counts: false,
+    });
 }
 
 /// Danilov's batch costs atomic ops: Morton's objection.

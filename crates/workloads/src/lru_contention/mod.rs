@@ -44,7 +44,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use pcache::{Advice, BackingDev, Config, File, Item, LruBatching, PageCache, Tunables, VmStat};
+use pcache::{Advice, BackingDev, Config, File, Item, LruBatching, LruPolicy, PageCache, Tunables, VmStat};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
@@ -73,6 +73,9 @@ pub const EXPERIMENT: &str = "lru-contention";
 pub const BEFORE: &str = "2.6.10";
 pub const DANILOV: &str = "danilov";
 pub const TODAY: &str = "batched";
+/// Linux 6.1+'s multi-gen LRU (issue 15): marking counts in the page's
+/// flags, no activation batch at all.
+pub const MGLRU: &str = "mglru";
 
 const MIB: u64 = 1 << 20;
 /// The page size of every cache here, and the read size.
@@ -88,6 +91,10 @@ fn tunables_danilov() -> Tunables {
 
 fn tunables_batched() -> Tunables {
     Tunables { lru_batching: LruBatching::Batched, ..Tunables::default() }
+}
+
+fn tunables_mglru() -> Tunables {
+    Tunables { lru: LruPolicy::MultiGen, ..Tunables::default() }
 }
 
 /// This experiment's variants.
@@ -116,6 +123,14 @@ pub const PRESETS: &[Preset] = &[
                      pagevec of 15 (LruBatching::Batched)",
         default: true,
         tunables: tunables_batched,
+    },
+    Preset {
+        experiment: EXPERIMENT,
+        name: MGLRU,
+        stands_for: "Linux 6.1+ multi-gen LRU (CONFIG_LRU_GEN): mark_page_accessed only counts the access in the \
+                     page's flags (folio_inc_refs, one compare-and-swap until the count is full), no lru_lock",
+        default: true,
+        tunables: tunables_mglru,
     },
 ];
 
@@ -406,13 +421,16 @@ mod tests {
         crate::experiment::assert_checked(&ok, &bad, LruContentionOpts::validate);
     }
 
-    // Goal: the presets select the three M5 variants, 2.6.10 first.
+    // Goal: the presets select the three M5 variants, 2.6.10 first, and
+    // the multi-gen LRU (issue 15) last.
     #[test]
     fn presets() {
         let v = variants::resolve(PRESETS, &variants::defaults(PRESETS)).unwrap();
         let names: Vec<&str> = v.iter().map(|p| p.name).collect();
-        assert_eq!(names, [BEFORE, DANILOV, TODAY]);
+        assert_eq!(names, [BEFORE, DANILOV, TODAY, MGLRU]);
         let modes: Vec<LruBatching> = v.iter().map(|p| (p.tunables)().lru_batching).collect();
-        assert_eq!(modes, [LruBatching::Immediate2610, LruBatching::DanilovBatch, LruBatching::Batched]);
+        assert_eq!(modes[..3], [LruBatching::Immediate2610, LruBatching::DanilovBatch, LruBatching::Batched]);
+        let lrus: Vec<LruPolicy> = v.iter().map(|p| (p.tunables)().lru).collect();
+        assert_eq!(lrus, [LruPolicy::Classic, LruPolicy::Classic, LruPolicy::Classic, LruPolicy::MultiGen]);
     }
 }

@@ -60,7 +60,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Barrier, Condvar, Mutex};
 use std::time::Instant;
 
-use pcache::{Config, File, Item, OpenOptions, PageCache, RemarkRule, Tunables, VmStat};
+use pcache::{Config, File, Item, LruPolicy, OpenOptions, PageCache, RemarkRule, Tunables, VmStat};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -95,6 +95,8 @@ pub const PIGGIN: &str = "piggin-offset0";
 pub const HARJI: &str = "harji-unconditional";
 pub const MOHR: &str = "mohr-every-32nd";
 pub const PREV_POS: &str = "prev-pos";
+/// Linux 6.1+'s multi-gen LRU (issue 15), with the prev-pos rule.
+pub const MGLRU: &str = "mglru";
 
 /// The workloads, in run order.
 pub const WORKLOADS: [&str; 3] = ["server", "scan", "random"];
@@ -132,6 +134,9 @@ fn t_mohr() -> Tunables {
 }
 fn t_prev_pos() -> Tunables {
     with_rule(RemarkRule::PrevPos)
+}
+fn t_mglru() -> Tunables {
+    Tunables { lru: LruPolicy::MultiGen, ..with_rule(RemarkRule::PrevPos) }
 }
 
 /// This experiment's variants: one per M7 rule, named for its kernel or
@@ -183,6 +188,14 @@ pub const PRESETS: &[Preset] = &[
                      ended) and re-mark unless the read continues it inside the same page (RemarkRule::PrevPos)",
         default: true,
         tunables: t_prev_pos,
+    },
+    Preset {
+        experiment: EXPERIMENT,
+        name: MGLRU,
+        stands_for: "Linux 6.1+ multi-gen LRU (CONFIG_LRU_GEN) with today's re-mark rule (prev_pos): re-reads \
+                     count in the page's tier, the refault feedback protects the tiers that refault",
+        default: true,
+        tunables: t_mglru,
     },
 ];
 
@@ -418,7 +431,7 @@ mod tests {
         let q = Params::new(&ExpOpts { quick: true, ..ExpOpts::default() }).unwrap();
         assert_eq!(q.mem_bytes, 16 * MIB);
         assert_eq!(q.variants[0], PREV_INDEX);
-        assert_eq!(q.variants.len(), 6);
+        assert_eq!(q.variants.len(), 7, "the six M7 rules and mglru");
         let f = Params::new(&ExpOpts::default()).unwrap();
         assert_eq!(f.rr_file_bytes, 32 * MIB);
         assert_eq!(f.rr_reads, 32000);
@@ -430,7 +443,8 @@ mod tests {
         ];
         crate::experiment::assert_checked(&[], &bad, |o| Params::new(o).map(drop));
         let names: Vec<&str> = PRESETS.iter().map(|p| p.name).collect();
-        assert_eq!(names.len(), RemarkRule::ALL.len());
+        // One preset per M7 rule, and mglru.
+        assert_eq!(names.len(), RemarkRule::ALL.len() + 1);
         for rule in RemarkRule::ALL {
             assert!(PRESETS.iter().any(|p| (p.tunables)().remark_rule == rule), "{}", rule.name());
         }

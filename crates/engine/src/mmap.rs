@@ -49,6 +49,7 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 use crate::filemap::{Inode, Pin};
+use crate::memory::WriteFault;
 use crate::mm::Cache;
 use crate::page::{Pfn, NO_MAPPING, PAGE_MAPPING_ANON};
 use crate::readahead::FileRaState;
@@ -98,10 +99,22 @@ impl MapFlags {
     /// Code (VM_EXEC): reclaim activates such pages on their first
     /// reference and keeps referenced ones on the active list.
     pub const EXEC: MapFlags = MapFlags(4);
+    /// Private (MAP_PRIVATE): copy-on-write. Reads see the file's page
+    /// (and so its later changes, until the page is written here); the
+    /// first write to a page copies it into an anonymous page of this
+    /// mapping, which the file and other mappings never see, which
+    /// msync and fsync do not write, and which goes to swap under
+    /// pressure. With [`MapFlags::WRITE`] for a writable private mapping.
+    pub const PRIVATE: MapFlags = MapFlags(8);
 
     /// Whether every flag of `other` is set.
     pub const fn contains(self, other: MapFlags) -> bool {
         self.0 & other.0 == other.0
+    }
+
+    /// Both sets of flags (`|` in a const context).
+    pub const fn union(self, other: MapFlags) -> MapFlags {
+        MapFlags(self.0 | other.0)
     }
 }
 
@@ -175,10 +188,17 @@ impl Vma {
         self.hint.load(Ordering::Relaxed) & VM_SEQ_READ != 0
     }
 
-    /// vma_is_anonymous.
+    /// vma_is_anonymous: a region with no file.
     #[inline]
     pub(crate) fn is_anon(&self) -> bool {
-        self.anon_id != NO_MAPPING
+        self.anon_id != NO_MAPPING && !self.is_cow_mapping()
+    }
+
+    /// is_cow_mapping: a private file mapping, whose written pages are
+    /// anonymous copies (it has an `anon_id` for them).
+    #[inline]
+    pub(crate) fn is_cow_mapping(&self) -> bool {
+        self.flags.contains(MapFlags::PRIVATE)
     }
 
     /// The `mapping` of this region's anonymous pages.
@@ -233,7 +253,7 @@ impl Mapping {
         if nr_pages > MAX_MAP_PAGES {
             return Err(Error::InvalidArgument(format!("map: {nr_pages} pages is more than {MAX_MAP_PAGES}")));
         }
-        let vma = Arc::new(Vma {
+        let make = |anon_id| Vma {
             pgoff: offset / ps,
             nr_pages,
             flags: flags | MapFlags::READ,
@@ -243,8 +263,13 @@ impl Mapping {
             ptl: Mutex::new(()),
             ptes: (0..nr_pages).map(|_| AtomicU64::new(0)).collect(),
             young: (0..nr_pages).map(|_| AtomicU8::new(0)).collect(),
-            anon_id: NO_MAPPING,
-        });
+            anon_id,
+        };
+        // A private mapping's copies are anonymous pages: it registers as
+        // an anonymous region too (anon_vma_prepare), so reclaim finds
+        // their entries and swaps them out.
+        let vma =
+            if flags.contains(MapFlags::PRIVATE) { cache.anon_vma_register(make)? } else { Arc::new(make(NO_MAPPING)) };
         // The mapping holds the file open, as a VMA holds its struct file.
         inode.handles.fetch_add(1, Ordering::AcqRel);
         inode.i_mmap.write().push(vma.clone());
@@ -413,6 +438,9 @@ impl Mapping {
                     self.cache.force_page_cache_readahead(&self.inode, index, (end - first) as u64);
                 }
             }
+            // On a private mapping the written copies go too: the range
+            // reads the file's data again.
+            Madvise::DontNeed if vma.is_cow_mapping() => self.cache.zap_cow_range(&self.inode, vma, first, end),
             Madvise::DontNeed => self.cache.zap_page_range(&self.inode, vma, first, end),
             Madvise::Cold => self.cache.madvise_cold(&self.inode, vma, first, end),
         }
@@ -426,8 +454,10 @@ impl Mapping {
     /// error this mapping has not reported yet is returned, once.
     pub fn msync(&self, offset: u64, len: u64) -> Result<()> {
         let (first, end) = self.page_range(offset, len)?;
-        if self.vma.is_anon() {
-            // Nothing to write back: an anonymous region has no file.
+        if self.vma.is_anon() || self.vma.is_cow_mapping() {
+            // Nothing to write back: an anonymous region has no file, and
+            // a private mapping's writes are not the file's (msync flushes
+            // only VM_SHARED mappings).
             return Ok(());
         }
         let pgoff = self.vma.pgoff;
@@ -448,9 +478,18 @@ impl Drop for Mapping {
             return;
         }
         // munmap: zap every entry (dirty bits to the pages), then leave the
-        // file's i_mmap, then drop the file reference.
-        self.cache.zap_page_range(&self.inode, &self.vma, 0, self.vma.nr_pages as usize);
+        // file's i_mmap, then drop the file reference. A private mapping's
+        // copies are freed with their swap slots, then its id retired.
+        let nr = self.vma.nr_pages as usize;
+        if self.vma.is_cow_mapping() {
+            self.cache.zap_cow_range(&self.inode, &self.vma, 0, nr);
+        } else {
+            self.cache.zap_page_range(&self.inode, &self.vma, 0, nr);
+        }
         self.inode.i_mmap.write().retain(|v| !Arc::ptr_eq(v, &self.vma));
+        if self.vma.is_cow_mapping() {
+            self.cache.anon_vma_unregister(&self.vma);
+        }
         if self.inode.handles.fetch_sub(1, Ordering::AcqRel) == 1 && self.inode.unlinked.load(Ordering::Acquire) {
             self.cache.evict_inode(&self.inode);
         }
@@ -530,12 +569,16 @@ impl<'a> MappedPage<'a> {
         // page truncated away under us every time gives up with the error
         // the last fault met (PastEof) or, at worst, this one.
         for _ in 0..8 {
-            if cache.mapped_write(inode, vma, self.slot, self.pfn, offset, data)? {
-                return Ok(());
-            }
-            // The pinned page left the page cache (reclaimed after we
-            // pinned it, or truncated): fault the current one in.
-            let pfn = cache.handle_mm_fault(inode, vma, self.slot, true)?;
+            let pfn = match cache.mapped_write(inode, vma, self.slot, self.pfn, offset, data)? {
+                WriteFault::Written => return Ok(()),
+                // A private mapping copied the file's page (wp_page_copy):
+                // this guard now holds the copy, and writes to it.
+                WriteFault::Copied(pfn) => pfn,
+                // The pinned page left the page cache (reclaimed after we
+                // pinned it, or truncated) or this slot (a private copy
+                // swapped out): fault the current one in.
+                WriteFault::Stale => cache.handle_mm_fault(inode, vma, self.slot, true)?,
+            };
             cache.unpin(self.pfn, self.pin);
             self.pfn = pfn;
             self.pin = Pin::Ref;

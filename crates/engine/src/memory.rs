@@ -41,7 +41,9 @@ use crate::error::{Error, Result};
 use crate::filemap::Inode;
 use crate::hazard::{Hazard, HazardTable};
 use crate::mm::Cache;
-use crate::mmap::{pte_pfn, pte_swap_slot, swp_pte, Vma, PTE_DIRTY, PTE_PRESENT, PTE_WRITE, VM_RAND_READ, VM_SEQ_READ};
+use crate::mmap::{
+    pte_pfn, pte_swap_slot, swp_pte, FastPath, Vma, PTE_DIRTY, PTE_PRESENT, PTE_WRITE, VM_RAND_READ, VM_SEQ_READ,
+};
 use crate::page::*;
 use crate::pagetree::entry_pfn;
 use crate::vmstat::Item;
@@ -95,6 +97,59 @@ pub(crate) fn ptep_get_and_clear(pte: &AtomicU64) -> u64 {
     pte.swap(0, Ordering::AcqRel)
 }
 
+/// A load of the aligned word at byte `offset` of the present page at
+/// `slot`, as one access with nothing between pin and unpin: load the
+/// entry, announce its frame in this thread's transient hazard slot,
+/// re-load the entry (unchanged, or fault), set the young byte, load the
+/// word, clear the slot. None: not present, changed, or no hazard row (the
+/// caller takes the guarded path). Every load and instruction here counts:
+/// a CPU overlaps the cache misses of consecutive accesses only as far as
+/// its load queue and reorder window reach, so a shorter access is a
+/// faster one on a large mapping (BENCHMARKS.md, "Mapped access: the
+/// instruction budget"). Hence the raw `FastPath` view rather than the
+/// `Arc`s.
+///
+/// # Safety
+/// `f` is the `FastPath` of a live mapping (its tables, the arena and the
+/// hazard table outlive the call); `slot < f.nr_pages`; `offset` is a
+/// multiple of 8 and below the page size.
+#[inline(always)]
+pub(crate) unsafe fn follow_pte_load_u64(f: &FastPath, slot: usize, offset: usize) -> Option<u64> {
+    // SAFETY: both tables have nr_pages entries and `slot` is below it;
+    // they live as long as the mapping (the caller's promise).
+    let (pte, young) = unsafe { (&*f.ptes.add(slot), &*f.young.add(slot)) };
+    // Acquire: pairs with finish_fault's Release store (as pte_pin).
+    let entry = pte.load(Ordering::Acquire);
+    if entry & PTE_PRESENT == 0 {
+        return None;
+    }
+    let pfn = entry as Pfn;
+    // SAFETY: the cache's hazard table, alive as long as the mapping.
+    let hazards = unsafe { &*f.hazards };
+    let hazard = hazards.pin_transient(crate::percpu::thread_slot(), pfn)?;
+    // pte_pin's re-check, stricter (the whole entry): the frame is ours
+    // until the unpin, since every path that frees a mapped frame clears
+    // its entries first and then scans the hazard slots, transient ones
+    // included.
+    if pte.load(Ordering::Acquire) != entry {
+        HazardTable::unpin_transient(hazard);
+        return None;
+    }
+    if young.load(Ordering::Relaxed) == 0 {
+        young.store(1, Ordering::Relaxed);
+    }
+    // SAFETY: a present entry maps a frame of the arena (`frames` is its
+    // base), pinned above and uptodate (finish_fault maps only uptodate
+    // pages), so no `&mut` of it exists (only a device read into a locked,
+    // not-uptodate page makes one); `offset` is an aligned word inside the
+    // frame (the caller's promise), and frames are page aligned.
+    let word =
+        unsafe { &*f.frames.add(((pfn as usize) << f.page_shift) + offset).cast::<std::sync::atomic::AtomicU64>() }
+            .load(std::sync::atomic::Ordering::Relaxed);
+    HazardTable::unpin_transient(hazard);
+    Some(word)
+}
+
 impl Cache {
     /// An access to slot `slot` of `vma` whose entry is present: the frame,
     /// pinned. None: fault.
@@ -109,6 +164,22 @@ impl Cache {
         // SAFETY: in bounds, by the caller's promise and the arrays' length.
         let (pte, young) = unsafe { (vma.ptes.get_unchecked(slot), vma.young.get_unchecked(slot)) };
         pte_pin(&self.hazards, crate::percpu::thread_slot(), pte, young)
+    }
+
+    /// Drop a `MappedPage`'s hold on its frame: a hazard pin inline (the
+    /// access path), a reference out of line.
+    #[inline(always)]
+    pub(crate) fn unpin_mapped(&self, pfn: Pfn, pin: crate::filemap::Pin) {
+        match pin {
+            crate::filemap::Pin::Hazard(h) => self.hazards.unpin(h),
+            crate::filemap::Pin::Ref => self.put_mapped_ref(pfn),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn put_mapped_ref(&self, pfn: Pfn) {
+        self.put_page(pfn);
     }
 
     /// handle_mm_fault for a shared file mapping: map the page at `slot`

@@ -376,3 +376,39 @@ fn many_threads_under_pressure_match_a_model() {
         assert!(p.iter().all(|&b| b == original(i as u64)), "page {i} of the file saw a private write");
     }
 }
+
+// Goal: `Mapping::load_u64` (the guard-free access) agrees with a guard's
+// `load_u64` on every kind of entry: missing (it faults), the file's page,
+// a private copy, a copy brought back from swap; and refuses what the
+// guard refuses (an unaligned or out-of-page offset, a page past the
+// mapping).
+#[test]
+fn mapping_load_u64_agrees_with_the_guard() {
+    let dir = tempfile::tempdir().unwrap();
+    let pc = cache(64, 512, quiet());
+    let (f, _path) = host_file(&pc, &dir, 128);
+    let m = f.map(0, 128 * PS, PRIVATE_RW).unwrap();
+    let before = pc.vmstat();
+    assert_eq!(m.load_u64(3, 0).unwrap(), word_of(4), "a missing entry faults");
+    assert_eq!(pc.vmstat().delta(&before).get(Item::pgfault), 1);
+    assert_eq!(m.load_u64(3, 8).unwrap(), word_of(4), "then hits");
+    assert_eq!(pc.vmstat().delta(&before).get(Item::pgfault), 1, "a hit does not fault");
+    write_stamp(&m, 3, 3, 7).unwrap();
+    assert_eq!(m.load_u64(3, 0).unwrap(), stamp(3, 3, 7), "the copy, not the file");
+    assert_eq!(m.load_u64(3, PS as usize - 8).unwrap(), stamp(3, 3, 7));
+    // Push the copies out to swap and read them back through both paths.
+    for i in 0..128 {
+        write_stamp(&m, 3, i, 8).unwrap();
+    }
+    assert!(pc.vmstat().get(Item::pswpout) > 0);
+    for i in 0..128 {
+        let direct = m.load_u64(i, 0).unwrap();
+        assert_eq!(direct, stamp(3, i, 8), "page {i}");
+        assert_eq!(m.page(i).unwrap().load_u64(0).unwrap(), direct);
+    }
+    assert!(matches!(m.load_u64(0, 4), Err(Error::InvalidArgument(_))), "unaligned");
+    assert!(matches!(m.load_u64(0, PS as usize), Err(Error::InvalidArgument(_))), "past the page");
+    assert!(matches!(m.load_u64(128, 0), Err(Error::InvalidArgument(_))), "past the mapping");
+    let shared = f.map(0, 4 * PS, MapFlags::READ).unwrap();
+    assert_eq!(shared.load_u64(3, 0).unwrap(), word_of(4), "the file never saw the copies");
+}

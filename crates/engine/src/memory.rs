@@ -47,6 +47,7 @@ use crate::mmap::{
 use crate::page::*;
 use crate::pagetree::entry_pfn;
 use crate::vmstat::Item;
+use std::sync::atomic::AtomicU64 as FrameWord;
 
 /// Misses beyond hits after which read-around stops (MMAP_LOTSAMISS).
 const MMAP_LOTSAMISS: u32 = 100;
@@ -118,19 +119,42 @@ pub(crate) unsafe fn follow_pte_load_u64(f: &FastPath, slot: usize, offset: usiz
     // SAFETY: both tables have nr_pages entries and `slot` is below it;
     // they live as long as the mapping (the caller's promise).
     let (pte, young) = unsafe { (&*f.ptes.add(slot), &*f.young.add(slot)) };
+    // SAFETY: the cache's hazard table, alive as long as the mapping.
+    let hazards = unsafe { &*f.hazards };
+    pte_access_transient(hazards, crate::percpu::thread_slot(), pte, young, |pfn| {
+        // SAFETY: a present entry maps a frame of the arena (`frames` is
+        // its base), pinned (the closure runs between pin and unpin) and
+        // uptodate (finish_fault maps only uptodate pages), so no `&mut`
+        // of it exists (only a device read into a locked, not-uptodate
+        // page makes one); `offset` is an aligned word inside the frame
+        // (the caller's promise), and frames are page aligned.
+        let word = unsafe { &*f.frames.add(((pfn as usize) << f.page_shift) + offset).cast::<FrameWord>() };
+        word.load(std::sync::atomic::Ordering::Relaxed)
+    })
+}
+
+/// The transient access protocol, shared with loom_tests.rs: load the
+/// entry, announce its frame in row `row`'s transient hazard slot,
+/// re-load the entry (unchanged, else None), set the young byte, run
+/// `read` on the frame, clear the slot. `read` runs while the frame
+/// cannot be freed: every path that frees a mapped frame clears its
+/// entries first and then scans the hazard slots, transient ones included
+/// (pte_pin's argument; the re-check here is stricter: the whole entry).
+#[inline(always)]
+pub(crate) fn pte_access_transient<R>(
+    hazards: &HazardTable,
+    row: usize,
+    pte: &AtomicU64,
+    young: &AtomicU8,
+    read: impl FnOnce(Pfn) -> R,
+) -> Option<R> {
     // Acquire: pairs with finish_fault's Release store (as pte_pin).
     let entry = pte.load(Ordering::Acquire);
     if entry & PTE_PRESENT == 0 {
         return None;
     }
     let pfn = entry as Pfn;
-    // SAFETY: the cache's hazard table, alive as long as the mapping.
-    let hazards = unsafe { &*f.hazards };
-    let hazard = hazards.pin_transient(crate::percpu::thread_slot(), pfn)?;
-    // pte_pin's re-check, stricter (the whole entry): the frame is ours
-    // until the unpin, since every path that frees a mapped frame clears
-    // its entries first and then scans the hazard slots, transient ones
-    // included.
+    let hazard = hazards.pin_transient(row, pfn)?;
     if pte.load(Ordering::Acquire) != entry {
         HazardTable::unpin_transient(hazard);
         return None;
@@ -138,16 +162,9 @@ pub(crate) unsafe fn follow_pte_load_u64(f: &FastPath, slot: usize, offset: usiz
     if young.load(Ordering::Relaxed) == 0 {
         young.store(1, Ordering::Relaxed);
     }
-    // SAFETY: a present entry maps a frame of the arena (`frames` is its
-    // base), pinned above and uptodate (finish_fault maps only uptodate
-    // pages), so no `&mut` of it exists (only a device read into a locked,
-    // not-uptodate page makes one); `offset` is an aligned word inside the
-    // frame (the caller's promise), and frames are page aligned.
-    let word =
-        unsafe { &*f.frames.add(((pfn as usize) << f.page_shift) + offset).cast::<std::sync::atomic::AtomicU64>() }
-            .load(std::sync::atomic::Ordering::Relaxed);
+    let r = read(pfn);
     HazardTable::unpin_transient(hazard);
-    Some(word)
+    Some(r)
 }
 
 impl Cache {

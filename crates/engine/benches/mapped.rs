@@ -254,13 +254,14 @@ fn best_of_rounds(_c: &mut Criterion) {
     let ns = |d: Duration, threads: usize| d.as_nanos() as f64 / (threads * KEYS) as f64;
     let (mut one, mut two, mut direct, mut direct2, mut kernel) = (vec![], vec![], vec![], vec![], vec![]);
     for _ in 0..15 {
-        // Closures, so each access is inlined into its loop as a caller's
-        // would be (the criterion rows call through a function pointer).
-        one.push(ns(run_cpu(&m, &keys, 1, KEYS as u64, |m, k| load_word(m, k)), 1));
-        kernel.push(ns(run_cpu(&k, &keys, 1, KEYS as u64, |m, k| kernel_load(m, k)), 1));
-        direct.push(ns(run_cpu(&m, &keys, 1, KEYS as u64, |m, k| load_word_direct(m, k)), 1));
-        two.push(ns(run_cpu(&m, &keys, 2, KEYS as u64, |m, k| load_word(m, k)), 2));
-        direct2.push(ns(run_cpu(&m, &keys, 2, KEYS as u64, |m, k| load_word_direct(m, k)), 2));
+        // Function items (each its own type), so each access is inlined
+        // into its loop as a caller's would be (the criterion rows call
+        // through a function pointer).
+        one.push(ns(run_cpu(&m, &keys, 1, KEYS as u64, load_word), 1));
+        kernel.push(ns(run_cpu(&k, &keys, 1, KEYS as u64, kernel_load), 1));
+        direct.push(ns(run_cpu(&m, &keys, 1, KEYS as u64, load_word_direct), 1));
+        two.push(ns(run_cpu(&m, &keys, 2, KEYS as u64, load_word), 2));
+        direct2.push(ns(run_cpu(&m, &keys, 2, KEYS as u64, load_word_direct), 2));
     }
     let stats = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);

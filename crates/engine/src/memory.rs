@@ -33,6 +33,14 @@
 //! On an anonymous region (`vma.is_anon()`) a fault is `do_anonymous_page`
 //! (an empty entry: a zeroed frame) or `do_swap_page` (a swap entry: the
 //! swap cache or swap readahead), below.
+//!
+//! On a private file mapping (`vma.is_cow_mapping()`) a read fault maps
+//! the file's page read-only and the first write copies it into an
+//! anonymous page of the mapping (`do_cow_fault`, `wp_page_copy`), below.
+//!
+//! `Mapping::load_u64` is the access without a guard
+//! (`follow_pte_load_u64`): the same protocol through the thread's
+//! transient hazard slot, with nothing between pin and unpin.
 
 use crate::mmdebug::vm_bug_on_page;
 use crate::sync::atomic::{AtomicU64, AtomicU8, Ordering};

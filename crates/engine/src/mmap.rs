@@ -40,6 +40,16 @@
 //! (`PTE_SWAP | slot`, the page is on swap; the fault is `do_swap_page`).
 //! The rules above hold for them too; a writable anonymous entry maps a
 //! page that is not in the swap cache (the write fault took it out).
+//!
+//! Private file mappings (`MapFlags::PRIVATE`, MAP_PRIVATE) are both: a
+//! file mapping in the file's `i_mmap` (an entry may map a file page,
+//! read-only and never dirty) and an anonymous region with an `anon_id`
+//! (an entry may map one of the mapping's copies, made by the first write
+//! to the page, or be a copy's swap entry). memory.rs has the faults.
+//!
+//! Both arrays are `Table`s: zeroed memory straight from mmap, advised
+//! onto huge pages. `Mapping::load_u64` reads them through a `FastPath`,
+//! raw views copied at map time, so an access loads as little as it can.
 
 use crate::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::marker::PhantomData;
@@ -322,8 +332,9 @@ impl Vma {
     }
 }
 
-/// A file mapped into the cache's "address space" (mmap(2) of a shared
-/// file mapping), from [`crate::File::map`]. Accesses go through
+/// A file mapped into the cache's "address space" (mmap(2) of a file,
+/// shared, or private with [`MapFlags::PRIVATE`]), from
+/// [`crate::File::map`]. Accesses go through
 /// [`Mapping::page`], which returns a [`MappedPage`]: a present page costs
 /// a load, a hazard pin (a plain store), a re-check and a young-bit store;
 /// a missing one is a fault that reads the page in with mmap readahead.

@@ -8,10 +8,17 @@
 //! ratio of 2 threads to 1 is `2 * t(1 thread) / t(2 threads)`. Then the
 //! same with a validated 4 KiB copy (`read_into`), for comparison with
 //! `hit/pageref_read_into_4k`. Last, the best of 15 rounds of each
-//! `load_u64` row, printed.
+//! `load_u64` row, printed, beside the kernel's own mapped page cache on
+//! the same keys (an 8-byte load from a populated shared mapping of a
+//! memfd of the same size), so the two figures come from the same run.
+//!
+//! `MAPPED_BENCH_MIB` sets the mapping's size (a power of two, default
+//! 64); `hitpath`'s rows use 4 GiB, where the page table and the frames
+//! no longer fit in the CPU's caches:
 //!
 //! ```sh
 //! cargo bench -p pcache --bench mapped
+//! MAPPED_BENCH_MIB=4096 cargo bench -p pcache --bench mapped -- best_of   # only the printed rows
 //! ```
 
 use std::hint::black_box;
@@ -22,8 +29,13 @@ use pcache::{Config, MapFlags, Mapping, PageCache, Tunables};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-/// Mapped pages, all present: 64 MiB (a power of two, for the scramble).
-const PAGES: u64 = 16 * 1024;
+/// Mapped pages, all present: 64 MiB unless `MAPPED_BENCH_MIB` says
+/// otherwise (a power of two, for the scramble).
+fn pages() -> u64 {
+    let mib: u64 = std::env::var("MAPPED_BENCH_MIB").ok().and_then(|v| v.parse().ok()).unwrap_or(64);
+    assert!(mib.is_power_of_two(), "MAPPED_BENCH_MIB must be a power of two");
+    mib * 256
+}
 /// Keys drawn per thread, cycled (a power of two).
 const KEYS: usize = 1 << 20;
 
@@ -47,26 +59,83 @@ fn zipf_keys(n: u64, s: f64, count: usize, seed: u64) -> Vec<u64> {
         .collect()
 }
 
-fn mapped_cache() -> (PageCache, pcache::File, Mapping) {
+fn mapped_cache(pages: u64) -> (PageCache, pcache::File, Mapping) {
     let cache = PageCache::new(Config {
-        memory_bytes: (PAGES + 4096) * 4096,
+        memory_bytes: (pages + 4096) * 4096,
         tunables: Tunables { kswapd: false, ra_pages: 0, ..Tunables::default() },
         ..Config::default()
     })
     .expect("cache");
     let f = cache.open_memory("m").expect("file");
-    f.set_len(PAGES * 4096).expect("set_len");
-    let m = f.map(0, PAGES * 4096, MapFlags::READ).expect("map");
+    f.set_len(pages * 4096).expect("set_len");
+    let m = f.map(0, pages * 4096, MapFlags::READ).expect("map");
     // Fault every page in: every entry present.
-    for i in 0..PAGES {
+    for i in 0..pages {
         m.page(i).expect("fault");
     }
     (cache, f, m)
 }
 
+/// The kernel's mapped page cache: a memfd of `pages` pages, mapped
+/// shared and populated, each page's first word written once.
+struct KernelMap {
+    ptr: *mut u64,
+    len: usize,
+}
+
+// SAFETY: only read after `new` (plain loads of words nobody writes), and
+// unmapped by Drop: as shareable as the `&[u64]` it stands for.
+unsafe impl Sync for KernelMap {}
+
+impl KernelMap {
+    fn new(pages: u64) -> KernelMap {
+        let len = pages as usize * 4096;
+        // SAFETY: a valid NUL-terminated name; the fd is closed below.
+        let fd = unsafe { libc::memfd_create(c"pcache-bench".as_ptr(), libc::MFD_CLOEXEC) };
+        assert!(fd >= 0, "memfd_create");
+        // SAFETY: our fd; a length that fits off_t.
+        assert_eq!(unsafe { libc::ftruncate(fd, len as libc::off_t) }, 0, "ftruncate");
+        // SAFETY: a fresh shared mapping of our memfd; nothing aliases it.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd,
+                0,
+            )
+        };
+        assert_ne!(ptr, libc::MAP_FAILED, "mmap");
+        // SAFETY: our fd, closed once; the mapping keeps the memory.
+        unsafe { libc::close(fd) };
+        let ptr = ptr.cast::<u64>();
+        for page in 0..pages as usize {
+            // SAFETY: inside the mapping, page aligned; not shared yet.
+            unsafe { ptr.add(page * 512).write(page as u64 + 1) };
+        }
+        KernelMap { ptr, len }
+    }
+
+    #[inline]
+    fn load(&self, page: u64) -> u64 {
+        let word = page as usize * 512;
+        assert!(word * 8 < self.len, "in the mapping");
+        // SAFETY: in bounds (checked), aligned, never written after `new`.
+        unsafe { self.ptr.add(word).read() }
+    }
+}
+
+impl Drop for KernelMap {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, unmapped once.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
 /// `iters` accesses on each of `threads` threads, each on its own key
 /// stream; the wall time of the slowest.
-fn run(m: &Mapping, keys: &[Vec<u64>], threads: usize, iters: u64, body: fn(&Mapping, u64) -> u64) -> Duration {
+fn run<M: Sync>(m: &M, keys: &[Vec<u64>], threads: usize, iters: u64, body: fn(&M, u64) -> u64) -> Duration {
     std::thread::scope(|s| {
         let start = Instant::now();
         let hs: Vec<_> = (0..threads)
@@ -88,9 +157,16 @@ fn run(m: &Mapping, keys: &[Vec<u64>], threads: usize, iters: u64, body: fn(&Map
     })
 }
 
+#[inline(always)]
 fn load_word(m: &Mapping, key: u64) -> u64 {
     let p = m.page(key).expect("mapped");
     p.load_u64(0).expect("word")
+}
+
+/// The same access without a guard: `Mapping::load_u64`.
+#[inline(always)]
+fn load_word_direct(m: &Mapping, key: u64) -> u64 {
+    m.load_u64(key, 0).expect("mapped")
 }
 
 fn copy_page(m: &Mapping, key: u64) -> u64 {
@@ -100,11 +176,59 @@ fn copy_page(m: &Mapping, key: u64) -> u64 {
     buf[key as usize & 4095] as u64
 }
 
+/// The calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID).
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid clock id and a valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// As `run`, but the CPU time each thread spent, summed: on a machine
+/// shared with other work, the time a thread waits for a CPU is not the
+/// access's cost, and wall time counts it.
+fn run_cpu<M: Sync, F: Fn(&M, u64) -> u64 + Sync>(
+    m: &M,
+    keys: &[Vec<u64>],
+    threads: usize,
+    iters: u64,
+    body: F,
+) -> Duration {
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads)
+            .map(|t| {
+                let (keys, body) = (&keys[t], &body);
+                s.spawn(move || {
+                    let start = thread_cpu();
+                    let mut acc = 0u64;
+                    for n in 0..iters as usize {
+                        acc = acc.wrapping_add(body(m, keys[n & (KEYS - 1)]));
+                    }
+                    black_box(acc);
+                    thread_cpu() - start
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().expect("bench thread")).sum()
+    })
+}
+
+#[inline(always)]
+fn kernel_load(k: &KernelMap, key: u64) -> u64 {
+    k.load(key)
+}
+
 fn mapped(c: &mut Criterion) {
-    let (_cache, _f, m) = mapped_cache();
-    let keys: Vec<Vec<u64>> = (0..2).map(|t| zipf_keys(PAGES, 0.99, KEYS, 11 + t)).collect();
+    let pages = pages();
+    let (_cache, _f, m) = mapped_cache(pages);
+    let keys: Vec<Vec<u64>> = (0..2).map(|t| zipf_keys(pages, 0.99, KEYS, 11 + t)).collect();
     let mut g = c.benchmark_group("mapped_hit");
-    for (name, body) in [("load_u64", load_word as fn(&Mapping, u64) -> u64), ("read_into_4k", copy_page)] {
+    let rows = [
+        ("load_u64", load_word as fn(&Mapping, u64) -> u64),
+        ("mapping_load_u64", load_word_direct),
+        ("read_into_4k", copy_page),
+    ];
+    for (name, body) in rows {
         for threads in [1, 2] {
             g.bench_function(format!("{name}/{threads}thread"), |b| {
                 b.iter_custom(|iters| run(&m, &keys, threads, iters, body))
@@ -114,21 +238,45 @@ fn mapped(c: &mut Criterion) {
     g.finish();
 }
 
-/// Best of 15 rounds of `KEYS` accesses (`load_u64`), from 1 and from 2
-/// threads, printed: on a shared machine the best round is the closest to
-/// the path's own cost, where criterion's median carries the other load.
+/// Best and median of 15 rounds of `KEYS` accesses, in CPU time per
+/// access (`run_cpu`), for the guarded access (`page` + `load_u64`) and
+/// `Mapping::load_u64` from 1 and from 2 threads at once, and the
+/// kernel's mapping from 1, printed: on a shared machine the best round
+/// is the closest to the path's own cost, where criterion's median
+/// carries the other load. The rows alternate round by round, so all see
+/// the same load. With 2 threads, a CPU time per access no higher than
+/// with 1 means the throughput doubles given two CPUs.
 fn best_of_rounds(_c: &mut Criterion) {
-    let (_cache, _f, m) = mapped_cache();
-    let keys: Vec<Vec<u64>> = (0..2).map(|t| zipf_keys(PAGES, 0.99, KEYS, 11 + t)).collect();
-    let best = |threads: usize| {
-        (0..15).map(|_| run(&m, &keys, threads, KEYS as u64, load_word)).min().expect("rounds").as_nanos() as f64
-            / KEYS as f64
+    let pages = pages();
+    let (_cache, _f, m) = mapped_cache(pages);
+    let k = KernelMap::new(pages);
+    let keys: Vec<Vec<u64>> = (0..2).map(|t| zipf_keys(pages, 0.99, KEYS, 11 + t)).collect();
+    let ns = |d: Duration, threads: usize| d.as_nanos() as f64 / (threads * KEYS) as f64;
+    let (mut one, mut two, mut direct, mut direct2, mut kernel) = (vec![], vec![], vec![], vec![], vec![]);
+    for _ in 0..15 {
+        // Function items (each its own type), so each access is inlined
+        // into its loop as a caller's would be (the criterion rows call
+        // through a function pointer).
+        one.push(ns(run_cpu(&m, &keys, 1, KEYS as u64, load_word), 1));
+        kernel.push(ns(run_cpu(&k, &keys, 1, KEYS as u64, kernel_load), 1));
+        direct.push(ns(run_cpu(&m, &keys, 1, KEYS as u64, load_word_direct), 1));
+        two.push(ns(run_cpu(&m, &keys, 2, KEYS as u64, load_word), 2));
+        direct2.push(ns(run_cpu(&m, &keys, 2, KEYS as u64, load_word_direct), 2));
+    }
+    let stats = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        (v[0], v[v.len() / 2])
     };
-    let (t1, t2) = (best(1), best(2));
+    let ((t1, m1), (t2, m2), (tk, mk)) = (stats(&mut one), stats(&mut two), stats(&mut kernel));
+    let ((d1, dm1), (d2, dm2)) = (stats(&mut direct), stats(&mut direct2));
     eprintln!(
-        "mapped_hit best of 15 rounds: 1 thread {t1:.1} ns/op; 2 threads {t2:.1} ns per access pair (wall), \
-         throughput {:.2}x of 1 thread",
-        2.0 * t1 / t2
+        "mapped_hit over {} MiB, CPU ns per access, best / median of 15 rounds:\n  \
+         kernel mmap, 1 thread:             {tk:.1} / {mk:.1}\n  \
+         page() + load_u64, 1 thread:       {t1:.1} / {m1:.1}\n  \
+         Mapping::load_u64, 1 thread:       {d1:.1} / {dm1:.1}\n  \
+         page() + load_u64, 2 threads:      {t2:.1} / {m2:.1}\n  \
+         Mapping::load_u64, 2 threads:      {d2:.1} / {dm2:.1}",
+        pages / 256,
     );
 }
 

@@ -22,7 +22,10 @@
 //! announcing instead (`HazardTable::fence_on_pin`).
 //!
 //! A thread has `HAZARDS_PER_THREAD` slots; a reader that finds none free
-//! (or has no thread slot) falls back to a reference count.
+//! (or has no thread slot) falls back to a reference count. Beside them,
+//! one transient slot for an access that pins, reads and unpins with
+//! nothing in between (`Mapping::load_u64`): it never nests, so it needs
+//! no free mask, and the access stays a handful of instructions.
 //!
 //! Walk announcements: the same scheme keeps page-tree *nodes* alive under
 //! lock-free readers (the kernel frees xa_nodes by RCU). Before walking a
@@ -73,6 +76,9 @@ const ROWS: usize = 2;
 #[repr(align(128))]
 struct HazardRow {
     slots: [AtomicU32; HAZARDS_PER_THREAD],
+    /// The transient slot (`pin_transient`). Written only by the owning
+    /// thread.
+    transient: AtomicU32,
     /// Bit i set: slot i is free. Written only by the owning thread.
     free: AtomicU32,
     /// The node epoch announced by a page-tree walk in progress, 0 when
@@ -153,6 +159,7 @@ impl HazardTable {
         let rows = (0..ROWS)
             .map(|_| HazardRow {
                 slots: std::array::from_fn(|_| AtomicU32::new(NO_PFN)),
+                transient: AtomicU32::new(NO_PFN),
                 free: AtomicU32::new((1 << HAZARDS_PER_THREAD) - 1),
                 walk: AtomicU64::new(0),
             })
@@ -263,6 +270,25 @@ impl HazardTable {
         Some(Hazard { row: row_idx as u16, idx: idx as u8 })
     }
 
+    /// Announce `pfn` in the transient slot of row `row_idx` (the calling
+    /// thread's), for an access that unpins (`unpin_transient`) before it
+    /// pins anything else transiently. The caller must then re-check, as
+    /// after `pin_in_row`. None if the row does not exist.
+    #[inline(always)]
+    pub fn pin_transient(&self, row_idx: usize, pfn: Pfn) -> Option<&AtomicU32> {
+        let slot = &self.rows.get(row_idx)?.transient;
+        slot.store(pfn, Ordering::Relaxed);
+        self.reader_barrier();
+        Some(slot)
+    }
+
+    /// Withdraw a transient announcement.
+    #[inline(always)]
+    pub fn unpin_transient(slot: &AtomicU32) {
+        // Release: our reads of the frame happen before the slot clears.
+        slot.store(NO_PFN, Ordering::Release);
+    }
+
     /// Withdraw an announcement. Must run on the thread that pinned.
     #[inline]
     pub fn unpin(&self, h: Hazard) {
@@ -278,7 +304,7 @@ impl HazardTable {
         self.barrier();
         out.clear();
         for row in self.rows.iter() {
-            for s in &row.slots {
+            for s in row.slots.iter().chain(std::iter::once(&row.transient)) {
                 let p = s.load(Ordering::Acquire);
                 if p != NO_PFN {
                     out.push(p);

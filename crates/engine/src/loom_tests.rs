@@ -9,7 +9,7 @@ use loom::thread;
 use crate::arena::Arena;
 use crate::hazard::HazardTable;
 use crate::highmem::{copy_to_words, fill_words, seqcount_read, write_section};
-use crate::memory::{pte_pin, ptep_get_and_clear};
+use crate::memory::{pte_access_transient, pte_pin, ptep_get_and_clear};
 use crate::mmap::{pte_pfn, pte_swap_slot, swp_pte, PTE_DIRTY, PTE_PRESENT};
 use crate::page_writeback::{errseq_check_and_advance, errseq_sample, errseq_set};
 
@@ -209,6 +209,38 @@ fn pte_clear_vs_access_never_uses_a_reused_frame() {
                 assert_eq!(gen2.load(Ordering::Acquire), 0, "an access used a reused frame");
                 hz2.unpin(h);
             }
+        });
+        let old = ptep_get_and_clear(&pte);
+        assert_eq!(pte_pfn(old), Some(PFN));
+        let _referenced = young.load(Ordering::Relaxed) != 0 && young.swap(0, Ordering::Relaxed) != 0;
+        let mut pinned = Vec::new();
+        hz.scan(&mut pinned);
+        if pinned.binary_search(&PFN).is_err() {
+            generation.store(1, Ordering::Release);
+        }
+        reader.join().unwrap();
+        assert_eq!(pte.load(Ordering::Relaxed), 0, "a cleared entry came back");
+    });
+}
+
+// Goal (memory.rs, `Mapping::load_u64`): the same protocol through the
+// transient hazard slot (pin, re-check, read, unpin with nothing between,
+// no free mask): the read never runs on a reused frame, and the cleared
+// entry never comes back.
+#[test]
+fn pte_clear_vs_transient_access_never_uses_a_reused_frame() {
+    loom::model(|| {
+        let hz = Arc::new(HazardTable::new());
+        const PFN: u32 = 5;
+        let pte = Arc::new(AtomicU64::new(PFN as u64 | PTE_PRESENT));
+        let young = Arc::new(AtomicU8::new(0));
+        let generation = Arc::new(AtomicU32::new(0));
+        let (hz2, pte2, young2, gen2) = (hz.clone(), pte.clone(), young.clone(), generation.clone());
+        let reader = thread::spawn(move || {
+            pte_access_transient(&hz2, 1, &pte2, &young2, |pfn| {
+                assert_eq!(pfn, PFN);
+                assert_eq!(gen2.load(Ordering::Acquire), 0, "an access used a reused frame");
+            });
         });
         let old = ptep_get_and_clear(&pte);
         assert_eq!(pte_pfn(old), Some(PFN));

@@ -33,6 +33,14 @@
 //! On an anonymous region (`vma.is_anon()`) a fault is `do_anonymous_page`
 //! (an empty entry: a zeroed frame) or `do_swap_page` (a swap entry: the
 //! swap cache or swap readahead), below.
+//!
+//! On a private file mapping (`vma.is_cow_mapping()`) a read fault maps
+//! the file's page read-only and the first write copies it into an
+//! anonymous page of the mapping (`do_cow_fault`, `wp_page_copy`), below.
+//!
+//! `Mapping::load_u64` is the access without a guard
+//! (`follow_pte_load_u64`): the same protocol through the thread's
+//! transient hazard slot, with nothing between pin and unpin.
 
 use crate::mmdebug::vm_bug_on_page;
 use crate::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -41,13 +49,27 @@ use crate::error::{Error, Result};
 use crate::filemap::Inode;
 use crate::hazard::{Hazard, HazardTable};
 use crate::mm::Cache;
-use crate::mmap::{pte_pfn, pte_swap_slot, swp_pte, Vma, PTE_DIRTY, PTE_PRESENT, PTE_WRITE, VM_RAND_READ, VM_SEQ_READ};
+use crate::mmap::{
+    pte_pfn, pte_swap_slot, swp_pte, FastPath, Vma, PTE_DIRTY, PTE_PRESENT, PTE_WRITE, VM_RAND_READ, VM_SEQ_READ,
+};
 use crate::page::*;
 use crate::pagetree::entry_pfn;
 use crate::vmstat::Item;
+use std::sync::atomic::AtomicU64 as FrameWord;
 
 /// Misses beyond hits after which read-around stops (MMAP_LOTSAMISS).
 const MMAP_LOTSAMISS: u32 = 100;
+
+/// What a write through a mapping did (`Cache::mapped_write`).
+pub(crate) enum WriteFault {
+    /// The bytes are in the page.
+    Written,
+    /// A private mapping's write fault copied the page: here is the copy,
+    /// with a reference for the caller, which retries the write on it.
+    Copied(Pfn),
+    /// The page is no longer the one mapped at the slot: fault and retry.
+    Stale,
+}
 
 /// The access fast path on one entry, shared with loom_tests.rs: pin the
 /// frame the entry maps in hazard row `row`, re-check the entry, set the
@@ -84,6 +106,75 @@ pub(crate) fn ptep_get_and_clear(pte: &AtomicU64) -> u64 {
     pte.swap(0, Ordering::AcqRel)
 }
 
+/// A load of the aligned word at byte `offset` of the present page at
+/// `slot`, as one access with nothing between pin and unpin: load the
+/// entry, announce its frame in this thread's transient hazard slot,
+/// re-load the entry (unchanged, or fault), set the young byte, load the
+/// word, clear the slot. None: not present, changed, or no hazard row (the
+/// caller takes the guarded path). Every load and instruction here counts:
+/// a CPU overlaps the cache misses of consecutive accesses only as far as
+/// its load queue and reorder window reach, so a shorter access is a
+/// faster one on a large mapping (BENCHMARKS.md, "Mapped access: the
+/// instruction budget"). Hence the raw `FastPath` view rather than the
+/// `Arc`s.
+///
+/// # Safety
+/// `f` is the `FastPath` of a live mapping (its tables, the arena and the
+/// hazard table outlive the call); `slot < f.nr_pages`; `offset` is a
+/// multiple of 8 and below the page size.
+#[inline(always)]
+pub(crate) unsafe fn follow_pte_load_u64(f: &FastPath, slot: usize, offset: usize) -> Option<u64> {
+    // SAFETY: both tables have nr_pages entries and `slot` is below it;
+    // they live as long as the mapping (the caller's promise).
+    let (pte, young) = unsafe { (&*f.ptes.add(slot), &*f.young.add(slot)) };
+    // SAFETY: the cache's hazard table, alive as long as the mapping.
+    let hazards = unsafe { &*f.hazards };
+    pte_access_transient(hazards, crate::percpu::thread_slot(), pte, young, |pfn| {
+        // SAFETY: a present entry maps a frame of the arena (`frames` is
+        // its base), pinned (the closure runs between pin and unpin) and
+        // uptodate (finish_fault maps only uptodate pages), so no `&mut`
+        // of it exists (only a device read into a locked, not-uptodate
+        // page makes one); `offset` is an aligned word inside the frame
+        // (the caller's promise), and frames are page aligned.
+        let word = unsafe { &*f.frames.add(((pfn as usize) << f.page_shift) + offset).cast::<FrameWord>() };
+        word.load(std::sync::atomic::Ordering::Relaxed)
+    })
+}
+
+/// The transient access protocol, shared with loom_tests.rs: load the
+/// entry, announce its frame in row `row`'s transient hazard slot,
+/// re-load the entry (unchanged, else None), set the young byte, run
+/// `read` on the frame, clear the slot. `read` runs while the frame
+/// cannot be freed: every path that frees a mapped frame clears its
+/// entries first and then scans the hazard slots, transient ones included
+/// (pte_pin's argument; the re-check here is stricter: the whole entry).
+#[inline(always)]
+pub(crate) fn pte_access_transient<R>(
+    hazards: &HazardTable,
+    row: usize,
+    pte: &AtomicU64,
+    young: &AtomicU8,
+    read: impl FnOnce(Pfn) -> R,
+) -> Option<R> {
+    // Acquire: pairs with finish_fault's Release store (as pte_pin).
+    let entry = pte.load(Ordering::Acquire);
+    if entry & PTE_PRESENT == 0 {
+        return None;
+    }
+    let pfn = entry as Pfn;
+    let hazard = hazards.pin_transient(row, pfn)?;
+    if pte.load(Ordering::Acquire) != entry {
+        HazardTable::unpin_transient(hazard);
+        return None;
+    }
+    if young.load(Ordering::Relaxed) == 0 {
+        young.store(1, Ordering::Relaxed);
+    }
+    let r = read(pfn);
+    HazardTable::unpin_transient(hazard);
+    Some(r)
+}
+
 impl Cache {
     /// An access to slot `slot` of `vma` whose entry is present: the frame,
     /// pinned. None: fault.
@@ -100,6 +191,22 @@ impl Cache {
         pte_pin(&self.hazards, crate::percpu::thread_slot(), pte, young)
     }
 
+    /// Drop a `MappedPage`'s hold on its frame: a hazard pin inline (the
+    /// access path), a reference out of line.
+    #[inline(always)]
+    pub(crate) fn unpin_mapped(&self, pfn: Pfn, pin: crate::filemap::Pin) {
+        match pin {
+            crate::filemap::Pin::Hazard(h) => self.hazards.unpin(h),
+            crate::filemap::Pin::Ref => self.put_mapped_ref(pfn),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn put_mapped_ref(&self, pfn: Pfn) {
+        self.put_page(pfn);
+    }
+
     /// handle_mm_fault for a shared file mapping: map the page at `slot`
     /// (for writing: make it dirty and the entry writable) and return it
     /// with a reference the caller drops.
@@ -107,6 +214,9 @@ impl Cache {
         self.vm.inc(Item::pgfault);
         if vma.is_anon() {
             return self.handle_anon_fault(vma, slot, write);
+        }
+        if vma.is_cow_mapping() {
+            return self.handle_cow_fault(inode, vma, slot, write);
         }
         let index = vma.pgoff + slot as u64;
         if write {
@@ -274,7 +384,8 @@ impl Cache {
             if index >= eof {
                 break;
             }
-            if pte_pfn(vma.ptes[s].load(Ordering::Relaxed)).is_some() {
+            // Any entry, present or (a private mapping's) swap entry.
+            if vma.ptes[s].load(Ordering::Relaxed) != 0 {
                 continue;
             }
             let Some(pfn) = entry_pfn(inode.tree.load(index)) else { continue };
@@ -329,7 +440,7 @@ impl Cache {
         vm_bug_on_page!(!self.page(pfn).test(PG_LOCKED), self.page(pfn), "set_pte_old without the page lock");
         let pte = &vma.ptes[slot];
         let _ptl = vma.ptl.lock();
-        if pte_pfn(pte.load(Ordering::Relaxed)).is_some() {
+        if pte.load(Ordering::Relaxed) != 0 {
             return false;
         }
         self.page_add_file_rmap(pfn);
@@ -379,8 +490,10 @@ impl Cache {
     /// A write through a mapping to the page `pfn` at `slot`, which the
     /// caller holds pinned: under the page lock, a write fault if the
     /// entry is not a writable one mapping `pfn` (wp_page_shared), then
-    /// one write section. Ok(false): the page left the page cache since
-    /// it was pinned; the caller faults the current one in and retries.
+    /// one write section. `Stale`: the page left the page cache (or, for
+    /// anonymous pages, the slot) since it was pinned; the caller faults
+    /// the current one in and retries. `Copied`: a private mapping's
+    /// write fault copied the file's page; the caller retries on the copy.
     pub(crate) fn mapped_write(
         &self,
         inode: &Inode,
@@ -389,9 +502,21 @@ impl Cache {
         pfn: Pfn,
         offset: usize,
         data: &[u8],
-    ) -> Result<bool> {
+    ) -> Result<WriteFault> {
+        let written = |done: bool| if done { WriteFault::Written } else { WriteFault::Stale };
         if vma.is_anon() {
-            return Ok(self.anon_mapped_write(vma, slot, pfn, offset, data));
+            return Ok(written(self.anon_mapped_write(vma, slot, pfn, offset, data)));
+        }
+        if vma.is_cow_mapping() {
+            if self.page(pfn).mapping() == vma.anon_mapping() {
+                // Our own copy (do_wp_page's reuse if read-only after a
+                // swap-in).
+                return Ok(written(self.anon_mapped_write(vma, slot, pfn, offset, data)));
+            }
+            return Ok(match self.wp_page_copy(vma, slot, pfn)? {
+                Some(copy) => WriteFault::Copied(copy),
+                None => WriteFault::Stale,
+            });
         }
         let index = vma.pgoff + slot as u64;
         let pos = index << self.page_shift();
@@ -408,7 +533,7 @@ impl Cache {
             page.lock(&self.vm);
             if page.mapping() != inode.id || page.index() != index {
                 page.unlock(&self.vm);
-                return Ok(false);
+                return Ok(WriteFault::Stale);
             }
             let size = inode.size.load(Ordering::Acquire);
             let end = pos + (offset + data.len()) as u64;
@@ -444,7 +569,7 @@ impl Cache {
             if faulted {
                 let _ = self.balance_dirty_pages_ratelimited(inode);
             }
-            return Ok(true);
+            return Ok(WriteFault::Written);
         }
     }
 }
@@ -619,5 +744,185 @@ impl Cache {
         self.memcpy_to_page(pfn, offset, data);
         page.unlock(&self.vm);
         true
+    }
+}
+
+/// Faults on private file mappings (MAP_PRIVATE; mm/memory.c
+/// `do_read_fault`, `do_cow_fault`, `do_wp_page` → `wp_page_copy`).
+///
+/// A read fault maps the page-cache page read-only, as a shared read
+/// fault does (file rmap, fault-around), so until a page is written here
+/// the mapping shows the file's current data. The first write to a page
+/// copies it into a new anonymous page (from the same allocator as every
+/// frame) and maps the copy writable and dirty in place of the file's
+/// page: `wp_page_copy` when the file's page was mapped, `do_cow_fault`
+/// when nothing was (the file's page is read for the copy, never mapped).
+/// The copy belongs to the mapping's anonymous id (registered at map
+/// time), so reclaim swaps it out and `do_swap_page` brings it back as it
+/// does for an anonymous region; the file never sees it.
+///
+/// Allocation happens before any page lock, as in the kernel: reclaim may
+/// need the locks. With no frame to be had (no swap, everything pinned),
+/// the write fails with `Error::NoMemory` and the mapping is unchanged.
+impl Cache {
+    /// handle_mm_fault on a private file mapping: the page at `slot`,
+    /// mapped, with a reference the caller drops. A present entry is
+    /// returned as is: a write to a file page the caller then makes is
+    /// `wp_page_copy` (mapped_write). Bounded: each retry follows a change
+    /// of the entry by a racing fault, reclaim or MADV_DONTNEED.
+    fn handle_cow_fault(&self, inode: &Inode, vma: &Vma, slot: usize, write: bool) -> Result<Pfn> {
+        let pte = &vma.ptes[slot];
+        for _ in 0..16 {
+            let e = pte.load(Ordering::Acquire);
+            if let Some(pfn) = pte_pfn(e) {
+                if self.page(pfn).get_unless_zero() {
+                    if pte_pfn(pte.load(Ordering::Acquire)) == Some(pfn) {
+                        return Ok(pfn);
+                    }
+                    self.put_page(pfn);
+                }
+                continue;
+            }
+            let done = match pte_swap_slot(e) {
+                Some(swap) => self.do_swap_page(vma, slot, swap, write)?,
+                None if write => self.do_cow_fault(inode, vma, slot)?,
+                None => self.do_read_fault(inode, vma, slot)?,
+            };
+            if let Some(pfn) = done {
+                return Ok(pfn);
+            }
+        }
+        Err(Error::InvalidArgument(format!("page {slot} of a private mapping of {} kept changing", inode.name)))
+    }
+
+    /// do_read_fault on a private mapping: map the file's page read-only.
+    /// None if a racing fault filled the entry first.
+    fn do_read_fault(&self, inode: &Inode, vma: &Vma, slot: usize) -> Result<Option<Pfn>> {
+        let (pfn, major) = self.filemap_fault(inode, vma, vma.pgoff + slot as u64)?;
+        if major {
+            self.vm.inc(Item::pgmajfault);
+        }
+        let page = self.page(pfn);
+        let pte = &vma.ptes[slot];
+        let installed = {
+            let _ptl = vma.ptl.lock();
+            // Any entry (a copy, a swap entry, the file's page) wins.
+            let empty = pte.load(Ordering::Relaxed) == 0;
+            if empty {
+                page.get();
+                self.page_add_file_rmap(pfn);
+                // Release: pairs with pte_pin's Acquire load.
+                pte.store(pfn as u64 | PTE_PRESENT, Ordering::Release);
+            }
+            empty
+        };
+        if installed {
+            vma.young[slot].store(1, Ordering::Relaxed);
+        }
+        page.unlock(&self.vm);
+        if !installed {
+            self.put_page(pfn);
+            return Ok(None);
+        }
+        self.do_fault_around(inode, vma, slot);
+        Ok(Some(pfn))
+    }
+
+    /// do_cow_fault: a write to a page not mapped yet. The file's page is
+    /// found or read (filemap_fault), copied, and the copy mapped. None if
+    /// a racing fault filled the entry first.
+    fn do_cow_fault(&self, inode: &Inode, vma: &Vma, slot: usize) -> Result<Option<Pfn>> {
+        let copy = self.alloc_page()?;
+        let (pfn, major) = match self.filemap_fault(inode, vma, vma.pgoff + slot as u64) {
+            Ok(found) => found,
+            Err(e) => {
+                self.put_page(copy);
+                return Err(e);
+            }
+        };
+        if major {
+            self.vm.inc(Item::pgmajfault);
+        }
+        let done = self.install_cow_copy(vma, slot, pfn, copy, None);
+        self.page(pfn).unlock(&self.vm);
+        self.put_page(pfn);
+        Ok(done.then_some(copy))
+    }
+
+    /// wp_page_copy: a write to the file's page `old`, mapped read-only at
+    /// `slot` and pinned by the caller. The copy replaces it in the entry;
+    /// the file's page loses this mapping. Returns the copy with a
+    /// reference for the caller, or None if the entry no longer maps `old`
+    /// (the caller faults and retries).
+    pub(crate) fn wp_page_copy(&self, vma: &Vma, slot: usize, old: Pfn) -> Result<Option<Pfn>> {
+        let pte = &vma.ptes[slot];
+        if pte_pfn(pte.load(Ordering::Acquire)) != Some(old) {
+            return Ok(None);
+        }
+        // A write fault, counted as the shared mapping's write faults are.
+        self.vm.inc(Item::pgfault);
+        let copy = self.alloc_page()?;
+        let page = self.page(old);
+        // The caller's pin keeps the frame from reuse, so it can be locked.
+        page.lock(&self.vm);
+        let done = self.install_cow_copy(vma, slot, old, copy, Some(old));
+        if done {
+            // The entry held a reference and a mapcount on the file's page.
+            // The page cache holds another (the entry mapped `old` under
+            // its lock, so it is still cached): this put is never the last.
+            self.put_pte_refs(old, 1);
+        }
+        page.unlock(&self.vm);
+        Ok(done.then_some(copy))
+    }
+
+    /// Fill the fresh frame `copy` (the allocator's reference, which goes
+    /// to the caller on success) from the locked page `src`, and map it
+    /// writable and dirty at `slot` if the entry still maps `expect` (or
+    /// is empty, for None). On failure the copy is freed.
+    fn install_cow_copy(&self, vma: &Vma, slot: usize, src: Pfn, copy: Pfn, expect: Option<Pfn>) -> bool {
+        let new = self.page(copy);
+        // Invisible until its entry is stored: plain flag stores, as for
+        // do_anonymous_page's page, and the same LRU placement.
+        let active = if self.tunables.anon_lru == crate::AnonLru::Linux3 { PG_ACTIVE } else { 0 };
+        new.set_nonatomic(PG_LOCKED | PG_SWAPBACKED | PG_UPTODATE | active);
+        new.set_anon(vma.anon_mapping(), anon_index(slot, None));
+        self.copy_user_highpage(copy, src);
+        let pte = &vma.ptes[slot];
+        let installed = {
+            let _ptl = vma.ptl.lock();
+            let e = pte.load(Ordering::Relaxed);
+            let ok = match expect {
+                Some(old) => pte_pfn(e) == Some(old),
+                None => e == 0,
+            };
+            if ok {
+                new.get();
+                self.page_add_anon_rmap(copy);
+                // Release: pairs with pte_pin's Acquire load, so an access
+                // sees the copied bytes. The old frame (if any) stays
+                // cached; readers pinning it meanwhile read the file's
+                // bytes, which are what this slot showed until now.
+                pte.store(copy as u64 | PTE_PRESENT | PTE_WRITE | PTE_DIRTY, Ordering::Release);
+            }
+            ok
+        };
+        if !installed {
+            new.clear_nonatomic(PG_LOCKED);
+            self.put_page(copy);
+            return false;
+        }
+        vma.young[slot].store(1, Ordering::Relaxed);
+        new.unlock(&self.vm);
+        self.lru_cache_add(copy);
+        true
+    }
+
+    /// copy_user_highpage: the bytes of the locked page `src` into the
+    /// locked, unmapped frame `dst`, in one write section.
+    fn copy_user_highpage(&self, dst: Pfn, src: Pfn) {
+        let mut buf = vec![0u8; self.page_size()];
+        self.__memcpy_from_page(src, 0, &mut buf);
+        self.memcpy_to_page(dst, 0, &buf);
     }
 }

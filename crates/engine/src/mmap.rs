@@ -40,6 +40,16 @@
 //! (`PTE_SWAP | slot`, the page is on swap; the fault is `do_swap_page`).
 //! The rules above hold for them too; a writable anonymous entry maps a
 //! page that is not in the swap cache (the write fault took it out).
+//!
+//! Private file mappings (`MapFlags::PRIVATE`, MAP_PRIVATE) are both: a
+//! file mapping in the file's `i_mmap` (an entry may map a file page,
+//! read-only and never dirty) and an anonymous region with an `anon_id`
+//! (an entry may map one of the mapping's copies, made by the first write
+//! to the page, or be a copy's swap entry). memory.rs has the faults.
+//!
+//! Both arrays are `Table`s: zeroed memory straight from mmap, advised
+//! onto huge pages. `Mapping::load_u64` reads them through a `FastPath`,
+//! raw views copied at map time, so an access loads as little as it can.
 
 use crate::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::marker::PhantomData;
@@ -49,6 +59,7 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 use crate::filemap::{Inode, Pin};
+use crate::memory::WriteFault;
 use crate::mm::Cache;
 use crate::page::{Pfn, NO_MAPPING, PAGE_MAPPING_ANON};
 use crate::readahead::FileRaState;
@@ -98,10 +109,22 @@ impl MapFlags {
     /// Code (VM_EXEC): reclaim activates such pages on their first
     /// reference and keeps referenced ones on the active list.
     pub const EXEC: MapFlags = MapFlags(4);
+    /// Private (MAP_PRIVATE): copy-on-write. Reads see the file's page
+    /// (and so its later changes, until the page is written here); the
+    /// first write to a page copies it into an anonymous page of this
+    /// mapping, which the file and other mappings never see, which
+    /// msync and fsync do not write, and which goes to swap under
+    /// pressure. With [`MapFlags::WRITE`] for a writable private mapping.
+    pub const PRIVATE: MapFlags = MapFlags(8);
 
     /// Whether every flag of `other` is set.
     pub const fn contains(self, other: MapFlags) -> bool {
         self.0 & other.0 == other.0
+    }
+
+    /// Both sets of flags (`|` in a const context).
+    pub const fn union(self, other: MapFlags) -> MapFlags {
+        MapFlags(self.0 | other.0)
     }
 }
 
@@ -134,6 +157,120 @@ pub enum Madvise {
     Cold,
 }
 
+/// A page table's array (the entries, or the young bytes): zeroed memory
+/// straight from mmap, advised onto transparent huge pages, so an access
+/// to a mapping of gigabytes does not pay a TLB miss (and a walk of the
+/// process's own page tables) for the entry before the one for the frame.
+/// Derefs to a slice. Under loom, a boxed slice of loom's atomics.
+pub(crate) struct Table<T: ZeroInit> {
+    #[cfg(not(loom))]
+    ptr: std::ptr::NonNull<T>,
+    #[cfg(not(loom))]
+    len: usize,
+    #[cfg(loom)]
+    items: Box<[T]>,
+}
+
+/// A type whose value with every byte zero is valid and means "empty".
+///
+/// # Safety
+/// An all-zero bit pattern must be a valid value of the type.
+pub(crate) unsafe trait ZeroInit: Sized {
+    #[cfg(loom)]
+    fn zero() -> Self;
+}
+
+// SAFETY: AtomicU64 and AtomicU8 have the layout of u64 and u8, for which
+// zero is valid.
+#[cfg(not(loom))]
+unsafe impl ZeroInit for AtomicU64 {}
+// SAFETY: as above.
+#[cfg(not(loom))]
+unsafe impl ZeroInit for AtomicU8 {}
+// SAFETY: loom's atomics are built by `zero`, never from raw memory.
+#[cfg(loom)]
+unsafe impl ZeroInit for AtomicU64 {
+    fn zero() -> Self {
+        AtomicU64::new(0)
+    }
+}
+// SAFETY: as above.
+#[cfg(loom)]
+unsafe impl ZeroInit for AtomicU8 {
+    fn zero() -> Self {
+        AtomicU8::new(0)
+    }
+}
+
+impl<T: ZeroInit> Table<T> {
+    /// `len` zeroed items (at least one page of memory is mapped).
+    #[cfg(not(loom))]
+    pub(crate) fn zeroed(len: usize) -> Result<Table<T>> {
+        let bytes = len.max(1).checked_mul(std::mem::size_of::<T>()).filter(|&b| b <= isize::MAX as usize);
+        let bytes = bytes.ok_or_else(|| Error::InvalidArgument(format!("a page table of {len} entries")))?;
+        // SAFETY: a fresh private anonymous mapping; no existing memory is
+        // affected.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(Error::NoMemory { frames: 0 });
+        }
+        let ptr = std::ptr::NonNull::new(ptr.cast::<T>()).ok_or(Error::NoMemory { frames: 0 })?;
+        crate::arena::advise_huge(ptr.as_ptr().cast(), bytes);
+        Ok(Table { ptr, len })
+    }
+
+    #[cfg(loom)]
+    pub(crate) fn zeroed(len: usize) -> Result<Table<T>> {
+        Ok(Table { items: (0..len).map(|_| T::zero()).collect() })
+    }
+}
+
+impl<T: ZeroInit> std::ops::Deref for Table<T> {
+    type Target = [T];
+
+    #[cfg(not(loom))]
+    #[inline(always)]
+    fn deref(&self) -> &[T] {
+        // SAFETY: `ptr` is the start of a live mapping of `len` items (page
+        // aligned, so aligned for T), zero-filled by mmap, which is a valid
+        // T (ZeroInit); it is only accessed through shared references (T
+        // is an atomic) and unmapped only by Drop.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    #[cfg(loom)]
+    fn deref(&self) -> &[T] {
+        &self.items
+    }
+}
+
+#[cfg(not(loom))]
+impl<T: ZeroInit> Drop for Table<T> {
+    fn drop(&mut self) {
+        let bytes = self.len.max(1) * std::mem::size_of::<T>();
+        // SAFETY: mapped in `zeroed` with this length; `&mut self` means no
+        // reference into it is alive.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), bytes) };
+    }
+}
+
+// SAFETY: the table owns its items as a Box<[T]> would; T is an atomic,
+// shared between threads by design.
+#[cfg(not(loom))]
+unsafe impl<T: ZeroInit + Sync> Send for Table<T> {}
+// SAFETY: as above: &Table gives only &[T].
+#[cfg(not(loom))]
+unsafe impl<T: ZeroInit + Sync> Sync for Table<T> {}
+
 /// VM_SEQ_READ / VM_RAND_READ in `Vma::hint`.
 pub(crate) const VM_SEQ_READ: u32 = 1;
 pub(crate) const VM_RAND_READ: u32 = 2;
@@ -152,8 +289,8 @@ pub struct Vma {
     pub mmap_miss: AtomicU32,
     /// The page table lock: held to change an entry (with the page lock).
     pub ptl: Mutex<()>,
-    pub(crate) ptes: Box<[AtomicU64]>,
-    pub(crate) young: Box<[AtomicU8]>,
+    pub(crate) ptes: Table<AtomicU64>,
+    pub(crate) young: Table<AtomicU8>,
     /// An anonymous region's id (its pages' `mapping` is
     /// `PAGE_MAPPING_ANON | anon_id`); `NO_MAPPING` for a file mapping.
     pub(crate) anon_id: u32,
@@ -175,10 +312,17 @@ impl Vma {
         self.hint.load(Ordering::Relaxed) & VM_SEQ_READ != 0
     }
 
-    /// vma_is_anonymous.
+    /// vma_is_anonymous: a region with no file.
     #[inline]
     pub(crate) fn is_anon(&self) -> bool {
-        self.anon_id != NO_MAPPING
+        self.anon_id != NO_MAPPING && !self.is_cow_mapping()
+    }
+
+    /// is_cow_mapping: a private file mapping, whose written pages are
+    /// anonymous copies (it has an `anon_id` for them).
+    #[inline]
+    pub(crate) fn is_cow_mapping(&self) -> bool {
+        self.flags.contains(MapFlags::PRIVATE)
     }
 
     /// The `mapping` of this region's anonymous pages.
@@ -188,8 +332,9 @@ impl Vma {
     }
 }
 
-/// A file mapped into the cache's "address space" (mmap(2) of a shared
-/// file mapping), from [`crate::File::map`]. Accesses go through
+/// A file mapped into the cache's "address space" (mmap(2) of a file,
+/// shared, or private with [`MapFlags::PRIVATE`]), from
+/// [`crate::File::map`]. Accesses go through
 /// [`Mapping::page`], which returns a [`MappedPage`]: a present page costs
 /// a load, a hazard pin (a plain store), a re-check and a young-bit store;
 /// a missing one is a fault that reads the page in with mmap readahead.
@@ -204,6 +349,10 @@ impl Vma {
 /// a [`crate::PageMut`] of a page must not write that page through a
 /// mapping.
 pub struct Mapping {
+    /// First, and the mapping has no interior mutability of its own (the
+    /// errseq cursor is boxed), so a caller's loop over `load_u64` keeps
+    /// these in registers rather than loading them on every access.
+    fast: FastPath,
     cache: Arc<Cache>,
     _owner: Arc<crate::Owner>,
     inode: Arc<Inode>,
@@ -211,7 +360,43 @@ pub struct Mapping {
     /// The file offset the mapping starts at and its length, in bytes.
     start: u64,
     len: u64,
-    wb_err_since: AtomicU32,
+    wb_err_since: Box<AtomicU32>,
+}
+
+/// What `Mapping::load_u64` reads besides the entry, the young byte, the
+/// hazard row and the frame, copied out of the `Arc`s at map time: every
+/// load an access needs is a slot of the CPU's load queue, and the number
+/// of accesses whose cache misses overlap is bounded by it
+/// (BENCHMARKS.md, "Mapped access: the instruction budget").
+#[derive(Clone, Copy)]
+pub(crate) struct FastPath {
+    pub(crate) ptes: *const AtomicU64,
+    pub(crate) young: *const AtomicU8,
+    pub(crate) nr_pages: u64,
+    pub(crate) frames: *const u8,
+    pub(crate) page_shift: u32,
+    pub(crate) hazards: *const crate::hazard::HazardTable,
+}
+
+// SAFETY: the pointers are views of data the same `Mapping` keeps alive
+// through its `Arc`s (the VMA's tables, the cache's arena and hazard
+// table), all of which are themselves Send and Sync (atomics, or frames
+// accessed only through atomics); the view adds no access of its own.
+unsafe impl Send for FastPath {}
+// SAFETY: as above.
+unsafe impl Sync for FastPath {}
+
+impl FastPath {
+    fn new(cache: &Cache, vma: &Vma) -> FastPath {
+        FastPath {
+            ptes: vma.ptes.as_ptr(),
+            young: vma.young.as_ptr(),
+            nr_pages: vma.nr_pages,
+            frames: cache.arena.frame_ptr(0),
+            page_shift: cache.page_shift(),
+            hazards: &*cache.hazards,
+        }
+    }
 }
 
 impl Mapping {
@@ -233,23 +418,31 @@ impl Mapping {
         if nr_pages > MAX_MAP_PAGES {
             return Err(Error::InvalidArgument(format!("map: {nr_pages} pages is more than {MAX_MAP_PAGES}")));
         }
-        let vma = Arc::new(Vma {
+        let (ptes, young) = (Table::zeroed(nr_pages as usize)?, Table::zeroed(nr_pages as usize)?);
+        let ra = FileRaState::new(cache.default_ra_pages(&inode));
+        let make = |anon_id| Vma {
             pgoff: offset / ps,
             nr_pages,
             flags: flags | MapFlags::READ,
             hint: AtomicU32::new(0),
-            ra: FileRaState::new(cache.default_ra_pages(&inode)),
+            ra,
             mmap_miss: AtomicU32::new(0),
             ptl: Mutex::new(()),
-            ptes: (0..nr_pages).map(|_| AtomicU64::new(0)).collect(),
-            young: (0..nr_pages).map(|_| AtomicU8::new(0)).collect(),
-            anon_id: NO_MAPPING,
-        });
+            ptes,
+            young,
+            anon_id,
+        };
+        // A private mapping's copies are anonymous pages: it registers as
+        // an anonymous region too (anon_vma_prepare), so reclaim finds
+        // their entries and swaps them out.
+        let vma =
+            if flags.contains(MapFlags::PRIVATE) { cache.anon_vma_register(make)? } else { Arc::new(make(NO_MAPPING)) };
         // The mapping holds the file open, as a VMA holds its struct file.
         inode.handles.fetch_add(1, Ordering::AcqRel);
         inode.i_mmap.write().push(vma.clone());
-        let wb_err_since = AtomicU32::new(crate::page_writeback::errseq_sample(&inode.wb_err));
-        Ok(Mapping { cache, _owner: owner, inode, vma, start: offset, len, wb_err_since })
+        let wb_err_since = Box::new(AtomicU32::new(crate::page_writeback::errseq_sample(&inode.wb_err)));
+        let fast = FastPath::new(&cache, &vma);
+        Ok(Mapping { fast, cache, _owner: owner, inode, vma, start: offset, len, wb_err_since })
     }
 
     /// An anonymous region of `len` bytes (mmap(2) with MAP_PRIVATE |
@@ -266,6 +459,7 @@ impl Mapping {
             return Err(Error::InvalidArgument(format!("map_anon: {nr_pages} pages is more than {MAX_MAP_PAGES}")));
         }
         let inode = cache.anon_inode();
+        let (ptes, young) = (Table::zeroed(nr_pages as usize)?, Table::zeroed(nr_pages as usize)?);
         let vma = cache.anon_vma_register(|anon_id| Vma {
             pgoff: 0,
             nr_pages,
@@ -274,11 +468,12 @@ impl Mapping {
             ra: FileRaState::new(0),
             mmap_miss: AtomicU32::new(0),
             ptl: Mutex::new(()),
-            ptes: (0..nr_pages).map(|_| AtomicU64::new(0)).collect(),
-            young: (0..nr_pages).map(|_| AtomicU8::new(0)).collect(),
+            ptes,
+            young,
             anon_id,
         })?;
-        Ok(Mapping { cache, _owner: owner, inode, vma, start: 0, len, wb_err_since: AtomicU32::new(0) })
+        let fast = FastPath::new(&cache, &vma);
+        Ok(Mapping { fast, cache, _owner: owner, inode, vma, start: 0, len, wb_err_since: Box::new(AtomicU32::new(0)) })
     }
 
     /// Whether this is an anonymous region (`PageCache::map_anon`).
@@ -319,6 +514,34 @@ impl Mapping {
         }
         let pfn = self.cache.handle_mm_fault(&self.inode, &self.vma, i, false)?;
         Ok(MappedPage::new(self, pfn, i, Pin::Ref))
+    }
+
+    /// The aligned 8-byte word at byte `offset` (a multiple of 8) of page
+    /// `page`, in native byte order: one access, as [`Mapping::page`]
+    /// followed by [`MappedPage::load_u64`], without a guard. A present
+    /// page costs the entry load, the hazard pin, the re-check, the young
+    /// byte, the word's load and the unpin, with nothing between them, so
+    /// the CPU overlaps more of these accesses than of guarded ones; a
+    /// missing page faults as `page` does.
+    #[inline(always)]
+    pub fn load_u64(&self, page: u64, offset: usize) -> Result<u64> {
+        let f = &self.fast;
+        if page < f.nr_pages && offset.is_multiple_of(8) && offset >> f.page_shift == 0 {
+            // SAFETY: `f` describes this mapping's live tables and the
+            // cache's arena (FastPath::new); the slot is below nr_pages and
+            // the offset an aligned word of a page (checked just above).
+            if let Some(word) = unsafe { crate::memory::follow_pte_load_u64(f, page as usize, offset) } {
+                return Ok(word);
+            }
+        }
+        self.load_u64_slow(page, offset)
+    }
+
+    /// `load_u64` through a guard: a fault, or an offset to refuse.
+    #[cold]
+    #[inline(never)]
+    fn load_u64_slow(&self, page: u64, offset: usize) -> Result<u64> {
+        self.page(page)?.load_u64(offset)
     }
 
     #[inline(always)]
@@ -413,6 +636,9 @@ impl Mapping {
                     self.cache.force_page_cache_readahead(&self.inode, index, (end - first) as u64);
                 }
             }
+            // On a private mapping the written copies go too: the range
+            // reads the file's data again.
+            Madvise::DontNeed if vma.is_cow_mapping() => self.cache.zap_cow_range(&self.inode, vma, first, end),
             Madvise::DontNeed => self.cache.zap_page_range(&self.inode, vma, first, end),
             Madvise::Cold => self.cache.madvise_cold(&self.inode, vma, first, end),
         }
@@ -426,8 +652,10 @@ impl Mapping {
     /// error this mapping has not reported yet is returned, once.
     pub fn msync(&self, offset: u64, len: u64) -> Result<()> {
         let (first, end) = self.page_range(offset, len)?;
-        if self.vma.is_anon() {
-            // Nothing to write back: an anonymous region has no file.
+        if self.vma.is_anon() || self.vma.is_cow_mapping() {
+            // Nothing to write back: an anonymous region has no file, and
+            // a private mapping's writes are not the file's (msync flushes
+            // only VM_SHARED mappings).
             return Ok(());
         }
         let pgoff = self.vma.pgoff;
@@ -448,9 +676,18 @@ impl Drop for Mapping {
             return;
         }
         // munmap: zap every entry (dirty bits to the pages), then leave the
-        // file's i_mmap, then drop the file reference.
-        self.cache.zap_page_range(&self.inode, &self.vma, 0, self.vma.nr_pages as usize);
+        // file's i_mmap, then drop the file reference. A private mapping's
+        // copies are freed with their swap slots, then its id retired.
+        let nr = self.vma.nr_pages as usize;
+        if self.vma.is_cow_mapping() {
+            self.cache.zap_cow_range(&self.inode, &self.vma, 0, nr);
+        } else {
+            self.cache.zap_page_range(&self.inode, &self.vma, 0, nr);
+        }
         self.inode.i_mmap.write().retain(|v| !Arc::ptr_eq(v, &self.vma));
+        if self.vma.is_cow_mapping() {
+            self.cache.anon_vma_unregister(&self.vma);
+        }
         if self.inode.handles.fetch_sub(1, Ordering::AcqRel) == 1 && self.inode.unlinked.load(Ordering::Acquire) {
             self.cache.evict_inode(&self.inode);
         }
@@ -530,12 +767,16 @@ impl<'a> MappedPage<'a> {
         // page truncated away under us every time gives up with the error
         // the last fault met (PastEof) or, at worst, this one.
         for _ in 0..8 {
-            if cache.mapped_write(inode, vma, self.slot, self.pfn, offset, data)? {
-                return Ok(());
-            }
-            // The pinned page left the page cache (reclaimed after we
-            // pinned it, or truncated): fault the current one in.
-            let pfn = cache.handle_mm_fault(inode, vma, self.slot, true)?;
+            let pfn = match cache.mapped_write(inode, vma, self.slot, self.pfn, offset, data)? {
+                WriteFault::Written => return Ok(()),
+                // A private mapping copied the file's page (wp_page_copy):
+                // this guard now holds the copy, and writes to it.
+                WriteFault::Copied(pfn) => pfn,
+                // The pinned page left the page cache (reclaimed after we
+                // pinned it, or truncated) or this slot (a private copy
+                // swapped out): fault the current one in.
+                WriteFault::Stale => cache.handle_mm_fault(inode, vma, self.slot, true)?,
+            };
             cache.unpin(self.pfn, self.pin);
             self.pfn = pfn;
             self.pin = Pin::Ref;
@@ -545,9 +786,9 @@ impl<'a> MappedPage<'a> {
 }
 
 impl Drop for MappedPage<'_> {
-    #[inline]
+    #[inline(always)]
     fn drop(&mut self) {
-        self.map.cache.unpin(self.pfn, self.pin);
+        self.map.cache.unpin_mapped(self.pfn, self.pin);
     }
 }
 

@@ -22,7 +22,7 @@
 //! turns the entry into the page's swap entry; zapping a swap entry frees
 //! its slot (`free_swap_and_cache`).
 
-use crate::mmdebug::vm_bug_on_page;
+use crate::mmdebug::{vm_bug_on, vm_bug_on_page};
 use crate::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -53,7 +53,7 @@ impl Cache {
 
     /// Drop the references of `n` entries just cleared. The caller holds a
     /// reference of its own, so none of these is the last.
-    fn put_pte_refs(&self, pfn: Pfn, n: u32) {
+    pub(crate) fn put_pte_refs(&self, pfn: Pfn, n: u32) {
         for _ in 0..n {
             self.page_remove_rmap(pfn);
             let last = self.page(pfn).put_testzero();
@@ -350,16 +350,28 @@ impl Cache {
                     let _ptl = vma.ptl.lock();
                     (pte_pfn(pte.load(Ordering::Relaxed)) == Some(pfn)).then(|| ptep_get_and_clear(pte))
                 };
+                let mut accessed = false;
                 if cleared.is_some() {
-                    vma.young[slot].store(0, Ordering::Relaxed);
-                    self.page_remove_anon_rmap(pfn);
-                    if page.test(PG_SWAPCACHE) {
-                        self.try_to_free_swap(pfn);
+                    let young = vma.young[slot].swap(0, Ordering::Relaxed) != 0;
+                    if page.anon() {
+                        self.page_remove_anon_rmap(pfn);
+                        if page.test(PG_SWAPCACHE) {
+                            self.try_to_free_swap(pfn);
+                        }
+                        // Nobody maps it now: reclaim (or our put) frees it.
+                        page.set_anon(NO_MAPPING, page.index());
+                    } else {
+                        // A private mapping's read-only entry for a page of
+                        // its file (never dirty: writes copied the page);
+                        // young is a reference, as in zap_page_range.
+                        self.put_pte_refs(pfn, 1);
+                        accessed = young && !vma.seq_read();
                     }
-                    // Nobody maps it now: reclaim (or our put) frees it.
-                    page.set_anon(NO_MAPPING, page.index());
                 }
                 page.unlock(&self.vm);
+                if accessed {
+                    self.mark_page_accessed(pfn);
+                }
                 self.put_page(pfn);
                 if cleared.is_some() {
                     return;
@@ -380,9 +392,24 @@ impl Cache {
         }
     }
 
+    /// zap_page_range on a private file mapping (munmap, MADV_DONTNEED):
+    /// its copies go as an anonymous region's pages do (frames, swap
+    /// slots), its entries for file pages as a shared mapping's do. The
+    /// range then reads the file again.
+    pub(crate) fn zap_cow_range(&self, _inode: &Inode, vma: &Vma, first: usize, end: usize) {
+        vm_bug_on!(!vma.is_cow_mapping(), "zap_cow_range of a shared mapping");
+        self.zap_anon_range(vma, first, end);
+    }
+
     /// exit_mmap for an anonymous region: zap it all, then retire its id.
     pub(crate) fn exit_anon_vma(&self, vma: &Arc<Vma>) {
         self.zap_anon_range(vma, 0, vma.nr_pages as usize);
+        self.anon_vma_unregister(vma);
+    }
+
+    /// Retire a region's anonymous id, once its pages are gone (reclaim
+    /// no longer finds the region from a page).
+    pub(crate) fn anon_vma_unregister(&self, vma: &Arc<Vma>) {
         let mut r = self.anon_vmas.write();
         let id = vma.anon_id as usize;
         if r.vmas.get(id).is_some_and(|v| v.as_ref().is_some_and(|v| Arc::ptr_eq(v, vma))) {

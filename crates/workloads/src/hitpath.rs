@@ -19,7 +19,8 @@
 //!    cache: a memfd of the same size, mapped shared and populated, read
 //!    with the same 8-byte loads. The kernel row is the hardware's cost of
 //!    touching those pages (cache and TLB misses); the difference is what
-//!    pcache's software page table adds.
+//!    pcache's software page table adds. `mapped_load` is the same access
+//!    without a guard ([`pcache::Mapping::load_u64`]).
 //!
 //! [`PageRef`]: pcache::PageRef
 
@@ -306,6 +307,15 @@ pub struct HitpathResult {
     /// software page table, pin and guard add to the hardware's access.
     #[serde(default)]
     pub mapped_over_kernel_ns: Option<f64>,
+    /// The same access without a guard (`Mapping::load_u64`: entry load,
+    /// transient pin, re-check, young byte, the 8-byte load, unpin).
+    #[serde(default)]
+    pub mapped_load_ns_1thread: Option<f64>,
+    #[serde(default)]
+    pub mapped_load_ns_2threads: Option<f64>,
+    /// `mapped_load_ns_1thread - kernel_mapped_ns_1thread`.
+    #[serde(default)]
+    pub mapped_load_over_kernel_ns: Option<f64>,
     /// A write pin of a cached page, 8 bytes written, dropped, 1 thread.
     #[serde(default)]
     pub pagemut_write_ns_1thread: Option<f64>,
@@ -774,7 +784,7 @@ fn hit_phase(opts: &HitpathOpts, progress: &Progress) -> Result<HitPhase> {
     // Rows: find_page for every thread count; the mapped access for 1 and
     // 2 threads; the PageRef read and the PageMut write for 1 thread.
     let mapped_threads: Vec<usize> = opts.threads.iter().copied().filter(|&k| k <= 2).collect();
-    let nrows = 2 * opts.threads.len() + mapped_threads.len() + 3 * opts.threads.contains(&1) as usize;
+    let nrows = 2 * opts.threads.len() + 2 * mapped_threads.len() + 3 * opts.threads.contains(&1) as usize;
     let phase = progress.phase("hit path: lookups", (nrows * opts.rounds) as u64);
     let mut runs = Vec::new();
     let map = file.map(0, pages * PAGE as u64, pcache::MapFlags::READ)?;
@@ -803,6 +813,11 @@ fn hit_phase(opts: &HitpathOpts, progress: &Progress) -> Result<HitPhase> {
                 Ok(true)
             };
             runs.push(hit_rows("mapped", &streams[..k], opts.rounds, &phase, &mapped)?);
+            let mapped_load = |_t: usize, key: u64| -> Result<bool> {
+                black_box(map.load_u64(key, 0)?);
+                Ok(true)
+            };
+            runs.push(hit_rows("mapped_load", &streams[..k], opts.rounds, &phase, &mapped_load)?);
             if k == 1 {
                 let kmap = KernelMapping::new(pages as usize * PAGE)?;
                 let kernel = |_t: usize, key: u64| -> Result<bool> {
@@ -933,6 +948,9 @@ pub fn run(opts: &HitpathOpts) -> Result<HitpathResult> {
     let mglru_hit_ns_1thread = row(MGLRU_ACCESS, 1).map(|r| r.ns_per_op);
     let mglru_hit_ns_2threads = row(MGLRU_ACCESS, 2).map(|r| r.ns_per_op);
     let mglru_marking_ns = mglru_hit_ns_1thread.zip(hit_ns_1thread).map(|(m, c)| m - c);
+    let mapped_load_ns_1thread = row("mapped_load", 1).map(|r| r.ns_per_op);
+    let mapped_load_ns_2threads = row("mapped_load", 2).map(|r| r.ns_per_op);
+    let mapped_load_over_kernel_ns = mapped_load_ns_1thread.zip(kernel_mapped_ns_1thread).map(|(p, k)| p - k);
     let mapped_scaling_2threads =
         row("mapped", 2).zip(row("mapped", 1)).map(|(two, one)| stats::ratio(two.mops, one.mops));
     let kernel_over_pcache = stats::ratio(kernel_pread_ns, pcache_read_ns);
@@ -986,6 +1004,13 @@ pub fn run(opts: &HitpathOpts) -> Result<HitpathResult> {
             |v| v < TARGET_HIT_NS_1THREAD,
         ),
         target(
+            "Mapping::load_u64, 1 thread",
+            "mapped_load_ns_1thread",
+            mapped_load_ns_1thread,
+            &format!("< {TARGET_HIT_NS_1THREAD} ns"),
+            |v| v < TARGET_HIT_NS_1THREAD,
+        ),
+        target(
             "mapped access: 2 threads / 1 throughput",
             "mapped_scaling_2threads",
             mapped_scaling_2threads,
@@ -1030,6 +1055,9 @@ pub fn run(opts: &HitpathOpts) -> Result<HitpathResult> {
         mapped_hit_ns_2threads,
         kernel_mapped_ns_1thread,
         mapped_over_kernel_ns,
+        mapped_load_ns_1thread,
+        mapped_load_ns_2threads,
+        mapped_load_over_kernel_ns,
         pagemut_write_ns_1thread,
         mglru_hit_ns_1thread,
         mglru_hit_ns_2threads,

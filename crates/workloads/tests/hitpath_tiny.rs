@@ -30,6 +30,8 @@ fn hitpath_tiny_json_has_every_key() {
         "kernel_mapped_ns_1thread",
         "mglru_hit_ns_1thread",
         "mglru_hit_ns_2threads",
+        "mapped_load_ns_1thread",
+        "mapped_load_ns_2threads",
     ] {
         let v = json.get(key).and_then(|v| v.as_f64()).unwrap_or_else(|| panic!("{key} missing or not a number"));
         assert!(v.is_finite() && v > 0.0, "{key} = {v}");
@@ -37,6 +39,7 @@ fn hitpath_tiny_json_has_every_key() {
     // A difference of two timings: any sign.
     assert!(json["mapped_over_kernel_ns"].as_f64().is_some_and(f64::is_finite));
     assert!(json["mglru_marking_ns"].as_f64().is_some_and(f64::is_finite));
+    assert!(json["mapped_load_over_kernel_ns"].as_f64().is_some_and(f64::is_finite));
     for (key, want) in [("file_mib", 8), ("hit_pages", 4096), ("ops", 20_000), ("rounds", 2), ("seed", 1)] {
         assert_eq!(json[key].as_u64(), Some(want), "{key}");
     }
@@ -46,7 +49,7 @@ fn hitpath_tiny_json_has_every_key() {
         assert!(json["vmstat"][part].is_object(), "vmstat.{part}");
     }
     assert_eq!(json["samples"]["pcache_read_ns"].as_array().map(Vec::len), Some(2));
-    // Rows: find_page, find_page_mglru and mapped for 1 and 2 threads,
+    // Rows: find_page, find_page_mglru, mapped and mapped_load for 1 and 2 threads,
     // pageref, pagemut and the kernel's mapped access for 1.
     let rows: Vec<(String, u64)> = json["hit"]
         .as_array()
@@ -59,6 +62,8 @@ fn hitpath_tiny_json_has_every_key() {
         ("find_page", 2),
         ("mapped", 1),
         ("mapped", 2),
+        ("mapped_load", 1),
+        ("mapped_load", 2),
         ("pageref", 1),
         ("pagemut", 1),
         ("kernel_mapped", 1),
@@ -67,8 +72,8 @@ fn hitpath_tiny_json_has_every_key() {
     ] {
         assert!(rows.contains(&(access.to_string(), threads)), "no {access} row for {threads} threads: {rows:?}");
     }
-    assert_eq!(rows.len(), 9);
-    assert_eq!(json["targets"].as_array().map(Vec::len), Some(8));
+    assert_eq!(rows.len(), 11);
+    assert_eq!(json["targets"].as_array().map(Vec::len), Some(9));
     for t in json["targets"].as_array().unwrap() {
         let status = t["status"].as_str().unwrap();
         assert!(status == "PASS" || status == "MISS", "{t}");

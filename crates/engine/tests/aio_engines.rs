@@ -93,9 +93,7 @@ fn direct_dev(path: &Path) -> Option<FileDev> {
 /// Open `path` through the cache; None (skip) where O_DIRECT is refused.
 fn open_direct(cache: &PageCache, path: &Path) -> Option<File> {
     let f = cache.open(path, OpenOptions { create: true, ..OpenOptions::default() }).unwrap();
-    if direct_dev(path).is_none() {
-        return None;
-    }
+    direct_dev(path)?;
     Some(f)
 }
 

@@ -997,14 +997,22 @@ impl Cache {
     }
 
     /// The page at `index` for a writer: locked, out of writeback (stable
-    /// pages: bytes being written out never change) and, unless the writer
+    /// pages: bytes being written out never change; a signal ends that
+    /// wait with `Interrupted`) and, unless the writer
     /// overwrites it `whole`, uptodate: read in if it lies inside the file,
     /// zeroed past EOF. On a read error the page is unlocked and released.
     fn write_begin_locked(&self, inode: &Inode, index: u64, whole: bool) -> Result<Pfn> {
         let ps = self.page_size();
         let pfn = self.grab_cache_page_write_begin(inode, index)?;
         let page = self.page(pfn);
-        page.wait_on_writeback();
+        // Killable: the write it waits for may not end while the store is
+        // frozen or hung (a FUSE writer's partial page, written by two
+        // requests with writeback started between them).
+        if !page.wait_on_writeback_killable() {
+            page.unlock(&self.vm);
+            self.put_page(pfn);
+            return Err(Error::Interrupted);
+        }
         if !page.test(PG_UPTODATE) && !whole {
             if index << self.page_shift() < inode.size.load(Ordering::Acquire) {
                 if let Err(e) = self.read_pages_io(inode, index, &[pfn]) {

@@ -405,29 +405,32 @@ impl Page {
 
     /// Sleep while any bit of `mask` is set. Returns at once if none is.
     pub fn wait_while(&self, mask: u32) {
-        loop {
-            if self.flags() & mask == 0 {
-                return;
-            }
-            let validate = || {
-                // Announce ourselves, then re-check under the bucket lock; a
-                // waker clears the bit before it looks at PG_waiters.
-                let f = self.flags.fetch_or(PG_WAITERS, Ordering::AcqRel);
-                f & mask != 0
-            };
-            // SAFETY: the key is this page's address, stable for the arena's
-            // life; the closures do not panic and do not call into
-            // parking_lot_core.
-            unsafe {
-                parking_lot_core::park(
-                    self.wait_key(),
-                    validate,
-                    || {},
-                    |_, _| {},
-                    parking_lot_core::DEFAULT_PARK_TOKEN,
-                    None,
-                );
-            }
+        while self.flags() & mask != 0 {
+            self.park_while(mask, None);
+        }
+    }
+
+    /// One sleep while a bit of `mask` is set: until woken, or until
+    /// `timeout` has passed (None: no limit).
+    fn park_while(&self, mask: u32, timeout: Option<std::time::Duration>) {
+        let validate = || {
+            // Announce ourselves, then re-check under the bucket lock; a
+            // waker clears the bit before it looks at PG_waiters.
+            let f = self.flags.fetch_or(PG_WAITERS, Ordering::AcqRel);
+            f & mask != 0
+        };
+        // SAFETY: the key is this page's address, stable for the arena's
+        // life; the closures do not panic and do not call into
+        // parking_lot_core.
+        unsafe {
+            parking_lot_core::park(
+                self.wait_key(),
+                validate,
+                || {},
+                |_, _| {},
+                parking_lot_core::DEFAULT_PARK_TOKEN,
+                timeout.map(|t| std::time::Instant::now() + t),
+            );
         }
     }
 
@@ -437,6 +440,23 @@ impl Page {
         if self.test(PG_WRITEBACK) {
             self.wait_while(PG_WRITEBACK);
         }
+    }
+
+    /// folio_wait_writeback_killable: as `wait_on_writeback`, but the
+    /// wait ends when the thread is interrupted (signal.rs), which returns
+    /// false. For a writer's stable-page wait: the transfer it waits for
+    /// may never end (a frozen or hung store), and a signalled writer must
+    /// get its call back, as it does from the dirty throttle.
+    pub fn wait_on_writeback_killable(&self) -> bool {
+        while self.test(PG_WRITEBACK) {
+            if crate::signal::signal_pending() {
+                return false;
+            }
+            // The flag is polled at the engine's interruptible period: an
+            // interrupt does not wake the page's waiters.
+            self.park_while(PG_WRITEBACK, Some(std::time::Duration::from_millis(10)));
+        }
+        true
     }
 
     /// Reset a page that is being freed (refcount 0, off every list).

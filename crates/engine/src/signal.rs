@@ -10,10 +10,13 @@
 //! `signal_pending` and return [`crate::Error::Interrupted`] (EINTR).
 //!
 //! Only waits that can last as long as someone else's progress check it:
-//! the dirty throttle, the allocator waiting for reclaim and writeback. The
-//! page lock and PG_writeback waits last as long as one device transfer
-//! and are not interruptible, as `lock_page` and `wait_on_page_writeback`
-//! are not in the kernel.
+//! the dirty throttle, the allocator waiting for reclaim and writeback,
+//! and a writer's stable-page wait for writeback of the page it is about
+//! to change (`wait_on_writeback_killable`, as the kernel's
+//! folio_wait_writeback_killable), which lasts as long as a transfer that
+//! a frozen store never ends. The page lock and other PG_writeback waits
+//! last as long as one device transfer and are not interruptible, as
+//! `lock_page` and `wait_on_page_writeback` are not in the kernel.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -1,20 +1,46 @@
 //! Bad input and I/O errors: refused calls change nothing, closed handles
 //! refuse everything, bad configs are refused, and device errors are
 //! reported (once per handle, as Linux's errseq does) without losing data.
+//!
+//! The device-error tests run under both I/O engines (`on_engines`): with
+//! the I/O threads over a memory device, and with io_uring over a host
+//! file opened O_DIRECT, whose untouched transfers the injector lends the
+//! ring (issue 13).
 
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use pcache::backing::{Fault, FaultInjector, FaultOp, MemoryDev};
-use pcache::{Advice, BackingDev, Config, Error, File, OpenOptions, PageCache, Tunables};
+use pcache::backing::{Fault, FaultInjector, FaultOp, FileDev, MemoryDev};
+use pcache::{Advice, BackingDev, Config, Error, File, IoEngine, OpenOptions, PageCache, Tunables};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 const PS: usize = 4096;
 
+thread_local! {
+    /// The engine `cache` and `faulty` build for (set by `on_engines`).
+    static ENGINE: std::cell::Cell<IoEngine> = const { std::cell::Cell::new(IoEngine::Threads) };
+}
+
+/// Run `body` under each I/O engine; io_uring is skipped, saying so,
+/// where the kernel refuses it.
+fn on_engines(body: fn()) {
+    for engine in [IoEngine::Threads, IoEngine::Uring] {
+        let tunables = Tunables { io_engine: engine, ..Tunables::default() };
+        if let Err(e) = PageCache::new(Config { memory_bytes: 16 * PS as u64, tunables, ..Config::default() }) {
+            eprintln!("skipped under {engine:?}: {e}");
+            continue;
+        }
+        ENGINE.with(|c| c.set(engine));
+        body();
+    }
+    ENGINE.with(|c| c.set(IoEngine::Threads));
+}
+
 fn cache(pages: u64) -> PageCache {
-    PageCache::new(Config { memory_bytes: pages * PS as u64, ..Config::default() }).unwrap()
+    let tunables = Tunables { io_engine: ENGINE.with(|c| c.get()), ..Tunables::default() };
+    PageCache::new(Config { memory_bytes: pages * PS as u64, tunables, ..Config::default() }).unwrap()
 }
 
 fn pattern(seed: u8, len: usize) -> Vec<u8> {
@@ -41,11 +67,24 @@ fn device_bytes(dev: &dyn BackingDev, pos: u64, len: usize) -> Vec<u8> {
     out
 }
 
-/// A fault injector around a fresh memory device, and the device.
-fn faulty(name: &str) -> (Arc<FaultInjector>, Arc<MemoryDev>) {
-    let mem = Arc::new(MemoryDev::new(name, PS));
-    let fi = Arc::new(FaultInjector::new(mem.clone()));
-    (fi, mem)
+/// A fault injector around a fresh device, and the device: a memory
+/// device, or under io_uring a host file.
+/// Under io_uring, the device is a new host file opened O_DIRECT (so the
+/// ring has a descriptor to drive), already unlinked: held open for the
+/// device's life, gone with it.
+fn faulty(name: &str) -> (Arc<FaultInjector>, Arc<dyn BackingDev>) {
+    let inner: Arc<dyn BackingDev> = if ENGINE.with(|c| c.get()) == IoEngine::Uring {
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let path = dir.path().join(name);
+        let dev = FileDev::open(&path, true, true, true, PS).unwrap();
+        dev.hold_open().unwrap();
+        std::fs::remove_file(&path).unwrap();
+        Arc::new(dev)
+    } else {
+        Arc::new(MemoryDev::new(name, PS))
+    };
+    let fi = Arc::new(FaultInjector::new(inner.clone()));
+    (fi, inner)
 }
 
 fn as_dev(fi: &Arc<FaultInjector>) -> Arc<dyn BackingDev> {
@@ -331,7 +370,7 @@ fn write_error_reported_once_per_handle(fault: Fault, errno: i32) {
     }
     assert!(
         device_bytes(&**fi.inner(), 0, data.len()) == data,
-        "the device (the injector's inner MemoryDev) does not hold the data after the \
+        "the device (the injector's inner device) does not hold the data after the \
          successful fsync"
     );
     // B opened before the error: sees it once.
@@ -358,6 +397,10 @@ fn write_error_reported_once_per_handle(fault: Fault, errno: i32) {
 // fail_next(Write, Eio, 1); the inner device is read directly.
 #[test]
 fn write_eio_is_reported_once_per_handle_and_data_kept() {
+    on_engines(write_eio_once_per_handle);
+}
+
+fn write_eio_once_per_handle() {
     write_error_reported_once_per_handle(Fault::Eio, libc::EIO);
 }
 
@@ -365,6 +408,10 @@ fn write_eio_is_reported_once_per_handle_and_data_kept() {
 // Method: the same scenario with Fault::Enospc.
 #[test]
 fn write_enospc_is_reported_once_per_handle_and_data_kept() {
+    on_engines(write_enospc_once_per_handle);
+}
+
+fn write_enospc_once_per_handle() {
     write_error_reported_once_per_handle(Fault::Enospc, libc::ENOSPC);
 }
 
@@ -374,6 +421,10 @@ fn write_enospc_is_reported_once_per_handle_and_data_kept() {
 // fails; clear; both handles' fsyncs report EIO once, then succeed.
 #[test]
 fn background_write_error_reaches_fsync() {
+    on_engines(background_write_error);
+}
+
+fn background_write_error() {
     let cache = cache(256);
     let (fi, mem) = faulty("bg");
     let a = cache.open_dev(as_dev(&fi)).unwrap();
@@ -403,6 +454,10 @@ fn background_write_error_reaches_fsync() {
 // that met it; the data itself is written. Method: fail_next(Sync, Eio, 1).
 #[test]
 fn sync_error_is_reported_by_fsync() {
+    on_engines(sync_error);
+}
+
+fn sync_error() {
     let cache = cache(64);
     let (fi, mem) = faulty("sync");
     let a = cache.open_dev(as_dev(&fi)).unwrap();
@@ -423,7 +478,7 @@ fn sync_error_is_reported_by_fsync() {
 
 /// A faulty device preloaded with `data` (written to the inner device, so
 /// nothing is cached).
-fn preloaded(name: &str, data: &[u8]) -> (Arc<FaultInjector>, Arc<MemoryDev>) {
+fn preloaded(name: &str, data: &[u8]) -> (Arc<FaultInjector>, Arc<dyn BackingDev>) {
     let (fi, mem) = faulty(name);
     let pages: Vec<Vec<u8>> = data
         .chunks(PS)
@@ -446,6 +501,10 @@ fn preloaded(name: &str, data: &[u8]) -> (Arc<FaultInjector>, Arc<MemoryDev>) {
 // made; read_at, get_page, find_page; clear(); read again.
 #[test]
 fn read_eio_is_reported_and_not_cached() {
+    on_engines(read_eio);
+}
+
+fn read_eio() {
     let cache = cache(64);
     let data = pattern(4, 6 * PS + 300);
     let (fi, _mem) = preloaded("rd", &data);
@@ -488,6 +547,10 @@ fn read_eio_is_reported_and_not_cached() {
 // reads; write 10 bytes into the middle of an uncached page; clear; read.
 #[test]
 fn partial_write_over_failed_read_changes_nothing() {
+    on_engines(partial_write_over_failed_read);
+}
+
+fn partial_write_over_failed_read() {
     let cache = cache(64);
     let data = pattern(6, 4 * PS);
     let (fi, mem) = preloaded("pw", &data);

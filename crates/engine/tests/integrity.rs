@@ -8,6 +8,12 @@
 //! host files are checked on disk after the cache is gone (durability).
 //! A sampler thread checks the frame accounting while the workload runs,
 //! and at the end no frame may be unaccounted for.
+//!
+//! The workloads and the readahead races run under both I/O engines
+//! (`Tunables::io_engine`, issue 13): the I/O threads, and io_uring, which
+//! carries the host files' readahead and writeback (they are opened
+//! O_DIRECT); under io_uring a test says so and skips that engine where
+//! the kernel refuses it.
 
 use std::collections::VecDeque;
 use std::panic::{self, AssertUnwindSafe};
@@ -17,13 +23,36 @@ use std::sync::{Barrier, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use pcache::{Advice, Config, Error, File, Item, OpenOptions, PageCache, Tunables};
+use pcache::{Advice, Config, Error, File, IoEngine, Item, OpenOptions, PageCache, Tunables};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 // ---------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------
+
+/// The I/O engines every test here runs under.
+const ENGINES: [IoEngine; 2] = [IoEngine::Threads, IoEngine::Uring];
+
+/// A cache of `pages` pages of `page_size` with its asynchronous I/O on
+/// `engine`; None (that engine is skipped, saying so) where the kernel
+/// refuses io_uring.
+fn cache_on(engine: IoEngine, pages: u64, page_size: usize, tunables: Tunables) -> Option<PageCache> {
+    let config = Config {
+        memory_bytes: pages * page_size as u64,
+        page_size,
+        tunables: Tunables { io_engine: engine, ..tunables },
+        ..Config::default()
+    };
+    match PageCache::new(config) {
+        Ok(c) => Some(c),
+        Err(e) if engine == IoEngine::Uring => {
+            eprintln!("skipped under io_uring: unavailable here ({e})");
+            None
+        }
+        Err(e) => panic!("cache: {e}"),
+    }
+}
 
 /// Where two byte strings first differ, for failure messages.
 fn describe_mismatch(got: &[u8], want: &[u8]) -> Option<String> {
@@ -418,6 +447,8 @@ fn join_all<T>(handles: Vec<thread::ScopedJoinHandle<'_, T>>) -> Vec<T> {
 #[derive(Clone, Copy)]
 struct Params {
     name: &'static str,
+    /// Set by `run_private`, which runs every workload under each engine.
+    engine: IoEngine,
     threads: usize,
     cache_pages: u64,
     page_size: usize,
@@ -529,13 +560,15 @@ fn private_worker(cache: &PageCache, p: Params, tid: usize, dir: &std::path::Pat
 }
 
 fn run_private(p: Params) {
-    let cache = PageCache::new(Config {
-        memory_bytes: p.cache_pages * p.page_size as u64,
-        page_size: p.page_size,
-        tunables: Tunables { kswapd: p.kswapd, ..Tunables::default() },
-        ..Config::default()
-    })
-    .unwrap();
+    for engine in ENGINES {
+        run_private_on(Params { engine, ..p });
+    }
+}
+
+fn run_private_on(p: Params) {
+    let tunables = Tunables { kswapd: p.kswapd, ..Tunables::default() };
+    let Some(cache) = cache_on(p.engine, p.cache_pages, p.page_size, tunables) else { return };
+    eprintln!("{}: io_engine {:?}", p.name, p.engine);
     let nr_pages = p.cache_pages;
     let dir = tempfile::tempdir().unwrap();
     let stop = AtomicBool::new(false);
@@ -630,6 +663,7 @@ fn private_files_under_pressure() {
         memory_files: 1,
         ops: 25000,
         seed: seed(0x5eed_0001),
+        engine: IoEngine::Threads,
     });
 }
 
@@ -649,6 +683,7 @@ fn private_files_direct_reclaim_only() {
         memory_files: 1,
         ops: 20000,
         seed: seed(0x5eed_0002),
+        engine: IoEngine::Threads,
     });
 }
 
@@ -669,6 +704,7 @@ fn private_files_64k_pages() {
         memory_files: 1,
         ops: 8000,
         seed: seed(0x5eed_0003),
+        engine: IoEngine::Threads,
     });
 }
 
@@ -918,7 +954,13 @@ fn punch_hole_from_page_start_within_one_page() {
 #[test]
 fn punch_hole_vs_concurrent_readahead() {
     const ROUNDS: u64 = 2000;
-    let cache = PageCache::new(Config { memory_bytes: 256 * 4096, ..Config::default() }).unwrap();
+    for engine in ENGINES {
+        race_punch_hole_vs_concurrent_readahead(engine, ROUNDS);
+    }
+}
+
+fn race_punch_hole_vs_concurrent_readahead(engine: IoEngine, rounds: u64) {
+    let Some(cache) = cache_on(engine, 256, 4096, Tunables::default()) else { return };
     let dir = tempfile::tempdir().unwrap();
     let f = cache.open(dir.path().join("punch-race"), OpenOptions::default()).unwrap();
     f.set_len(16 * 4096).unwrap();
@@ -933,7 +975,7 @@ fn punch_hole_vs_concurrent_readahead() {
             }
         });
         let res = panic::catch_unwind(AssertUnwindSafe(|| {
-            for round in 0..ROUNDS {
+            for round in 0..rounds {
                 let page = 4 + round % 8;
                 f.write_at(&[0xAB; 4096], page * 4096).unwrap();
                 f.fadvise(0, 0, Advice::DontNeed).unwrap();
@@ -953,7 +995,7 @@ fn punch_hole_vs_concurrent_readahead() {
     });
     assert!(
         stale.is_empty(),
-        "{} of {ROUNDS} rounds read pre-punch data back from a punched page while another \
+        "{} of {rounds} rounds read pre-punch data back from a punched page while another \
          handle ran readahead; first (round, page, nonzero bytes): {:?}",
         stale.len(),
         &stale[..stale.len().min(5)]
@@ -968,7 +1010,13 @@ fn punch_hole_vs_concurrent_readahead() {
 #[test]
 fn truncate_vs_concurrent_readahead() {
     const ROUNDS: u64 = 8000;
-    let cache = PageCache::new(Config { memory_bytes: 256 * 4096, ..Config::default() }).unwrap();
+    for engine in ENGINES {
+        race_truncate_vs_concurrent_readahead(engine, ROUNDS);
+    }
+}
+
+fn race_truncate_vs_concurrent_readahead(engine: IoEngine, rounds: u64) {
+    let Some(cache) = cache_on(engine, 256, 4096, Tunables::default()) else { return };
     let dir = tempfile::tempdir().unwrap();
     let f = cache.open(dir.path().join("trunc-race"), OpenOptions::default()).unwrap();
     f.set_len(16 * 4096).unwrap();
@@ -983,7 +1031,7 @@ fn truncate_vs_concurrent_readahead() {
             }
         });
         let res = panic::catch_unwind(AssertUnwindSafe(|| {
-            for round in 0..ROUNDS {
+            for round in 0..rounds {
                 f.write_at(&[0xAB; 8 * 4096], 4 * 4096).unwrap();
                 f.fadvise(0, 0, Advice::DontNeed).unwrap();
                 f.set_len(4 * 4096).unwrap();
@@ -1005,7 +1053,7 @@ fn truncate_vs_concurrent_readahead() {
     });
     assert!(
         stale.is_empty(),
-        "{} of {ROUNDS} rounds read pre-truncate data back after shrinking and regrowing \
+        "{} of {rounds} rounds read pre-truncate data back after shrinking and regrowing \
          while another handle ran readahead; first (round, page, nonzero bytes): {:?}",
         stale.len(),
         &stale[..stale.len().min(5)]

@@ -19,7 +19,7 @@
 use std::io;
 use std::sync::Arc;
 
-use pcache::backing::{BackingDev, FdCache, FileDev, Opener};
+use pcache::backing::{AsyncIo, BackingDev, FdCache, FileDev, IoDir, Opener};
 
 /// The engine's name for a backing inode.
 pub fn engine_key(dev: u64, ino: u64) -> String {
@@ -90,6 +90,12 @@ impl BackingDev for InodeDev {
 
     fn is_direct(&self) -> bool {
         self.inner.is_direct()
+    }
+
+    /// The inode's descriptor lent to the engine's io_uring, as `FileDev`
+    /// lends it (plain O_DIRECT transfers only).
+    fn async_io(&self, dir: IoDir, pos: u64, len: u64, file_size: u64) -> Option<AsyncIo> {
+        self.inner.async_io(dir, pos, len, file_size)
     }
 
     fn bdi_name(&self) -> String {

@@ -4,6 +4,10 @@
 //! (`sync`); the other calls are passed straight through. A call that is
 //! failed never reaches the inner device, so a failed write writes nothing
 //! and a test model knows exactly what is durable.
+//!
+//! Around a device that lends its descriptor to io_uring (`async_io`), a
+//! transfer no rule touches is lent too, so the ring is tested under the
+//! injector; a transfer a rule touches stays on the device's own calls.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -361,6 +365,36 @@ impl BackingDev for FaultInjector {
 
     fn queue_limits(&self) -> Option<super::QueueLimits> {
         self.inner.queue_limits()
+    }
+
+    /// The inner device's descriptor, lent to an asynchronous engine
+    /// (io_uring) only for a call no rule could touch: no pending
+    /// `fail_next`, no `fail_always`, no delay for the op, no range rule
+    /// meeting the transfer, no space limit to charge a write to. Any other
+    /// call stays on `read_pages`/`write_pages`, where the fault applies
+    /// exactly as it does for the I/O threads. A lent call is counted.
+    fn async_io(&self, dir: super::IoDir, pos: u64, len: u64, file_size: u64) -> Option<super::AsyncIo> {
+        let op = match dir {
+            super::IoDir::Read => FaultOp::Read,
+            super::IoDir::Write if self.space.is_some() => return None,
+            super::IoDir::Write => FaultOp::Write,
+        };
+        let i = op.index();
+        let (lo, hi) = (pos, pos.saturating_add(len));
+        let rules = self.rules.lock();
+        let touched = !rules.next[i].is_empty()
+            || rules.always[i].is_some()
+            || rules.delay[i].is_some()
+            || rules.ranges.iter().any(|r| r.op == op && r.start < hi && lo < r.end);
+        drop(rules);
+        if touched {
+            return None;
+        }
+        // A rule added from here on applies from the next call, as it
+        // would to a call already past `check`.
+        let io = self.inner.async_io(dir, pos, len, file_size)?;
+        self.calls[i].fetch_add(1, Ordering::Relaxed);
+        Some(io)
     }
 }
 

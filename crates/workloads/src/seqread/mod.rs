@@ -16,6 +16,12 @@
 //! 4. The random form: `threads` threads, each doing `rand_ops` 4 KiB
 //!    reads at uniform page offsets, cold: the device (O_DIRECT, queue
 //!    depth = threads), the kernel (buffered, after DONTNEED) and pcache.
+//!    Cold means no page is read twice: the offsets are one seeded
+//!    permutation of the file's pages, dealt out to the threads (at most
+//!    the file's pages in all, so fewer than `rand_ops` each when they
+//!    would not fit). Otherwise the kernel, whose cache is all of the
+//!    host's memory, would serve repeats from it while pcache's smaller
+//!    cache could not, and the figure would measure cache sizes.
 //!
 //! The target of MISSION.md: pcache's cold sequential read at 90% or more
 //! of the device's bandwidth.
@@ -398,16 +404,23 @@ fn random_reads<R>(threads: usize, ops: u64, pages: u64, seed: u64, read: R) -> 
 where
     R: Fn(usize, u64, &mut [u8]) -> Result<()> + Sync,
 {
+    // One permutation of the pages, dealt out: no page is read twice.
+    let mut order: Vec<u64> = (0..pages).collect();
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x9e37_79b9);
+    for i in (1..order.len()).rev() {
+        order.swap(i, rng.gen_range(0..=i));
+    }
+    let ops = ops.min(pages / threads.max(1) as u64).max(1);
+    let order = &order;
     let t = Instant::now();
     let res: Vec<Result<()>> = std::thread::scope(|s| {
         let joins: Vec<_> = (0..threads)
             .map(|k| {
                 let read = &read;
                 s.spawn(move || -> Result<()> {
-                    let mut rng = StdRng::seed_from_u64(seed ^ (k as u64 + 1).wrapping_mul(0x9e37_79b9));
                     let mut buf = Aligned::new(PAGE);
-                    for _ in 0..ops {
-                        let page = rng.gen_range(0..pages);
+                    for i in 0..ops {
+                        let page = order[((k as u64 * ops + i) % pages.max(1)) as usize];
                         read(k, page, buf.as_mut_slice())?;
                         check_pages(buf.as_slice(), page * PAGE as u64, "random read")?;
                     }

@@ -357,6 +357,25 @@ impl PyFile {
         py.allow_threads(|| f.punch_hole(offset, length)).map_err(engine)
     }
 
+    /// _time_read_at(offset, iterations) -> float
+    ///
+    /// Benchmark helper: the mean nanoseconds of one Rust `read_at` of a
+    /// page at `offset`, looped `iterations` times in Rust (the GIL
+    /// released), to compare with `read` called from Python.
+    fn _time_read_at(&self, py: Python<'_>, offset: i64, iterations: u64) -> PyResult<f64> {
+        let offset = nonneg("offset", offset)?;
+        let f = &self.f;
+        py.allow_threads(|| {
+            let mut buf = vec![0u8; pcache_workloads::replay::PAGE as usize];
+            let t = std::time::Instant::now();
+            for _ in 0..iterations {
+                f.read_at(std::hint::black_box(&mut buf), offset)?;
+            }
+            Ok(t.elapsed().as_nanos() as f64 / iterations.max(1) as f64)
+        })
+        .map_err(engine)
+    }
+
     /// Pages of the file in the cache now.
     fn cached_pages(&self) -> u64 {
         self.f.cached_pages()

@@ -96,3 +96,20 @@ def test_ray_reports_a_cell_that_fails_again(ray_local, small, tmp_path):
     assert len(doc["failed"]) == len(pcache.default_variants())
     assert all(f["tries"] == 2 for f in doc["failed"])
     assert doc["traces"] == by_replay([small[0]], [10])
+
+
+def test_libcachesim_policies_are_merged_as_the_scripts_baselines(small):
+    pytest.importorskip("libcachesim")
+    script = sw.os.path.join(sw.os.path.dirname(__file__), "..", "..", "..", "scripts", "libcachesim_replay.py")
+    r = subprocess.run(
+        [sys.executable, script, str(small[0]), "--sizes", "10,40", "--policies", "LRU,S3-FIFO", "--json", "-"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    want = json.loads(r.stdout)
+    doc = sw.sweep([small[0]], sizes=[10, 40], policies=["LRU", "S3-FIFO"], quiet=True)
+    (rec,) = doc["traces"]
+    assert rec["baselines"] == want["results"]
+    pc = pcache.replay(small[0], sizes=[10, 40])
+    assert {k: v for k, v in rec.items() if k != "baselines"} == {k: v for k, v in pc.items() if k != "baselines"}

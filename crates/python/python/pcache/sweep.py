@@ -240,7 +240,10 @@ def merge(plan: Plan, done: dict) -> list:
         for r in recs:
             if r["cell"]["kind"] == "libcachesim":
                 base.setdefault((r["run"]["cache_pages"], r["run"]["variant"]), r["run"])
-        baselines = [base[k] for k in sorted(base)]
+        porder = {p: i for i, p in enumerate(plan.policies)}
+        baselines = [
+            base[k] for k in sorted(base, key=lambda k: (k[0], porder.get(k[1].removeprefix("libcachesim-"), 0), k[1]))
+        ]
         sizes = sorted({k[0] for k in runs} | {k[0] for k in base})
         present = [v for v in variants if any(k[1] == v for k in runs)]
         rec = {k: meta.get(k) for k in TRACE_META}

@@ -27,6 +27,15 @@ def test_local_sweep_gives_replays_records(small, tmp_path):
     assert one["traces"] == doc["traces"]
 
 
+def test_local_sweep_survives_a_killed_worker(small, tmp_path):
+    marker = tmp_path / "killed"
+    doc = sw.sweep(small, sizes=SIZES, workers=2, quiet=True, _kill_once=str(marker))
+    assert marker.exists(), "no worker was killed"
+    assert int(marker.read_text()) not in {r["pid"] for r in doc["cells"].values()}
+    assert doc["failed"] == []
+    assert doc["traces"] == by_replay(small, SIZES)
+
+
 def test_resume_runs_only_the_missing_cells(small, tmp_path):
     out = tmp_path / "s.json"
     full = sw.sweep(small, sizes=SIZES, json_path=str(out), quiet=True)

@@ -9,8 +9,8 @@ is parsed once for all its cells). A task runs ``pcache.replay`` on its
 cells, the workloads crate's replay, so a cell's record is exactly the
 run ``pcache replay --json`` reports at that size and variant.
 
-Local mode runs tasks on a thread pool (``--workers``, default: the CPU
-count); the replay releases the GIL, so threads replay in parallel. With
+Local mode runs tasks on a pool of processes (``--workers``, default:
+the CPU count). With
 ``--ray ADDRESS`` (``auto``: the running cluster; ``local``: start one
 here) each task is a Ray task with ``--retries`` retries on failures and
 crashed workers; traces are read where they are (a path every node sees)
@@ -37,7 +37,9 @@ import signal
 import sys
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+import multiprocessing
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -317,20 +319,38 @@ def _tasks(cells: list, chunk: str) -> list:
     return list(by.values())
 
 
-def _local(tasks: list, workers: int, retries: int, on_done: Callable, on_fail: Callable) -> None:
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        futs = {pool.submit(run_cells, t): (t, 0) for t in tasks}
-        while futs:
-            ready, _ = wait(futs, return_when=FIRST_COMPLETED)
-            for fut in ready:
-                task, tries = futs.pop(fut)
-                try:
-                    on_done(fut.result())
-                except Exception as e:  # a cell's failure, reported below
+def _local(
+    tasks: list, workers: int, retries: int, on_done: Callable, on_fail: Callable, kill_once: Optional[str] = None
+) -> None:
+    """Tasks on `workers` processes. Processes, not threads: cells in one
+    process contend (the engine's hazard scans and membarrier are
+    process-wide), and a worker that dies takes only its own tasks. A dead
+    worker breaks the pool: its tasks count a try and go to a new one."""
+    ctx = multiprocessing.get_context("spawn")
+    queue = [(t, 0) for t in tasks]
+    while queue:
+        with ProcessPoolExecutor(max_workers=min(workers, len(queue)), mp_context=ctx) as pool:
+            futs = {pool.submit(run_cells, t, None, kill_once): (t, n) for t, n in queue}
+            queue = []
+            broken = False
+            while futs:
+                ready, _ = wait(futs, return_when=FIRST_COMPLETED)
+                for fut in ready:
+                    task, tries = futs.pop(fut)
+                    try:
+                        on_done(fut.result())
+                        continue
+                    except BrokenProcessPool as e:
+                        broken, err = True, f"worker died: {e}"
+                    except Exception as e:  # a cell's failure: retried, then reported
+                        err = f"{type(e).__name__}: {e}"
                     if tries < retries:
-                        futs[pool.submit(run_cells, task)] = (task, tries + 1)
+                        if broken:
+                            queue.append((task, tries + 1))
+                        else:
+                            futs[pool.submit(run_cells, task, None, kill_once)] = (task, tries + 1)
                     else:
-                        on_fail(task, f"{type(e).__name__}: {e}", tries + 1)
+                        on_fail(task, err, tries + 1)
 
 
 def _ray(
@@ -487,7 +507,7 @@ def sweep(
         if ray:
             _ray(tasks, ray, retries, ship, on_done, on_fail, _kill_once)
         else:
-            _local(tasks, workers, retries, on_done, on_fail)
+            _local(tasks, workers, retries, on_done, on_fail, _kill_once)
     doc = document(True)
     _save(json_path, doc)
     if plot_dir:
@@ -530,7 +550,7 @@ def main(argv: Optional[list] = None) -> int:
         metavar="NAMES",
         help=f"libCacheSim policies, 'all' or of {', '.join(LIBCACHESIM_POLICIES)} (needs pip install libcachesim)",
     )
-    ap.add_argument("--workers", type=int, metavar="N", help="local threads [CPU count]")
+    ap.add_argument("--workers", type=int, metavar="N", help="local worker processes [CPU count]")
     ap.add_argument(
         "--ray", metavar="ADDRESS", help="run cells as Ray tasks: auto (running cluster), local, or ray://HOST:PORT"
     )

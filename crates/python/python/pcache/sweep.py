@@ -319,6 +319,18 @@ def _tasks(cells: list, chunk: str) -> list:
     return list(by.values())
 
 
+def _start_method() -> str:
+    """fork when this process has one thread (fast, and a script without an
+    ``if __name__ == "__main__"`` guard still works), else spawn: forking a
+    process whose other threads (a PageCache's kswapd, Ray's) may hold
+    locks is unsafe."""
+    try:
+        single = len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        single = False
+    return "fork" if single else "spawn"
+
+
 def _local(
     tasks: list, workers: int, retries: int, on_done: Callable, on_fail: Callable, kill_once: Optional[str] = None
 ) -> None:
@@ -326,7 +338,7 @@ def _local(
     process contend (the engine's hazard scans and membarrier are
     process-wide), and a worker that dies takes only its own tasks. A dead
     worker breaks the pool: its tasks count a try and go to a new one."""
-    ctx = multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context(_start_method())
     queue = [(t, 0) for t in tasks]
     while queue:
         with ProcessPoolExecutor(max_workers=min(workers, len(queue)), mp_context=ctx) as pool:

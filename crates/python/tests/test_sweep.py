@@ -36,6 +36,12 @@ def test_local_sweep_survives_a_killed_worker(small, tmp_path):
     assert doc["traces"] == by_replay(small, SIZES)
 
 
+def test_traces_by_url(small):
+    doc = sw.sweep([f"file://{p}" for p in small], sizes=[10], quiet=True)
+    assert doc["failed"] == []
+    assert doc["traces"] == by_replay(small, [10])
+
+
 def test_resume_runs_only_the_missing_cells(small, tmp_path):
     out = tmp_path / "s.json"
     full = sw.sweep(small, sizes=SIZES, json_path=str(out), quiet=True)

@@ -13,9 +13,9 @@ Local mode runs tasks on a pool of processes (``--workers``, default:
 the CPU count). With
 ``--ray ADDRESS`` (``auto``: the running cluster; ``local``: start one
 here) each task is a Ray task with ``--retries`` retries on failures and
-crashed workers; traces are read where they are (a path every node sees)
-or, with ``--ship``, read once by the driver and passed through Ray's
-object store. Local tasks are retried the same number of times.
+crashed workers; traces are read where they are (a path every node sees,
+or a URL: ``file://``, or ``s3://`` and the like through fsspec) or, with
+``--ship``, read once by the driver and passed through Ray's object store. Local tasks are retried the same number of times.
 
 Results from either mode are the same records, merged per trace into the
 schema of ``pcache replay --json`` (results ordered as replay orders them:
@@ -66,6 +66,27 @@ def libcachesim_available() -> bool:
     except ImportError:
         return False
     return True
+
+
+def is_url(path: str) -> bool:
+    return "://" in path
+
+
+def read_bytes(path: str) -> bytes:
+    """A trace file's bytes: a local path, ``file://`` URL, or any URL fsspec
+    opens (``s3://``, ``gs://``, ``https://``; needs ``pip install fsspec``
+    and the scheme's package)."""
+    if path.startswith("file://"):
+        path = path[len("file://") :]
+    if not is_url(path):
+        with open(path, "rb") as f:
+            return f.read()
+    try:
+        import fsspec
+    except ImportError as e:
+        raise OSError(f"{path}: reading a URL needs fsspec (pip install fsspec)") from e
+    with fsspec.open(path, "rb") as f:
+        return f.read()
 
 
 def trace_name(path: str) -> str:
@@ -153,6 +174,8 @@ def run_cells(cells: list, data: Optional[bytes] = None, kill_once: Optional[str
     cells = [c if isinstance(c, Cell) else Cell(**{k: v for k, v in c.items() if k != "key"}) for c in cells]
     first = cells[0]
     t0 = time.perf_counter()
+    if data is None and is_url(first.trace):
+        data = read_bytes(first.trace)
     if data is not None:
         fmt = first.fmt or pcache.guess_format(first.trace)
         trace = pcache.parse_trace(data, fmt, trace_name(first.trace))
@@ -386,8 +409,7 @@ def _ray(
         if ship:
             path = t[0].trace
             if path not in shipped:
-                with open(path, "rb") as f:
-                    shipped[path] = ray.put(f.read())
+                shipped[path] = ray.put(read_bytes(path))
             data = shipped[path]
         pending[remote.remote([c.to_json() for c in t], data, kill_once)] = t
     while pending:
@@ -457,7 +479,7 @@ def sweep(
         pol = []
     traces = [os.fspath(t) for t in traces]
     for t in traces:
-        if not os.path.exists(t):
+        if not is_url(t) and not os.path.exists(t):
             raise FileNotFoundError(2, "no such trace", t)
     plan = Plan(traces, fmt, sizes, pages, variants, pol)
     cells = plan.cells()

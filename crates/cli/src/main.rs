@@ -501,6 +501,18 @@ mod tests {
         cli().debug_assert();
     }
 
+    // Goal: `pcache sweep` passes every argument, options and --help
+    // included, to the Python driver untouched.
+    #[test]
+    fn sweep_passes_its_arguments_on() {
+        let args = ["--ray", "auto", "a.trace", "--help", "--sizes", "10,20"];
+        let m = cli().try_get_matches_from(["pcache", "sweep"].into_iter().chain(args)).unwrap();
+        match Cli::from_arg_matches(&m).unwrap().cmd {
+            Cmd::Sweep { args: got } => assert_eq!(got, args.map(std::ffi::OsString::from)),
+            other => panic!("not sweep: {other:?}"),
+        }
+    }
+
     // Goal: every registered experiment is a subcommand, and the shared
     // options parse before or after its name.
     #[test]

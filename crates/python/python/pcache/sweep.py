@@ -373,12 +373,14 @@ def _local(
                 for fut in ready:
                     task, tries = futs.pop(fut)
                     try:
-                        on_done(fut.result())
-                        continue
+                        recs = fut.result()
                     except BrokenProcessPool as e:
                         broken, err = True, f"worker died: {e}"
                     except Exception as e:  # a cell's failure: retried, then reported
                         err = f"{type(e).__name__}: {e}"
+                    else:
+                        on_done(recs)
+                        continue
                     if tries < retries:
                         if broken:
                             queue.append((task, tries + 1))
@@ -417,9 +419,12 @@ def _ray(
         for ref in ready:
             task = pending.pop(ref)
             try:
-                on_done(ray.get(ref))
+                recs = ray.get(ref)
             except Exception as e:  # retried by Ray already: report it
-                on_fail(task, f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''}", retries + 1)
+                msg = str(e).strip().splitlines()
+                on_fail(task, f"{type(e).__name__}: {msg[-1] if msg else ''}", retries + 1)
+            else:
+                on_done(recs)
 
 
 def sweep(

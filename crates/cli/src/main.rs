@@ -41,6 +41,15 @@ enum Cmd {
     /// Replay block traces (LIRS, libCacheSim csv or oracleGeneral)
     /// through pcache and report miss ratios per cache size and variant.
     Replay(ReplayCmd),
+    /// Replay sweeps (traces x sizes x variants) on local cores or on Ray:
+    /// runs the Python driver `python3 -m pcache.sweep` (the pcache Python
+    /// package, `pip install ./crates/python`; $PCACHE_PYTHON picks the
+    /// interpreter). `pcache sweep --help` lists its options.
+    #[command(disable_help_flag = true)]
+    Sweep {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
+        args: Vec<std::ffi::OsString>,
+    },
     /// The kernel column's child process (internal): joins the memory
     /// cgroup CGROUP and runs EXPERIMENT's workload through the kernel's
     /// page cache with PARAMS (JSON), printing JSON.
@@ -428,10 +437,27 @@ fn bench(cmd: BenchCmd, matches: &ArgMatches) -> Result<(), BoxError> {
     Ok(())
 }
 
+/// `pcache sweep`: the sweep lives in the Python package (the natural home
+/// for Ray); this only starts it and passes its exit status on.
+fn sweep(args: &[std::ffi::OsString]) -> ExitCode {
+    let python = std::env::var_os("PCACHE_PYTHON").unwrap_or_else(|| "python3".into());
+    match std::process::Command::new(&python).args(["-m", "pcache.sweep"]).args(args).status() {
+        Ok(st) => ExitCode::from(st.code().map_or(1, |c| c.clamp(0, 255) as u8)),
+        Err(e) => {
+            eprintln!(
+                "pcache: error: sweep needs Python with the pcache package (pip install ./crates/python): {}: {e}",
+                python.to_string_lossy()
+            );
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let matches = cli().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let result = match cli.cmd {
+        Cmd::Sweep { args } => return sweep(&args),
         Cmd::Bench(cmd) => match matches.subcommand_matches("bench") {
             Some(m) => bench(cmd, m),
             None => Err("bench: no options".into()),
@@ -473,6 +499,18 @@ mod tests {
     #[test]
     fn cli_is_consistent() {
         cli().debug_assert();
+    }
+
+    // Goal: `pcache sweep` passes every argument, options and --help
+    // included, to the Python driver untouched.
+    #[test]
+    fn sweep_passes_its_arguments_on() {
+        let args = ["--ray", "auto", "a.trace", "--help", "--sizes", "10,20"];
+        let m = cli().try_get_matches_from(["pcache", "sweep"].into_iter().chain(args)).unwrap();
+        match Cli::from_arg_matches(&m).unwrap().cmd {
+            Cmd::Sweep { args: got } => assert_eq!(got, args.map(std::ffi::OsString::from)),
+            other => panic!("not sweep: {other:?}"),
+        }
     }
 
     // Goal: every registered experiment is a subcommand, and the shared

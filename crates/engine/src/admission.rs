@@ -91,8 +91,13 @@ const DUEL_PAGES: u64 = 1024;
 const DUEL_RING: usize = 4096;
 /// The LRU must miss this much less (per mille) than the W-TinyLFU
 /// simulation to turn the contest off, and this much more to turn it
-/// back on (hysteresis).
-const DUEL_MARGIN_PML: u64 = 20;
+/// back on (hysteresis: both simulations are only approximations of the
+/// engine's two modes, and each switch costs misses while the lists
+/// settle).
+const DUEL_MARGIN_PML: u64 = 100;
+/// The duel's miss counts halve every this many miniature cache sizes of
+/// sampled accesses, so the verdict follows phases.
+const DUEL_DECAY: u64 = 2;
 
 std::thread_local! {
     /// This thread's accesses not yet added to a sample, and the sketch
@@ -309,6 +314,14 @@ impl AdmissionState {
 }
 
 impl Cache {
+    /// Do new file pages go to the admission window? Not while the duel
+    /// says LRU: they go to the inactive list as with the kernel's
+    /// admission.
+    #[inline]
+    pub fn admission_windowed(&self) -> bool {
+        self.admission.as_ref().is_some_and(|a| !a.admit_all.load(Ordering::Relaxed))
+    }
+
     /// Count an access to page `index` of file `id` in the sketch.
     #[inline]
     pub fn admission_access(&self, id: u32, index: u64) {
@@ -349,7 +362,7 @@ impl Cache {
         let Some(a) = &self.admission else { return };
         a.duel_drain();
         let target = if a.admit_all.load(Ordering::Relaxed) {
-            a.window_min
+            0
         } else {
             a.window_target.load(Ordering::Relaxed)
         };
@@ -542,10 +555,8 @@ impl Duel {
     /// One sampled access through both simulations; `window` is the
     /// W-TinyLFU window in sampled pages.
     fn access(&mut self, key: u64, window: u64, sketch: &FrequencySketch) {
-        // Miss counts halve every few cache sizes of sampled accesses, so
-        // the verdict follows phases.
         self.accesses += 1;
-        if self.accesses >= 4 * self.pages as u64 {
+        if self.accesses >= DUEL_DECAY * self.pages as u64 {
             self.accesses = 0;
             self.lru_misses /= 2;
             self.tlfu_misses /= 2;

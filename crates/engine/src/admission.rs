@@ -84,8 +84,8 @@ const WINDOW_MIN_PAGES: u64 = 4;
 const WINDOW_GHOST_FACTOR: u64 = 4;
 /// Accesses a thread counts before adding them to a sketch's sample.
 const SAMPLE_BATCH: u32 = 64;
-/// The dueling miniature caches hold at least this many sampled pages
-/// (all pages when the cache is smaller).
+/// The dueling miniature caches hold at least this many sampled pages and
+/// fewer than four times as many (all pages when the cache is smaller).
 const DUEL_PAGES: u64 = 1024;
 /// Slots of the ring that carries sampled keys from the hit path.
 const DUEL_RING: usize = 4096;
@@ -361,11 +361,7 @@ impl Cache {
     pub fn window_balance(&self, lru: &mut LruGuard<'_>) {
         let Some(a) = &self.admission else { return };
         a.duel_drain();
-        let target = if a.admit_all.load(Ordering::Relaxed) {
-            0
-        } else {
-            a.window_target.load(Ordering::Relaxed)
-        };
+        let target = if a.admit_all.load(Ordering::Relaxed) { 0 } else { a.window_target.load(Ordering::Relaxed) };
         while lru.len(LruList::Window) > target {
             let Some(cand) = lru.tail(LruList::Window) else { break };
             self.window_admit(a, lru, cand);
@@ -420,7 +416,11 @@ pub struct SampleRing {
 impl SampleRing {
     pub fn new(size: usize) -> SampleRing {
         let size = size.next_power_of_two();
-        SampleRing { slots: (0..size).map(|_| AtomicU64::new(0)).collect(), head: AtomicU64::new(0), tail: AtomicU64::new(0) }
+        SampleRing {
+            slots: (0..size).map(|_| AtomicU64::new(0)).collect(),
+            head: AtomicU64::new(0),
+            tail: AtomicU64::new(0),
+        }
     }
 
     /// Queue `key` (0 is stored as 1: 0 marks an empty slot).
@@ -470,8 +470,16 @@ impl MiniLru {
 
     fn unlink(&mut self, i: u32) {
         let (_, prev, next) = self.nodes[i as usize];
-        if prev == NIL { self.head = next } else { self.nodes[prev as usize].2 = next }
-        if next == NIL { self.tail = prev } else { self.nodes[next as usize].1 = prev }
+        if prev == NIL {
+            self.head = next
+        } else {
+            self.nodes[prev as usize].2 = next
+        }
+        if next == NIL {
+            self.tail = prev
+        } else {
+            self.nodes[next as usize].1 = prev
+        }
     }
 
     fn link_head(&mut self, i: u32) {
@@ -643,5 +651,89 @@ mod tests {
             a.ghost_hit(5, false);
         }
         assert_eq!(a.window_target.load(Ordering::Relaxed), 10);
+    }
+
+    // Goal: the ring hands over what was pushed, oldest first, each key
+    // once; past its size only the newest keys survive; 0 is stored as 1.
+    #[test]
+    fn sample_ring_drains_in_order_and_drops_the_oldest() {
+        let r = SampleRing::new(4);
+        let mut got = Vec::new();
+        r.drain(|k| got.push(k));
+        assert!(got.is_empty());
+        for k in [5, 0, 7] {
+            r.push(k);
+        }
+        r.drain(|k| got.push(k));
+        assert_eq!(got, [5, 1, 7]);
+        got.clear();
+        r.drain(|k| got.push(k));
+        assert!(got.is_empty(), "drained twice");
+        for k in 10..16 {
+            r.push(k);
+        }
+        r.drain(|k| got.push(k));
+        assert_eq!(got, [12, 13, 14, 15]);
+    }
+
+    // Goal: the miniature LRU keeps the most recent keys and evicts from
+    // the tail; a touched key moves to the head.
+    #[test]
+    fn mini_lru_order() {
+        let mut l = MiniLru::new();
+        for k in 1..=3 {
+            l.push_head(k);
+        }
+        assert_eq!(l.tail_key(), Some(1));
+        assert!(l.lookup(1, true));
+        assert_eq!(l.tail_key(), Some(2));
+        assert_eq!(l.pop_tail(), Some(2));
+        assert!(!l.lookup(2, false));
+        l.push_head(4);
+        assert_eq!(l.len(), 3);
+        assert_eq!((l.pop_tail(), l.pop_tail(), l.pop_tail(), l.pop_tail()), (Some(3), Some(1), Some(4), None));
+    }
+
+    /// Feed `keys` through the sketch and the duel, as the cache does.
+    fn duel_run(a: &AdmissionState, keys: impl Iterator<Item = u64>) {
+        for (i, k) in keys.enumerate() {
+            let key = page_key(1, k);
+            a.sketch.increment(key);
+            a.ring.push(key);
+            if i % 512 == 511 {
+                a.duel_drain();
+            }
+        }
+        a.duel_drain();
+    }
+
+    // Goal: the duel's verdict. A loop 1.5 times the cache: the LRU
+    // simulation misses everything, W-TinyLFU keeps part: contest on. A
+    // working set that moves to new pages after the old ones were used
+    // often: W-TinyLFU keeps the stale pages, the LRU follows: admit all.
+    // Back on the loop, the contest returns.
+    #[test]
+    fn duel_verdict_follows_the_workload() {
+        let a = AdmissionState::new(512);
+        assert_eq!(a.duel_rate, 1);
+        duel_run(&a, (0..10).flat_map(|_| 0..768));
+        assert!(!a.admit_all.load(Ordering::Relaxed), "loop: contest");
+        duel_run(&a, (0..8).flat_map(|_| 10_000..10_400));
+        duel_run(&a, (0..8).flat_map(|_| 20_000..20_400));
+        assert!(a.admit_all.load(Ordering::Relaxed), "moving working set: admit all");
+        duel_run(&a, (0..20).flat_map(|_| 30_000..30_768));
+        assert!(!a.admit_all.load(Ordering::Relaxed), "loop again: contest");
+    }
+
+    // Goal: large caches sample one key in `duel_rate` so the miniature
+    // caches hold between DUEL_PAGES and four times that.
+    #[test]
+    fn duel_samples_large_caches() {
+        for pages in [100, 2047, 2048, 4096, 5000, 9000, 1 << 20] {
+            let a = AdmissionState::new(pages);
+            assert!(a.duel_rate.is_power_of_two());
+            let mini = pages / a.duel_rate;
+            assert!(a.duel_rate == 1 || (DUEL_PAGES..4 * DUEL_PAGES).contains(&mini), "{pages}: rate {}", a.duel_rate);
+        }
     }
 }

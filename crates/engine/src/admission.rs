@@ -49,16 +49,17 @@
 //!   distances): newcomers lose the contest to pages whose counts are
 //!   stale. So the policy duels (set dueling, Qureshi et al. 2007, done
 //!   as miniature simulations, Waldspurger et al. 2017): a sample of the
-//!   page keys (one in `rate`, so that the miniature caches hold about
-//!   `DUEL_PAGES`) runs through two small simulated caches of the cache's
-//!   size over `rate`, a plain LRU and a W-TinyLFU with the same window
-//!   and sketch. Their misses are counted with decay; while the LRU
-//!   misses fewer, the contest is off ("admit all"): window pages go to
-//!   the inactive head and refaults are judged by workingset detection
-//!   alone, i.e. the kernel's behaviour behind a small FIFO. The hit path
-//!   only puts a sampled key in a lossy ring (one fetch_add and one
-//!   store); the simulations run under lru_lock when the window is
-//!   balanced.
+//!   page keys (one in `rate`, so that the miniature caches hold
+//!   `DUEL_PAGES` to four times as many) runs through two small simulated
+//!   caches of the cache's size over `rate`, a plain LRU and a W-TinyLFU
+//!   with the same sketch and the window scaled down. Their misses are
+//!   counted with decay; while the LRU misses at least `DUEL_MARGIN_PML`
+//!   fewer, the contest is off ("admit all"): new pages skip the window
+//!   and go to the inactive list, what is left in the window drains to
+//!   the inactive head, and refaults are judged by workingset detection
+//!   alone, i.e. exactly the kernel's lists. The hit path only puts a
+//!   sampled key in a lossy ring (one fetch_add and one store); the
+//!   simulations run under lru_lock when the window is balanced.
 //!
 //! The sketch has 4-bit counters, four per page in one 64-bit word, so an
 //! increment is four relaxed read-modify-writes on one cache line; it ages
@@ -250,6 +251,8 @@ pub struct AdmissionState {
 impl AdmissionState {
     pub fn new(nr_pages: u64) -> AdmissionState {
         let window_min = (nr_pages / 100).max(WINDOW_MIN_PAGES);
+        // Half the power of two at or above pages / DUEL_PAGES: the
+        // miniature caches hold DUEL_PAGES to 4 * DUEL_PAGES - 1 keys.
         let duel_rate = if nr_pages / DUEL_PAGES >= 2 { (nr_pages / DUEL_PAGES).next_power_of_two() / 2 } else { 1 };
         let duel_pages = (nr_pages / duel_rate).max(2);
         AdmissionState {

@@ -44,11 +44,30 @@
 //! Use-once pages (a stream, a scan) have a count of one, lose the contest
 //! and leave through the inactive tail without touching the working set.
 //!
+//! * Frequency admission loses where recency is all there is (a hot set
+//!   that moves, objects that are born popular, LRU-friendly stack
+//!   distances): newcomers lose the contest to pages whose counts are
+//!   stale. So the policy duels (set dueling, Qureshi et al. 2007, done
+//!   as miniature simulations, Waldspurger et al. 2017): a sample of the
+//!   page keys (one in `rate`, so that the miniature caches hold
+//!   `DUEL_PAGES` to four times as many) runs through two small simulated
+//!   caches of the cache's size over `rate`, a plain LRU and a W-TinyLFU
+//!   with the same sketch and the window scaled down. Their misses are
+//!   counted with decay; while the LRU misses at least `DUEL_MARGIN_PML`
+//!   fewer, the contest is off ("admit all"): new pages skip the window
+//!   and go to the inactive list, what is left in the window drains to
+//!   the inactive head, and refaults are judged by workingset detection
+//!   alone, i.e. exactly the kernel's lists. The hit path only puts a
+//!   sampled key in a lossy ring (one fetch_add and one store); the
+//!   simulations run under lru_lock when the window is balanced.
+//!
 //! The sketch has 4-bit counters, four per page in one 64-bit word, so an
 //! increment is four relaxed read-modify-writes on one cache line; it ages
 //! (halves every counter) after 10 accesses per frame, as TinyLFU's reset.
 
-use crate::sync::atomic::{AtomicU64, Ordering};
+use std::collections::HashMap;
+
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::lruvec::LruGuard;
 use crate::mm::Cache;
@@ -66,6 +85,20 @@ const WINDOW_MIN_PAGES: u64 = 4;
 const WINDOW_GHOST_FACTOR: u64 = 4;
 /// Accesses a thread counts before adding them to a sketch's sample.
 const SAMPLE_BATCH: u32 = 64;
+/// The dueling miniature caches hold at least this many sampled pages and
+/// fewer than four times as many (all pages when the cache is smaller).
+const DUEL_PAGES: u64 = 1024;
+/// Slots of the ring that carries sampled keys from the hit path.
+const DUEL_RING: usize = 4096;
+/// The LRU must miss this much less (per mille) than the W-TinyLFU
+/// simulation to turn the contest off, and this much more to turn it
+/// back on (hysteresis: both simulations are only approximations of the
+/// engine's two modes, and each switch costs misses while the lists
+/// settle).
+const DUEL_MARGIN_PML: u64 = 100;
+/// The duel's miss counts halve every this many miniature cache sizes of
+/// sampled accesses, so the verdict follows phases.
+const DUEL_DECAY: u64 = 2;
 
 std::thread_local! {
     /// This thread's accesses not yet added to a sample, and the sketch
@@ -205,16 +238,64 @@ pub struct AdmissionState {
     /// Frames of the cache: the window's largest target, and the farthest
     /// main-side refault that counts as a ghost hit.
     pub nr_pages: u64,
+    /// The duel's verdict: the LRU simulation is winning, admit every
+    /// window page and let workingset detection judge refaults.
+    pub admit_all: AtomicBool,
+    /// Sampled keys from the hit path, for the duel.
+    pub ring: SampleRing,
+    /// One key in `duel_rate` is sampled (a power of two).
+    pub duel_rate: u64,
+    duel: parking_lot::Mutex<Duel>,
 }
 
 impl AdmissionState {
     pub fn new(nr_pages: u64) -> AdmissionState {
         let window_min = (nr_pages / 100).max(WINDOW_MIN_PAGES);
+        // Half the power of two at or above pages / DUEL_PAGES: the
+        // miniature caches hold DUEL_PAGES to 4 * DUEL_PAGES - 1 keys.
+        let duel_rate = if nr_pages / DUEL_PAGES >= 2 { (nr_pages / DUEL_PAGES).next_power_of_two() / 2 } else { 1 };
+        let duel_pages = (nr_pages / duel_rate).max(2);
         AdmissionState {
             sketch: FrequencySketch::new(nr_pages),
             window_target: AtomicU64::new(window_min),
             window_min,
             nr_pages: nr_pages.max(window_min),
+            admit_all: AtomicBool::new(false),
+            ring: SampleRing::new(DUEL_RING),
+            duel_rate,
+            duel: parking_lot::Mutex::new(Duel::new(duel_pages)),
+        }
+    }
+
+    /// Is `key` in the duel's sample?
+    #[inline]
+    pub fn sampled(&self, key: u64) -> bool {
+        // The low bits pick the sketch's word; the sample uses others.
+        (key >> 48) & (self.duel_rate - 1) == 0
+    }
+
+    /// Run the sampled keys waiting in the ring through both simulations
+    /// and update the verdict. Called with lru_lock held (the one
+    /// consumer).
+    pub fn duel_drain(&self) {
+        let mut d = self.duel.lock();
+        let window = (self.window_target.load(Ordering::Relaxed) / self.duel_rate).max(1);
+        let mut any = false;
+        self.ring.drain(|key| {
+            any = true;
+            d.access(key, window, &self.sketch);
+        });
+        if any {
+            let (lru, tlfu) = (d.lru_misses, d.tlfu_misses);
+            let all = self.admit_all.load(Ordering::Relaxed);
+            let verdict = if all {
+                lru * 1000 <= tlfu * (1000 + DUEL_MARGIN_PML)
+            } else {
+                lru * 1000 < tlfu * (1000 - DUEL_MARGIN_PML)
+            };
+            if verdict != all {
+                self.admit_all.store(verdict, Ordering::Relaxed);
+            }
         }
     }
 
@@ -236,11 +317,23 @@ impl AdmissionState {
 }
 
 impl Cache {
+    /// Do new file pages go to the admission window? Not while the duel
+    /// says LRU: they go to the inactive list as with the kernel's
+    /// admission.
+    #[inline]
+    pub fn admission_windowed(&self) -> bool {
+        self.admission.as_ref().is_some_and(|a| !a.admit_all.load(Ordering::Relaxed))
+    }
+
     /// Count an access to page `index` of file `id` in the sketch.
     #[inline]
     pub fn admission_access(&self, id: u32, index: u64) {
         if let Some(a) = &self.admission {
-            a.sketch.increment(page_key(id, index));
+            let key = page_key(id, index);
+            a.sketch.increment(key);
+            if a.sampled(key) {
+                a.ring.push(key);
+            }
         }
     }
 
@@ -255,6 +348,9 @@ impl Cache {
     /// makes this heuristic compare against a neighbour.
     pub fn admission_beats_victim(&self, key: u64) -> bool {
         let Some(a) = &self.admission else { return true };
+        if a.admit_all.load(Ordering::Relaxed) {
+            return true;
+        }
         match self.lruvec.tail_hint(LruList::InactiveFile) {
             Some(victim) => a.sketch.frequency(key) > self.page_frequency(a, victim),
             None => true,
@@ -267,7 +363,8 @@ impl Cache {
     /// them.
     pub fn window_balance(&self, lru: &mut LruGuard<'_>) {
         let Some(a) = &self.admission else { return };
-        let target = a.window_target.load(Ordering::Relaxed);
+        a.duel_drain();
+        let target = if a.admit_all.load(Ordering::Relaxed) { 0 } else { a.window_target.load(Ordering::Relaxed) };
         while lru.len(LruList::Window) > target {
             let Some(cand) = lru.tail(LruList::Window) else { break };
             self.window_admit(a, lru, cand);
@@ -280,10 +377,11 @@ impl Cache {
         let page = self.page(cand);
         lru.del(cand, LruList::Window);
         page.clear(PG_WINDOW, &self.vm);
-        let wins = match lru.tail(LruList::InactiveFile) {
-            Some(victim) => self.page_frequency(a, cand) > self.page_frequency(a, victim),
-            None => true,
-        };
+        let wins = a.admit_all.load(Ordering::Relaxed)
+            || match lru.tail(LruList::InactiveFile) {
+                Some(victim) => self.page_frequency(a, cand) > self.page_frequency(a, victim),
+                None => true,
+            };
         if wins {
             self.vm.inc(Item::admission_admit);
             lru.add(cand, LruList::InactiveFile);
@@ -302,6 +400,210 @@ impl Cache {
         for _ in 0..nr {
             let Some(cand) = lru.tail(LruList::Window) else { break };
             self.window_admit(a, lru, cand);
+        }
+    }
+}
+
+/// A lossy multi-producer ring of sampled keys with one consumer (under
+/// lru_lock). A producer takes a slot index with one fetch_add and stores
+/// its key there; the consumer swaps every slot up to the head with 0.
+/// A key stored after the consumer passed its slot waits for the next
+/// lap; one overwritten before it was read is lost: the duel only needs
+/// a sample.
+pub struct SampleRing {
+    slots: Box<[AtomicU64]>,
+    head: AtomicU64,
+    tail: AtomicU64,
+}
+
+impl SampleRing {
+    pub fn new(size: usize) -> SampleRing {
+        let size = size.next_power_of_two();
+        SampleRing {
+            slots: (0..size).map(|_| AtomicU64::new(0)).collect(),
+            head: AtomicU64::new(0),
+            tail: AtomicU64::new(0),
+        }
+    }
+
+    /// Queue `key` (0 is stored as 1: 0 marks an empty slot).
+    #[inline]
+    pub fn push(&self, key: u64) {
+        let i = self.head.fetch_add(1, Ordering::Relaxed) as usize & (self.slots.len() - 1);
+        self.slots[i].store(key.max(1), Ordering::Release);
+    }
+
+    /// Hand every key queued since the last drain to `f`, oldest first
+    /// (the newest `slots.len()` of them if more were pushed). One
+    /// consumer at a time.
+    pub fn drain(&self, mut f: impl FnMut(u64)) {
+        let head = self.head.load(Ordering::Acquire);
+        let n = self.slots.len() as u64;
+        let tail = self.tail.load(Ordering::Relaxed).max(head.saturating_sub(n));
+        for i in tail..head {
+            let k = self.slots[i as usize & (n as usize - 1)].swap(0, Ordering::Acquire);
+            if k != 0 {
+                f(k);
+            }
+        }
+        self.tail.store(head, Ordering::Relaxed);
+    }
+}
+
+const NIL: u32 = u32::MAX;
+
+/// An LRU list of keys with O(1) lookup, for the miniature simulations.
+struct MiniLru {
+    map: HashMap<u64, u32>,
+    /// (key, prev, next); prev points towards the head (most recent).
+    nodes: Vec<(u64, u32, u32)>,
+    free: Vec<u32>,
+    head: u32,
+    tail: u32,
+}
+
+impl MiniLru {
+    fn new() -> MiniLru {
+        MiniLru { map: HashMap::new(), nodes: Vec::new(), free: Vec::new(), head: NIL, tail: NIL }
+    }
+
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    fn unlink(&mut self, i: u32) {
+        let (_, prev, next) = self.nodes[i as usize];
+        if prev == NIL {
+            self.head = next
+        } else {
+            self.nodes[prev as usize].2 = next
+        }
+        if next == NIL {
+            self.tail = prev
+        } else {
+            self.nodes[next as usize].1 = prev
+        }
+    }
+
+    fn link_head(&mut self, i: u32) {
+        self.nodes[i as usize].1 = NIL;
+        self.nodes[i as usize].2 = self.head;
+        if self.head != NIL {
+            self.nodes[self.head as usize].1 = i;
+        }
+        self.head = i;
+        if self.tail == NIL {
+            self.tail = i;
+        }
+    }
+
+    /// Is `key` here? If so and `touch`, move it to the head.
+    fn lookup(&mut self, key: u64, touch: bool) -> bool {
+        let Some(&i) = self.map.get(&key) else { return false };
+        if touch && self.head != i {
+            self.unlink(i);
+            self.link_head(i);
+        }
+        true
+    }
+
+    fn push_head(&mut self, key: u64) {
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.nodes[i as usize].0 = key;
+                i
+            }
+            None => {
+                self.nodes.push((key, NIL, NIL));
+                (self.nodes.len() - 1) as u32
+            }
+        };
+        self.link_head(i);
+        self.map.insert(key, i);
+    }
+
+    fn tail_key(&self) -> Option<u64> {
+        (self.tail != NIL).then(|| self.nodes[self.tail as usize].0)
+    }
+
+    fn pop_tail(&mut self) -> Option<u64> {
+        let i = self.tail;
+        if i == NIL {
+            return None;
+        }
+        self.unlink(i);
+        let key = self.nodes[i as usize].0;
+        self.map.remove(&key);
+        self.free.push(i);
+        Some(key)
+    }
+}
+
+/// The two miniature caches of the duel and their decayed miss counts.
+struct Duel {
+    pages: usize,
+    lru: MiniLru,
+    window: MiniLru,
+    main: MiniLru,
+    lru_misses: u64,
+    tlfu_misses: u64,
+    accesses: u64,
+}
+
+impl Duel {
+    fn new(pages: u64) -> Duel {
+        Duel {
+            pages: pages as usize,
+            lru: MiniLru::new(),
+            window: MiniLru::new(),
+            main: MiniLru::new(),
+            lru_misses: 0,
+            tlfu_misses: 0,
+            accesses: 0,
+        }
+    }
+
+    /// One sampled access through both simulations; `window` is the
+    /// W-TinyLFU window in sampled pages.
+    fn access(&mut self, key: u64, window: u64, sketch: &FrequencySketch) {
+        self.accesses += 1;
+        if self.accesses >= DUEL_DECAY * self.pages as u64 {
+            self.accesses = 0;
+            self.lru_misses /= 2;
+            self.tlfu_misses /= 2;
+        }
+        if !self.lru.lookup(key, true) {
+            self.lru_misses += 1;
+            if self.lru.len() >= self.pages {
+                self.lru.pop_tail();
+            }
+            self.lru.push_head(key);
+        }
+        let window = (window as usize).min(self.pages - 1).max(1);
+        if self.window.lookup(key, true) || self.main.lookup(key, true) {
+            return;
+        }
+        self.tlfu_misses += 1;
+        self.window.push_head(key);
+        while self.window.len() > window {
+            let Some(cand) = self.window.pop_tail() else { break };
+            if self.main.len() + self.window.len() < self.pages {
+                self.main.push_head(cand);
+                continue;
+            }
+            let Some(victim) = self.main.tail_key() else {
+                self.main.push_head(cand);
+                continue;
+            };
+            if sketch.frequency(cand) > sketch.frequency(victim) {
+                self.main.pop_tail();
+                self.main.push_head(cand);
+            }
+        }
+        while self.main.len() + self.window.len() > self.pages {
+            if self.main.pop_tail().is_none() {
+                break;
+            }
         }
     }
 }
@@ -352,5 +654,89 @@ mod tests {
             a.ghost_hit(5, false);
         }
         assert_eq!(a.window_target.load(Ordering::Relaxed), 10);
+    }
+
+    // Goal: the ring hands over what was pushed, oldest first, each key
+    // once; past its size only the newest keys survive; 0 is stored as 1.
+    #[test]
+    fn sample_ring_drains_in_order_and_drops_the_oldest() {
+        let r = SampleRing::new(4);
+        let mut got = Vec::new();
+        r.drain(|k| got.push(k));
+        assert!(got.is_empty());
+        for k in [5, 0, 7] {
+            r.push(k);
+        }
+        r.drain(|k| got.push(k));
+        assert_eq!(got, [5, 1, 7]);
+        got.clear();
+        r.drain(|k| got.push(k));
+        assert!(got.is_empty(), "drained twice");
+        for k in 10..16 {
+            r.push(k);
+        }
+        r.drain(|k| got.push(k));
+        assert_eq!(got, [12, 13, 14, 15]);
+    }
+
+    // Goal: the miniature LRU keeps the most recent keys and evicts from
+    // the tail; a touched key moves to the head.
+    #[test]
+    fn mini_lru_order() {
+        let mut l = MiniLru::new();
+        for k in 1..=3 {
+            l.push_head(k);
+        }
+        assert_eq!(l.tail_key(), Some(1));
+        assert!(l.lookup(1, true));
+        assert_eq!(l.tail_key(), Some(2));
+        assert_eq!(l.pop_tail(), Some(2));
+        assert!(!l.lookup(2, false));
+        l.push_head(4);
+        assert_eq!(l.len(), 3);
+        assert_eq!((l.pop_tail(), l.pop_tail(), l.pop_tail(), l.pop_tail()), (Some(3), Some(1), Some(4), None));
+    }
+
+    /// Feed `keys` through the sketch and the duel, as the cache does.
+    fn duel_run(a: &AdmissionState, keys: impl Iterator<Item = u64>) {
+        for (i, k) in keys.enumerate() {
+            let key = page_key(1, k);
+            a.sketch.increment(key);
+            a.ring.push(key);
+            if i % 512 == 511 {
+                a.duel_drain();
+            }
+        }
+        a.duel_drain();
+    }
+
+    // Goal: the duel's verdict. A loop 1.5 times the cache: the LRU
+    // simulation misses everything, W-TinyLFU keeps part: contest on. A
+    // working set that moves to new pages after the old ones were used
+    // often: W-TinyLFU keeps the stale pages, the LRU follows: admit all.
+    // Back on the loop, the contest returns.
+    #[test]
+    fn duel_verdict_follows_the_workload() {
+        let a = AdmissionState::new(512);
+        assert_eq!(a.duel_rate, 1);
+        duel_run(&a, (0..10).flat_map(|_| 0..768));
+        assert!(!a.admit_all.load(Ordering::Relaxed), "loop: contest");
+        duel_run(&a, (0..8).flat_map(|_| 10_000..10_400));
+        duel_run(&a, (0..8).flat_map(|_| 20_000..20_400));
+        assert!(a.admit_all.load(Ordering::Relaxed), "moving working set: admit all");
+        duel_run(&a, (0..20).flat_map(|_| 30_000..30_768));
+        assert!(!a.admit_all.load(Ordering::Relaxed), "loop again: contest");
+    }
+
+    // Goal: large caches sample one key in `duel_rate` so the miniature
+    // caches hold between DUEL_PAGES and four times that.
+    #[test]
+    fn duel_samples_large_caches() {
+        for pages in [100, 2047, 2048, 4096, 5000, 9000, 1 << 20] {
+            let a = AdmissionState::new(pages);
+            assert!(a.duel_rate.is_power_of_two());
+            let mini = pages / a.duel_rate;
+            assert!(a.duel_rate == 1 || (DUEL_PAGES..4 * DUEL_PAGES).contains(&mini), "{pages}: rate {}", a.duel_rate);
+        }
     }
 }

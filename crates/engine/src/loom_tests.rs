@@ -418,3 +418,28 @@ fn mglru_inc_refs_vs_inc_gen() {
         assert!(refs <= 2, "flags {f:#x}");
     });
 }
+
+// Goal: the duel's lossy sample ring (admission.rs) never hands the
+// consumer a key twice nor one that was never pushed, whatever the
+// interleaving of two producers and a consumer draining meanwhile; keys
+// whose store lands after the drain passed their slot may be lost (it is a
+// sample), the rest arrive.
+#[test]
+fn sample_ring_never_duplicates_or_invents() {
+    loom::model(|| {
+        let ring = Arc::new(crate::admission::SampleRing::new(4));
+        let r2 = ring.clone();
+        let p = thread::spawn(move || r2.push(11));
+        ring.push(22);
+        let mut got = Vec::new();
+        ring.drain(|k| got.push(k));
+        p.join().unwrap();
+        ring.drain(|k| got.push(k));
+        let mut sorted = got.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), got.len(), "a key drained twice: {got:?}");
+        assert!(got.iter().all(|k| *k == 11 || *k == 22), "an invented key: {got:?}");
+        assert!(got.contains(&22), "the consumer's own push was lost: {got:?}");
+    });
+}

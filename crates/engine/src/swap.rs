@@ -159,7 +159,7 @@ impl Cache {
             for &pfn in pv.pages() {
                 let page = self.page(pfn);
                 vm_bug_on_page!(page.test(PG_LRU), page, "lru_add of a page on a list");
-                if self.admission.is_some() && page.flags() & (PG_ACTIVE | PG_UNEVICTABLE | PG_SWAPBACKED) == 0 {
+                if self.admission_windowed() && page.flags() & (PG_ACTIVE | PG_UNEVICTABLE | PG_SWAPBACKED) == 0 {
                     // New file pages wait in the admission window.
                     page.set(PG_WINDOW, &self.vm);
                 }

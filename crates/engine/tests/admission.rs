@@ -180,3 +180,53 @@ fn window_grows_on_recent_window_side_refaults() {
     let t1 = c.vmstat().get(Item::admission_window_target);
     assert!(t1 > t0, "window target {t0} -> {t1}");
 }
+
+// Goal: the duel turns the contest off when recency wins. A hot set of
+// 3/4 of memory read six times, then a new one of the same size read
+// round after round (a working set that moves): under the contest the new
+// pages lose against the old ones' higher counts and keep missing; the
+// sampled LRU misses only the first round, so the duel switches to admit
+// all: new pages then skip the window (they go to the inactive list as
+// with the kernel's admission) and the new set ends up cached.
+#[test]
+fn duel_admits_all_when_recency_wins() {
+    let c = cache(Admission::AdaptiveTinyLfu);
+    let n = FRAMES * 3 / 4;
+    let old = c.open_memory("old").unwrap();
+    old.set_len(n * 4096).unwrap();
+    misses(&c, &old, 0..n, 6);
+    // Still contesting: a new page waits in the window.
+    let probe = c.open_memory("probe").unwrap();
+    probe.set_len(2 * 4096).unwrap();
+    read(&probe, 0);
+    c.lru_add_drain_all();
+    assert_eq!(probe.page_state(0).unwrap().lru, Some(LruList::Window));
+    let new = c.open_memory("new").unwrap();
+    new.set_len(n * 4096).unwrap();
+    misses(&c, &new, 0..n, 4);
+    let last = misses(&c, &new, 0..n, 1);
+    assert!(last * 10 < n, "the moved working set is cached: {last} of {n} missed");
+    read(&probe, 1);
+    c.lru_add_drain_all();
+    assert_eq!(probe.page_state(1).unwrap().lru, Some(LruList::InactiveFile), "admit all: no window");
+    assert_eq!(c.vmstat().get(Item::nr_admission_window), 0);
+}
+
+// Goal: the duel keeps the contest on a loop larger than memory while a
+// use-once stream goes by: the loop's sampled LRU misses everything, so
+// new pages keep waiting in the window and the stream is rejected.
+#[test]
+fn duel_keeps_the_contest_on_a_loop() {
+    let c = cache(Admission::AdaptiveTinyLfu);
+    let n = FRAMES * 3 / 2;
+    let f = c.open_memory("loop").unwrap();
+    f.set_len(n * 4096).unwrap();
+    misses(&c, &f, 0..n, 6);
+    let probe = c.open_memory("probe").unwrap();
+    probe.set_len(4096).unwrap();
+    read(&probe, 0);
+    c.lru_add_drain_all();
+    assert_eq!(probe.page_state(0).unwrap().lru, Some(LruList::Window));
+    let m = misses(&c, &f, 0..n, 2);
+    assert!((m as f64) < 0.8 * (2 * n) as f64, "part of the loop stays cached: {m} of {}", 2 * n);
+}

@@ -50,27 +50,8 @@ impl Arena {
         let bytes = (nr_pages as usize)
             .checked_mul(page_size)
             .ok_or_else(|| Error::InvalidConfig(format!("{nr_pages} pages of {page_size} bytes overflow")))?;
-        // Anonymous memory straight from mmap: page aligned, zero, and not
-        // touched until used, so the huge-page advice applies to all of it
-        // (an aligned allocator would memset it first). Frames of 64 KiB
-        // need only 4 KiB alignment for O_DIRECT.
-        // SAFETY: a fresh private anonymous mapping; no existing memory is
-        // affected.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(Error::NoMemory { frames: nr_pages as usize });
-        }
-        let base = NonNull::new(ptr.cast::<u8>()).ok_or(Error::NoMemory { frames: nr_pages as usize })?;
-        advise_huge(base.as_ptr(), bytes);
+        // Frames of 64 KiB need only 4 KiB alignment for O_DIRECT.
+        let base = map_zeroed(bytes).ok_or(Error::NoMemory { frames: nr_pages as usize })?;
         let mut pages: Vec<Page> = Vec::with_capacity(nr_pages as usize);
         // Before the descriptors are first touched, so they fault in huge.
         advise_huge(pages.as_mut_ptr().cast(), nr_pages as usize * std::mem::size_of::<Page>());
@@ -227,6 +208,31 @@ impl Arena {
             }
         }
     }
+}
+
+/// `bytes` of anonymous memory straight from mmap, advised onto huge
+/// pages: page aligned, zero, and not touched until used, so the advice
+/// applies to all of it (an aligned allocator would memset it first). The
+/// caller unmaps it with `munmap(ptr, bytes)`. None if the kernel refuses.
+pub(crate) fn map_zeroed(bytes: usize) -> Option<NonNull<u8>> {
+    // SAFETY: a fresh private anonymous mapping; no existing memory is
+    // affected.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return None;
+    }
+    let base = NonNull::new(ptr.cast::<u8>())?;
+    advise_huge(base.as_ptr(), bytes);
+    Some(base)
 }
 
 /// Ask for transparent huge pages on the 2 MiB-aligned part of a region:

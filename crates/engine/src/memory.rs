@@ -588,6 +588,21 @@ impl Cache {
 /// since the copy on swap is about to go stale. A later write to a
 /// read-only entry is `do_wp_page`: the same reuse, under the page lock.
 impl Cache {
+    /// A reference to `pfn`, which the entry `pte` was seen to map, if the
+    /// page is not being freed and the entry still maps it after the
+    /// reference was taken; false (no reference held) if the entry changed
+    /// and the fault must look again.
+    fn get_mapped_page(&self, pte: &AtomicU64, pfn: Pfn) -> bool {
+        if !self.page(pfn).get_unless_zero() {
+            return false;
+        }
+        if pte_pfn(pte.load(Ordering::Acquire)) == Some(pfn) {
+            return true;
+        }
+        self.put_page(pfn);
+        false
+    }
+
     /// handle_mm_fault on an anonymous region: the page at `slot`, mapped,
     /// with a reference the caller drops. Bounded: each retry follows a
     /// change of the entry by a racing fault, reclaim or MADV_DONTNEED.
@@ -597,12 +612,9 @@ impl Cache {
             let e = pte.load(Ordering::Acquire);
             if let Some(pfn) = pte_pfn(e) {
                 // Present (a racing fault mapped it, or no hazard slot was
-                // free): take a reference and re-check.
-                if self.page(pfn).get_unless_zero() {
-                    if pte_pfn(pte.load(Ordering::Acquire)) == Some(pfn) {
-                        return Ok(pfn);
-                    }
-                    self.put_page(pfn);
+                // free).
+                if self.get_mapped_page(pte, pfn) {
+                    return Ok(pfn);
                 }
                 continue;
             }
@@ -775,11 +787,8 @@ impl Cache {
         for _ in 0..16 {
             let e = pte.load(Ordering::Acquire);
             if let Some(pfn) = pte_pfn(e) {
-                if self.page(pfn).get_unless_zero() {
-                    if pte_pfn(pte.load(Ordering::Acquire)) == Some(pfn) {
-                        return Ok(pfn);
-                    }
-                    self.put_page(pfn);
+                if self.get_mapped_page(pte, pfn) {
+                    return Ok(pfn);
                 }
                 continue;
             }

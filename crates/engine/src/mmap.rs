@@ -208,23 +208,7 @@ impl<T: ZeroInit> Table<T> {
     pub(crate) fn zeroed(len: usize) -> Result<Table<T>> {
         let bytes = len.max(1).checked_mul(std::mem::size_of::<T>()).filter(|&b| b <= isize::MAX as usize);
         let bytes = bytes.ok_or_else(|| Error::InvalidArgument(format!("a page table of {len} entries")))?;
-        // SAFETY: a fresh private anonymous mapping; no existing memory is
-        // affected.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(Error::NoMemory { frames: 0 });
-        }
-        let ptr = std::ptr::NonNull::new(ptr.cast::<T>()).ok_or(Error::NoMemory { frames: 0 })?;
-        crate::arena::advise_huge(ptr.as_ptr().cast(), bytes);
+        let ptr = crate::arena::map_zeroed(bytes).ok_or(Error::NoMemory { frames: 0 })?.cast::<T>();
         Ok(Table { ptr, len })
     }
 

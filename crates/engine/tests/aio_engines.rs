@@ -10,7 +10,10 @@
 //! test skips, saying so, where the kernel refuses io_uring or the file
 //! system refuses O_DIRECT.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::{delta, scratch, stamped_page, write_stamped_file};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -60,26 +63,6 @@ fn quiet() -> Tunables {
     Tunables { dirty_expire_centisecs: 360_000, dirty_writeback_centisecs: 360_000, ..Tunables::default() }
 }
 
-/// A scratch directory on the build's file system (a real disk, usually).
-fn scratch() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
-}
-
-/// The bytes of page `i` of a file tagged `seed`: index and seed stamped.
-fn page_bytes(seed: u64, i: u64) -> Vec<u8> {
-    let mut v: Vec<u8> = (0..PS).map(|b| (b.wrapping_mul(31).wrapping_add(i * 7 + seed) % 251) as u8).collect();
-    v[..8].copy_from_slice(&i.to_le_bytes());
-    v[8..16].copy_from_slice(&seed.to_le_bytes());
-    v
-}
-
-/// A host file of `pages` known pages, written directly.
-fn host_file(dir: &Path, name: &str, seed: u64, pages: u64) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, (0..pages).flat_map(|i| page_bytes(seed, i)).collect::<Vec<u8>>()).unwrap();
-    path
-}
-
 /// An O_DIRECT device on `path`; None (skip) where O_DIRECT is refused.
 fn direct_dev(path: &Path) -> Option<FileDev> {
     let dev = FileDev::open(path, true, false, true, PS as usize).unwrap();
@@ -95,10 +78,6 @@ fn open_direct(cache: &PageCache, path: &Path) -> Option<File> {
     let f = cache.open(path, OpenOptions { create: true, ..OpenOptions::default() }).unwrap();
     direct_dev(path)?;
     Some(f)
-}
-
-fn delta(cache: &PageCache, before: &VmStat, item: Item) -> u64 {
-    cache.vmstat().delta(before).get(item)
 }
 
 /// Under io_uring, readahead or writeback did go through the ring.
@@ -134,7 +113,7 @@ fn check_no_frame_leaked(cache: &PageCache, nr_pages: u64) {
 // sequentially through a 128-page cache in 64 KiB calls.
 fn read_eio_reaches_the_reader(engine: IoEngine) {
     let dir = scratch();
-    let path = host_file(dir.path(), "eio-read", 3, 512);
+    let path = write_stamped_file(dir.path(), "eio-read", 3, 512);
     let Some(cache) = cache_on(engine, 128, quiet()) else { return };
     let Some(dev) = direct_dev(&path) else { return };
     let fi = Arc::new(FaultInjector::new(Arc::new(dev)));
@@ -150,7 +129,7 @@ fn read_eio_reaches_the_reader(engine: IoEngine) {
                 for k in 0..16 {
                     let i = call * 16 + k;
                     let page = &buf[(k * PS) as usize..((k + 1) * PS) as usize];
-                    assert!(page == page_bytes(3, i), "page {i} wrong");
+                    assert!(page == stamped_page(3, i), "page {i} wrong");
                 }
             }
             Err(e) => {
@@ -165,7 +144,7 @@ fn read_eio_reaches_the_reader(engine: IoEngine) {
     fi.clear();
     let mut one = vec![0u8; PS as usize];
     assert_eq!(f.read_at(&mut one, 300 * PS).unwrap(), PS as usize);
-    assert!(one == page_bytes(3, 300), "page 300 after the device healed");
+    assert!(one == stamped_page(3, 300), "page 300 after the device healed");
 }
 
 // Goal: EIO on asynchronous writeback reaches fsync once per handle: the
@@ -175,7 +154,7 @@ fn read_eio_reaches_the_reader(engine: IoEngine) {
 // handles' cache; the next device write fails.
 fn write_eio_reaches_fsync_once_per_handle(engine: IoEngine) {
     let dir = scratch();
-    let path = host_file(dir.path(), "eio-write", 0, 256);
+    let path = write_stamped_file(dir.path(), "eio-write", 0, 256);
     let Some(cache) = cache_on(engine, 1024, quiet()) else { return };
     let Some(dev) = direct_dev(&path) else { return };
     let fi = Arc::new(FaultInjector::new(Arc::new(dev)));
@@ -184,13 +163,13 @@ fn write_eio_reaches_fsync_once_per_handle(engine: IoEngine) {
     let before = cache.vmstat();
     // A first round through the ring (no rule yet), then the fault.
     for i in 0..128 {
-        a.write_at(&page_bytes(4, i), i * PS).unwrap();
+        a.write_at(&stamped_page(4, i), i * PS).unwrap();
     }
     a.fsync().unwrap();
     b.fsync().unwrap();
     check_ring_used(engine, &cache, &before, Item::wb_submit_uring);
     for i in 0..256 {
-        a.write_at(&page_bytes(5, i), i * PS).unwrap();
+        a.write_at(&stamped_page(5, i), i * PS).unwrap();
     }
     fi.fail_next(FaultOp::Write, Fault::Eio, 1);
     let e = a.fsync().expect_err("fsync on A succeeded though a device write failed");
@@ -203,7 +182,7 @@ fn write_eio_reaches_fsync_once_per_handle(engine: IoEngine) {
     cache.shutdown().unwrap();
     let disk = std::fs::read(&path).unwrap();
     for i in 0..256u64 {
-        assert!(disk[(i * PS) as usize..((i + 1) * PS) as usize] == page_bytes(5, i)[..], "page {i} on disk");
+        assert!(disk[(i * PS) as usize..((i + 1) * PS) as usize] == stamped_page(5, i)[..], "page {i} on disk");
     }
 }
 
@@ -225,7 +204,7 @@ fn race_cut(engine: IoEngine, cut: Cut) {
     const CACHE: u64 = 256;
     const ROUNDS: u64 = 60;
     let dir = scratch();
-    let path = host_file(dir.path(), "race", 7, PAGES);
+    let path = write_stamped_file(dir.path(), "race", 7, PAGES);
     let Some(cache) = cache_on(engine, CACHE, Tunables::default()) else { return };
     let Some(f) = open_direct(&cache, &path) else { return };
     let before = cache.vmstat();
@@ -243,7 +222,7 @@ fn race_cut(engine: IoEngine, cut: Cut) {
                         let n = g.read_at(&mut buf, pos).unwrap();
                         for (k, page) in buf[..n].chunks(PS as usize).enumerate() {
                             let i = pos / PS + k as u64;
-                            if page != page_bytes(7, i) && page.iter().any(|&b| b != 0) {
+                            if page != stamped_page(7, i) && page.iter().any(|&b| b != 0) {
                                 bad.fetch_add(1, Ordering::Relaxed);
                             }
                         }
@@ -293,7 +272,7 @@ fn race_cut(engine: IoEngine, cut: Cut) {
                 // Restore: dirty pages for the syncer's in-flight writeback.
                 let rest = if cut == Cut::Truncate { PAGES } else { end };
                 for i in k..rest {
-                    f.write_at(&page_bytes(7, i), i * PS).unwrap();
+                    f.write_at(&stamped_page(7, i), i * PS).unwrap();
                 }
             }
         }));
@@ -309,7 +288,7 @@ fn race_cut(engine: IoEngine, cut: Cut) {
     let mut buf = vec![0u8; (PAGES * PS) as usize];
     assert_eq!(f.read_at(&mut buf, 0).unwrap(), buf.len());
     for (i, page) in buf.chunks(PS as usize).enumerate() {
-        assert!(page == page_bytes(7, i as u64), "page {i} after the races");
+        assert!(page == stamped_page(7, i as u64), "page {i} after the races");
     }
     let vm = cache.vmstat();
     assert_eq!((vm.get(Item::nr_dirty), vm.get(Item::nr_writeback)), (0, 0));
@@ -410,7 +389,7 @@ fn reclaim_rotation_on_write_completion(engine: IoEngine) {
     let Some(f) = open_direct(&cache, &path) else { return };
     let before = cache.vmstat();
     for i in 0..2048 {
-        f.write_at(&page_bytes(9, i), i * PS).unwrap();
+        f.write_at(&stamped_page(9, i), i * PS).unwrap();
     }
     f.fsync().unwrap();
     let d = cache.vmstat().delta(&before);
@@ -421,6 +400,6 @@ fn reclaim_rotation_on_write_completion(engine: IoEngine) {
     let mut buf = vec![0u8; PS as usize];
     for i in (0..2048).step_by(97) {
         f.read_at(&mut buf, i * PS).unwrap();
-        assert!(buf == page_bytes(9, i), "page {i}");
+        assert!(buf == stamped_page(9, i), "page {i}");
     }
 }

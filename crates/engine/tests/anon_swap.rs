@@ -3,6 +3,9 @@
 //! get_scan_count's balance, reclaim writeback of anonymous pages under
 //! 3.1 and 3.2, and errors (no swap, swap-device EIO).
 
+mod common;
+
+use common::delta;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -47,10 +50,6 @@ fn check_stamp(m: &Mapping, region: u64, page: u64, version: u64) {
     let p = m.page(page).unwrap();
     assert_eq!(p.load_u64(0).unwrap(), want, "region {region} page {page}: first word");
     assert_eq!(p.load_u64(PS as usize - 8).unwrap(), want, "region {region} page {page}: last word");
-}
-
-fn delta(cache: &PageCache, before: &VmStat, item: Item) -> u64 {
-    cache.vmstat().delta(before).get(item)
 }
 
 // Goal: the basics of a region. Untouched pages read as zero, each first

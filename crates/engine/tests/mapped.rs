@@ -2,6 +2,9 @@
 //! page_check_references and try_to_unmap, write faults and writeback of
 //! dirty mapped pages, unmapping racing access.
 
+mod common;
+
+use common::{delta, host_file};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,8 +13,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use pcache::{
-    Config, Error, File, Item, LruList, Madvise, MapFlags, MappedActivation, Mapping, OpenOptions, PageCache,
-    ReclaimWriteback, Tunables, VmStat,
+    Config, Error, File, Item, LruList, Madvise, MapFlags, MappedActivation, Mapping, PageCache, ReclaimWriteback,
+    Tunables, VmStat,
 };
 
 const PS: u64 = 4096;
@@ -46,10 +49,6 @@ fn touch(m: &Mapping, i: u64) {
 
 fn flags(f: &File, i: u64) -> Option<(Option<LruList>, bool, bool)> {
     f.page_state(i).map(|s| (s.lru, s.active, s.referenced))
-}
-
-fn delta(cache: &PageCache, before: &VmStat, item: Item) -> u64 {
-    cache.vmstat().delta(before).get(item)
 }
 
 /// Drop the file's pages from the cache and start its one page of
@@ -228,16 +227,6 @@ fn active_list_rotates_referenced_exec_pages() {
     assert_eq!(delta(&cache, &before, Item::exec_rotated), 1);
     assert_eq!(code.page_state(0).map(|s| s.active), Some(true), "exec: another trip on the active list");
     assert_ne!(data.page_state(0).map(|s| s.active), Some(true), "data: deactivated");
-}
-
-/// A host file of `pages` pages in a temporary directory, page i filled
-/// with the byte i + 1, opened through `cache`.
-fn host_file(cache: &PageCache, dir: &tempfile::TempDir, pages: u64) -> (File, std::path::PathBuf) {
-    let path = dir.path().join("data");
-    let bytes: Vec<u8> = (0..pages).flat_map(|i| vec![(i + 1) as u8; PS as usize]).collect();
-    std::fs::write(&path, &bytes).unwrap();
-    let f = cache.open(&path, OpenOptions::default()).unwrap();
-    (f, path)
 }
 
 fn on_disk(path: &std::path::Path, page: u64, offset: usize, len: usize) -> Vec<u8> {

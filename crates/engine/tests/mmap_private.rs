@@ -3,6 +3,9 @@
 //! page of the mapping, which the file and other mappings never see and
 //! which goes to swap under pressure.
 
+mod common;
+
+use common::host_file;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,7 +13,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use pcache::{Config, Error, File, Item, Madvise, MapFlags, Mapping, OpenOptions, PageCache, Tunables};
+use pcache::{Config, Error, Item, Madvise, MapFlags, Mapping, PageCache, Tunables};
 
 const PS: u64 = 4096;
 
@@ -25,15 +28,6 @@ fn quiet() -> Tunables {
 fn cache(pages: u64, swap_pages: u64, t: Tunables) -> PageCache {
     let t = Tunables { swap_bytes: swap_pages * PS, ..t };
     PageCache::new(Config { memory_bytes: pages * PS, tunables: t, ..Config::default() }).unwrap()
-}
-
-/// A host file of `pages` pages, page i filled with the byte i + 1.
-fn host_file(cache: &PageCache, dir: &tempfile::TempDir, pages: u64) -> (File, std::path::PathBuf) {
-    let path = dir.path().join("data");
-    let bytes: Vec<u8> = (0..pages).flat_map(|i| vec![(i + 1) as u8; PS as usize]).collect();
-    std::fs::write(&path, &bytes).unwrap();
-    let f = cache.open(&path, OpenOptions::default()).unwrap();
-    (f, path)
 }
 
 fn original(page: u64) -> u8 {

@@ -6,8 +6,9 @@
 
 mod common;
 
+use common::delta;
 use common::pin_to_cpu0;
-use pcache::{Advice, Config, File, Item, LruList, PageCache, Tunables, VmStat};
+use pcache::{Advice, Config, File, Item, LruList, PageCache, Tunables};
 
 const PS: u64 = 4096;
 /// The default window (Tunables::default().ra_pages).
@@ -85,10 +86,6 @@ fn markers(f: &File, n: u64) -> Vec<u64> {
 /// The highest cached index of `[0, n)`.
 fn highest_cached(f: &File, n: u64) -> Option<u64> {
     (0..n).rev().find(|&i| cached(f, i))
-}
-
-fn delta(cache: &PageCache, before: &VmStat, item: Item) -> u64 {
-    cache.vmstat().delta(before).get(item)
 }
 
 // Goal (M8): a cold file read sequentially in 4 KiB reads arrives almost

@@ -4,10 +4,13 @@
 //! saying so, where the kernel refuses io_uring or the file system refuses
 //! O_DIRECT (then the ring has nothing to drive).
 
+mod common;
+
+use common::{delta, scratch, stamped_page, write_stamped_file};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use pcache::{Config, File, IoEngine, Item, OpenOptions, PageCache, Tunables, VmStat};
+use pcache::{Config, File, IoEngine, Item, OpenOptions, PageCache, Tunables};
 
 const PS: u64 = 4096;
 
@@ -33,32 +36,6 @@ fn cache_with(engine: IoEngine, pages: u64) -> Option<PageCache> {
         }
         Err(e) => panic!("cache: {e}"),
     }
-}
-
-/// A scratch directory on the file system the build runs on (a real
-/// disk, usually, where /tmp may be tmpfs).
-fn scratch() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
-}
-
-/// The bytes of page `i` of a file tagged `seed`.
-fn page_bytes(seed: u64, i: u64) -> Vec<u8> {
-    let mut v: Vec<u8> = (0..PS).map(|b| (b.wrapping_mul(31).wrapping_add(i * 7 + seed) % 251) as u8).collect();
-    v[..8].copy_from_slice(&i.to_le_bytes());
-    v[8..16].copy_from_slice(&seed.to_le_bytes());
-    v
-}
-
-/// Write a host file of `pages` known pages directly (not through the cache).
-fn host_file(dir: &Path, name: &str, seed: u64, pages: u64) -> PathBuf {
-    let path = dir.join(name);
-    let data: Vec<u8> = (0..pages).flat_map(|i| page_bytes(seed, i)).collect();
-    std::fs::write(&path, data).unwrap();
-    path
-}
-
-fn delta(cache: &PageCache, before: &VmStat, item: Item) -> u64 {
-    cache.vmstat().delta(before).get(item)
 }
 
 /// Open `path` through the cache; None (skip) if O_DIRECT was refused.
@@ -92,7 +69,7 @@ fn read_and_check(f: &File, seed: u64, from: u64, to: u64, chunk: u64) {
         assert_eq!(got, (n * PS) as usize, "read at page {i}");
         for k in 0..n {
             let page = &buf[(k * PS) as usize..((k + 1) * PS) as usize];
-            assert!(page == page_bytes(seed, i + k), "page {} wrong (first 16: {:?})", i + k, &page[..16]);
+            assert!(page == stamped_page(seed, i + k), "page {} wrong (first 16: {:?})", i + k, &page[..16]);
         }
         i += n;
     }
@@ -106,7 +83,7 @@ fn read_and_check(f: &File, seed: u64, from: u64, to: u64, chunk: u64) {
 #[test]
 fn readahead_of_a_cold_host_file_goes_through_the_ring() {
     let dir = scratch();
-    let path = host_file(dir.path(), "cold", 1, 1024);
+    let path = write_stamped_file(dir.path(), "cold", 1, 1024);
     let Some(cache) = cache_with(IoEngine::Uring, 256) else { return };
     assert_eq!(cache.vmstat().get(Item::uring_setup), 1);
     let Some(f) = open_direct(&cache, &path) else { return };
@@ -146,14 +123,14 @@ fn fsync_after_writes_through_the_ring_puts_the_bytes_on_disk() {
     let before = cache.vmstat();
     let n = 300;
     for i in 0..n {
-        assert_eq!(f.write_at(&page_bytes(2, i), i * PS).unwrap(), PS as usize);
+        assert_eq!(f.write_at(&stamped_page(2, i), i * PS).unwrap(), PS as usize);
     }
-    let tail = &page_bytes(2, n)[..100];
+    let tail = &stamped_page(2, n)[..100];
     f.write_at(tail, n * PS).unwrap();
     f.fsync().unwrap();
     // Rewritten in part: the second writeback must land too.
     for i in (0..n).step_by(3) {
-        f.write_at(&page_bytes(3, i), i * PS).unwrap();
+        f.write_at(&stamped_page(3, i), i * PS).unwrap();
     }
     f.fsync().unwrap();
     let wb = delta(&cache, &before, Item::wb_submit_uring);
@@ -161,7 +138,7 @@ fn fsync_after_writes_through_the_ring_puts_the_bytes_on_disk() {
     let disk = std::fs::read(&path).unwrap();
     assert_eq!(disk.len() as u64, n * PS + 100);
     for i in 0..n {
-        let want = page_bytes(if i % 3 == 0 { 3 } else { 2 }, i);
+        let want = stamped_page(if i % 3 == 0 { 3 } else { 2 }, i);
         assert!(disk[(i * PS) as usize..((i + 1) * PS) as usize] == want[..], "page {i} on disk is wrong");
     }
     assert!(&disk[(n * PS) as usize..] == tail);
@@ -188,7 +165,7 @@ fn probe_direct(path: &Path) -> bool {
 #[test]
 fn concurrent_readers_through_the_ring() {
     let dir = scratch();
-    let paths: Vec<PathBuf> = (0..4).map(|k| host_file(dir.path(), &format!("f{k}"), 10 + k, 512)).collect();
+    let paths: Vec<PathBuf> = (0..4).map(|k| write_stamped_file(dir.path(), &format!("f{k}"), 10 + k, 512)).collect();
     let Some(cache) = cache_with(IoEngine::Uring, 512) else { return };
     let Some(first) = open_direct(&cache, &paths[0]) else { return };
     let files: Vec<Arc<File>> = std::iter::once(first)
@@ -225,7 +202,7 @@ fn concurrent_readers_through_the_ring() {
 #[test]
 fn shutdown_drains_requests_in_flight() {
     let dir = scratch();
-    let paths: Vec<PathBuf> = (0..4).map(|k| host_file(dir.path(), &format!("s{k}"), 20 + k, 256)).collect();
+    let paths: Vec<PathBuf> = (0..4).map(|k| write_stamped_file(dir.path(), &format!("s{k}"), 20 + k, 256)).collect();
     let Some(cache) = cache_with(IoEngine::Uring, 1024) else { return };
     let mut files = Vec::new();
     for (k, p) in paths.iter().enumerate() {
@@ -245,7 +222,7 @@ fn shutdown_drains_requests_in_flight() {
 #[test]
 fn short_read_at_eof_is_finished_and_zero_filled() {
     let dir = scratch();
-    let path = host_file(dir.path(), "tail", 4, 101);
+    let path = write_stamped_file(dir.path(), "tail", 4, 101);
     let full = std::fs::read(&path).unwrap();
     std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(100 * PS + 123).unwrap();
     let Some(cache) = cache_with(IoEngine::Uring, 1024) else { return };
@@ -270,7 +247,7 @@ fn short_read_at_eof_is_finished_and_zero_filled() {
 #[test]
 fn descriptors_evicted_in_flight_stay_open_until_completion() {
     let dir = scratch();
-    let paths: Vec<PathBuf> = (0..12).map(|k| host_file(dir.path(), &format!("e{k}"), 40 + k, 128)).collect();
+    let paths: Vec<PathBuf> = (0..12).map(|k| write_stamped_file(dir.path(), &format!("e{k}"), 40 + k, 128)).collect();
     let t = Tunables { max_open_fds: 4, ..quiet(IoEngine::Uring) };
     let cache = match PageCache::new(Config { memory_bytes: 1024 * PS, tunables: t, ..Config::default() }) {
         Ok(c) => c,

@@ -26,7 +26,9 @@ fn quiet(mapped_activation: MappedActivation) -> Tunables {
 }
 
 fn cache_with(t: Tunables, pages: u64) -> PageCache {
-    PageCache::new(Config { memory_bytes: pages * PS, tunables: t, ..Config::default() }).unwrap()
+    // One set of per-CPU batches, so list states do not depend on which CPU
+    // the test thread ran on.
+    PageCache::new(Config { memory_bytes: pages * PS, nr_cpus: 1, tunables: t, ..Config::default() }).unwrap()
 }
 
 /// A memory file of `pages` pages, page i filled with the byte i + 1.

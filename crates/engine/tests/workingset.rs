@@ -5,6 +5,10 @@ use pcache::{Config, Item, LruList, PageCache, Tunables};
 fn cache(workingset: bool) -> PageCache {
     PageCache::new(Config {
         memory_bytes: 1024 * 4096,
+        // One set of per-CPU batches: a test thread that migrates would
+        // otherwise leave pages in another CPU's lru_add batch, where
+        // mark_page_accessed cannot activate them (as in the kernel).
+        nr_cpus: 1,
         tunables: Tunables { workingset, kswapd: false, ra_pages: 0, ..Tunables::default() },
         ..Config::default()
     })

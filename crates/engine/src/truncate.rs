@@ -190,11 +190,32 @@ impl Cache {
         if len < old {
             let ps = self.page_size() as u64;
             self.truncate_inode_pages_range(inode, len, old.div_ceil(ps) * ps);
+            self.unmap_cow_copies(inode, len.div_ceil(ps));
         }
         set_len(len)
     }
 
+    /// truncate_pagecache's unmap_mapping_range(holebegin, 0, even_cows=1)
+    /// for what the file's rmap cannot reach: the private mappings' copies
+    /// (and their swap entries) of pages from `first` on, so an access
+    /// past the new EOF faults and gets PastEof. One pass after the pages
+    /// went is enough: a copy is installed under the lock of the file's
+    /// page with i_size checked under it, so a fault that saw the old size
+    /// finished before truncation could lock and remove that page.
+    fn unmap_cow_copies(&self, inode: &Inode, first: u64) {
+        // Out of i_mmap before zapping: the zap takes page locks, which
+        // come before i_mmap in the lock order.
+        let cows: Vec<_> = inode.i_mmap.read().iter().filter(|v| v.is_cow_mapping()).cloned().collect();
+        for vma in cows {
+            let from = first.saturating_sub(vma.pgoff).min(vma.nr_pages) as usize;
+            self.zap_cow_range(inode, &vma, from, vma.nr_pages as usize);
+        }
+    }
+
     /// Hole punch: drop the cached range, then deallocate it on the device.
+    /// Private mappings keep their copies of the hole's pages (the
+    /// kernel's punch unmaps with even_cows = 0): only the file's pages
+    /// are unmapped, through their rmap.
     pub fn punch_hole(&self, inode: &Inode, offset: u64, len: u64) -> Result<()> {
         let _inval = inode.invalidate_lock.write();
         let size = inode.size.load(Ordering::Acquire);

@@ -406,3 +406,104 @@ fn mapping_load_u64_agrees_with_the_guard() {
     let shared = f.map(0, 4 * PS, MapFlags::READ).unwrap();
     assert_eq!(shared.load_u64(3, 0).unwrap(), word_of(4), "the file never saw the copies");
 }
+
+// Goal: truncation takes a private mapping's copies past the new EOF
+// with the file's pages (truncate_pagecache: unmap_mapping_range with
+// even_cows), as Linux does: an access past EOF is PastEof (SIGBUS) even
+// where the mapping had written a copy, the copies' frames go back, and a
+// file extended again shows its new zeroes there, not the old copy. The
+// copy of the page EOF now cuts through stays (holebegin rounds up).
+#[test]
+fn truncate_zaps_private_copies_past_eof() {
+    let dir = tempfile::tempdir().unwrap();
+    let pc = cache(256, 0, quiet());
+    let (f, _path) = host_file(&pc, &dir, 8);
+    let m = f.map(0, 8 * PS, PRIVATE_RW).unwrap();
+    for page in [1, 2, 5, 6] {
+        write_stamp(&m, 4, page, 1).unwrap();
+    }
+    assert_eq!(ends(&m, 7).0, word_of(8), "page 7 mapped read-only");
+    assert_eq!(pc.vmstat().get(Item::nr_anon_pages), 4);
+    let free = pc.nr_free_pages();
+
+    f.set_len(2 * PS + 100).unwrap();
+    assert_eq!(pc.vmstat().get(Item::nr_anon_pages), 2, "the copies of pages 5 and 6 went");
+    assert!(pc.nr_free_pages() >= free + 2, "their frames were freed: {free} -> {}", pc.nr_free_pages());
+    for page in [3, 5, 6, 7] {
+        assert!(matches!(m.load_u64(page, 0), Err(Error::PastEof { .. })), "page {page} is past EOF");
+        assert!(matches!(m.page(page), Err(Error::PastEof { .. })), "page {page}: a guard too");
+    }
+    assert!(matches!(m.write(5 * PS, b"x"), Err(Error::PastEof { .. })), "no new copy past EOF");
+    assert_eq!(ends(&m, 1), (stamp(4, 1, 1), stamp(4, 1, 1)), "a copy below EOF stays");
+    assert_eq!(ends(&m, 2), (stamp(4, 2, 1), stamp(4, 2, 1)), "so does the copy EOF cuts through");
+    assert_eq!(pc.vmstat().get(Item::nr_anon_pages), 2);
+
+    f.set_len(8 * PS).unwrap();
+    assert_eq!(m.load_u64(5, 0).unwrap(), 0, "the extended file's zeroes, not the old copy");
+    assert_eq!(m.load_u64(6, PS as usize - 8).unwrap(), 0);
+    drop(m);
+    assert_eq!(pc.vmstat().get(Item::nr_anon_pages), 0);
+}
+
+// Goal: the same with the copies on swap: truncation frees their swap
+// slots (and swap-cache pages) past EOF; only the copies below EOF keep
+// theirs; those still read back right. Method: a 64-page cache with swap
+// and a private mapping of 128 pages written whole, so most copies are
+// on swap when the file is cut to two and a half pages.
+#[test]
+fn truncate_frees_swapped_private_copies_past_eof() {
+    let dir = tempfile::tempdir().unwrap();
+    let pc = cache(64, 512, quiet());
+    let (f, _path) = host_file(&pc, &dir, 128);
+    let m = f.map(0, 128 * PS, PRIVATE_RW).unwrap();
+    for i in 0..128 {
+        write_stamp(&m, 5, i, 1).unwrap();
+    }
+    let vm = pc.vmstat();
+    assert!(vm.get(Item::swap_used_pages) > 32, "copies went to swap: {}", vm.get(Item::swap_used_pages));
+
+    f.set_len(2 * PS + 100).unwrap();
+    pc.lru_add_drain_all();
+    let vm = pc.vmstat();
+    assert!(vm.get(Item::swap_used_pages) <= 3, "slots past EOF freed: {}", vm.get(Item::swap_used_pages));
+    assert!(vm.get(Item::nr_anon_pages) <= 3, "copies past EOF freed: {}", vm.get(Item::nr_anon_pages));
+    assert!(vm.get(Item::nr_swapcached) <= 3, "{}", vm.get(Item::nr_swapcached));
+    for page in [3, 64, 127] {
+        assert!(matches!(m.load_u64(page, 8), Err(Error::PastEof { .. })), "page {page} is past EOF");
+    }
+    for page in 0..3 {
+        assert_eq!(ends(&m, page), (stamp(5, page, 1), stamp(5, page, 1)), "page {page}");
+    }
+    drop(m);
+    pc.lru_add_drain_all();
+    let vm = pc.vmstat();
+    assert_eq!(vm.get(Item::nr_anon_pages), 0);
+    assert_eq!(vm.get(Item::swap_used_pages), 0, "no swap slot leaked");
+}
+
+// Goal: a hole punched in the file keeps a private mapping's copies
+// (unmap_mapping_range with even_cows = 0, as Linux's punch does): a
+// written page still reads its copy, an unwritten one reads the hole's
+// zeroes, and a shared mapping sees zeroes everywhere in the hole.
+#[test]
+fn punch_hole_keeps_private_copies() {
+    let dir = tempfile::tempdir().unwrap();
+    let pc = cache(256, 0, quiet());
+    let (f, _path) = host_file(&pc, &dir, 8);
+    let shared = f.map(0, 8 * PS, MapFlags::READ).unwrap();
+    let m = f.map(0, 8 * PS, PRIVATE_RW).unwrap();
+    write_stamp(&m, 6, 2, 1).unwrap();
+    write_stamp(&m, 6, 3, 1).unwrap();
+    assert_eq!(ends(&m, 4).0, word_of(5), "page 4 mapped read-only");
+    assert_eq!(ends(&shared, 3).0, word_of(4));
+
+    f.punch_hole(2 * PS, 3 * PS).unwrap();
+    assert_eq!(pc.vmstat().get(Item::nr_anon_pages), 2, "the copies stay");
+    assert_eq!(ends(&m, 2), (stamp(6, 2, 1), stamp(6, 2, 1)));
+    assert_eq!(ends(&m, 3), (stamp(6, 3, 1), stamp(6, 3, 1)));
+    assert_eq!(ends(&m, 4), (0, 0), "an unwritten page shows the hole");
+    assert_eq!(ends(&m, 5).0, word_of(6), "past the hole: the file");
+    for page in 2..5 {
+        assert_eq!(ends(&shared, page), (0, 0), "shared page {page} shows the hole");
+    }
+}

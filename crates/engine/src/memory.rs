@@ -604,29 +604,46 @@ impl Cache {
     }
 
     /// handle_mm_fault on an anonymous region: the page at `slot`, mapped,
-    /// with a reference the caller drops. Bounded: each retry follows a
-    /// change of the entry by a racing fault, reclaim or MADV_DONTNEED.
+    /// with a reference the caller drops.
     fn handle_anon_fault(&self, vma: &Vma, slot: usize, write: bool) -> Result<Pfn> {
+        self.handle_pte_fault(vma, slot, write, || self.do_anonymous_page(vma, slot))
+            .ok_or_else(|| Error::InvalidArgument(format!("anonymous page {slot} kept changing under its fault")))?
+    }
+
+    /// handle_pte_fault for the entries anonymous pages live in (an
+    /// anonymous region, a private mapping): a present entry is returned
+    /// as is (a racing fault mapped it, or no hazard slot was free), a
+    /// swap entry is `do_swap_page`, an empty one `do_none` (which differs
+    /// by region). Some(the page with a reference the caller drops, or the
+    /// fault's error); None if the entry kept changing: bounded, each
+    /// retry follows a change by a racing fault, reclaim or MADV_DONTNEED.
+    fn handle_pte_fault(
+        &self,
+        vma: &Vma,
+        slot: usize,
+        write: bool,
+        mut do_none: impl FnMut() -> Result<Option<Pfn>>,
+    ) -> Option<Result<Pfn>> {
         let pte = &vma.ptes[slot];
         for _ in 0..16 {
             let e = pte.load(Ordering::Acquire);
             if let Some(pfn) = pte_pfn(e) {
-                // Present (a racing fault mapped it, or no hazard slot was
-                // free).
                 if self.get_mapped_page(pte, pfn) {
-                    return Ok(pfn);
+                    return Some(Ok(pfn));
                 }
                 continue;
             }
             let done = match pte_swap_slot(e) {
-                Some(swap) => self.do_swap_page(vma, slot, swap, write)?,
-                None => self.do_anonymous_page(vma, slot)?,
+                Some(swap) => self.do_swap_page(vma, slot, swap, write),
+                None => do_none(),
             };
-            if let Some(pfn) = done {
-                return Ok(pfn);
+            match done {
+                Ok(Some(pfn)) => return Some(Ok(pfn)),
+                Ok(None) => {}
+                Err(e) => return Some(Err(e)),
             }
         }
-        Err(Error::InvalidArgument(format!("anonymous page {slot} kept changing under its fault")))
+        None
     }
 
     /// do_anonymous_page: a zero-filled page for an empty entry. None if a
@@ -780,28 +797,13 @@ impl Cache {
     /// handle_mm_fault on a private file mapping: the page at `slot`,
     /// mapped, with a reference the caller drops. A present entry is
     /// returned as is: a write to a file page the caller then makes is
-    /// `wp_page_copy` (mapped_write). Bounded: each retry follows a change
-    /// of the entry by a racing fault, reclaim or MADV_DONTNEED.
+    /// `wp_page_copy` (mapped_write). An empty entry is a read fault (the
+    /// file's page, read-only) or a write fault (a copy).
     fn handle_cow_fault(&self, inode: &Inode, vma: &Vma, slot: usize, write: bool) -> Result<Pfn> {
-        let pte = &vma.ptes[slot];
-        for _ in 0..16 {
-            let e = pte.load(Ordering::Acquire);
-            if let Some(pfn) = pte_pfn(e) {
-                if self.get_mapped_page(pte, pfn) {
-                    return Ok(pfn);
-                }
-                continue;
-            }
-            let done = match pte_swap_slot(e) {
-                Some(swap) => self.do_swap_page(vma, slot, swap, write)?,
-                None if write => self.do_cow_fault(inode, vma, slot)?,
-                None => self.do_read_fault(inode, vma, slot)?,
-            };
-            if let Some(pfn) = done {
-                return Ok(pfn);
-            }
-        }
-        Err(Error::InvalidArgument(format!("page {slot} of a private mapping of {} kept changing", inode.name)))
+        let do_none = || if write { self.do_cow_fault(inode, vma, slot) } else { self.do_read_fault(inode, vma, slot) };
+        self.handle_pte_fault(vma, slot, write, do_none).ok_or_else(|| {
+            Error::InvalidArgument(format!("page {slot} of a private mapping of {} kept changing", inode.name))
+        })?
     }
 
     /// do_read_fault on a private mapping: map the file's page read-only.

@@ -10,7 +10,8 @@
 //! `hit/pageref_read_into_4k`. Last, the best of 15 rounds of each
 //! `load_u64` row, printed, beside the kernel's own mapped page cache on
 //! the same keys (an 8-byte load from a populated shared mapping of a
-//! memfd of the same size), so the two figures come from the same run.
+//! memfd of the same size), so the two figures come from the same run,
+//! and `Mapping::load_u64_many` on the same keys, 64 per call.
 //!
 //! `MAPPED_BENCH_MIB` sets the mapping's size (a power of two, default
 //! 64); `hitpath`'s rows use 4 GiB, where the page table and the frames
@@ -213,6 +214,36 @@ fn run_cpu<M: Sync, F: Fn(&M, u64) -> u64 + Sync>(
     })
 }
 
+/// Keys per `Mapping::load_u64_many` call in the batched rows: a caller
+/// with a batch of lookups in hand (an index probe, a join) passes them
+/// all; the mapping takes them 8 at a time.
+const MANY: usize = 64;
+
+/// As `run_cpu` for `Mapping::load_u64_many`: each thread loads its keys
+/// (as byte positions) `MANY` per call; CPU time summed.
+fn run_cpu_many(m: &Mapping, pos: &[Vec<u64>], threads: usize, iters: u64) -> Duration {
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads)
+            .map(|t| {
+                let pos = &pos[t];
+                s.spawn(move || {
+                    let start = thread_cpu();
+                    let mut acc = 0u64;
+                    let mut out = [0u64; MANY];
+                    for n in (0..iters as usize).step_by(MANY) {
+                        let at = n & (KEYS - 1);
+                        m.load_u64_many(&pos[at..at + MANY], &mut out).expect("mapped");
+                        acc = out.iter().fold(acc, |a, &w| a.wrapping_add(w));
+                    }
+                    black_box(acc);
+                    thread_cpu() - start
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().expect("bench thread")).sum()
+    })
+}
+
 #[inline(always)]
 fn kernel_load(k: &KernelMap, key: u64) -> u64 {
     k.load(key)
@@ -252,7 +283,9 @@ fn best_of_rounds(_c: &mut Criterion) {
     let k = KernelMap::new(pages);
     let keys: Vec<Vec<u64>> = (0..2).map(|t| zipf_keys(pages, 0.99, KEYS, 11 + t)).collect();
     let ns = |d: Duration, threads: usize| d.as_nanos() as f64 / (threads * KEYS) as f64;
+    let pos: Vec<Vec<u64>> = keys.iter().map(|k| k.iter().map(|&p| p * 4096).collect()).collect();
     let (mut one, mut two, mut direct, mut direct2, mut kernel) = (vec![], vec![], vec![], vec![], vec![]);
+    let (mut many, mut many2) = (vec![], vec![]);
     for _ in 0..15 {
         // Function items (each its own type), so each access is inlined
         // into its loop as a caller's would be (the criterion rows call
@@ -262,6 +295,8 @@ fn best_of_rounds(_c: &mut Criterion) {
         direct.push(ns(run_cpu(&m, &keys, 1, KEYS as u64, load_word_direct), 1));
         two.push(ns(run_cpu(&m, &keys, 2, KEYS as u64, load_word), 2));
         direct2.push(ns(run_cpu(&m, &keys, 2, KEYS as u64, load_word_direct), 2));
+        many.push(ns(run_cpu_many(&m, &pos, 1, KEYS as u64), 1));
+        many2.push(ns(run_cpu_many(&m, &pos, 2, KEYS as u64), 2));
     }
     let stats = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
@@ -269,13 +304,16 @@ fn best_of_rounds(_c: &mut Criterion) {
     };
     let ((t1, m1), (t2, m2), (tk, mk)) = (stats(&mut one), stats(&mut two), stats(&mut kernel));
     let ((d1, dm1), (d2, dm2)) = (stats(&mut direct), stats(&mut direct2));
+    let ((b1, bm1), (b2, bm2)) = (stats(&mut many), stats(&mut many2));
     eprintln!(
         "mapped_hit over {} MiB, CPU ns per access, best / median of 15 rounds:\n  \
          kernel mmap, 1 thread:             {tk:.1} / {mk:.1}\n  \
          page() + load_u64, 1 thread:       {t1:.1} / {m1:.1}\n  \
          Mapping::load_u64, 1 thread:       {d1:.1} / {dm1:.1}\n  \
          page() + load_u64, 2 threads:      {t2:.1} / {m2:.1}\n  \
-         Mapping::load_u64, 2 threads:      {d2:.1} / {dm2:.1}",
+         Mapping::load_u64, 2 threads:      {d2:.1} / {dm2:.1}\n  \
+         Mapping::load_u64_many, 1 thread:  {b1:.1} / {bm1:.1}\n  \
+         Mapping::load_u64_many, 2 threads: {b2:.1} / {bm2:.1}",
         pages / 256,
     );
 }

@@ -25,7 +25,11 @@
 //! (or has no thread slot) falls back to a reference count. Beside them,
 //! one transient slot for an access that pins, reads and unpins with
 //! nothing in between (`Mapping::load_u64`): it never nests, so it needs
-//! no free mask, and the access stays a handful of instructions.
+//! no free mask, and the access stays a handful of instructions. And
+//! `BATCH_PINS` batch slots for `Mapping::load_u64_many`, which announces
+//! the frames of several accesses with one barrier, then re-checks and
+//! reads them all, then clears them: the same rule as the transient slot,
+//! for a group (memory.rs, `pte_access_batch`).
 //!
 //! Walk announcements: the same scheme keeps page-tree *nodes* alive under
 //! lock-free readers (the kernel frees xa_nodes by RCU). Before walking a
@@ -67,6 +71,11 @@ use crate::percpu::thread_slot;
 pub const HAZARDS_PER_THREAD: usize = 8;
 #[cfg(loom)]
 pub const HAZARDS_PER_THREAD: usize = 2;
+/// Batch slots per thread (`pin_batch`).
+#[cfg(not(loom))]
+pub const BATCH_PINS: usize = 8;
+#[cfg(loom)]
+pub const BATCH_PINS: usize = 2;
 /// Rows: one per thread slot.
 #[cfg(not(loom))]
 const ROWS: usize = crate::percpu::MAX_SLOTS;
@@ -79,6 +88,8 @@ struct HazardRow {
     /// The transient slot (`pin_transient`). Written only by the owning
     /// thread.
     transient: AtomicU32,
+    /// The batch slots (`pin_batch`). Written only by the owning thread.
+    batch: [AtomicU32; BATCH_PINS],
     /// Bit i set: slot i is free. Written only by the owning thread.
     free: AtomicU32,
     /// The node epoch announced by a page-tree walk in progress, 0 when
@@ -160,6 +171,7 @@ impl HazardTable {
             .map(|_| HazardRow {
                 slots: std::array::from_fn(|_| AtomicU32::new(NO_PFN)),
                 transient: AtomicU32::new(NO_PFN),
+                batch: std::array::from_fn(|_| AtomicU32::new(NO_PFN)),
                 free: AtomicU32::new((1 << HAZARDS_PER_THREAD) - 1),
                 walk: AtomicU64::new(0),
             })
@@ -289,6 +301,30 @@ impl HazardTable {
         slot.store(NO_PFN, Ordering::Release);
     }
 
+    /// Announce `pfns` (at most `BATCH_PINS`; `NO_PFN` for none) in the
+    /// batch slots of row `row_idx` (the calling thread's), with one
+    /// barrier for all, for accesses that unpin them all (`unpin_batch`)
+    /// before the next batch. The caller must then re-check each, as after
+    /// `pin_in_row`. None if the row does not exist.
+    #[inline(always)]
+    pub fn pin_batch(&self, row_idx: usize, pfns: &[Pfn]) -> Option<&[AtomicU32; BATCH_PINS]> {
+        let slots = &self.rows.get(row_idx)?.batch;
+        for (slot, &pfn) in slots.iter().zip(pfns) {
+            slot.store(pfn, Ordering::Relaxed);
+        }
+        self.reader_barrier();
+        Some(slots)
+    }
+
+    /// Withdraw the first `n` batch announcements.
+    #[inline(always)]
+    pub fn unpin_batch(slots: &[AtomicU32; BATCH_PINS], n: usize) {
+        for slot in &slots[..n] {
+            // Release: our reads of the frames happen before the slots clear.
+            slot.store(NO_PFN, Ordering::Release);
+        }
+    }
+
     /// Withdraw an announcement. Must run on the thread that pinned.
     #[inline]
     pub fn unpin(&self, h: Hazard) {
@@ -304,7 +340,7 @@ impl HazardTable {
         self.barrier();
         out.clear();
         for row in self.rows.iter() {
-            for s in row.slots.iter().chain(std::iter::once(&row.transient)) {
+            for s in row.slots.iter().chain(std::iter::once(&row.transient)).chain(row.batch.iter()) {
                 let p = s.load(Ordering::Acquire);
                 if p != NO_PFN {
                     out.push(p);

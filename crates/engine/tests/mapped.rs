@@ -502,7 +502,8 @@ fn exec_mappings_kept_under_pressure() {
 // MADV_DONTNEED, another truncates the file's second half away and
 // rewrites it, and another rewrites whole pages through a writable mapping. A reader sees each page as its bytes (i + 1) or, in the
 // truncated half, zeroes (re-extended, not yet rewritten) or PastEof;
-// never a mix, never another page's bytes.
+// never a mix, never another page's bytes; a third reader does the same
+// through `Mapping::load_u64_many`, 16 words a call.
 // Method: a 96-page cache under a 200-page file, two reader threads doing
 // a fixed number of accesses each, the other threads running until then.
 #[test]
@@ -597,15 +598,46 @@ fn unmap_racing_access() {
             })
         })
         .collect();
+    // A third reader loads words of 16 random pages per call with
+    // `Mapping::load_u64_many` (the batched access): each word is its
+    // page's bytes, or zeroes in the truncated half; a batch may stop at a
+    // page past EOF.
+    let batched = {
+        let m = m.clone();
+        std::thread::spawn(move || {
+            let mut rng = StdRng::seed_from_u64(3);
+            let mut out = [0u64; 16];
+            let mut seen = 0u64;
+            for _ in 0..1_500 {
+                let pos: Vec<u64> =
+                    (0..16).map(|_| rng.gen_range(0..PAGES) * PS + rng.gen_range(0..PS / 8) * 8).collect();
+                match m.load_u64_many(&pos, &mut out) {
+                    Ok(()) => {
+                        for (&p, &w) in pos.iter().zip(&out) {
+                            let i = p / PS;
+                            let ok = w == u64::from_ne_bytes([(i + 1) as u8; 8]) || (i >= HALF && w == 0);
+                            assert!(ok, "page {i} shows {w:#x}");
+                        }
+                        seen += 16;
+                    }
+                    Err(Error::PastEof { .. }) => assert!(pos.iter().any(|&p| p / PS >= HALF)),
+                    Err(e) => panic!("load_u64_many: {e}"),
+                }
+            }
+            seen
+        })
+    };
     let mut seen = 0;
     for r in readers {
         seen += r.join().expect("a reader failed").0;
     }
+    let batched = batched.join().expect("the batched reader failed");
     stop.store(true, Ordering::Relaxed);
     for t in others {
         t.join().expect("a racing thread failed");
     }
     assert!(seen > 20_000);
+    assert!(batched > 0, "some batch loaded all its words");
     let vm = cache.vmstat();
     assert!(vm.get(Item::pgunmap) > 0, "reclaim or truncation unmapped pages");
     assert!(vm.get(Item::pgfault) > PAGES, "accesses faulted pages back in");

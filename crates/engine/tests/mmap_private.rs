@@ -507,3 +507,63 @@ fn punch_hole_keeps_private_copies() {
         assert_eq!(ends(&shared, page), (0, 0), "shared page {page} shows the hole");
     }
 }
+
+// Goal: `Mapping::load_u64_many` (the batched access) loads what
+// `load_u64` loads, key by key, on every kind of entry and in any order
+// (missing pages fault, file pages, copies, copies on swap, one page
+// several times in a batch), with batches of every length; and refuses
+// what `load_u64` refuses, with the words before the bad position loaded.
+#[test]
+fn load_u64_many_agrees_with_load_u64() {
+    let dir = tempfile::tempdir().unwrap();
+    let pc = cache(64, 512, quiet());
+    let (f, _path) = host_file(&pc, &dir, 128);
+    let m = f.map(0, 128 * PS, PRIVATE_RW).unwrap();
+    // Copies of every third page (most go to swap), the rest untouched.
+    for i in (0..128).step_by(3) {
+        write_stamp(&m, 7, i, 1).unwrap();
+    }
+    assert!(pc.vmstat().get(Item::pswpout) > 0, "some copies are on swap");
+    let expect = |pos: u64| -> u64 {
+        let (page, off) = (pos / PS, pos % PS);
+        if page % 3 == 0 && (off == 0 || off == PS - 8) {
+            stamp(7, page, 1)
+        } else {
+            word_of(original(page))
+        }
+    };
+    let mut rng = StdRng::seed_from_u64(12);
+    for round in 0..200 {
+        let n = rng.gen_range(0..40);
+        let pos: Vec<u64> = (0..n)
+            .map(|_| {
+                let page = if rng.gen_bool(0.2) { 5 } else { rng.gen_range(0..128) };
+                let off = match rng.gen_range(0..3) {
+                    0 => 0,
+                    1 => PS - 8,
+                    _ => rng.gen_range(0..PS / 8) * 8,
+                };
+                page * PS + off
+            })
+            .collect();
+        let mut out = vec![0u64; n];
+        m.load_u64_many(&pos, &mut out).unwrap();
+        for (j, &p) in pos.iter().enumerate() {
+            assert_eq!(out[j], expect(p), "round {round}: word {j} at {p}");
+            assert_eq!(m.load_u64(p / PS, (p % PS) as usize).unwrap(), out[j]);
+        }
+    }
+    let mut out = [0u64; 12];
+    let bad = |at: u64| {
+        let mut pos: Vec<u64> = (0..12).map(|j| j * PS).collect();
+        pos[9] = at;
+        pos
+    };
+    assert!(matches!(m.load_u64_many(&bad(4), &mut out), Err(Error::InvalidArgument(_))), "unaligned");
+    assert_eq!(out[8], expect(8 * PS), "the words before the bad one are loaded");
+    assert!(matches!(m.load_u64_many(&bad(128 * PS), &mut out), Err(Error::InvalidArgument(_))), "past the map");
+    assert!(matches!(m.load_u64_many(&[0, 8], &mut out), Err(Error::InvalidArgument(_))), "lengths differ");
+    f.set_len(8 * PS).unwrap();
+    assert!(matches!(m.load_u64_many(&bad(9 * PS), &mut out), Err(Error::PastEof { .. })), "past EOF");
+    assert_eq!(out[3], expect(3 * PS));
+}

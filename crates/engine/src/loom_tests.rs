@@ -9,7 +9,7 @@ use loom::thread;
 use crate::arena::Arena;
 use crate::hazard::HazardTable;
 use crate::highmem::{copy_to_words, fill_words, seqcount_read, write_section};
-use crate::memory::{pte_access_transient, pte_pin, ptep_get_and_clear};
+use crate::memory::{pte_access_batch, pte_access_transient, pte_pin, ptep_get_and_clear};
 use crate::mmap::{pte_pfn, pte_swap_slot, swp_pte, PTE_DIRTY, PTE_PRESENT};
 use crate::page_writeback::{errseq_check_and_advance, errseq_sample, errseq_set};
 
@@ -252,6 +252,44 @@ fn pte_clear_vs_transient_access_never_uses_a_reused_frame() {
         }
         reader.join().unwrap();
         assert_eq!(pte.load(Ordering::Relaxed), 0, "a cleared entry came back");
+    });
+}
+
+// Goal (memory.rs, `Mapping::load_u64_many`): the batched protocol (both
+// entries loaded, both frames announced in the batch slots behind one
+// barrier, then each re-checked and read, then the slots cleared): the
+// read of a frame never runs on a reused frame while a remover clears
+// one of the entries and frees its frame if no slot announces it; the
+// other access of the batch is unaffected, and the cleared entry never
+// comes back.
+#[test]
+fn pte_clear_vs_batched_access_never_uses_a_reused_frame() {
+    loom::model(|| {
+        let hz = Arc::new(HazardTable::new());
+        const PFNS: [u32; 2] = [5, 6];
+        let ptes = Arc::new([AtomicU64::new(PFNS[0] as u64 | PTE_PRESENT), AtomicU64::new(PFNS[1] as u64 | PTE_PRESENT)]);
+        let young = Arc::new([AtomicU8::new(0), AtomicU8::new(0)]);
+        let generation = Arc::new(AtomicU32::new(0));
+        let (hz2, ptes2, young2, gen2) = (hz.clone(), ptes.clone(), young.clone(), generation.clone());
+        let reader = thread::spawn(move || {
+            let entry = |j: usize| (&ptes2[j], &young2[j]);
+            let done = pte_access_batch(&hz2, 1, 2, 0b11, entry, |j, pfn| {
+                assert_eq!(pfn, PFNS[j]);
+                if j == 0 {
+                    assert_eq!(gen2.load(Ordering::Acquire), 0, "a batched access used a reused frame");
+                }
+            });
+            assert_eq!(done & 0b10, 0b10, "the untouched entry was read");
+        });
+        let old = ptep_get_and_clear(&ptes[0]);
+        assert_eq!(pte_pfn(old), Some(PFNS[0]));
+        let mut pinned = Vec::new();
+        hz.scan(&mut pinned);
+        if pinned.binary_search(&PFNS[0]).is_err() {
+            generation.store(1, Ordering::Release);
+        }
+        reader.join().unwrap();
+        assert_eq!(ptes[0].load(Ordering::Relaxed), 0, "a cleared entry came back");
     });
 }
 

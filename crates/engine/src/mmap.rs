@@ -383,6 +383,44 @@ impl FastPath {
     }
 }
 
+impl FastPath {
+    /// Start loading the entry and young byte of `page` into the cache.
+    #[inline(always)]
+    fn prefetch_pte(&self, page: u64) {
+        if page < self.nr_pages {
+            prefetch(self.ptes.wrapping_add(page as usize));
+            prefetch(self.young.wrapping_add(page as usize));
+        }
+    }
+
+    /// Start loading the word at `offset` of the frame `page`'s entry maps
+    /// now, if present: a guess the access validates later.
+    #[inline(always)]
+    fn prefetch_frame(&self, page: u64, offset: u64) {
+        if page < self.nr_pages {
+            // SAFETY: below nr_pages, the table's length; the table lives
+            // as long as the mapping this view belongs to.
+            let e = unsafe { &*self.ptes.add(page as usize) }.load(Ordering::Relaxed);
+            if let Some(pfn) = pte_pfn(e) {
+                prefetch(self.frames.wrapping_add(((pfn as usize) << self.page_shift) + offset as usize));
+            }
+        }
+    }
+}
+
+/// A hint to start loading the cache line at `p`: it never faults and
+/// reads nothing the program sees, so any address will do.
+#[inline(always)]
+fn prefetch<T>(p: *const T) {
+    #[cfg(all(target_arch = "x86_64", not(loom)))]
+    // SAFETY: prefetch is a hint: no access, no fault, whatever `p` is.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast::<i8>())
+    };
+    #[cfg(not(all(target_arch = "x86_64", not(loom))))]
+    let _ = p;
+}
+
 impl Mapping {
     pub(crate) fn new(
         cache: Arc<Cache>,
@@ -538,10 +576,25 @@ impl Mapping {
         }
         let f = &self.fast;
         let mask = (1u64 << f.page_shift) - 1;
-        for (pos, out) in pos.chunks(LOAD_BATCH).zip(out.chunks_mut(LOAD_BATCH)) {
+        // Software pipeline, by chunks of LOAD_BATCH: the entries of the
+        // chunk after next are prefetched, the next chunk's frames are
+        // prefetched through its entries as they are now (unvalidated: a
+        // prefetch is a hint and reads nothing), and this chunk runs the
+        // protocol on lines already on their way.
+        for k in pos.iter().take(2 * LOAD_BATCH) {
+            f.prefetch_pte(k >> f.page_shift);
+        }
+        for (c, (chunk, out)) in pos.chunks(LOAD_BATCH).zip(out.chunks_mut(LOAD_BATCH)).enumerate() {
+            let ahead = |d: usize| pos.iter().skip((c + d) * LOAD_BATCH).take(LOAD_BATCH);
+            for &k in ahead(2) {
+                f.prefetch_pte(k >> f.page_shift);
+            }
+            for &k in ahead(1) {
+                f.prefetch_frame(k >> f.page_shift, k & mask);
+            }
             let mut keys = [(0usize, 0usize); LOAD_BATCH];
             let mut valid = 0u32;
-            for (j, &p) in pos.iter().enumerate() {
+            for (j, &p) in chunk.iter().enumerate() {
                 let (page, offset) = (p >> f.page_shift, (p & mask) as usize);
                 if page < f.nr_pages && offset.is_multiple_of(8) {
                     keys[j] = (page as usize, offset);
@@ -552,9 +605,9 @@ impl Mapping {
             // cache's arena; every access `valid` names has a slot below
             // nr_pages and an aligned word of a page (checked just above);
             // `keys` and `out` are cut to the chunk's length.
-            let done = unsafe { crate::memory::follow_pte_load_u64_batch(f, &keys[..pos.len()], valid, out) };
-            if done != (1 << pos.len()) - 1 {
-                for (j, &p) in pos.iter().enumerate() {
+            let done = unsafe { crate::memory::follow_pte_load_u64_batch(f, &keys[..chunk.len()], valid, out) };
+            if done != (1 << chunk.len()) - 1 {
+                for (j, &p) in chunk.iter().enumerate() {
                     if done & (1 << j) == 0 {
                         out[j] = self.load_u64_slow(p >> f.page_shift, (p & mask) as usize)?;
                     }

@@ -267,7 +267,8 @@ fn pte_clear_vs_batched_access_never_uses_a_reused_frame() {
     loom::model(|| {
         let hz = Arc::new(HazardTable::new());
         const PFNS: [u32; 2] = [5, 6];
-        let ptes = Arc::new([AtomicU64::new(PFNS[0] as u64 | PTE_PRESENT), AtomicU64::new(PFNS[1] as u64 | PTE_PRESENT)]);
+        let ptes =
+            Arc::new([AtomicU64::new(PFNS[0] as u64 | PTE_PRESENT), AtomicU64::new(PFNS[1] as u64 | PTE_PRESENT)]);
         let young = Arc::new([AtomicU8::new(0), AtomicU8::new(0)]);
         let generation = Arc::new(AtomicU32::new(0));
         let (hz2, ptes2, young2, gen2) = (hz.clone(), ptes.clone(), young.clone(), generation.clone());

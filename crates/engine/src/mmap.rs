@@ -408,6 +408,12 @@ impl FastPath {
     }
 }
 
+/// How many chunks of `load_u64_many` ahead the entries are prefetched,
+/// and the frames through them (the entries' loads have had the chunks
+/// between to arrive).
+const PTE_AHEAD: usize = 2;
+const FRAME_AHEAD: usize = 1;
+
 /// A hint to start loading the cache line at `p`: it never faults and
 /// reads nothing the program sees, so any address will do.
 #[inline(always)]
@@ -581,15 +587,15 @@ impl Mapping {
         // prefetched through its entries as they are now (unvalidated: a
         // prefetch is a hint and reads nothing), and this chunk runs the
         // protocol on lines already on their way.
-        for k in pos.iter().take(2 * LOAD_BATCH) {
+        for k in pos.iter().take(PTE_AHEAD * LOAD_BATCH) {
             f.prefetch_pte(k >> f.page_shift);
         }
         for (c, (chunk, out)) in pos.chunks(LOAD_BATCH).zip(out.chunks_mut(LOAD_BATCH)).enumerate() {
             let ahead = |d: usize| pos.iter().skip((c + d) * LOAD_BATCH).take(LOAD_BATCH);
-            for &k in ahead(2) {
+            for &k in ahead(PTE_AHEAD) {
                 f.prefetch_pte(k >> f.page_shift);
             }
-            for &k in ahead(1) {
+            for &k in ahead(FRAME_AHEAD) {
                 f.prefetch_frame(k >> f.page_shift, k & mask);
             }
             let mut keys = [(0usize, 0usize); LOAD_BATCH];

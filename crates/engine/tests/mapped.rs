@@ -720,6 +720,11 @@ fn readme_mapping_example() {
         assert_eq!(&page.load_u64(0).unwrap().to_ne_bytes()[..5], b"hello");
         page.write(0, b"HELLO").unwrap();
     }
+    let mut words = [0u64; 2];
+    map.load_u64_many(&[0, 8], &mut words).unwrap();
+    assert_eq!(&words[0].to_ne_bytes()[..5], b"HELLO");
+    assert_eq!(words[1], 0);
+    assert!(matches!(map.load_u64_many(&[0, 4096], &mut words), Err(Error::PastEof { .. })), "page 1 is past EOF");
     map.madvise(0, 8 << 20, Madvise::Sequential).unwrap();
     map.msync(0, 4096).unwrap();
     drop(map);

@@ -143,6 +143,7 @@ impl Cache {
     /// lru_cache_add: queue a new page for the LRU (PG_active decides the
     /// list at drain time).
     pub fn lru_cache_add(&self, pfn: Pfn) {
+        self.lru_gen_fault_activate(pfn);
         self.page(pfn).get();
         let mut b = self.this_cpu().batches.lock();
         if b.lru_add.add(pfn) == 0 {

@@ -444,14 +444,14 @@ fn mglru_count_full_hint_never_outlives_reset() {
             // find_page_fast: the slot without the hint, the flags full.
             let e = s2.load(Ordering::Acquire);
             if e & PAGE_HOT == 0 && count_full(f2.load(Ordering::Acquire)) {
-                set_count_full_hint(&s2, e, &f2);
+                set_count_full_hint(&*s2, e, &f2);
             }
         });
         // folio_inc_gen: to generation 2, the count reset; then the hint.
         let _ = flags.fetch_update(Ordering::AcqRel, Ordering::Acquire, |f| {
             Some((f & !(LRU_GEN_MASK | LRU_REFS_MASK | LRU_REFS_FLAGS)) | gen(2))
         });
-        clear_count_full_hint(&slot);
+        clear_count_full_hint(&*slot);
         hit.join().unwrap();
         let e = slot.load(Ordering::Acquire);
         assert_eq!(e, entry, "a hint outlived the reset (or the entry changed): {e:#x}");

@@ -11,10 +11,10 @@
 //! in its flags (`LRU_GEN_MASK`), and each generation has a list per type.
 //!
 //! ```text
-//!   read(2) fault-in --> min_seq ....... max_seq <-- activated, refault in fault
-//!                          |   ^ protected tiers, dirty (inc_gen)
-//!                          v
-//!                       evicted: shadow = (min_seq, refs)
+//!   read(2) --> min_seq ....... max_seq <-- activated, faulted in (in_lru_fault)
+//!                 |   ^ protected tiers, dirty (inc_gen)
+//!                 v
+//!              evicted: shadow = (min_seq, refs)
 //! ```
 //!
 //! - **Aging** (`inc_max_seq`) opens a new youngest generation; when four
@@ -30,6 +30,8 @@
 //!   PG_referenced, the second PG_workingset, the next ones count in the
 //!   flags' 2-bit field (`folio_inc_refs`, lockless: one compare-and-swap,
 //!   none once the count is full; no lru_lock, no list move on a hit).
+//!   Once the count is full, a hint in the page's tree slot lets hits skip
+//!   the page descriptor (`set_count_full_hint`, pcache's own).
 //! - **Eviction** (`evict_folios`) scans the oldest generation of the type
 //!   `get_type_to_scan` picks. `sort_folio` keeps pages whose tier the
 //!   refault feedback protects (to the next generation, their count reset)
@@ -52,7 +54,7 @@
 //! and `sort_folio` moves the page later); the walk therefore moves young
 //! pages under the lock, in batches. `min_ttl_ms` is checked by every
 //! reclaimer, not only kswapd, and where the kernel OOM-kills, pcache's
-//! reclaim refuses (the allocation fails with ENOMEM). `current->in_lru_fault`
+//! reclaim refuses (the allocation fails with ENOMEM at once). `current->in_lru_fault`
 //! is a thread-local flag set for the length of `handle_mm_fault`
 //! (`lru_gen_enter_fault`). Reclaim that meets dirty
 //! pages in the oldest generation wakes the flushers (later kernels do the
@@ -73,7 +75,7 @@ use crate::mm::Cache;
 use crate::mmap::{pte_pfn, Vma, VM_RAND_READ, VM_SEQ_READ};
 use crate::page::*;
 use crate::pagetree::PAGE_HOT;
-use crate::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use crate::tunables::{LruPolicy, Tunables};
 use crate::vmscan::{ScanControl, DEF_PRIORITY};
 use crate::vmstat::Item;
@@ -453,7 +455,7 @@ impl Cache {
     /// before the flag RMW that reset the count or took the page off a
     /// generation): see [`set_count_full_hint`]. The page is held by the
     /// caller (lru_lock: it is on a generation, or isolated by us).
-    fn lru_gen_clear_hint(&self, pfn: Pfn, old: u32) {
+    pub(crate) fn lru_gen_clear_hint(&self, pfn: Pfn, old: u32) {
         if !count_full(old) {
             return;
         }
@@ -1318,7 +1320,7 @@ pub(crate) fn count_full(flags: u32) -> bool {
 /// Protocol, with the clearer (`clear_count_full_hint`): the setter CASes
 /// the hint into the slot, then re-loads the flags and takes the hint back
 /// if the count is no longer full. Whoever resets the count (folio_inc_gen,
-/// isolate_folio, the walk, turning the multi-gen LRU off) does so by an
+/// isolate_folio, the walk, deactivate_file, turning the multi-gen LRU off) does so by an
 /// RMW of the flags and only then clears the hint by an RMW of the slot
 /// (`fetch_and`). Both slot operations are RMWs, so they are ordered: if
 /// the clear comes later, it removes the hint; if earlier, the setter's CAS
@@ -1328,12 +1330,40 @@ pub(crate) fn count_full(flags: u32) -> bool {
 /// stale for a moment only costs the page the marks of that moment; it
 /// never affects which bytes a reader sees.
 #[inline]
-pub(crate) fn set_count_full_hint(slot: &AtomicUsize, entry: usize, flags: &AtomicU32) {
-    if slot.compare_exchange(entry, entry | PAGE_HOT, Ordering::AcqRel, Ordering::Relaxed).is_ok()
-        && !count_full(flags.load(Ordering::Acquire))
-    {
+pub(crate) fn set_count_full_hint<S: SlotWord>(slot: &S, entry: usize, flags: &AtomicU32) {
+    if slot.cas(entry, entry | PAGE_HOT) && !count_full(flags.load(Ordering::Acquire)) {
         // Reset meanwhile: take the hint back (unless the clearer did).
-        let _ = slot.compare_exchange(entry | PAGE_HOT, entry, Ordering::AcqRel, Ordering::Relaxed);
+        slot.cas(entry | PAGE_HOT, entry);
+    }
+}
+
+/// A page-tree slot word: the tree's (std) atomic, and loom's in the model.
+pub(crate) trait SlotWord {
+    /// compare_exchange(AcqRel, Relaxed): whether it succeeded.
+    fn cas(&self, current: usize, new: usize) -> bool;
+    /// fetch_and(!PAGE_HOT, AcqRel).
+    fn clear_hint(&self);
+}
+
+impl SlotWord for std::sync::atomic::AtomicUsize {
+    #[inline]
+    fn cas(&self, current: usize, new: usize) -> bool {
+        use std::sync::atomic::Ordering as O;
+        self.compare_exchange(current, new, O::AcqRel, O::Relaxed).is_ok()
+    }
+    #[inline]
+    fn clear_hint(&self) {
+        self.fetch_and(!PAGE_HOT, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+#[cfg(loom)]
+impl SlotWord for loom::sync::atomic::AtomicUsize {
+    fn cas(&self, current: usize, new: usize) -> bool {
+        self.compare_exchange(current, new, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+    }
+    fn clear_hint(&self) {
+        self.fetch_and(!PAGE_HOT, Ordering::AcqRel);
     }
 }
 
@@ -1342,8 +1372,8 @@ pub(crate) fn set_count_full_hint(slot: &AtomicUsize, entry: usize, flags: &Atom
 /// now); it touches only the hint bit, and a hint it clears on another
 /// page that took the slot since only costs that page a mark.
 #[inline]
-pub(crate) fn clear_count_full_hint(slot: &AtomicUsize) {
-    slot.fetch_and(!PAGE_HOT, Ordering::AcqRel);
+pub(crate) fn clear_count_full_hint<S: SlotWord>(slot: &S) {
+    slot.clear_hint();
 }
 
 /// A number as the kernel's sscanf reads it (decimal, or 0x hex).

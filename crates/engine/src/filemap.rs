@@ -207,13 +207,17 @@ impl Cache {
             return None;
         }
         const HOT: u32 = PG_ACTIVE | PG_REFERENCED;
-        if self.hot_hints
-            && flags & (HOT | PG_UNEVICTABLE) == HOT
-            && slot.compare_exchange(entry, entry | PAGE_HOT, Ordering::AcqRel, Ordering::Relaxed).is_ok()
-            && page.flags() & HOT != HOT
-        {
-            // Deactivated meanwhile: take the hint back.
-            let _ = slot.compare_exchange(entry | PAGE_HOT, entry, Ordering::AcqRel, Ordering::Relaxed);
+        if self.hot_hints {
+            if flags & (HOT | PG_UNEVICTABLE) == HOT
+                && slot.compare_exchange(entry, entry | PAGE_HOT, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+                && page.flags() & HOT != HOT
+            {
+                // Deactivated meanwhile: take the hint back.
+                let _ = slot.compare_exchange(entry | PAGE_HOT, entry, Ordering::AcqRel, Ordering::Relaxed);
+            }
+        } else if crate::lru_gen::count_full(flags) {
+            // The multi-gen LRU's count-full hint (lru_gen.rs).
+            crate::lru_gen::set_count_full_hint(slot, entry, &page.flags);
         }
         Some((pfn, h, false))
     }

@@ -458,6 +458,45 @@ fn mglru_inc_refs_vs_inc_gen() {
     });
 }
 
+// Goal: the multi-gen LRU's count-full hint (lru_gen.rs
+// `set_count_full_hint` / `clear_count_full_hint`): a hit that found the
+// count full sets PAGE_HOT in the slot while reclaim resets the count
+// (folio_inc_gen's flag RMW) and then clears the hint. Whatever the
+// interleaving, no hint is left in the slot once both are done (a hint
+// outliving the reset would make every later hit skip its mark), and the
+// slot's entry is never changed otherwise.
+#[test]
+fn mglru_count_full_hint_never_outlives_reset() {
+    use crate::lru_gen::{clear_count_full_hint, count_full, set_count_full_hint};
+    use crate::page::{LRU_GEN_MASK, LRU_GEN_PGOFF, LRU_REFS_FLAGS, LRU_REFS_MASK};
+    use crate::page::{PG_LRU, PG_REFERENCED, PG_WORKINGSET};
+    use crate::pagetree::PAGE_HOT;
+    loom::model(|| {
+        let gen = |g: u32| (g + 1) << LRU_GEN_PGOFF;
+        let full = PG_LRU | gen(1) | PG_REFERENCED | PG_WORKINGSET | LRU_REFS_MASK;
+        assert!(count_full(full));
+        let entry: usize = 0x2a;
+        let flags = Arc::new(AtomicU32::new(full));
+        let slot = Arc::new(AtomicUsize::new(entry));
+        let (f2, s2) = (flags.clone(), slot.clone());
+        let hit = thread::spawn(move || {
+            // find_page_fast: the slot without the hint, the flags full.
+            let e = s2.load(Ordering::Acquire);
+            if e & PAGE_HOT == 0 && count_full(f2.load(Ordering::Acquire)) {
+                set_count_full_hint(&*s2, e, &f2);
+            }
+        });
+        // folio_inc_gen: to generation 2, the count reset; then the hint.
+        let _ = flags.fetch_update(Ordering::AcqRel, Ordering::Acquire, |f| {
+            Some((f & !(LRU_GEN_MASK | LRU_REFS_MASK | LRU_REFS_FLAGS)) | gen(2))
+        });
+        clear_count_full_hint(&*slot);
+        hit.join().unwrap();
+        let e = slot.load(Ordering::Acquire);
+        assert_eq!(e, entry, "a hint outlived the reset (or the entry changed): {e:#x}");
+    });
+}
+
 // Goal: the duel's lossy sample ring (admission.rs) never hands the
 // consumer a key twice nor one that was never pushed, whatever the
 // interleaving of two producers and a consumer draining meanwhile; keys

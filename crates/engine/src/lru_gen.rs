@@ -11,10 +11,10 @@
 //! in its flags (`LRU_GEN_MASK`), and each generation has a list per type.
 //!
 //! ```text
-//!   read(2) fault-in --> min_seq ....... max_seq <-- activated, refault in fault
-//!                          |   ^ protected tiers, dirty (inc_gen)
-//!                          v
-//!                       evicted: shadow = (min_seq, refs)
+//!   read(2) --> min_seq ....... max_seq <-- activated, faulted in (in_lru_fault)
+//!                 |   ^ protected tiers, dirty (inc_gen)
+//!                 v
+//!              evicted: shadow = (min_seq, refs)
 //! ```
 //!
 //! - **Aging** (`inc_max_seq`) opens a new youngest generation; when four
@@ -30,6 +30,8 @@
 //!   PG_referenced, the second PG_workingset, the next ones count in the
 //!   flags' 2-bit field (`folio_inc_refs`, lockless: one compare-and-swap,
 //!   none once the count is full; no lru_lock, no list move on a hit).
+//!   Once the count is full, a hint in the page's tree slot lets hits skip
+//!   the page descriptor (`set_count_full_hint`, pcache's own).
 //! - **Eviction** (`evict_folios`) scans the oldest generation of the type
 //!   `get_type_to_scan` picks. `sort_folio` keeps pages whose tier the
 //!   refault feedback protects (to the next generation, their count reset)
@@ -52,9 +54,9 @@
 //! and `sort_folio` moves the page later); the walk therefore moves young
 //! pages under the lock, in batches. `min_ttl_ms` is checked by every
 //! reclaimer, not only kswapd, and where the kernel OOM-kills, pcache's
-//! reclaim refuses (the allocation fails with ENOMEM). Pages faulted in are
-//! not put in the youngest generation at once (no `lru_gen_in_fault`):
-//! mapped pages are promoted by the walks instead. Reclaim that meets dirty
+//! reclaim refuses (the allocation fails with ENOMEM at once). `current->in_lru_fault`
+//! is a thread-local flag set for the length of `handle_mm_fault`
+//! (`lru_gen_enter_fault`). Reclaim that meets dirty
 //! pages in the oldest generation wakes the flushers (later kernels do the
 //! same; 6.1 leaves it to the writeback clock).
 
@@ -62,6 +64,7 @@
 // kernel's `for (type = ...; type < ANON_AND_FILE; type++)` do.
 #![allow(clippy::needless_range_loop)]
 
+use std::cell::Cell;
 use std::fmt::Write as _;
 
 use std::sync::Arc;
@@ -71,6 +74,7 @@ use crate::lruvec::LruGuard;
 use crate::mm::Cache;
 use crate::mmap::{pte_pfn, Vma, VM_RAND_READ, VM_SEQ_READ};
 use crate::page::*;
+use crate::pagetree::PAGE_HOT;
 use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use crate::tunables::{LruPolicy, Tunables};
 use crate::vmscan::{ScanControl, DEF_PRIORITY};
@@ -292,11 +296,73 @@ pub struct LruGenPage {
     pub workingset: bool,
 }
 
+std::thread_local! {
+    /// current->in_lru_fault: this thread is handling a fault on a mapping
+    /// whose accesses have recency (not MADV_SEQUENTIAL or MADV_RANDOM).
+    static IN_LRU_FAULT: Cell<bool> = const { Cell::new(false) };
+    /// This thread's last direct reclaim was refused by min_ttl_ms: the
+    /// point where lru_gen_age_node would call out_of_memory.
+    static MIN_TTL_OOM: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Take the min_ttl refusal of this thread's last direct reclaim:
+/// alloc_page fails at once with ENOMEM, where the kernel OOM-kills (there
+/// is no process to kill, and nothing else would free a frame).
+pub(crate) fn lru_gen_take_oom() -> bool {
+    MIN_TTL_OOM.with(|f| f.replace(false))
+}
+
+/// lru_gen_enter_fault .. lru_gen_exit_fault, as a guard: the flag is back
+/// to what it was however the fault returns (errors included).
+pub(crate) struct LruGenFault {
+    prev: bool,
+}
+
+impl Drop for LruGenFault {
+    fn drop(&mut self) {
+        IN_LRU_FAULT.with(|f| f.set(self.prev));
+    }
+}
+
+/// lru_gen_enter_fault (memory.c, 6.1): "the LRU algorithm doesn't apply
+/// to sequential or random reads".
+pub(crate) fn lru_gen_enter_fault(vma: &Vma) -> LruGenFault {
+    let recency = vma.hint.load(Ordering::Relaxed) & (VM_SEQ_READ | VM_RAND_READ) == 0;
+    LruGenFault { prev: IN_LRU_FAULT.with(|f| f.replace(recency)) }
+}
+
+/// Reclaim's PF_MEMALLOC as far as folio_add_lru cares: while the guard
+/// lives, pages added to the LRU are not "in fault" (a reclaim run from a
+/// fault's allocation is not the fault's access).
+fn lru_gen_memalloc() -> LruGenFault {
+    LruGenFault { prev: IN_LRU_FAULT.with(|f| f.replace(false)) }
+}
+
+/// lru_gen_in_fault.
+#[inline]
+fn lru_gen_in_fault() -> bool {
+    IN_LRU_FAULT.with(|f| f.get())
+}
+
 impl Cache {
     /// lru_gen_enabled: whether the multi-gen LRU holds the pages now.
     #[inline]
     pub fn lru_gen_enabled(&self) -> bool {
         self.lruvec.lrugen.caps.load(Ordering::Relaxed) & LRU_GEN_CORE != 0
+    }
+
+    /// folio_add_lru's multi-gen step (mm/swap.c, 6.1): a page added while
+    /// this thread handles a fault (and is not reclaiming) is set active,
+    /// so lru_gen_add_folio puts it in the youngest generation: it was
+    /// just accessed through a page table, which the tiers do not count.
+    #[inline]
+    pub(crate) fn lru_gen_fault_activate(&self, pfn: Pfn) {
+        if self.lru_gen_enabled() && lru_gen_in_fault() {
+            let page = self.page(pfn);
+            if page.flags() & (PG_UNEVICTABLE | PG_ACTIVE) == 0 {
+                page.set(PG_ACTIVE, &self.vm);
+            }
+        }
     }
 
     /// get_swappiness: 0 without free swap (only file pages are aged and
@@ -385,6 +451,25 @@ impl Cache {
         }
     }
 
+    /// Clear the count-full hint of `pfn` if its flags were `old` (taken
+    /// before the flag RMW that reset the count or took the page off a
+    /// generation): see [`set_count_full_hint`]. The page is held by the
+    /// caller (lru_lock: it is on a generation, or isolated by us).
+    pub(crate) fn lru_gen_clear_hint(&self, pfn: Pfn, old: u32) {
+        if !count_full(old) {
+            return;
+        }
+        let page = self.page(pfn);
+        // Anonymous pages are in no file's page tree (their mapping ids are
+        // above every inode id); the hint exists only in file slots.
+        let Some(inode) = self.inode_by_id(page.mapping()) else { return };
+        let walk = inode.tree.walk();
+        if let Some(slot) = inode.tree.slot(page.index(), &walk) {
+            clear_count_full_hint(slot);
+            self.vm.inc(Item::lru_gen_hint_clear);
+        }
+    }
+
     /// folio_inc_gen, lru_lock held, the page in the oldest generation of
     /// its type: move it to the next one, its access count reset
     /// (PG_referenced, PG_workingset and the counter), tagged PG_reclaim if
@@ -405,7 +490,8 @@ impl Cache {
             if reclaiming {
                 bits |= PG_RECLAIM;
             }
-            page.set_mask_bits(LRU_GEN_MASK | LRU_REFS_MASK | LRU_REFS_FLAGS, bits, &self.vm);
+            let old = page.set_mask_bits(LRU_GEN_MASK | LRU_REFS_MASK | LRU_REFS_FLAGS, bits, &self.vm);
+            self.lru_gen_clear_hint(pfn, old);
         }
         lru.gen_add(pfn, new_gen, typ, tail);
         new_gen
@@ -652,7 +738,9 @@ impl Cache {
             return false;
         }
         // PG_lru changes under lru_lock only, which we hold: it is set.
+        let old = page.flags();
         page.clear(PG_LRU, &self.vm);
+        self.lru_gen_clear_hint(pfn, old);
         let mask = if page.flags() & PG_REFERENCED == 0 {
             LRU_REFS_MASK | LRU_REFS_FLAGS | PG_RECLAIM
         } else {
@@ -886,11 +974,15 @@ impl Cache {
     /// lru_gen_shrink_node: reclaim at `sc.priority` through the
     /// generations (shrink_node's multi-gen branch, vmscan.rs).
     pub(crate) fn lru_gen_shrink_node(&self, sc: &mut ScanControl) {
+        let _memalloc = lru_gen_memalloc();
         self.lru_add_drain();
         if !self.lru_gen_age_node() {
             // Every generation is younger than min_ttl_ms: the kernel
             // OOM-kills rather than evict the working set; pcache refuses.
             self.vm.inc(Item::lru_gen_min_ttl_oom);
+            if !sc.kswapd {
+                MIN_TTL_OOM.with(|f| f.set(true));
+            }
             return;
         }
         self.set_initial_priority(sc);
@@ -929,7 +1021,10 @@ impl Cache {
             for gen in 0..MAX_NR_GENS {
                 for typ in 0..2 {
                     while let Some(pfn) = lru.gen_tail(gen, typ) {
+                        let old = self.page(pfn).flags();
                         self.lru_gen_del_folio(&mut lru, pfn, false);
+                        // The hint means "active and referenced" to the lists.
+                        self.lru_gen_clear_hint(pfn, old);
                         lru.add(pfn, LruList::of_flags(self.page(pfn).flags()));
                     }
                 }
@@ -1144,8 +1239,9 @@ impl Cache {
     /// lru_gen_refault (6.1): a page of type `file` comes back where
     /// `shadow` was. If it was evicted from the generation that is still
     /// the oldest, the refault counts for its tier (the controller's
-    /// input). It is not activated; a page that had used up its counter
-    /// gets PG_workingset back. Returns (false, set PG_workingset).
+    /// input). It is not activated; a page that had used up its counter,
+    /// or that comes back through a fault, gets PG_workingset back.
+    /// Returns (false, set PG_workingset).
     pub(crate) fn lru_gen_refault(&self, shadow: usize, file: bool) -> (bool, bool) {
         use crate::workingset::{EVICTION_MASK, SHADOW_WORKINGSET};
         let typ = file as usize;
@@ -1160,7 +1256,12 @@ impl Cache {
         let tier = lru_tier_from_refs(refs);
         g.refaulted[typ][tier].fetch_add(1, Ordering::Relaxed);
         self.vm.inc(Item::lru_gen_refault_recent);
-        if refs == 1 << LRU_REFS_WIDTH {
+        // "Count the following two cases as stalls: 1. For pages accessed
+        // through page tables, hotter pages pushed out hot pages which
+        // refaulted immediately. 2. For pages accessed multiple times
+        // through file descriptors, numbers of accesses might have been
+        // out of the range."
+        if lru_gen_in_fault() || refs == 1 << LRU_REFS_WIDTH {
             self.vm.inc(if file { Item::workingset_restore } else { Item::workingset_activate_anon });
             return (false, true);
         }
@@ -1197,6 +1298,82 @@ pub(crate) fn inc_refs(flags: &AtomicU32) -> u64 {
         }
     }
     rmw
+}
+
+/// The flags of a page whose access count is full and that sits on a
+/// generation list: PG_lru, a generation, PG_referenced, PG_workingset and
+/// the 2-bit counter at 3. `folio_inc_refs` on such a page writes nothing.
+const COUNT_FULL: u32 = PG_LRU | PG_REFERENCED | PG_WORKINGSET | LRU_REFS_MASK;
+
+/// Whether `flags` say the access count is full (see [`COUNT_FULL`]).
+#[inline]
+pub(crate) fn count_full(flags: u32) -> bool {
+    flags & (COUNT_FULL | PG_UNEVICTABLE) == COUNT_FULL && flags & LRU_GEN_MASK != 0
+}
+
+/// The count-full hint (pcache's, for the hit path; the kernel's
+/// folio_inc_refs reads the flags on every access): a hit that finds the
+/// count full sets PAGE_HOT in the page's tree slot, and later hits see it
+/// in the slot they load anyway and skip the page descriptor altogether,
+/// as a classic hit does on an active, referenced page.
+///
+/// Protocol, with the clearer (`clear_count_full_hint`): the setter CASes
+/// the hint into the slot, then re-loads the flags and takes the hint back
+/// if the count is no longer full. Whoever resets the count (folio_inc_gen,
+/// isolate_folio, the walk, deactivate_file, turning the multi-gen LRU off) does so by an
+/// RMW of the flags and only then clears the hint by an RMW of the slot
+/// (`fetch_and`). Both slot operations are RMWs, so they are ordered: if
+/// the clear comes later, it removes the hint; if earlier, the setter's CAS
+/// reads from it, which makes the reset visible to the setter's re-load,
+/// and the setter takes the hint back. Either way no hint outlives a reset
+/// (loom model `mglru_count_full_hint_never_outlives_reset`). A hint that is
+/// stale for a moment only costs the page the marks of that moment; it
+/// never affects which bytes a reader sees.
+#[inline]
+pub(crate) fn set_count_full_hint<S: SlotWord>(slot: &S, entry: usize, flags: &AtomicU32) {
+    if slot.cas(entry, entry | PAGE_HOT) && !count_full(flags.load(Ordering::Acquire)) {
+        // Reset meanwhile: take the hint back (unless the clearer did).
+        slot.cas(entry | PAGE_HOT, entry);
+    }
+}
+
+/// A page-tree slot word: the tree's (std) atomic, and loom's in the model.
+pub(crate) trait SlotWord {
+    /// compare_exchange(AcqRel, Relaxed): whether it succeeded.
+    fn cas(&self, current: usize, new: usize) -> bool;
+    /// fetch_and(!PAGE_HOT, AcqRel).
+    fn clear_hint(&self);
+}
+
+impl SlotWord for std::sync::atomic::AtomicUsize {
+    #[inline]
+    fn cas(&self, current: usize, new: usize) -> bool {
+        use std::sync::atomic::Ordering as O;
+        self.compare_exchange(current, new, O::AcqRel, O::Relaxed).is_ok()
+    }
+    #[inline]
+    fn clear_hint(&self) {
+        self.fetch_and(!PAGE_HOT, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+#[cfg(loom)]
+impl SlotWord for loom::sync::atomic::AtomicUsize {
+    fn cas(&self, current: usize, new: usize) -> bool {
+        self.compare_exchange(current, new, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+    }
+    fn clear_hint(&self) {
+        self.fetch_and(!PAGE_HOT, Ordering::AcqRel);
+    }
+}
+
+/// The clearer's half of the protocol above, after the flag RMW. An RMW
+/// even when the bit looks clear (a plain load could miss a hint being set
+/// now); it touches only the hint bit, and a hint it clears on another
+/// page that took the slot since only costs that page a mark.
+#[inline]
+pub(crate) fn clear_count_full_hint<S: SlotWord>(slot: &S) {
+    slot.clear_hint();
 }
 
 /// A number as the kernel's sscanf reads it (decimal, or 0x hex).
@@ -1424,11 +1601,12 @@ impl Cache {
                         Some(g) if g != new_gen => {
                             let typ = folio_type(flags);
                             lru.gen_del(pfn, g, typ);
-                            page.set_mask_bits(
+                            let old = page.set_mask_bits(
                                 LRU_GEN_MASK | LRU_REFS_MASK | LRU_REFS_FLAGS,
                                 ((new_gen + 1) as u32) << LRU_GEN_PGOFF,
                                 &self.vm,
                             );
+                            self.lru_gen_clear_hint(pfn, old);
                             lru.gen_add(pfn, new_gen, typ, false);
                         }
                         Some(_) => {}

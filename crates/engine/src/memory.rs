@@ -312,6 +312,7 @@ impl Cache {
     /// with a reference the caller drops.
     pub(crate) fn handle_mm_fault(&self, inode: &Inode, vma: &Vma, slot: usize, write: bool) -> Result<Pfn> {
         self.vm.inc(Item::pgfault);
+        let _lru_fault = crate::lru_gen::lru_gen_enter_fault(vma);
         if vma.is_anon() {
             return self.handle_anon_fault(vma, slot, write);
         }
@@ -966,6 +967,8 @@ impl Cache {
     /// reference for the caller, or None if the entry no longer maps `old`
     /// (the caller faults and retries).
     pub(crate) fn wp_page_copy(&self, vma: &Vma, slot: usize, old: Pfn) -> Result<Option<Pfn>> {
+        // do_wp_page runs inside handle_mm_fault in the kernel.
+        let _lru_fault = crate::lru_gen::lru_gen_enter_fault(vma);
         let pte = &vma.ptes[slot];
         if pte_pfn(pte.load(Ordering::Acquire)) != Some(old) {
             return Ok(None);

@@ -264,10 +264,15 @@ impl Cache {
             if self.flush_pending_frees() > 0 {
                 continue;
             }
+            crate::lru_gen::lru_gen_take_oom();
             let reclaimed = self.try_to_free_pages();
             if let Some(pfn) = self.arena.alloc() {
                 self.vm.inc(Item::pgalloc);
                 return Ok(pfn);
+            }
+            if reclaimed == 0 && crate::lru_gen::lru_gen_take_oom() {
+                // min_ttl_ms protects every generation (lru_gen.rs).
+                return Err(Error::NoMemory { frames: self.arena.nr_pages as usize });
             }
             // Dirty pages whose writeback keeps failing are no reason to
             // wait: they will not become free.

@@ -143,6 +143,7 @@ impl Cache {
     /// lru_cache_add: queue a new page for the LRU (PG_active decides the
     /// list at drain time).
     pub fn lru_cache_add(&self, pfn: Pfn) {
+        self.lru_gen_fault_activate(pfn);
         self.page(pfn).get();
         let mut b = self.this_cpu().batches.lock();
         if b.lru_add.add(pfn) == 0 {
@@ -201,8 +202,11 @@ impl Cache {
                             self.lruvec_del_folio(&mut lru, pfn);
                             // With the multi-gen LRU, PG_active now says
                             // whether it was in a young generation.
+                            let old = flags;
                             let flags = page.flags();
                             page.clear(PG_ACTIVE | PG_REFERENCED, &self.vm);
+                            // Its count is no longer full (lru_gen.rs).
+                            self.lru_gen_clear_hint(pfn, old);
                             if flags & (PG_DIRTY | PG_WRITEBACK) != 0 {
                                 // Freed as soon as its writeback completes.
                                 page.set(PG_RECLAIM, &self.vm);

@@ -170,6 +170,9 @@ items! {
     /// look-around harvested.
     lru_gen_walk_young,
     lru_gen_look_around_young,
+    /// count-full hints cleared where an access count was reset (pcache's
+    /// own; lru_gen.rs `set_count_full_hint`).
+    lru_gen_hint_clear,
     /// Faults on a `Mapping` (an access or write that found no usable
     /// page table entry), and those that had to read the page in.
     pgfault,

@@ -567,3 +567,204 @@ fn swappiness_chooses_the_type() {
         assert_eq!(u64::from_ne_bytes(w), i + 1, "anon page {i}");
     }
 }
+
+// Goal: lru_gen_in_fault. folio_add_lru (mm/swap.c, 6.1) sets PG_active on
+// a page added while the thread is in a fault (lru_gen_enter_fault:
+// in_lru_fault = the mapping has no VM_SEQ_READ or VM_RAND_READ), so
+// lru_gen_add_folio puts it in the youngest generation (max_seq = 3);
+// a page read through a file descriptor goes to the oldest (min_seq = 0),
+// and so does one faulted in through an MADV_RANDOM mapping. A refault
+// through a fault (lru_gen_refault: "pages accessed through page tables,
+// hotter pages pushed out hot pages which refaulted immediately") counts
+// for its tier and gets PG_workingset back (WORKINGSET_RESTORE); one
+// through read(2) with refs below the full count does not.
+#[test]
+fn fault_in_goes_to_youngest_generation() {
+    pin_to_cpu0();
+    let cache = mglru(256, quiet());
+    let f = file(&cache, "f", 100);
+    read_page(&f, 0);
+    let map = f.map(0, 100 * PS, pcache::MapFlags::READ).unwrap();
+    for i in 1..4 {
+        drop(map.page(i).unwrap());
+    }
+    let rand = f.map(0, 100 * PS, pcache::MapFlags::READ).unwrap();
+    rand.madvise(0, 100 * PS, pcache::Madvise::Random).unwrap();
+    drop(rand.page(4).unwrap());
+    cache.lru_add_drain_all();
+    assert_eq!(f.lru_gen_page(0).unwrap().seq, 0, "read(2): the oldest generation");
+    for i in 1..4 {
+        let p = f.lru_gen_page(i).unwrap();
+        assert_eq!((p.seq, p.refs, p.workingset), (3, 0, false), "page {i} faulted in: the youngest");
+    }
+    assert_eq!(f.lru_gen_page(4).unwrap().seq, 0, "MADV_RANDOM: no recency, the oldest");
+    drop(map);
+    drop(rand);
+
+    // Refaults: pages 10..99 read once (generation 0), the oldest 64 of
+    // generation 0 evicted (pages 0, 4 and 10..72), generation 0 keeps the
+    // rest, so min_seq is unchanged and every refault counts.
+    for i in 10..100 {
+        read_page(&f, i);
+    }
+    cache.lru_add_drain_all();
+    assert_eq!(cache.lru_gen_run_eviction(0, 0, 64).unwrap(), 64);
+    assert_eq!(cache.lru_gen_stats().min_seq[1], 0);
+    assert_eq!(cached(&f, 10..72), 0);
+    let before = cache.vmstat();
+    let map = f.map(0, 100 * PS, pcache::MapFlags::READ).unwrap();
+    for i in 10..14 {
+        drop(map.page(i).unwrap());
+    }
+    read_page(&f, 20);
+    cache.lru_add_drain_all();
+    let d = cache.vmstat().delta(&before);
+    assert_eq!(cache.lru_gen_stats().refaulted[1], [5, 0, 0, 0]);
+    assert_eq!(d.get(Item::workingset_restore), 4, "only the faults restore PG_workingset");
+    for i in 10..14 {
+        let p = f.lru_gen_page(i).unwrap();
+        assert_eq!((p.seq, p.workingset), (3, true), "page {i} refaulted through a fault");
+    }
+    let p = f.lru_gen_page(20).unwrap();
+    assert_eq!((p.seq, p.workingset), (0, false), "page 20 refaulted through read(2)");
+    drop(map);
+}
+
+// Goal: anonymous pages leave shadows under the multi-gen LRU whatever the
+// anon preset (lru_gen_eviction is type-blind; pcache's default anon
+// preset, Linux 3.x, leaves none on the two lists), and their refaults
+// feed the controller's anon row (lru_gen_refault, type 0). 128 pages
+// faulted in (the youngest generation, in fault); three forced agings
+// (the walk clears their young bits on the first) bring them to min_seq
+// = 3; one eviction batch (MIN_LRU_BATCH = 64, swappiness 200: anon only)
+// swaps 64 out and leaves 64 in generation 3, so min_seq[anon] stays and
+// each swap-in counts as a refault of tier 0 (never read through a file
+// descriptor: refs 0), with PG_workingset back since it comes in a fault.
+#[test]
+fn anon_shadows_feed_the_controller() {
+    pin_to_cpu0();
+    let t = Tunables { swap_bytes: 512 * PS, ..quiet() };
+    assert_eq!(t.anon_lru, pcache::AnonLru::Linux3);
+    let cache = mglru(512, t);
+    let anon = cache.map_anon(128 * PS).unwrap();
+    for i in 0..128u64 {
+        anon.write(i * PS, &(i + 1).to_ne_bytes()).unwrap();
+    }
+    cache.lru_add_drain_all();
+    let st = cache.lru_gen_stats();
+    assert_eq!(st.generations.iter().find(|g| g.seq == 3).unwrap().nr_pages[0], 128, "faulted in: youngest");
+    for seq in 3..6 {
+        cache.lru_gen_run_aging(seq, true, true).unwrap();
+    }
+    let st = cache.lru_gen_stats();
+    assert_eq!((st.max_seq, st.min_seq[0]), (6, 3));
+    assert_eq!(st.generations.iter().find(|g| g.seq == 3).unwrap().nr_pages[0], 128);
+    let mut evicted = 0;
+    for _ in 0..4 {
+        cache.lru_gen_run_eviction(3, 200, 64).unwrap();
+        evicted = cache.lru_gen_stats().evicted[0].iter().sum::<u64>();
+        if evicted > 0 {
+            break;
+        }
+    }
+    let st = cache.lru_gen_stats();
+    assert_eq!(st.min_seq[0], 3, "generation 3 still holds anon pages");
+    assert_eq!(st.evicted[0], [evicted, 0, 0, 0]);
+    assert!((1..=64).contains(&evicted), "{evicted}");
+    assert!(cache.vmstat().get(Item::pswpout) >= evicted);
+    let before = cache.vmstat();
+    for i in 0..128u64 {
+        let mut w = [0u8; 8];
+        anon.read(i * PS, &mut w).unwrap();
+        assert_eq!(u64::from_ne_bytes(w), i + 1, "anon page {i}");
+    }
+    let d = cache.vmstat().delta(&before);
+    let st = cache.lru_gen_stats();
+    assert_eq!(st.refaulted[0], [evicted, 0, 0, 0], "every swap-in of an evicted page counted");
+    assert_eq!(d.get(Item::workingset_refault_anon), evicted);
+    assert_eq!(d.get(Item::workingset_activate_anon), evicted, "in fault: PG_workingset restored");
+}
+
+// Goal: min_ttl_ms refuses rather than OOM-kills, on every allocating path,
+// and nothing hangs (kswapd on, as lru_gen_age_node runs there in the
+// kernel). A file read, a mapped file fault and an anonymous fault that
+// need a frame all get Error::NoMemory while every generation is younger
+// than min_ttl; each is run on a thread the test waits for with a
+// generous bound, so a hang fails the test instead of stalling it.
+#[test]
+fn min_ttl_refuses_with_nomemory_never_hangs() {
+    let t = Tunables { ra_pages: 0, ..Tunables::default() };
+    assert!(t.kswapd);
+    let cache = Arc::new(mglru(256, t));
+    cache.lru_gen_set_min_ttl_ms(600_000);
+    let ws = file(&cache, "ws", 400);
+    let mut buf = vec![0u8; PS as usize];
+    let err = (0..400).map(|i| ws.read_at(&mut buf, i * PS)).find_map(|r| r.err());
+    assert!(matches!(err, Some(Error::NoMemory { .. })), "read: {err:?}");
+    let cached_before = cached(&ws, 0..400);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let c = Arc::clone(&cache);
+    std::thread::spawn(move || {
+        let big = file(&c, "big", 64);
+        let map = big.map(0, 64 * PS, pcache::MapFlags::READ).unwrap();
+        let mapped = (0..64).map(|i| map.page(i).map(drop)).find_map(|r| r.err());
+        let anon = c.map_anon(64 * PS).unwrap();
+        let anon_err = (0..64u64).map(|i| anon.write(i * PS, &[1])).find_map(|r| r.err());
+        let _ = tx.send((mapped, anon_err));
+    });
+    let (mapped, anon_err) = rx.recv_timeout(Duration::from_secs(300)).expect("an allocation hung");
+    assert!(matches!(mapped, Some(Error::NoMemory { .. })), "mapped fault: {mapped:?}");
+    assert!(matches!(anon_err, Some(Error::NoMemory { .. })), "anonymous fault: {anon_err:?}");
+    assert!(cache.vmstat().get(Item::lru_gen_min_ttl_oom) > 0);
+    assert_eq!(cached(&ws, 0..400), cached_before, "the young working set stayed");
+    // Once min_ttl is off, the same reads succeed.
+    cache.lru_gen_set_min_ttl_ms(0);
+    for i in 0..400 {
+        read_page(&ws, i);
+    }
+}
+
+// Goal: the count-full hint (lru_gen.rs set_count_full_hint) never stops
+// a read from counting after the count was reset. A page read 7 times: the
+// 5th read fills the count (refs 4, tier 3), the 6th finds it full and
+// sets the hint, the 7th hits on the hint without reading the flags.
+// folio_inc_gen (forced aging folds generation 0) resets the count and
+// clears the hint: the next read counts again (PG_referenced). Filled
+// again and hinted, then the multi-gen LRU turned off: the page goes to
+// the inactive list (seq 1 is not one of the two youngest) with
+// PG_referenced, the hint is cleared with the move, so the next read is a
+// classic mark_page_accessed that activates it.
+#[test]
+fn count_full_hint_cleared_where_the_count_resets() {
+    pin_to_cpu0();
+    let cache = mglru(256, quiet());
+    let f = file(&cache, "h", 2);
+    read_page(&f, 1);
+    for _ in 0..7 {
+        read_page(&f, 0);
+    }
+    cache.lru_add_drain_all();
+    let p = f.lru_gen_page(0).unwrap();
+    assert_eq!((p.seq, p.refs, p.tier), (0, 4, 3));
+    let before = cache.vmstat();
+    cache.lru_gen_run_aging(3, false, true).unwrap();
+    let d = cache.vmstat().delta(&before);
+    assert_eq!(d.get(Item::lru_gen_hint_clear), 1, "only page 0's count was full");
+    let p = f.lru_gen_page(0).unwrap();
+    assert_eq!((p.seq, p.refs, p.referenced), (1, 0, false), "folded, count reset");
+    read_page(&f, 0);
+    let p = f.lru_gen_page(0).unwrap();
+    assert_eq!((p.refs, p.referenced), (0, true), "the read after the reset counted");
+    for _ in 0..6 {
+        read_page(&f, 0);
+    }
+    assert_eq!(f.lru_gen_page(0).unwrap().refs, 4);
+    let before = cache.vmstat();
+    cache.lru_gen_set_enabled(0).unwrap();
+    assert_eq!(cache.vmstat().delta(&before).get(Item::lru_gen_hint_clear), 1);
+    let s = f.page_state(0).unwrap();
+    assert_eq!((s.active, s.referenced), (false, true));
+    read_page(&f, 0);
+    cache.lru_add_drain_all();
+    assert!(f.page_state(0).unwrap().active, "the classic mark activated it: no hint left");
+}

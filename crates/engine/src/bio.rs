@@ -19,6 +19,12 @@
 //! Reads are served before writes (as mq-deadline prefers reads): a reader
 //! waits on its page, a flusher on nobody.
 //!
+//! A readahead run is split into requests of at most 1 MiB (the block
+//! layer's bio split), so several workers read one window and each piece
+//! unlocks its pages when it ends. A reader about to wait on a page whose
+//! request is still queued takes that request and does it itself
+//! (`run_queued_read`), rather than sleep until a worker is free.
+//!
 //! Bounded: the queue holds at most `QUEUE_DEPTH` requests. A submitter
 //! that finds it full, or finds the pool stopped (no threads configured, or
 //! the cache shutting down), does the request itself, as the synchronous

@@ -21,6 +21,12 @@
 //! a locked folio in the kernel. With `io_threads = 0` every run is read by
 //! the caller (the synchronous readahead of earlier pcache).
 //!
+//! Memory: before a window's pages are allocated, its whole shortfall
+//! below the low watermark is reclaimed in one pass (`ra_make_room`), as
+//! the kernel's readahead allocation may reclaim; readahead itself stops
+//! at the min watermark, which without that pass cut a device-sized window
+//! to the few frames between the watermarks.
+//!
 //! The state is a handful of relaxed atomics, not locked: like the kernel's
 //! `struct file_ra_state`, concurrent users of one handle may race on it
 //! harmlessly.
@@ -290,7 +296,7 @@ impl Cache {
     /// cache: min 362 pages, high 542, against a 2048-page window), so
     /// without this a window was cut to a few hundred pages, the reader
     /// missed on the rest and restarted from a small synchronous window
-    /// (about 940 misses in a 1 GiB cold read, each read by the reader).
+    /// (about 1,000 misses in a 1 GiB cold read, each read by the reader).
     /// The kernel's readahead allocates with __GFP_NORETRY, which may
     /// reclaim once; here the window's whole shortfall is reclaimed in one
     /// pass (one scan control for all of it, not a page at a time), after

@@ -875,10 +875,11 @@ fn stream_larger_than_the_cache_reads_whole_windows() {
 // Goal (issue 13): a reader about to wait on a page whose read is still
 // queued (every I/O thread busy) reads it itself instead of sleeping until
 // a thread is free.
-// Method: one I/O thread, held for 5 s by the async part of file A's
-// first window (its device reads of page 1 sleep). File B's first window
-// then queues its async part behind it; the reader of B's page 2 finds it
-// locked and queued, runs it (`ra_reader_completed`) and gets its bytes.
+// Method: one I/O thread, held for 5 s (the test waits until it is) by
+// the async part of file A's first window (its device reads of page 1
+// sleep). File B's first window then queues its async part behind it; the
+// reader of B's page 2 finds it locked and queued, runs it
+// (`ra_reader_completed`) and gets its bytes.
 // No time bound: the counter says who read it, and the queue is FIFO, so
 // the thread cannot take B's request before A's 5 s read ends.
 #[test]
@@ -891,6 +892,15 @@ fn reader_runs_its_queued_read_when_the_threads_are_busy() {
     fa.fail_page_range(FaultOp::Read, PS, 2 * PS, Fault::Delay(Duration::from_secs(5)));
     let before = cache.vmstat();
     read_page(&a, 0);
+    // The thread is in A's slow read (bounded wait: it takes it at once
+    // unless the machine is starved).
+    for _ in 0..3000 {
+        if fa.faults_injected() > 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(fa.faults_injected(), 1, "the I/O thread took A's async read");
     read_page(&b, 0);
     assert_eq!(delta(&cache, &before, Item::ra_submit_async), 2, "both async parts were queued");
     read_page(&b, 2);

@@ -19,6 +19,12 @@
 //! Reads are served before writes (as mq-deadline prefers reads): a reader
 //! waits on its page, a flusher on nobody.
 //!
+//! A readahead run is split into requests of at most 1 MiB (the block
+//! layer's bio split), so several workers read one window and each piece
+//! unlocks its pages when it ends. A reader about to wait on a page whose
+//! request is still queued takes that request and does it itself
+//! (`run_queued_read`), rather than sleep until a worker is free.
+//!
 //! Bounded: the queue holds at most `QUEUE_DEPTH` requests. A submitter
 //! that finds it full, or finds the pool stopped (no threads configured, or
 //! the cache shutting down), does the request itself, as the synchronous
@@ -47,6 +53,9 @@ pub const QUEUE_DEPTH: usize = 64;
 /// about 4 MiB waiting, so a flusher that outruns the device soon writes
 /// inline and waits, as the kernel's flusher waits for a request tag.
 pub const WRITE_QUEUE_DEPTH: usize = 16;
+/// The largest read request queued to the threads: 1 MiB, as the ring's
+/// (`uring::MAX_REQUEST_BYTES`), a common max_sectors_kb.
+pub const MAX_READ_REQUEST_BYTES: usize = 1 << 20;
 
 /// One read: a run of locked, not-uptodate pages of `inode` starting at
 /// page `first` (kept in the page cache by their lock, not by a reference).
@@ -174,25 +183,84 @@ impl Cache {
     /// submit_bio for a readahead run: queue it, or, when the queue is
     /// full or stopped, do it here. Either way the pages end unlocked and
     /// the references go.
+    ///
+    /// A run for the threads is split as the block layer splits a bio (the
+    /// ring splits its own): pieces of at most `read_request_pages`, each
+    /// completed, and its pages unlocked, on its own, so several workers
+    /// read one window at once and the reader of its first pages does not
+    /// wait for the whole window.
     pub(crate) fn submit_read(&self, req: ReadRequest) {
-        let Err(req) = self.uring_submit_read(req) else {
+        let Err(mut req) = self.uring_submit_read(req) else {
             self.vm.inc(Item::ra_submit_async);
             return;
         };
+        let max = self.read_request_pages(&req.inode);
+        let mut pieces = Vec::with_capacity(req.pages.len().div_ceil(max));
+        while req.pages.len() > max {
+            let rest = req.pages.split_off(max);
+            let next = ReadRequest { inode: req.inode.clone(), first: req.first + max as u64, pages: rest };
+            pieces.push(std::mem::replace(&mut req, next));
+        }
+        pieces.push(req);
+        let mut inline = Vec::new();
+        let mut queued = 0;
+        {
+            let mut q = self.bio.queue.lock();
+            for piece in pieces {
+                if q.has_room() {
+                    q.reads.push_back(piece);
+                    queued += 1;
+                } else {
+                    inline.push(piece);
+                }
+            }
+        }
+        if queued > 0 {
+            self.vm.add(Item::ra_submit_async, queued);
+            if queued == 1 {
+                self.bio.cv.notify_one();
+            } else {
+                self.bio.cv.notify_all();
+            }
+        }
+        for req in inline {
+            self.vm.inc(Item::ra_submit_inline);
+            self.end_page_read(&req.inode, req.first, &req.pages);
+        }
+    }
+
+    /// The largest read request for the threads, in pages: 1 MiB (the
+    /// ring's), or less where the device's largest request is smaller.
+    fn read_request_pages(&self, inode: &Inode) -> usize {
+        let mut max = (MAX_READ_REQUEST_BYTES >> self.page_shift()).max(1);
+        if inode.dev_io_pages > 0 {
+            max = max.min(inode.dev_io_pages as usize);
+        }
+        max
+    }
+
+    /// A reader about to wait on the locked page `index` of `inode` runs
+    /// the queued read that covers it itself, if no worker has taken it
+    /// yet, instead of sleeping until one does (the waiter doing the
+    /// end_io work: no thread hand-off on the page the reader needs, and
+    /// a fifth "worker" while the others are busy). Returns whether it ran
+    /// one; the page is then unlocked, uptodate or PG_error.
+    pub(crate) fn run_queued_read(&self, inode: &Inode, index: u64) -> bool {
         let req = {
             let mut q = self.bio.queue.lock();
-            if !q.has_room() {
-                req
-            } else {
-                q.reads.push_back(req);
-                drop(q);
-                self.vm.inc(Item::ra_submit_async);
-                self.bio.cv.notify_one();
-                return;
-            }
+            let Some(i) = q
+                .reads
+                .iter()
+                .position(|r| r.inode.id == inode.id && r.first <= index && index - r.first < r.pages.len() as u64)
+            else {
+                return false;
+            };
+            q.reads.remove(i)
         };
-        self.vm.inc(Item::ra_submit_inline);
+        let Some(req) = req else { return false };
+        self.vm.inc(Item::ra_reader_completed);
         self.end_page_read(&req.inode, req.first, &req.pages);
+        true
     }
 
     /// Submit a writeback run: queue it, or, when the queue is full or

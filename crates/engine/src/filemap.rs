@@ -755,6 +755,11 @@ impl Cache {
         if page.test(PG_UPTODATE) {
             return Ok(true);
         }
+        // Its read still queued (no worker free yet): read it here rather
+        // than sleep until a worker takes it (bio.rs).
+        if page.test(PG_LOCKED) && self.run_queued_read(inode, page.index()) && page.test(PG_UPTODATE) {
+            return Ok(true);
+        }
         page.lock(&self.vm);
         if page.mapping() != inode.id {
             page.unlock(&self.vm);

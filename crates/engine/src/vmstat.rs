@@ -188,6 +188,10 @@ items! {
     /// or shutting down); pcache's own.
     ra_submit_async,
     ra_submit_inline,
+    /// Queued readahead runs that the reader waiting on one of their pages
+    /// read itself before a worker took them (a subset of
+    /// `ra_submit_async`); pcache's own.
+    ra_reader_completed,
     /// Writeback runs queued to the I/O workers (pcache's own).
     wb_submit_async,
     /// Readahead and writeback runs submitted to the cache's io_uring

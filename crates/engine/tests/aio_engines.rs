@@ -151,11 +151,15 @@ fn read_eio_reaches_the_reader(engine: IoEngine) {
 // handle that fsyncs first and one opened before the error each see it
 // once; the pages stay dirty and a later fsync writes them. Method: a
 // host file behind a FaultInjector; 256 pages written through two
-// handles' cache; the next device write fails.
+// handles' cache; the next device write fails. The background threshold
+// is raised above the 256 dirty pages, so no flusher writes them before
+// the rule is set (it did once under Uring: fsync then had nothing to
+// write and succeeded).
 fn write_eio_reaches_fsync_once_per_handle(engine: IoEngine) {
     let dir = scratch();
     let path = write_stamped_file(dir.path(), "eio-write", 0, 256);
-    let Some(cache) = cache_on(engine, 1024, quiet()) else { return };
+    let t = Tunables { dirty_background_ratio: 80, dirty_ratio: 90, ..quiet() };
+    let Some(cache) = cache_on(engine, 1024, t) else { return };
     let Some(dev) = direct_dev(&path) else { return };
     let fi = Arc::new(FaultInjector::new(Arc::new(dev)));
     let a = cache.open_dev(fi.clone()).unwrap();

@@ -840,3 +840,72 @@ fn concurrent_misses_reach_the_device_in_parallel() {
     assert!(took < Duration::from_millis(1500), "8 misses of 300 ms took {took:?}: serialised");
     assert_eq!(fi.calls(FaultOp::Read), 8);
 }
+
+// Goal (issue 13): a window larger than the gap between the free-frame
+// watermarks is read whole when the cache is full of a stream's used-once
+// pages. Readahead takes frames only above the min watermark; without
+// reclaim for the window first, each window of a stream longer than the
+// cache was cut to the few frames above it, and the reader missed on the
+// rest and restarted from a small synchronous window, about once per
+// window.
+// Method: a 4096-page cache (watermarks min 128, high 192), a 512-page
+// window, a file of four times the cache read in 1 MiB calls, with the
+// reader reading every window itself (io_threads 0) and with the I/O
+// threads; count the reader's misses (one is the first read's).
+#[test]
+fn stream_larger_than_the_cache_reads_whole_windows() {
+    for io_threads in [0, 4] {
+        let cache = cache_with(Tunables { ra_pages: 512, io_threads, ..quiet() }, 4096);
+        let pages = 4 * 4096;
+        let f = cold_file(&cache, "stream", pages);
+        let before = cache.vmstat();
+        let mut buf = vec![0u8; 256 * PS as usize];
+        for call in 0..pages / 256 {
+            assert_eq!(f.read_at(&mut buf, call * 256 * PS).unwrap(), buf.len());
+            for (k, page) in buf.chunks(PS as usize).enumerate() {
+                let i = call * 256 + k as u64;
+                assert!(page == page_bytes(i).as_slice(), "io_threads {io_threads}: page {i} read back wrong");
+            }
+        }
+        let misses = delta(&cache, &before, Item::pgcache_miss);
+        assert!(misses <= 4, "io_threads {io_threads}: {misses} misses in 64 windows: windows were cut short");
+    }
+}
+
+// Goal (issue 13): a reader about to wait on a page whose read is still
+// queued (every I/O thread busy) reads it itself instead of sleeping until
+// a thread is free.
+// Method: one I/O thread, held for 5 s (the test waits until it is) by
+// the async part of file A's first window (its device reads of page 1
+// sleep). File B's first window then queues its async part behind it; the
+// reader of B's page 2 finds it locked and queued, runs it
+// (`ra_reader_completed`) and gets its bytes.
+// No time bound: the counter says who read it, and the queue is FIFO, so
+// the thread cannot take B's request before A's 5 s read ends.
+#[test]
+fn reader_runs_its_queued_read_when_the_threads_are_busy() {
+    use pcache::backing::{Fault, FaultOp};
+    use std::time::Duration;
+    let cache = cache_with(Tunables { io_threads: 1, io_engine: pcache::IoEngine::Threads, ..quiet() }, 1024);
+    let (a, fa) = cold_faulty_file(&cache, "busy", 16);
+    let (b, _fb) = cold_faulty_file(&cache, "queued", 16);
+    fa.fail_page_range(FaultOp::Read, PS, 2 * PS, Fault::Delay(Duration::from_secs(5)));
+    let before = cache.vmstat();
+    read_page(&a, 0);
+    // The thread is in A's slow read (bounded wait: it takes it at once
+    // unless the machine is starved).
+    for _ in 0..3000 {
+        if fa.faults_injected() > 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(fa.faults_injected(), 1, "the I/O thread took A's async read");
+    read_page(&b, 0);
+    assert_eq!(delta(&cache, &before, Item::ra_submit_async), 2, "both async parts were queued");
+    read_page(&b, 2);
+    assert_eq!(delta(&cache, &before, Item::ra_reader_completed), 1, "B's reader read its own queued run");
+    read_page(&b, 3);
+    fa.clear();
+    read_page(&a, 1);
+}

@@ -84,9 +84,8 @@ impl Cache {
         bdis.push(bdi.clone());
         if let Some(cache) = self.self_ref.upgrade() {
             let b = bdi.clone();
-            let spawned = std::thread::Builder::new()
-                .name(format!("flush-{name}"))
-                .spawn(move || crate::page_writeback::flusher_thread(cache, b));
+            let spawned =
+                std::thread::Builder::new().name(format!("flush-{name}")).spawn(move || flusher_thread(cache, b));
             // Without a flusher, writeback still happens in fsync, in
             // balance_dirty_pages' waits and (3.1 mode) in reclaim.
             if let Ok(t) = spawned {
@@ -118,5 +117,28 @@ impl Cache {
         self.vm.inc(crate::vmstat::Item::congestion_waits);
         self.progress.wait(timeout);
         true
+    }
+}
+
+/// While periodic writeback is off (dirty_writeback_centisecs = 0), how
+/// often the flusher looks again at the knob.
+const PERIODIC_OFF_RECHECK: Duration = Duration::from_secs(1);
+
+/// A device's flusher thread: wakes every dirty_writeback_centisecs or
+/// when rung. The period is read at every sleep, so a sysctl write takes
+/// effect after the current one; 0 turns periodic writeback off (as in
+/// Linux) and the flusher then works only when rung.
+fn flusher_thread(cache: Arc<Cache>, bdi: Arc<Bdi>) {
+    while !cache.shutdown.load(Ordering::Acquire) {
+        let centisecs = cache.sysctl.dirty_writeback_centisecs();
+        let periodic = centisecs > 0;
+        let period = if periodic { Duration::from_millis(centisecs as u64 * 10) } else { PERIODIC_OFF_RECHECK };
+        let rung = bdi.wait.wait(period);
+        if cache.shutdown.load(Ordering::Acquire) {
+            break;
+        }
+        if rung || periodic {
+            cache.wb_do_writeback(&bdi);
+        }
     }
 }

@@ -660,10 +660,7 @@ impl Cache {
         let page = self.page(pfn);
         let index = page.index();
         debug_assert_eq!(entry_pfn(inode.tree.load(index)), Some(pfn));
-        if page.test(PG_DIRTY) {
-            self.account_page_cleaned(inode, pfn);
-            page.clear(PG_DIRTY, &self.vm);
-        }
+        self.cancel_dirty_page(inode, pfn);
         inode.tree.clear_mark(index, MARK_DIRTY);
         inode.tree.store(index, shadow);
         if shadow != 0 {

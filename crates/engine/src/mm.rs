@@ -92,8 +92,9 @@ pub struct Cache {
     /// Inodes by id, for reclaim and writeback to go from a page to its file.
     pub by_id: RwLock<Vec<Option<Arc<Inode>>>>,
     pub nr_file_pages: AtomicU64,
-    pub nr_dirty: AtomicI64,
-    pub nr_writeback: AtomicI64,
+    /// Dirty and writeback counts, and the failing files
+    /// (page_writeback.rs, the only writer).
+    pub wb: crate::page_writeback::WbAccounting,
     /// Pages with a mapcount above zero (rmap.rs).
     pub nr_mapped: AtomicI64,
     /// Shadow entries in all page trees (workingset.rs).
@@ -114,9 +115,6 @@ pub struct Cache {
     /// and throttled writers waiting for progress.
     pub progress: Wakeup,
     pub shutdown: AtomicBool,
-    /// Ids of the files whose writeback is failing (page_writeback.rs's
-    /// mapping_set_error), for the dirty throttle to leave their pages out.
-    pub wb_failing: Mutex<Vec<u32>>,
     pub start: Instant,
     /// Hazard pins of the hit path (hazard.rs).
     pub hazards: Arc<HazardTable>,
@@ -182,8 +180,7 @@ impl Cache {
             inodes: Mutex::new(Inodes::default()),
             by_id: RwLock::new(Vec::new()),
             nr_file_pages: AtomicU64::new(0),
-            nr_dirty: AtomicI64::new(0),
-            nr_writeback: AtomicI64::new(0),
+            wb: crate::page_writeback::WbAccounting::new(),
             nr_mapped: AtomicI64::new(0),
             nr_shadows: AtomicI64::new(0),
             node_cache: Arc::new(NodeCache::new(hazards.clone())),
@@ -194,7 +191,6 @@ impl Cache {
             self_ref: self_ref.clone(),
             progress: Wakeup::default(),
             shutdown: AtomicBool::new(false),
-            wb_failing: Mutex::new(Vec::new()),
             start: Instant::now(),
             hazards,
             // The admission window sits in front of the classic lists only.
@@ -271,8 +267,7 @@ impl Cache {
             }
             // Dirty pages whose writeback keeps failing are no reason to
             // wait: they will not become free.
-            let busy = self.nr_writeback.load(Ordering::Relaxed) > 0
-                || self.nr_dirty.load(Ordering::Relaxed).max(0) as u64 > self.nr_dirty_failing();
+            let busy = self.wb.nr_writeback() > 0 || self.wb.nr_dirty() > self.nr_dirty_failing();
             if reclaimed == 0 && !busy {
                 fruitless += 1;
             }
@@ -396,8 +391,8 @@ impl Cache {
                     self.admission.as_ref().map_or(0, |a| a.window_target.load(Ordering::Relaxed))
                 }
                 Item::nr_file_pages => self.nr_file_pages.load(Ordering::Relaxed),
-                Item::nr_dirty => self.nr_dirty.load(Ordering::Relaxed).max(0) as u64,
-                Item::nr_writeback => self.nr_writeback.load(Ordering::Relaxed).max(0) as u64,
+                Item::nr_dirty => self.wb.nr_dirty(),
+                Item::nr_writeback => self.wb.nr_writeback(),
                 Item::nr_mapped => self.nr_mapped.load(Ordering::Relaxed).max(0) as u64,
                 Item::nr_dirty_threshold => self.dirty_thresholds().1,
                 Item::nr_dirty_background_threshold => self.dirty_thresholds().0,

@@ -330,7 +330,7 @@ impl Cache {
     /// inode_add_lru: list an inode that may be unused, for `prune_icache`.
     pub fn inode_add_lru(&self, inode: &Arc<Inode>) {
         if Self::inode_unused(inode) && !inode.on_unused.swap(true, Ordering::AcqRel) {
-            self.inodes.lock().unused.push_back(Arc::downgrade(inode));
+            self.icache.list_unused(inode);
         }
     }
 
@@ -358,24 +358,13 @@ impl Cache {
         // Trylock: the caller may hold another inode's rwsem (reclaim from
         // a writer's allocation).
         let Some(_w) = inode.rwsem.try_lock() else { return false };
-        {
-            let mut inodes = self.inodes.lock();
-            // Handles are taken under this lock (iget), so the check holds
-            // once the name is gone.
-            if !Self::inode_unused(inode) {
-                return false;
-            }
-            if inodes.by_name.get(&inode.key).is_some_and(|i| Arc::ptr_eq(i, inode)) {
-                inodes.by_name.remove(&inode.key);
-            }
+        // Handles are taken under the icache's lock (iget), so the check
+        // holds once the name is gone.
+        if !self.icache.unhash_if(inode, || Self::inode_unused(inode)) {
+            return false;
         }
         self.truncate_inode_pages_final(inode);
-        let mut inodes = self.inodes.lock();
-        let mut by_id = self.by_id.write();
-        if by_id.get(inode.id as usize).is_some_and(|i| i.as_ref().is_some_and(|i| Arc::ptr_eq(i, inode))) {
-            by_id[inode.id as usize] = None;
-            inodes.free_ids.push(inode.id);
-        }
+        self.icache.release_id(inode);
         true
     }
 
@@ -389,14 +378,7 @@ impl Cache {
     pub fn prune_icache(&self, nr_to_scan: usize) {
         let limit = (self.arena.nr_pages / 8).max(64) as usize;
         for _ in 0..nr_to_scan {
-            let (weak, over) = {
-                let mut inodes = self.inodes.lock();
-                let over = inodes.unused.len() > limit;
-                match inodes.unused.pop_front() {
-                    Some(w) => (w, over),
-                    None => return,
-                }
-            };
+            let Some((weak, over)) = self.icache.pop_unused(limit) else { return };
             let Some(inode) = weak.upgrade() else { continue };
             inode.on_unused.store(false, Ordering::Release);
             if !Self::inode_unused(&inode) {
@@ -420,10 +402,7 @@ impl Cache {
 
     /// The cached inode known as `key`, with a handle counted, if any.
     pub fn igrab(&self, key: &str) -> Option<Arc<Inode>> {
-        let inodes = self.inodes.lock();
-        let i = inodes.by_name.get(key)?;
-        i.handles.fetch_add(1, Ordering::AcqRel);
-        Some(i.clone())
+        self.icache.grab(key)
     }
 
     /// iget: the inode known as `key`, made with `make_dev` (and called
@@ -438,34 +417,16 @@ impl Cache {
         name: &str,
         make_dev: impl FnOnce() -> Result<Arc<dyn BackingDev>>,
     ) -> Result<Arc<Inode>> {
-        let mut inodes = self.inodes.lock();
-        if let Some(i) = inodes.by_name.get(key) {
-            i.handles.fetch_add(1, Ordering::AcqRel);
-            return Ok(i.clone());
-        }
-        let dev = make_dev()?;
-        let size = dev.len().map_err(|e| Error::io(name, e))?;
-        let id = match inodes.free_ids.pop() {
-            Some(id) => id,
-            None => {
-                let id = inodes.next_id;
-                if id == NO_MAPPING {
-                    return Err(Error::InvalidArgument("too many open inodes".into()));
-                }
-                inodes.next_id += 1;
-                id
-            }
+        let open = || {
+            let dev = make_dev()?;
+            let size = dev.len().map_err(|e| Error::io(name, e))?;
+            Ok((dev, size))
         };
-        let bdi = self.bdi_get(&dev.bdi_name());
-        let (dev_ra_pages, dev_io_pages) = self.device_ra_pages(dev.as_ref());
-        let inode = Arc::new(Inode::new(id, key, name, dev, bdi, &self.node_cache, size, (dev_ra_pages, dev_io_pages)));
-        inodes.by_name.insert(key.to_string(), inode.clone());
-        let mut by_id = self.by_id.write();
-        if by_id.len() <= id as usize {
-            by_id.resize(id as usize + 1, None);
-        }
-        by_id[id as usize] = Some(inode.clone());
-        Ok(inode)
+        self.icache.get_or_insert(key, open, |id, (dev, size)| {
+            let bdi = self.bdi_get(&dev.bdi_name());
+            let (dev_ra_pages, dev_io_pages) = self.device_ra_pages(dev.as_ref());
+            Arc::new(Inode::new(id, key, name, dev, bdi, &self.node_cache, size, (dev_ra_pages, dev_io_pages)))
+        })
     }
 
     /// evict_inode: an unlinked inode's last handle is gone; drop its
@@ -476,15 +437,8 @@ impl Cache {
             let _g = inode.rwsem.lock();
             self.truncate_inode_pages_final(inode);
         }
-        let mut inodes = self.inodes.lock();
-        if inodes.by_name.get(&inode.key).is_some_and(|i| i.id == inode.id) {
-            inodes.by_name.remove(&inode.key);
-        }
-        let mut by_id = self.by_id.write();
-        if by_id.get(inode.id as usize).is_some_and(|i| i.as_ref().is_some_and(|i| i.id == inode.id)) {
-            by_id[inode.id as usize] = None;
-            inodes.free_ids.push(inode.id);
-        }
+        self.icache.unhash_if(inode, || true);
+        self.icache.release_id(inode);
     }
 
     /// find_get_entry: the page at `index` with a reference, or None.

@@ -9,7 +9,6 @@
 //! bounded, after which it fails with ENOMEM rather than hang.
 
 use crate::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
-use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -21,6 +20,7 @@ use crate::backing_dev::Bdi;
 use crate::error::{Error, Result};
 use crate::filemap::Inode;
 use crate::hazard::HazardTable;
+use crate::inode::Icache;
 use crate::lru_gen::LruGenState;
 use crate::lruvec::Lruvec;
 use crate::page::{Page, Pfn};
@@ -66,18 +66,6 @@ impl Wakeup {
     }
 }
 
-/// Open inodes by name and by id (the icache).
-#[derive(Default)]
-pub struct Inodes {
-    pub by_name: HashMap<String, Arc<Inode>>,
-    pub free_ids: Vec<u32>,
-    pub next_id: u32,
-    /// Inodes that may be unused (no handle, no page), oldest first, for
-    /// the inode shrinker (filemap.rs `prune_icache`; the kernel's
-    /// `sb->s_inode_lru`). Entries may be stale, re-checked when popped.
-    pub unused: std::collections::VecDeque<Weak<Inode>>,
-}
-
 pub struct Cache {
     pub config: Config,
     pub tunables: Tunables,
@@ -88,9 +76,8 @@ pub struct Cache {
     pub lruvec: Lruvec,
     pub percpu: Box<[PerCpu]>,
     pub vm: VmCounters,
-    pub inodes: Mutex<Inodes>,
-    /// Inodes by id, for reclaim and writeback to go from a page to its file.
-    pub by_id: RwLock<Vec<Option<Arc<Inode>>>>,
+    /// Inodes by key and by id, and the unused ones (inode.rs).
+    pub icache: Icache,
     pub nr_file_pages: AtomicU64,
     /// Dirty and writeback counts, and the failing files
     /// (page_writeback.rs, the only writer).
@@ -177,8 +164,7 @@ impl Cache {
             lruvec: Lruvec::with_lrugen(LruGenState::new(&config.tunables)),
             percpu: (0..nr_cpus).map(|_| PerCpu::default()).collect(),
             vm: VmCounters::new(),
-            inodes: Mutex::new(Inodes::default()),
-            by_id: RwLock::new(Vec::new()),
+            icache: Icache::default(),
             nr_file_pages: AtomicU64::new(0),
             wb: crate::page_writeback::WbAccounting::new(),
             nr_mapped: AtomicI64::new(0),
@@ -233,7 +219,7 @@ impl Cache {
     }
 
     pub fn inode_by_id(&self, id: u32) -> Option<Arc<Inode>> {
-        self.by_id.read().get(id as usize).and_then(|o| o.clone())
+        self.icache.by_id(id)
     }
 
     /// Allocate a frame for the page cache, reclaiming if memory is short.
@@ -402,10 +388,7 @@ impl Cache {
                 Item::nr_pagetree_nodes_retired => self.node_cache.nr_retired(),
                 Item::pagetree_node_bytes => self.node_cache.bytes(),
                 Item::nr_open_fds => self.fds.nr_open(),
-                Item::nr_inodes => {
-                    let i = self.inodes.lock();
-                    (i.next_id as usize - i.free_ids.len()) as u64
-                }
+                Item::nr_inodes => self.icache.nr_inodes(),
                 Item::nr_anon_pages => self.nr_anon_pages.load(Ordering::Relaxed).max(0) as u64,
                 Item::nr_swapcached => self.swap().map_or(0, |si| si.lock().cache.len() as u64),
                 Item::swap_total_pages => self.total_swap_pages(),

@@ -576,14 +576,8 @@ impl Cache {
 
     /// Inodes with dirty pages (of one device, if given), oldest first.
     fn dirty_inodes(&self, bdi: Option<&Bdi>) -> Vec<Arc<Inode>> {
-        let mut v: Vec<Arc<Inode>> = self
-            .by_id
-            .read()
-            .iter()
-            .flatten()
-            .filter(|i| i.nr_dirty.load(Ordering::Relaxed) > 0 && bdi.is_none_or(|b| b.id == i.bdi.id))
-            .cloned()
-            .collect();
+        let mut v =
+            self.icache.collect(|i| i.nr_dirty.load(Ordering::Relaxed) > 0 && bdi.is_none_or(|b| b.id == i.bdi.id));
         v.sort_by_key(|i| i.dirtied_when.load(Ordering::Relaxed));
         v
     }
@@ -636,8 +630,7 @@ impl Cache {
             }
         }
         if self.wb.nr_writeback() > 0 {
-            let cached: Vec<Arc<Inode>> =
-                self.by_id.read().iter().flatten().filter(|i| i.nrpages.load(Ordering::Relaxed) > 0).cloned().collect();
+            let cached = self.icache.collect(|i| i.nrpages.load(Ordering::Relaxed) > 0);
             for inode in cached {
                 self.wait_writeback_range(&inode, 0, u64::MAX);
             }

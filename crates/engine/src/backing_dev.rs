@@ -82,14 +82,14 @@ impl Cache {
         }
         let bdi = Arc::new(Bdi::new(bdis.len() as u32, name));
         bdis.push(bdi.clone());
-        if let Some(cache) = self.self_ref.upgrade() {
+        if let Some(cache) = self.arc() {
             let b = bdi.clone();
             let spawned =
                 std::thread::Builder::new().name(format!("flush-{name}")).spawn(move || flusher_thread(cache, b));
             // Without a flusher, writeback still happens in fsync, in
             // balance_dirty_pages' waits and (3.1 mode) in reclaim.
             if let Ok(t) = spawned {
-                self.threads.lock().push(t);
+                self.kthread_add(t);
             }
         }
         bdi
@@ -129,12 +129,12 @@ const PERIODIC_OFF_RECHECK: Duration = Duration::from_secs(1);
 /// effect after the current one; 0 turns periodic writeback off (as in
 /// Linux) and the flusher then works only when rung.
 fn flusher_thread(cache: Arc<Cache>, bdi: Arc<Bdi>) {
-    while !cache.shutdown.load(Ordering::Acquire) {
+    while !cache.shutting_down() {
         let centisecs = cache.sysctl.dirty_writeback_centisecs();
         let periodic = centisecs > 0;
         let period = if periodic { Duration::from_millis(centisecs as u64 * 10) } else { PERIODIC_OFF_RECHECK };
         let rung = bdi.wait.wait(period);
-        if cache.shutdown.load(Ordering::Acquire) {
+        if cache.shutting_down() {
             break;
         }
         if rung || periodic {

@@ -39,6 +39,7 @@ use crate::pagetree::{entry_pfn, page_entry, PageTree, MARK_DIRTY, PAGE_HOT, SHA
 use crate::percpu::thread_slot;
 use crate::readahead::FileRaState;
 use crate::vmstat::Item;
+use crate::vmstat::NodeStat;
 use crate::{AccessedInit, RemarkRule};
 
 /// Mark the page accessed (or initialise its accessed state if new).
@@ -571,7 +572,7 @@ impl Cache {
             let old = inode.tree.load(index);
             if old & SHADOW_BIT != 0 {
                 // The page takes the shadow's slot below.
-                self.nr_shadows.fetch_sub(1, Ordering::Relaxed);
+                self.node_stat.sub(NodeStat::Shadows, 1);
             }
             if old & SHADOW_BIT != 0 && self.tunables.workingset {
                 let (activate, restore) = self.workingset_refault(old, crate::admission::page_key(inode.id, index));
@@ -598,7 +599,7 @@ impl Cache {
             // Release: the descriptor's fields are visible before the entry.
             // Counted under the tree lock, before anyone can delete the
             // page and uncount it.
-            self.nr_file_pages.fetch_add(1, Ordering::Relaxed);
+            self.node_stat.add(NodeStat::FilePages, 1);
             inode.nrpages.fetch_add(1, Ordering::Relaxed);
             inode.tree.store(index, page_entry(pfn));
         }
@@ -618,10 +619,10 @@ impl Cache {
         inode.tree.clear_mark(index, MARK_DIRTY);
         inode.tree.store(index, shadow);
         if shadow != 0 {
-            self.nr_shadows.fetch_add(1, Ordering::Relaxed);
+            self.node_stat.add(NodeStat::Shadows, 1);
         }
         inode.nrpages.fetch_sub(1, Ordering::Relaxed);
-        self.nr_file_pages.fetch_sub(1, Ordering::Relaxed);
+        self.node_stat.sub(NodeStat::FilePages, 1);
         page.mapping.store(NO_MAPPING, Ordering::Release);
     }
 
@@ -894,7 +895,7 @@ impl Cache {
     /// cache is not shut down, a file whose writeback is failing is written
     /// back first (its error fails the write), and the space is reserved.
     pub fn generic_write_checks(&self, inode: &Inode, pos: u64, len: u64) -> Result<()> {
-        if self.shutdown.load(Ordering::Acquire) {
+        if self.shutting_down() {
             return Err(Error::ShutDown);
         }
         if inode.wb_retry_at.load(Ordering::Acquire) != 0 {

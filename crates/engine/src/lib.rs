@@ -201,7 +201,7 @@ impl PageCache {
                 .name("kswapd0".into())
                 .spawn(move || vmscan::kswapd_thread(c))
                 .map_err(|e| Error::io("kswapd", e))?;
-            cache.threads.lock().push(t);
+            cache.kthread_add(t);
         }
         // Owned before the workers start, so a failure stops those started.
         let owner = Arc::new(Owner { cache: cache.clone() });
@@ -484,7 +484,7 @@ impl PageCache {
     /// slots; [`Madvise::DontNeed`] does the same for a range (it reads as
     /// zeroes again).
     pub fn map_anon(&self, len: u64) -> Result<Mapping> {
-        if self.cache().shutdown.load(Ordering::Acquire) {
+        if self.cache().shutting_down() {
             return Err(Error::ShutDown);
         }
         Mapping::new_anon(self.cache().clone(), self.owner.clone(), len)

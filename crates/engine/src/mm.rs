@@ -8,7 +8,7 @@
 //! writeback or kswapd and retries; the number of fruitless retries is
 //! bounded, after which it fails with ENOMEM rather than hang.
 
-use crate::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -28,7 +28,7 @@ use crate::pagetree::NodeCache;
 use crate::swap::PerCpu;
 use crate::sysctl::VmSysctl;
 use crate::tunables::{Config, Tunables};
-use crate::vmstat::{Item, VmCounters, VmStat, NR_ITEMS};
+use crate::vmstat::{Item, NodeStat, NodeStats, VmCounters, VmStat, NR_ITEMS};
 use crate::LruList;
 
 /// A sleeping thread's doorbell (kswapd_wait, the flusher's wait queue).
@@ -78,31 +78,31 @@ pub struct Cache {
     pub vm: VmCounters,
     /// Inodes by key and by id, and the unused ones (inode.rs).
     pub icache: Icache,
-    pub nr_file_pages: AtomicU64,
+    /// Page counts by kind: file, mapped, shadow, anonymous (vmstat.rs).
+    pub node_stat: NodeStats,
     /// Dirty and writeback counts, and the failing files
     /// (page_writeback.rs, the only writer).
     pub wb: crate::page_writeback::WbAccounting,
-    /// Pages with a mapcount above zero (rmap.rs).
-    pub nr_mapped: AtomicI64,
-    /// Shadow entries in all page trees (workingset.rs).
-    pub nr_shadows: AtomicI64,
     /// What every page tree shares: node accounting, the walk protocol
     /// that defers node reuse, and the shadow-node list (pagetree.rs).
     pub node_cache: Arc<NodeCache>,
-    pub kswapd_wait: Wakeup,
+    /// kswapd's doorbell (vmscan.rs).
+    pub kswapd: crate::vmscan::Kswapd,
     /// The read queue of asynchronous readahead and its workers (bio.rs).
     pub bio: crate::bio::IoQueue,
     /// Backing devices, each with its flusher (backing_dev.rs).
     pub bdis: Mutex<Vec<Arc<Bdi>>>,
-    /// Background threads (kswapd, flushers), joined at shutdown.
-    pub threads: Mutex<Vec<JoinHandle<()>>>,
-    /// This cache, for spawning flushers from `&self`.
-    pub self_ref: Weak<Cache>,
+    /// Background threads (kswapd, flushers, I/O workers), joined at
+    /// shutdown (`kthread_add`).
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    /// This cache, for spawning flushers from `&self` (`arc`).
+    self_ref: Weak<Cache>,
     /// Signalled when frames are freed or writeback ends, for allocators
     /// and throttled writers waiting for progress.
     pub progress: Wakeup,
-    pub shutdown: AtomicBool,
-    pub start: Instant,
+    /// Set once by `shutdown_all`; read through `shutting_down`.
+    shutdown: AtomicBool,
+    start: Instant,
     /// Hazard pins of the hit path (hazard.rs).
     pub hazards: Arc<HazardTable>,
     /// pcache's adaptive admission (admission.rs), when selected.
@@ -125,8 +125,6 @@ pub struct Cache {
     /// The inode every anonymous region's `Mapping` points at (the
     /// kernel's anon_inode): no pages, no device I/O, never in the icache.
     pub anon_inode: std::sync::OnceLock<Arc<Inode>>,
-    /// Anonymous pages mapped by a region (NR_ANON_PAGES).
-    pub nr_anon_pages: AtomicI64,
 }
 
 /// The anonymous regions' registry: a slot per id, ids reused.
@@ -165,12 +163,10 @@ impl Cache {
             percpu: (0..nr_cpus).map(|_| PerCpu::default()).collect(),
             vm: VmCounters::new(),
             icache: Icache::default(),
-            nr_file_pages: AtomicU64::new(0),
+            node_stat: NodeStats::default(),
             wb: crate::page_writeback::WbAccounting::new(),
-            nr_mapped: AtomicI64::new(0),
-            nr_shadows: AtomicI64::new(0),
             node_cache: Arc::new(NodeCache::new(hazards.clone())),
-            kswapd_wait: Wakeup::default(),
+            kswapd: crate::vmscan::Kswapd::default(),
             bio: crate::bio::IoQueue::default(),
             bdis: Mutex::new(Vec::new()),
             threads: Mutex::new(Vec::new()),
@@ -195,7 +191,6 @@ impl Cache {
             swap: std::sync::OnceLock::new(),
             anon_vmas: RwLock::new(AnonVmas::default()),
             anon_inode: std::sync::OnceLock::new(),
-            nr_anon_pages: AtomicI64::new(0),
         }))
     }
 
@@ -212,6 +207,24 @@ impl Cache {
     #[inline]
     pub fn page_size(&self) -> usize {
         self.arena.page_size
+    }
+
+    /// Whether `shutdown_all` has begun: writers are refused, waiters
+    /// return, background threads leave.
+    #[inline]
+    pub fn shutting_down(&self) -> bool {
+        self.shutdown.load(Ordering::Acquire)
+    }
+
+    /// A background thread of this cache, joined by `shutdown_all`.
+    pub fn kthread_add(&self, t: JoinHandle<()>) {
+        self.threads.lock().push(t);
+    }
+
+    /// This cache as an `Arc` (for a thread started from `&self`); None
+    /// while it is being dropped.
+    pub fn arc(&self) -> Option<Arc<Cache>> {
+        self.self_ref.upgrade()
     }
 
     pub fn now_ms(&self) -> u64 {
@@ -235,7 +248,7 @@ impl Cache {
                 // Only a sleeping kswapd needs the doorbell; one that is
                 // about to sleep re-checks the watermark within 100 ms, and
                 // direct reclaim covers the gap.
-                self.kswapd_wait.wake_if_waiting();
+                self.kswapd.wake_if_sleeping();
             }
             if free > floor {
                 if let Some(pfn) = self.arena.alloc() {
@@ -260,7 +273,7 @@ impl Cache {
             if fruitless >= ALLOC_NO_PROGRESS_MAX || started.elapsed() > ALLOC_WAIT_MAX {
                 return Err(Error::NoMemory { frames: self.arena.nr_pages as usize });
             }
-            if self.shutdown.load(Ordering::Relaxed) {
+            if self.shutting_down() {
                 return Err(Error::ShutDown);
             }
             if crate::signal::signal_pending() {
@@ -338,7 +351,7 @@ impl Cache {
         self.progress.wake();
         let synced = self.sync_all();
         let unwritten = self.unwritten_files();
-        self.kswapd_wait.wake();
+        self.kswapd.wake();
         self.wakeup_flusher_threads();
         self.bio.close();
         let threads: Vec<JoinHandle<()>> = self.threads.lock().drain(..).collect();
@@ -376,20 +389,20 @@ impl Cache {
                 Item::admission_window_target => {
                     self.admission.as_ref().map_or(0, |a| a.window_target.load(Ordering::Relaxed))
                 }
-                Item::nr_file_pages => self.nr_file_pages.load(Ordering::Relaxed),
+                Item::nr_file_pages => self.node_stat.read(NodeStat::FilePages),
                 Item::nr_dirty => self.wb.nr_dirty(),
                 Item::nr_writeback => self.wb.nr_writeback(),
-                Item::nr_mapped => self.nr_mapped.load(Ordering::Relaxed).max(0) as u64,
+                Item::nr_mapped => self.node_stat.read(NodeStat::Mapped),
                 Item::nr_dirty_threshold => self.dirty_thresholds().1,
                 Item::nr_dirty_background_threshold => self.dirty_thresholds().0,
-                Item::nr_workingset_shadows => self.nr_shadows.load(Ordering::Relaxed).max(0) as u64,
+                Item::nr_workingset_shadows => self.node_stat.read(NodeStat::Shadows),
                 Item::workingset_nodes => self.node_cache.nr_shadow_nodes(),
                 Item::nr_pagetree_nodes => self.node_cache.nr_nodes(),
                 Item::nr_pagetree_nodes_retired => self.node_cache.nr_retired(),
                 Item::pagetree_node_bytes => self.node_cache.bytes(),
                 Item::nr_open_fds => self.fds.nr_open(),
                 Item::nr_inodes => self.icache.nr_inodes(),
-                Item::nr_anon_pages => self.nr_anon_pages.load(Ordering::Relaxed).max(0) as u64,
+                Item::nr_anon_pages => self.node_stat.read(NodeStat::AnonPages),
                 Item::nr_swapcached => self.swap().map_or(0, |si| si.lock().cache.len() as u64),
                 Item::swap_total_pages => self.total_swap_pages(),
                 Item::swap_used_pages => self.swap().map_or(0, |si| si.lock().inuse_pages as u64),

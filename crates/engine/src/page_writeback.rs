@@ -551,7 +551,7 @@ impl Cache {
         let setpoint = (bg + limit) / 2;
         let mut res = Ok(());
         while nr(self) > setpoint && started.elapsed() < BALANCE_DIRTY_MAX {
-            if self.shutdown.load(Ordering::Relaxed) {
+            if self.shutting_down() {
                 res = Err(Error::ShutDown);
                 break;
             }
@@ -605,7 +605,7 @@ impl Cache {
                 if over_bg || expired || for_reclaim {
                     wrote += self.write_cache_pages(&inode, 0, u64::MAX, 1024, false).0;
                 }
-                if self.shutdown.load(Ordering::Relaxed) {
+                if self.shutting_down() {
                     return;
                 }
             }

@@ -19,6 +19,7 @@ use crate::mm::Cache;
 use crate::page::*;
 use crate::pagetree::{entry_pfn, SHADOW_BIT};
 use crate::swap::{PageVec, PAGEVEC_SIZE};
+use crate::vmstat::NodeStat;
 
 impl Cache {
     /// Gather up to PAGEVEC_SIZE pages of `[start, end)` with references
@@ -121,7 +122,7 @@ impl Cache {
             // Only if still a shadow: a page may have been read in since.
             if inode.tree.load(idx) & SHADOW_BIT != 0 {
                 inode.tree.store(idx, 0);
-                self.nr_shadows.fetch_sub(1, Ordering::Relaxed);
+                self.node_stat.sub(NodeStat::Shadows, 1);
             }
         }
     }

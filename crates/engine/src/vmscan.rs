@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use crate::filemap::Inode;
 use crate::lruvec::{LruGuard, NR_LRU_LISTS};
-use crate::mm::Cache;
+use crate::mm::{Cache, Wakeup};
 use crate::page::*;
 use crate::tunables::{MappedActivation, ReclaimWriteback, WorkingsetVersion};
 use crate::vmstat::Item;
@@ -802,12 +802,33 @@ impl Cache {
     }
 }
 
+/// kswapd's doorbell (pgdat->kswapd_wait): allocators ring it below the
+/// low watermark, shutdown to stop it.
+#[derive(Default)]
+pub struct Kswapd {
+    wait: Wakeup,
+}
+
+impl Kswapd {
+    /// wakeup_kswapd: only a sleeping kswapd needs the doorbell; one about
+    /// to sleep re-checks the watermark within 100 ms.
+    #[inline]
+    pub fn wake_if_sleeping(&self) {
+        self.wait.wake_if_waiting();
+    }
+
+    /// Wake it whatever it does (shutdown).
+    pub fn wake(&self) {
+        self.wait.wake();
+    }
+}
+
 /// kswapd's body: sleep until woken below the low watermark, balance.
 pub fn kswapd_thread(cache: Arc<Cache>) {
     let wm = cache.arena.watermarks;
-    while !cache.shutdown.load(Ordering::Acquire) {
+    while !cache.shutting_down() {
         if cache.arena.nr_free() > wm.low {
-            cache.kswapd_wait.wait(Duration::from_millis(100));
+            cache.kswapd.wait.wait(Duration::from_millis(100));
             continue;
         }
         let reclaimed = cache.balance_pgdat();
@@ -815,7 +836,7 @@ pub fn kswapd_thread(cache: Arc<Cache>) {
             // Nothing reclaimable now (all dirty, pinned or under
             // writeback): let the flushers work before trying again.
             cache.wakeup_flusher_threads();
-            cache.kswapd_wait.wait(Duration::from_millis(10));
+            cache.kswapd.wait.wait(Duration::from_millis(10));
         }
     }
 }

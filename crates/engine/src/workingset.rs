@@ -64,6 +64,7 @@ use crate::mm::Cache;
 use crate::pagetree::SHADOW_BIT;
 use crate::sync::atomic::Ordering;
 use crate::vmstat::Item;
+use crate::vmstat::NodeStat;
 use crate::{LruList, WorkingsetVersion};
 
 /// Bits of the clock kept in a shadow entry; distances wrap modulo 2^47.
@@ -213,7 +214,7 @@ impl Cache {
         if dropped == 0 {
             return false;
         }
-        self.nr_shadows.fetch_sub(dropped as i64, Ordering::Relaxed);
+        self.node_stat.sub(NodeStat::Shadows, dropped as i64);
         self.vm.inc(Item::workingset_nodereclaim);
         true
     }

@@ -35,7 +35,7 @@ use crate::error::{Error, Result};
 use crate::hazard::Hazard;
 use crate::mm::Cache;
 use crate::page::*;
-use crate::pagetree::{entry_pfn, page_entry, PageTree, MARK_DIRTY, PAGE_HOT, SHADOW_BIT, SLOT_FROZEN};
+use crate::pagetree::{entry_pfn, page_entry, PageTree, TreeLocked, MARK_DIRTY, PAGE_HOT, SHADOW_BIT, SLOT_FROZEN};
 use crate::percpu::thread_slot;
 use crate::readahead::FileRaState;
 use crate::vmstat::Item;
@@ -297,7 +297,7 @@ impl Cache {
                 kept.push(*pfn);
             } else {
                 let shadow = if evict && self.tunables.workingset { self.workingset_eviction_page(*pfn) } else { 0 };
-                self.__delete_from_page_cache(inode, *pfn, shadow);
+                self.__delete_from_page_cache(inode, *pfn, shadow, &g);
                 removed.push(*pfn);
                 if inode.nrpages.load(Ordering::Relaxed) == 0 {
                     // The last page of a file maybe no one has open: the
@@ -568,7 +568,7 @@ impl Cache {
         page.index.store(index, Ordering::Relaxed);
         page.get();
         {
-            let _g = inode.tree_lock.lock();
+            let g = inode.tree_lock.lock();
             let old = inode.tree.load(index);
             if old & SHADOW_BIT != 0 {
                 // The page takes the shadow's slot below.
@@ -590,7 +590,7 @@ impl Cache {
                 }
             }
             if entry_pfn(old).is_some() {
-                drop(_g);
+                drop(g);
                 page.refcount.fetch_sub(1, Ordering::Relaxed);
                 page.mapping.store(NO_MAPPING, Ordering::Relaxed);
                 page.clear_nonatomic(PG_LOCKED);
@@ -601,23 +601,23 @@ impl Cache {
             // page and uncount it.
             self.node_stat.add(NodeStat::FilePages, 1);
             inode.nrpages.fetch_add(1, Ordering::Relaxed);
-            inode.tree.store(index, page_entry(pfn));
+            inode.tree.store(index, page_entry(pfn), &g);
         }
         self.lru_cache_add(pfn);
         true
     }
 
-    /// __delete_from_page_cache with the tree lock held: the slot empties (or
+    /// __delete_from_page_cache with the tree lock held (`locked`): the slot empties (or
     /// takes `shadow`, the workingset record of an evicted page), the page
     /// forgets its mapping. The caller drops the cache's reference
     /// afterwards.
-    pub fn __delete_from_page_cache(&self, inode: &Inode, pfn: Pfn, shadow: usize) {
+    pub fn __delete_from_page_cache(&self, inode: &Inode, pfn: Pfn, shadow: usize, locked: &TreeLocked<'_>) {
         let page = self.page(pfn);
         let index = page.index();
         debug_assert_eq!(entry_pfn(inode.tree.load(index)), Some(pfn));
         self.cancel_dirty_page(inode, pfn);
-        inode.tree.clear_mark(index, MARK_DIRTY);
-        inode.tree.store(index, shadow);
+        inode.tree.clear_mark(index, MARK_DIRTY, locked);
+        inode.tree.store(index, shadow, locked);
         if shadow != 0 {
             self.node_stat.add(NodeStat::Shadows, 1);
         }

@@ -173,9 +173,9 @@ impl Cache {
             return;
         }
         {
-            let _g = inode.tree_lock.lock();
+            let g = inode.tree_lock.lock();
             if page.mapping() == inode.id {
-                inode.tree.set_mark(page.index(), MARK_DIRTY);
+                inode.tree.set_mark(page.index(), MARK_DIRTY, &g);
             }
         }
         self.account_page_dirtied(inode);
@@ -225,8 +225,8 @@ impl Cache {
             return false;
         }
         {
-            let _g = inode.tree_lock.lock();
-            inode.tree.clear_mark(page.index(), MARK_DIRTY);
+            let g = inode.tree_lock.lock();
+            inode.tree.clear_mark(page.index(), MARK_DIRTY, &g);
         }
         self.account_page_cleaned(inode);
         page.set(PG_WRITEBACK, &self.vm);

@@ -209,8 +209,8 @@ impl Cache {
     /// `index` and free the leaf, if it still holds nothing else (the list
     /// was read without the tree lock, so it may have changed since).
     fn shadow_lru_isolate(&self, inode: &Inode, index: u64) -> bool {
-        let _g = inode.tree_lock.lock();
-        let dropped = inode.tree.drop_shadow_node(index);
+        let g = inode.tree_lock.lock();
+        let dropped = inode.tree.drop_shadow_node(index, &g);
         if dropped == 0 {
             return false;
         }

@@ -41,6 +41,24 @@ macro_rules! vm_bug_on_page {
 
 pub(crate) use {vm_bug_on, vm_bug_on_page};
 
+/// Flag combinations no page may have, whatever else it is doing (the
+/// kernel's PageFlags rules, checked where it checks them: list add and
+/// delete, free): PG_active with PG_unevictable (an unevictable page is on
+/// neither the active nor the inactive list), PG_swapcache without
+/// PG_swapbacked (only anonymous pages enter the swap cache, as
+/// `PageSwapCache` tests both). PG_writeback without PG_locked is fine:
+/// the lock is dropped once writeback has started.
+#[inline]
+#[track_caller]
+pub fn check_page_flags(page: &Page, what: &str) {
+    if !DEBUG_VM {
+        return;
+    }
+    let f = page.flags();
+    vm_bug_on_page!(f & PG_ACTIVE != 0 && f & PG_UNEVICTABLE != 0, page, "{what}: active and unevictable");
+    vm_bug_on_page!(f & PG_SWAPCACHE != 0 && f & PG_SWAPBACKED == 0, page, "{what}: swap cache but not anonymous");
+}
+
 const FLAG_NAMES: [(u32, &str); 17] = [
     (PG_LOCKED, "locked"),
     (PG_REFERENCED, "referenced"),
@@ -88,4 +106,36 @@ impl fmt::Display for DumpPage<'_> {
 #[track_caller]
 pub fn bad_page(page: &Page, why: fmt::Arguments<'_>) -> ! {
     panic!("VM_BUG_ON_PAGE: {why}\n  {}", DumpPage(page))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Goal: every test build checks (so `cargo test --workspace`, whose
+    // profile keeps debug assertions, runs the VM_BUG_ONs), and a flag
+    // combination the kernel forbids is caught with the page's state.
+    #[test]
+    fn checks_are_on_in_tests() {
+        const { assert!(DEBUG_VM, "tests must run with the consistency checks on") };
+        let page = Page::new();
+        page.set_nonatomic(PG_ACTIVE | PG_REFERENCED);
+        check_page_flags(&page, "a legal page");
+    }
+
+    #[test]
+    #[should_panic(expected = "active and unevictable")]
+    fn active_and_unevictable_is_caught() {
+        let page = Page::new();
+        page.set_nonatomic(PG_ACTIVE | PG_UNEVICTABLE);
+        check_page_flags(&page, "lru add");
+    }
+
+    #[test]
+    #[should_panic(expected = "swap cache but not anonymous")]
+    fn swapcache_on_a_file_page_is_caught() {
+        let page = Page::new();
+        page.set_nonatomic(PG_SWAPCACHE);
+        check_page_flags(&page, "free");
+    }
 }

@@ -36,6 +36,7 @@ use std::time::Duration;
 use crate::filemap::Inode;
 use crate::lruvec::{LruGuard, NR_LRU_LISTS};
 use crate::mm::{Cache, Wakeup};
+use crate::mmdebug::vm_bug_on_page;
 use crate::page::*;
 use crate::tunables::{MappedActivation, ReclaimWriteback, WorkingsetVersion};
 use crate::vmstat::Item;
@@ -314,7 +315,8 @@ impl Cache {
                 continue;
             }
             lru.del(pfn, list);
-            page.clear(PG_LRU, &self.vm);
+            let was_lru = page.test_clear(PG_LRU, &self.vm);
+            vm_bug_on_page!(!was_lru, page, "isolating a page off {list:?} without PG_lru");
             out.push(pfn);
         }
         scanned
@@ -334,6 +336,8 @@ impl Cache {
             }
             for &pfn in pages {
                 let page = self.page(pfn);
+                // Isolation took it off its list; nobody else puts it back.
+                vm_bug_on_page!(page.test(PG_LRU), page, "putback of a page on a list");
                 page.set(PG_LRU, &self.vm);
                 let list = LruList::of_flags(page.flags());
                 lru.add(pfn, list);

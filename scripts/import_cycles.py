@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Import cycles of a Rust crate: strongly connected sets of its modules.
 
-Usage: scripts/import_cycles.py CRATE_SRC_DIR [--files] [--no-tests] [--no-root] [--edges]
+Usage: scripts/import_cycles.py CRATE_SRC_DIR [--files] [--no-tests] [--no-root]
+                                 [--ignore=MOD::ITEM] [--edges]
 
 A module depends on another when its code names a path into it:
 `crate::m::...`, `crate::{m, ...}`, `super::...` (resolved against the
@@ -9,6 +10,8 @@ file's place), or, in the crate root, `m::...` for a declared module.
 Comments (doc links among them) and string literals are left out. A name
 the crate root re-exports (`pub use m::{A, B}`) counts as a path into `m`;
 the root's own items (`crate::PageCache`) count as the root, `(root)`.
+`--ignore=mm::Cache` leaves out every reference to that item (repeatable),
+to see what joins the modules besides a shared context type.
 `--no-root` leaves the root out (it declares every module and usually
 uses most, so any module naming one of its items joins a cycle with it).
 
@@ -246,6 +249,7 @@ def main(argv):
         return 2
     files_mode, no_tests, show_edges = "--files" in argv, "--no-tests" in argv, "--edges" in argv
     no_root = "--no-root" in argv
+    ignored = [tuple(a.split("=", 1)[1].split("::")) for a in argv if a.startswith("--ignore=")]
     src = args[0]
     mods = module_files(src)
     top = {p[0] for p in mods if p}
@@ -261,6 +265,8 @@ def main(argv):
             continue
         nodes.add(me)
         for r in refs(code, path, top, exports, path == ()):
+            if any(r[: len(i)] == i for i in ignored):
+                continue
             to = resolve(r, mods, files_mode)
             if to != me and not (no_root and to == "(root)"):
                 edges[me].add(to)

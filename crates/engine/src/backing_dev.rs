@@ -13,7 +13,8 @@ use crate::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::mm::{Cache, Wakeup};
+use crate::mm::Cache;
+use crate::wait::Wakeup;
 
 /// Pages under writeback above which a device counts as congested.
 pub const BDI_CONGESTED_PAGES: i64 = 128;

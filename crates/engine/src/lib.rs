@@ -59,6 +59,7 @@ mod truncate;
 mod tunables;
 mod vmscan;
 pub mod vmstat;
+mod wait;
 mod workingset;
 
 pub use backing::BackingDev;

@@ -8,12 +8,12 @@
 //! writeback or kswapd and retries; the number of fruitless retries is
 //! bounded, after which it fails with ENOMEM rather than hang.
 
-use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Mutex, RwLock};
 
 use crate::arena::Arena;
 use crate::backing_dev::Bdi;
@@ -29,42 +29,8 @@ use crate::swap::PerCpu;
 use crate::sysctl::VmSysctl;
 use crate::tunables::{Config, Tunables};
 use crate::vmstat::{Item, NodeStat, NodeStats, VmCounters, VmStat, NR_ITEMS};
+use crate::wait::Wakeup;
 use crate::LruList;
-
-/// A sleeping thread's doorbell (kswapd_wait, the flusher's wait queue).
-#[derive(Default)]
-pub struct Wakeup {
-    pending: Mutex<bool>,
-    cv: Condvar,
-    waiters: AtomicUsize,
-}
-
-impl Wakeup {
-    pub fn wake(&self) {
-        let mut p = self.pending.lock();
-        *p = true;
-        self.cv.notify_all();
-    }
-
-    /// Wake only if someone sleeps here: cheap enough for per-page paths.
-    #[inline]
-    pub fn wake_if_waiting(&self) {
-        if self.waiters.load(Ordering::Acquire) > 0 {
-            self.wake();
-        }
-    }
-
-    /// Sleep until woken or `timeout`; returns whether woken.
-    pub fn wait(&self, timeout: Duration) -> bool {
-        let mut p = self.pending.lock();
-        if !*p {
-            self.waiters.fetch_add(1, Ordering::AcqRel);
-            self.cv.wait_for(&mut p, timeout);
-            self.waiters.fetch_sub(1, Ordering::AcqRel);
-        }
-        std::mem::replace(&mut *p, false)
-    }
-}
 
 pub struct Cache {
     pub config: Config,

@@ -35,11 +35,12 @@ use std::time::Duration;
 
 use crate::filemap::Inode;
 use crate::lruvec::{LruGuard, NR_LRU_LISTS};
-use crate::mm::{Cache, Wakeup};
+use crate::mm::Cache;
 use crate::mmdebug::vm_bug_on_page;
 use crate::page::*;
 use crate::tunables::{MappedActivation, ReclaimWriteback, WorkingsetVersion};
 use crate::vmstat::Item;
+use crate::wait::Wakeup;
 use crate::LruList;
 
 pub const DEF_PRIORITY: i32 = 12;

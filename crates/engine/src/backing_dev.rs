@@ -10,6 +10,7 @@
 //! (`wait_iff_congested`) instead of spinning.
 
 use crate::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -73,11 +74,19 @@ impl Bdi {
     }
 }
 
+/// The registered bdis (the kernel's bdi_list), in registration order
+/// (a bdi's id is its place). Private to this module: `bdi_get` adds,
+/// nothing removes.
+#[derive(Default)]
+pub struct BdiList {
+    list: Mutex<Vec<Arc<Bdi>>>,
+}
+
 impl Cache {
     /// The bdi called `name`, registered (and its flusher started) on first
     /// use.
     pub fn bdi_get(&self, name: &str) -> Arc<Bdi> {
-        let mut bdis = self.bdis.lock();
+        let mut bdis = self.bdis.list.lock();
         if let Some(b) = bdis.iter().find(|b| b.name == name) {
             return b.clone();
         }
@@ -99,20 +108,20 @@ impl Cache {
     /// Wake every bdi's flusher (wakeup_flusher_threads).
     pub fn wakeup_flusher_threads(&self) {
         self.vm.inc(crate::vmstat::Item::flusher_wakeups);
-        for b in self.bdis.lock().iter() {
+        for b in self.bdis.list.lock().iter() {
             b.wait.wake();
         }
     }
 
     /// Per-device counters.
     pub fn bdi_stats(&self) -> Vec<BdiStat> {
-        self.bdis.lock().iter().map(|b| b.stat()).collect()
+        self.bdis.list.lock().iter().map(|b| b.stat()).collect()
     }
 
     /// wait_iff_congested: sleep up to `timeout` for writeback to make
     /// progress, if any device is congested. Returns whether it waited.
     pub fn wait_iff_congested(&self, timeout: Duration) -> bool {
-        if !self.bdis.lock().iter().any(|b| b.congested()) {
+        if !self.bdis.list.lock().iter().any(|b| b.congested()) {
             return false;
         }
         self.vm.inc(crate::vmstat::Item::congestion_waits);

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Mutex, RwLock};
 
 use crate::arena::Arena;
-use crate::backing_dev::Bdi;
+use crate::backing_dev::BdiList;
 use crate::error::{Error, Result};
 use crate::filemap::Inode;
 use crate::hazard::HazardTable;
@@ -57,7 +57,7 @@ pub struct Cache {
     /// The read queue of asynchronous readahead and its workers (bio.rs).
     pub bio: crate::bio::IoQueue,
     /// Backing devices, each with its flusher (backing_dev.rs).
-    pub bdis: Mutex<Vec<Arc<Bdi>>>,
+    pub bdis: BdiList,
     /// Background threads (kswapd, flushers, I/O workers), joined at
     /// shutdown (`kthread_add`).
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -134,7 +134,7 @@ impl Cache {
             node_cache: Arc::new(NodeCache::new(hazards.clone())),
             kswapd: crate::vmscan::Kswapd::default(),
             bio: crate::bio::IoQueue::default(),
-            bdis: Mutex::new(Vec::new()),
+            bdis: BdiList::default(),
             threads: Mutex::new(Vec::new()),
             self_ref: self_ref.clone(),
             progress: Wakeup::default(),

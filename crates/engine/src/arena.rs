@@ -185,6 +185,7 @@ impl Arena {
         // writeback page has a user, a listed one a list). Anonymous pages
         // are freed dirty when their region goes, as in the kernel; a
         // dirty file page freed is data lost.
+        page.check_flags("free");
         let f = page.flags();
         let busy = PG_LOCKED | PG_WRITEBACK | PG_LRU | PG_SWAPCACHE;
         let lost = f & PG_DIRTY != 0 && f & PG_SWAPBACKED == 0;

@@ -10,10 +10,12 @@
 //! (`wait_iff_congested`) instead of spinning.
 
 use crate::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::mm::{Cache, Wakeup};
+use crate::mm::Cache;
+use crate::wait::Wakeup;
 
 /// Pages under writeback above which a device counts as congested.
 pub const BDI_CONGESTED_PAGES: i64 = 128;
@@ -72,25 +74,32 @@ impl Bdi {
     }
 }
 
+/// The registered bdis (the kernel's bdi_list), in registration order
+/// (a bdi's id is its place). Private to this module: `bdi_get` adds,
+/// nothing removes.
+#[derive(Default)]
+pub struct BdiList {
+    list: Mutex<Vec<Arc<Bdi>>>,
+}
+
 impl Cache {
     /// The bdi called `name`, registered (and its flusher started) on first
     /// use.
     pub fn bdi_get(&self, name: &str) -> Arc<Bdi> {
-        let mut bdis = self.bdis.lock();
+        let mut bdis = self.bdis.list.lock();
         if let Some(b) = bdis.iter().find(|b| b.name == name) {
             return b.clone();
         }
         let bdi = Arc::new(Bdi::new(bdis.len() as u32, name));
         bdis.push(bdi.clone());
-        if let Some(cache) = self.self_ref.upgrade() {
+        if let Some(cache) = self.arc() {
             let b = bdi.clone();
-            let spawned = std::thread::Builder::new()
-                .name(format!("flush-{name}"))
-                .spawn(move || crate::page_writeback::flusher_thread(cache, b));
+            let spawned =
+                std::thread::Builder::new().name(format!("flush-{name}")).spawn(move || flusher_thread(cache, b));
             // Without a flusher, writeback still happens in fsync, in
             // balance_dirty_pages' waits and (3.1 mode) in reclaim.
             if let Ok(t) = spawned {
-                self.threads.lock().push(t);
+                self.kthread_add(t);
             }
         }
         bdi
@@ -99,24 +108,47 @@ impl Cache {
     /// Wake every bdi's flusher (wakeup_flusher_threads).
     pub fn wakeup_flusher_threads(&self) {
         self.vm.inc(crate::vmstat::Item::flusher_wakeups);
-        for b in self.bdis.lock().iter() {
+        for b in self.bdis.list.lock().iter() {
             b.wait.wake();
         }
     }
 
     /// Per-device counters.
     pub fn bdi_stats(&self) -> Vec<BdiStat> {
-        self.bdis.lock().iter().map(|b| b.stat()).collect()
+        self.bdis.list.lock().iter().map(|b| b.stat()).collect()
     }
 
     /// wait_iff_congested: sleep up to `timeout` for writeback to make
     /// progress, if any device is congested. Returns whether it waited.
     pub fn wait_iff_congested(&self, timeout: Duration) -> bool {
-        if !self.bdis.lock().iter().any(|b| b.congested()) {
+        if !self.bdis.list.lock().iter().any(|b| b.congested()) {
             return false;
         }
         self.vm.inc(crate::vmstat::Item::congestion_waits);
         self.progress.wait(timeout);
         true
+    }
+}
+
+/// While periodic writeback is off (dirty_writeback_centisecs = 0), how
+/// often the flusher looks again at the knob.
+const PERIODIC_OFF_RECHECK: Duration = Duration::from_secs(1);
+
+/// A device's flusher thread: wakes every dirty_writeback_centisecs or
+/// when rung. The period is read at every sleep, so a sysctl write takes
+/// effect after the current one; 0 turns periodic writeback off (as in
+/// Linux) and the flusher then works only when rung.
+fn flusher_thread(cache: Arc<Cache>, bdi: Arc<Bdi>) {
+    while !cache.shutting_down() {
+        let centisecs = cache.sysctl.dirty_writeback_centisecs();
+        let periodic = centisecs > 0;
+        let period = if periodic { Duration::from_millis(centisecs as u64 * 10) } else { PERIODIC_OFF_RECHECK };
+        let rung = bdi.wait.wait(period);
+        if cache.shutting_down() {
+            break;
+        }
+        if rung || periodic {
+            cache.wb_do_writeback(&bdi);
+        }
     }
 }

@@ -175,7 +175,7 @@ impl Cache {
             let c = self.clone();
             let t = std::thread::Builder::new().name(format!("pcache-io/{i}")).spawn(move || c.io_worker())?;
             self.bio.queue.lock().workers += 1;
-            self.threads.lock().push(t);
+            self.kthread_add(t);
         }
         Ok(())
     }

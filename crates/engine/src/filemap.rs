@@ -35,10 +35,11 @@ use crate::error::{Error, Result};
 use crate::hazard::Hazard;
 use crate::mm::Cache;
 use crate::page::*;
-use crate::pagetree::{entry_pfn, page_entry, PageTree, MARK_DIRTY, PAGE_HOT, SHADOW_BIT, SLOT_FROZEN};
+use crate::pagetree::{entry_pfn, page_entry, PageTree, TreeLocked, MARK_DIRTY, PAGE_HOT, SHADOW_BIT, SLOT_FROZEN};
 use crate::percpu::thread_slot;
 use crate::readahead::FileRaState;
 use crate::vmstat::Item;
+use crate::vmstat::NodeStat;
 use crate::{AccessedInit, RemarkRule};
 
 /// Mark the page accessed (or initialise its accessed state if new).
@@ -300,7 +301,7 @@ impl Cache {
                 kept.push(*pfn);
             } else {
                 let shadow = if evict && self.tunables.workingset { self.workingset_eviction_page(*pfn) } else { 0 };
-                self.__delete_from_page_cache(inode, *pfn, shadow);
+                self.__delete_from_page_cache(inode, *pfn, shadow, &g);
                 removed.push(*pfn);
                 if inode.nrpages.load(Ordering::Relaxed) == 0 {
                     // The last page of a file maybe no one has open: the
@@ -334,7 +335,7 @@ impl Cache {
     /// inode_add_lru: list an inode that may be unused, for `prune_icache`.
     pub fn inode_add_lru(&self, inode: &Arc<Inode>) {
         if Self::inode_unused(inode) && !inode.on_unused.swap(true, Ordering::AcqRel) {
-            self.inodes.lock().unused.push_back(Arc::downgrade(inode));
+            self.icache.list_unused(inode);
         }
     }
 
@@ -362,24 +363,13 @@ impl Cache {
         // Trylock: the caller may hold another inode's rwsem (reclaim from
         // a writer's allocation).
         let Some(_w) = inode.rwsem.try_lock() else { return false };
-        {
-            let mut inodes = self.inodes.lock();
-            // Handles are taken under this lock (iget), so the check holds
-            // once the name is gone.
-            if !Self::inode_unused(inode) {
-                return false;
-            }
-            if inodes.by_name.get(&inode.key).is_some_and(|i| Arc::ptr_eq(i, inode)) {
-                inodes.by_name.remove(&inode.key);
-            }
+        // Handles are taken under the icache's lock (iget), so the check
+        // holds once the name is gone.
+        if !self.icache.unhash_if(inode, || Self::inode_unused(inode)) {
+            return false;
         }
         self.truncate_inode_pages_final(inode);
-        let mut inodes = self.inodes.lock();
-        let mut by_id = self.by_id.write();
-        if by_id.get(inode.id as usize).is_some_and(|i| i.as_ref().is_some_and(|i| Arc::ptr_eq(i, inode))) {
-            by_id[inode.id as usize] = None;
-            inodes.free_ids.push(inode.id);
-        }
+        self.icache.release_id(inode);
         true
     }
 
@@ -393,14 +383,7 @@ impl Cache {
     pub fn prune_icache(&self, nr_to_scan: usize) {
         let limit = (self.arena.nr_pages / 8).max(64) as usize;
         for _ in 0..nr_to_scan {
-            let (weak, over) = {
-                let mut inodes = self.inodes.lock();
-                let over = inodes.unused.len() > limit;
-                match inodes.unused.pop_front() {
-                    Some(w) => (w, over),
-                    None => return,
-                }
-            };
+            let Some((weak, over)) = self.icache.pop_unused(limit) else { return };
             let Some(inode) = weak.upgrade() else { continue };
             inode.on_unused.store(false, Ordering::Release);
             if !Self::inode_unused(&inode) {
@@ -424,10 +407,7 @@ impl Cache {
 
     /// The cached inode known as `key`, with a handle counted, if any.
     pub fn igrab(&self, key: &str) -> Option<Arc<Inode>> {
-        let inodes = self.inodes.lock();
-        let i = inodes.by_name.get(key)?;
-        i.handles.fetch_add(1, Ordering::AcqRel);
-        Some(i.clone())
+        self.icache.grab(key)
     }
 
     /// iget: the inode known as `key`, made with `make_dev` (and called
@@ -442,34 +422,16 @@ impl Cache {
         name: &str,
         make_dev: impl FnOnce() -> Result<Arc<dyn BackingDev>>,
     ) -> Result<Arc<Inode>> {
-        let mut inodes = self.inodes.lock();
-        if let Some(i) = inodes.by_name.get(key) {
-            i.handles.fetch_add(1, Ordering::AcqRel);
-            return Ok(i.clone());
-        }
-        let dev = make_dev()?;
-        let size = dev.len().map_err(|e| Error::io(name, e))?;
-        let id = match inodes.free_ids.pop() {
-            Some(id) => id,
-            None => {
-                let id = inodes.next_id;
-                if id == NO_MAPPING {
-                    return Err(Error::InvalidArgument("too many open inodes".into()));
-                }
-                inodes.next_id += 1;
-                id
-            }
+        let open = || {
+            let dev = make_dev()?;
+            let size = dev.len().map_err(|e| Error::io(name, e))?;
+            Ok((dev, size))
         };
-        let bdi = self.bdi_get(&dev.bdi_name());
-        let (dev_ra_pages, dev_io_pages) = self.device_ra_pages(dev.as_ref());
-        let inode = Arc::new(Inode::new(id, key, name, dev, bdi, &self.node_cache, size, (dev_ra_pages, dev_io_pages)));
-        inodes.by_name.insert(key.to_string(), inode.clone());
-        let mut by_id = self.by_id.write();
-        if by_id.len() <= id as usize {
-            by_id.resize(id as usize + 1, None);
-        }
-        by_id[id as usize] = Some(inode.clone());
-        Ok(inode)
+        self.icache.get_or_insert(key, open, |id, (dev, size)| {
+            let bdi = self.bdi_get(&dev.bdi_name());
+            let (dev_ra_pages, dev_io_pages) = self.device_ra_pages(dev.as_ref());
+            Arc::new(Inode::new(id, key, name, dev, bdi, &self.node_cache, size, (dev_ra_pages, dev_io_pages)))
+        })
     }
 
     /// evict_inode: an unlinked inode's last handle is gone; drop its
@@ -480,15 +442,8 @@ impl Cache {
             let _g = inode.rwsem.lock();
             self.truncate_inode_pages_final(inode);
         }
-        let mut inodes = self.inodes.lock();
-        if inodes.by_name.get(&inode.key).is_some_and(|i| i.id == inode.id) {
-            inodes.by_name.remove(&inode.key);
-        }
-        let mut by_id = self.by_id.write();
-        if by_id.get(inode.id as usize).is_some_and(|i| i.as_ref().is_some_and(|i| i.id == inode.id)) {
-            by_id[inode.id as usize] = None;
-            inodes.free_ids.push(inode.id);
-        }
+        self.icache.unhash_if(inode, || true);
+        self.icache.release_id(inode);
     }
 
     /// find_get_entry: the page at `index` with a reference, or None.
@@ -617,11 +572,11 @@ impl Cache {
         page.index.store(index, Ordering::Relaxed);
         page.get();
         {
-            let _g = inode.tree_lock.lock();
+            let g = inode.tree_lock.lock();
             let old = inode.tree.load(index);
             if old & SHADOW_BIT != 0 {
                 // The page takes the shadow's slot below.
-                self.nr_shadows.fetch_sub(1, Ordering::Relaxed);
+                self.node_stat.sub(NodeStat::Shadows, 1);
             }
             if old & SHADOW_BIT != 0 && self.tunables.workingset {
                 let (activate, restore) = self.workingset_refault(old, crate::admission::page_key(inode.id, index));
@@ -639,7 +594,7 @@ impl Cache {
                 }
             }
             if entry_pfn(old).is_some() {
-                drop(_g);
+                drop(g);
                 page.refcount.fetch_sub(1, Ordering::Relaxed);
                 page.mapping.store(NO_MAPPING, Ordering::Relaxed);
                 page.clear_nonatomic(PG_LOCKED);
@@ -648,33 +603,30 @@ impl Cache {
             // Release: the descriptor's fields are visible before the entry.
             // Counted under the tree lock, before anyone can delete the
             // page and uncount it.
-            self.nr_file_pages.fetch_add(1, Ordering::Relaxed);
+            self.node_stat.add(NodeStat::FilePages, 1);
             inode.nrpages.fetch_add(1, Ordering::Relaxed);
-            inode.tree.store(index, page_entry(pfn));
+            inode.tree.store(index, page_entry(pfn), &g);
         }
         self.lru_cache_add(pfn);
         true
     }
 
-    /// __delete_from_page_cache with the tree lock held: the slot empties (or
+    /// __delete_from_page_cache with the tree lock held (`locked`): the slot empties (or
     /// takes `shadow`, the workingset record of an evicted page), the page
     /// forgets its mapping. The caller drops the cache's reference
     /// afterwards.
-    pub fn __delete_from_page_cache(&self, inode: &Inode, pfn: Pfn, shadow: usize) {
+    pub fn __delete_from_page_cache(&self, inode: &Inode, pfn: Pfn, shadow: usize, locked: &TreeLocked<'_>) {
         let page = self.page(pfn);
         let index = page.index();
         debug_assert_eq!(entry_pfn(inode.tree.load(index)), Some(pfn));
-        if page.test(PG_DIRTY) {
-            self.account_page_cleaned(inode, pfn);
-            page.clear(PG_DIRTY, &self.vm);
-        }
-        inode.tree.clear_mark(index, MARK_DIRTY);
-        inode.tree.store(index, shadow);
+        self.cancel_dirty_page(inode, pfn);
+        inode.tree.clear_mark(index, MARK_DIRTY, locked);
+        inode.tree.store(index, shadow, locked);
         if shadow != 0 {
-            self.nr_shadows.fetch_add(1, Ordering::Relaxed);
+            self.node_stat.add(NodeStat::Shadows, 1);
         }
         inode.nrpages.fetch_sub(1, Ordering::Relaxed);
-        self.nr_file_pages.fetch_sub(1, Ordering::Relaxed);
+        self.node_stat.sub(NodeStat::FilePages, 1);
         page.mapping.store(NO_MAPPING, Ordering::Release);
     }
 
@@ -952,7 +904,7 @@ impl Cache {
     /// cache is not shut down, a file whose writeback is failing is written
     /// back first (its error fails the write), and the space is reserved.
     pub fn generic_write_checks(&self, inode: &Inode, pos: u64, len: u64) -> Result<()> {
-        if self.shutdown.load(Ordering::Acquire) {
+        if self.shutting_down() {
             return Err(Error::ShutDown);
         }
         if inode.wb_retry_at.load(Ordering::Acquire) != 0 {

@@ -34,6 +34,7 @@ mod error;
 mod filemap;
 mod hazard;
 mod highmem;
+mod inode;
 #[cfg(all(loom, test))]
 mod loom_tests;
 mod lru_gen;
@@ -58,6 +59,7 @@ mod truncate;
 mod tunables;
 mod vmscan;
 pub mod vmstat;
+mod wait;
 mod workingset;
 
 pub use backing::BackingDev;
@@ -200,7 +202,7 @@ impl PageCache {
                 .name("kswapd0".into())
                 .spawn(move || vmscan::kswapd_thread(c))
                 .map_err(|e| Error::io("kswapd", e))?;
-            cache.threads.lock().push(t);
+            cache.kthread_add(t);
         }
         // Owned before the workers start, so a failure stops those started.
         let owner = Arc::new(Owner { cache: cache.clone() });
@@ -304,7 +306,7 @@ impl PageCache {
     /// with pages still cached): the truth while dirty pages may extend it.
     pub fn cached_len(&self, name: &str) -> Option<u64> {
         let key = self.resolve_key(name);
-        self.cache().inodes.lock().by_name.get(&key).map(|i| i.size.load(Ordering::Acquire))
+        self.cache().icache.lookup(&key).map(|i| i.size.load(Ordering::Acquire))
     }
 
     /// A handle on `inode`, whose handle count already includes it (iget).
@@ -322,7 +324,7 @@ impl PageCache {
 
     fn unlink_name(&self, name: &str) -> Result<()> {
         let cache = self.cache();
-        let inode = cache.inodes.lock().by_name.remove(name);
+        let inode = cache.icache.remove_key(name);
         let Some(inode) = inode else {
             return Err(Error::InvalidArgument(format!("{name}: not open in this cache")));
         };
@@ -345,7 +347,7 @@ impl PageCache {
         let cache = self.cache();
         // The name itself, not what a symlink leads to.
         let m = std::fs::symlink_metadata(path).map_err(|e| Error::io(&name, e))?;
-        let inode = host_key_of(&m).and_then(|key| cache.inodes.lock().by_name.get(&key).cloned());
+        let inode = host_key_of(&m).and_then(|key| cache.icache.lookup(&key));
         let Some(inode) = inode else {
             return std::fs::remove_file(path).map_err(|e| Error::io(&name, e));
         };
@@ -363,12 +365,7 @@ impl PageCache {
     fn forget_unlinked(&self, inode: &Arc<Inode>) {
         let cache = self.cache();
         inode.unlinked.store(true, Ordering::Release);
-        {
-            let mut inodes = cache.inodes.lock();
-            if inodes.by_name.get(&inode.key).is_some_and(|i| Arc::ptr_eq(i, inode)) {
-                inodes.by_name.remove(&inode.key);
-            }
-        }
+        cache.icache.unhash_if(inode, || true);
         if inode.handles.load(Ordering::Acquire) == 0 {
             cache.evict_inode(inode);
         }
@@ -385,7 +382,7 @@ impl PageCache {
     /// working, as on an unlinked file). Returns false, changing nothing,
     /// when no such file is cached.
     pub fn unlink_dev(&self, name: &str) -> Result<bool> {
-        if !self.cache().inodes.lock().by_name.contains_key(name) {
+        if !self.cache().icache.contains(name) {
             return Ok(false);
         }
         self.unlink_name(name).map(|()| true)
@@ -405,7 +402,7 @@ impl PageCache {
         let cache = self.cache();
         let cached_at = |p: &Path| {
             let m = std::fs::symlink_metadata(p).ok()?;
-            let inode = cache.inodes.lock().by_name.get(&host_key_of(&m)?).cloned()?;
+            let inode = cache.icache.lookup(&host_key_of(&m)?)?;
             Some((inode, m.nlink()))
         };
         let moving = cached_at(old);
@@ -437,21 +434,16 @@ impl PageCache {
     pub fn evict(&self, name: &str) -> Result<bool> {
         let cache = self.cache();
         let name = &self.resolve_key(name);
-        let Some(inode) = cache.inodes.lock().by_name.get(name).cloned() else {
+        let Some(inode) = cache.icache.lookup(name) else {
             return Ok(false);
         };
         if inode.handles.load(Ordering::Acquire) > 0 {
             return Ok(false);
         }
         cache.write_and_wait_range(&inode, 0, u64::MAX)?;
-        {
-            let mut inodes = cache.inodes.lock();
-            if inode.handles.load(Ordering::Acquire) > 0 || inode.nr_dirty.load(Ordering::Acquire) > 0 {
-                return Ok(false);
-            }
-            if inodes.by_name.get(name).is_some_and(|i| Arc::ptr_eq(i, &inode)) {
-                inodes.by_name.remove(name);
-            }
+        let unused = || inode.handles.load(Ordering::Acquire) == 0 && inode.nr_dirty.load(Ordering::Acquire) == 0;
+        if !cache.icache.unhash_if(&inode, unused) {
+            return Ok(false);
         }
         cache.evict_inode(&inode);
         Ok(true)
@@ -462,14 +454,14 @@ impl PageCache {
     /// paths.
     pub fn is_cached(&self, name: &str) -> bool {
         let key = self.resolve_key(name);
-        self.cache().inodes.lock().by_name.contains_key(&key)
+        self.cache().icache.contains(&key)
     }
 
     /// The icache key `name` stands for: itself if a file is cached under
     /// it (a device's or memory file's name, a key), else the identity key
     /// of the host file at that path, if there is one.
     fn resolve_key(&self, name: &str) -> String {
-        if self.cache().inodes.lock().by_name.contains_key(name) {
+        if self.cache().icache.contains(name) {
             return name.to_string();
         }
         std::fs::metadata(name).ok().and_then(|m| host_key_of(&m)).unwrap_or_else(|| name.to_string())
@@ -493,7 +485,7 @@ impl PageCache {
     /// slots; [`Madvise::DontNeed`] does the same for a range (it reads as
     /// zeroes again).
     pub fn map_anon(&self, len: u64) -> Result<Mapping> {
-        if self.cache().shutdown.load(Ordering::Acquire) {
+        if self.cache().shutting_down() {
             return Err(Error::ShutDown);
         }
         Mapping::new_anon(self.cache().clone(), self.owner.clone(), len)
@@ -578,12 +570,12 @@ impl PageCache {
     pub fn drop_caches(&self) {
         let cache = self.cache();
         cache.lru_add_drain_all();
-        let inodes: Vec<_> = cache.by_id.read().iter().flatten().cloned().collect();
+        let inodes = cache.icache.collect(|_| true);
         for inode in inodes {
             cache.invalidate_mapping_pages(&inode, 0, u64::MAX);
         }
         // Inodes emptied above and no longer open go too (drop_caches' 2).
-        let listed = cache.inodes.lock().unused.len();
+        let listed = cache.icache.nr_unused();
         cache.prune_icache(listed);
     }
 

@@ -1467,7 +1467,7 @@ impl Cache {
     /// MADV_RANDOM (vma_has_recency), and anonymous regions with swap.
     fn lru_gen_vmas(&self, can_swap: bool) -> Vec<Arc<Vma>> {
         let mut out = Vec::new();
-        let inodes: Vec<_> = self.by_id.read().iter().flatten().cloned().collect();
+        let inodes = self.icache.collect(|_| true);
         for inode in inodes {
             out.extend(
                 inode

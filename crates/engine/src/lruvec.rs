@@ -207,6 +207,7 @@ impl LruGuard<'_> {
     #[inline]
     fn check_list(&self, pfn: Pfn, lru: LruList, what: &str) {
         let page = self.arena.page(pfn);
+        page.check_flags(what);
         let f = page.flags();
         vm_bug_on_page!(
             f & PG_LRU == 0 || LruList::of_flags(f) != lru,

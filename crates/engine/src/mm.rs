@@ -8,19 +8,19 @@
 //! writeback or kswapd and retries; the number of fruitless retries is
 //! bounded, after which it fails with ENOMEM rather than hang.
 
-use crate::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
-use std::collections::HashMap;
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Mutex, RwLock};
 
 use crate::arena::Arena;
-use crate::backing_dev::Bdi;
+use crate::backing_dev::BdiList;
 use crate::error::{Error, Result};
 use crate::filemap::Inode;
 use crate::hazard::HazardTable;
+use crate::inode::Icache;
 use crate::lru_gen::LruGenState;
 use crate::lruvec::Lruvec;
 use crate::page::{Page, Pfn};
@@ -28,55 +28,9 @@ use crate::pagetree::NodeCache;
 use crate::swap::PerCpu;
 use crate::sysctl::VmSysctl;
 use crate::tunables::{Config, Tunables};
-use crate::vmstat::{Item, VmCounters, VmStat, NR_ITEMS};
+use crate::vmstat::{Item, NodeStat, NodeStats, VmCounters, VmStat, NR_ITEMS};
+use crate::wait::Wakeup;
 use crate::LruList;
-
-/// A sleeping thread's doorbell (kswapd_wait, the flusher's wait queue).
-#[derive(Default)]
-pub struct Wakeup {
-    pending: Mutex<bool>,
-    cv: Condvar,
-    waiters: AtomicUsize,
-}
-
-impl Wakeup {
-    pub fn wake(&self) {
-        let mut p = self.pending.lock();
-        *p = true;
-        self.cv.notify_all();
-    }
-
-    /// Wake only if someone sleeps here: cheap enough for per-page paths.
-    #[inline]
-    pub fn wake_if_waiting(&self) {
-        if self.waiters.load(Ordering::Acquire) > 0 {
-            self.wake();
-        }
-    }
-
-    /// Sleep until woken or `timeout`; returns whether woken.
-    pub fn wait(&self, timeout: Duration) -> bool {
-        let mut p = self.pending.lock();
-        if !*p {
-            self.waiters.fetch_add(1, Ordering::AcqRel);
-            self.cv.wait_for(&mut p, timeout);
-            self.waiters.fetch_sub(1, Ordering::AcqRel);
-        }
-        std::mem::replace(&mut *p, false)
-    }
-}
-
-/// Open inodes by name and by id (the icache).
-#[derive(Default)]
-pub struct Inodes {
-    pub by_name: HashMap<String, Arc<Inode>>,
-    pub free_ids: Vec<u32>,
-    pub next_id: u32,
-    /// Inodes that may be unused (no handle, no page), oldest first, for
-    /// the inode shrinker (filemap.rs `prune_icache`; the kernel's
-    /// `sb->s_inode_lru`). Entries may be stale, re-checked when popped.
-    pub unused: std::collections::VecDeque<Weak<Inode>>,
-}
 
 pub struct Cache {
     pub config: Config,
@@ -88,36 +42,33 @@ pub struct Cache {
     pub lruvec: Lruvec,
     pub percpu: Box<[PerCpu]>,
     pub vm: VmCounters,
-    pub inodes: Mutex<Inodes>,
-    /// Inodes by id, for reclaim and writeback to go from a page to its file.
-    pub by_id: RwLock<Vec<Option<Arc<Inode>>>>,
-    pub nr_file_pages: AtomicU64,
-    pub nr_dirty: AtomicI64,
-    pub nr_writeback: AtomicI64,
-    /// Pages with a mapcount above zero (rmap.rs).
-    pub nr_mapped: AtomicI64,
-    /// Shadow entries in all page trees (workingset.rs).
-    pub nr_shadows: AtomicI64,
+    /// Inodes by key and by id, and the unused ones (inode.rs).
+    pub icache: Icache,
+    /// Page counts by kind: file, mapped, shadow, anonymous (vmstat.rs).
+    pub node_stat: NodeStats,
+    /// Dirty and writeback counts, and the failing files
+    /// (page_writeback.rs, the only writer).
+    pub wb: crate::page_writeback::WbAccounting,
     /// What every page tree shares: node accounting, the walk protocol
     /// that defers node reuse, and the shadow-node list (pagetree.rs).
     pub node_cache: Arc<NodeCache>,
-    pub kswapd_wait: Wakeup,
+    /// kswapd's doorbell (vmscan.rs).
+    pub kswapd: crate::vmscan::Kswapd,
     /// The read queue of asynchronous readahead and its workers (bio.rs).
     pub bio: crate::bio::IoQueue,
     /// Backing devices, each with its flusher (backing_dev.rs).
-    pub bdis: Mutex<Vec<Arc<Bdi>>>,
-    /// Background threads (kswapd, flushers), joined at shutdown.
-    pub threads: Mutex<Vec<JoinHandle<()>>>,
-    /// This cache, for spawning flushers from `&self`.
-    pub self_ref: Weak<Cache>,
+    pub bdis: BdiList,
+    /// Background threads (kswapd, flushers, I/O workers), joined at
+    /// shutdown (`kthread_add`).
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    /// This cache, for spawning flushers from `&self` (`arc`).
+    self_ref: Weak<Cache>,
     /// Signalled when frames are freed or writeback ends, for allocators
     /// and throttled writers waiting for progress.
     pub progress: Wakeup,
-    pub shutdown: AtomicBool,
-    /// Ids of the files whose writeback is failing (page_writeback.rs's
-    /// mapping_set_error), for the dirty throttle to leave their pages out.
-    pub wb_failing: Mutex<Vec<u32>>,
-    pub start: Instant,
+    /// Set once by `shutdown_all`; read through `shutting_down`.
+    shutdown: AtomicBool,
+    start: Instant,
     /// Hazard pins of the hit path (hazard.rs).
     pub hazards: Arc<HazardTable>,
     /// pcache's adaptive admission (admission.rs), when selected.
@@ -140,8 +91,6 @@ pub struct Cache {
     /// The inode every anonymous region's `Mapping` points at (the
     /// kernel's anon_inode): no pages, no device I/O, never in the icache.
     pub anon_inode: std::sync::OnceLock<Arc<Inode>>,
-    /// Anonymous pages mapped by a region (NR_ANON_PAGES).
-    pub nr_anon_pages: AtomicI64,
 }
 
 /// The anonymous regions' registry: a slot per id, ids reused.
@@ -179,22 +128,17 @@ impl Cache {
             lruvec: Lruvec::with_lrugen(LruGenState::new(&config.tunables)),
             percpu: (0..nr_cpus).map(|_| PerCpu::default()).collect(),
             vm: VmCounters::new(),
-            inodes: Mutex::new(Inodes::default()),
-            by_id: RwLock::new(Vec::new()),
-            nr_file_pages: AtomicU64::new(0),
-            nr_dirty: AtomicI64::new(0),
-            nr_writeback: AtomicI64::new(0),
-            nr_mapped: AtomicI64::new(0),
-            nr_shadows: AtomicI64::new(0),
+            icache: Icache::default(),
+            node_stat: NodeStats::default(),
+            wb: crate::page_writeback::WbAccounting::new(),
             node_cache: Arc::new(NodeCache::new(hazards.clone())),
-            kswapd_wait: Wakeup::default(),
+            kswapd: crate::vmscan::Kswapd::default(),
             bio: crate::bio::IoQueue::default(),
-            bdis: Mutex::new(Vec::new()),
+            bdis: BdiList::default(),
             threads: Mutex::new(Vec::new()),
             self_ref: self_ref.clone(),
             progress: Wakeup::default(),
             shutdown: AtomicBool::new(false),
-            wb_failing: Mutex::new(Vec::new()),
             start: Instant::now(),
             hazards,
             // The admission window sits in front of the classic lists only.
@@ -213,7 +157,6 @@ impl Cache {
             swap: std::sync::OnceLock::new(),
             anon_vmas: RwLock::new(AnonVmas::default()),
             anon_inode: std::sync::OnceLock::new(),
-            nr_anon_pages: AtomicI64::new(0),
         }))
     }
 
@@ -232,12 +175,30 @@ impl Cache {
         self.arena.page_size
     }
 
+    /// Whether `shutdown_all` has begun: writers are refused, waiters
+    /// return, background threads leave.
+    #[inline]
+    pub fn shutting_down(&self) -> bool {
+        self.shutdown.load(Ordering::Acquire)
+    }
+
+    /// A background thread of this cache, joined by `shutdown_all`.
+    pub fn kthread_add(&self, t: JoinHandle<()>) {
+        self.threads.lock().push(t);
+    }
+
+    /// This cache as an `Arc` (for a thread started from `&self`); None
+    /// while it is being dropped.
+    pub fn arc(&self) -> Option<Arc<Cache>> {
+        self.self_ref.upgrade()
+    }
+
     pub fn now_ms(&self) -> u64 {
         self.start.elapsed().as_millis() as u64 + 1
     }
 
     pub fn inode_by_id(&self, id: u32) -> Option<Arc<Inode>> {
-        self.by_id.read().get(id as usize).and_then(|o| o.clone())
+        self.icache.by_id(id)
     }
 
     /// Allocate a frame for the page cache, reclaiming if memory is short.
@@ -253,7 +214,7 @@ impl Cache {
                 // Only a sleeping kswapd needs the doorbell; one that is
                 // about to sleep re-checks the watermark within 100 ms, and
                 // direct reclaim covers the gap.
-                self.kswapd_wait.wake_if_waiting();
+                self.kswapd.wake_if_sleeping();
             }
             if free > floor {
                 if let Some(pfn) = self.arena.alloc() {
@@ -276,15 +237,14 @@ impl Cache {
             }
             // Dirty pages whose writeback keeps failing are no reason to
             // wait: they will not become free.
-            let busy = self.nr_writeback.load(Ordering::Relaxed) > 0
-                || self.nr_dirty.load(Ordering::Relaxed).max(0) as u64 > self.nr_dirty_failing();
+            let busy = self.wb.nr_writeback() > 0 || self.wb.nr_dirty() > self.nr_dirty_failing();
             if reclaimed == 0 && !busy {
                 fruitless += 1;
             }
             if fruitless >= ALLOC_NO_PROGRESS_MAX || started.elapsed() > ALLOC_WAIT_MAX {
                 return Err(Error::NoMemory { frames: self.arena.nr_pages as usize });
             }
-            if self.shutdown.load(Ordering::Relaxed) {
+            if self.shutting_down() {
                 return Err(Error::ShutDown);
             }
             if crate::signal::signal_pending() {
@@ -362,7 +322,7 @@ impl Cache {
         self.progress.wake();
         let synced = self.sync_all();
         let unwritten = self.unwritten_files();
-        self.kswapd_wait.wake();
+        self.kswapd.wake();
         self.wakeup_flusher_threads();
         self.bio.close();
         let threads: Vec<JoinHandle<()>> = self.threads.lock().drain(..).collect();
@@ -400,23 +360,20 @@ impl Cache {
                 Item::admission_window_target => {
                     self.admission.as_ref().map_or(0, |a| a.window_target.load(Ordering::Relaxed))
                 }
-                Item::nr_file_pages => self.nr_file_pages.load(Ordering::Relaxed),
-                Item::nr_dirty => self.nr_dirty.load(Ordering::Relaxed).max(0) as u64,
-                Item::nr_writeback => self.nr_writeback.load(Ordering::Relaxed).max(0) as u64,
-                Item::nr_mapped => self.nr_mapped.load(Ordering::Relaxed).max(0) as u64,
+                Item::nr_file_pages => self.node_stat.read(NodeStat::FilePages),
+                Item::nr_dirty => self.wb.nr_dirty(),
+                Item::nr_writeback => self.wb.nr_writeback(),
+                Item::nr_mapped => self.node_stat.read(NodeStat::Mapped),
                 Item::nr_dirty_threshold => self.dirty_thresholds().1,
                 Item::nr_dirty_background_threshold => self.dirty_thresholds().0,
-                Item::nr_workingset_shadows => self.nr_shadows.load(Ordering::Relaxed).max(0) as u64,
+                Item::nr_workingset_shadows => self.node_stat.read(NodeStat::Shadows),
                 Item::workingset_nodes => self.node_cache.nr_shadow_nodes(),
                 Item::nr_pagetree_nodes => self.node_cache.nr_nodes(),
                 Item::nr_pagetree_nodes_retired => self.node_cache.nr_retired(),
                 Item::pagetree_node_bytes => self.node_cache.bytes(),
                 Item::nr_open_fds => self.fds.nr_open(),
-                Item::nr_inodes => {
-                    let i = self.inodes.lock();
-                    (i.next_id as usize - i.free_ids.len()) as u64
-                }
-                Item::nr_anon_pages => self.nr_anon_pages.load(Ordering::Relaxed).max(0) as u64,
+                Item::nr_inodes => self.icache.nr_inodes(),
+                Item::nr_anon_pages => self.node_stat.read(NodeStat::AnonPages),
                 Item::nr_swapcached => self.swap().map_or(0, |si| si.lock().cache.len() as u64),
                 Item::swap_total_pages => self.total_swap_pages(),
                 Item::swap_used_pages => self.swap().map_or(0, |si| si.lock().inuse_pages as u64),

@@ -11,11 +11,11 @@
 //! kernel's production builds do.
 //!
 //! A failed page check panics with the page's state (flags by name,
-//! refcount, mapcount, mapping, index), what `dump_page` prints.
+//! refcount, mapcount, mapping, index), what `dump_page` prints: the page
+//! formats itself (`Page::dump`, page.rs), so this module names no page
+//! type and page.rs can use its macros without an import cycle.
 
 use std::fmt;
-
-use crate::page::*;
 
 /// Whether the checks run in this build.
 pub const DEBUG_VM: bool = cfg!(any(debug_assertions, feature = "debug_vm"));
@@ -34,58 +34,31 @@ macro_rules! vm_bug_on {
 macro_rules! vm_bug_on_page {
     ($cond:expr, $page:expr, $($arg:tt)+) => {
         if $crate::mmdebug::DEBUG_VM && $cond {
-            $crate::mmdebug::bad_page($page, format_args!($($arg)+));
+            $crate::mmdebug::bad_page(&$page.dump(), format_args!($($arg)+));
         }
     };
 }
 
 pub(crate) use {vm_bug_on, vm_bug_on_page};
 
-const FLAG_NAMES: [(u32, &str); 17] = [
-    (PG_LOCKED, "locked"),
-    (PG_REFERENCED, "referenced"),
-    (PG_UPTODATE, "uptodate"),
-    (PG_DIRTY, "dirty"),
-    (PG_LRU, "lru"),
-    (PG_ACTIVE, "active"),
-    (PG_WAITERS, "waiters"),
-    (PG_WRITEBACK, "writeback"),
-    (PG_RECLAIM, "reclaim"),
-    (PG_ERROR, "error"),
-    (PG_READAHEAD, "readahead"),
-    (PG_WORKINGSET, "workingset"),
-    (PG_SWAPBACKED, "swapbacked"),
-    (PG_UNEVICTABLE, "unevictable"),
-    (PG_WINDOW, "window"),
-    (PG_PROBATION, "probation"),
-    (PG_SWAPCACHE, "swapcache"),
-];
-
-/// A page's state as `dump_page` shows it.
-pub struct DumpPage<'a>(pub &'a Page);
-
-impl fmt::Display for DumpPage<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let p = self.0;
-        let flags = p.flags();
-        let names: Vec<&str> = FLAG_NAMES.iter().filter(|(b, _)| flags & b != 0).map(|&(_, n)| n).collect();
-        write!(
-            f,
-            "page refcount:{} mapcount:{} mapping:{:#x} index:{:#x} flags: {:#x}({})",
-            p.refcount(),
-            p.mapcount.load(crate::sync::atomic::Ordering::Relaxed),
-            p.mapping(),
-            p.index(),
-            flags,
-            names.join("|")
-        )
-    }
-}
-
 /// The failure of a page check: the page's state and why.
 #[cold]
 #[inline(never)]
 #[track_caller]
-pub fn bad_page(page: &Page, why: fmt::Arguments<'_>) -> ! {
-    panic!("VM_BUG_ON_PAGE: {why}\n  {}", DumpPage(page))
+pub fn bad_page(page: &dyn fmt::Display, why: fmt::Arguments<'_>) -> ! {
+    panic!("VM_BUG_ON_PAGE: {why}\n  {page}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Goal: every test build checks, so `cargo test --workspace` (whose
+    // profile keeps debug assertions) runs the VM_BUG_ONs; a test build
+    // without them does not compile. page.rs tests that the flag checks
+    // fire.
+    #[test]
+    fn checks_are_on_in_tests() {
+        const { assert!(DEBUG_VM, "tests must run with the consistency checks on") };
+    }
 }

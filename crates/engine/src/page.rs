@@ -468,3 +468,110 @@ impl Page {
         self.index.store(0, Ordering::Relaxed);
     }
 }
+
+// ---- consistency checks and dump_page (mm/debug.c) ----
+
+/// Flag combinations no page may have, whatever else it is doing (the
+/// kernel's PageFlags rules, checked where it checks them: list add and
+/// delete, free): PG_active with PG_unevictable (an unevictable page is on
+/// neither the active nor the inactive list), PG_swapcache without
+/// PG_swapbacked (only anonymous pages enter the swap cache, as
+/// `PageSwapCache` tests both). PG_writeback without PG_locked is fine:
+/// the lock is dropped once writeback has started.
+impl Page {
+    #[inline]
+    #[track_caller]
+    pub fn check_flags(&self, what: &str) {
+        if !crate::mmdebug::DEBUG_VM {
+            return;
+        }
+        let f = self.flags();
+        crate::mmdebug::vm_bug_on_page!(
+            f & PG_ACTIVE != 0 && f & PG_UNEVICTABLE != 0,
+            self,
+            "{what}: active and unevictable"
+        );
+        crate::mmdebug::vm_bug_on_page!(
+            f & PG_SWAPCACHE != 0 && f & PG_SWAPBACKED == 0,
+            self,
+            "{what}: swap cache but not anonymous"
+        );
+    }
+
+    /// The page's state as `dump_page` prints it (mmdebug.rs's
+    /// `vm_bug_on_page!` shows it).
+    pub fn dump(&self) -> DumpPage<'_> {
+        DumpPage(self)
+    }
+}
+
+const FLAG_NAMES: [(u32, &str); 17] = [
+    (PG_LOCKED, "locked"),
+    (PG_REFERENCED, "referenced"),
+    (PG_UPTODATE, "uptodate"),
+    (PG_DIRTY, "dirty"),
+    (PG_LRU, "lru"),
+    (PG_ACTIVE, "active"),
+    (PG_WAITERS, "waiters"),
+    (PG_WRITEBACK, "writeback"),
+    (PG_RECLAIM, "reclaim"),
+    (PG_ERROR, "error"),
+    (PG_READAHEAD, "readahead"),
+    (PG_WORKINGSET, "workingset"),
+    (PG_SWAPBACKED, "swapbacked"),
+    (PG_UNEVICTABLE, "unevictable"),
+    (PG_WINDOW, "window"),
+    (PG_PROBATION, "probation"),
+    (PG_SWAPCACHE, "swapcache"),
+];
+
+/// A page's state as `dump_page` shows it.
+pub struct DumpPage<'a>(pub &'a Page);
+
+impl std::fmt::Display for DumpPage<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let p = self.0;
+        let flags = p.flags();
+        let names: Vec<&str> = FLAG_NAMES.iter().filter(|(b, _)| flags & b != 0).map(|&(_, n)| n).collect();
+        write!(
+            f,
+            "page refcount:{} mapcount:{} mapping:{:#x} index:{:#x} flags: {:#x}({})",
+            p.refcount(),
+            p.mapcount.load(crate::sync::atomic::Ordering::Relaxed),
+            p.mapping(),
+            p.index(),
+            flags,
+            names.join("|")
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Goal: a flag combination the kernel forbids is caught, with the
+    // page's state, and a legal one passes.
+    #[test]
+    fn legal_flags_pass() {
+        let page = Page::new();
+        page.set_nonatomic(PG_ACTIVE | PG_REFERENCED | PG_LRU);
+        page.check_flags("a legal page");
+    }
+
+    #[test]
+    #[should_panic(expected = "active and unevictable")]
+    fn active_and_unevictable_is_caught() {
+        let page = Page::new();
+        page.set_nonatomic(PG_ACTIVE | PG_UNEVICTABLE);
+        page.check_flags("lru add");
+    }
+
+    #[test]
+    #[should_panic(expected = "swap cache but not anonymous")]
+    fn swapcache_on_a_file_page_is_caught() {
+        let page = Page::new();
+        page.set_nonatomic(PG_SWAPCACHE);
+        page.check_flags("free");
+    }
+}

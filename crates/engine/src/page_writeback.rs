@@ -9,14 +9,18 @@
 //! dirty (their data is never dropped) and records the error in the inode's
 //! errseq, which each handle's next fsync reports once.
 //!
-//! The flusher thread wakes every `dirty_writeback_centisecs`, or when
-//! woken: it writes inodes dirty for longer than `dirty_expire_centisecs`,
-//! and everything while dirty pages exceed the background threshold.
+//! The flusher thread (backing_dev.rs, beside the bdi it serves) wakes
+//! every `dirty_writeback_centisecs`, or when woken, and calls
+//! `wb_do_writeback` here: it writes inodes dirty for longer than
+//! `dirty_expire_centisecs`, and everything while dirty pages exceed the
+//! background threshold. The counts it works from are `WbAccounting`'s,
+//! written only by this module's `account_*` functions.
 //! Writers that push dirty + writeback pages past the dirty limit wait in
 //! `balance_dirty_pages` until the flusher brings them back under it.
 
-use crate::mmdebug::vm_bug_on_page;
-use crate::sync::atomic::{AtomicU32, Ordering};
+use crate::mmdebug::{vm_bug_on, vm_bug_on_page};
+use crate::sync::atomic::{AtomicI64, AtomicU32, Ordering};
+use parking_lot::Mutex;
 use std::cell::Cell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,6 +44,44 @@ const BALANCE_DIRTY_MAX: Duration = Duration::from_secs(30);
 /// How many pages a writer dirties between dirty-limit checks
 /// (ratelimit_pages, per thread).
 const RATELIMIT_PAGES: u32 = 32;
+
+/// Writeback accounting: the node's dirty and writeback page counts (the
+/// kernel's NR_FILE_DIRTY and NR_WRITEBACK) and the files whose writeback
+/// is failing. Only this module writes them, through
+/// `account_page_dirtied`, `account_page_cleaned`,
+/// `account_page_writeback` and `test_clear_page_writeback`, which also
+/// keep the inode's and the bdi's counts in step; others read them.
+pub struct WbAccounting {
+    nr_dirty: AtomicI64,
+    nr_writeback: AtomicI64,
+    /// Ids of the files whose writeback is failing (mapping_set_error), for
+    /// the dirty throttle and the allocator to leave their pages out.
+    failing: Mutex<Vec<u32>>,
+}
+
+impl WbAccounting {
+    pub fn new() -> WbAccounting {
+        WbAccounting { nr_dirty: AtomicI64::new(0), nr_writeback: AtomicI64::new(0), failing: Mutex::new(Vec::new()) }
+    }
+
+    /// Dirty pages (NR_FILE_DIRTY). Racy counters may dip below zero for a
+    /// moment (a clean counted before its dirty), so readers see 0 then.
+    pub fn nr_dirty(&self) -> u64 {
+        self.nr_dirty.load(Ordering::Relaxed).max(0) as u64
+    }
+
+    /// Pages under writeback (NR_WRITEBACK). Acquire: `sync_all` reads it
+    /// to decide whether writeback others started may still be in flight.
+    pub fn nr_writeback(&self) -> u64 {
+        self.nr_writeback.load(Ordering::Acquire).max(0) as u64
+    }
+}
+
+impl Default for WbAccounting {
+    fn default() -> WbAccounting {
+        WbAccounting::new()
+    }
+}
 
 // ---- errseq (lib/errseq.c) ----
 //
@@ -131,24 +173,43 @@ impl Cache {
             return;
         }
         {
-            let _g = inode.tree_lock.lock();
+            let g = inode.tree_lock.lock();
             if page.mapping() == inode.id {
-                inode.tree.set_mark(page.index(), MARK_DIRTY);
+                inode.tree.set_mark(page.index(), MARK_DIRTY, &g);
             }
         }
-        self.nr_dirty.fetch_add(1, Ordering::Relaxed);
+        self.account_page_dirtied(inode);
+    }
+
+    /// account_page_dirtied: a page of `inode` became dirty (its PG_dirty
+    /// was just set by the caller).
+    fn account_page_dirtied(&self, inode: &Inode) {
+        let was = self.wb.nr_dirty.fetch_add(1, Ordering::Relaxed);
+        vm_bug_on!(was >= self.arena.nr_pages as i64, "nr_dirty {} past the {} frames", was + 1, self.arena.nr_pages);
         inode.bdi.nr_dirty.fetch_add(1, Ordering::Relaxed);
         if inode.nr_dirty.fetch_add(1, Ordering::Relaxed) == 0 {
             let _ = inode.dirtied_when.compare_exchange(0, self.now_ms(), Ordering::Relaxed, Ordering::Relaxed);
         }
     }
 
-    /// The dirty accounting half of cancel_dirty_page / clear_page_dirty.
-    pub fn account_page_cleaned(&self, inode: &Inode, _pfn: Pfn) {
-        self.nr_dirty.fetch_sub(1, Ordering::Relaxed);
+    /// account_page_cleaned: the dirty accounting half of
+    /// cancel_dirty_page / clear_page_dirty_for_io (the caller cleared
+    /// PG_dirty, or is about to).
+    fn account_page_cleaned(&self, inode: &Inode) {
+        self.wb.nr_dirty.fetch_sub(1, Ordering::Relaxed);
         inode.bdi.nr_dirty.fetch_sub(1, Ordering::Relaxed);
         if inode.nr_dirty.fetch_sub(1, Ordering::Relaxed) == 1 {
             inode.dirtied_when.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// cancel_dirty_page: a page leaving the cache (tree lock held) drops
+    /// its dirty state and its accounting without being written.
+    pub fn cancel_dirty_page(&self, inode: &Inode, pfn: Pfn) {
+        let page = self.page(pfn);
+        if page.test(PG_DIRTY) {
+            self.account_page_cleaned(inode);
+            page.clear(PG_DIRTY, &self.vm);
         }
     }
 
@@ -164,14 +225,29 @@ impl Cache {
             return false;
         }
         {
-            let _g = inode.tree_lock.lock();
-            inode.tree.clear_mark(page.index(), MARK_DIRTY);
+            let g = inode.tree_lock.lock();
+            inode.tree.clear_mark(page.index(), MARK_DIRTY, &g);
         }
-        self.account_page_cleaned(inode, pfn);
+        self.account_page_cleaned(inode);
         page.set(PG_WRITEBACK, &self.vm);
-        self.nr_writeback.fetch_add(1, Ordering::Relaxed);
-        inode.bdi.nr_writeback.fetch_add(1, Ordering::Relaxed);
+        self.account_page_writeback(inode);
         true
+    }
+
+    /// The accounting half of set_page_writeback (the caller set
+    /// PG_writeback on a locked page).
+    fn account_page_writeback(&self, inode: &Inode) {
+        self.wb.nr_writeback.fetch_add(1, Ordering::Relaxed);
+        inode.bdi.nr_writeback.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// test_clear_page_writeback: clear PG_writeback (waking its waiters)
+    /// and take the page out of the writeback counts.
+    fn test_clear_page_writeback(&self, inode: &Inode, page: &Page) {
+        let old = page.clear_and_wake(PG_WRITEBACK, &self.vm);
+        vm_bug_on_page!(old & PG_WRITEBACK == 0, page, "end_page_writeback without PG_writeback");
+        self.wb.nr_writeback.fetch_sub(1, Ordering::Relaxed);
+        inode.bdi.nr_writeback.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// end_page_writeback: on failure the page is redirtied so its data is
@@ -186,10 +262,7 @@ impl Cache {
                 self.set_page_dirty(inode, pfn);
             }
         }
-        let old = page.clear_and_wake(PG_WRITEBACK, &self.vm);
-        vm_bug_on_page!(old & PG_WRITEBACK == 0, page, "end_page_writeback without PG_writeback");
-        self.nr_writeback.fetch_sub(1, Ordering::Relaxed);
-        inode.bdi.nr_writeback.fetch_sub(1, Ordering::Relaxed);
+        self.test_clear_page_writeback(inode, page);
         if ok {
             inode.bdi.written.fetch_add(1, Ordering::Relaxed);
         }
@@ -213,7 +286,7 @@ impl Cache {
         let was = inode.wb_retry_at.swap(self.now_ms() + backoff, Ordering::AcqRel);
         if was == 0 {
             self.vm.inc(Item::writeback_error_files);
-            let mut failing = self.wb_failing.lock();
+            let mut failing = self.wb.failing.lock();
             if !failing.contains(&inode.id) {
                 failing.push(inode.id);
             }
@@ -227,12 +300,12 @@ impl Cache {
         }
         inode.wb_retry_at.store(0, Ordering::Release);
         inode.wb_backoff_ms.store(0, Ordering::Relaxed);
-        self.wb_failing.lock().retain(|&id| id != inode.id);
+        self.wb.failing.lock().retain(|&id| id != inode.id);
     }
 
     /// Dirty pages of files whose writeback is failing.
     pub fn nr_dirty_failing(&self) -> u64 {
-        let ids: Vec<u32> = self.wb_failing.lock().clone();
+        let ids: Vec<u32> = self.wb.failing.lock().clone();
         ids.into_iter().filter_map(|id| self.inode_by_id(id)).map(|i| i.nr_dirty.load(Ordering::Relaxed)).sum()
     }
 
@@ -460,8 +533,9 @@ impl Cache {
     /// thread is interrupted (signal.rs), which is returned as an error.
     pub fn balance_dirty_pages(&self, inode: &Inode) -> Result<()> {
         let (bg, limit) = self.dirty_thresholds();
-        let raw =
-            |c: &Cache| (c.nr_dirty.load(Ordering::Relaxed) + c.nr_writeback.load(Ordering::Relaxed)).max(0) as u64;
+        let raw = |c: &Cache| {
+            (c.wb.nr_dirty.load(Ordering::Relaxed) + c.wb.nr_writeback.load(Ordering::Relaxed)).max(0) as u64
+        };
         if raw(self) <= bg {
             return Ok(());
         }
@@ -477,7 +551,7 @@ impl Cache {
         let setpoint = (bg + limit) / 2;
         let mut res = Ok(());
         while nr(self) > setpoint && started.elapsed() < BALANCE_DIRTY_MAX {
-            if self.shutdown.load(Ordering::Relaxed) {
+            if self.shutting_down() {
                 res = Err(Error::ShutDown);
                 break;
             }
@@ -502,14 +576,8 @@ impl Cache {
 
     /// Inodes with dirty pages (of one device, if given), oldest first.
     fn dirty_inodes(&self, bdi: Option<&Bdi>) -> Vec<Arc<Inode>> {
-        let mut v: Vec<Arc<Inode>> = self
-            .by_id
-            .read()
-            .iter()
-            .flatten()
-            .filter(|i| i.nr_dirty.load(Ordering::Relaxed) > 0 && bdi.is_none_or(|b| b.id == i.bdi.id))
-            .cloned()
-            .collect();
+        let mut v =
+            self.icache.collect(|i| i.nr_dirty.load(Ordering::Relaxed) > 0 && bdi.is_none_or(|b| b.id == i.bdi.id));
         v.sort_by_key(|i| i.dirtied_when.load(Ordering::Relaxed));
         v
     }
@@ -532,17 +600,17 @@ impl Cache {
                     continue;
                 }
                 let when = inode.dirtied_when.load(Ordering::Relaxed);
-                let over_bg = self.nr_dirty.load(Ordering::Relaxed).max(0) as u64 > bg;
+                let over_bg = self.wb.nr_dirty() > bg;
                 let expired = when != 0 && now.saturating_sub(when) >= expire_ms;
                 if over_bg || expired || for_reclaim {
                     wrote += self.write_cache_pages(&inode, 0, u64::MAX, 1024, false).0;
                 }
-                if self.shutdown.load(Ordering::Relaxed) {
+                if self.shutting_down() {
                     return;
                 }
             }
             for_reclaim = false;
-            let over_bg = self.nr_dirty.load(Ordering::Relaxed).max(0) as u64 > bg;
+            let over_bg = self.wb.nr_dirty() > bg;
             if wrote == 0 || !over_bg {
                 return;
             }
@@ -561,36 +629,12 @@ impl Cache {
                 first = r;
             }
         }
-        if self.nr_writeback.load(Ordering::Acquire) > 0 {
-            let cached: Vec<Arc<Inode>> =
-                self.by_id.read().iter().flatten().filter(|i| i.nrpages.load(Ordering::Relaxed) > 0).cloned().collect();
+        if self.wb.nr_writeback() > 0 {
+            let cached = self.icache.collect(|i| i.nrpages.load(Ordering::Relaxed) > 0);
             for inode in cached {
                 self.wait_writeback_range(&inode, 0, u64::MAX);
             }
         }
         first
-    }
-}
-
-/// While periodic writeback is off (dirty_writeback_centisecs = 0), how
-/// often the flusher looks again at the knob.
-const PERIODIC_OFF_RECHECK: Duration = Duration::from_secs(1);
-
-/// A device's flusher thread: wakes every dirty_writeback_centisecs or
-/// when rung. The period is read at every sleep, so a sysctl write takes
-/// effect after the current one; 0 turns periodic writeback off (as in
-/// Linux) and the flusher then works only when rung.
-pub fn flusher_thread(cache: Arc<Cache>, bdi: Arc<Bdi>) {
-    while !cache.shutdown.load(Ordering::Acquire) {
-        let centisecs = cache.sysctl.dirty_writeback_centisecs();
-        let periodic = centisecs > 0;
-        let period = if periodic { Duration::from_millis(centisecs as u64 * 10) } else { PERIODIC_OFF_RECHECK };
-        let rung = bdi.wait.wait(period);
-        if cache.shutdown.load(Ordering::Acquire) {
-            break;
-        }
-        if rung || periodic {
-            cache.wb_do_writeback(&bdi);
-        }
     }
 }

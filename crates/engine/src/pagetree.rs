@@ -56,6 +56,11 @@ use std::sync::Arc;
 use parking_lot::{Mutex, MutexGuard};
 
 use crate::hazard::{HazardTable, WalkGuard};
+
+/// The guard of the tree lock (the owning inode's `tree_lock`,
+/// filemap.rs): the tree's writers take it as proof that the caller holds
+/// the lock, the one that serialises them (the kernel's xa_lock).
+pub type TreeLocked<'a> = MutexGuard<'a, ()>;
 use crate::page::Pfn;
 
 const SHIFT: u32 = 6;
@@ -520,7 +525,7 @@ impl PageTree {
     /// `slot` for a caller holding the tree lock (the guard of the owning
     /// inode's `tree_lock`): the slot stays valid while the lock is held.
     #[inline]
-    pub fn slot_locked<'a>(&'a self, index: u64, _locked: &'a MutexGuard<'_, ()>) -> Option<&'a AtomicUsize> {
+    pub fn slot_locked<'a>(&'a self, index: u64, _locked: &'a TreeLocked<'_>) -> Option<&'a AtomicUsize> {
         self.slot_inner(index)
     }
 
@@ -533,8 +538,8 @@ impl PageTree {
 
     /// Store `entry` at `index`, growing the tree as needed, deleting nodes
     /// left empty; returns the old entry. Keeps the leaf's place on the
-    /// shadow-node list right. Caller holds the tree lock.
-    pub fn store(&self, index: u64, entry: usize) -> usize {
+    /// shadow-node list right. `_locked`: the caller holds the tree lock.
+    pub fn store(&self, index: u64, entry: usize, _locked: &TreeLocked<'_>) -> usize {
         if entry == 0 {
             return self.erase(index);
         }
@@ -731,8 +736,8 @@ impl PageTree {
 
     /// shadow_lru_isolate's tree part: if the leaf holding `index` holds
     /// only shadow entries, drop them all and delete the leaf. Returns the
-    /// shadows dropped. Caller holds the tree lock.
-    pub fn drop_shadow_node(&self, index: u64) -> u32 {
+    /// shadows dropped. `_locked`: the caller holds the tree lock.
+    pub fn drop_shadow_node(&self, index: u64, _locked: &TreeLocked<'_>) -> u32 {
         if !self.is_shadow_node(index) {
             return 0;
         }
@@ -773,9 +778,9 @@ impl PageTree {
         }
     }
 
-    /// Set mark `m` on `index` (which must hold an entry). Caller holds the
-    /// tree lock.
-    pub fn set_mark(&self, index: u64, m: usize) {
+    /// Set mark `m` on `index` (which must hold an entry). `_locked`: the
+    /// caller holds the tree lock.
+    pub fn set_mark(&self, index: u64, m: usize, _locked: &TreeLocked<'_>) {
         if let Some((path, height)) = self.path(index) {
             for (level, &n) in path.iter().enumerate().take(height + 1) {
                 // SAFETY: live node.
@@ -784,8 +789,9 @@ impl PageTree {
         }
     }
 
-    /// Clear mark `m` on `index`. Caller holds the tree lock.
-    pub fn clear_mark(&self, index: u64, m: usize) {
+    /// Clear mark `m` on `index`. `_locked`: the caller holds the tree
+    /// lock.
+    pub fn clear_mark(&self, index: u64, m: usize, _locked: &TreeLocked<'_>) {
         if let Some((path, height)) = self.path(index) {
             for (level, &n) in path.iter().enumerate().take(height + 1) {
                 let bit = 1 << offset(index, level);
@@ -916,6 +922,14 @@ impl Drop for PageTree {
 mod tests {
     use super::*;
 
+    /// Tree writers take the tree lock's guard; these tests, which own
+    /// their trees, take this one for each write.
+    static TREE_LOCK: Mutex<()> = Mutex::new(());
+
+    fn locked() -> TreeLocked<'static> {
+        TREE_LOCK.lock()
+    }
+
     fn nodes(t: &PageTree) -> u64 {
         t.cache.nr_nodes()
     }
@@ -928,7 +942,7 @@ mod tests {
         let t = PageTree::detached();
         let idx = [0u64, 1, 63, 64, 4095, 4096, 1 << 20, (1 << 40) + 7, 5];
         for (n, &i) in idx.iter().enumerate() {
-            assert_eq!(t.store(i, n + 1), 0);
+            assert_eq!(t.store(i, n + 1, &locked()), 0);
         }
         for (n, &i) in idx.iter().enumerate() {
             assert_eq!(t.load(i), n + 1);
@@ -943,8 +957,8 @@ mod tests {
         let mut sorted = idx.to_vec();
         sorted.sort();
         assert_eq!(seen, sorted);
-        t.set_mark(64, MARK_DIRTY);
-        t.set_mark(1 << 20, MARK_DIRTY);
+        t.set_mark(64, MARK_DIRTY, &locked());
+        t.set_mark(1 << 20, MARK_DIRTY, &locked());
         assert!(t.get_mark(64, MARK_DIRTY));
         let mut marked = vec![];
         t.for_each(0, u64::MAX, Some(MARK_DIRTY), &mut |i, _| {
@@ -952,7 +966,7 @@ mod tests {
             true
         });
         assert_eq!(marked, vec![64, 1 << 20]);
-        t.clear_mark(64, MARK_DIRTY);
+        t.clear_mark(64, MARK_DIRTY, &locked());
         marked.clear();
         t.for_each(0, u64::MAX, Some(MARK_DIRTY), &mut |i, _| {
             marked.push(i);
@@ -966,7 +980,7 @@ mod tests {
             true
         });
         assert_eq!(ranged, vec![63, 64, 4095]);
-        assert_eq!(t.store(64, 0), 4);
+        assert_eq!(t.store(64, 0, &locked()), 4);
         assert_eq!(t.load(64), 0);
     }
 
@@ -978,21 +992,21 @@ mod tests {
         let t = PageTree::detached();
         let on_list = || t.cache.nr_shadow_nodes();
         let sh = SHADOW_BIT | 7;
-        t.store(70, page_entry(1));
-        t.store(71, sh);
+        t.store(70, page_entry(1), &locked());
+        t.store(71, sh, &locked());
         assert_eq!(on_list(), 0, "a page is still there");
-        t.store(70, sh);
+        t.store(70, sh, &locked());
         assert!(t.is_shadow_node(64) && t.is_shadow_node(127));
         assert_eq!(on_list(), 1);
         assert!(!t.is_shadow_node(0), "another leaf");
-        t.store(72, page_entry(2));
+        t.store(72, page_entry(2), &locked());
         assert_eq!(on_list(), 0, "gained a page: off the list");
-        t.store(72, 0);
+        t.store(72, 0, &locked());
         assert_eq!(on_list(), 1);
         assert_eq!(t.cache.oldest_shadow_node_over(0), Some((0, 64)));
         assert_eq!(t.cache.oldest_shadow_node_over(1), None, "within the limit");
-        t.store(70, 0);
-        t.store(71, 0);
+        t.store(70, 0, &locked());
+        t.store(71, 0, &locked());
         assert_eq!(on_list(), 0, "empty now");
         assert!(!t.is_shadow_node(64));
     }
@@ -1003,13 +1017,13 @@ mod tests {
     #[test]
     fn empty_nodes_are_freed_and_height_shrinks() {
         let t = PageTree::detached();
-        t.store(5, 1);
+        t.store(5, 1, &locked());
         assert_eq!(nodes(&t), 1);
-        t.store(1 << 20, 2); // height 3: top, two interior, a leaf each side
+        t.store(1 << 20, 2, &locked()); // height 3: top, two interior, a leaf each side
         assert_eq!(t.root().1, 3);
         let grown = nodes(&t);
         assert_eq!(grown, 1 + 3 + 3, "leaf 0 + three new tops + a path of three");
-        t.store(1 << 20, 0);
+        t.store(1 << 20, 0, &locked());
         assert_eq!(t.root().1, 0, "shrunk back to the leaf holding index 5");
         assert_eq!(t.load(5), 1);
         t.reclaim_retired();
@@ -1017,16 +1031,16 @@ mod tests {
         assert_eq!(t.cache.nr_retired(), 0);
         // Dense then sparse: many leaves, all freed when emptied.
         for i in 0..10_000u64 {
-            t.store(i * 7, i as usize + 10);
+            t.store(i * 7, i as usize + 10, &locked());
         }
         assert!(nodes(&t) > 1000 / 64);
         assert!(t.cache.bytes() > 0);
         for i in 0..10_000u64 {
-            t.store(i * 7, 0);
+            t.store(i * 7, 0, &locked());
         }
         t.reclaim_retired();
         assert_eq!(t.load(5), 1, "the untouched entry survives");
-        t.store(5, 0);
+        t.store(5, 0, &locked());
         t.reclaim_retired();
         assert_eq!((nodes(&t), t.cache.nr_retired(), t.cache.bytes()), (0, 0, 0));
         assert_eq!(t.root().0, std::ptr::null());
@@ -1038,14 +1052,14 @@ mod tests {
     #[test]
     fn retired_node_waits_for_walkers() {
         let t = PageTree::detached();
-        t.store(64, 9);
+        t.store(64, 9, &locked());
         let walk = t.walk();
         let slot = t.slot(64, &walk).expect("leaf exists");
-        t.store(64, 0);
+        t.store(64, 0, &locked());
         t.reclaim_retired();
         assert_eq!(t.cache.nr_retired(), 2, "our own walk holds the leaf and the top");
         // Reuse would need a free node: the retired one must not be it.
-        t.store(64 * 5, 3);
+        t.store(64 * 5, 3, &locked());
         assert_eq!(slot.load(Ordering::Acquire), 0);
         drop(walk);
         t.reclaim_retired();
@@ -1061,15 +1075,15 @@ mod tests {
         let cache = Arc::new(NodeCache::new(Arc::new(HazardTable::new())));
         let a = PageTree::new(cache.clone(), 1);
         let b = PageTree::new(cache.clone(), 2);
-        a.store(3, SHADOW_BIT | 1);
-        b.store(700, SHADOW_BIT | 2);
-        a.store(1 << 30, SHADOW_BIT | 3);
+        a.store(3, SHADOW_BIT | 1, &locked());
+        b.store(700, SHADOW_BIT | 2, &locked());
+        a.store(1 << 30, SHADOW_BIT | 3, &locked());
         assert_eq!(cache.nr_shadow_nodes(), 3);
         drop(a);
         assert_eq!(cache.nr_shadow_nodes(), 1);
         assert_eq!(cache.oldest_shadow_node_over(0), Some((2, 640)));
         assert_eq!(cache.nr_nodes(), 2, "only b's top and leaf are left");
-        b.store(700, 0);
+        b.store(700, 0, &locked());
         b.reclaim_retired();
         assert_eq!((cache.nr_shadow_nodes(), cache.nr_nodes(), cache.bytes()), (0, 0, 0));
     }
@@ -1086,12 +1100,12 @@ mod tests {
         for round in 0..40_000u64 {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             let i = (x >> 20) % (1 << 30);
-            if t.store(i, 1) == 0 {
+            if t.store(i, 1, &locked()) == 0 {
                 live.push_back(i);
             }
             if live.len() > 500 {
                 let old = live.pop_front().unwrap();
-                t.store(old, 0);
+                t.store(old, 0, &locked());
             }
             if round > 10_000 {
                 peak = peak.max(t.cache.bytes());

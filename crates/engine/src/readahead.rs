@@ -315,7 +315,7 @@ impl Cache {
             return;
         }
         if self.tunables.kswapd {
-            self.kswapd_wait.wake_if_waiting();
+            self.kswapd.wake_if_sleeping();
         }
         self.flush_pending_frees();
         let free = self.arena.nr_free();

@@ -33,12 +33,13 @@ use crate::mm::Cache;
 use crate::mmap::{pte_pfn, pte_swap_slot, swp_pte, Vma, PTE_DIRTY, PTE_WRITE};
 use crate::page::*;
 use crate::vmstat::Item;
+use crate::vmstat::NodeStat;
 
 impl Cache {
     /// page_add_file_rmap: one more entry maps the page (page locked).
     pub(crate) fn page_add_file_rmap(&self, pfn: Pfn) {
         if self.page(pfn).mapcount.fetch_add(1, Ordering::Relaxed) == 0 {
-            self.nr_mapped.fetch_add(1, Ordering::Relaxed);
+            self.node_stat.add(NodeStat::Mapped, 1);
         }
     }
 
@@ -47,7 +48,7 @@ impl Cache {
         let old = self.page(pfn).mapcount.fetch_sub(1, Ordering::Relaxed);
         vm_bug_on_page!(old == 0, self.page(pfn), "page_remove_rmap of an unmapped page");
         if old == 1 {
-            self.nr_mapped.fetch_sub(1, Ordering::Relaxed);
+            self.node_stat.sub(NodeStat::Mapped, 1);
         }
     }
 
@@ -255,7 +256,7 @@ impl Cache {
     /// page_add_anon_rmap, page locked.
     pub(crate) fn page_add_anon_rmap(&self, pfn: Pfn) {
         if self.page(pfn).mapcount.fetch_add(1, Ordering::Relaxed) == 0 {
-            self.nr_anon_pages.fetch_add(1, Ordering::Relaxed);
+            self.node_stat.add(NodeStat::AnonPages, 1);
         }
     }
 
@@ -265,7 +266,7 @@ impl Cache {
         let old = self.page(pfn).mapcount.fetch_sub(1, Ordering::Relaxed);
         vm_bug_on_page!(old == 0, self.page(pfn), "page_remove_rmap of an unmapped anonymous page");
         if old == 1 {
-            self.nr_anon_pages.fetch_sub(1, Ordering::Relaxed);
+            self.node_stat.sub(NodeStat::AnonPages, 1);
         }
         let last = self.page(pfn).put_testzero();
         vm_bug_on_page!(last, self.page(pfn), "an entry held an anonymous page's last reference");

@@ -19,6 +19,7 @@ use crate::mm::Cache;
 use crate::page::*;
 use crate::pagetree::{entry_pfn, SHADOW_BIT};
 use crate::swap::{PageVec, PAGEVEC_SIZE};
+use crate::vmstat::NodeStat;
 
 impl Cache {
     /// Gather up to PAGEVEC_SIZE pages of `[start, end)` with references
@@ -116,12 +117,12 @@ impl Cache {
         if shadows.is_empty() {
             return;
         }
-        let _g = inode.tree_lock.lock();
+        let g = inode.tree_lock.lock();
         for idx in shadows {
             // Only if still a shadow: a page may have been read in since.
             if inode.tree.load(idx) & SHADOW_BIT != 0 {
-                inode.tree.store(idx, 0);
-                self.nr_shadows.fetch_sub(1, Ordering::Relaxed);
+                inode.tree.store(idx, 0, &g);
+                self.node_stat.sub(NodeStat::Shadows, 1);
             }
         }
     }
@@ -153,11 +154,11 @@ impl Cache {
             "truncating a page not locked or under writeback"
         );
         {
-            let _g = inode.tree_lock.lock();
+            let g = inode.tree_lock.lock();
             if page.mapping() != inode.id {
                 return false;
             }
-            self.__delete_from_page_cache(inode, pfn, 0);
+            self.__delete_from_page_cache(inode, pfn, 0, &g);
         }
         self.put_page(pfn);
         true
@@ -168,9 +169,9 @@ impl Cache {
         if pages.is_empty() {
             return;
         }
-        let _g = inode.tree_lock.lock();
+        let g = inode.tree_lock.lock();
         for &pfn in pages {
-            self.__delete_from_page_cache(inode, pfn, 0);
+            self.__delete_from_page_cache(inode, pfn, 0, &g);
         }
     }
 

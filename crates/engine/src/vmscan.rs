@@ -36,9 +36,11 @@ use std::time::Duration;
 use crate::filemap::Inode;
 use crate::lruvec::{LruGuard, NR_LRU_LISTS};
 use crate::mm::Cache;
+use crate::mmdebug::vm_bug_on_page;
 use crate::page::*;
 use crate::tunables::{MappedActivation, ReclaimWriteback, WorkingsetVersion};
 use crate::vmstat::Item;
+use crate::wait::Wakeup;
 use crate::LruList;
 
 pub const DEF_PRIORITY: i32 = 12;
@@ -314,7 +316,8 @@ impl Cache {
                 continue;
             }
             lru.del(pfn, list);
-            page.clear(PG_LRU, &self.vm);
+            let was_lru = page.test_clear(PG_LRU, &self.vm);
+            vm_bug_on_page!(!was_lru, page, "isolating a page off {list:?} without PG_lru");
             out.push(pfn);
         }
         scanned
@@ -334,6 +337,8 @@ impl Cache {
             }
             for &pfn in pages {
                 let page = self.page(pfn);
+                // Isolation took it off its list; nobody else puts it back.
+                vm_bug_on_page!(page.test(PG_LRU), page, "putback of a page on a list");
                 page.set(PG_LRU, &self.vm);
                 let list = LruList::of_flags(page.flags());
                 lru.add(pfn, list);
@@ -802,12 +807,33 @@ impl Cache {
     }
 }
 
+/// kswapd's doorbell (pgdat->kswapd_wait): allocators ring it below the
+/// low watermark, shutdown to stop it.
+#[derive(Default)]
+pub struct Kswapd {
+    wait: Wakeup,
+}
+
+impl Kswapd {
+    /// wakeup_kswapd: only a sleeping kswapd needs the doorbell; one about
+    /// to sleep re-checks the watermark within 100 ms.
+    #[inline]
+    pub fn wake_if_sleeping(&self) {
+        self.wait.wake_if_waiting();
+    }
+
+    /// Wake it whatever it does (shutdown).
+    pub fn wake(&self) {
+        self.wait.wake();
+    }
+}
+
 /// kswapd's body: sleep until woken below the low watermark, balance.
 pub fn kswapd_thread(cache: Arc<Cache>) {
     let wm = cache.arena.watermarks;
-    while !cache.shutdown.load(Ordering::Acquire) {
+    while !cache.shutting_down() {
         if cache.arena.nr_free() > wm.low {
-            cache.kswapd_wait.wait(Duration::from_millis(100));
+            cache.kswapd.wait.wait(Duration::from_millis(100));
             continue;
         }
         let reclaimed = cache.balance_pgdat();
@@ -815,7 +841,7 @@ pub fn kswapd_thread(cache: Arc<Cache>) {
             // Nothing reclaimable now (all dirty, pinned or under
             // writeback): let the flushers work before trying again.
             cache.wakeup_flusher_threads();
-            cache.kswapd_wait.wait(Duration::from_millis(10));
+            cache.kswapd.wait.wait(Duration::from_millis(10));
         }
     }
 }

@@ -12,6 +12,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::percpu::SlotCounters;
+use crate::sync::atomic::{AtomicI64, Ordering};
 
 macro_rules! items {
     ($( $(#[$doc:meta])* $name:ident ),* $(,)?) => {
@@ -249,6 +250,47 @@ items! {
 pub const NR_ITEMS: usize = Item::ALL.len();
 
 /// The live event counters of one cache.
+/// Page state counters (the kernel's node_page_state items that count
+/// pages by kind), one atomic each, changed by the paths that add or
+/// remove such a page (`add`, `sub`: one relaxed RMW, as the fields they
+/// replace) and read at snapshot time.
+#[derive(Clone, Copy, Debug)]
+#[repr(usize)]
+pub(crate) enum NodeStat {
+    /// Pages in the page cache (NR_FILE_PAGES; filemap.rs).
+    FilePages,
+    /// Pages with a mapcount above zero (NR_FILE_MAPPED; rmap.rs).
+    Mapped,
+    /// Shadow entries in all page trees (WORKINGSET_NODES' entries;
+    /// filemap.rs, truncate.rs, workingset.rs).
+    Shadows,
+    /// Anonymous pages mapped by a region (NR_ANON_PAGES; rmap.rs).
+    AnonPages,
+}
+
+#[derive(Default)]
+pub(crate) struct NodeStats {
+    v: [AtomicI64; 4],
+}
+
+impl NodeStats {
+    #[inline]
+    pub(crate) fn add(&self, item: NodeStat, n: i64) {
+        self.v[item as usize].fetch_add(n, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub(crate) fn sub(&self, item: NodeStat, n: i64) {
+        self.v[item as usize].fetch_sub(n, Ordering::Relaxed);
+    }
+
+    /// The count; racing changes may take it below zero for a moment,
+    /// which reads as 0.
+    pub(crate) fn read(&self, item: NodeStat) -> u64 {
+        self.v[item as usize].load(Ordering::Relaxed).max(0) as u64
+    }
+}
+
 pub struct VmCounters {
     events: SlotCounters<NR_ITEMS>,
 }

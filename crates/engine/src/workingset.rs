@@ -64,6 +64,7 @@ use crate::mm::Cache;
 use crate::pagetree::SHADOW_BIT;
 use crate::sync::atomic::Ordering;
 use crate::vmstat::Item;
+use crate::vmstat::NodeStat;
 use crate::{LruList, WorkingsetVersion};
 
 /// Bits of the clock kept in a shadow entry; distances wrap modulo 2^47.
@@ -208,12 +209,12 @@ impl Cache {
     /// `index` and free the leaf, if it still holds nothing else (the list
     /// was read without the tree lock, so it may have changed since).
     fn shadow_lru_isolate(&self, inode: &Inode, index: u64) -> bool {
-        let _g = inode.tree_lock.lock();
-        let dropped = inode.tree.drop_shadow_node(index);
+        let g = inode.tree_lock.lock();
+        let dropped = inode.tree.drop_shadow_node(index, &g);
         if dropped == 0 {
             return false;
         }
-        self.nr_shadows.fetch_sub(dropped as i64, Ordering::Relaxed);
+        self.node_stat.sub(NodeStat::Shadows, dropped as i64);
         self.vm.inc(Item::workingset_nodereclaim);
         true
     }

@@ -224,7 +224,7 @@ impl Cache {
         let (c, r) = (self.clone(), ring.clone());
         let t = std::thread::Builder::new().name("pcache-uring".into()).spawn(move || c.uring_reaper(r))?;
         ring.reaping.store(true, Ordering::Release);
-        self.threads.lock().push(t);
+        self.kthread_add(t);
         let _ = self.bio.uring.set(ring);
         self.vm.inc(Item::uring_setup);
         Ok(())

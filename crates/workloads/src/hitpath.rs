@@ -1141,21 +1141,11 @@ impl HitpathOpts {
     /// its rounds).
     pub fn from_exp(opts: &ExpOpts) -> Result<HitpathOpts> {
         let mut o = if opts.quick { Self::quick() } else { Self::default() };
-        if let Some(v) = opts.param_as("file_mib")? {
-            o.file_mib = v;
-        }
-        if let Some(v) = opts.param_as("hit_pages")? {
-            o.hit_pages = v;
-        }
-        if let Some(v) = opts.param_as("ops")? {
-            o.ops = v;
-        }
-        if let Some(v) = opts.param_list("threads")? {
-            o.threads = v;
-        }
-        if let Some(v) = opts.runs {
-            o.rounds = v;
-        }
+        o.file_mib = opts.param_as("file_mib")?.unwrap_or(o.file_mib);
+        o.hit_pages = opts.param_as("hit_pages")?.unwrap_or(o.hit_pages);
+        o.ops = opts.param_as("ops")?.unwrap_or(o.ops);
+        o.threads = opts.param_list("threads")?.unwrap_or(o.threads);
+        o.rounds = opts.runs.unwrap_or(o.rounds);
         o.seed = opts.seed;
         o.dir = opts.dir.clone();
         o.progress = opts.progress;

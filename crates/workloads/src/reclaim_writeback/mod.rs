@@ -515,30 +515,16 @@ impl ReclaimWritebackOpts {
     /// The options `pcache bench reclaim-writeback` asks for, checked.
     pub fn from_exp(opts: &ExpOpts) -> Result<ReclaimWritebackOpts> {
         let mut o = if opts.quick { Self::quick() } else { Self::default() };
-        if let Some(v) = opts.mem_bytes {
-            o.mem_bytes = v;
-        }
+        o.mem_bytes = opts.mem_bytes.unwrap_or(o.mem_bytes);
         if let Some(v) = &opts.variants {
             o.variants = v.iter().map(|s| s.trim().to_string()).collect();
         }
-        if let Some(v) = opts.runs {
-            o.runs = v;
-        }
-        if let Some(v) = opts.param_size("file_size")? {
-            o.fsmark_file_bytes = v;
-        }
-        if let Some(v) = opts.param_list("fsmark_threads")? {
-            o.fsmark_threads = v;
-        }
-        if let Some(v) = opts.param_as("wb_threads")? {
-            o.wb_threads = v;
-        }
-        if let Some(v) = opts.param_as("strm_anon_ratio")? {
-            o.strm_anon_ratio = v;
-        }
-        if let Some(v) = opts.param_as("strm_mix_ratio")? {
-            o.strm_mix_ratio = v;
-        }
+        o.runs = opts.runs.unwrap_or(o.runs);
+        o.fsmark_file_bytes = opts.param_size("file_size")?.unwrap_or(o.fsmark_file_bytes);
+        o.fsmark_threads = opts.param_list("fsmark_threads")?.unwrap_or(o.fsmark_threads);
+        o.wb_threads = opts.param_as("wb_threads")?.unwrap_or(o.wb_threads);
+        o.strm_anon_ratio = opts.param_as("strm_anon_ratio")?.unwrap_or(o.strm_anon_ratio);
+        o.strm_mix_ratio = opts.param_as("strm_mix_ratio")?.unwrap_or(o.strm_mix_ratio);
         o.device = DeviceOpts::from_exp(opts)?;
         o.set = opts.set.clone();
         o.plot_dir = opts.plot_dir.clone();

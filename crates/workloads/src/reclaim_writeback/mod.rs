@@ -287,7 +287,7 @@ impl ReclaimWritebackOpts {
         if self.wb_threads > 0 {
             self.wb_threads
         } else {
-            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+            crate::sys::cpus()
         }
     }
 

@@ -472,7 +472,7 @@ impl SeedMeasure for ReclaimWritebackExp {
                 opts.device.resident * 100.0
             ));
         }
-        let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let cpus = crate::sys::cpus();
         if let Some(&t) = opts.fsmark_threads.iter().filter(|&&t| t > cpus).max() {
             notes.push(format!("up to {t} fs_mark threads on {cpus} CPUs: the threads share CPUs"));
         }

@@ -382,113 +382,23 @@ impl SeedMeasure for ReclaimWritebackExp {
             run_one(&ctx.variants[vi], workloads[wi], opts, ctx.tmp.path(), &buf, sample)
         })?;
 
-        // Metrics, in workload order.
-        let mut specs = Vec::new();
-        for &w in &workloads {
-            let n = w.name();
-            if matches!(w, Workload::Fsmark { .. }) {
-                specs.push(MetricSpec::new(&n, "files/s", "files/s", Better::Higher, Mean::Harmonic, true));
-            }
-            specs.push(MetricSpec::new(&n, "elapsed_s", "s", Better::Lower, Mean::Arithmetic, true));
-            specs.push(MetricSpec::new(&n, "sync_s", "s", Better::Lower, Mean::Arithmetic, false));
-            for (measure, unit) in COUNTER_MEASURES {
-                let better = if measure.starts_with("kswapd_eff") { Better::Higher } else { Better::Lower };
-                specs.push(MetricSpec::new(&n, measure, unit, better, Mean::Arithmetic, false));
-            }
-            if on_device(opts, w) {
-                for (measure, unit, better) in DEVICE_MEASURES {
-                    specs.push(MetricSpec::new(&n, measure, unit, better, Mean::Arithmetic, false));
-                }
-            }
-            if swaps(w) {
-                for (measure, unit, _) in SWAP_MEASURES {
-                    specs.push(MetricSpec::new(&n, measure, unit, Better::Lower, Mean::Arithmetic, false));
-                }
-            }
-        }
+        let per_workload: Vec<Vec<Measure>> = workloads.iter().map(|&w| measures(opts, w)).collect();
+        let specs = per_workload.iter().flatten().map(|m| m.spec.clone()).collect();
         let mut columns = Vec::new();
         for (vi, v) in ctx.variants.iter().enumerate() {
             let mut metrics: Named<Samples> = Named::new();
             let mut vmstat = Named::new();
-            for (wi, &w) in workloads.iter().enumerate() {
-                let n = w.name();
+            for (wi, (w, ms)) in workloads.iter().zip(&per_workload).enumerate() {
                 let runs = outs.runs(vi, wi);
-                let mut put = |measure: &str, v: Vec<f64>| metrics.insert(format!("{n} {measure}"), Samples(v));
-                if matches!(w, Workload::Fsmark { .. }) {
-                    put("files/s", runs.iter().map(|o| o.files as f64 / o.elapsed_s.max(1e-9)).collect());
-                }
-                put("elapsed_s", runs.iter().map(|o| o.elapsed_s).collect());
-                put("sync_s", runs.iter().map(|o| o.sync_s).collect());
-                for (k, (measure, _)) in COUNTER_MEASURES.iter().enumerate() {
-                    put(measure, runs.iter().map(|o| counter_values(&o.vm)[k]).collect());
-                }
-                if on_device(opts, w) {
-                    for (k, (measure, _, _)) in DEVICE_MEASURES.iter().enumerate() {
-                        let v =
-                            runs.iter().map(|o| o.io.as_ref().map_or(f64::NAN, |io| device_values(io)[k])).collect();
-                        put(measure, v);
-                    }
-                }
-                if swaps(w) {
-                    for (measure, _, item) in SWAP_MEASURES {
-                        put(measure, runs.iter().map(|o| o.vm.get(item) as f64).collect());
-                    }
+                for m in ms {
+                    metrics.insert(m.spec.name.clone(), Samples(runs.iter().map(&m.value).collect()));
                 }
                 let deltas: Vec<VmStat> = runs.iter().map(|o| o.vm.clone()).collect();
-                vmstat.insert(n, sum_vmstat(&deltas));
+                vmstat.insert(w.name(), sum_vmstat(&deltas));
             }
             columns.push(v.column(metrics, vmstat));
         }
-
-        let mut notes = vec![
-            format!(
-                "mmap-strm swaps to a swap file in the temporary directory (SwapConfig::file, O_DIRECT, allocated at \
-                 swapon outside the timing), as the seed had swap on a disk of its own; swap in memory would make a \
-                 swap-out a copy and hide the seed's observation that swapping costs more than writing file pages. \
-                 After each run a sample of {} pages of every region is read back and checked (outside the timing \
-                 and the counters)",
-                mmap_strm::VERIFY_SAMPLES
-            ),
-            "host files with O_DIRECT on the device holding the temporary directory; the seed used XFS on a \
-             4-disk RAID-0"
-                .to_string(),
-        ];
-        if let Some(spec) = opts.device.spec()? {
-            notes.push(format!(
-                "fsmark and simple-wb ran on a simulated device of {spec} (--param device_rate, device_latency): a \
-                 token bucket in front of the host files, one queue for reads and writes, one per run; avg_wait_ms \
-                 is its iostat await (arrival to completion, queueing included), the seed's USB-stick \"Avg wait\"; \
-                 mmap-strm ran on the host files"
-            ));
-        }
-        if opts.device.resident > 0.0 {
-            notes.push(format!(
-                "fsmark and simple-wb ran beside a desktop (--param resident={}): a memory file of {} ({:.0}% of \
-                 memory) mapped executable and touched page by page every {RESIDENT_TOUCH_MS} ms, set up and written \
-                 back before the timing; it leaves the writers less memory than the dirty limit, as a small zone \
-                 full of dirty pages did on the seed's machines, so reclaim meets dirty pages",
-                opts.device.resident,
-                fmt_size((opts.mem_bytes as f64 * opts.device.resident) as u64),
-                opts.device.resident * 100.0
-            ));
-        }
-        let cpus = crate::sys::cpus();
-        if let Some(&t) = opts.fsmark_threads.iter().filter(|&&t| t > cpus).max() {
-            notes.push(format!("up to {t} fs_mark threads on {cpus} CPUs: the threads share CPUs"));
-        }
-        if opts.runs < 2 {
-            notes.push("one run: no spread, so no difference can be marked significant".into());
-        }
-        if !opts.set.is_empty() {
-            let sets: Vec<String> = opts.set.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            notes.push(format!("tunables set for every variant, after its preset: {}", sets.join(", ")));
-        }
-        if opts.plot_dir.is_some() {
-            notes.push(format!(
-                "plots: the first run of each workload, sampled every {SAMPLE_INTERVAL_MS} ms by a thread of its own, \
-                 which that run's timings carry"
-            ));
-        }
+        let notes = notes(opts)?;
         let params = serde_json::json!({
             "page_size": Config::default().page_size,
             "workloads": workloads.iter().map(|w| serde_json::json!({
@@ -503,6 +413,103 @@ impl SeedMeasure for ReclaimWritebackExp {
         let m = Measured { variants: columns, specs, params: into_map(params), extra: Default::default(), notes };
         Ok((m, outs))
     }
+}
+
+/// One metric of a workload: its spec, and its value in one run.
+struct Measure {
+    spec: MetricSpec,
+    value: Box<dyn Fn(&RunOut) -> f64>,
+}
+
+/// Workload `w`'s metrics, in the order the report lists them.
+fn measures(opts: &ReclaimWritebackOpts, w: Workload) -> Vec<Measure> {
+    let n = w.name();
+    let mut out = Vec::new();
+    let mut add = |measure: &str, unit: &str, better, mean, table, value: Box<dyn Fn(&RunOut) -> f64>| {
+        out.push(Measure { spec: MetricSpec::new(&n, measure, unit, better, mean, table), value });
+    };
+    if matches!(w, Workload::Fsmark { .. }) {
+        add(
+            "files/s",
+            "files/s",
+            Better::Higher,
+            Mean::Harmonic,
+            true,
+            Box::new(|o| o.files as f64 / o.elapsed_s.max(1e-9)),
+        );
+    }
+    add("elapsed_s", "s", Better::Lower, Mean::Arithmetic, true, Box::new(|o| o.elapsed_s));
+    add("sync_s", "s", Better::Lower, Mean::Arithmetic, false, Box::new(|o| o.sync_s));
+    for (k, (measure, unit)) in COUNTER_MEASURES.into_iter().enumerate() {
+        let better = if measure.starts_with("kswapd_eff") { Better::Higher } else { Better::Lower };
+        add(measure, unit, better, Mean::Arithmetic, false, Box::new(move |o| counter_values(&o.vm)[k]));
+    }
+    if on_device(opts, w) {
+        for (k, (measure, unit, better)) in DEVICE_MEASURES.into_iter().enumerate() {
+            let value = move |o: &RunOut| o.io.as_ref().map_or(f64::NAN, |io| device_values(io)[k]);
+            add(measure, unit, better, Mean::Arithmetic, false, Box::new(value));
+        }
+    }
+    if swaps(w) {
+        for (measure, unit, item) in SWAP_MEASURES {
+            add(measure, unit, Better::Lower, Mean::Arithmetic, false, Box::new(move |o| o.vm.get(item) as f64));
+        }
+    }
+    out
+}
+
+/// What the reader should know about how the runs were made.
+fn notes(opts: &ReclaimWritebackOpts) -> Result<Vec<String>> {
+    let mut notes = vec![
+        format!(
+            "mmap-strm swaps to a swap file in the temporary directory (SwapConfig::file, O_DIRECT, allocated at \
+             swapon outside the timing), as the seed had swap on a disk of its own; swap in memory would make a \
+             swap-out a copy and hide the seed's observation that swapping costs more than writing file pages. \
+             After each run a sample of {} pages of every region is read back and checked (outside the timing \
+             and the counters)",
+            mmap_strm::VERIFY_SAMPLES
+        ),
+        "host files with O_DIRECT on the device holding the temporary directory; the seed used XFS on a \
+         4-disk RAID-0"
+            .to_string(),
+    ];
+    if let Some(spec) = opts.device.spec()? {
+        notes.push(format!(
+            "fsmark and simple-wb ran on a simulated device of {spec} (--param device_rate, device_latency): a \
+             token bucket in front of the host files, one queue for reads and writes, one per run; avg_wait_ms \
+             is its iostat await (arrival to completion, queueing included), the seed's USB-stick \"Avg wait\"; \
+             mmap-strm ran on the host files"
+        ));
+    }
+    if opts.device.resident > 0.0 {
+        notes.push(format!(
+            "fsmark and simple-wb ran beside a desktop (--param resident={}): a memory file of {} ({:.0}% of \
+             memory) mapped executable and touched page by page every {RESIDENT_TOUCH_MS} ms, set up and written \
+             back before the timing; it leaves the writers less memory than the dirty limit, as a small zone \
+             full of dirty pages did on the seed's machines, so reclaim meets dirty pages",
+            opts.device.resident,
+            fmt_size((opts.mem_bytes as f64 * opts.device.resident) as u64),
+            opts.device.resident * 100.0
+        ));
+    }
+    let cpus = crate::sys::cpus();
+    if let Some(&t) = opts.fsmark_threads.iter().filter(|&&t| t > cpus).max() {
+        notes.push(format!("up to {t} fs_mark threads on {cpus} CPUs: the threads share CPUs"));
+    }
+    if opts.runs < 2 {
+        notes.push("one run: no spread, so no difference can be marked significant".into());
+    }
+    if !opts.set.is_empty() {
+        let sets: Vec<String> = opts.set.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        notes.push(format!("tunables set for every variant, after its preset: {}", sets.join(", ")));
+    }
+    if opts.plot_dir.is_some() {
+        notes.push(format!(
+            "plots: the first run of each workload, sampled every {SAMPLE_INTERVAL_MS} ms by a thread of its own, \
+             which that run's timings carry"
+        ));
+    }
+    Ok(notes)
 }
 
 impl Workload {

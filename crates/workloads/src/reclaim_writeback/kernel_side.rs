@@ -38,29 +38,10 @@ impl SeedKernel for ReclaimWritebackExp {
             None => (None, None),
         };
         let strm_ok = strm_swap.is_some() && (swap.is_some() || host_swap_total() > 0);
-        let ws: Vec<Value> = workloads
-            .iter()
-            .filter_map(|&w| match w {
-                Workload::Fsmark { threads, per_thread } => Some(serde_json::json!({
-                    "name": w.name(), "kind": "fsmark", "threads": threads, "files": per_thread,
-                    "file_bytes": opts.fsmark_file_bytes, "chunk_bytes": FSMARK_CHUNK,
-                })),
-                Workload::SimpleWb { threads, blocks } => Some(serde_json::json!({
-                    "name": w.name(), "kind": "simple-wb", "threads": threads, "files": 1,
-                    "file_bytes": blocks as u64 * BLOCK, "chunk_bytes": BLOCK,
-                })),
-                Workload::MmapStrm { blocks, mix_blocks, anon_blocks } => strm_ok.then(|| {
-                    serde_json::json!({
-                        "name": w.name(), "kind": "mmap-strm", "blocks": blocks, "mix_blocks": mix_blocks,
-                        "anon_blocks": anon_blocks,
-                    })
-                }),
-            })
-            .collect();
         let params = serde_json::json!({
             "dir": dir.to_string_lossy(),
             "runs": opts.runs,
-            "workloads": ws,
+            "workloads": worker_workloads(opts, workloads, strm_ok),
         });
         let v = kernel::run(EXPERIMENT, opts.mem_bytes, &params);
         // Off before anything else can fail: the host is left without swap.
@@ -68,36 +49,7 @@ impl SeedKernel for ReclaimWritebackExp {
             s.off()?;
         }
         let v = v?;
-        let out = v.get("workloads").and_then(|w| w.as_object()).ok_or("the kernel worker returned no workloads")?;
-        let mut metrics: Named<Samples> = Named::new();
-        for &w in workloads {
-            let n = w.name();
-            let Some(x) = out.get(&n) else { continue };
-            let list = |k: &str| -> Vec<f64> {
-                x.get(k)
-                    .and_then(|a| a.as_array())
-                    .map(|a| a.iter().map(|x| x.as_f64().unwrap_or(f64::NAN)).collect())
-                    .unwrap_or_default()
-            };
-            let el = list("elapsed_s");
-            if el.is_empty() {
-                continue;
-            }
-            if matches!(w, Workload::Fsmark { .. }) {
-                let files = x.get("files").and_then(|f| f.as_u64()).unwrap_or(0) as f64;
-                metrics.insert(format!("{n} files/s"), Samples(el.iter().map(|&s| files / s.max(1e-9)).collect()));
-            }
-            metrics.insert(format!("{n} elapsed_s"), Samples(el));
-            metrics.insert(format!("{n} sync_s"), Samples(list("sync_s")));
-            if matches!(w, Workload::MmapStrm { .. }) {
-                for k in ["pswpout", "pswpin"] {
-                    metrics.insert(format!("{n} {k}"), Samples(list(k)));
-                }
-            }
-        }
-        if metrics.is_empty() {
-            return Err("the kernel worker measured nothing".into());
-        }
+        let metrics = kernel_metrics(workloads, &v)?;
         let fs = v.get("file_fs").and_then(|x| x.as_str()).unwrap_or("?");
         let mut notes = vec![format!(
             "kernel column: the host kernel ({}) in a memory cgroup of {}: fsmark and simple-wb through std::fs, \
@@ -140,6 +92,60 @@ impl SeedKernel for ReclaimWritebackExp {
         );
         Ok(KernelColumn::new(stands_for, metrics, v, notes))
     }
+}
+
+/// The workloads the kernel worker runs, in its parameters' form
+/// (mmap-strm only when `strm_ok`: the host has swap for it).
+fn worker_workloads(opts: &ReclaimWritebackOpts, workloads: &[Workload], strm_ok: bool) -> Vec<Value> {
+    workloads
+        .iter()
+        .filter_map(|&w| match w {
+            Workload::Fsmark { threads, per_thread } => Some(serde_json::json!({
+                "name": w.name(), "kind": "fsmark", "threads": threads, "files": per_thread,
+                "file_bytes": opts.fsmark_file_bytes, "chunk_bytes": FSMARK_CHUNK,
+            })),
+            Workload::SimpleWb { threads, blocks } => Some(serde_json::json!({
+                "name": w.name(), "kind": "simple-wb", "threads": threads, "files": 1,
+                "file_bytes": blocks as u64 * BLOCK, "chunk_bytes": BLOCK,
+            })),
+            Workload::MmapStrm { blocks, mix_blocks, anon_blocks } => strm_ok.then(|| {
+                serde_json::json!({
+                    "name": w.name(), "kind": "mmap-strm", "blocks": blocks, "mix_blocks": mix_blocks,
+                    "anon_blocks": anon_blocks,
+                })
+            }),
+        })
+        .collect()
+}
+
+/// The kernel column's samples from the worker's JSON `v`.
+fn kernel_metrics(workloads: &[Workload], v: &Value) -> std::result::Result<Named<Samples>, String> {
+    let out = v.get("workloads").and_then(|w| w.as_object()).ok_or("the kernel worker returned no workloads")?;
+    let mut metrics: Named<Samples> = Named::new();
+    for &w in workloads {
+        let n = w.name();
+        let Some(x) = out.get(&n) else { continue };
+        let list = |k: &str| x.get(k).map(kernel::samples).unwrap_or_default();
+        let el = list("elapsed_s");
+        if el.is_empty() {
+            continue;
+        }
+        if matches!(w, Workload::Fsmark { .. }) {
+            let files = x.get("files").and_then(|f| f.as_u64()).unwrap_or(0) as f64;
+            metrics.insert(format!("{n} files/s"), Samples(el.iter().map(|&s| files / s.max(1e-9)).collect()));
+        }
+        metrics.insert(format!("{n} elapsed_s"), Samples(el));
+        metrics.insert(format!("{n} sync_s"), Samples(list("sync_s")));
+        if matches!(w, Workload::MmapStrm { .. }) {
+            for k in ["pswpout", "pswpin"] {
+                metrics.insert(format!("{n} {k}"), Samples(list(k)));
+            }
+        }
+    }
+    if metrics.is_empty() {
+        return Err("the kernel worker measured nothing".into());
+    }
+    Ok(metrics)
 }
 
 /// The fsmark and simple-wb workloads through the kernel's page cache (run

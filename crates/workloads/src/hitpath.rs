@@ -151,9 +151,11 @@ pub struct HitpathOpts {
     /// The Zipf exponent of the hit-path keys.
     pub zipf_s: f64,
     /// Where to make the temporary directory (the system's temp dir if
-    /// `None`).
+    /// `None`). Not in the result's JSON, like `progress`.
+    #[serde(skip)]
     pub dir: Option<PathBuf>,
     /// Draw progress bars on stderr (only when it is a terminal).
+    #[serde(skip)]
     pub progress: bool,
     /// A label: whether these are the reduced `quick` sizes.
     pub quick: bool,
@@ -268,16 +270,10 @@ pub struct PhaseSecs {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HitpathResult {
     pub experiment: String,
-    // Parameters.
-    pub file_mib: u64,
-    pub hit_pages: u64,
-    pub ops: u64,
-    pub threads: Vec<usize>,
-    pub seed: u64,
-    pub rounds: usize,
-    pub zipf_s: f64,
+    /// The parameters, as keys of the result.
+    #[serde(flatten)]
+    pub opts: HitpathOpts,
     pub page_size: usize,
-    pub quick: bool,
     /// Whether this was an optimised build (timings of a debug build mean
     /// little).
     pub optimized: bool,
@@ -365,14 +361,14 @@ impl HitpathResult {
         let _ = writeln!(
             s,
             "hitpath: {} MiB file, {} hit pages ({} MiB), {} ops x {} rounds, zipf {}, seed {}{}",
-            self.file_mib,
-            self.hit_pages,
-            self.hit_pages * self.page_size as u64 / MIB,
-            self.ops,
-            self.rounds,
-            self.zipf_s,
-            self.seed,
-            if self.quick { " (quick)" } else { "" }
+            self.opts.file_mib,
+            self.opts.hit_pages,
+            self.opts.hit_pages * self.page_size as u64 / MIB,
+            self.opts.ops,
+            self.opts.rounds,
+            self.opts.zipf_s,
+            self.opts.seed,
+            if self.opts.quick { " (quick)" } else { "" }
         );
         if !self.optimized {
             let _ = writeln!(s, "WARNING: built without optimisations; these timings mean little");
@@ -960,15 +956,8 @@ pub fn run(opts: &HitpathOpts) -> Result<HitpathResult> {
     let notes = notes(opts, read.misses);
     let mut result = HitpathResult {
         experiment: "hitpath".into(),
-        file_mib: opts.file_mib,
-        hit_pages: opts.hit_pages,
-        ops: opts.ops,
-        threads: opts.threads.clone(),
-        seed: opts.seed,
-        rounds: opts.rounds,
-        zipf_s: opts.zipf_s,
+        opts: opts.clone(),
         page_size: PAGE,
-        quick: opts.quick,
         optimized: !cfg!(debug_assertions),
         pcache_read_ns,
         kernel_pread_ns,

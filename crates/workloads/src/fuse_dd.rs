@@ -418,15 +418,11 @@ impl FuseDdOpts {
     pub fn from_exp(opts: &ExpOpts) -> Result<FuseDdOpts> {
         let exe = std::env::current_exe().map_err(|e| Error::io("finding this executable", e))?;
         let mut o = if opts.quick { Self::quick(exe) } else { Self::new(exe) };
-        if let Some(v) = opts.mem_bytes {
-            o.mem_bytes = v;
-        }
+        o.mem_bytes = opts.mem_bytes.unwrap_or(o.mem_bytes);
         if let Some(v) = opts.param_as::<u64>("file_mib")? {
             o.file_bytes = v << 20;
         }
-        if let Some(v) = opts.runs {
-            o.runs = v;
-        }
+        o.runs = opts.runs.unwrap_or(o.runs);
         o.dir = opts.dir.clone();
         o.set = opts.set.clone();
         Ok(o)

@@ -151,9 +151,11 @@ pub struct HitpathOpts {
     /// The Zipf exponent of the hit-path keys.
     pub zipf_s: f64,
     /// Where to make the temporary directory (the system's temp dir if
-    /// `None`).
+    /// `None`). Not in the result's JSON, like `progress`.
+    #[serde(skip)]
     pub dir: Option<PathBuf>,
     /// Draw progress bars on stderr (only when it is a terminal).
+    #[serde(skip)]
     pub progress: bool,
     /// A label: whether these are the reduced `quick` sizes.
     pub quick: bool,
@@ -268,16 +270,10 @@ pub struct PhaseSecs {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HitpathResult {
     pub experiment: String,
-    // Parameters.
-    pub file_mib: u64,
-    pub hit_pages: u64,
-    pub ops: u64,
-    pub threads: Vec<usize>,
-    pub seed: u64,
-    pub rounds: usize,
-    pub zipf_s: f64,
+    /// The parameters, as keys of the result.
+    #[serde(flatten)]
+    pub opts: HitpathOpts,
     pub page_size: usize,
-    pub quick: bool,
     /// Whether this was an optimised build (timings of a debug build mean
     /// little).
     pub optimized: bool,
@@ -365,14 +361,14 @@ impl HitpathResult {
         let _ = writeln!(
             s,
             "hitpath: {} MiB file, {} hit pages ({} MiB), {} ops x {} rounds, zipf {}, seed {}{}",
-            self.file_mib,
-            self.hit_pages,
-            self.hit_pages * self.page_size as u64 / MIB,
-            self.ops,
-            self.rounds,
-            self.zipf_s,
-            self.seed,
-            if self.quick { " (quick)" } else { "" }
+            self.opts.file_mib,
+            self.opts.hit_pages,
+            self.opts.hit_pages * self.page_size as u64 / MIB,
+            self.opts.ops,
+            self.opts.rounds,
+            self.opts.zipf_s,
+            self.opts.seed,
+            if self.opts.quick { " (quick)" } else { "" }
         );
         if !self.optimized {
             let _ = writeln!(s, "WARNING: built without optimisations; these timings mean little");
@@ -957,91 +953,11 @@ pub fn run(opts: &HitpathOpts) -> Result<HitpathResult> {
     let pcache_over_memcpy = stats::ratio(pcache_read_ns, memcpy_ns);
     let hot_kernel_over_pcache = stats::ratio(kernel_hot_pread_ns, pcache_hot_read_ns);
 
-    let targets = vec![
-        target(
-            "random read: kernel pread / pcache",
-            "kernel_over_pcache",
-            Some(kernel_over_pcache),
-            &format!(">= {TARGET_KERNEL_OVER_PCACHE:.2}x"),
-            |v| v >= TARGET_KERNEL_OVER_PCACHE,
-        ),
-        target(
-            "random read: pcache / memcpy",
-            "pcache_over_memcpy",
-            Some(pcache_over_memcpy),
-            &format!("<= {TARGET_PCACHE_OVER_MEMCPY:.2}x"),
-            |v| v <= TARGET_PCACHE_OVER_MEMCPY,
-        ),
-        target(
-            "hot read: kernel pread / pcache",
-            "hot_kernel_over_pcache",
-            Some(hot_kernel_over_pcache),
-            &format!(">= {TARGET_HOT_KERNEL_OVER_PCACHE:.2}x"),
-            |v| v >= TARGET_HOT_KERNEL_OVER_PCACHE,
-        ),
-        target("hit path, 1 thread", "hit_ns_1thread", hit_ns_1thread, &format!("< {TARGET_HIT_NS_1THREAD} ns"), |v| {
-            v < TARGET_HIT_NS_1THREAD
-        }),
-        target(
-            "hit path: 2 threads / 1 throughput",
-            "scaling_2threads",
-            scaling_2threads,
-            &format!(">= {TARGET_SCALING_2THREADS:.2}x"),
-            |v| v >= TARGET_SCALING_2THREADS,
-        ),
-        target(
-            "mapped access, 1 thread",
-            "mapped_hit_ns_1thread",
-            mapped_hit_ns_1thread,
-            &format!("< {TARGET_HIT_NS_1THREAD} ns"),
-            |v| v < TARGET_HIT_NS_1THREAD,
-        ),
-        target(
-            "mapped: pcache - kernel mmap, 1 thr",
-            "mapped_over_kernel_ns",
-            mapped_over_kernel_ns,
-            &format!("< {TARGET_HIT_NS_1THREAD} ns"),
-            |v| v < TARGET_HIT_NS_1THREAD,
-        ),
-        target(
-            "Mapping::load_u64, 1 thread",
-            "mapped_load_ns_1thread",
-            mapped_load_ns_1thread,
-            &format!("< {TARGET_HIT_NS_1THREAD} ns"),
-            |v| v < TARGET_HIT_NS_1THREAD,
-        ),
-        target(
-            "mapped access: 2 threads / 1 throughput",
-            "mapped_scaling_2threads",
-            mapped_scaling_2threads,
-            &format!(">= {TARGET_SCALING_2THREADS:.2}x"),
-            |v| v >= TARGET_SCALING_2THREADS,
-        ),
-    ];
-
-    let mut notes = Vec::new();
-    if let Some(m) = read.misses.filter(|&m| m > 0) {
-        notes.push(format!("{m} pcache misses during the timed reads: the read cache was not fully warm"));
-    }
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    if let Some(&k) = opts.threads.iter().find(|&&k| k > cpus) {
-        notes.push(format!("{k} hit-path threads on {cpus} CPUs: the threads share CPUs"));
-    }
-    if cfg!(debug_assertions) {
-        notes.push("debug build: run with --release for meaningful timings".into());
-    }
-
-    Ok(HitpathResult {
+    let notes = notes(opts, read.misses);
+    let mut result = HitpathResult {
         experiment: "hitpath".into(),
-        file_mib: opts.file_mib,
-        hit_pages: opts.hit_pages,
-        ops: opts.ops,
-        threads: opts.threads.clone(),
-        seed: opts.seed,
-        rounds: opts.rounds,
-        zipf_s: opts.zipf_s,
+        opts: opts.clone(),
         page_size: PAGE,
-        quick: opts.quick,
         optimized: !cfg!(debug_assertions),
         pcache_read_ns,
         kernel_pread_ns,
@@ -1069,7 +985,7 @@ pub fn run(opts: &HitpathOpts) -> Result<HitpathResult> {
         mapped_scaling_2threads,
         hit: hit.runs,
         samples: read.samples,
-        targets,
+        targets: Vec::new(),
         phase_secs: PhaseSecs {
             setup: read.setup,
             random_read: read.random_read,
@@ -1086,7 +1002,67 @@ pub fn run(opts: &HitpathOpts) -> Result<HitpathResult> {
             "hit_mglru": hit.vm_mglru,
         }),
         notes,
-    })
+    };
+    result.targets = targets(&result);
+    Ok(result)
+}
+
+/// The targets, judged on the finished result.
+fn targets(r: &HitpathResult) -> Vec<Target> {
+    let at_least = |name: &str, key: &str, value: Option<f64>, goal: f64| {
+        target(name, key, value, &format!(">= {goal:.2}x"), |v| v >= goal)
+    };
+    let below_hit_ns = |name: &str, key: &str, value: Option<f64>| {
+        target(name, key, value, &format!("< {TARGET_HIT_NS_1THREAD} ns"), |v| v < TARGET_HIT_NS_1THREAD)
+    };
+    vec![
+        at_least(
+            "random read: kernel pread / pcache",
+            "kernel_over_pcache",
+            Some(r.kernel_over_pcache),
+            TARGET_KERNEL_OVER_PCACHE,
+        ),
+        target(
+            "random read: pcache / memcpy",
+            "pcache_over_memcpy",
+            Some(r.pcache_over_memcpy),
+            &format!("<= {TARGET_PCACHE_OVER_MEMCPY:.2}x"),
+            |v| v <= TARGET_PCACHE_OVER_MEMCPY,
+        ),
+        at_least(
+            "hot read: kernel pread / pcache",
+            "hot_kernel_over_pcache",
+            Some(r.hot_kernel_over_pcache),
+            TARGET_HOT_KERNEL_OVER_PCACHE,
+        ),
+        below_hit_ns("hit path, 1 thread", "hit_ns_1thread", r.hit_ns_1thread),
+        at_least("hit path: 2 threads / 1 throughput", "scaling_2threads", r.scaling_2threads, TARGET_SCALING_2THREADS),
+        below_hit_ns("mapped access, 1 thread", "mapped_hit_ns_1thread", r.mapped_hit_ns_1thread),
+        below_hit_ns("mapped: pcache - kernel mmap, 1 thr", "mapped_over_kernel_ns", r.mapped_over_kernel_ns),
+        below_hit_ns("Mapping::load_u64, 1 thread", "mapped_load_ns_1thread", r.mapped_load_ns_1thread),
+        at_least(
+            "mapped access: 2 threads / 1 throughput",
+            "mapped_scaling_2threads",
+            r.mapped_scaling_2threads,
+            TARGET_SCALING_2THREADS,
+        ),
+    ]
+}
+
+/// What the reader should know about how the figures were taken.
+fn notes(opts: &HitpathOpts, misses: Option<u64>) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(m) = misses.filter(|&m| m > 0) {
+        notes.push(format!("{m} pcache misses during the timed reads: the read cache was not fully warm"));
+    }
+    let cpus = crate::sys::cpus();
+    if let Some(&k) = opts.threads.iter().find(|&&k| k > cpus) {
+        notes.push(format!("{k} hit-path threads on {cpus} CPUs: the threads share CPUs"));
+    }
+    if cfg!(debug_assertions) {
+        notes.push("debug build: run with --release for meaningful timings".into());
+    }
+    notes
 }
 
 /// `pcache bench hitpath`.
@@ -1141,21 +1117,11 @@ impl HitpathOpts {
     /// its rounds).
     pub fn from_exp(opts: &ExpOpts) -> Result<HitpathOpts> {
         let mut o = if opts.quick { Self::quick() } else { Self::default() };
-        if let Some(v) = opts.param_as("file_mib")? {
-            o.file_mib = v;
-        }
-        if let Some(v) = opts.param_as("hit_pages")? {
-            o.hit_pages = v;
-        }
-        if let Some(v) = opts.param_as("ops")? {
-            o.ops = v;
-        }
-        if let Some(v) = opts.param_list("threads")? {
-            o.threads = v;
-        }
-        if let Some(v) = opts.runs {
-            o.rounds = v;
-        }
+        o.file_mib = opts.param_as("file_mib")?.unwrap_or(o.file_mib);
+        o.hit_pages = opts.param_as("hit_pages")?.unwrap_or(o.hit_pages);
+        o.ops = opts.param_as("ops")?.unwrap_or(o.ops);
+        o.threads = opts.param_list("threads")?.unwrap_or(o.threads);
+        o.rounds = opts.runs.unwrap_or(o.rounds);
         o.seed = opts.seed;
         o.dir = opts.dir.clone();
         o.progress = opts.progress;

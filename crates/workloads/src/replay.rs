@@ -755,6 +755,15 @@ impl ReplayResult {
             if self.renumbered { " (renumbered)" } else { "" },
             if self.threads > 1 { format!("; {} threads", self.threads) } else { String::new() }
         );
+        let rows = self.table();
+        let right: Vec<bool> = (0..rows[0].len()).map(|_| true).collect();
+        out.push_str(&render_table(&rows, &right));
+        self.footnotes(&mut out);
+        out
+    }
+
+    /// The table's header and a row per cache size.
+    fn table(&self) -> Vec<Vec<String>> {
         let kernel = self.results.iter().any(|r| r.variant == KERNEL);
         let baselines = self.baseline_variants();
         let mut header = vec!["cache pages".to_string(), "usable".into(), "% distinct".into()];
@@ -785,8 +794,13 @@ impl ReplayResult {
             row.push(format!("{:.2}", 100.0 * self.compulsory_miss_ratio));
             rows.push(row);
         }
-        let right: Vec<bool> = (0..rows[0].len()).map(|_| true).collect();
-        out.push_str(&render_table(&rows, &right));
+        rows
+    }
+
+    /// What the columns mean: usable pages, the kernel's method, the
+    /// baselines, threads.
+    fn footnotes(&self, out: &mut String) {
+        let baselines = self.baseline_variants();
         if let Some(r) = self.results.first() {
             let _ = writeln!(
                 out,
@@ -825,7 +839,6 @@ impl ReplayResult {
                 self.threads
             );
         }
-        out
     }
 
     pub fn to_json(&self) -> serde_json::Value {

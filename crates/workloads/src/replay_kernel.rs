@@ -303,15 +303,10 @@ fn fill(r: &mut Residency, step: u64, buf: &mut [u8]) -> Result<u64, String> {
     Ok(most)
 }
 
-/// The child's side (run by `kernel::run` in the memory cgroup): see the
-/// module comment.
-pub fn kernel_workload(params: &Value) -> Result<Value, String> {
-    let p: Params = serde_json::from_value(params.clone()).map_err(|e| format!("bad parameters: {e}"))?;
-    if p.cache_pages == 0 || p.file_pages == 0 || p.calib_pages == 0 {
-        return Err("bad parameters: empty cache or files".into());
-    }
-    let cg = kernel::current_memcg().ok_or("the worker is not in a memory cgroup")?;
-    // 1. Everything the child needs, allocated before measuring.
+/// The trace's page indices from `p.accesses` (little-endian u64s), each
+/// checked against the file, and the list's own pages dropped from the
+/// cache.
+fn read_accesses(p: &Params) -> Result<Vec<u64>, String> {
     let raw = std::fs::read(&p.accesses).map_err(|e| format!("reading {}: {e}", p.accesses.display()))?;
     if !raw.len().is_multiple_of(8) {
         return Err(format!("{}: not a list of u64", p.accesses.display()));
@@ -324,6 +319,51 @@ pub fn kernel_workload(params: &Value) -> Result<Value, String> {
     if let Ok(f) = File::open(&p.accesses) {
         kernel::drop_cached(&f);
     }
+    Ok(accesses)
+}
+
+/// Find the group limit at which `calib`, read through, keeps
+/// `cache_pages` cached (within 1%): the limit, the pages it kept, and the
+/// rounds it took. Leaves `calib` dropped from the cache.
+fn calibrate(
+    cg: &Path,
+    calib: &mut Residency,
+    cache_pages: u64,
+    baseline: u64,
+    step: u64,
+    buf: &mut [u8],
+) -> Result<(u64, u64, u32), String> {
+    let tolerance = (cache_pages / 100).max(2);
+    let mut limit = baseline + cache_pages * PAGE;
+    let (mut calibrated, mut rounds) = (0, 0);
+    while rounds < CALIBRATION_ROUNDS {
+        calib.drop_cached();
+        kernel::set_memcg_limit(cg, limit)?;
+        calibrated = fill(calib, step, buf)?;
+        rounds += 1;
+        if calibrated.abs_diff(cache_pages) <= tolerance {
+            break;
+        }
+        // Drop first, so the new limit is never below what is charged.
+        calib.drop_cached();
+        // The baseline may sit below the limit: it includes charges cached
+        // per CPU (up to 64 pages) that the file's pages then use.
+        limit = (limit as i64 + (cache_pages as i64 - calibrated as i64) * PAGE as i64).max(PAGE as i64) as u64;
+    }
+    calib.drop_cached();
+    Ok((limit, calibrated, rounds))
+}
+
+/// The child's side (run by `kernel::run` in the memory cgroup): see the
+/// module comment.
+pub fn kernel_workload(params: &Value) -> Result<Value, String> {
+    let p: Params = serde_json::from_value(params.clone()).map_err(|e| format!("bad parameters: {e}"))?;
+    if p.cache_pages == 0 || p.file_pages == 0 || p.calib_pages == 0 {
+        return Err("bad parameters: empty cache or files".into());
+    }
+    let cg = kernel::current_memcg().ok_or("the worker is not in a memory cgroup")?;
+    // 1. Everything the child needs, allocated before measuring.
+    let accesses = read_accesses(&p)?;
     let mut trace = Residency::open(&p.file, p.file_pages)?;
     let mut calib = Residency::open(&p.calib, p.calib_pages)?;
     trace.drop_cached();
@@ -333,24 +373,7 @@ pub fn kernel_workload(params: &Value) -> Result<Value, String> {
     let baseline = kernel::memcg_usage(cg)?;
 
     // 2. Calibrate the limit on the other file.
-    let tolerance = (p.cache_pages / 100).max(2);
-    let mut limit = baseline + p.cache_pages * PAGE;
-    let (mut calibrated, mut rounds) = (0, 0);
-    while rounds < CALIBRATION_ROUNDS {
-        calib.drop_cached();
-        kernel::set_memcg_limit(cg, limit)?;
-        calibrated = fill(&mut calib, step, &mut buf)?;
-        rounds += 1;
-        if calibrated.abs_diff(p.cache_pages) <= tolerance {
-            break;
-        }
-        // Drop first, so the new limit is never below what is charged.
-        calib.drop_cached();
-        // The baseline may sit below the limit: it includes charges cached
-        // per CPU (up to 64 pages) that the file's pages then use.
-        limit = (limit as i64 + (p.cache_pages as i64 - calibrated as i64) * PAGE as i64).max(PAGE as i64) as u64;
-    }
-    calib.drop_cached();
+    let (limit, calibrated, rounds) = calibrate(cg, &mut calib, p.cache_pages, baseline, step, &mut buf)?;
     drop(calib);
 
     // 3. Replay.

@@ -1,38 +1,103 @@
 //! The kernel column: the same workload through the kernel's page cache in a memory
 //! cgroup, and the worker's side.
 
+use super::workload::parallel;
 use super::*;
 
-/// Run the kernel column (fsmark and simple-wb): the column, the worker's
-/// JSON and notes, or why not.
-pub(super) fn kernel_column(ctx: &Ctx<'_>, opts: &ReclaimWritebackOpts) -> std::result::Result<KernelColumn, String> {
-    let (workloads, tmp) = (&opts.workloads()[..], ctx.tmp.path());
-    let dir = tmp.join("kernel");
-    std::fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    // mmap-strm needs swap, which the host may not have: a swap file of
-    // the pcache side's size, on only for this column's run.
-    let strm_swap = workloads.iter().find_map(|&w| match w {
-        Workload::MmapStrm { anon_blocks, .. } => Some(swap_bytes(anon_blocks * BLOCK)),
-        _ => None,
-    });
-    // A run killed while its swap file was on left it on; turn such files
-    // off first, so this run neither mistakes them for the host's own swap
-    // nor leaves them on for good.
-    let mut reaped = HostSwap::reap_stale();
-    let swap = match strm_swap {
-        Some(bytes) if host_swap_total() == 0 => Some(HostSwap::on(&tmp.join(HostSwap::file_name()), bytes)),
-        Some(_) => None,
-        None => None,
-    };
-    let (swap, swap_note) = match swap {
-        Some(Ok(s)) => (Some(s), None),
-        Some(Err(why)) => {
-            (None, Some(format!("kernel column: no mmap-strm, the host has no swap and cannot get it here: {why}")))
+impl SeedKernel for ReclaimWritebackExp {
+    fn kernel_workload() -> Option<kernel::Workload> {
+        Some(kernel_workload)
+    }
+
+    /// Run the kernel column (fsmark and simple-wb): the column, the
+    /// worker's JSON and notes, or why not.
+    fn kernel_column(ctx: &Ctx<'_>, opts: &ReclaimWritebackOpts) -> std::result::Result<KernelColumn, String> {
+        let (workloads, tmp) = (&opts.workloads()[..], ctx.tmp.path());
+        let dir = tmp.join("kernel");
+        std::fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        // mmap-strm needs swap, which the host may not have: a swap file of
+        // the pcache side's size, on only for this column's run.
+        let strm_swap = workloads.iter().find_map(|&w| match w {
+            Workload::MmapStrm { anon_blocks, .. } => Some(swap_bytes(anon_blocks * BLOCK)),
+            _ => None,
+        });
+        // A run killed while its swap file was on left it on; turn such files
+        // off first, so this run neither mistakes them for the host's own swap
+        // nor leaves them on for good.
+        let mut reaped = HostSwap::reap_stale();
+        let swap = match strm_swap {
+            Some(bytes) if host_swap_total() == 0 => Some(HostSwap::on(&tmp.join(HostSwap::file_name()), bytes)),
+            Some(_) => None,
+            None => None,
+        };
+        let (swap, swap_note) = match swap {
+            Some(Ok(s)) => (Some(s), None),
+            Some(Err(why)) => {
+                (None, Some(format!("kernel column: no mmap-strm, the host has no swap and cannot get it here: {why}")))
+            }
+            None => (None, None),
+        };
+        let strm_ok = strm_swap.is_some() && (swap.is_some() || host_swap_total() > 0);
+        let params = serde_json::json!({
+            "dir": dir.to_string_lossy(),
+            "runs": opts.runs,
+            "workloads": worker_workloads(opts, workloads, strm_ok),
+        });
+        let v = kernel::run(EXPERIMENT, opts.mem_bytes, &params);
+        // Off before anything else can fail: the host is left without swap.
+        if let Some(s) = swap {
+            s.off()?;
         }
-        None => (None, None),
-    };
-    let strm_ok = strm_swap.is_some() && (swap.is_some() || host_swap_total() > 0);
-    let ws: Vec<Value> = workloads
+        let v = v?;
+        let metrics = kernel_metrics(workloads, &v)?;
+        let fs = v.get("file_fs").and_then(|x| x.as_str()).unwrap_or("?");
+        let mut notes = vec![format!(
+            "kernel column: the host kernel ({}) in a memory cgroup of {}: fsmark and simple-wb through std::fs, \
+             buffered, files on {fs} in {}, closed without fsync, then syncfs outside the timing; no vmstat, so \
+             no counters, and the kernel's own dirty limits (not dirty_ratio 40)",
+            kernel_release(),
+            fmt_size(opts.mem_bytes),
+            opts.dir.as_deref().map(|d| d.display().to_string()).unwrap_or_else(|| "the system temp dir".into())
+        )];
+        if strm_ok {
+            notes.push(format!(
+                "kernel column: mmap-strm through mmap(2) (a shared file mapping, then MAP_ANONYMOUS and a second \
+                 shared file mapping), the same sizes, stamps and read-back; swap: {}; its pswpout/pswpin are \
+                 /proc/vmstat's, host-wide (the only swapping on the host while it ran, it had no swap before)",
+                if swap_note.is_none() && host_swap_total() == 0 {
+                    format!(
+                        "a swap file of {} in the temporary directory, swapon for this run and swapoff after",
+                        fmt_size(strm_swap.unwrap_or(0))
+                    )
+                } else {
+                    "the host's own".to_string()
+                }
+            ));
+        }
+        notes.extend(swap_note);
+        notes.append(&mut reaped);
+        if opts.device.rate.is_some() || opts.device.resident > 0.0 {
+            notes.push(
+                "kernel column: on the host's own disk, without the simulated device or the desktop beside it \
+                 (--param device_rate, resident), so it is no baseline for those columns"
+                    .into(),
+            );
+        }
+        let stands_for = format!(
+            "the host kernel's page cache (Linux {}), the same fsmark and simple-wb through std::fs{} in a memory \
+                 cgroup of {}",
+            kernel_release(),
+            if strm_ok { ", mmap-strm through mmap(2) with swap," } else { "" },
+            fmt_size(opts.mem_bytes)
+        );
+        Ok(KernelColumn::new(stands_for, metrics, v, notes))
+    }
+}
+
+/// The workloads the kernel worker runs, in its parameters' form
+/// (mmap-strm only when `strm_ok`: the host has swap for it).
+fn worker_workloads(opts: &ReclaimWritebackOpts, workloads: &[Workload], strm_ok: bool) -> Vec<Value> {
+    workloads
         .iter()
         .filter_map(|&w| match w {
             Workload::Fsmark { threads, per_thread } => Some(serde_json::json!({
@@ -50,29 +115,17 @@ pub(super) fn kernel_column(ctx: &Ctx<'_>, opts: &ReclaimWritebackOpts) -> std::
                 })
             }),
         })
-        .collect();
-    let params = serde_json::json!({
-        "dir": dir.to_string_lossy(),
-        "runs": opts.runs,
-        "workloads": ws,
-    });
-    let v = kernel::run(EXPERIMENT, opts.mem_bytes, &params);
-    // Off before anything else can fail: the host is left without swap.
-    if let Some(s) = swap {
-        s.off()?;
-    }
-    let v = v?;
+        .collect()
+}
+
+/// The kernel column's samples from the worker's JSON `v`.
+fn kernel_metrics(workloads: &[Workload], v: &Value) -> std::result::Result<Named<Samples>, String> {
     let out = v.get("workloads").and_then(|w| w.as_object()).ok_or("the kernel worker returned no workloads")?;
     let mut metrics: Named<Samples> = Named::new();
     for &w in workloads {
         let n = w.name();
         let Some(x) = out.get(&n) else { continue };
-        let list = |k: &str| -> Vec<f64> {
-            x.get(k)
-                .and_then(|a| a.as_array())
-                .map(|a| a.iter().map(|x| x.as_f64().unwrap_or(f64::NAN)).collect())
-                .unwrap_or_default()
-        };
+        let list = |k: &str| x.get(k).map(kernel::samples).unwrap_or_default();
         let el = list("elapsed_s");
         if el.is_empty() {
             continue;
@@ -92,47 +145,7 @@ pub(super) fn kernel_column(ctx: &Ctx<'_>, opts: &ReclaimWritebackOpts) -> std::
     if metrics.is_empty() {
         return Err("the kernel worker measured nothing".into());
     }
-    let fs = v.get("file_fs").and_then(|x| x.as_str()).unwrap_or("?");
-    let mut notes = vec![format!(
-        "kernel column: the host kernel ({}) in a memory cgroup of {}: fsmark and simple-wb through std::fs, \
-         buffered, files on {fs} in {}, closed without fsync, then syncfs outside the timing; no vmstat, so \
-         no counters, and the kernel's own dirty limits (not dirty_ratio 40)",
-        kernel_release(),
-        fmt_size(opts.mem_bytes),
-        opts.dir.as_deref().map(|d| d.display().to_string()).unwrap_or_else(|| "the system temp dir".into())
-    )];
-    if strm_ok {
-        notes.push(format!(
-            "kernel column: mmap-strm through mmap(2) (a shared file mapping, then MAP_ANONYMOUS and a second \
-             shared file mapping), the same sizes, stamps and read-back; swap: {}; its pswpout/pswpin are \
-             /proc/vmstat's, host-wide (the only swapping on the host while it ran, it had no swap before)",
-            if swap_note.is_none() && host_swap_total() == 0 {
-                format!(
-                    "a swap file of {} in the temporary directory, swapon for this run and swapoff after",
-                    fmt_size(strm_swap.unwrap_or(0))
-                )
-            } else {
-                "the host's own".to_string()
-            }
-        ));
-    }
-    notes.extend(swap_note);
-    notes.append(&mut reaped);
-    if opts.device.rate.is_some() || opts.device.resident > 0.0 {
-        notes.push(
-            "kernel column: on the host's own disk, without the simulated device or the desktop beside it \
-             (--param device_rate, resident), so it is no baseline for those columns"
-                .into(),
-        );
-    }
-    let stands_for = format!(
-        "the host kernel's page cache (Linux {}), the same fsmark and simple-wb through std::fs{} in a memory \
-             cgroup of {}",
-        kernel_release(),
-        if strm_ok { ", mmap-strm through mmap(2) with swap," } else { "" },
-        fmt_size(opts.mem_bytes)
-    );
-    Ok(KernelColumn::new(stands_for, metrics, v, notes))
+    Ok(metrics)
 }
 
 /// The fsmark and simple-wb workloads through the kernel's page cache (run
@@ -493,6 +506,59 @@ fn host_swap_total() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Goal: the kernel workload (run here in-process, no cgroup) writes and
+    // times every workload it is given, every run, and leaves no file.
+    #[test]
+    fn kernel_workload_times_every_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let params = serde_json::json!({
+            "dir": dir.path().to_string_lossy(),
+            "runs": 2,
+            "workloads": [
+                {"name": "fsmark-2t", "threads": 2, "files": 3, "file_bytes": 100_000, "chunk_bytes": FSMARK_CHUNK},
+                {"name": "simple-wb", "threads": 2, "files": 1, "file_bytes": 2 * MIB, "chunk_bytes": BLOCK},
+            ],
+        });
+        let v = kernel_workload(&params).unwrap();
+        for (w, files) in [("fsmark-2t", 6), ("simple-wb", 2)] {
+            assert_eq!(v["workloads"][w]["files"], files, "{v}");
+            for k in ["elapsed_s", "sync_s"] {
+                let el = v["workloads"][w][k].as_array().unwrap();
+                assert_eq!(el.len(), 2, "{w} {k}");
+                assert!(el.iter().all(|x| x.as_f64().is_some_and(|x| x >= 0.0)), "{w} {k}");
+            }
+        }
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        assert!(kernel_workload(&serde_json::json!({})).is_err());
+    }
+
+    // Goal: the kernel's mmap-strm (in-process here: no cgroup, no swap
+    // needed at this size) writes, times and reads back its regions every
+    // run, reports the swap counters, and leaves no file.
+    #[test]
+    fn kernel_mmap_strm_times_and_verifies() {
+        let dir = tempfile::tempdir().unwrap();
+        let params = serde_json::json!({
+            "dir": dir.path().to_string_lossy(),
+            "runs": 2,
+            "workloads": [
+                {"name": "mmap-strm", "kind": "mmap-strm", "blocks": 3, "mix_blocks": 1, "anon_blocks": 2},
+            ],
+        });
+        let v = kernel_workload(&params).unwrap();
+        for k in ["elapsed_s", "sync_s", "pswpout", "pswpin"] {
+            let x = v["workloads"]["mmap-strm"][k].as_array().unwrap();
+            assert_eq!(x.len(), 2, "{k}: {v}");
+            assert!(x.iter().all(|x| x.as_f64().is_some_and(|x| x >= 0.0)), "{k}: {v}");
+        }
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        let bad = serde_json::json!({
+            "dir": dir.path().to_string_lossy(), "runs": 1,
+            "workloads": [{"name": "mmap-strm", "kind": "mmap-strm", "blocks": 1}],
+        });
+        assert!(kernel_workload(&bad).is_err());
+    }
 
     fn swapped_on(path: &Path) -> bool {
         let swaps = std::fs::read_to_string("/proc/swaps").unwrap_or_default();

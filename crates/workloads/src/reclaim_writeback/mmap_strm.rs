@@ -21,24 +21,14 @@
 
 use pcache::{MapFlags, Mapping, SwapConfig};
 
+use super::workload::CREATE;
 use super::*;
 
-/// Passes over the mix of anonymous and file mappings. The second is what
-/// swaps pages back in, as a program working on its data again does.
-pub const MIX_PASSES: u64 = 2;
 /// Pages read back per region after a run (evenly spread, the last
 /// included).
 pub(super) const VERIFY_SAMPLES: u64 = 64;
 /// Marks a stamped word (a zero-filled or foreign page never matches).
 const STAMP_TAG: u64 = 0x5a << 56;
-
-/// The swap file's size for an anonymous region of `anon` bytes: room for
-/// all of it, and a quarter more for the slots the swap cache still holds
-/// for pages read back (freed only when swap is half full, as
-/// vm_swap_full says) and for the allocator's cluster alignment.
-pub fn swap_bytes(anon: u64) -> u64 {
-    anon + anon / 4 + MIB
-}
 
 /// The word page `page` of region `region` holds at offset 0 after pass
 /// `pass`.

@@ -37,7 +37,7 @@
 //! sync included), drawn as one chart per workload and counter, one line
 //! per variant. With `opts.kernel`, the fsmark and simple-wb workloads
 //! also run through `std::fs` (buffered, no fsync, syncfs after, untimed)
-//! in a memory cgroup of `mem_bytes` ([`kernel_workload`]), shown as one
+//! in a memory cgroup of `mem_bytes` (`kernel_side.rs`), shown as one
 //! more column, "kernel", for elapsed and files/s; mmap-strm too, through
 //! mmap(2), when the host has swap or lets us swapon a file for that run
 //! (root), with its pswpout and pswpin.
@@ -45,9 +45,10 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Barrier;
+use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+use pcache::backing::{parse_latency, parse_rate, IoStat, RateLimit, RateSpec};
 use pcache::{Config, File, Item, OpenOptions, PageCache, ReclaimWriteback, Tunables, VmStat};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -74,14 +75,6 @@ mod kernel_side;
 mod mmap_strm;
 mod report;
 mod workload;
-
-use checks::*;
-pub use kernel_side::kernel_workload;
-use kernel_side::*;
-pub use mmap_strm::{swap_bytes, MIX_PASSES};
-use report::*;
-use workload::*;
-pub use workload::{DeviceOpts, RunOut};
 
 pub const EXPERIMENT: &str = "reclaim-writeback";
 pub const SEED: &str = "004";
@@ -294,7 +287,7 @@ impl ReclaimWritebackOpts {
         if self.wb_threads > 0 {
             self.wb_threads
         } else {
-            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+            crate::sys::cpus()
         }
     }
 
@@ -341,44 +334,110 @@ impl Workload {
             Workload::MmapStrm { .. } => "mmap-strm".into(),
         }
     }
+}
 
-    fn describe(self, opts: &ReclaimWritebackOpts) -> String {
-        let mem = opts.mem_bytes as f64;
-        match self {
-            Workload::Fsmark { threads, per_thread } => {
-                let total = (threads * per_thread) as u64 * opts.fsmark_file_bytes;
-                format!(
-                    "fs_mark -S0 -s {} -n {per_thread} -t {threads}: {threads} x {per_thread} files of {} \
-                     ({}, {:.1}x memory) in 64 KiB writes, no fsync",
-                    opts.fsmark_file_bytes,
-                    fmt_size(opts.fsmark_file_bytes),
-                    fmt_size(total),
-                    total as f64 / mem
-                )
+/// The simulated slow device fsmark and simple-wb run on (`--param
+/// device_rate=30M --param device_latency=5ms`): a [`RateLimit`] in front
+/// of the same host files, one per run, shared by all of that run's files
+/// (one device, one flusher), reads and writes on one budget. Seed 004's
+/// machines met dirty pages in reclaim on slow storage (a RAID of 4 disks,
+/// a USB stick); at memory speed the flushers keep the LRU tail clean.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeviceOpts {
+    /// Bytes a second; `None`: host files at their own speed.
+    pub rate: Option<u64>,
+    /// Device time per request besides the transfer.
+    #[serde(default)]
+    pub latency: Duration,
+    /// What else holds the memory meanwhile, as a fraction of it: the
+    /// seed's USB-stick run had a desktop running (`--param resident=0.6`,
+    /// see `workload::Resident`). 0: nothing.
+    #[serde(default)]
+    pub resident: f64,
+}
+
+/// The largest `resident` fraction: the workloads need room to run.
+pub const MAX_RESIDENT: f64 = 0.8;
+
+impl DeviceOpts {
+    /// The device's spec, `None` without a rate.
+    pub fn spec(&self) -> Result<Option<RateSpec>> {
+        match self.rate {
+            None if !self.latency.is_zero() => {
+                Err(Error::Invalid("device_latency needs a device_rate (e.g. --param device_rate=30M)".into()))
             }
-            Workload::SimpleWb { threads, blocks } => {
-                let total = (threads * blocks) as u64 * BLOCK;
-                format!(
-                    "{threads} dd writers, each one file of {} in 1 MiB blocks ({}, {:.1}x memory)",
-                    fmt_size(blocks as u64 * BLOCK),
-                    fmt_size(total),
-                    total as f64 / mem
-                )
-            }
-            Workload::MmapStrm { blocks, mix_blocks, anon_blocks } => format!(
-                "stream {} ({:.1}x memory) through a shared writable file mapping in 1 MiB writes, then \
-                 {MIX_PASSES} passes of writes to an anonymous region of {} ({:.1}x) and a second file mapping \
-                 of {} ({:.1}x) together; swap: a file of {} in the temporary directory (O_DIRECT)",
-                fmt_size(blocks * BLOCK),
-                (blocks * BLOCK) as f64 / mem,
-                fmt_size(anon_blocks * BLOCK),
-                (anon_blocks * BLOCK) as f64 / mem,
-                fmt_size(mix_blocks * BLOCK),
-                (mix_blocks * BLOCK) as f64 / mem,
-                fmt_size(swap_bytes(anon_blocks * BLOCK))
-            ),
+            None => Ok(None),
+            Some(rate) => RateSpec::new(rate, self.latency).map(Some).map_err(invalid("device_rate")),
         }
     }
+
+    fn validate(&self) -> Result<()> {
+        if !(0.0..=MAX_RESIDENT).contains(&self.resident) {
+            return Err(Error::Invalid(format!(
+                "--param resident={}: must be a fraction of memory from 0 to {MAX_RESIDENT}",
+                self.resident
+            )));
+        }
+        self.spec().map(drop)
+    }
+
+    /// `device_rate` and `device_latency` from `--param`.
+    fn from_exp(opts: &ExpOpts) -> Result<DeviceOpts> {
+        let rate = opts.param("device_rate").map(parse_rate).transpose().map_err(invalid("device_rate"))?;
+        let latency = opts.param("device_latency").map(parse_latency).transpose().map_err(invalid("device_latency"))?;
+        let resident = opts.param_as::<f64>("resident")?.unwrap_or(0.0);
+        let d = DeviceOpts { rate, latency: latency.unwrap_or_default(), resident };
+        d.validate()?;
+        Ok(d)
+    }
+
+    /// The device for one run.
+    fn start(&self) -> Result<Option<Arc<RateLimit>>> {
+        Ok(self.spec()?.map(|spec| RateLimit::new(EXPERIMENT, spec)))
+    }
+}
+
+/// A parameter refused by the engine's parser, as an option error naming
+/// the parameter.
+fn invalid(name: &'static str) -> impl Fn(pcache::Error) -> Error {
+    move |e| match e {
+        pcache::Error::InvalidArgument(m) => Error::Invalid(format!("--param {name}: {m}")),
+        e => Error::Pcache(e),
+    }
+}
+
+/// One run of one workload under one variant.
+pub struct RunOut {
+    pub(super) elapsed_s: f64,
+    pub(super) sync_s: f64,
+    pub(super) files: u64,
+    pub(super) vm: VmStat,
+    /// The sampler's readings, when asked for.
+    pub(super) timeline: Vec<Sample>,
+    /// The simulated device's counters, when the run had one.
+    pub(super) io: Option<IoStat>,
+}
+
+/// One reading of the plots' sampler.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Sample {
+    /// Milliseconds since the workload started.
+    pub(super) ms: f64,
+    /// nr_dirty + nr_writeback.
+    pub(super) dirty_wb: u64,
+    pub(super) nr_free: u64,
+}
+
+/// Passes over the mix of anonymous and file mappings. The second is what
+/// swaps pages back in, as a program working on its data again does.
+pub const MIX_PASSES: u64 = 2;
+
+/// The swap file's size for an anonymous region of `anon` bytes: room for
+/// all of it, and a quarter more for the slots the swap cache still holds
+/// for pages read back (freed only when swap is half full, as
+/// vm_swap_full says) and for the allocator's cluster alignment.
+pub fn swap_bytes(anon: u64) -> u64 {
+    anon + anon / 4 + MIB
 }
 
 /// `pcache bench reclaim-writeback`.
@@ -437,44 +496,6 @@ impl SeedExperiment for ReclaimWritebackExp {
     }
 }
 
-// The jobs live in their files as free functions; wt-rate's fs_mark work
-// edits them, so they are forwarded here rather than moved into the impls.
-impl SeedMeasure for ReclaimWritebackExp {
-    fn measure(ctx: &Ctx<'_>, p: &ReclaimWritebackOpts) -> Result<(Measured, Matrix<RunOut>)> {
-        measure(ctx, p)
-    }
-}
-
-impl SeedKernel for ReclaimWritebackExp {
-    fn kernel_workload() -> Option<kernel::Workload> {
-        Some(kernel_workload)
-    }
-    fn kernel_column(ctx: &Ctx<'_>, p: &ReclaimWritebackOpts) -> std::result::Result<KernelColumn, String> {
-        kernel_column(ctx, p)
-    }
-}
-
-impl SeedChecks for ReclaimWritebackExp {
-    fn checks(r: &ExperimentResult) -> Vec<Check> {
-        checks(r)
-    }
-    fn finish(r: &mut ExperimentResult) {
-        finish(r)
-    }
-}
-
-impl SeedReport for ReclaimWritebackExp {
-    fn plot(dir: &Path, r: &ExperimentResult, raw: &Matrix<RunOut>, p: &ReclaimWritebackOpts) -> Result<Vec<String>> {
-        plot_timelines(dir, &r.variants, raw, p)
-    }
-    fn title(r: &ExperimentResult, p: &ReclaimWritebackOpts) -> String {
-        title(r, p)
-    }
-    fn report_body(r: &ExperimentResult, p: &ReclaimWritebackOpts) -> String {
-        body(r, p)
-    }
-}
-
 /// Run the experiment with every option spelled out (tests, and sizes the
 /// command line does not reach).
 pub fn run(opts: &ReclaimWritebackOpts) -> Result<(ExperimentResult, ReclaimWritebackOpts)> {
@@ -494,30 +515,16 @@ impl ReclaimWritebackOpts {
     /// The options `pcache bench reclaim-writeback` asks for, checked.
     pub fn from_exp(opts: &ExpOpts) -> Result<ReclaimWritebackOpts> {
         let mut o = if opts.quick { Self::quick() } else { Self::default() };
-        if let Some(v) = opts.mem_bytes {
-            o.mem_bytes = v;
-        }
+        o.mem_bytes = opts.mem_bytes.unwrap_or(o.mem_bytes);
         if let Some(v) = &opts.variants {
             o.variants = v.iter().map(|s| s.trim().to_string()).collect();
         }
-        if let Some(v) = opts.runs {
-            o.runs = v;
-        }
-        if let Some(v) = opts.param_size("file_size")? {
-            o.fsmark_file_bytes = v;
-        }
-        if let Some(v) = opts.param_list("fsmark_threads")? {
-            o.fsmark_threads = v;
-        }
-        if let Some(v) = opts.param_as("wb_threads")? {
-            o.wb_threads = v;
-        }
-        if let Some(v) = opts.param_as("strm_anon_ratio")? {
-            o.strm_anon_ratio = v;
-        }
-        if let Some(v) = opts.param_as("strm_mix_ratio")? {
-            o.strm_mix_ratio = v;
-        }
+        o.runs = opts.runs.unwrap_or(o.runs);
+        o.fsmark_file_bytes = opts.param_size("file_size")?.unwrap_or(o.fsmark_file_bytes);
+        o.fsmark_threads = opts.param_list("fsmark_threads")?.unwrap_or(o.fsmark_threads);
+        o.wb_threads = opts.param_as("wb_threads")?.unwrap_or(o.wb_threads);
+        o.strm_anon_ratio = opts.param_as("strm_anon_ratio")?.unwrap_or(o.strm_anon_ratio);
+        o.strm_mix_ratio = opts.param_as("strm_mix_ratio")?.unwrap_or(o.strm_mix_ratio);
         o.device = DeviceOpts::from_exp(opts)?;
         o.set = opts.set.clone();
         o.plot_dir = opts.plot_dir.clone();
@@ -562,59 +569,6 @@ mod tests {
         assert_eq!(w[4], Workload::MmapStrm { blocks: 192, mix_blocks: 64, anon_blocks: 128 });
         let names: Vec<String> = w.iter().map(|w| w.name()).collect();
         assert_eq!(names, ["fsmark-1t", "fsmark-4t", "fsmark-16t", "simple-wb", "mmap-strm"]);
-    }
-
-    // Goal: the kernel workload (run here in-process, no cgroup) writes and
-    // times every workload it is given, every run, and leaves no file.
-    #[test]
-    fn kernel_workload_times_every_run() {
-        let dir = tempfile::tempdir().unwrap();
-        let params = serde_json::json!({
-            "dir": dir.path().to_string_lossy(),
-            "runs": 2,
-            "workloads": [
-                {"name": "fsmark-2t", "threads": 2, "files": 3, "file_bytes": 100_000, "chunk_bytes": FSMARK_CHUNK},
-                {"name": "simple-wb", "threads": 2, "files": 1, "file_bytes": 2 * MIB, "chunk_bytes": BLOCK},
-            ],
-        });
-        let v = kernel_workload(&params).unwrap();
-        for (w, files) in [("fsmark-2t", 6), ("simple-wb", 2)] {
-            assert_eq!(v["workloads"][w]["files"], files, "{v}");
-            for k in ["elapsed_s", "sync_s"] {
-                let el = v["workloads"][w][k].as_array().unwrap();
-                assert_eq!(el.len(), 2, "{w} {k}");
-                assert!(el.iter().all(|x| x.as_f64().is_some_and(|x| x >= 0.0)), "{w} {k}");
-            }
-        }
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-        assert!(kernel_workload(&serde_json::json!({})).is_err());
-    }
-
-    // Goal: the kernel's mmap-strm (in-process here: no cgroup, no swap
-    // needed at this size) writes, times and reads back its regions every
-    // run, reports the swap counters, and leaves no file.
-    #[test]
-    fn kernel_mmap_strm_times_and_verifies() {
-        let dir = tempfile::tempdir().unwrap();
-        let params = serde_json::json!({
-            "dir": dir.path().to_string_lossy(),
-            "runs": 2,
-            "workloads": [
-                {"name": "mmap-strm", "kind": "mmap-strm", "blocks": 3, "mix_blocks": 1, "anon_blocks": 2},
-            ],
-        });
-        let v = kernel_workload(&params).unwrap();
-        for k in ["elapsed_s", "sync_s", "pswpout", "pswpin"] {
-            let x = v["workloads"]["mmap-strm"][k].as_array().unwrap();
-            assert_eq!(x.len(), 2, "{k}: {v}");
-            assert!(x.iter().all(|x| x.as_f64().is_some_and(|x| x >= 0.0)), "{k}: {v}");
-        }
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-        let bad = serde_json::json!({
-            "dir": dir.path().to_string_lossy(), "runs": 1,
-            "workloads": [{"name": "mmap-strm", "kind": "mmap-strm", "blocks": 1}],
-        });
-        assert!(kernel_workload(&bad).is_err());
     }
 
     // Goal: --set names are checked by validate, before anything runs.

@@ -28,57 +28,6 @@ pub(super) const VM_ITEMS: &[Item] = &[
     Item::pgmajfault,
 ];
 
-/// Dirty + writeback and free pages over the first run of each workload,
-/// one line per variant: two charts per workload.
-/// Dirty and free pages over the first run of each workload, one line per
-/// pcache variant (the kernel column has no timeline).
-pub(super) fn plot_timelines(
-    dir: &Path,
-    columns: &[VariantResult],
-    outs: &Matrix<RunOut>,
-    opts: &ReclaimWritebackOpts,
-) -> Result<Vec<String>> {
-    let workloads = opts.workloads();
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
-    let mut files = Vec::new();
-    for (wi, &w) in workloads.iter().enumerate() {
-        let n = w.name();
-        for (what, label, f) in [
-            ("dirty", "nr_dirty + nr_writeback (pages)", (|s: &Sample| s.dirty_wb) as fn(&Sample) -> u64),
-            ("free", "nr_free_pages (pages)", |s: &Sample| s.nr_free),
-        ] {
-            let series: Vec<plot::Series> = columns
-                .iter()
-                .take(outs.variants())
-                .enumerate()
-                .filter_map(|(vi, col)| {
-                    let tl = &outs.runs(vi, wi).first()?.timeline;
-                    (!tl.is_empty()).then(|| plot::Series {
-                        name: col.name.clone(),
-                        points: tl.iter().map(|s| (s.ms, f(s) as f64)).collect(),
-                    })
-                })
-                .collect();
-            if series.is_empty() {
-                continue;
-            }
-            let path = dir.join(format!("{EXPERIMENT}-{n}-{what}.svg"));
-            plot::line_chart(
-                &path,
-                &format!(
-                    "{EXPERIMENT} {n}: {what} pages, run 1, {} cache (the sync included)",
-                    fmt_size(opts.mem_bytes)
-                ),
-                "time since the first write (ms)",
-                label,
-                &series,
-            )?;
-            files.push(path.display().to_string());
-        }
-    }
-    Ok(files)
-}
-
 pub(super) fn fmt_eff(e: f64) -> String {
     if e.is_nan() {
         "-".into()
@@ -87,29 +36,84 @@ pub(super) fn fmt_eff(e: f64) -> String {
     }
 }
 
-/// The report's title line.
-pub(super) fn title(r: &ExperimentResult, opts: &ReclaimWritebackOpts) -> String {
-    format!(
-        "reclaim-writeback (seed {}: do not write back filesystem pages in direct reclaim): {} of cache, {} run{}{}",
-        r.seed,
-        fmt_size(opts.mem_bytes),
-        r.runs,
-        if r.runs == 1 { "" } else { "s" },
-        if r.quick { " (quick)" } else { "" }
-    )
+impl SeedReport for ReclaimWritebackExp {
+    /// Dirty + writeback and free pages over the first run of each
+    /// workload, one line per pcache variant (the kernel column has no
+    /// timeline): two charts per workload.
+    fn plot(
+        dir: &Path,
+        r: &ExperimentResult,
+        outs: &Matrix<RunOut>,
+        opts: &ReclaimWritebackOpts,
+    ) -> Result<Vec<String>> {
+        let columns = &r.variants;
+        let workloads = opts.workloads();
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        let mut files = Vec::new();
+        for (wi, &w) in workloads.iter().enumerate() {
+            let n = w.name();
+            for (what, label, f) in [
+                ("dirty", "nr_dirty + nr_writeback (pages)", (|s: &Sample| s.dirty_wb) as fn(&Sample) -> u64),
+                ("free", "nr_free_pages (pages)", |s: &Sample| s.nr_free),
+            ] {
+                let series: Vec<plot::Series> = columns
+                    .iter()
+                    .take(outs.variants())
+                    .enumerate()
+                    .filter_map(|(vi, col)| {
+                        let tl = &outs.runs(vi, wi).first()?.timeline;
+                        (!tl.is_empty()).then(|| plot::Series {
+                            name: col.name.clone(),
+                            points: tl.iter().map(|s| (s.ms, f(s) as f64)).collect(),
+                        })
+                    })
+                    .collect();
+                if series.is_empty() {
+                    continue;
+                }
+                let path = dir.join(format!("{EXPERIMENT}-{n}-{what}.svg"));
+                plot::line_chart(
+                    &path,
+                    &format!(
+                        "{EXPERIMENT} {n}: {what} pages, run 1, {} cache (the sync included)",
+                        fmt_size(opts.mem_bytes)
+                    ),
+                    "time since the first write (ms)",
+                    label,
+                    &series,
+                )?;
+                files.push(path.display().to_string());
+            }
+        }
+        Ok(files)
+    }
+
+    /// The report's body: how times are taken, the seed's summary, vmstat per
+    /// workload, which workloads reclaim met dirty pages in.
+    fn report_body(r: &ExperimentResult, opts: &ReclaimWritebackOpts) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "\nelapsed: first write to the return of the last, files closed, no sync (as fs_mark -S0); the dirty data \
+             left is synced after, outside the timing (sync_s)"
+        );
+
+        s.push_str(&summary(r, opts));
+        let runs = r.runs.max(1) as f64;
+
+        s.push_str(&vmstat_section(r, "vmstat deltas, mean per run", VM_ITEMS, &|_, _| runs));
+
+        s.push_str(&exercised_line(r));
+        s
+    }
 }
 
-/// The report's body: how times are taken, the seed's summary, vmstat per
-/// workload, which workloads reclaim met dirty pages in.
-pub(super) fn body(r: &ExperimentResult, opts: &ReclaimWritebackOpts) -> String {
+/// The seed's summary table: its rows (files/s, elapsed, sync, the
+/// USB-stick rows, kswapd efficiency, reclaim writes, throttling, swap) per
+/// workload, a column per variant.
+fn summary(r: &ExperimentResult, opts: &ReclaimWritebackOpts) -> String {
     let mut s = String::new();
     let mem_label = format!("{}M", opts.mem_bytes / MIB);
-    let _ = writeln!(
-        s,
-        "\nelapsed: first write to the return of the last, files closed, no sync (as fs_mark -S0); the dirty data \
-         left is synced after, outside the timing (sync_s)"
-    );
-
     // The seed's summary.
     let _ = writeln!(s);
     let _ = writeln!(s, "summary (means over runs; percentages against the first column, positive = better)");
@@ -187,9 +191,13 @@ pub(super) fn body(r: &ExperimentResult, opts: &ReclaimWritebackOpts) -> String 
     }
     let right: Vec<bool> = (0..=r.variants.len()).map(|c| c > 0).collect();
     s.push_str(&render_table(&rows, &right));
+    s
+}
 
-    s.push_str(&vmstat_section(r, "vmstat deltas, mean per run", VM_ITEMS, &|_, _| runs));
-
+/// Which workloads reclaim met dirty pages in, and so whether the seed's
+/// headline was tested.
+fn exercised_line(r: &ExperimentResult) -> String {
+    let mut s = String::new();
     if let Some(ex) = r.extra["exercised"].as_object() {
         let order: Vec<&str> = r.variants.first().map(|v| v.vmstat.keys().collect()).unwrap_or_default();
         let pick = |want: bool| {

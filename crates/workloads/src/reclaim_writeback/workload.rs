@@ -2,73 +2,13 @@
 
 use std::sync::Arc;
 
-use pcache::backing::{parse_latency, parse_rate, FileDev, IoStat, RateLimit, RateLimitedDev, RateSpec};
+use pcache::backing::{FileDev, RateLimitedDev};
 use pcache::{BackingDev, MapFlags, Mapping};
 
 use super::*;
 
-/// The simulated slow device fsmark and simple-wb run on (`--param
-/// device_rate=30M --param device_latency=5ms`): a [`RateLimit`] in front
-/// of the same host files, one per run, shared by all of that run's files
-/// (one device, one flusher), reads and writes on one budget. Seed 004's
-/// machines met dirty pages in reclaim on slow storage (a RAID of 4 disks,
-/// a USB stick); at memory speed the flushers keep the LRU tail clean.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct DeviceOpts {
-    /// Bytes a second; `None`: host files at their own speed.
-    pub rate: Option<u64>,
-    /// Device time per request besides the transfer.
-    #[serde(default)]
-    pub latency: Duration,
-    /// What else holds the memory meanwhile, as a fraction of it: the
-    /// seed's USB-stick run had a desktop running (`--param resident=0.6`,
-    /// see [`Resident`]). 0: nothing.
-    #[serde(default)]
-    pub resident: f64,
-}
-
-/// The largest `resident` fraction: the workloads need room to run.
-pub const MAX_RESIDENT: f64 = 0.8;
 /// How often the desktop's thread touches every page of its program text.
 pub const RESIDENT_TOUCH_MS: u64 = 20;
-
-impl DeviceOpts {
-    /// The device's spec, `None` without a rate.
-    pub fn spec(&self) -> Result<Option<RateSpec>> {
-        match self.rate {
-            None if !self.latency.is_zero() => {
-                Err(Error::Invalid("device_latency needs a device_rate (e.g. --param device_rate=30M)".into()))
-            }
-            None => Ok(None),
-            Some(rate) => RateSpec::new(rate, self.latency).map(Some).map_err(invalid("device_rate")),
-        }
-    }
-
-    pub(super) fn validate(&self) -> Result<()> {
-        if !(0.0..=MAX_RESIDENT).contains(&self.resident) {
-            return Err(Error::Invalid(format!(
-                "--param resident={}: must be a fraction of memory from 0 to {MAX_RESIDENT}",
-                self.resident
-            )));
-        }
-        self.spec().map(drop)
-    }
-
-    /// `device_rate` and `device_latency` from `--param`.
-    pub(super) fn from_exp(opts: &ExpOpts) -> Result<DeviceOpts> {
-        let rate = opts.param("device_rate").map(parse_rate).transpose().map_err(invalid("device_rate"))?;
-        let latency = opts.param("device_latency").map(parse_latency).transpose().map_err(invalid("device_latency"))?;
-        let resident = opts.param_as::<f64>("resident")?.unwrap_or(0.0);
-        let d = DeviceOpts { rate, latency: latency.unwrap_or_default(), resident };
-        d.validate()?;
-        Ok(d)
-    }
-
-    /// The device for one run.
-    fn start(&self) -> Result<Option<Arc<RateLimit>>> {
-        Ok(self.spec()?.map(|spec| RateLimit::new(EXPERIMENT, spec)))
-    }
-}
 
 /// The desktop beside the workload in the seed's USB-stick run ("firefox
 /// and gnome terminal were launching and exiting"): program text in use.
@@ -132,15 +72,6 @@ impl Resident {
     }
 }
 
-/// A parameter refused by the engine's parser, as an option error naming
-/// the parameter.
-fn invalid(name: &'static str) -> impl Fn(pcache::Error) -> Error {
-    move |e| match e {
-        pcache::Error::InvalidArgument(m) => Error::Invalid(format!("--param {name}: {m}")),
-        e => Error::Pcache(e),
-    }
-}
-
 /// Open (creating, truncating) a workload's file: a host file, behind the
 /// run's device when there is one (keyed then by its path, see
 /// [`remove_file`]).
@@ -166,28 +97,6 @@ pub(super) fn remove_file(cache: &PageCache, path: &Path, dev: Option<&Arc<RateL
             Ok(())
         }
     }
-}
-
-/// One run of one workload under one variant.
-pub struct RunOut {
-    pub(super) elapsed_s: f64,
-    pub(super) sync_s: f64,
-    pub(super) files: u64,
-    pub(super) vm: VmStat,
-    /// The sampler's readings, when asked for.
-    pub(super) timeline: Vec<Sample>,
-    /// The simulated device's counters, when the run had one.
-    pub(super) io: Option<IoStat>,
-}
-
-/// One reading of the plots' sampler.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Sample {
-    /// Milliseconds since the workload started.
-    pub(super) ms: f64,
-    /// nr_dirty + nr_writeback.
-    pub(super) dirty_wb: u64,
-    pub(super) nr_free: u64,
 }
 
 pub(super) fn sample_now(cache: &PageCache, t0: Instant) -> Sample {
@@ -463,72 +372,94 @@ pub(super) fn on_device(opts: &ReclaimWritebackOpts, w: Workload) -> bool {
 
 /// Measure every workload, one variant at a time: the pcache columns, and
 /// the runs (their timelines) for the plots.
-pub(super) fn measure(ctx: &Ctx<'_>, opts: &ReclaimWritebackOpts) -> Result<(Measured, Matrix<RunOut>)> {
-    let workloads = opts.workloads();
-    let names: Vec<String> = workloads.iter().map(|w| w.name()).collect();
-    let buf = pattern(BLOCK as usize);
-    let outs = ctx.each_variant(opts.runs, &names, |r, wi, vi| {
-        let sample = r == 0 && opts.plot_dir.is_some();
-        run_one(&ctx.variants[vi], workloads[wi], opts, ctx.tmp.path(), &buf, sample)
-    })?;
+impl SeedMeasure for ReclaimWritebackExp {
+    fn measure(ctx: &Ctx<'_>, opts: &ReclaimWritebackOpts) -> Result<(Measured, Matrix<RunOut>)> {
+        let workloads = opts.workloads();
+        let names: Vec<String> = workloads.iter().map(|w| w.name()).collect();
+        let buf = pattern(BLOCK as usize);
+        let outs = ctx.each_variant(opts.runs, &names, |r, wi, vi| {
+            let sample = r == 0 && opts.plot_dir.is_some();
+            run_one(&ctx.variants[vi], workloads[wi], opts, ctx.tmp.path(), &buf, sample)
+        })?;
 
-    // Metrics, in workload order.
-    let mut specs = Vec::new();
-    for &w in &workloads {
-        let n = w.name();
-        if matches!(w, Workload::Fsmark { .. }) {
-            specs.push(MetricSpec::new(&n, "files/s", "files/s", Better::Higher, Mean::Harmonic, true));
-        }
-        specs.push(MetricSpec::new(&n, "elapsed_s", "s", Better::Lower, Mean::Arithmetic, true));
-        specs.push(MetricSpec::new(&n, "sync_s", "s", Better::Lower, Mean::Arithmetic, false));
-        for (measure, unit) in COUNTER_MEASURES {
-            let better = if measure.starts_with("kswapd_eff") { Better::Higher } else { Better::Lower };
-            specs.push(MetricSpec::new(&n, measure, unit, better, Mean::Arithmetic, false));
-        }
-        if on_device(opts, w) {
-            for (measure, unit, better) in DEVICE_MEASURES {
-                specs.push(MetricSpec::new(&n, measure, unit, better, Mean::Arithmetic, false));
+        let per_workload: Vec<Vec<Measure>> = workloads.iter().map(|&w| measures(opts, w)).collect();
+        let specs = per_workload.iter().flatten().map(|m| m.spec.clone()).collect();
+        let mut columns = Vec::new();
+        for (vi, v) in ctx.variants.iter().enumerate() {
+            let mut metrics: Named<Samples> = Named::new();
+            let mut vmstat = Named::new();
+            for (wi, (w, ms)) in workloads.iter().zip(&per_workload).enumerate() {
+                let runs = outs.runs(vi, wi);
+                for m in ms {
+                    metrics.insert(m.spec.name.clone(), Samples(runs.iter().map(&m.value).collect()));
+                }
+                let deltas: Vec<VmStat> = runs.iter().map(|o| o.vm.clone()).collect();
+                vmstat.insert(w.name(), sum_vmstat(&deltas));
             }
+            columns.push(v.column(metrics, vmstat));
         }
-        if swaps(w) {
-            for (measure, unit, _) in SWAP_MEASURES {
-                specs.push(MetricSpec::new(&n, measure, unit, Better::Lower, Mean::Arithmetic, false));
-            }
+        let notes = notes(opts)?;
+        let params = serde_json::json!({
+            "page_size": Config::default().page_size,
+            "workloads": workloads.iter().map(|w| serde_json::json!({
+                "name": w.name(),
+                "description": w.describe(opts),
+            })).collect::<Vec<_>>(),
+            "timing": "elapsed_s: first write to the return of the last (files closed), no sync; \
+                       sync_s: the sync_all after, untimed in elapsed",
+            "vmstat": "deltas per workload, event counters summed over the runs",
+            "device": opts.device.spec()?.map(|s| s.to_string()),
+        });
+        let m = Measured { variants: columns, specs, params: into_map(params), extra: Default::default(), notes };
+        Ok((m, outs))
+    }
+}
+
+/// One metric of a workload: its spec, and its value in one run.
+struct Measure {
+    spec: MetricSpec,
+    value: Box<dyn Fn(&RunOut) -> f64>,
+}
+
+/// Workload `w`'s metrics, in the order the report lists them.
+fn measures(opts: &ReclaimWritebackOpts, w: Workload) -> Vec<Measure> {
+    let n = w.name();
+    let mut out = Vec::new();
+    let mut add = |measure: &str, unit: &str, better, mean, table, value: Box<dyn Fn(&RunOut) -> f64>| {
+        out.push(Measure { spec: MetricSpec::new(&n, measure, unit, better, mean, table), value });
+    };
+    if matches!(w, Workload::Fsmark { .. }) {
+        add(
+            "files/s",
+            "files/s",
+            Better::Higher,
+            Mean::Harmonic,
+            true,
+            Box::new(|o| o.files as f64 / o.elapsed_s.max(1e-9)),
+        );
+    }
+    add("elapsed_s", "s", Better::Lower, Mean::Arithmetic, true, Box::new(|o| o.elapsed_s));
+    add("sync_s", "s", Better::Lower, Mean::Arithmetic, false, Box::new(|o| o.sync_s));
+    for (k, (measure, unit)) in COUNTER_MEASURES.into_iter().enumerate() {
+        let better = if measure.starts_with("kswapd_eff") { Better::Higher } else { Better::Lower };
+        add(measure, unit, better, Mean::Arithmetic, false, Box::new(move |o| counter_values(&o.vm)[k]));
+    }
+    if on_device(opts, w) {
+        for (k, (measure, unit, better)) in DEVICE_MEASURES.into_iter().enumerate() {
+            let value = move |o: &RunOut| o.io.as_ref().map_or(f64::NAN, |io| device_values(io)[k]);
+            add(measure, unit, better, Mean::Arithmetic, false, Box::new(value));
         }
     }
-    let mut columns = Vec::new();
-    for (vi, v) in ctx.variants.iter().enumerate() {
-        let mut metrics: Named<Samples> = Named::new();
-        let mut vmstat = Named::new();
-        for (wi, &w) in workloads.iter().enumerate() {
-            let n = w.name();
-            let runs = outs.runs(vi, wi);
-            let mut put = |measure: &str, v: Vec<f64>| metrics.insert(format!("{n} {measure}"), Samples(v));
-            if matches!(w, Workload::Fsmark { .. }) {
-                put("files/s", runs.iter().map(|o| o.files as f64 / o.elapsed_s.max(1e-9)).collect());
-            }
-            put("elapsed_s", runs.iter().map(|o| o.elapsed_s).collect());
-            put("sync_s", runs.iter().map(|o| o.sync_s).collect());
-            for (k, (measure, _)) in COUNTER_MEASURES.iter().enumerate() {
-                put(measure, runs.iter().map(|o| counter_values(&o.vm)[k]).collect());
-            }
-            if on_device(opts, w) {
-                for (k, (measure, _, _)) in DEVICE_MEASURES.iter().enumerate() {
-                    let v = runs.iter().map(|o| o.io.as_ref().map_or(f64::NAN, |io| device_values(io)[k])).collect();
-                    put(measure, v);
-                }
-            }
-            if swaps(w) {
-                for (measure, _, item) in SWAP_MEASURES {
-                    put(measure, runs.iter().map(|o| o.vm.get(item) as f64).collect());
-                }
-            }
-            let deltas: Vec<VmStat> = runs.iter().map(|o| o.vm.clone()).collect();
-            vmstat.insert(n, sum_vmstat(&deltas));
+    if swaps(w) {
+        for (measure, unit, item) in SWAP_MEASURES {
+            add(measure, unit, Better::Lower, Mean::Arithmetic, false, Box::new(move |o| o.vm.get(item) as f64));
         }
-        columns.push(v.column(metrics, vmstat));
     }
+    out
+}
 
+/// What the reader should know about how the runs were made.
+fn notes(opts: &ReclaimWritebackOpts) -> Result<Vec<String>> {
     let mut notes = vec![
         format!(
             "mmap-strm swaps to a swap file in the temporary directory (SwapConfig::file, O_DIRECT, allocated at \
@@ -561,7 +492,7 @@ pub(super) fn measure(ctx: &Ctx<'_>, opts: &ReclaimWritebackOpts) -> Result<(Mea
             opts.device.resident * 100.0
         ));
     }
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cpus = crate::sys::cpus();
     if let Some(&t) = opts.fsmark_threads.iter().filter(|&&t| t > cpus).max() {
         notes.push(format!("up to {t} fs_mark threads on {cpus} CPUs: the threads share CPUs"));
     }
@@ -578,19 +509,47 @@ pub(super) fn measure(ctx: &Ctx<'_>, opts: &ReclaimWritebackOpts) -> Result<(Mea
              which that run's timings carry"
         ));
     }
-    let params = serde_json::json!({
-        "page_size": Config::default().page_size,
-        "workloads": workloads.iter().map(|w| serde_json::json!({
-            "name": w.name(),
-            "description": w.describe(opts),
-        })).collect::<Vec<_>>(),
-        "timing": "elapsed_s: first write to the return of the last (files closed), no sync; \
-                   sync_s: the sync_all after, untimed in elapsed",
-        "vmstat": "deltas per workload, event counters summed over the runs",
-        "device": opts.device.spec()?.map(|s| s.to_string()),
-    });
-    let m = Measured { variants: columns, specs, params: into_map(params), extra: Default::default(), notes };
-    Ok((m, outs))
+    Ok(notes)
+}
+
+impl Workload {
+    fn describe(self, opts: &ReclaimWritebackOpts) -> String {
+        let mem = opts.mem_bytes as f64;
+        match self {
+            Workload::Fsmark { threads, per_thread } => {
+                let total = (threads * per_thread) as u64 * opts.fsmark_file_bytes;
+                format!(
+                    "fs_mark -S0 -s {} -n {per_thread} -t {threads}: {threads} x {per_thread} files of {} \
+                     ({}, {:.1}x memory) in 64 KiB writes, no fsync",
+                    opts.fsmark_file_bytes,
+                    fmt_size(opts.fsmark_file_bytes),
+                    fmt_size(total),
+                    total as f64 / mem
+                )
+            }
+            Workload::SimpleWb { threads, blocks } => {
+                let total = (threads * blocks) as u64 * BLOCK;
+                format!(
+                    "{threads} dd writers, each one file of {} in 1 MiB blocks ({}, {:.1}x memory)",
+                    fmt_size(blocks as u64 * BLOCK),
+                    fmt_size(total),
+                    total as f64 / mem
+                )
+            }
+            Workload::MmapStrm { blocks, mix_blocks, anon_blocks } => format!(
+                "stream {} ({:.1}x memory) through a shared writable file mapping in 1 MiB writes, then \
+                 {MIX_PASSES} passes of writes to an anonymous region of {} ({:.1}x) and a second file mapping \
+                 of {} ({:.1}x) together; swap: a file of {} in the temporary directory (O_DIRECT)",
+                fmt_size(blocks * BLOCK),
+                (blocks * BLOCK) as f64 / mem,
+                fmt_size(anon_blocks * BLOCK),
+                (anon_blocks * BLOCK) as f64 / mem,
+                fmt_size(mix_blocks * BLOCK),
+                (mix_blocks * BLOCK) as f64 / mem,
+                fmt_size(swap_bytes(anon_blocks * BLOCK))
+            ),
+        }
+    }
 }
 
 #[cfg(test)]

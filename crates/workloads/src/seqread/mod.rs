@@ -98,9 +98,7 @@ impl SeqreadOpts {
 
     fn from_exp(opts: &ExpOpts) -> Result<SeqreadOpts> {
         let mut o = SeqreadOpts::new(opts.quick);
-        if let Some(v) = opts.param_as("file_mib")? {
-            o.file_mib = v;
-        }
+        o.file_mib = opts.param_as("file_mib")?.unwrap_or(o.file_mib);
         if let Some(v) = opts.param("sizes") {
             o.sizes = v
                 .split(',')
@@ -108,21 +106,11 @@ impl SeqreadOpts {
                 .collect::<std::result::Result<_, _>>()
                 .map_err(|e| Error::Invalid(format!("--param sizes={v}: {e}")))?;
         }
-        if let Some(v) = opts.param_list("qds")? {
-            o.qds = v;
-        }
-        if let Some(v) = opts.param_list("threads")? {
-            o.threads = v;
-        }
-        if let Some(v) = opts.param_as("rand_ops")? {
-            o.rand_ops = v;
-        }
-        if let Some(v) = opts.mem_bytes {
-            o.mem_bytes = v;
-        }
-        if let Some(v) = opts.runs {
-            o.runs = v;
-        }
+        o.qds = opts.param_list("qds")?.unwrap_or(o.qds);
+        o.threads = opts.param_list("threads")?.unwrap_or(o.threads);
+        o.rand_ops = opts.param_as("rand_ops")?.unwrap_or(o.rand_ops);
+        o.mem_bytes = opts.mem_bytes.unwrap_or(o.mem_bytes);
+        o.runs = opts.runs.unwrap_or(o.runs);
         o.seed = opts.seed;
         o.tunables = crate::experiment::apply_sets(Tunables::default(), &opts.set)?;
         o.dir = opts.dir.clone();

@@ -78,8 +78,9 @@ def drop_tests(code):
     return code[: m.start()] if m else code
 
 
-def brace_group(code, i):
-    """The text inside the brace group opening at code[i] == '{'."""
+def brace_end(code, i):
+    """The index of the brace closing the group that opens at code[i] == '{'
+    (len(code) when it never closes)."""
     depth, j = 0, i
     while j < len(code):
         if code[j] == "{":
@@ -87,9 +88,14 @@ def brace_group(code, i):
         elif code[j] == "}":
             depth -= 1
             if depth == 0:
-                return code[i + 1 : j]
+                return j
         j += 1
-    return code[i + 1 :]
+    return len(code)
+
+
+def brace_group(code, i):
+    """The text inside the brace group opening at code[i] == '{'."""
+    return code[i + 1 : brace_end(code, i)]
 
 
 def top_items(group):

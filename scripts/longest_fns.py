@@ -14,7 +14,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from import_cycles import strip  # noqa: E402
+from import_cycles import brace_end, strip  # noqa: E402
 
 FN = re.compile(r"\bfn\s+([A-Za-z_][A-Za-z0-9_]*)")
 
@@ -39,15 +39,7 @@ def functions(path):
             j += 1
         if j < 0 or j >= len(code):
             continue
-        d, k = 0, j
-        while k < len(code):
-            if code[k] == "{":
-                d += 1
-            elif code[k] == "}":
-                d -= 1
-                if d == 0:
-                    break
-            k += 1
+        k = brace_end(code, j)
         first = code.count("\n", 0, m.start()) + 1
         last = code.count("\n", 0, k) + 1
         yield last - first + 1, first, m.group(1)

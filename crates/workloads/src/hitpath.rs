@@ -218,7 +218,8 @@ pub struct HitRun {
     /// a present entry and an 8-byte `load_u64`), `pagemut` (a write pin,
     /// 8 bytes written, dropped: the page dirtied and throttled),
     /// `kernel_mapped` (an 8-byte load from the kernel's mapping of a
-    /// memfd as large as the file).
+    /// memfd as large as the file), `mapped_batch` (`load_u64_many`; its
+    /// figures are per key).
     #[serde(default = "find_page_access")]
     pub access: String,
     pub threads: usize,
@@ -312,6 +313,12 @@ pub struct HitpathResult {
     /// `mapped_load_ns_1thread - kernel_mapped_ns_1thread`.
     #[serde(default)]
     pub mapped_load_over_kernel_ns: Option<f64>,
+    /// The batched access (`Mapping::load_u64_many`, keys handed over
+    /// [`BATCH_KEYS`] at a time), ns per key.
+    #[serde(default)]
+    pub mapped_batch_ns_1thread: Option<f64>,
+    #[serde(default)]
+    pub mapped_batch_ns_2threads: Option<f64>,
     /// A write pin of a cached page, 8 bytes written, dropped, 1 thread.
     #[serde(default)]
     pub pagemut_write_ns_1thread: Option<f64>,
@@ -747,6 +754,36 @@ where
     })
 }
 
+/// Keys per `load_u64_many` call in the `mapped_batch` row.
+pub const BATCH_KEYS: usize = 64;
+
+/// The `mapped_batch` row: each thread's keys handed to
+/// `Mapping::load_u64_many` [`BATCH_KEYS`] at a time (a trailing partial
+/// batch left out), timed by [`hit_rows`] per call and reported per key.
+fn batch_rows(
+    map: &pcache::Mapping,
+    keys: &[Vec<u64>],
+    rounds: usize,
+    phase: &crate::progress::Phase,
+) -> Result<HitRun> {
+    let pos: Vec<Vec<u64>> = keys.iter().map(|ks| ks.iter().map(|&k| k * PAGE as u64).collect()).collect();
+    let calls: Vec<Vec<u64>> = pos.iter().map(|p| (0..(p.len() / BATCH_KEYS) as u64).collect()).collect();
+    let batch = |t: usize, c: u64| -> Result<bool> {
+        let at = c as usize * BATCH_KEYS;
+        let mut words = [0u64; BATCH_KEYS];
+        map.load_u64_many(&pos[t][at..at + BATCH_KEYS], &mut words)?;
+        black_box(&words);
+        Ok(true)
+    };
+    let mut run = hit_rows("mapped_batch", &calls, rounds, phase, &batch)?;
+    let per_key = BATCH_KEYS as f64;
+    run.ns_per_op /= per_key;
+    run.mops *= per_key;
+    run.rounds_ns_per_op.iter_mut().for_each(|ns| *ns /= per_key);
+    run.rounds_mops.iter_mut().for_each(|m| *m *= per_key);
+    Ok(run)
+}
+
 fn hit_phase(opts: &HitpathOpts, progress: &Progress) -> Result<HitPhase> {
     let ops = to_usize(opts.ops, "ops")?;
     let pages = opts.hit_pages;
@@ -780,7 +817,7 @@ fn hit_phase(opts: &HitpathOpts, progress: &Progress) -> Result<HitPhase> {
     // Rows: find_page for every thread count; the mapped access for 1 and
     // 2 threads; the PageRef read and the PageMut write for 1 thread.
     let mapped_threads: Vec<usize> = opts.threads.iter().copied().filter(|&k| k <= 2).collect();
-    let nrows = 2 * opts.threads.len() + 2 * mapped_threads.len() + 3 * opts.threads.contains(&1) as usize;
+    let nrows = 2 * opts.threads.len() + 3 * mapped_threads.len() + 3 * opts.threads.contains(&1) as usize;
     let phase = progress.phase("hit path: lookups", (nrows * opts.rounds) as u64);
     let mut runs = Vec::new();
     let map = file.map(0, pages * PAGE as u64, pcache::MapFlags::READ)?;
@@ -814,6 +851,7 @@ fn hit_phase(opts: &HitpathOpts, progress: &Progress) -> Result<HitPhase> {
                 Ok(true)
             };
             runs.push(hit_rows("mapped_load", &streams[..k], opts.rounds, &phase, &mapped_load)?);
+            runs.push(batch_rows(&map, &streams[..k], opts.rounds, &phase)?);
             if k == 1 {
                 let kmap = KernelMapping::new(pages as usize * PAGE)?;
                 let kernel = |_t: usize, key: u64| -> Result<bool> {
@@ -863,8 +901,8 @@ fn hit_phase(opts: &HitpathOpts, progress: &Progress) -> Result<HitPhase> {
 
 /// The find_page rows again on a cache built with the multi-gen LRU
 /// (issue 15), same pages and keys: what MGLRU's marking (folio_inc_refs in
-/// the page's flags, no hint) costs on the hit path. Returns the vmstat
-/// delta of the timed lookups.
+/// the page's flags until its count is full, then the PAGE_HOT hint in the tree
+/// slot) costs on the hit path. Returns the vmstat delta of the timed lookups.
 fn mglru_rows(
     opts: &HitpathOpts,
     pages: u64,
@@ -947,6 +985,8 @@ pub fn run(opts: &HitpathOpts) -> Result<HitpathResult> {
     let mapped_load_ns_1thread = row("mapped_load", 1).map(|r| r.ns_per_op);
     let mapped_load_ns_2threads = row("mapped_load", 2).map(|r| r.ns_per_op);
     let mapped_load_over_kernel_ns = mapped_load_ns_1thread.zip(kernel_mapped_ns_1thread).map(|(p, k)| p - k);
+    let mapped_batch_ns_1thread = row("mapped_batch", 1).map(|r| r.ns_per_op);
+    let mapped_batch_ns_2threads = row("mapped_batch", 2).map(|r| r.ns_per_op);
     let mapped_scaling_2threads =
         row("mapped", 2).zip(row("mapped", 1)).map(|(two, one)| stats::ratio(two.mops, one.mops));
     let kernel_over_pcache = stats::ratio(kernel_pread_ns, pcache_read_ns);
@@ -974,6 +1014,8 @@ pub fn run(opts: &HitpathOpts) -> Result<HitpathResult> {
         mapped_load_ns_1thread,
         mapped_load_ns_2threads,
         mapped_load_over_kernel_ns,
+        mapped_batch_ns_1thread,
+        mapped_batch_ns_2threads,
         pagemut_write_ns_1thread,
         mglru_hit_ns_1thread,
         mglru_hit_ns_2threads,
@@ -1040,6 +1082,7 @@ fn targets(r: &HitpathResult) -> Vec<Target> {
         below_hit_ns("mapped access, 1 thread", "mapped_hit_ns_1thread", r.mapped_hit_ns_1thread),
         below_hit_ns("mapped: pcache - kernel mmap, 1 thr", "mapped_over_kernel_ns", r.mapped_over_kernel_ns),
         below_hit_ns("Mapping::load_u64, 1 thread", "mapped_load_ns_1thread", r.mapped_load_ns_1thread),
+        below_hit_ns("Mapping::load_u64_many, per key, 1 thr", "mapped_batch_ns_1thread", r.mapped_batch_ns_1thread),
         at_least(
             "mapped access: 2 threads / 1 throughput",
             "mapped_scaling_2threads",

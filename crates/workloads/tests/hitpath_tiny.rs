@@ -32,6 +32,8 @@ fn hitpath_tiny_json_has_every_key() {
         "mglru_hit_ns_2threads",
         "mapped_load_ns_1thread",
         "mapped_load_ns_2threads",
+        "mapped_batch_ns_1thread",
+        "mapped_batch_ns_2threads",
     ] {
         let v = json.get(key).and_then(|v| v.as_f64()).unwrap_or_else(|| panic!("{key} missing or not a number"));
         assert!(v.is_finite() && v > 0.0, "{key} = {v}");
@@ -49,7 +51,7 @@ fn hitpath_tiny_json_has_every_key() {
         assert!(json["vmstat"][part].is_object(), "vmstat.{part}");
     }
     assert_eq!(json["samples"]["pcache_read_ns"].as_array().map(Vec::len), Some(2));
-    // Rows: find_page, find_page_mglru, mapped and mapped_load for 1 and 2 threads,
+    // Rows: find_page, find_page_mglru, mapped, mapped_load and mapped_batch for 1 and 2 threads,
     // pageref, pagemut and the kernel's mapped access for 1.
     let rows: Vec<(String, u64)> = json["hit"]
         .as_array()
@@ -64,6 +66,8 @@ fn hitpath_tiny_json_has_every_key() {
         ("mapped", 2),
         ("mapped_load", 1),
         ("mapped_load", 2),
+        ("mapped_batch", 1),
+        ("mapped_batch", 2),
         ("pageref", 1),
         ("pagemut", 1),
         ("kernel_mapped", 1),
@@ -72,8 +76,8 @@ fn hitpath_tiny_json_has_every_key() {
     ] {
         assert!(rows.contains(&(access.to_string(), threads)), "no {access} row for {threads} threads: {rows:?}");
     }
-    assert_eq!(rows.len(), 11);
-    assert_eq!(json["targets"].as_array().map(Vec::len), Some(9));
+    assert_eq!(rows.len(), 13);
+    assert_eq!(json["targets"].as_array().map(Vec::len), Some(10));
     for t in json["targets"].as_array().unwrap() {
         let status = t["status"].as_str().unwrap();
         assert!(status == "PASS" || status == "MISS", "{t}");

@@ -183,6 +183,23 @@ fn seqcount_reader_never_accepts_a_torn_copy() {
     });
 }
 
+/// The remover's side of the mapped-access models (try_to_unmap, then the
+/// free): clear the entry, harvest its young byte where the model has one
+/// (page_referenced), and reuse the frame (`generation` = 1) only if the
+/// hazard scan finds no pin on it.
+fn unmap_and_free(hz: &HazardTable, pte: &AtomicU64, young: Option<&AtomicU8>, pfn: u32, generation: &AtomicU32) {
+    let old = ptep_get_and_clear(pte);
+    assert_eq!(pte_pfn(old), Some(pfn));
+    if let Some(young) = young {
+        let _referenced = young.load(Ordering::Relaxed) != 0 && young.swap(0, Ordering::Relaxed) != 0;
+    }
+    let mut pinned = Vec::new();
+    hz.scan(&mut pinned);
+    if pinned.binary_search(&pfn).is_err() {
+        generation.store(1, Ordering::Release);
+    }
+}
+
 // Goal (memory.rs, mapped access): the page-table entry protocol. A
 // reader accesses a present entry (pte_pin: load, hazard pin, re-load,
 // young store) while a remover clears the entry (ptep_get_and_clear, as
@@ -210,14 +227,7 @@ fn pte_clear_vs_access_never_uses_a_reused_frame() {
                 hz2.unpin(h);
             }
         });
-        let old = ptep_get_and_clear(&pte);
-        assert_eq!(pte_pfn(old), Some(PFN));
-        let _referenced = young.load(Ordering::Relaxed) != 0 && young.swap(0, Ordering::Relaxed) != 0;
-        let mut pinned = Vec::new();
-        hz.scan(&mut pinned);
-        if pinned.binary_search(&PFN).is_err() {
-            generation.store(1, Ordering::Release);
-        }
+        unmap_and_free(&hz, &pte, Some(&young), PFN, &generation);
         reader.join().unwrap();
         assert_eq!(pte.load(Ordering::Relaxed), 0, "a cleared entry came back");
     });
@@ -242,14 +252,7 @@ fn pte_clear_vs_transient_access_never_uses_a_reused_frame() {
                 assert_eq!(gen2.load(Ordering::Acquire), 0, "an access used a reused frame");
             });
         });
-        let old = ptep_get_and_clear(&pte);
-        assert_eq!(pte_pfn(old), Some(PFN));
-        let _referenced = young.load(Ordering::Relaxed) != 0 && young.swap(0, Ordering::Relaxed) != 0;
-        let mut pinned = Vec::new();
-        hz.scan(&mut pinned);
-        if pinned.binary_search(&PFN).is_err() {
-            generation.store(1, Ordering::Release);
-        }
+        unmap_and_free(&hz, &pte, Some(&young), PFN, &generation);
         reader.join().unwrap();
         assert_eq!(pte.load(Ordering::Relaxed), 0, "a cleared entry came back");
     });
@@ -282,13 +285,7 @@ fn pte_clear_vs_batched_access_never_uses_a_reused_frame() {
             });
             assert_eq!(done & 0b10, 0b10, "the untouched entry was read");
         });
-        let old = ptep_get_and_clear(&ptes[0]);
-        assert_eq!(pte_pfn(old), Some(PFNS[0]));
-        let mut pinned = Vec::new();
-        hz.scan(&mut pinned);
-        if pinned.binary_search(&PFNS[0]).is_err() {
-            generation.store(1, Ordering::Release);
-        }
+        unmap_and_free(&hz, &ptes[0], None, PFNS[0], &generation);
         reader.join().unwrap();
         assert_eq!(ptes[0].load(Ordering::Relaxed), 0, "a cleared entry came back");
     });

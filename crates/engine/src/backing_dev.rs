@@ -12,9 +12,9 @@
 use crate::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use parking_lot::Mutex;
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::mm::Cache;
 use crate::wait::Wakeup;
 
 /// Pages under writeback above which a device counts as congested.
@@ -82,52 +82,53 @@ pub struct BdiList {
     list: Mutex<Vec<Arc<Bdi>>>,
 }
 
-impl Cache {
-    /// The bdi called `name`, registered (and its flusher started) on first
-    /// use.
-    pub fn bdi_get(&self, name: &str) -> Arc<Bdi> {
-        let mut bdis = self.bdis.list.lock();
+impl BdiList {
+    /// The bdi called `name`, registered on first use; whether this call
+    /// registered it (its caller then starts the flusher,
+    /// `Cache::bdi_get`).
+    pub fn register(&self, name: &str) -> (Arc<Bdi>, bool) {
+        let mut bdis = self.list.lock();
         if let Some(b) = bdis.iter().find(|b| b.name == name) {
-            return b.clone();
+            return (b.clone(), false);
         }
         let bdi = Arc::new(Bdi::new(bdis.len() as u32, name));
         bdis.push(bdi.clone());
-        if let Some(cache) = self.arc() {
-            let b = bdi.clone();
-            let spawned =
-                std::thread::Builder::new().name(format!("flush-{name}")).spawn(move || flusher_thread(cache, b));
-            // Without a flusher, writeback still happens in fsync, in
-            // balance_dirty_pages' waits and (3.1 mode) in reclaim.
-            if let Ok(t) = spawned {
-                self.kthread_add(t);
-            }
-        }
-        bdi
+        (bdi, true)
     }
 
-    /// Wake every bdi's flusher (wakeup_flusher_threads).
-    pub fn wakeup_flusher_threads(&self) {
-        self.vm.inc(crate::vmstat::Item::flusher_wakeups);
-        for b in self.bdis.list.lock().iter() {
+    /// Ring every bdi's flusher (the loop of wakeup_flusher_threads).
+    pub fn wake_all(&self) {
+        for b in self.list.lock().iter() {
             b.wait.wake();
         }
     }
 
     /// Per-device counters.
-    pub fn bdi_stats(&self) -> Vec<BdiStat> {
-        self.bdis.list.lock().iter().map(|b| b.stat()).collect()
+    pub fn stats(&self) -> Vec<BdiStat> {
+        self.list.lock().iter().map(|b| b.stat()).collect()
     }
 
-    /// wait_iff_congested: sleep up to `timeout` for writeback to make
-    /// progress, if any device is congested. Returns whether it waited.
-    pub fn wait_iff_congested(&self, timeout: Duration) -> bool {
-        if !self.bdis.list.lock().iter().any(|b| b.congested()) {
-            return false;
-        }
-        self.vm.inc(crate::vmstat::Item::congestion_waits);
-        self.progress.wait(timeout);
-        true
+    /// Whether any device is congested (wait_iff_congested's test).
+    pub fn any_congested(&self) -> bool {
+        self.list.lock().iter().any(|b| b.congested())
     }
+}
+
+/// What a flusher thread runs and when it stops: the work function the
+/// kernel registers for a bdi_writeback (`wb_workfn`) and the kthread's
+/// should-stop test. The cache implements it (page_writeback.rs), so this
+/// module needs nothing of the cache's.
+pub trait WbWork: Send + Sync + 'static {
+    fn should_stop(&self) -> bool;
+    /// The period of the flusher's wakeups (vm.dirty_writeback_centisecs).
+    fn dirty_writeback_centisecs(&self) -> u32;
+    /// One pass over the device's dirty inodes.
+    fn wb_do_writeback(&self, bdi: &Bdi);
+}
+
+/// Start `bdi`'s flusher thread ("flush-NAME").
+pub fn spawn_flusher<W: WbWork>(work: Arc<W>, bdi: Arc<Bdi>) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new().name(format!("flush-{}", bdi.name)).spawn(move || flusher_thread(&*work, &bdi))
 }
 
 /// While periodic writeback is off (dirty_writeback_centisecs = 0), how
@@ -138,17 +139,17 @@ const PERIODIC_OFF_RECHECK: Duration = Duration::from_secs(1);
 /// when rung. The period is read at every sleep, so a sysctl write takes
 /// effect after the current one; 0 turns periodic writeback off (as in
 /// Linux) and the flusher then works only when rung.
-fn flusher_thread(cache: Arc<Cache>, bdi: Arc<Bdi>) {
-    while !cache.shutting_down() {
-        let centisecs = cache.sysctl.dirty_writeback_centisecs();
+fn flusher_thread<W: WbWork>(work: &W, bdi: &Bdi) {
+    while !work.should_stop() {
+        let centisecs = work.dirty_writeback_centisecs();
         let periodic = centisecs > 0;
         let period = if periodic { Duration::from_millis(centisecs as u64 * 10) } else { PERIODIC_OFF_RECHECK };
         let rung = bdi.wait.wait(period);
-        if cache.shutting_down() {
+        if work.should_stop() {
             break;
         }
         if rung || periodic {
-            cache.wb_do_writeback(&bdi);
+            work.wb_do_writeback(bdi);
         }
     }
 }

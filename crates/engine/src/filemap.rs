@@ -113,6 +113,20 @@ pub struct Inode {
     pub dev_io_pages: u32,
 }
 
+impl crate::inode::IcacheEntry for Inode {
+    fn key(&self) -> &str {
+        &self.key
+    }
+
+    fn id(&self) -> u32 {
+        self.id
+    }
+
+    fn handles(&self) -> &AtomicU64 {
+        &self.handles
+    }
+}
+
 impl Inode {
     /// A fresh inode (one handle counted) for `dev`, of `size` bytes, on
     /// `bdi`, with the device's readahead window and largest request in

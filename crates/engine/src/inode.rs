@@ -16,6 +16,10 @@
 //! with it: `iget`, `iput`, `evict_inode`, `prune_icache`) stays in
 //! filemap.rs beside the address space it empties; this module keeps the
 //! tables consistent. Lock order: the name lock, then the id table's.
+//!
+//! The tables are generic over what they hold (`IcacheEntry`: a key, an
+//! id, a handle count; filemap.rs's `Inode` is the one entry type), so
+//! this module names nothing of the address space's.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Weak};
@@ -23,27 +27,42 @@ use std::sync::{Arc, Weak};
 use parking_lot::{Mutex, RwLock};
 
 use crate::error::{Error, Result};
-use crate::filemap::Inode;
 use crate::page::NO_MAPPING;
+use crate::sync::atomic::{AtomicU64, Ordering};
+
+/// What the tables need of an inode.
+pub trait IcacheEntry {
+    /// The key it is hashed by (`host:DEV:INO`, ...).
+    fn key(&self) -> &str;
+    /// Its mapping id, given by `get_or_insert`.
+    fn id(&self) -> u32;
+    /// Open handles, counted under the name lock.
+    fn handles(&self) -> &AtomicU64;
+}
 
 /// The inodes by key, the free ids and the unused list, under one lock.
-#[derive(Default)]
-struct Names {
-    by_name: HashMap<String, Arc<Inode>>,
+struct Names<I> {
+    by_name: HashMap<String, Arc<I>>,
     free_ids: Vec<u32>,
     next_id: u32,
-    unused: VecDeque<Weak<Inode>>,
+    unused: VecDeque<Weak<I>>,
 }
 
-#[derive(Default)]
-pub struct Icache {
-    names: Mutex<Names>,
-    by_id: RwLock<Vec<Option<Arc<Inode>>>>,
+pub struct Icache<I> {
+    names: Mutex<Names<I>>,
+    by_id: RwLock<Vec<Option<Arc<I>>>>,
 }
 
-impl Icache {
+impl<I> Default for Icache<I> {
+    fn default() -> Self {
+        let names = Names { by_name: HashMap::new(), free_ids: Vec::new(), next_id: 0, unused: VecDeque::new() };
+        Icache { names: Mutex::new(names), by_id: RwLock::new(Vec::new()) }
+    }
+}
+
+impl<I: IcacheEntry> Icache<I> {
     /// The inode keyed `key`, if cached, without counting a handle.
-    pub fn lookup(&self, key: &str) -> Option<Arc<Inode>> {
+    pub fn lookup(&self, key: &str) -> Option<Arc<I>> {
         self.names.lock().by_name.get(key).cloned()
     }
 
@@ -52,10 +71,10 @@ impl Icache {
     }
 
     /// igrab: the inode keyed `key` with a handle counted, if cached.
-    pub fn grab(&self, key: &str) -> Option<Arc<Inode>> {
+    pub fn grab(&self, key: &str) -> Option<Arc<I>> {
         let names = self.names.lock();
         let i = names.by_name.get(key)?;
-        i.handles.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        i.handles().fetch_add(1, Ordering::AcqRel);
         Some(i.clone())
     }
 
@@ -68,11 +87,11 @@ impl Icache {
         &self,
         key: &str,
         open: impl FnOnce() -> Result<D>,
-        build: impl FnOnce(u32, D) -> Arc<Inode>,
-    ) -> Result<Arc<Inode>> {
+        build: impl FnOnce(u32, D) -> Arc<I>,
+    ) -> Result<Arc<I>> {
         let mut names = self.names.lock();
         if let Some(i) = names.by_name.get(key) {
-            i.handles.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+            i.handles().fetch_add(1, Ordering::AcqRel);
             return Ok(i.clone());
         }
         let made = open()?;
@@ -98,55 +117,55 @@ impl Icache {
     }
 
     /// Take the name `key` out of the table, whichever inode holds it.
-    pub fn remove_key(&self, key: &str) -> Option<Arc<Inode>> {
+    pub fn remove_key(&self, key: &str) -> Option<Arc<I>> {
         self.names.lock().by_name.remove(key)
     }
 
     /// remove_inode_hash, if `still` holds under the name lock (where
     /// handles are counted): the inode's key leaves the table if it still
     /// names this inode. Returns whether `still` held.
-    pub fn unhash_if(&self, inode: &Inode, still: impl FnOnce() -> bool) -> bool {
+    pub fn unhash_if(&self, inode: &I, still: impl FnOnce() -> bool) -> bool {
         let mut names = self.names.lock();
         if !still() {
             return false;
         }
-        if names.by_name.get(&inode.key).is_some_and(|i| std::ptr::eq(Arc::as_ptr(i), inode)) {
-            names.by_name.remove(&inode.key);
+        if names.by_name.get(inode.key()).is_some_and(|i| std::ptr::eq(Arc::as_ptr(i), inode)) {
+            names.by_name.remove(inode.key());
         }
         true
     }
 
     /// The inode is gone for good (its pages too): its id is free again.
-    pub fn release_id(&self, inode: &Inode) {
+    pub fn release_id(&self, inode: &I) {
         let mut names = self.names.lock();
         let mut by_id = self.by_id.write();
-        let slot = by_id.get_mut(inode.id as usize);
+        let slot = by_id.get_mut(inode.id() as usize);
         if let Some(slot) = slot.filter(|s| s.as_ref().is_some_and(|i| std::ptr::eq(Arc::as_ptr(i), inode))) {
             *slot = None;
-            names.free_ids.push(inode.id);
+            names.free_ids.push(inode.id());
         }
     }
 
     /// The inode whose mapping id is `id`.
     #[inline]
-    pub fn by_id(&self, id: u32) -> Option<Arc<Inode>> {
+    pub fn by_id(&self, id: u32) -> Option<Arc<I>> {
         self.by_id.read().get(id as usize).and_then(|o| o.clone())
     }
 
     /// Every cached inode `keep` accepts, taken under the id table's read
     /// lock and returned without it.
-    pub fn collect(&self, mut keep: impl FnMut(&Inode) -> bool) -> Vec<Arc<Inode>> {
+    pub fn collect(&self, mut keep: impl FnMut(&I) -> bool) -> Vec<Arc<I>> {
         self.by_id.read().iter().flatten().filter(|i| keep(i)).cloned().collect()
     }
 
     /// inode_lru_list_add: `inode` may be unused.
-    pub fn list_unused(&self, inode: &Arc<Inode>) {
+    pub fn list_unused(&self, inode: &Arc<I>) {
         self.names.lock().unused.push_back(Arc::downgrade(inode));
     }
 
     /// The oldest listed inode, and whether the list held more than
     /// `limit` before it was taken.
-    pub fn pop_unused(&self, limit: usize) -> Option<(Weak<Inode>, bool)> {
+    pub fn pop_unused(&self, limit: usize) -> Option<(Weak<I>, bool)> {
         let mut names = self.names.lock();
         let over = names.unused.len() > limit;
         names.unused.pop_front().map(|w| (w, over))

@@ -31,6 +31,7 @@ pub mod backing;
 mod backing_dev;
 mod bio;
 mod error;
+mod errseq;
 mod filemap;
 mod hazard;
 mod highmem;
@@ -44,8 +45,10 @@ mod mm;
 mod mmap;
 mod mmdebug;
 mod page;
+mod page_io;
 mod page_writeback;
 mod pagetree;
+mod pagevec;
 pub mod percpu;
 mod readahead;
 mod rmap;
@@ -61,6 +64,7 @@ mod vmscan;
 pub mod vmstat;
 mod wait;
 mod workingset;
+mod writeback;
 
 pub use backing::BackingDev;
 pub use error::{Error, Result, UnwrittenFile};
@@ -87,7 +91,7 @@ use crate::page::*;
 use crate::readahead::{FileRaState, FMODE_NOREUSE, FMODE_RANDOM};
 
 pub use crate::backing_dev::BdiStat;
-pub use crate::swap::PAGEVEC_SIZE;
+pub use crate::pagevec::PAGEVEC_SIZE;
 pub use crate::vmscan::DEF_PRIORITY;
 
 /// Which LRU list a page is on.
@@ -315,7 +319,7 @@ impl PageCache {
         File {
             cache: self.cache().clone(),
             owner: self.owner.clone(),
-            wb_err_since: AtomicU32::new(page_writeback::errseq_sample(&inode.wb_err)),
+            wb_err_since: AtomicU32::new(errseq::errseq_sample(&inode.wb_err)),
             inode,
             ra,
             closed: AtomicBool::new(false),
@@ -909,7 +913,7 @@ impl File {
     }
 
     fn take_wb_err(&self) -> Result<()> {
-        match page_writeback::errseq_check_and_advance(&self.inode.wb_err, &self.wb_err_since) {
+        match errseq::errseq_check_and_advance(&self.inode.wb_err, &self.wb_err_since) {
             0 => Ok(()),
             errno => Err(Error::io(&self.inode.name, std::io::Error::from_raw_os_error(errno))),
         }

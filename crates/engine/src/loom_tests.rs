@@ -7,11 +7,11 @@ use loom::sync::Arc;
 use loom::thread;
 
 use crate::arena::Arena;
+use crate::errseq::{errseq_check_and_advance, errseq_sample, errseq_set};
 use crate::hazard::HazardTable;
 use crate::highmem::{copy_to_words, fill_words, seqcount_read, write_section};
 use crate::memory::{pte_access_batch, pte_access_transient, pte_pin, ptep_get_and_clear};
 use crate::mmap::{pte_pfn, pte_swap_slot, swp_pte, PTE_DIRTY, PTE_PRESENT};
-use crate::page_writeback::{errseq_check_and_advance, errseq_sample, errseq_set};
 
 // Goal: the lock-free free stack never hands one frame to two allocators
 // and loses none, whatever the interleaving of alloc and free (ABA included:

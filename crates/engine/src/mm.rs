@@ -25,7 +25,7 @@ use crate::lru_gen::LruGenState;
 use crate::lruvec::Lruvec;
 use crate::page::{Page, Pfn};
 use crate::pagetree::NodeCache;
-use crate::swap::PerCpu;
+use crate::pagevec::PerCpu;
 use crate::sysctl::VmSysctl;
 use crate::tunables::{Config, Tunables};
 use crate::vmstat::{Item, NodeStat, NodeStats, VmCounters, VmStat, NR_ITEMS};
@@ -43,12 +43,12 @@ pub struct Cache {
     pub percpu: Box<[PerCpu]>,
     pub vm: VmCounters,
     /// Inodes by key and by id, and the unused ones (inode.rs).
-    pub icache: Icache,
+    pub icache: Icache<Inode>,
     /// Page counts by kind: file, mapped, shadow, anonymous (vmstat.rs).
     pub node_stat: NodeStats,
     /// Dirty and writeback counts, and the failing files
     /// (page_writeback.rs, the only writer).
-    pub wb: crate::page_writeback::WbAccounting,
+    pub wb: crate::writeback::WbAccounting,
     /// What every page tree shares: node accounting, the walk protocol
     /// that defers node reuse, and the shadow-node list (pagetree.rs).
     pub node_cache: Arc<NodeCache>,
@@ -130,7 +130,7 @@ impl Cache {
             vm: VmCounters::new(),
             icache: Icache::default(),
             node_stat: NodeStats::default(),
-            wb: crate::page_writeback::WbAccounting::new(),
+            wb: crate::writeback::WbAccounting::new(),
             node_cache: Arc::new(NodeCache::new(hazards.clone())),
             kswapd: crate::vmscan::Kswapd::default(),
             bio: crate::bio::IoQueue::default(),
@@ -199,6 +199,43 @@ impl Cache {
 
     pub fn inode_by_id(&self, id: u32) -> Option<Arc<Inode>> {
         self.icache.by_id(id)
+    }
+
+    /// The swap device, if swap is on.
+    #[inline]
+    pub(crate) fn swap(&self) -> Option<&crate::swapfile::SwapInfo> {
+        self.swap.get()
+    }
+
+    /// Whether anonymous pages can be reclaimed now: swap is on and has a
+    /// free slot (the kernel's `nr_swap_pages > 0`).
+    pub(crate) fn nr_swap_pages(&self) -> u64 {
+        self.swap().map_or(0, |si| si.nr_free())
+    }
+
+    /// total_swap_pages.
+    pub(crate) fn total_swap_pages(&self) -> u64 {
+        self.swap().map_or(0, |si| si.total())
+    }
+
+    /// vm_swap_full: more than half of swap is in use.
+    pub(crate) fn vm_swap_full(&self) -> bool {
+        let total = self.total_swap_pages();
+        total > 0 && self.nr_swap_pages() * 2 < total
+    }
+
+    /// swapon(2): make `cfg` the swap device (swapfile.rs). One device per
+    /// cache: a second call is refused (EBUSY as InvalidArgument) and
+    /// changes nothing.
+    pub(crate) fn swapon(&self, cfg: crate::SwapConfig) -> Result<()> {
+        use crate::swapfile::SwapInfo;
+        let busy = || Error::InvalidArgument("swapon: swap is already on".into());
+        let pages = SwapInfo::nr_slots(cfg.size_bytes, self.page_size())?;
+        if self.swap.get().is_some() {
+            return Err(busy());
+        }
+        let si = SwapInfo::swapon(cfg, pages, self.page_size(), &self.fds)?;
+        self.swap.set(si).map_err(|_| busy())
     }
 
     /// Allocate a frame for the page cache, reclaiming if memory is short.

@@ -468,7 +468,7 @@ impl Mapping {
         // The mapping holds the file open, as a VMA holds its struct file.
         inode.handles.fetch_add(1, Ordering::AcqRel);
         inode.i_mmap.write().push(vma.clone());
-        let wb_err_since = Box::new(AtomicU32::new(crate::page_writeback::errseq_sample(&inode.wb_err)));
+        let wb_err_since = Box::new(AtomicU32::new(crate::errseq::errseq_sample(&inode.wb_err)));
         let fast = FastPath::new(&cache, &vma);
         Ok(Mapping { fast, cache, _owner: owner, inode, vma, start: offset, len, wb_err_since })
     }
@@ -747,7 +747,7 @@ impl Mapping {
         let pgoff = self.vma.pgoff;
         let _ = self.cache.write_and_wait_range(&self.inode, pgoff + first as u64, pgoff + end as u64);
         let dev = self.inode.dev.sync(true).map_err(|e| Error::io(&self.inode.name, e));
-        match crate::page_writeback::errseq_check_and_advance(&self.inode.wb_err, &self.wb_err_since) {
+        match crate::errseq::errseq_check_and_advance(&self.inode.wb_err, &self.wb_err_since) {
             0 => dev,
             errno => Err(Error::io(&self.inode.name, std::io::Error::from_raw_os_error(errno))),
         }

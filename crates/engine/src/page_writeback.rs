@@ -19,14 +19,14 @@
 //! `balance_dirty_pages` until the flusher brings them back under it.
 
 use crate::mmdebug::{vm_bug_on, vm_bug_on_page};
-use crate::sync::atomic::{AtomicI64, AtomicU32, Ordering};
-use parking_lot::Mutex;
+use crate::sync::atomic::Ordering;
 use std::cell::Cell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::backing_dev::Bdi;
 use crate::error::{Error, Result};
+use crate::errseq::{errseq_set, ERRSEQ_ERRNO_MASK};
 use crate::filemap::Inode;
 use crate::mm::Cache;
 use crate::page::*;
@@ -44,98 +44,6 @@ const BALANCE_DIRTY_MAX: Duration = Duration::from_secs(30);
 /// How many pages a writer dirties between dirty-limit checks
 /// (ratelimit_pages, per thread).
 const RATELIMIT_PAGES: u32 = 32;
-
-/// Writeback accounting: the node's dirty and writeback page counts (the
-/// kernel's NR_FILE_DIRTY and NR_WRITEBACK) and the files whose writeback
-/// is failing. Only this module writes them, through
-/// `account_page_dirtied`, `account_page_cleaned`,
-/// `account_page_writeback` and `test_clear_page_writeback`, which also
-/// keep the inode's and the bdi's counts in step; others read them.
-pub struct WbAccounting {
-    nr_dirty: AtomicI64,
-    nr_writeback: AtomicI64,
-    /// Ids of the files whose writeback is failing (mapping_set_error), for
-    /// the dirty throttle and the allocator to leave their pages out.
-    failing: Mutex<Vec<u32>>,
-}
-
-impl WbAccounting {
-    pub fn new() -> WbAccounting {
-        WbAccounting { nr_dirty: AtomicI64::new(0), nr_writeback: AtomicI64::new(0), failing: Mutex::new(Vec::new()) }
-    }
-
-    /// Dirty pages (NR_FILE_DIRTY). Racy counters may dip below zero for a
-    /// moment (a clean counted before its dirty), so readers see 0 then.
-    pub fn nr_dirty(&self) -> u64 {
-        self.nr_dirty.load(Ordering::Relaxed).max(0) as u64
-    }
-
-    /// Pages under writeback (NR_WRITEBACK). Acquire: `sync_all` reads it
-    /// to decide whether writeback others started may still be in flight.
-    pub fn nr_writeback(&self) -> u64 {
-        self.nr_writeback.load(Ordering::Acquire).max(0) as u64
-    }
-}
-
-impl Default for WbAccounting {
-    fn default() -> WbAccounting {
-        WbAccounting::new()
-    }
-}
-
-// ---- errseq (lib/errseq.c) ----
-//
-// A 32-bit word: the low 12 bits hold an errno, bit 12 is SEEN, and the
-// bits above count errors. A handle samples the word when opened; fsync
-// reports an error when the word moved since the handle's sample, and
-// marks it seen, so each handle sees each error once.
-const ERRSEQ_ERRNO_MASK: u32 = 0xfff;
-const ERRSEQ_SEEN: u32 = 1 << 12;
-const ERRSEQ_CTR_INC: u32 = 1 << 13;
-
-pub fn errseq_set(word: &AtomicU32, errno: i32) {
-    let errno = (errno as u32) & ERRSEQ_ERRNO_MASK;
-    let mut old = word.load(Ordering::Acquire);
-    loop {
-        let mut new = (old & !(ERRSEQ_ERRNO_MASK | ERRSEQ_SEEN)) | errno;
-        if old & ERRSEQ_SEEN != 0 || old == 0 {
-            new = new.wrapping_add(ERRSEQ_CTR_INC);
-        }
-        if new == old {
-            return;
-        }
-        match word.compare_exchange(old, new, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => return,
-            Err(cur) => old = cur,
-        }
-    }
-}
-
-/// errseq_sample: what a newly opened handle starts from. An error nobody
-/// has seen yet is reported to the new handle too.
-pub fn errseq_sample(word: &AtomicU32) -> u32 {
-    let old = word.load(Ordering::Acquire);
-    if old & ERRSEQ_SEEN != 0 {
-        old
-    } else {
-        0
-    }
-}
-
-/// errseq_check_and_advance: the errno to report to a handle whose sample
-/// is `since`, or 0.
-pub fn errseq_check_and_advance(word: &AtomicU32, since: &AtomicU32) -> i32 {
-    let old = word.load(Ordering::Acquire);
-    if old == since.load(Ordering::Acquire) {
-        return 0;
-    }
-    let new = old | ERRSEQ_SEEN;
-    if new != old {
-        let _ = word.compare_exchange(old, new, Ordering::AcqRel, Ordering::Acquire);
-    }
-    since.store(new, Ordering::Release);
-    (new & ERRSEQ_ERRNO_MASK) as i32
-}
 
 thread_local! {
     static DIRTIED: Cell<u32> = const { Cell::new(0) };
@@ -184,7 +92,7 @@ impl Cache {
     /// account_page_dirtied: a page of `inode` became dirty (its PG_dirty
     /// was just set by the caller).
     fn account_page_dirtied(&self, inode: &Inode) {
-        let was = self.wb.nr_dirty.fetch_add(1, Ordering::Relaxed);
+        let was = self.wb.inc_dirty();
         vm_bug_on!(was >= self.arena.nr_pages as i64, "nr_dirty {} past the {} frames", was + 1, self.arena.nr_pages);
         inode.bdi.nr_dirty.fetch_add(1, Ordering::Relaxed);
         if inode.nr_dirty.fetch_add(1, Ordering::Relaxed) == 0 {
@@ -196,7 +104,7 @@ impl Cache {
     /// cancel_dirty_page / clear_page_dirty_for_io (the caller cleared
     /// PG_dirty, or is about to).
     fn account_page_cleaned(&self, inode: &Inode) {
-        self.wb.nr_dirty.fetch_sub(1, Ordering::Relaxed);
+        self.wb.dec_dirty();
         inode.bdi.nr_dirty.fetch_sub(1, Ordering::Relaxed);
         if inode.nr_dirty.fetch_sub(1, Ordering::Relaxed) == 1 {
             inode.dirtied_when.store(0, Ordering::Relaxed);
@@ -237,7 +145,7 @@ impl Cache {
     /// The accounting half of set_page_writeback (the caller set
     /// PG_writeback on a locked page).
     fn account_page_writeback(&self, inode: &Inode) {
-        self.wb.nr_writeback.fetch_add(1, Ordering::Relaxed);
+        self.wb.inc_writeback();
         inode.bdi.nr_writeback.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -246,7 +154,7 @@ impl Cache {
     fn test_clear_page_writeback(&self, inode: &Inode, page: &Page) {
         let old = page.clear_and_wake(PG_WRITEBACK, &self.vm);
         vm_bug_on_page!(old & PG_WRITEBACK == 0, page, "end_page_writeback without PG_writeback");
-        self.wb.nr_writeback.fetch_sub(1, Ordering::Relaxed);
+        self.wb.dec_writeback();
         inode.bdi.nr_writeback.fetch_sub(1, Ordering::Relaxed);
     }
 
@@ -286,10 +194,7 @@ impl Cache {
         let was = inode.wb_retry_at.swap(self.now_ms() + backoff, Ordering::AcqRel);
         if was == 0 {
             self.vm.inc(Item::writeback_error_files);
-            let mut failing = self.wb.failing.lock();
-            if !failing.contains(&inode.id) {
-                failing.push(inode.id);
-            }
+            self.wb.set_failing(inode.id);
         }
     }
 
@@ -300,12 +205,12 @@ impl Cache {
         }
         inode.wb_retry_at.store(0, Ordering::Release);
         inode.wb_backoff_ms.store(0, Ordering::Relaxed);
-        self.wb.failing.lock().retain(|&id| id != inode.id);
+        self.wb.clear_failing(inode.id);
     }
 
     /// Dirty pages of files whose writeback is failing.
     pub fn nr_dirty_failing(&self) -> u64 {
-        let ids: Vec<u32> = self.wb.failing.lock().clone();
+        let ids = self.wb.failing();
         ids.into_iter().filter_map(|id| self.inode_by_id(id)).map(|i| i.nr_dirty.load(Ordering::Relaxed)).sum()
     }
 
@@ -533,9 +438,7 @@ impl Cache {
     /// thread is interrupted (signal.rs), which is returned as an error.
     pub fn balance_dirty_pages(&self, inode: &Inode) -> Result<()> {
         let (bg, limit) = self.dirty_thresholds();
-        let raw = |c: &Cache| {
-            (c.wb.nr_dirty.load(Ordering::Relaxed) + c.wb.nr_writeback.load(Ordering::Relaxed)).max(0) as u64
-        };
+        let raw = |c: &Cache| c.wb.nr_dirty_and_writeback();
         if raw(self) <= bg {
             return Ok(());
         }
@@ -580,6 +483,42 @@ impl Cache {
             self.icache.collect(|i| i.nr_dirty.load(Ordering::Relaxed) > 0 && bdi.is_none_or(|b| b.id == i.bdi.id));
         v.sort_by_key(|i| i.dirtied_when.load(Ordering::Relaxed));
         v
+    }
+
+    /// The bdi called `name`, registered (and its flusher started) on first
+    /// use (backing_dev.rs holds the list and the thread's loop).
+    pub fn bdi_get(&self, name: &str) -> Arc<Bdi> {
+        let (bdi, new) = self.bdis.register(name);
+        if let (true, Some(cache)) = (new, self.arc()) {
+            // Without a flusher, writeback still happens in fsync, in
+            // balance_dirty_pages' waits and (3.1 mode) in reclaim.
+            if let Ok(t) = crate::backing_dev::spawn_flusher(cache, bdi.clone()) {
+                self.kthread_add(t);
+            }
+        }
+        bdi
+    }
+
+    /// Wake every bdi's flusher (wakeup_flusher_threads).
+    pub fn wakeup_flusher_threads(&self) {
+        self.vm.inc(Item::flusher_wakeups);
+        self.bdis.wake_all();
+    }
+
+    /// Per-device counters.
+    pub fn bdi_stats(&self) -> Vec<crate::backing_dev::BdiStat> {
+        self.bdis.stats()
+    }
+
+    /// wait_iff_congested: sleep up to `timeout` for writeback to make
+    /// progress, if any device is congested. Returns whether it waited.
+    pub fn wait_iff_congested(&self, timeout: std::time::Duration) -> bool {
+        if !self.bdis.any_congested() {
+            return false;
+        }
+        self.vm.inc(Item::congestion_waits);
+        self.progress.wait(timeout);
+        true
     }
 
     /// One flusher pass for a device (wb_do_writeback): inodes dirty for
@@ -636,5 +575,20 @@ impl Cache {
             }
         }
         first
+    }
+}
+
+/// The flusher threads' work (backing_dev.rs runs the loop).
+impl crate::backing_dev::WbWork for Cache {
+    fn should_stop(&self) -> bool {
+        self.shutting_down()
+    }
+
+    fn dirty_writeback_centisecs(&self) -> u32 {
+        self.sysctl.dirty_writeback_centisecs()
+    }
+
+    fn wb_do_writeback(&self, bdi: &Bdi) {
+        Cache::wb_do_writeback(self, bdi)
     }
 }

@@ -39,12 +39,10 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
 
-use crate::backing::{BackingDev, FileDev, MemoryDev};
+use crate::backing::{BackingDev, FdCache, FileDev, MemoryDev};
 use crate::error::{Error, Result};
-use crate::mm::Cache;
 use crate::mmdebug::vm_bug_on;
 use crate::page::*;
-use crate::vmstat::Item;
 
 /// Slots handed out together from a free cluster (SWAPFILE_CLUSTER).
 pub const SWAPFILE_CLUSTER: u32 = 256;
@@ -275,52 +273,40 @@ impl SwapInfo {
     }
 }
 
-impl Cache {
-    /// The swap device, if swap is on.
-    #[inline]
-    pub(crate) fn swap(&self) -> Option<&SwapInfo> {
-        self.swap.get()
+impl SwapInfo {
+    /// Free slots (the kernel's `nr_swap_pages`).
+    pub(crate) fn nr_free(&self) -> u64 {
+        (self.pages - self.lock().inuse_pages) as u64
     }
 
-    /// Whether anonymous pages can be reclaimed now: swap is on and has a
-    /// free slot (the kernel's `nr_swap_pages > 0`).
-    pub(crate) fn nr_swap_pages(&self) -> u64 {
-        self.swap().map_or(0, |si| (si.pages - si.lock().inuse_pages) as u64)
+    /// Slots in all (`total_swap_pages`).
+    pub(crate) fn total(&self) -> u64 {
+        self.pages as u64
     }
 
-    /// total_swap_pages.
-    pub(crate) fn total_swap_pages(&self) -> u64 {
-        self.swap().map_or(0, |si| si.pages as u64)
-    }
-
-    /// vm_swap_full: more than half of swap is in use.
-    pub(crate) fn vm_swap_full(&self) -> bool {
-        let total = self.total_swap_pages();
-        total > 0 && self.nr_swap_pages() * 2 < total
-    }
-
-    /// swapon(2): make `cfg` the swap device. One device per cache: a
-    /// second call is refused (EBUSY as InvalidArgument) and changes
-    /// nothing.
-    pub(crate) fn swapon(&self, cfg: SwapConfig) -> Result<()> {
-        let ps = self.page_size() as u64;
-        let pages = cfg.size_bytes / ps;
+    /// The number of slots a swap device of `size_bytes` has; refused
+    /// unless 1 to MAX_SWAP_PAGES.
+    pub(crate) fn nr_slots(size_bytes: u64, page_size: usize) -> Result<u64> {
+        let pages = size_bytes / page_size as u64;
         if pages == 0 || pages > MAX_SWAP_PAGES {
             return Err(Error::InvalidArgument(format!(
-                "swapon: {} bytes is {pages} pages; it must be 1 to {MAX_SWAP_PAGES}",
-                cfg.size_bytes
+                "swapon: {size_bytes} bytes is {pages} pages; it must be 1 to {MAX_SWAP_PAGES}"
             )));
         }
-        if self.swap.get().is_some() {
-            return Err(Error::InvalidArgument("swapon: swap is already on".into()));
-        }
+        Ok(pages)
+    }
+
+    /// swapon(2)'s work: the device `cfg` names, sized to `pages` slots
+    /// (`nr_slots`) and reserved. The caller (`Cache::swapon`, mm.rs)
+    /// installs it, once.
+    pub(crate) fn swapon(cfg: SwapConfig, pages: u64, page_size: usize, fds: &Arc<FdCache>) -> Result<SwapInfo> {
+        let ps = page_size as u64;
         let size = pages * ps;
         let dev: Arc<dyn BackingDev> = match cfg.backing {
-            SwapBacking::Memory => Arc::new(MemoryDev::new("swap", self.page_size())),
+            SwapBacking::Memory => Arc::new(MemoryDev::new("swap", page_size)),
             SwapBacking::File(path) => {
                 let name = path.display().to_string();
-                let dev = FileDev::open_in(&self.fds, &path, true, true, true, self.page_size())
-                    .map_err(|e| Error::io(&name, e))?;
+                let dev = FileDev::open_in(fds, &path, true, true, true, page_size).map_err(|e| Error::io(&name, e))?;
                 Arc::new(dev)
             }
             SwapBacking::Dev(dev) => dev,
@@ -330,92 +316,7 @@ impl Cache {
         // it all now, so a full disk is ENOSPC here, not a page that
         // cannot be swapped out later. Devices that cannot reserve skip it.
         dev.reserve(0, size).map_err(|e| Error::io(dev.name(), e))?;
-        let si = SwapInfo { dev, pages: pages as u32, inner: Mutex::new(SwapInner::new(pages as u32)) };
-        self.swap.set(si).map_err(|_| Error::InvalidArgument("swapon: swap is already on".into()))
-    }
-
-    /// swap_writepage (mm/page_io.c) for a run of locked, dirty
-    /// swap-cache pages whose slots are consecutive from `first`: one
-    /// device write, as the block layer merges the adjacent bios reclaim
-    /// submits under its plug (scan_swap_map gives pages reclaimed
-    /// together adjacent slots). Synchronous: the pages stay locked across
-    /// the write (so no writer can start, stable pages), under
-    /// PG_writeback. On error each page is dirty again with PG_error, as
-    /// end_swap_bio_write leaves it: nothing is lost, reclaim tries again
-    /// later. Returns whether the run was written.
-    pub(crate) fn swap_writepages(&self, first: u32, pages: &[Pfn]) -> bool {
-        let Some(si) = self.swap() else { return false };
-        for (i, &pfn) in pages.iter().enumerate() {
-            let page = self.page(pfn);
-            debug_assert!(page.test(PG_LOCKED) && page.swap_slot() == Some(first + i as u32));
-            page.clear(PG_DIRTY, &self.vm);
-            page.set(PG_WRITEBACK, &self.vm);
-        }
-        let ps = self.page_size() as u64;
-        let bufs: Vec<&[u8]> = pages
-            .iter()
-            // SAFETY: each page is held (isolated by reclaim) and under
-            // PG_writeback, set while we hold its page lock, which we keep
-            // until the write is done: no writer can store to the frame.
-            .map(|&pfn| unsafe { self.arena.frame_for_io(pfn) })
-            .collect();
-        let res = si.dev.write_pages(first as u64 * ps, &bufs, si.pages as u64 * ps);
-        drop(bufs);
-        for &pfn in pages {
-            let page = self.page(pfn);
-            page.clear_and_wake(PG_WRITEBACK, &self.vm);
-            if res.is_ok() {
-                page.clear(PG_ERROR, &self.vm);
-            } else {
-                page.set(PG_DIRTY | PG_ERROR, &self.vm);
-            }
-        }
-        match res {
-            Ok(()) => {
-                self.vm.add(Item::pswpout, pages.len() as u64);
-                self.vm.add(Item::pgpgout, pages.len() as u64 * ps / 1024);
-                true
-            }
-            Err(_) => {
-                self.vm.inc(Item::swap_write_errors);
-                false
-            }
-        }
-    }
-
-    /// swap_readpage for a run of locked, not uptodate swap-cache pages of
-    /// consecutive slots from `first`: one device read. Each page read is
-    /// marked uptodate; on error none is.
-    pub(crate) fn swap_read_pages(&self, first: u32, pages: &[Pfn]) -> Result<()> {
-        let si = self.swap().ok_or_else(|| Error::InvalidArgument("swap is off".into()))?;
-        let ps = self.page_size();
-        let mut bufs: Vec<&mut [u8]> = pages
-            .iter()
-            // SAFETY: each page is locked, not uptodate and held by the
-            // caller, which made it and inserted it in the swap cache
-            // locked: nobody reads or writes it until it is unlocked,
-            // after the slices are gone.
-            .map(|&p| unsafe { self.arena.frame_for_io_mut(p) })
-            .collect();
-        let res = si.dev.read_pages(first as u64 * ps as u64, &mut bufs);
-        drop(bufs);
-        match res {
-            Ok(n) => {
-                self.zero_past(pages, n);
-                for &pfn in pages {
-                    self.page(pfn).set(PG_UPTODATE, &self.vm);
-                }
-                self.vm.add(Item::pswpin, pages.len() as u64);
-                self.vm.add(Item::pgpgin, (pages.len() * ps / 1024) as u64);
-                Ok(())
-            }
-            Err(e) => {
-                for &pfn in pages {
-                    self.page(pfn).set(PG_ERROR, &self.vm);
-                }
-                Err(Error::io(si.dev.name(), e))
-            }
-        }
+        Ok(SwapInfo { dev, pages: pages as u32, inner: Mutex::new(SwapInner::new(pages as u32)) })
     }
 }
 

@@ -18,7 +18,7 @@ use crate::filemap::Inode;
 use crate::mm::Cache;
 use crate::page::*;
 use crate::pagetree::{entry_pfn, SHADOW_BIT};
-use crate::swap::{PageVec, PAGEVEC_SIZE};
+use crate::pagevec::{PageVec, PAGEVEC_SIZE};
 use crate::vmstat::NodeStat;
 
 impl Cache {

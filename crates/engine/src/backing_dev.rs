@@ -23,10 +23,12 @@ pub const BDI_CONGESTED_PAGES: i64 = 128;
 pub struct Bdi {
     pub id: u32,
     pub name: String,
-    pub nr_dirty: AtomicI64,
-    pub nr_writeback: AtomicI64,
-    /// Pages written back, in all.
-    pub written: AtomicU64,
+    /// The device's dirty and writeback pages and pages written back in
+    /// all: private, changed only through the `account_*` methods, which
+    /// page_writeback.rs's accounting calls beside the node's counts.
+    nr_dirty: AtomicI64,
+    nr_writeback: AtomicI64,
+    written: AtomicU64,
     /// The flusher's doorbell.
     pub wait: Wakeup,
     /// Reclaim met dirty pages of this device at the inactive tail and
@@ -57,6 +59,36 @@ impl Bdi {
             wait: Wakeup::default(),
             reclaim_wanted: AtomicBool::new(false),
         }
+    }
+
+    /// A page of this device became dirty (account_page_dirtied).
+    #[inline]
+    pub(crate) fn account_dirtied(&self) {
+        self.nr_dirty.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A dirty page was cleaned or dropped (account_page_cleaned).
+    #[inline]
+    pub(crate) fn account_cleaned(&self) {
+        self.nr_dirty.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Writeback of a page began (account_page_writeback).
+    #[inline]
+    pub(crate) fn account_writeback_start(&self) {
+        self.nr_writeback.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Writeback of a page ended (test_clear_page_writeback).
+    #[inline]
+    pub(crate) fn account_writeback_end(&self) {
+        self.nr_writeback.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// A page's writeback succeeded.
+    #[inline]
+    pub(crate) fn account_written(&self) {
+        self.written.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn congested(&self) -> bool {

@@ -529,17 +529,20 @@ impl Cache {
             if fgp & FGP_ACCESSED != 0 && v2 {
                 self.init_page_accessed(pfn);
             }
-            if !self.add_to_page_cache_lru(pfn, inode, index) {
+            let Some(page) = self.add_to_page_cache_lru(pfn, inode, index) else {
                 // Someone else inserted it first.
                 self.put_page(pfn);
                 continue;
-            }
+            };
             if fgp & FGP_ACCESSED != 0 && !v2 {
                 // 3.15 vanilla: the caller marks the now-visible page.
                 self.mark_page_accessed(pfn);
             }
             if fgp & FGP_LOCK == 0 {
-                self.page(pfn).unlock(&self.vm);
+                page.unlock();
+            } else {
+                // FGP_LOCK: the caller unlocks.
+                page.into_raw();
             }
             return Ok(Some(pfn));
         }
@@ -575,10 +578,11 @@ impl Cache {
         }
     }
 
-    /// add_to_page_cache_lru: insert a new locked page, then queue it for
-    /// the LRU. False if the index is already taken. The caller's reference
-    /// stays the caller's; the cache takes its own.
-    pub fn add_to_page_cache_lru(&self, pfn: Pfn, inode: &Inode, index: u64) -> bool {
+    /// add_to_page_cache_lru: insert a new page locked, then queue it for
+    /// the LRU; the page's lock comes back to the caller. None if the
+    /// index is already taken. The caller's reference stays the caller's;
+    /// the cache takes its own.
+    pub fn add_to_page_cache_lru(&self, pfn: Pfn, inode: &Inode, index: u64) -> Option<LockedPage<'_>> {
         let page = self.page(pfn);
         // Invisible until stored in the tree: plain stores suffice.
         page.set_nonatomic(PG_LOCKED);
@@ -612,7 +616,7 @@ impl Cache {
                 page.refcount.fetch_sub(1, Ordering::Relaxed);
                 page.mapping.store(NO_MAPPING, Ordering::Relaxed);
                 page.clear_nonatomic(PG_LOCKED);
-                return false;
+                return None;
             }
             // Release: the descriptor's fields are visible before the entry.
             // Counted under the tree lock, before anyone can delete the
@@ -622,7 +626,7 @@ impl Cache {
             inode.tree.store(index, page_entry(pfn), &g);
         }
         self.lru_cache_add(pfn);
-        true
+        Some(LockedPage::adopt(page, pfn, &self.vm))
     }
 
     /// __delete_from_page_cache with the tree lock held (`locked`): the slot empties (or

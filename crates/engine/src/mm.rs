@@ -23,7 +23,7 @@ use crate::hazard::HazardTable;
 use crate::inode::Icache;
 use crate::lru_gen::LruGenState;
 use crate::lruvec::Lruvec;
-use crate::page::{Page, Pfn};
+use crate::page::{LockedPage, Page, Pfn};
 use crate::pagetree::NodeCache;
 use crate::pagevec::PerCpu;
 use crate::sysctl::VmSysctl;
@@ -199,6 +199,18 @@ impl Cache {
 
     pub fn inode_by_id(&self, id: u32) -> Option<Arc<Inode>> {
         self.icache.by_id(id)
+    }
+
+    /// lock_page: the page's lock, as a guard that unlocks on drop.
+    #[inline]
+    pub fn lock_page(&self, pfn: Pfn) -> LockedPage<'_> {
+        LockedPage::lock(self.page(pfn), pfn, &self.vm)
+    }
+
+    /// trylock_page.
+    #[inline]
+    pub fn trylock_page(&self, pfn: Pfn) -> Option<LockedPage<'_>> {
+        LockedPage::trylock(self.page(pfn), pfn, &self.vm)
     }
 
     /// The swap device, if swap is on.

@@ -546,6 +546,82 @@ impl std::fmt::Display for DumpPage<'_> {
     }
 }
 
+/// A page whose lock this holder took: "the caller holds the page lock"
+/// as a type. Functions that need PG_locked take `&LockedPage`; dropping
+/// it is unlock_page. Where the lock's release passes to someone else (a
+/// read's completion unlocks the page, as the kernel's end_page_read; a
+/// batch frozen for removal is unlocked after the hazard check),
+/// `into_raw` gives the lock up without unlocking and the new owner
+/// unlocks with `Page::unlock` or `Page::end_read`. No atomic beyond the
+/// lock's own: the guard is the page, its pfn and the counters.
+#[must_use = "dropping a LockedPage unlocks the page"]
+pub struct LockedPage<'a> {
+    page: &'a Page,
+    pfn: Pfn,
+    vm: &'a VmCounters,
+}
+
+impl<'a> LockedPage<'a> {
+    /// lock_page: sleep until the lock is ours.
+    pub fn lock(page: &'a Page, pfn: Pfn, vm: &'a VmCounters) -> LockedPage<'a> {
+        page.lock(vm);
+        LockedPage { page, pfn, vm }
+    }
+
+    /// trylock_page.
+    #[inline]
+    pub fn trylock(page: &'a Page, pfn: Pfn, vm: &'a VmCounters) -> Option<LockedPage<'a>> {
+        // Built only on success: a guard made for a failed trylock would
+        // unlock someone else's lock when dropped (so not `then_some`).
+        if page.trylock(vm) {
+            Some(LockedPage { page, pfn, vm })
+        } else {
+            None
+        }
+    }
+
+    /// Adopt a lock set another way: a new page made locked before anyone
+    /// can see it (`__SetPageLocked` in add_to_page_cache).
+    pub(crate) fn adopt(page: &'a Page, pfn: Pfn, vm: &'a VmCounters) -> LockedPage<'a> {
+        crate::mmdebug::vm_bug_on_page!(!page.test(PG_LOCKED), page, "adopting an unlocked page");
+        LockedPage { page, pfn, vm }
+    }
+
+    #[inline]
+    pub fn pfn(&self) -> Pfn {
+        self.pfn
+    }
+
+    #[inline]
+    pub fn page(&self) -> &'a Page {
+        self.page
+    }
+
+    /// Keep the page locked and hand the unlock to whoever takes the pfn.
+    pub fn into_raw(self) -> Pfn {
+        let pfn = self.pfn;
+        std::mem::forget(self);
+        pfn
+    }
+
+    /// unlock_page, where the point of release should be visible.
+    pub fn unlock(self) {}
+}
+
+impl std::ops::Deref for LockedPage<'_> {
+    type Target = Page;
+
+    fn deref(&self) -> &Page {
+        self.page
+    }
+}
+
+impl Drop for LockedPage<'_> {
+    fn drop(&mut self) {
+        self.page.unlock(self.vm);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -573,5 +649,25 @@ mod tests {
         let page = Page::new();
         page.set_nonatomic(PG_SWAPCACHE);
         page.check_flags("free");
+    }
+
+    // Goal: the guard holds PG_locked for its life (a trylock fails
+    // meanwhile), dropping it unlocks, and `into_raw` keeps the lock for
+    // whoever unlocks next.
+    #[test]
+    fn locked_page_unlocks_on_drop_unless_handed_on() {
+        let vm = VmCounters::new();
+        let page = Page::new();
+        let guard = LockedPage::lock(&page, 7, &vm);
+        assert_eq!(guard.pfn(), 7);
+        assert!(page.test(PG_LOCKED));
+        assert!(LockedPage::trylock(&page, 7, &vm).is_none(), "a second lock while the guard lives");
+        drop(guard);
+        assert!(!page.test(PG_LOCKED), "dropping the guard unlocks");
+        let guard = LockedPage::trylock(&page, 7, &vm).expect("free again");
+        assert_eq!(guard.into_raw(), 7);
+        assert!(page.test(PG_LOCKED), "into_raw keeps the lock");
+        page.unlock(&vm);
+        assert!(!page.test(PG_LOCKED));
     }
 }

@@ -94,7 +94,7 @@ impl Cache {
     fn account_page_dirtied(&self, inode: &Inode) {
         let was = self.wb.inc_dirty();
         vm_bug_on!(was >= self.arena.nr_pages as i64, "nr_dirty {} past the {} frames", was + 1, self.arena.nr_pages);
-        inode.bdi.nr_dirty.fetch_add(1, Ordering::Relaxed);
+        inode.bdi.account_dirtied();
         if inode.nr_dirty.fetch_add(1, Ordering::Relaxed) == 0 {
             let _ = inode.dirtied_when.compare_exchange(0, self.now_ms(), Ordering::Relaxed, Ordering::Relaxed);
         }
@@ -105,7 +105,7 @@ impl Cache {
     /// PG_dirty, or is about to).
     fn account_page_cleaned(&self, inode: &Inode) {
         self.wb.dec_dirty();
-        inode.bdi.nr_dirty.fetch_sub(1, Ordering::Relaxed);
+        inode.bdi.account_cleaned();
         if inode.nr_dirty.fetch_sub(1, Ordering::Relaxed) == 1 {
             inode.dirtied_when.store(0, Ordering::Relaxed);
         }
@@ -122,11 +122,11 @@ impl Cache {
     }
 
     /// clear_page_dirty_for_io + set_page_writeback, page locked.
-    pub fn start_writeback_locked(&self, inode: &Inode, pfn: Pfn) -> bool {
-        let page = self.page(pfn);
+    pub fn start_writeback_locked(&self, inode: &Inode, page: &LockedPage<'_>) -> bool {
+        let pfn = page.pfn();
         // clear_page_dirty_for_io: write-protect mapped entries first, so a
         // write through a mapping faults and waits for this writeback.
-        if page.mapped() && self.page_mkclean(inode, pfn) && !page.test(PG_DIRTY) {
+        if page.mapped() && self.page_mkclean(inode, page) && !page.test(PG_DIRTY) {
             self.set_page_dirty(inode, pfn);
         }
         if !page.test_clear(PG_DIRTY, &self.vm) {
@@ -146,7 +146,7 @@ impl Cache {
     /// PG_writeback on a locked page).
     fn account_page_writeback(&self, inode: &Inode) {
         self.wb.inc_writeback();
-        inode.bdi.nr_writeback.fetch_add(1, Ordering::Relaxed);
+        inode.bdi.account_writeback_start();
     }
 
     /// test_clear_page_writeback: clear PG_writeback (waking its waiters)
@@ -155,7 +155,7 @@ impl Cache {
         let old = page.clear_and_wake(PG_WRITEBACK, &self.vm);
         vm_bug_on_page!(old & PG_WRITEBACK == 0, page, "end_page_writeback without PG_writeback");
         self.wb.dec_writeback();
-        inode.bdi.nr_writeback.fetch_sub(1, Ordering::Relaxed);
+        inode.bdi.account_writeback_end();
     }
 
     /// end_page_writeback: on failure the page is redirtied so its data is
@@ -172,7 +172,7 @@ impl Cache {
         }
         self.test_clear_page_writeback(inode, page);
         if ok {
-            inode.bdi.written.fetch_add(1, Ordering::Relaxed);
+            inode.bdi.account_written();
         }
         if ok && page.test_clear(PG_RECLAIM, &self.vm) {
             self.rotate_reclaimable_page(pfn);
@@ -322,10 +322,9 @@ impl Cache {
                 let Some(pfn) = self.find_get_page(inode, idx) else {
                     continue;
                 };
-                let page = self.page(pfn);
-                page.lock(&self.vm);
+                let page = self.lock_page(pfn);
                 if page.mapping() != inode.id || !page.test(PG_DIRTY) {
-                    page.unlock(&self.vm);
+                    page.unlock();
                     self.put_page(pfn);
                     continue;
                 }
@@ -333,13 +332,13 @@ impl Cache {
                     if sync {
                         page.wait_on_writeback();
                     } else {
-                        page.unlock(&self.vm);
+                        page.unlock();
                         self.put_page(pfn);
                         continue;
                     }
                 }
-                let started = self.start_writeback_locked(inode, pfn);
-                page.unlock(&self.vm);
+                let started = self.start_writeback_locked(inode, &page);
+                page.unlock();
                 if !started {
                     self.put_page(pfn);
                     continue;

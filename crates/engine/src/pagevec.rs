@@ -42,6 +42,7 @@ impl PageVec {
         self.nr == 0
     }
 
+    #[inline]
     pub fn pages(&self) -> &[Pfn] {
         &self.pages[..self.nr]
     }
@@ -51,6 +52,7 @@ impl PageVec {
         self.nr = 0;
     }
 
+    #[inline]
     pub(crate) fn take(&mut self) -> PageVec {
         let mut out = PageVec::new();
         out.pages[..self.nr].copy_from_slice(&self.pages[..self.nr]);
@@ -77,6 +79,7 @@ pub struct CpuBatches {
 }
 
 impl CpuBatches {
+    #[inline]
     pub(crate) fn is_empty(&self) -> bool {
         self.lru_add.is_empty()
             && self.activate.is_empty()

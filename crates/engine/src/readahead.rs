@@ -276,15 +276,16 @@ impl Cache {
             if lookahead > 0 && i == nr - lookahead {
                 self.page(pfn).set_nonatomic(PG_READAHEAD);
             }
-            if !self.add_to_page_cache_lru(pfn, inode, idx) {
+            let Some(page) = self.add_to_page_cache_lru(pfn, inode, idx) else {
                 self.put_page(pfn);
                 self.submit_ra_run(inode, run_start, &mut run, is_async);
                 continue;
-            }
+            };
             if run.is_empty() {
                 run_start = idx;
             }
-            run.push(pfn);
+            // Locked until its read completes (end_read).
+            run.push(page.into_raw());
             self.vm.inc(Item::pgreadahead);
         }
         self.submit_ra_run(inode, run_start, &mut run, is_async);

@@ -93,15 +93,14 @@ impl Cache {
         (referenced, exec)
     }
 
-    /// try_to_unmap, page locked: clear every entry mapping `pfn`, moving
+    /// try_to_unmap, page locked: clear every entry mapping the page, moving
     /// their dirty bits to the page and dropping their references. Unless
     /// `ignore_access` (truncation's TTU_IGNORE_ACCESS), an entry found
     /// young (used since page_referenced looked) stops the unmap, as the
     /// kernel's SWAP_FAIL: false, and reclaim activates the page. Entries
     /// cleared before that stay cleared.
-    pub(crate) fn try_to_unmap(&self, inode: &Inode, pfn: Pfn, ignore_access: bool) -> bool {
-        let page = self.page(pfn);
-        vm_bug_on_page!(!page.test(PG_LOCKED), page, "try_to_unmap without the page lock");
+    pub(crate) fn try_to_unmap(&self, inode: &Inode, page: &LockedPage<'_>, ignore_access: bool) -> bool {
+        let pfn = page.pfn();
         if !page.mapped() {
             return true;
         }
@@ -132,12 +131,11 @@ impl Cache {
     }
 
     /// page_mkclean, page locked (from clear_page_dirty_for_io, before
-    /// writeback): write-protect and clean every entry mapping `pfn`, so
-    /// the next write through a mapping faults, waits for the writeback
+    /// writeback): write-protect and clean every entry mapping the page,
+    /// so the next write through a mapping faults, waits for the writeback
     /// and dirties the page again. Returns whether an entry was dirty.
-    pub(crate) fn page_mkclean(&self, inode: &Inode, pfn: Pfn) -> bool {
-        let page = self.page(pfn);
-        vm_bug_on_page!(!page.test(PG_LOCKED), page, "page_mkclean without the page lock");
+    pub(crate) fn page_mkclean(&self, inode: &Inode, page: &LockedPage<'_>) -> bool {
+        let pfn = page.pfn();
         if !page.mapped() {
             return false;
         }

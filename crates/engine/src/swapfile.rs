@@ -275,11 +275,13 @@ impl SwapInfo {
 
 impl SwapInfo {
     /// Free slots (the kernel's `nr_swap_pages`).
+    #[inline]
     pub(crate) fn nr_free(&self) -> u64 {
         (self.pages - self.lock().inuse_pages) as u64
     }
 
     /// Slots in all (`total_swap_pages`).
+    #[inline]
     pub(crate) fn total(&self) -> u64 {
         self.pages as u64
     }

@@ -56,6 +56,7 @@ impl Cache {
         let start = lstart.div_ceil(ps);
         let end = lend >> shift; // whole pages: [start, end)
         let mut pv = PageVec::new();
+        let mut locked = Vec::with_capacity(PAGEVEC_SIZE);
         let mut index = start;
         while index < end {
             let Some(next) = self.pagevec_lookup(inode, index, end, &mut pv) else {
@@ -63,26 +64,22 @@ impl Cache {
             };
             // Lock the batch in index order and wait out its writeback...
             let mut batch = [NO_PFN; PAGEVEC_SIZE];
-            let mut n = 0;
             for &pfn in pv.pages() {
-                let page = self.page(pfn);
-                page.lock(&self.vm);
+                let page = self.lock_page(pfn);
                 if page.mapping() == inode.id {
                     page.wait_on_writeback();
                     // unmap_mapping_range before the page goes: no entry
                     // may outlive the page's place in the cache.
-                    self.try_to_unmap(inode, pfn, true);
-                    batch[n] = pfn;
-                    n += 1;
-                } else {
-                    page.unlock(&self.vm);
+                    self.try_to_unmap(inode, &page, true);
+                    batch[locked.len()] = pfn;
+                    locked.push(page);
                 }
             }
-            // ...delete it under one tree lock (delete_from_page_cache_batch)...
-            self.delete_from_page_cache_batch(inode, &batch[..n]);
-            for &pfn in &batch[..n] {
-                self.page(pfn).unlock(&self.vm);
-            }
+            let n = locked.len();
+            // ...delete it under one tree lock (delete_from_page_cache_batch),
+            // unlock it...
+            self.delete_from_page_cache_batch(inode, &locked);
+            locked.clear();
             // ...and drop the cache's references, then the lookup's.
             self.release_pages(&batch[..n]);
             self.pagevec_release(&mut pv);
@@ -165,13 +162,13 @@ impl Cache {
     }
 
     /// delete_from_page_cache_batch: the pages are locked and in `inode`.
-    fn delete_from_page_cache_batch(&self, inode: &Inode, pages: &[Pfn]) {
+    fn delete_from_page_cache_batch(&self, inode: &Inode, pages: &[LockedPage<'_>]) {
         if pages.is_empty() {
             return;
         }
         let g = inode.tree_lock.lock();
-        for &pfn in pages {
-            self.__delete_from_page_cache(inode, pfn, 0, &g);
+        for page in pages {
+            self.__delete_from_page_cache(inode, page.pfn(), 0, &g);
         }
     }
 
@@ -243,15 +240,15 @@ impl Cache {
             };
             let mut frozen = Vec::with_capacity(PAGEVEC_SIZE);
             for &pfn in pv.pages() {
-                let page = self.page(pfn);
-                if !page.trylock(&self.vm) {
+                let Some(page) = self.trylock_page(pfn) else {
                     continue;
-                }
+                };
                 // Only the cache's and our lookup reference may remain.
                 if !page.test(PG_WRITEBACK) && self.freeze_for_removal(inode, pfn, 2) {
-                    frozen.push((pfn, inode_arc.clone()));
+                    // Unlocked below, after the batch's hazard check.
+                    frozen.push((page.into_raw(), inode_arc.clone()));
                 } else {
-                    page.unlock(&self.vm);
+                    page.unlock();
                     self.deactivate_file_page(pfn);
                 }
             }

@@ -516,7 +516,14 @@ impl Cache {
         }
     }
 
-    /// shrink_page_list: returns pages freed; the rest go to `keep`.
+    /// shrink_page_list: returns pages freed; the rest go to `keep`. Each
+    /// page is locked (trylock: a busy one stays) and goes its kernel way:
+    /// an anonymous page through `shrink_anon_page`, a file page through
+    /// `shrink_file_page` (page_check_references, try_to_unmap, the dirty
+    /// page's handling and pageout), which freezes it for removal; the
+    /// frozen batch leaves its mapping together (`remove_mapping_batch`,
+    /// the kernel's __remove_mapping), and the anonymous pages to write
+    /// go to swap last (`pageout_anon`).
     pub(crate) fn shrink_page_list(
         &self,
         pages: &[Pfn],
@@ -529,20 +536,20 @@ impl Cache {
         let mut frozen: Vec<(Pfn, Arc<Inode>)> = Vec::with_capacity(pages.len());
         let mut swap_batch: Vec<Pfn> = Vec::new();
         for &pfn in pages {
-            let page = self.page(pfn);
-            if !page.trylock(&self.vm) {
+            let Some(page) = self.trylock_page(pfn) else {
                 keep.push(pfn);
                 continue;
-            }
+            };
             if self.lru_gen_enabled() && page.mapped() && page.test(PG_REFERENCED) {
                 // "folio_update_gen() tried to promote this page?": the
                 // multi-gen look-around found it young while isolated.
-                page.unlock(&self.vm);
+                page.unlock();
                 keep.push(pfn);
                 continue;
             }
             if page.test(PG_SWAPBACKED) {
-                match self.shrink_anon_page(pfn, keep, stat) {
+                // shrink_anon_page unlocks it on every path.
+                match self.shrink_anon_page(page.into_raw(), keep, stat) {
                     AnonVerdict::Done(freed) => reclaimed += freed,
                     AnonVerdict::Pageout => swap_batch.push(pfn),
                 }
@@ -552,7 +559,11 @@ impl Cache {
             let inode = if id == NO_MAPPING { None } else { memo.get(self, id) };
             let Some(inode) = inode else {
                 // Truncated under us: our isolation reference may be the last.
-                page.unlock(&self.vm);
+                let page = {
+                    let p = page.page();
+                    page.unlock();
+                    p
+                };
                 if page.put_testzero() {
                     self.free_page(pfn);
                     reclaimed += 1;
@@ -562,81 +573,115 @@ impl Cache {
                 }
                 continue;
             };
-            if page.test(PG_WRITEBACK) {
-                // Being cleaned already: leave it be.
-                stat.nr_writeback += 1;
-                page.unlock(&self.vm);
+            if self.shrink_file_page(page, &inode, sc, stat) {
+                frozen.push((pfn, inode));
+            } else {
                 keep.push(pfn);
-                continue;
             }
-            let refs = self.page_check_references(&inode, pfn);
-            match refs {
-                PageRefs::Activate => {
-                    self.activate_locked(pfn);
-                    page.unlock(&self.vm);
-                    keep.push(pfn);
-                    continue;
-                }
-                PageRefs::Keep => {
-                    self.vm.inc(Item::mapped_kept);
-                    page.unlock(&self.vm);
-                    keep.push(pfn);
-                    continue;
-                }
-                PageRefs::Reclaim | PageRefs::ReclaimClean => {}
-            }
-            // try_to_unmap: every entry goes before the page can; an entry
-            // used since page_referenced looked activates the page instead.
-            if page.mapped() && !self.try_to_unmap(&inode, pfn, false) {
-                self.activate_locked(pfn);
-                page.unlock(&self.vm);
-                keep.push(pfn);
-                continue;
-            }
-            if page.test(PG_DIRTY) {
-                stat.nr_dirty += 1;
-                if !self.may_writepage(sc) {
-                    // 3.2 (seed 004, patches 1, 5, 7): leave the write to
-                    // the flushers and have the page rotated to the tail,
-                    // to be freed at once, when its writeback ends.
-                    self.vm.inc(Item::nr_vmscan_immediate_reclaim);
-                    page.set(PG_RECLAIM, &self.vm);
-                    self.wakeup_flusher_for_reclaim(&inode);
-                    page.unlock(&self.vm);
-                    keep.push(pfn);
-                    continue;
-                }
-                if matches!(refs, PageRefs::ReclaimClean) {
-                    // Referenced: reclaim it only if clean.
-                    page.unlock(&self.vm);
-                    keep.push(pfn);
-                    continue;
-                }
-                if !self.pageout(&inode, pfn, sc) {
-                    keep.push(pfn);
-                    continue;
-                }
-                // Written synchronously: relock and free it if still clean.
-                if !page.trylock(&self.vm) {
-                    keep.push(pfn);
-                    continue;
-                }
-                if page.test(PG_DIRTY) || page.test(PG_WRITEBACK) || page.mapping() != inode.id {
-                    page.unlock(&self.vm);
-                    keep.push(pfn);
-                    continue;
-                }
-            }
-            if !self.freeze_for_removal(&inode, pfn, 2) {
-                page.unlock(&self.vm);
-                keep.push(pfn);
-                continue;
-            }
-            frozen.push((pfn, inode));
         }
-        // One hazard check for the batch; pages a reader pinned meanwhile stay.
+        reclaimed += self.remove_mapping_batch(&frozen, keep);
+        // Swap writes last, so no file page stays frozen across them.
+        if !swap_batch.is_empty() {
+            reclaimed += self.pageout_anon(&mut swap_batch, keep);
+        }
+        reclaimed
+    }
+
+    /// shrink_page_list for one locked file page: under writeback it
+    /// stays; page_check_references may activate or keep it; its entries
+    /// go (try_to_unmap, which may find it used again and activate it); a
+    /// dirty page is handled by `shrink_dirty_page`; then it is frozen for
+    /// removal. Returns true when frozen: still locked, its lock passed to
+    /// `remove_mapping_batch`. Otherwise it is unlocked and the caller
+    /// keeps it.
+    fn shrink_file_page(&self, page: LockedPage<'_>, inode: &Inode, sc: &ScanControl, stat: &mut ReclaimStat) -> bool {
+        let pfn = page.pfn();
+        if page.test(PG_WRITEBACK) {
+            // Being cleaned already: leave it be.
+            stat.nr_writeback += 1;
+            return false;
+        }
+        let refs = self.page_check_references(inode, pfn);
+        match refs {
+            PageRefs::Activate => {
+                self.activate_locked(pfn);
+                return false;
+            }
+            PageRefs::Keep => {
+                self.vm.inc(Item::mapped_kept);
+                return false;
+            }
+            PageRefs::Reclaim | PageRefs::ReclaimClean => {}
+        }
+        // try_to_unmap: every entry goes before the page can; an entry
+        // used since page_referenced looked activates the page instead.
+        if page.mapped() && !self.try_to_unmap(inode, &page, false) {
+            self.activate_locked(pfn);
+            return false;
+        }
+        let page = if page.test(PG_DIRTY) {
+            match self.shrink_dirty_page(page, inode, refs, sc, stat) {
+                Some(page) => page,
+                None => return false,
+            }
+        } else {
+            page
+        };
+        if !self.freeze_for_removal(inode, pfn, 2) {
+            return false;
+        }
+        page.into_raw();
+        true
+    }
+
+    /// shrink_page_list's dirty page: counted; left to the flushers
+    /// (tagged PG_reclaim) when this reclaimer may not write; kept if
+    /// referenced (PageRefs::ReclaimClean); otherwise written now
+    /// (`pageout`, which unlocks it) and, relocked, returned if it is
+    /// still clean, idle and in the file, to be freed. None: unlocked, the
+    /// caller keeps it.
+    fn shrink_dirty_page<'a>(
+        &'a self,
+        page: LockedPage<'a>,
+        inode: &Inode,
+        refs: PageRefs,
+        sc: &ScanControl,
+        stat: &mut ReclaimStat,
+    ) -> Option<LockedPage<'a>> {
+        let pfn = page.pfn();
+        stat.nr_dirty += 1;
+        if !self.may_writepage(sc) {
+            // 3.2 (seed 004, patches 1, 5, 7): leave the write to the
+            // flushers and have the page rotated to the tail, to be freed
+            // at once, when its writeback ends.
+            self.vm.inc(Item::nr_vmscan_immediate_reclaim);
+            page.set(PG_RECLAIM, &self.vm);
+            self.wakeup_flusher_for_reclaim(inode);
+            return None;
+        }
+        if matches!(refs, PageRefs::ReclaimClean) {
+            // Referenced: reclaim it only if clean.
+            return None;
+        }
+        if !self.pageout(inode, page, sc) {
+            return None;
+        }
+        // Written synchronously: relock and free it if still clean.
+        let page = self.trylock_page(pfn)?;
+        if page.test(PG_DIRTY) || page.test(PG_WRITEBACK) || page.mapping() != inode.id {
+            return None;
+        }
+        Some(page)
+    }
+
+    /// __remove_mapping for the pages `shrink_file_page` froze (locked,
+    /// their locks passed here): one hazard check for the batch; pages
+    /// out of their mapping are unlocked and freed, pages a reader pinned
+    /// meanwhile unlocked and kept. Returns pages freed.
+    fn remove_mapping_batch(&self, frozen: &[(Pfn, Arc<Inode>)], keep: &mut Vec<Pfn>) -> u64 {
         let (mut removed, mut pinned) = (Vec::new(), Vec::new());
-        self.finish_removal(&frozen, 2, true, &mut removed, &mut pinned);
+        self.finish_removal(frozen, 2, true, &mut removed, &mut pinned);
+        let freed = removed.len() as u64;
         for pfn in removed {
             // Frozen at 0 and out of the tree, but a thread that found it
             // earlier under a hazard pin (no reference, unlike the
@@ -645,17 +690,12 @@ impl Cache {
             // __folio_clear_locked. It then sees the page gone.
             self.page(pfn).unlock(&self.vm);
             self.free_page(pfn);
-            reclaimed += 1;
         }
         for pfn in pinned {
             self.page(pfn).unlock(&self.vm);
             keep.push(pfn);
         }
-        // Swap writes last, so no file page stays frozen across them.
-        if !swap_batch.is_empty() {
-            reclaimed += self.pageout_anon(&mut swap_batch, keep);
-        }
-        reclaimed
+        freed
     }
 
     /// shrink_page_list for one anonymous page, locked and isolated
@@ -771,13 +811,17 @@ impl Cache {
 
     /// pageout: write one locked dirty page synchronously. Unlocks it.
     /// Returns whether the write succeeded.
-    fn pageout(&self, inode: &Inode, pfn: Pfn, sc: &ScanControl) -> bool {
-        let page = self.page(pfn);
+    fn pageout(&self, inode: &Inode, page: LockedPage<'_>, sc: &ScanControl) -> bool {
+        let pfn = page.pfn();
         self.vm.inc(Item::nr_vmscan_write);
         self.vm.inc(if sc.kswapd { Item::nr_vmscan_write_kswapd } else { Item::nr_vmscan_write_direct });
         let index = page.index();
-        let started = self.start_writeback_locked(inode, pfn);
-        page.unlock(&self.vm);
+        let started = self.start_writeback_locked(inode, &page);
+        let page = {
+            let p = page.page();
+            page.unlock();
+            p
+        };
         if !started {
             return false;
         }

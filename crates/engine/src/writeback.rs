@@ -29,35 +29,42 @@ impl WbAccounting {
 
     /// Dirty pages (NR_FILE_DIRTY). Racy counters may dip below zero for a
     /// moment (a clean counted before its dirty), so readers see 0 then.
+    #[inline]
     pub fn nr_dirty(&self) -> u64 {
         self.nr_dirty.load(Ordering::Relaxed).max(0) as u64
     }
 
     /// Pages under writeback (NR_WRITEBACK). Acquire: `sync_all` reads it
     /// to decide whether writeback others started may still be in flight.
+    #[inline]
     pub fn nr_writeback(&self) -> u64 {
         self.nr_writeback.load(Ordering::Acquire).max(0) as u64
     }
 
     /// Dirty plus under writeback, read as balance_dirty_pages does
     /// (relaxed, the sum clamped at 0).
+    #[inline]
     pub fn nr_dirty_and_writeback(&self) -> u64 {
         (self.nr_dirty.load(Ordering::Relaxed) + self.nr_writeback.load(Ordering::Relaxed)).max(0) as u64
     }
 
     /// A page became dirty; returns the count before it.
+    #[inline]
     pub(crate) fn inc_dirty(&self) -> i64 {
         self.nr_dirty.fetch_add(1, Ordering::Relaxed)
     }
 
+    #[inline]
     pub(crate) fn dec_dirty(&self) {
         self.nr_dirty.fetch_sub(1, Ordering::Relaxed);
     }
 
+    #[inline]
     pub(crate) fn inc_writeback(&self) {
         self.nr_writeback.fetch_add(1, Ordering::Relaxed);
     }
 
+    #[inline]
     pub(crate) fn dec_writeback(&self) {
         self.nr_writeback.fetch_sub(1, Ordering::Relaxed);
     }

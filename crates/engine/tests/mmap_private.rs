@@ -581,7 +581,9 @@ fn plausible(page: u64, w: u64) -> bool {
 // and through `Mapping::write`, after read faults or not) and read them
 // back while a fourth truncates the file to random lengths and extends it
 // again, under memory pressure (a 96-page cache, 256 mapped pages all
-// copied once before the race, so most copies start on swap; kswapd on).
+// copied once before the race, so most copies start on swap; reclaim runs
+// in the faulting threads: kswapd is off, so once the threads are joined
+// nothing holds a page and the final counts are exact).
 // The truncator waits (bounded) for the writers to make progress between
 // rounds, so the two interleave however the threads are scheduled. Every
 // access succeeds or is PastEof, every word read is one the page may
@@ -597,7 +599,7 @@ fn truncate_racing_cow_faults_leaves_no_copy_past_eof() {
     const LAST_EOF: u64 = 100 * PS + 100;
     const KEPT: u64 = LAST_EOF.div_ceil(PS);
     let dir = tempfile::tempdir().unwrap();
-    let pc = Arc::new(cache(96, 2048, Tunables { ra_pages: 0, ..Tunables::default() }));
+    let pc = Arc::new(cache(96, 2048, quiet()));
     let total = pc.nr_free_pages();
     let (f, _path) = host_file(&pc, &dir, PAGES);
     let f = Arc::new(f);

@@ -20,6 +20,7 @@
 //! ```sh
 //! cargo bench -p pcache --bench mapped
 //! MAPPED_BENCH_MIB=4096 cargo bench -p pcache --bench mapped -- best_of   # only the printed rows
+//! MAPPED_BENCH_ONLY=many MAPPED_BENCH_MIB=4096 cargo bench -p pcache --bench mapped -- best_of   # kernel and batched rows
 //! ```
 
 use std::hint::black_box;
@@ -286,21 +287,28 @@ fn best_of_rounds(_c: &mut Criterion) {
     let pos: Vec<Vec<u64>> = keys.iter().map(|k| k.iter().map(|&p| p * 4096).collect()).collect();
     let (mut one, mut two, mut direct, mut direct2, mut kernel) = (vec![], vec![], vec![], vec![], vec![]);
     let (mut many, mut many2) = (vec![], vec![]);
+    // MAPPED_BENCH_ONLY=many: only the kernel's and the batched rows (the
+    // others print 0), for quick comparisons of two builds on a loaded
+    // machine.
+    let only_many = std::env::var("MAPPED_BENCH_ONLY").is_ok_and(|v| v == "many");
     for _ in 0..15 {
         // Function items (each its own type), so each access is inlined
         // into its loop as a caller's would be (the criterion rows call
         // through a function pointer).
-        one.push(ns(run_cpu(&m, &keys, 1, KEYS as u64, load_word), 1));
         kernel.push(ns(run_cpu(&k, &keys, 1, KEYS as u64, kernel_load), 1));
+        many.push(ns(run_cpu_many(&m, &pos, 1, KEYS as u64), 1));
+        many2.push(ns(run_cpu_many(&m, &pos, 2, KEYS as u64), 2));
+        if only_many {
+            continue;
+        }
+        one.push(ns(run_cpu(&m, &keys, 1, KEYS as u64, load_word), 1));
         direct.push(ns(run_cpu(&m, &keys, 1, KEYS as u64, load_word_direct), 1));
         two.push(ns(run_cpu(&m, &keys, 2, KEYS as u64, load_word), 2));
         direct2.push(ns(run_cpu(&m, &keys, 2, KEYS as u64, load_word_direct), 2));
-        many.push(ns(run_cpu_many(&m, &pos, 1, KEYS as u64), 1));
-        many2.push(ns(run_cpu_many(&m, &pos, 2, KEYS as u64), 2));
     }
     let stats = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
-        (v[0], v[v.len() / 2])
+        (v.first().copied().unwrap_or(0.0), v.get(v.len() / 2).copied().unwrap_or(0.0))
     };
     let ((t1, m1), (t2, m2), (tk, mk)) = (stats(&mut one), stats(&mut two), stats(&mut kernel));
     let ((d1, dm1), (d2, dm2)) = (stats(&mut direct), stats(&mut direct2));

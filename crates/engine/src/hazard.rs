@@ -71,7 +71,9 @@ use crate::percpu::thread_slot;
 pub const HAZARDS_PER_THREAD: usize = 8;
 #[cfg(loom)]
 pub const HAZARDS_PER_THREAD: usize = 2;
-/// Batch slots per thread (`pin_batch`).
+/// Batch slots per thread (`pin_batch`): the accesses of one
+/// `load_u64_many` chunk. 16 measured no better on 4 GiB (BENCHMARKS.md,
+/// "Mapped access, session 7").
 #[cfg(not(loom))]
 pub const BATCH_PINS: usize = 8;
 #[cfg(loom)]
@@ -96,6 +98,11 @@ struct HazardRow {
     /// none. Written only by the owning thread.
     walk: AtomicU64,
 }
+
+// One row per 128 bytes (two cache lines, the adjacent-line prefetcher's
+// pair): rows of different threads never share a line.
+#[cfg(not(loom))]
+const _: () = assert!(std::mem::size_of::<HazardRow>() == 128);
 
 pub struct HazardTable {
     rows: Box<[HazardRow]>,

@@ -567,3 +567,160 @@ fn load_u64_many_agrees_with_load_u64() {
     assert!(matches!(m.load_u64_many(&bad(9 * PS), &mut out), Err(Error::PastEof { .. })), "past EOF");
     assert_eq!(out[3], expect(3 * PS));
 }
+
+/// Whether `w`, a word read at either end of page `page` of a private
+/// mapping whose file is truncated and extended under it, is a value the
+/// page may hold: the file's original bytes, the zeroes of an extension
+/// (or of a copy made of them), or a stamp of that page by a writer.
+fn plausible(page: u64, w: u64) -> bool {
+    w == word_of(original(page)) || w == 0 || (w >> 56 < 3 && (w >> 24) & 0xffff_ffff == page)
+}
+
+// Goal: truncation racing copy-on-write faults leaves no copy past EOF.
+// Three threads write-fault pages of a private mapping (through a guard
+// and through `Mapping::write`, after read faults or not) and read them
+// back while a fourth truncates the file to random lengths and extends it
+// again, under memory pressure (a 96-page cache, 256 mapped pages all
+// copied once before the race, so most copies start on swap; reclaim runs
+// in the faulting threads: kswapd is off, so once the threads are joined
+// nothing holds a page and the final counts are exact).
+// The truncator waits (bounded) for the writers to make progress between
+// rounds, so the two interleave however the threads are scheduled. Every
+// access succeeds or is PastEof, every word read is one the page may
+// hold, and both outcomes occur. After the last truncate, to 100 pages and a part
+// (page 100 is cut through, so its copy may stay): every access past it is
+// PastEof, at most 101 copies and swap slots remain, and extending the
+// file again shows zeroes there, not an old copy. At munmap, truncation to
+// 0 and close: no copy, swap slot or swap-cache page is left and every
+// frame is free again.
+#[test]
+fn truncate_racing_cow_faults_leaves_no_copy_past_eof() {
+    const PAGES: u64 = 256;
+    const LAST_EOF: u64 = 100 * PS + 100;
+    const KEPT: u64 = LAST_EOF.div_ceil(PS);
+    let dir = tempfile::tempdir().unwrap();
+    let pc = Arc::new(cache(96, 2048, quiet()));
+    let total = pc.nr_free_pages();
+    let (f, _path) = host_file(&pc, &dir, PAGES);
+    let f = Arc::new(f);
+    let m = Arc::new(f.map(0, PAGES * PS, PRIVATE_RW).unwrap());
+    for page in 0..PAGES {
+        write_stamp(&m, 0, page, 0).unwrap();
+    }
+    assert!(pc.vmstat().get(Item::pswpout) > 0, "copies went to swap");
+    let done = Arc::new(AtomicBool::new(false));
+    // Writer steps made, and writers finished.
+    let progress = Arc::new(AtomicU64::new(0));
+    let finished = Arc::new(AtomicU64::new(0));
+
+    let writers: Vec<_> = (0..3u64)
+        .map(|t| {
+            let (m, done, progress, finished) = (m.clone(), done.clone(), progress.clone(), finished.clone());
+            std::thread::spawn(move || {
+                let mut rng = StdRng::seed_from_u64(100 + t);
+                // Writes that succeeded, and writes past EOF.
+                let mut outcomes = [0u64; 2];
+                let mut ok_or_eof = |r: pcache::Result<()>, what: &str, page: u64| match r {
+                    Ok(()) => outcomes[0] += 1,
+                    Err(Error::PastEof { .. }) => outcomes[1] += 1,
+                    Err(e) => panic!("writer {t}: {what} page {page}: {e:?}"),
+                };
+                // Until the last truncate, then as many steps again past
+                // it (bounded both ways: a slow truncator only shortens
+                // the race).
+                let (mut step, mut after) = (0u64, 0u64);
+                while after < 300 && step < 200_000 {
+                    step += 1;
+                    progress.fetch_add(1, Ordering::Relaxed);
+                    if done.load(Ordering::Acquire) {
+                        after += 1;
+                    }
+                    let page = rng.gen_range(0..PAGES);
+                    match rng.gen_range(0..4) {
+                        0 => ok_or_eof(write_stamp(&m, t, page, step), "write_stamp", page),
+                        1 => {
+                            let w = stamp(t, page, step).to_ne_bytes();
+                            ok_or_eof(m.write(page * PS + PS - 8, &w), "Mapping::write", page);
+                        }
+                        _ => {
+                            for off in [0, PS as usize - 8] {
+                                match m.load_u64(page, off) {
+                                    Ok(w) => assert!(plausible(page, w), "writer {t}: page {page}+{off}: {w:#x}"),
+                                    Err(Error::PastEof { .. }) => {}
+                                    Err(e) => panic!("writer {t}: load_u64 page {page}: {e:?}"),
+                                }
+                            }
+                        }
+                    }
+                }
+                finished.fetch_add(1, Ordering::Release);
+                outcomes
+            })
+        })
+        .collect();
+
+    let truncator = {
+        let (f, done) = (f.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut rng = StdRng::seed_from_u64(7);
+            // Until the writers made `steps` more steps (or all stopped),
+            // at most 30 s: an interleaving, never a hang.
+            let writers_move = |steps: u64| {
+                let (target, start) = (progress.load(Ordering::Relaxed) + steps, Instant::now());
+                while progress.load(Ordering::Relaxed) < target
+                    && finished.load(Ordering::Acquire) < 3
+                    && start.elapsed() < Duration::from_secs(30)
+                {
+                    std::thread::yield_now();
+                }
+            };
+            for _ in 0..150 {
+                f.set_len(rng.gen_range(0..PAGES * PS)).unwrap();
+                writers_move(10);
+                f.set_len(PAGES * PS).unwrap();
+                writers_move(10);
+            }
+            f.set_len(LAST_EOF).unwrap();
+            done.store(true, Ordering::Release);
+        })
+    };
+    truncator.join().expect("the truncator failed");
+    let mut outcomes = [0u64; 2];
+    for w in writers {
+        let [ok, eof] = w.join().expect("a writer failed");
+        outcomes = [outcomes[0] + ok, outcomes[1] + eof];
+    }
+    assert!(outcomes[0] > 0 && outcomes[1] > 0, "writes succeeded and met EOF: {outcomes:?}");
+
+    let vm = pc.vmstat();
+    assert!(vm.get(Item::nr_anon_pages) <= KEPT, "copies past EOF are gone: {}", vm.get(Item::nr_anon_pages));
+    assert!(vm.get(Item::swap_used_pages) <= KEPT, "their slots too: {}", vm.get(Item::swap_used_pages));
+    for page in KEPT..PAGES {
+        assert!(matches!(m.load_u64(page, 0), Err(Error::PastEof { .. })), "page {page} is past EOF");
+        assert!(matches!(m.page(page), Err(Error::PastEof { .. })), "page {page}: a guard too");
+        assert!(matches!(m.write(page * PS, b"x"), Err(Error::PastEof { .. })), "page {page}: no new copy");
+    }
+    for page in 0..KEPT {
+        for off in [0, PS as usize - 8] {
+            let w = m.load_u64(page, off).unwrap();
+            assert!(plausible(page, w), "page {page}+{off} below EOF: {w:#x}");
+        }
+    }
+    f.set_len(PAGES * PS).unwrap();
+    for page in KEPT..PAGES {
+        assert_eq!(ends(&m, page), (0, 0), "page {page}: the extension's zeroes, not an old copy");
+    }
+
+    let m = Arc::try_unwrap(m).ok().expect("the writers are done");
+    drop(m);
+    f.set_len(0).unwrap();
+    drop(Arc::try_unwrap(f).ok().expect("the truncator is done"));
+    pc.lru_add_drain_all();
+    // Pages only the LRU still knew are reclaimed when met.
+    pc.reclaim(1024);
+    let vm = pc.vmstat();
+    assert_eq!(vm.get(Item::nr_anon_pages), 0, "munmap freed every copy");
+    assert_eq!(vm.get(Item::swap_used_pages), 0, "no swap slot leaked");
+    assert_eq!(vm.get(Item::nr_swapcached), 0);
+    assert_eq!(pc.nr_free_pages(), total, "every frame is free again");
+}

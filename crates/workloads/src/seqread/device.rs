@@ -1,0 +1,157 @@
+//! The device limit of `seqread`: O_DIRECT reads of the whole file, by
+//! request size and queue depth, issued two ways. `Threads`: `qd` threads
+//! each keep one request in flight (pread), taking the next offset from a
+//! shared counter. `Uring`: one thread keeps `qd` requests in flight on an
+//! io_uring, submitting the next as each completes (what fio's io_uring
+//! engine does). The best of all settings is the limit.
+
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use io_uring::{opcode, types, IoUring};
+
+use super::mbps;
+use crate::hitpath::Aligned;
+use crate::{Error, Result};
+
+/// How the device limit's requests are issued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum DevEngine {
+    Threads,
+    Uring,
+}
+
+impl DevEngine {
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            DevEngine::Threads => "threads",
+            DevEngine::Uring => "io_uring",
+        }
+    }
+}
+
+pub(super) fn open_direct(path: &Path) -> Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+        .map_err(|e| Error::Io { context: format!("open O_DIRECT {}", path.display()), source: e })
+}
+
+/// Whether this kernel lets us set up an io_uring (seccomp and
+/// kernel.io_uring_disabled may refuse it).
+pub(super) fn uring_available() -> std::result::Result<(), String> {
+    IoUring::new(2).map(drop).map_err(|e| e.to_string())
+}
+
+/// O_DIRECT reads of the whole file, `block` bytes a request, `qd` in
+/// flight, issued by `engine`; MB/s.
+pub(super) fn device_read(path: &Path, len: u64, block: usize, qd: usize, engine: DevEngine) -> Result<f64> {
+    match engine {
+        DevEngine::Threads => device_read_threads(path, len, block, qd),
+        DevEngine::Uring => device_read_uring(path, len, block, qd),
+    }
+}
+
+fn device_read_threads(path: &Path, len: u64, block: usize, qd: usize) -> Result<f64> {
+    let f = open_direct(path)?;
+    let next = AtomicU64::new(0);
+    let t = Instant::now();
+    let res: Vec<Result<()>> = std::thread::scope(|s| {
+        let joins: Vec<_> = (0..qd)
+            .map(|_| {
+                s.spawn(|| -> Result<()> {
+                    let mut buf = Aligned::new(block);
+                    loop {
+                        let off = next.fetch_add(block as u64, Ordering::Relaxed);
+                        if off >= len {
+                            return Ok(());
+                        }
+                        let want = (len - off).min(block as u64) as usize;
+                        let n = f
+                            .read_at(&mut buf.as_mut_slice()[..want], off)
+                            .map_err(|e| Error::Io { context: format!("O_DIRECT read at {off}"), source: e })?;
+                        if n < want {
+                            return Err(Error::Check(format!("O_DIRECT read at {off}: {n} of {want} bytes")));
+                        }
+                    }
+                })
+            })
+            .collect();
+        joins.into_iter().map(|j| j.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+    });
+    res.into_iter().collect::<Result<()>>()?;
+    Ok(mbps(len, t))
+}
+
+fn device_read_uring(path: &Path, len: u64, block: usize, qd: usize) -> Result<f64> {
+    let f = open_direct(path)?;
+    let uerr = |e| Error::Io { context: "io_uring".into(), source: e };
+    let mut ring = IoUring::new(qd.next_power_of_two() as u32).map_err(uerr)?;
+    let fd = types::Fd(f.as_raw_fd());
+    let mut bufs: Vec<Aligned> = (0..qd).map(|_| Aligned::new(block)).collect();
+    // Per slot: the offset and length of its request in flight.
+    let mut asked = vec![(0u64, 0usize); qd];
+    let mut free: Vec<usize> = (0..qd).rev().collect();
+    let (mut next, mut inflight) = (0u64, 0usize);
+    let mut failed: Option<Error> = None;
+    let t = Instant::now();
+    loop {
+        while failed.is_none() && next < len {
+            let Some(slot) = free.pop() else { break };
+            let n = (len - next).min(block as u64) as usize;
+            let sqe = opcode::Read::new(fd, bufs[slot].as_mut_slice().as_mut_ptr(), n as u32)
+                .offset(next)
+                .build()
+                .user_data(slot as u64);
+            // SAFETY: the read targets `bufs[slot]`, which is neither
+            // touched nor dropped until this request's CQE is reaped: the
+            // slot goes back to `free` only then, the loop leaves only
+            // with nothing in flight, and where the ring fails with
+            // requests still in flight the buffers are leaked, not freed.
+            // `f` (the descriptor) outlives the ring.
+            if unsafe { ring.submission().push(&sqe) }.is_err() {
+                // Cannot happen: the SQ has a slot per buffer.
+                free.push(slot);
+                break;
+            }
+            asked[slot] = (next, n);
+            next += n as u64;
+            inflight += 1;
+        }
+        if inflight == 0 {
+            break;
+        }
+        if let Err(e) = ring.submit_and_wait(1) {
+            if e.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            // Requests may still be in flight into the buffers: keep them.
+            std::mem::forget(bufs);
+            return Err(uerr(e));
+        }
+        for c in ring.completion() {
+            let slot = c.user_data() as usize;
+            let Some(&(off, want)) = asked.get(slot) else { continue };
+            inflight -= 1;
+            free.push(slot);
+            if usize::try_from(c.result()).ok() != Some(want) && failed.is_none() {
+                failed = Some(if c.result() < 0 {
+                    Error::Io {
+                        context: format!("O_DIRECT io_uring read at {off}"),
+                        source: std::io::Error::from_raw_os_error(-c.result()),
+                    }
+                } else {
+                    Error::Check(format!("O_DIRECT io_uring read at {off}: {} of {want} bytes", c.result()))
+                });
+            }
+        }
+    }
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    Ok(mbps(len, t))
+}

@@ -227,13 +227,22 @@ impl Cache {
         Ok(())
     }
 
-    /// The frames of `pages` as iovecs, or None if too many for one call.
+    /// The frames of `pages` as iovecs, frames adjacent in the arena in
+    /// one iovec (a readahead window's frames are sorted, so most are),
+    /// or None if too many for one call.
     fn frame_iovecs(&self, pages: &[Pfn]) -> Option<Box<[libc::iovec]>> {
         if pages.is_empty() || pages.len() > IOV_MAX {
             return None;
         }
         let ps = self.page_size();
-        Some(pages.iter().map(|&p| libc::iovec { iov_base: self.arena.frame_ptr(p).cast(), iov_len: ps }).collect())
+        let mut iov: Vec<libc::iovec> = Vec::with_capacity(pages.len());
+        for (i, &p) in pages.iter().enumerate() {
+            match iov.last_mut() {
+                Some(last) if i > 0 && p.checked_sub(pages[i - 1]) == Some(1) => last.iov_len += ps,
+                _ => iov.push(libc::iovec { iov_base: self.arena.frame_ptr(p).cast(), iov_len: ps }),
+            }
+        }
+        Some(iov.into_boxed_slice())
     }
 
     /// submit_bio on the ring for a readahead run; gives it back when the

@@ -7,8 +7,8 @@
 //!
 //! 1. The device limit (device.rs): O_DIRECT reads in requests of 1 MiB
 //!    up to 16 MiB (`blocks`) at queue depths 1 to 32, issued by threads
-//!    (one request in flight each) and by one io_uring. The best setting
-//!    is the limit.
+//!    (one request in flight each) and by one io_uring, into ordinary and
+//!    (io_uring) huge-page buffers. The best setting is the limit.
 //! 2. The kernel's buffered cold read (after fsync and
 //!    POSIX_FADV_DONTNEED) in 4 KiB, 128 KiB and 1 MiB `read` calls.
 //! 3. pcache's cold `read_at` in the same sizes: a fresh cache smaller
@@ -521,7 +521,7 @@ fn device_settings(o: &SeqreadOpts, direct: bool, notes: &mut Vec<String>) -> Ve
     }
     let mut engines = vec![DevEngine::Threads];
     match uring_available() {
-        Ok(()) => engines.push(DevEngine::Uring),
+        Ok(()) => engines.extend([DevEngine::Uring, DevEngine::UringHuge]),
         Err(e) => notes.push(format!("io_uring unavailable ({e}): the device limit is measured with threads only")),
     }
     let mut out = Vec::new();
@@ -996,7 +996,7 @@ mod tests {
         assert_eq!(r.random.len(), sources * o.threads.len());
         if r.device_best_mbps.is_some() {
             // Two sizes by two depths, by threads and (where allowed) io_uring.
-            let engines = if uring_available().is_ok() { 2 } else { 1 };
+            let engines = if uring_available().is_ok() { 3 } else { 1 };
             assert_eq!(r.device.len(), 4 * engines, "{:?}", r.device);
             assert!(r.pcache_over_device.is_some_and(|v| v > 0.0));
         }

@@ -30,7 +30,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let secs = start.elapsed().as_secs_f64();
     println!("{} MiB in {:.3} s: {:.0} MB/s", pos >> 20, secs, pos as f64 / secs / 1e6);
     for (k, v) in cache.vmstat().delta(&before).iter() {
-        if v != 0 && (k.starts_with("ra_") || k.starts_with("uring") || k.starts_with("pg") || k.contains("kswapd") || k.contains("direct") || k.contains("steal") || k.contains("scan")) {
+        if v != 0
+            && (k.starts_with("ra_")
+                || k.starts_with("uring")
+                || k.starts_with("pg")
+                || k.contains("kswapd")
+                || k.contains("direct")
+                || k.contains("steal")
+                || k.contains("scan"))
+        {
             println!("  {k} {v}");
         }
     }

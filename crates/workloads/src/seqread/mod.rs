@@ -538,10 +538,7 @@ fn device_settings(o: &SeqreadOpts, direct: bool, notes: &mut Vec<String>) -> Ve
         }
     }
     if skipped > 0 {
-        notes.push(format!(
-            "{skipped} device settings skipped: more than {} in flight",
-            fmt_size(MAX_DEVICE_INFLIGHT)
-        ));
+        notes.push(format!("{skipped} device settings skipped: more than {} in flight", fmt_size(MAX_DEVICE_INFLIGHT)));
     }
     out
 }
@@ -620,8 +617,7 @@ impl Bench<'_> {
                 s.rnd[i][0].push(random_reads(threads, o.rand_ops, self.pages, seed, None, read)?);
             }
             if o.kernel {
-                let f =
-                    std::fs::File::open(&self.path).map_err(|e| Error::Io { context: "open".into(), source: e })?;
+                let f = std::fs::File::open(&self.path).map_err(|e| Error::Io { context: "open".into(), source: e })?;
                 kernel::drop_cached(&f);
                 let read = |_: usize, page: u64, buf: &mut [u8]| -> Result<()> {
                     f.read_exact_at(buf, page * PAGE as u64)

@@ -586,7 +586,7 @@ impl Bench<'_> {
                 o.kernel.then(|| kernel_read(&self.path, self.len, size, check, self.memcg.as_ref())).transpose()
             };
             // Alternate which goes first, so a trend in the load is shared.
-            let (k, (p, vm)) = if r % 2 == 0 {
+            let (k, (p, vm)) = if r.is_multiple_of(2) {
                 let k = kernel()?;
                 (k, pcache_read(&self.path, self.len, size, o, check)?)
             } else {

@@ -923,8 +923,6 @@ fn reader_runs_its_queued_read_when_the_threads_are_busy() {
     read_page(&a, 1);
 }
 
-use pcache::backing::BackingDev as _;
-
 /// A memory device that records, for each read, how many of its pages
 /// continue the previous page's buffer in memory (adjacent frames) and
 /// how many pairs there were.

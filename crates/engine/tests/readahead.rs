@@ -971,9 +971,9 @@ impl pcache::backing::BackingDev for SegmentCounter {
 // Method: a file of four times the cache read in 1 MiB calls through a
 // device that checks, for each read, whether each page's buffer follows
 // the previous page's in memory; with the reader reading its windows
-// (io_threads 0) and with the I/O threads. Before the fix about a quarter
-// of the pairs were adjacent (the first cache-full, from the fresh free
-// list); now nearly all are. No timing, no LRU counts.
+// (io_threads 0) and with the I/O threads. With the frames unsorted (the
+// fix taken out) 1,913 of 4,080 pairs were adjacent and this failed; now
+// at least 90% must be. No timing, no LRU counts.
 #[test]
 fn window_requests_are_long_runs_of_memory() {
     use std::sync::atomic::Ordering::Relaxed;

@@ -19,8 +19,9 @@
 //! Reads are served before writes (as mq-deadline prefers reads): a reader
 //! waits on its page, a flusher on nobody.
 //!
-//! A readahead run is split into requests of at most 1 MiB (the block
-//! layer's bio split), so several workers read one window and each piece
+//! A readahead run is split into requests of at most the device's
+//! max_sectors_kb (1 MiB where it says nothing; the block layer's bio
+//! split), so several workers read one window and each piece
 //! unlocks its pages when it ends. A reader about to wait on a page whose
 //! request is still queued takes that request and does it itself
 //! (`run_queued_read`), rather than sleep until a worker is free.
@@ -53,8 +54,8 @@ pub const QUEUE_DEPTH: usize = 64;
 /// about 4 MiB waiting, so a flusher that outruns the device soon writes
 /// inline and waits, as the kernel's flusher waits for a request tag.
 pub const WRITE_QUEUE_DEPTH: usize = 16;
-/// The largest read request queued to the threads: 1 MiB, as the ring's
-/// (`uring::MAX_REQUEST_BYTES`), a common max_sectors_kb.
+/// The largest read request where neither the tunable nor the device
+/// says: 1 MiB, a common max_sectors_kb.
 pub const MAX_READ_REQUEST_BYTES: usize = 1 << 20;
 
 /// One read: a run of locked, not-uptodate pages of `inode` starting at
@@ -185,7 +186,8 @@ impl Cache {
     /// the references go.
     ///
     /// A run for the threads is split as the block layer splits a bio (the
-    /// ring splits its own): pieces of at most `read_request_pages`, each
+    /// ring splits its own the same way): pieces of at most
+    /// `read_request_pages`, each
     /// completed, and its pages unlocked, on its own, so several workers
     /// read one window at once and the reader of its first pages does not
     /// wait for the whole window.
@@ -229,14 +231,20 @@ impl Cache {
         }
     }
 
-    /// The largest read request for the threads, in pages: 1 MiB (the
-    /// ring's), or less where the device's largest request is smaller.
-    fn read_request_pages(&self, inode: &Inode) -> usize {
-        let mut max = (MAX_READ_REQUEST_BYTES >> self.page_shift()).max(1);
-        if inode.dev_io_pages > 0 {
-            max = max.min(inode.dev_io_pages as usize);
-        }
-        max
+    /// The largest read request, in pages, for either engine: the
+    /// `max_read_request_kb` tunable, else the device's max_sectors_kb
+    /// (the kernel splits a readahead bio there, so a device that takes
+    /// 4 MiB gets 4 MiB requests), else 1 MiB.
+    pub(crate) fn read_request_pages(&self, inode: &Inode) -> usize {
+        let kb = self.tunables.max_read_request_kb as usize;
+        let max = if kb > 0 {
+            (kb << 10) >> self.page_shift()
+        } else if inode.dev_io_pages > 0 {
+            inode.dev_io_pages as usize
+        } else {
+            MAX_READ_REQUEST_BYTES >> self.page_shift()
+        };
+        max.max(1)
     }
 
     /// A reader about to wait on the locked page `index` of `inode` runs

@@ -330,10 +330,15 @@ impl Cache {
 
     /// Move pending frames that no hazard pin announces to the free list.
     pub fn flush_pending_frees(&self) -> u64 {
-        let batch = std::mem::take(&mut *self.pending_free.lock());
+        let mut batch = std::mem::take(&mut *self.pending_free.lock());
         if batch.is_empty() {
             return 0;
         }
+        // Highest frame first: the free list is a stack, so frames freed
+        // together are then allocated lowest first, in address order, and
+        // the pages written or read into them next (one write call's, one
+        // window's) make long runs of memory, few segments per request.
+        batch.sort_unstable_by(|a, b| b.cmp(a));
         let mut pinned = Vec::new();
         self.hazards.scan(&mut pinned);
         let mut keep = Vec::new();

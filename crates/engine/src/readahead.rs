@@ -25,7 +25,10 @@
 //! below the low watermark is reclaimed in one pass (`ra_make_room`), as
 //! the kernel's readahead allocation may reclaim; readahead itself stops
 //! at the min watermark, which without that pass cut a device-sized window
-//! to the few frames between the watermarks.
+//! to the few frames between the watermarks. A window's frames are taken
+//! together and handed to its pages in address order (`ra_alloc_frames`),
+//! so its requests cover a few long runs of memory rather than a page
+//! each, as the kernel's large folios do.
 //!
 //! The state is a handful of relaxed atomics, not locked: like the kernel's
 //! `struct file_ra_state`, concurrent users of one handle may race on it
@@ -249,6 +252,8 @@ impl Cache {
             return;
         }
         let end_index = (size - 1) >> self.page_shift();
+        // The window's frames, taken up front and handed out lowest first.
+        let mut frames = self.ra_alloc_frames(inode, index, nr, end_index).into_iter();
         let mut run: Vec<Pfn> = Vec::with_capacity(nr.min(256) as usize);
         let mut run_start = index;
         // The asynchronous part starts at the marker.
@@ -267,12 +272,9 @@ impl Cache {
                 self.submit_ra_run(inode, run_start, &mut run, is_async);
                 continue;
             }
-            // Readahead does not push hard for memory: stop when short.
-            if self.arena.nr_free() <= self.arena.watermarks.min {
-                break;
-            }
-            let Some(pfn) = self.arena.alloc() else { break };
-            self.vm.inc(Item::pgalloc);
+            // Readahead does not push hard for memory: out of frames (the
+            // min watermark reached), the window stops here.
+            let Some(pfn) = frames.next() else { break };
             if lookahead > 0 && i == nr - lookahead {
                 self.page(pfn).set_nonatomic(PG_READAHEAD);
             }
@@ -289,6 +291,35 @@ impl Cache {
             self.vm.inc(Item::pgreadahead);
         }
         self.submit_ra_run(inode, run_start, &mut run, is_async);
+        // Frames left over (pages another reader inserted meanwhile).
+        for pfn in frames {
+            self.put_page(pfn);
+        }
+    }
+
+    /// The frames for the missing pages of `[index, index + nr)` (up to
+    /// `end_index`), allocated while more than the min watermark are free,
+    /// sorted by address. The free list is a stack: frames come off it in
+    /// the reverse of the order reclaim freed them, so a window's frames
+    /// allocated one by one run downwards, and a request over them is one
+    /// 4 KiB segment per page. Sorted, the frames of a window freed
+    /// together run upwards, contiguous within the arena's huge pages, so
+    /// the host's block layer merges them into a few large segments, as
+    /// it does for the kernel's large folios (page_cache_ra_order). On a
+    /// virtio disk a request's cost grows with its segments: O_DIRECT
+    /// into 4 KiB-page buffers ran at a sixth of the rate into huge-page
+    /// buffers (BENCHMARKS.md, "seqread, session 7").
+    fn ra_alloc_frames(&self, inode: &Inode, index: u64, nr: u64, end_index: u64) -> Vec<Pfn> {
+        let end = index.saturating_add(nr).min(end_index.saturating_add(1));
+        let missing = (index..end).filter(|&i| !entry_present(inode, i)).count();
+        let mut frames = Vec::with_capacity(missing);
+        while frames.len() < missing && self.arena.nr_free() > self.arena.watermarks.min {
+            let Some(pfn) = self.arena.alloc() else { break };
+            frames.push(pfn);
+        }
+        self.vm.add(Item::pgalloc, frames.len() as u64);
+        frames.sort_unstable();
+        frames
     }
 
     /// Free frames for a window before allocating it. Readahead takes

@@ -322,6 +322,12 @@ pub struct Tunables {
     /// Off: every device uses `ra_pages`.
     #[serde(default = "default_true")]
     pub ra_from_device: bool,
+    /// Issue 13: the largest readahead request, KiB (a window is split
+    /// into requests of at most this, as the block layer splits a bio at
+    /// max_sectors_kb). 0: the device's max_sectors_kb where it reports
+    /// one (and `ra_from_device` is on), else 1 MiB.
+    #[serde(default)]
+    pub max_read_request_kb: u32,
     /// Issue 15: the classic two lists or the multi-gen LRU.
     #[serde(default)]
     pub lru: LruPolicy,
@@ -405,6 +411,7 @@ impl Default for Tunables {
             io_threads: default_io_threads(),
             io_engine: IoEngine::default(),
             ra_from_device: true,
+            max_read_request_kb: 0,
             lru: LruPolicy::Classic,
             lru_gen_min_ttl_ms: 0,
         }

@@ -46,9 +46,6 @@ use crate::vmstat::Item;
 pub const RING_DEPTH: u32 = 64;
 /// Most iovecs in one READV/WRITEV (UIO_MAXIOV); longer runs use threads.
 const IOV_MAX: usize = 1024;
-/// The largest read put on the ring as one request (a readahead window
-/// is split into such pieces): 1 MiB, a common max_sectors_kb.
-const MAX_REQUEST_BYTES: usize = 1 << 20;
 /// The user_data of the NOP `close` submits to wake the reaper.
 const WAKE: u64 = u64::MAX;
 /// The reaper's wait, as a safety net only: completions and `close` wake it.
@@ -230,13 +227,22 @@ impl Cache {
         Ok(())
     }
 
-    /// The frames of `pages` as iovecs, or None if too many for one call.
+    /// The frames of `pages` as iovecs, frames adjacent in the arena in
+    /// one iovec (a readahead window's frames are sorted, so most are),
+    /// or None if too many for one call.
     fn frame_iovecs(&self, pages: &[Pfn]) -> Option<Box<[libc::iovec]>> {
         if pages.is_empty() || pages.len() > IOV_MAX {
             return None;
         }
         let ps = self.page_size();
-        Some(pages.iter().map(|&p| libc::iovec { iov_base: self.arena.frame_ptr(p).cast(), iov_len: ps }).collect())
+        let mut iov: Vec<libc::iovec> = Vec::with_capacity(pages.len());
+        for (i, &p) in pages.iter().enumerate() {
+            match iov.last_mut() {
+                Some(last) if i > 0 && p.checked_sub(pages[i - 1]) == Some(1) => last.iov_len += ps,
+                _ => iov.push(libc::iovec { iov_base: self.arena.frame_ptr(p).cast(), iov_len: ps }),
+            }
+        }
+        Some(iov.into_boxed_slice())
     }
 
     /// submit_bio on the ring for a readahead run; gives it back when the
@@ -248,7 +254,7 @@ impl Cache {
         // Split as the block layer splits a bio: each piece completes, and
         // unlocks its pages, on its own, so the reader of the first pages
         // does not wait for the last ones of a large window.
-        let max = (MAX_REQUEST_BYTES >> self.page_shift()).max(1);
+        let max = self.read_request_pages(&req.inode).min(IOV_MAX);
         while req.pages.len() > max {
             let rest = req.pages.split_off(max);
             let next = ReadRequest { inode: req.inode.clone(), first: req.first + max as u64, pages: rest };

@@ -5,10 +5,10 @@
 //! the median of `runs` runs with the sources alternated inside each run
 //! (so drift in the machine's load touches all of them alike):
 //!
-//! 1. The device limit: O_DIRECT reads of 1 MiB at queue depths 1 to 32.
-//!    Queue depth `qd` is `qd` threads, each keeping one request in flight
-//!    and taking the next offset from a shared counter. The best depth is
-//!    the limit.
+//! 1. The device limit (device.rs): O_DIRECT reads in requests of 1 MiB
+//!    up to 16 MiB (`blocks`) at queue depths 1 to 32, issued by threads
+//!    (one request in flight each) and by one io_uring, into ordinary and
+//!    (io_uring) huge-page buffers. The best setting is the limit.
 //! 2. The kernel's buffered cold read (after fsync and
 //!    POSIX_FADV_DONTNEED) in 4 KiB, 128 KiB and 1 MiB `read` calls.
 //! 3. pcache's cold `read_at` in the same sizes: a fresh cache smaller
@@ -19,9 +19,17 @@
 //!    Cold means no page is read twice: the offsets are one seeded
 //!    permutation of the file's pages, dealt out to the threads (at most
 //!    the file's pages in all, so fewer than `rand_ops` each when they
-//!    would not fit). Otherwise the kernel, whose cache is all of the
-//!    host's memory, would serve repeats from it while pcache's smaller
-//!    cache could not, and the figure would measure cache sizes.
+//!    would not fit).
+//! 5. The write form: dd of 4x pcache's memory in 1 MiB writes and an
+//!    fdatasync, by pcache, the kernel and O_DIRECT.
+//!
+//! The kernel's reads run in threads inside a cgroup v1 memory group
+//! limited to pcache's cache size, where the host has one, so both caches
+//! hold the same amount (otherwise the kernel keeps all of the host's
+//! memory, and readahead's neighbours of a random read stay cached for
+//! it when they could not for pcache). Where no such group can be made
+//! the kernel runs unlimited, and the JSON's `kernel_memory` says which.
+//! `--no-kernel` skips the kernel's columns.
 //!
 //! The target of MISSION.md: pcache's cold sequential read at 90% or more
 //! of the device's bandwidth.
@@ -31,7 +39,6 @@ use std::fmt::Write as _;
 use std::io::Read;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use pcache::{Config, OpenOptions, PageCache, Tunables, VmStat};
@@ -45,11 +52,17 @@ use crate::progress::Progress;
 use crate::render::{fmt_size, render_table};
 use crate::{kernel, stats, sys, Error, Result};
 
+mod device;
+
+use device::{device_read, open_direct, uring_available, DevEngine};
+
 const PAGE: usize = 4096;
 const MIB: u64 = 1 << 20;
-/// The device limit's request size (and the largest the device takes,
-/// when it says so).
+/// The write form's call size.
 const DIRECT_BLOCK: usize = 1 << 20;
+/// The most bytes the device limit keeps in flight (queue depth x request
+/// size); larger settings are skipped.
+const MAX_DEVICE_INFLIGHT: u64 = 256 * MIB;
 /// The target: pcache's best cold sequential read over the device limit.
 pub const TARGET_PCACHE_OVER_DEVICE: f64 = 0.90;
 
@@ -63,6 +76,12 @@ pub struct SeqreadOpts {
     pub sizes: Vec<usize>,
     /// Queue depths of the device limit.
     pub qds: Vec<usize>,
+    /// Request sizes of the device limit, bytes.
+    #[serde(default)]
+    pub blocks: Vec<usize>,
+    /// Run the kernel's columns (`--no-kernel` turns them off).
+    #[serde(default = "yes")]
+    pub kernel: bool,
     /// Thread counts of the random form.
     pub threads: Vec<usize>,
     /// 4 KiB reads per thread in the random form.
@@ -78,6 +97,10 @@ pub struct SeqreadOpts {
     pub progress: bool,
 }
 
+fn yes() -> bool {
+    true
+}
+
 impl SeqreadOpts {
     fn new(quick: bool) -> SeqreadOpts {
         SeqreadOpts {
@@ -85,6 +108,8 @@ impl SeqreadOpts {
             mem_bytes: if quick { 16 * MIB } else { 256 * MIB },
             sizes: vec![4 << 10, 128 << 10, 1 << 20],
             qds: vec![1, 2, 4, 8, 16, 32],
+            blocks: if quick { vec![1 << 20, 4 << 20] } else { vec![1 << 20, 4 << 20, 8 << 20, 16 << 20] },
+            kernel: true,
             threads: vec![1, 4, 16],
             rand_ops: if quick { 500 } else { 20_000 },
             runs: if quick { 1 } else { 3 },
@@ -106,6 +131,14 @@ impl SeqreadOpts {
                 .collect::<std::result::Result<_, _>>()
                 .map_err(|e| Error::Invalid(format!("--param sizes={v}: {e}")))?;
         }
+        if let Some(v) = opts.param("blocks") {
+            o.blocks = v
+                .split(',')
+                .map(|s| crate::render::parse_size(s.trim()).map(|b| b as usize))
+                .collect::<std::result::Result<_, _>>()
+                .map_err(|e| Error::Invalid(format!("--param blocks={v}: {e}")))?;
+        }
+        o.kernel = opts.kernel;
         o.qds = opts.param_list("qds")?.unwrap_or(o.qds);
         o.threads = opts.param_list("threads")?.unwrap_or(o.threads);
         o.rand_ops = opts.param_as("rand_ops")?.unwrap_or(o.rand_ops);
@@ -133,6 +166,9 @@ impl SeqreadOpts {
         }
         if self.sizes.is_empty() || self.sizes.iter().any(|&s| s == 0 || s % PAGE != 0 || s > 64 << 20) {
             return bad(format!("sizes {:?} must be multiples of 4 KiB up to 64 MiB", self.sizes));
+        }
+        if self.blocks.is_empty() || self.blocks.iter().any(|&s| s == 0 || s % PAGE != 0 || s > 64 << 20) {
+            return bad(format!("blocks {:?} must be multiples of 4 KiB up to 64 MiB", self.blocks));
         }
         for (what, v) in [("qds", &self.qds), ("threads", &self.threads)] {
             if v.is_empty() || v.iter().any(|&k| k == 0 || k > 256) {
@@ -164,8 +200,8 @@ pub struct Measured {
 pub struct SeqreadResult {
     pub experiment: String,
     pub params: SeqreadOpts,
-    /// O_DIRECT reads by request size (`device 1 MiB`, and the device's
-    /// max_sectors_kb where larger) and queue depth, MB/s.
+    /// O_DIRECT reads by request size and engine (`device 4 MiB
+    /// io_uring`) and queue depth, MB/s.
     pub device: Vec<Measured>,
     /// The best of `device`, MB/s (None where O_DIRECT is refused).
     pub device_best_mbps: Option<f64>,
@@ -191,12 +227,33 @@ pub struct SeqreadResult {
     /// fdatasync, MB/s (medians): pcache's `write_at`, the kernel's
     /// buffered write, O_DIRECT writes (None where refused).
     pub pcache_write_mbps: f64,
-    pub kernel_write_mbps: f64,
+    pub kernel_write_mbps: Option<f64>,
     pub device_write_mbps: Option<f64>,
-    /// pcache's counters over one sequential read of the largest size.
-    pub vmstat: serde_json::Value,
+    /// Where the kernel's reads ran: `memcg v1, N bytes` (a memory group
+    /// of pcache's cache size), `host memory (why)` or `not run`.
+    pub kernel_memory: String,
+    /// pcache's counters over each of its runs (non-zero ones).
+    pub vmstat: Vec<RunCounters>,
     pub notes: Vec<String>,
     pub secs: f64,
+}
+
+/// One pcache run's counters: run number (from 0), the form
+/// (`sequential`, `random`, `write`) and its setting (call size in bytes,
+/// threads, bytes written).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunCounters {
+    pub run: usize,
+    pub form: String,
+    pub setting: usize,
+    pub counters: BTreeMap<String, u64>,
+}
+
+impl RunCounters {
+    fn new(run: usize, form: &str, setting: usize, vm: &VmStat) -> RunCounters {
+        let counters = vm.iter().filter(|&(_, v)| v != 0).map(|(k, v)| (k.to_string(), v)).collect();
+        RunCounters { run, form: form.into(), setting, counters }
+    }
 }
 
 /// `source`'s medians by setting, as `{setting: value * scale}`.
@@ -238,38 +295,6 @@ fn mbps(bytes: u64, t: Instant) -> f64 {
     bytes as f64 / t.elapsed().as_secs_f64().max(1e-9) / 1e6
 }
 
-/// O_DIRECT reads of the whole file by `qd` threads; MB/s.
-fn device_read(path: &Path, len: u64, block: usize, qd: usize) -> Result<f64> {
-    let f = open_direct(path)?;
-    let next = AtomicU64::new(0);
-    let t = Instant::now();
-    let res: Vec<Result<()>> = std::thread::scope(|s| {
-        let joins: Vec<_> = (0..qd)
-            .map(|_| {
-                s.spawn(|| -> Result<()> {
-                    let mut buf = Aligned::new(block);
-                    loop {
-                        let off = next.fetch_add(block as u64, Ordering::Relaxed);
-                        if off >= len {
-                            return Ok(());
-                        }
-                        let want = (len - off).min(block as u64) as usize;
-                        let n = f
-                            .read_at(&mut buf.as_mut_slice()[..want], off)
-                            .map_err(|e| Error::Io { context: format!("O_DIRECT read at {off}"), source: e })?;
-                        if n < want {
-                            return Err(Error::Check(format!("O_DIRECT read at {off}: {n} of {want} bytes")));
-                        }
-                    }
-                })
-            })
-            .collect();
-        joins.into_iter().map(|j| j.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
-    });
-    res.into_iter().collect::<Result<()>>()?;
-    Ok(mbps(len, t))
-}
-
 /// The block device under `path`: its `read_ahead_kb` and
 /// `max_sectors_kb` (the largest request it takes), as the engine reads
 /// them for its own readahead.
@@ -279,30 +304,39 @@ fn block_queue(path: &Path) -> Option<(u64, u64)> {
     Some((l.read_ahead_kb, l.max_sectors_kb))
 }
 
-fn open_direct(path: &Path) -> Result<std::fs::File> {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(path)
-        .map_err(|e| Error::Io { context: format!("open O_DIRECT {}", path.display()), source: e })
+/// Run `f` on a new thread that first joins `memcg` (when there is one),
+/// so the page cache it fills is charged to, and limited by, the group.
+fn in_memcg<T: Send>(memcg: Option<&kernel::Memcg>, f: impl FnOnce() -> Result<T> + Send) -> Result<T> {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            if let Some(m) = memcg {
+                m.attach_thread().map_err(Error::Invalid)?;
+            }
+            f()
+        })
+        .join()
+        .unwrap_or_else(|p| std::panic::resume_unwind(p))
+    })
 }
 
 /// The kernel's buffered cold read in `size` read calls; MB/s.
-fn kernel_read(path: &Path, len: u64, size: usize, check: bool) -> Result<f64> {
-    let io = |source| Error::Io { context: format!("kernel read of {}", path.display()), source };
-    let mut f = std::fs::File::open(path).map_err(io)?;
-    kernel::drop_cached(&f);
-    let mut buf = vec![0u8; size];
-    let (mut pos, t) = (0u64, Instant::now());
-    while pos < len {
-        let want = (len - pos).min(size as u64) as usize;
-        f.read_exact(&mut buf[..want]).map_err(io)?;
-        if check {
-            check_pages(&buf[..want], pos, "kernel read")?;
+fn kernel_read(path: &Path, len: u64, size: usize, check: bool, memcg: Option<&kernel::Memcg>) -> Result<f64> {
+    in_memcg(memcg, || {
+        let io = |source| Error::Io { context: format!("kernel read of {}", path.display()), source };
+        let mut f = std::fs::File::open(path).map_err(io)?;
+        kernel::drop_cached(&f);
+        let mut buf = vec![0u8; size];
+        let (mut pos, t) = (0u64, Instant::now());
+        while pos < len {
+            let want = (len - pos).min(size as u64) as usize;
+            f.read_exact(&mut buf[..want]).map_err(io)?;
+            if check {
+                check_pages(&buf[..want], pos, "kernel read")?;
+            }
+            pos += want as u64;
         }
-        pos += want as u64;
-    }
-    Ok(mbps(len, t))
+        Ok(mbps(len, t))
+    })
 }
 
 /// A fresh pcache over the file, cold.
@@ -335,15 +369,17 @@ fn pcache_read(path: &Path, len: u64, size: usize, o: &SeqreadOpts, check: bool)
 }
 
 /// The write form: `len` bytes written in 1 MiB calls to a new file at
-/// `path`, then fdatasync, by `how`; MB/s over the writes and the sync.
-/// The file is removed after.
-fn dd_write(path: &Path, len: u64, how: WriteBy, o: &SeqreadOpts) -> Result<f64> {
+/// `path`, then fdatasync, by `how`; MB/s over the writes and the sync,
+/// and pcache's counters when pcache wrote. The file is removed after.
+fn dd_write(path: &Path, len: u64, how: WriteBy, o: &SeqreadOpts) -> Result<(f64, Option<VmStat>)> {
     let chunk = sys::pattern(DIRECT_BLOCK);
     let io = |what: &str, source| Error::io(format!("{what} {}", path.display()), source);
     let t = Instant::now();
+    let mut vm = None;
     match how {
         WriteBy::Pcache => {
             let cache = PageCache::new(Config { tunables: o.tunables, ..Config::with_memory(o.mem_bytes) })?;
+            let before = cache.vmstat();
             let f = cache.open(path, OpenOptions { create: true, truncate: true, direct: true })?;
             let mut pos = 0;
             while pos < len {
@@ -352,6 +388,7 @@ fn dd_write(path: &Path, len: u64, how: WriteBy, o: &SeqreadOpts) -> Result<f64>
             }
             f.fdatasync()?;
             f.close()?;
+            vm = Some(cache.vmstat().delta(&before));
         }
         WriteBy::Kernel | WriteBy::Direct => {
             let mut opts = std::fs::OpenOptions::new();
@@ -373,7 +410,7 @@ fn dd_write(path: &Path, len: u64, how: WriteBy, o: &SeqreadOpts) -> Result<f64>
     }
     let rate = mbps(len, t);
     std::fs::remove_file(path).map_err(|e| io("remove", e))?;
-    Ok(rate)
+    Ok((rate, vm))
 }
 
 /// Who writes in the write form.
@@ -386,9 +423,17 @@ enum WriteBy {
     Direct,
 }
 
-/// `threads` threads of `ops` random 4 KiB reads each through `read`;
-/// thousands of reads per second.
-fn random_reads<R>(threads: usize, ops: u64, pages: u64, seed: u64, read: R) -> Result<f64>
+/// `threads` threads of `ops` random 4 KiB reads each through `read`,
+/// each thread first joining `memcg` if given; thousands of reads per
+/// second.
+fn random_reads<R>(
+    threads: usize,
+    ops: u64,
+    pages: u64,
+    seed: u64,
+    memcg: Option<&kernel::Memcg>,
+    read: R,
+) -> Result<f64>
 where
     R: Fn(usize, u64, &mut [u8]) -> Result<()> + Sync,
 {
@@ -400,12 +445,17 @@ where
     }
     let ops = ops.min(pages / threads.max(1) as u64).max(1);
     let order = &order;
-    let t = Instant::now();
+    // Every thread joins its group before the clock starts.
+    let ready = std::sync::Barrier::new(threads + 1);
+    let mut t = Instant::now();
     let res: Vec<Result<()>> = std::thread::scope(|s| {
         let joins: Vec<_> = (0..threads)
             .map(|k| {
-                let read = &read;
+                let (read, ready) = (&read, &ready);
                 s.spawn(move || -> Result<()> {
+                    let joined = memcg.map_or(Ok(()), |m| m.attach_thread().map_err(Error::Invalid));
+                    ready.wait();
+                    joined?;
                     let mut buf = Aligned::new(PAGE);
                     for i in 0..ops {
                         let page = order[((k as u64 * ops + i) % pages.max(1)) as usize];
@@ -416,6 +466,8 @@ where
                 })
             })
             .collect();
+        ready.wait();
+        t = Instant::now();
         joins.into_iter().map(|j| j.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
     });
     res.into_iter().collect::<Result<()>>()?;
@@ -424,6 +476,190 @@ where
 
 fn row(source: &str, setting: usize, runs: Vec<f64>) -> Measured {
     Measured { source: source.into(), setting, median: stats::median(&runs), runs }
+}
+
+/// One device-limit setting: request size, queue depth, engine.
+#[derive(Clone, Copy, Debug)]
+struct DevSetting {
+    block: usize,
+    qd: usize,
+    engine: DevEngine,
+}
+
+/// Everything measured so far, run by run.
+struct Samples {
+    /// Per device setting.
+    dev: Vec<Vec<f64>>,
+    /// Per call size: kernel, pcache.
+    seq: Vec<[Vec<f64>; 2]>,
+    /// Per thread count: device, kernel, pcache.
+    rnd: Vec<[Vec<f64>; 3]>,
+    /// pcache, kernel, O_DIRECT.
+    wr: [Vec<f64>; 3],
+    vmstat: Vec<RunCounters>,
+}
+
+/// What every round needs to know.
+struct Bench<'a> {
+    o: &'a SeqreadOpts,
+    path: std::path::PathBuf,
+    len: u64,
+    pages: u64,
+    /// The host file system takes O_DIRECT.
+    direct: bool,
+    /// The kernel's reads run in this group (None: unlimited, or no kernel).
+    memcg: Option<kernel::Memcg>,
+    phase: crate::progress::Phase,
+}
+
+/// The device's settings to measure: each request size at each queue
+/// depth, by threads and (where the kernel allows) by io_uring, skipping
+/// those with more than `MAX_DEVICE_INFLIGHT` in flight.
+fn device_settings(o: &SeqreadOpts, direct: bool, notes: &mut Vec<String>) -> Vec<DevSetting> {
+    if !direct {
+        return Vec::new();
+    }
+    let mut engines = vec![DevEngine::Threads];
+    match uring_available() {
+        Ok(()) => engines.extend([DevEngine::Uring, DevEngine::UringHuge]),
+        Err(e) => notes.push(format!("io_uring unavailable ({e}): the device limit is measured with threads only")),
+    }
+    let mut out = Vec::new();
+    let mut skipped = 0;
+    for &block in &o.blocks {
+        for &engine in &engines {
+            for &qd in &o.qds {
+                if qd as u64 * block as u64 > MAX_DEVICE_INFLIGHT && qd > 1 {
+                    skipped += 1;
+                    continue;
+                }
+                out.push(DevSetting { block, qd, engine });
+            }
+        }
+    }
+    if skipped > 0 {
+        notes.push(format!("{skipped} device settings skipped: more than {} in flight", fmt_size(MAX_DEVICE_INFLIGHT)));
+    }
+    out
+}
+
+/// The kernel's memory for its reads: a memory group of pcache's cache
+/// size that threads can join, checked by joining it once; else none,
+/// and why.
+fn kernel_memcg(o: &SeqreadOpts) -> (Option<kernel::Memcg>, String) {
+    if !o.kernel {
+        return (None, "not run".into());
+    }
+    let made = kernel::Memcg::create_for_threads(o.mem_bytes).and_then(|m| {
+        in_memcg(Some(&m), || Ok(())).map_err(|e| e.to_string())?;
+        Ok(m)
+    });
+    match made {
+        Ok(m) => (Some(m), format!("memcg v1, {} bytes", o.mem_bytes)),
+        Err(e) => (None, format!("host memory ({e})")),
+    }
+}
+
+impl Bench<'_> {
+    /// The device limit, every setting once.
+    fn device_round(&self, r: usize, devs: &[DevSetting], s: &mut Samples) -> Result<()> {
+        for (i, d) in devs.iter().enumerate() {
+            self.phase.set_message(format!(
+                "run {}: device {} qd {} {}",
+                r + 1,
+                fmt_size(d.block as u64),
+                d.qd,
+                d.engine.name()
+            ));
+            s.dev[i].push(device_read(&self.path, self.len, d.block, d.qd, d.engine)?);
+            self.phase.inc(1);
+        }
+        Ok(())
+    }
+
+    /// The cold sequential reads, kernel and pcache, at each call size.
+    fn sequential_round(&self, r: usize, s: &mut Samples) -> Result<()> {
+        let (o, check) = (self.o, r == 0);
+        for (i, &size) in o.sizes.iter().enumerate() {
+            self.phase.set_message(format!("run {}: sequential {}", r + 1, fmt_size(size as u64)));
+            let kernel = || -> Result<Option<f64>> {
+                o.kernel.then(|| kernel_read(&self.path, self.len, size, check, self.memcg.as_ref())).transpose()
+            };
+            // Alternate which goes first, so a trend in the load is shared.
+            let (k, (p, vm)) = if r.is_multiple_of(2) {
+                let k = kernel()?;
+                (k, pcache_read(&self.path, self.len, size, o, check)?)
+            } else {
+                let p = pcache_read(&self.path, self.len, size, o, check)?;
+                (kernel()?, p)
+            };
+            s.seq[i][0].extend(k);
+            s.seq[i][1].push(p);
+            s.vmstat.push(RunCounters::new(r, "sequential", size, &vm));
+            self.phase.inc(2);
+        }
+        Ok(())
+    }
+
+    /// The cold random reads, device, kernel and pcache, at each thread
+    /// count.
+    fn random_round(&self, r: usize, s: &mut Samples) -> Result<()> {
+        let o = self.o;
+        for (i, &threads) in o.threads.iter().enumerate() {
+            self.phase.set_message(format!("run {}: random, {threads} threads", r + 1));
+            let seed = o.seed.wrapping_add(r as u64);
+            if self.direct {
+                let f = open_direct(&self.path)?;
+                let read = |_: usize, page: u64, buf: &mut [u8]| -> Result<()> {
+                    f.read_exact_at(buf, page * PAGE as u64)
+                        .map_err(|e| Error::Io { context: "O_DIRECT random read".into(), source: e })
+                };
+                s.rnd[i][0].push(random_reads(threads, o.rand_ops, self.pages, seed, None, read)?);
+            }
+            if o.kernel {
+                let f = std::fs::File::open(&self.path).map_err(|e| Error::Io { context: "open".into(), source: e })?;
+                kernel::drop_cached(&f);
+                let read = |_: usize, page: u64, buf: &mut [u8]| -> Result<()> {
+                    f.read_exact_at(buf, page * PAGE as u64)
+                        .map_err(|e| Error::Io { context: "kernel random read".into(), source: e })
+                };
+                s.rnd[i][1].push(random_reads(threads, o.rand_ops, self.pages, seed, self.memcg.as_ref(), read)?);
+            }
+            let (cache, pf) = pcache_open(&self.path, o.mem_bytes, o.tunables)?;
+            let before = cache.vmstat();
+            let handles = (0..threads).map(|_| pf.reopen()).collect::<pcache::Result<Vec<_>>>()?;
+            let read = |k: usize, page: u64, buf: &mut [u8]| -> Result<()> {
+                let n = handles[k].read_at(buf, page * PAGE as u64)?;
+                if n != buf.len() {
+                    return Err(Error::Check(format!("pcache random read of page {page}: {n} bytes")));
+                }
+                Ok(())
+            };
+            s.rnd[i][2].push(random_reads(threads, o.rand_ops, self.pages, seed, None, read)?);
+            s.vmstat.push(RunCounters::new(r, "random", threads, &cache.vmstat().delta(&before)));
+            self.phase.inc(3);
+        }
+        Ok(())
+    }
+
+    /// The write form: dd of 4x pcache's memory with fdatasync at the
+    /// end, by each writer in turn.
+    fn write_round(&self, r: usize, wpath: &Path, s: &mut Samples) -> Result<()> {
+        let o = self.o;
+        for (k, how) in [WriteBy::Pcache, WriteBy::Kernel, WriteBy::Direct].into_iter().enumerate() {
+            self.phase.set_message(format!("run {}: dd write, {how:?}", r + 1));
+            let skip = (how == WriteBy::Direct && !self.direct) || (how == WriteBy::Kernel && !o.kernel);
+            if !skip {
+                let (rate, vm) = dd_write(wpath, 4 * o.mem_bytes, how, o)?;
+                s.wr[k].push(rate);
+                if let Some(vm) = vm {
+                    s.vmstat.push(RunCounters::new(r, "write", (4 * o.mem_bytes) as usize, &vm));
+                }
+            }
+            self.phase.inc(1);
+        }
+        Ok(())
+    }
 }
 
 /// Run the benchmark.
@@ -435,7 +671,6 @@ pub fn run(o: &SeqreadOpts) -> Result<SeqreadResult> {
     let tmp = sys::tempdir_in(o.dir.as_deref(), "pcache-seqread")?;
     let path = tmp.path().join("seqread.dat");
     let len = o.file_mib * MIB;
-    let pages = len / PAGE as u64;
     let mut notes = Vec::new();
 
     let phase = progress.phase("seqread: write", o.file_mib);
@@ -448,124 +683,91 @@ pub fn run(o: &SeqreadOpts) -> Result<SeqreadResult> {
             tmp.path().display()
         ));
     }
-
-    let queue = block_queue(&path);
-    if let Some((ra_kb, max_kb)) = queue {
-        // What the engine takes from the device (readahead.rs): the window
-        // capped at 16 MiB and at an eighth of the cache.
-        let pcache_kb = if o.tunables.ra_from_device && o.tunables.ra_pages > 0 {
-            ra_kb.min(16 << 10).min(o.mem_bytes / 8 / 1024)
-        } else {
-            o.tunables.ra_pages as u64 * PAGE as u64 / 1024
-        };
-        notes.push(format!(
-            "the device: read_ahead_kb {ra_kb} (the kernel's window here), max_sectors_kb {max_kb}; pcache's \
-             window {pcache_kb} KiB"
-        ));
+    if let Some(n) = queue_note(&path, o) {
+        notes.push(n);
     }
-    // 1 MiB requests, and the largest the device takes where that is more.
-    let mut blocks = vec![DIRECT_BLOCK];
-    if let Some((_, max_kb)) = queue.filter(|&(_, m)| m * 1024 > DIRECT_BLOCK as u64 && m <= 64 << 10) {
-        blocks.push(max_kb as usize * 1024);
+    let devs = device_settings(o, direct, &mut notes);
+    let (memcg, kernel_memory) = kernel_memcg(o);
+    if o.kernel {
+        notes.push(format!("the kernel's reads ran in: {kernel_memory}"));
     }
-    let nsteps = o.runs * (blocks.len() * o.qds.len() * direct as usize + 2 * o.sizes.len() + 3 * o.threads.len() + 3);
-    let phase = progress.phase("seqread: runs", nsteps as u64);
-    let mut dev = vec![Vec::new(); blocks.len() * o.qds.len()];
-    let mut seq = vec![[Vec::new(), Vec::new()]; o.sizes.len()];
-    let mut rnd = vec![[Vec::new(), Vec::new(), Vec::new()]; o.threads.len()];
-    let mut vmstat = serde_json::Value::Null;
-    let mut wr: [Vec<f64>; 3] = Default::default();
+    let nsteps = o.runs * (devs.len() + 2 * o.sizes.len() + 3 * o.threads.len() + 3);
+    let bench = Bench {
+        o,
+        path,
+        len,
+        pages: len / PAGE as u64,
+        direct,
+        memcg,
+        phase: progress.phase("seqread: runs", nsteps as u64),
+    };
+    let mut s = Samples {
+        dev: vec![Vec::new(); devs.len()],
+        seq: vec![Default::default(); o.sizes.len()],
+        rnd: vec![Default::default(); o.threads.len()],
+        wr: Default::default(),
+        vmstat: Vec::new(),
+    };
+    let wpath = tmp.path().join("seqwrite.dat");
     for r in 0..o.runs {
-        let check = r == 0;
-        if direct {
-            for (b, &block) in blocks.iter().enumerate() {
-                for (i, &qd) in o.qds.iter().enumerate() {
-                    phase.set_message(format!("run {}: device {} qd {qd}", r + 1, fmt_size(block as u64)));
-                    dev[b * o.qds.len() + i].push(device_read(&path, len, block, qd)?);
-                    phase.inc(1);
-                }
-            }
-        }
-        for (i, &size) in o.sizes.iter().enumerate() {
-            phase.set_message(format!("run {}: sequential {}", r + 1, fmt_size(size as u64)));
-            // Alternate which goes first, so a trend in the load is shared.
-            let (k, (p, vm)) = if r % 2 == 0 {
-                let k = kernel_read(&path, len, size, check)?;
-                (k, pcache_read(&path, len, size, o, check)?)
-            } else {
-                let p = pcache_read(&path, len, size, o, check)?;
-                (kernel_read(&path, len, size, check)?, p)
-            };
-            seq[i][0].push(k);
-            seq[i][1].push(p);
-            if r == 0 && i + 1 == o.sizes.len() {
-                vmstat = serde_json::Value::Object(
-                    vm.iter().filter(|&(_, v)| v != 0).map(|(k, v)| (k.to_string(), v.into())).collect(),
-                );
-            }
-            phase.inc(2);
-        }
-        for (i, &threads) in o.threads.iter().enumerate() {
-            phase.set_message(format!("run {}: random, {threads} threads", r + 1));
-            let seed = o.seed.wrapping_add(r as u64);
-            if direct {
-                let f = open_direct(&path)?;
-                let read = |_: usize, page: u64, buf: &mut [u8]| -> Result<()> {
-                    f.read_exact_at(buf, page * PAGE as u64)
-                        .map_err(|e| Error::Io { context: "O_DIRECT random read".into(), source: e })
-                };
-                rnd[i][0].push(random_reads(threads, o.rand_ops, pages, seed, read)?);
-            }
-            let f = std::fs::File::open(&path).map_err(|e| Error::Io { context: "open".into(), source: e })?;
-            kernel::drop_cached(&f);
-            let read = |_: usize, page: u64, buf: &mut [u8]| -> Result<()> {
-                f.read_exact_at(buf, page * PAGE as u64)
-                    .map_err(|e| Error::Io { context: "kernel random read".into(), source: e })
-            };
-            rnd[i][1].push(random_reads(threads, o.rand_ops, pages, seed, read)?);
-            let (_cache, pf) = pcache_open(&path, o.mem_bytes, o.tunables)?;
-            let handles = (0..threads).map(|_| pf.reopen()).collect::<pcache::Result<Vec<_>>>()?;
-            let read = |k: usize, page: u64, buf: &mut [u8]| -> Result<()> {
-                let n = handles[k].read_at(buf, page * PAGE as u64)?;
-                if n != buf.len() {
-                    return Err(Error::Check(format!("pcache random read of page {page}: {n} bytes")));
-                }
-                Ok(())
-            };
-            rnd[i][2].push(random_reads(threads, o.rand_ops, pages, seed, read)?);
-            phase.inc(3);
-        }
-        // The write form: dd of 4x pcache's memory with fdatasync at the
-        // end, by each writer in turn.
-        let wpath = tmp.path().join("seqwrite.dat");
-        for (k, how) in [WriteBy::Pcache, WriteBy::Kernel, WriteBy::Direct].into_iter().enumerate() {
-            phase.set_message(format!("run {}: dd write, {how:?}", r + 1));
-            if how != WriteBy::Direct || direct {
-                wr[k].push(dd_write(&wpath, 4 * o.mem_bytes, how, o)?);
-            }
-            phase.inc(1);
-        }
+        bench.device_round(r, &devs, &mut s)?;
+        bench.sequential_round(r, &mut s)?;
+        bench.random_round(r, &mut s)?;
+        bench.write_round(r, &wpath, &mut s)?;
     }
-    phase.finish();
+    bench.phase.finish();
+    notes.push(sys::load_note(load0, sys::loadavg()));
+    if sys::is_tmpfs(tmp.path()) {
+        notes.push("the file is on tmpfs: the \"device\" is memory".into());
+    }
+    Ok(summarise(o, &devs, s, kernel_memory, notes, start))
+}
 
-    let settings = blocks.iter().flat_map(|&b| o.qds.iter().map(move |&qd| (b, qd)));
-    let device: Vec<Measured> = settings
-        .zip(dev)
-        .map(|((block, qd), runs)| row(&format!("device {}", fmt_size(block as u64)), qd, runs))
+/// The note on the device's queue limits and the window pcache takes.
+fn queue_note(path: &Path, o: &SeqreadOpts) -> Option<String> {
+    let (ra_kb, max_kb) = block_queue(path)?;
+    // What the engine takes from the device (readahead.rs): the window
+    // capped at 16 MiB and at an eighth of the cache.
+    let pcache_kb = if o.tunables.ra_from_device && o.tunables.ra_pages > 0 {
+        ra_kb.min(16 << 10).min(o.mem_bytes / 8 / 1024)
+    } else {
+        o.tunables.ra_pages as u64 * PAGE as u64 / 1024
+    };
+    Some(format!(
+        "the device: read_ahead_kb {ra_kb} (the kernel's window here), max_sectors_kb {max_kb}; pcache's window \
+         {pcache_kb} KiB"
+    ))
+}
+
+/// Medians, ratios and the issue's flat keys from the samples.
+fn summarise(
+    o: &SeqreadOpts,
+    devs: &[DevSetting],
+    s: Samples,
+    kernel_memory: String,
+    mut notes: Vec<String>,
+    start: Instant,
+) -> SeqreadResult {
+    let device: Vec<Measured> = devs
+        .iter()
+        .zip(s.dev)
+        .map(|(d, runs)| row(&format!("device {} {}", fmt_size(d.block as u64), d.engine.name()), d.qd, runs))
         .collect();
-    let device_best_mbps = device.iter().map(|m| m.median).reduce(f64::max).filter(|_| direct);
+    let device_best_mbps = device.iter().map(|m| m.median).reduce(f64::max);
     let mut sequential = Vec::new();
-    for (&size, [k, p]) in o.sizes.iter().zip(seq) {
-        sequential.push(row("kernel", size, k));
+    for (&size, [k, p]) in o.sizes.iter().zip(s.seq) {
+        if !k.is_empty() {
+            sequential.push(row("kernel", size, k));
+        }
         sequential.push(row("pcache", size, p));
     }
     let mut random = Vec::new();
-    for (&threads, [d, k, p]) in o.threads.iter().zip(rnd) {
-        if direct {
-            random.push(row("device", threads, d));
+    for (&threads, [d, k, p]) in o.threads.iter().zip(s.rnd) {
+        for (src, runs) in [("device", d), ("kernel", k), ("pcache", p)] {
+            if !runs.is_empty() {
+                random.push(row(src, threads, runs));
+            }
         }
-        random.push(row("kernel", threads, k));
-        random.push(row("pcache", threads, p));
     }
     let best = |src: &str| sequential.iter().filter(|m| m.source == src).map(|m| m.median).reduce(f64::max);
     let over = |src: &str| best(src).zip(device_best_mbps).map(|(v, d)| stats::ratio(v, d));
@@ -573,20 +775,17 @@ pub fn run(o: &SeqreadOpts) -> Result<SeqreadResult> {
     let pcache_over_kernel = best("pcache").zip(best("kernel")).map(|(p, k)| stats::ratio(p, k));
     if kernel_over_device.is_some_and(|v| v > 1.05) {
         notes.push(
-            "the kernel's buffered read beat every O_DIRECT setting: its readahead requests are larger, or the \
-             O_DIRECT threads were short of CPU; the device's real limit is at least the kernel's figure"
+            "the kernel's buffered read beat every O_DIRECT setting: the device's real limit is at least the \
+             kernel's figure"
                 .into(),
         );
-    }
-    notes.push(sys::load_note(load0, sys::loadavg()));
-    if sys::is_tmpfs(tmp.path()) {
-        notes.push("the file is on tmpfs: the \"device\" is memory".into());
     }
     let (kernel_seq_read_mbps, pcache_seq_read_mbps) =
         (by_setting(&sequential, "kernel", 1.0), by_setting(&sequential, "pcache", 1.0));
     let (kernel_rand_read_iops, pcache_rand_read_iops) =
         (by_setting(&random, "kernel", 1e3), by_setting(&random, "pcache", 1e3));
-    Ok(SeqreadResult {
+    let median = |v: &[f64]| (!v.is_empty()).then(|| stats::median(v));
+    SeqreadResult {
         experiment: "seqread".into(),
         params: o.clone(),
         device,
@@ -601,13 +800,14 @@ pub fn run(o: &SeqreadOpts) -> Result<SeqreadResult> {
         pcache_seq_read_mbps,
         kernel_rand_read_iops,
         pcache_rand_read_iops,
-        pcache_write_mbps: stats::median(&wr[0]),
-        kernel_write_mbps: stats::median(&wr[1]),
-        device_write_mbps: (!wr[2].is_empty()).then(|| stats::median(&wr[2])),
-        vmstat,
+        pcache_write_mbps: stats::median(&s.wr[0]),
+        kernel_write_mbps: median(&s.wr[1]),
+        device_write_mbps: median(&s.wr[2]),
+        kernel_memory,
+        vmstat: s.vmstat,
         notes,
         secs: start.elapsed().as_secs_f64(),
-    })
+    }
 }
 
 impl SeqreadResult {
@@ -624,13 +824,20 @@ impl SeqreadResult {
             p.seed,
             if p.quick { " (quick)" } else { "" }
         );
-        let mut t = vec![vec!["device limit (O_DIRECT)".to_string(), "request".into(), "MB/s".into()]];
+        let mut t =
+            vec![vec!["device limit (O_DIRECT)".to_string(), "request".into(), "issued by".into(), "MB/s".into()]];
         for m in &self.device {
-            let block = m.source.trim_start_matches("device ").to_string();
-            t.push(vec![format!("queue depth {}", m.setting), block, format!("{:.0}", m.median)]);
+            let what = m.source.trim_start_matches("device ");
+            let (block, engine) = what.rsplit_once(' ').unwrap_or((what, ""));
+            t.push(vec![
+                format!("queue depth {}", m.setting),
+                block.to_string(),
+                engine.to_string(),
+                format!("{:.0}", m.median),
+            ]);
         }
         if !self.device.is_empty() {
-            s.push_str(&render_table(&t, &[false, true, true]));
+            s.push_str(&render_table(&t, &[false, true, false, true]));
             s.push('\n');
         }
         let pct = |v: f64| match self.device_best_mbps {
@@ -644,16 +851,15 @@ impl SeqreadResult {
             "pcache MB/s".into(),
             "of device".into(),
         ]];
-        for pair in self.sequential.chunks(2) {
-            if let [k, pc] = pair {
-                t.push(vec![
-                    format!("{} reads", fmt_size(k.setting as u64)),
-                    format!("{:.0}", k.median),
-                    pct(k.median),
-                    format!("{:.0}", pc.median),
-                    pct(pc.median),
-                ]);
-            }
+        for pc in self.sequential.iter().filter(|m| m.source == "pcache") {
+            let k = self.sequential.iter().find(|m| m.source == "kernel" && m.setting == pc.setting);
+            t.push(vec![
+                format!("{} reads", fmt_size(pc.setting as u64)),
+                k.map_or("-".into(), |k| format!("{:.0}", k.median)),
+                k.map_or("-".into(), |k| pct(k.median)),
+                format!("{:.0}", pc.median),
+                pct(pc.median),
+            ]);
         }
         s.push_str(&render_table(&t, &[false, true, true, true, true]));
         s.push('\n');
@@ -665,10 +871,10 @@ impl SeqreadResult {
         let _ = writeln!(s);
         let _ = writeln!(
             s,
-            "dd write of {} + fdatasync, MB/s: pcache {:.0}, kernel {:.0}, O_DIRECT {}",
+            "dd write of {} + fdatasync, MB/s: pcache {:.0}, kernel {}, O_DIRECT {}",
             fmt_size(4 * p.mem_bytes),
             self.pcache_write_mbps,
-            self.kernel_write_mbps,
+            self.kernel_write_mbps.map_or("-".to_string(), |v| format!("{v:.0}")),
             self.device_write_mbps.map_or("-".to_string(), |v| format!("{v:.0}"))
         );
         match self.pcache_over_device {
@@ -718,12 +924,16 @@ impl Experiment for Seqread {
             ParamDoc { name: "file_mib", help: "size of the file, MiB [default: 2048; quick: 64]" },
             ParamDoc { name: "sizes", help: "sequential read sizes, comma-separated [default: 4K,128K,1M]" },
             ParamDoc { name: "qds", help: "queue depths of the device limit [default: 1,2,4,8,16,32]" },
+            ParamDoc {
+                name: "blocks",
+                help: "request sizes of the device limit, comma-separated [default: 1M,4M,8M,16M; quick: 1M,4M]",
+            },
             ParamDoc { name: "threads", help: "thread counts of the random reads [default: 1,4,16]" },
             ParamDoc { name: "rand_ops", help: "random 4 KiB reads per thread [default: 20000; quick: 500]" },
         ]
     }
     fn smoke(&self) -> ExpOpts {
-        let params = [("file_mib", "8"), ("qds", "1,4"), ("threads", "1,2"), ("rand_ops", "50")];
+        let params = [("file_mib", "8"), ("qds", "1,4"), ("blocks", "1M"), ("threads", "1,2"), ("rand_ops", "50")];
         ExpOpts {
             quick: true,
             runs: Some(1),
@@ -781,13 +991,46 @@ mod tests {
         let sources = if r.device_best_mbps.is_some() { 3 } else { 2 };
         assert_eq!(r.random.len(), sources * o.threads.len());
         if r.device_best_mbps.is_some() {
-            assert!(r.device.len() == 2 || r.device.len() == 4, "{:?}", r.device);
+            // Two sizes by two depths, by threads and (where allowed) io_uring.
+            let engines = if uring_available().is_ok() { 3 } else { 1 };
+            assert_eq!(r.device.len(), 4 * engines, "{:?}", r.device);
             assert!(r.pcache_over_device.is_some_and(|v| v > 0.0));
         }
-        assert!(r.vmstat.get("pgmajfault").is_none(), "read_at faults nothing");
+        // Counters for every pcache run: each sequential size, each
+        // thread count and the write.
+        assert_eq!(r.vmstat.len(), o.sizes.len() + o.threads.len() + 1, "{:?}", r.vmstat);
+        assert!(r.vmstat.iter().all(|c| !c.counters.contains_key("pgmajfault")), "read_at faults nothing");
+        assert!(r.vmstat.iter().filter(|c| c.form == "sequential").all(|c| c.counters.get("pgpgin") > Some(&0)));
         assert_eq!(r.pcache_seq_read_mbps.len(), o.sizes.len());
-        assert!(r.pcache_write_mbps > 0.0 && r.kernel_write_mbps > 0.0);
+        assert!(r.pcache_write_mbps > 0.0 && r.kernel_write_mbps.is_some_and(|v| v > 0.0));
+        assert!(r.kernel_memory.starts_with("memcg") || r.kernel_memory.starts_with("host memory"));
         assert!(r.pcache_rand_read_iops.get("2").is_some_and(|&v| v > 0.0), "{:?}", r.pcache_rand_read_iops);
+        assert!(r.report().contains("cold sequential read"));
+    }
+
+    // Goal: without the kernel's columns nothing of the kernel is run or
+    // reported, and pcache's figures are all there.
+    #[test]
+    fn no_kernel_skips_the_kernel() {
+        let o = SeqreadOpts {
+            file_mib: 8,
+            mem_bytes: 4 * MIB,
+            qds: vec![1],
+            blocks: vec![1 << 20],
+            threads: vec![2],
+            rand_ops: 20,
+            kernel: false,
+            progress: false,
+            ..SeqreadOpts::new(true)
+        };
+        let r = run(&o).unwrap();
+        assert!(r.sequential.iter().all(|m| m.source == "pcache"), "{:?}", r.sequential);
+        assert_eq!(r.sequential.len(), o.sizes.len());
+        assert!(r.random.iter().all(|m| m.source != "kernel"));
+        assert!(r.kernel_seq_read_mbps.is_empty() && r.kernel_rand_read_iops.is_empty());
+        assert_eq!(r.kernel_write_mbps, None);
+        assert_eq!(r.pcache_over_kernel, None);
+        assert_eq!(r.kernel_memory, "not run");
         assert!(r.report().contains("cold sequential read"));
     }
 }

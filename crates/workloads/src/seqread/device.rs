@@ -1,0 +1,235 @@
+//! The device limit of `seqread`: O_DIRECT reads of the whole file, by
+//! request size and queue depth, issued two ways. `Threads`: `qd` threads
+//! each keep one request in flight (pread), taking the next offset from a
+//! shared counter. `Uring`: one thread keeps `qd` requests in flight on an
+//! io_uring, submitting the next as each completes (what fio's io_uring
+//! engine does). The best of all settings is the limit.
+//!
+//! `UringHuge` is `Uring` into buffers on transparent huge pages. On this
+//! project's virtio disk a request's cost grows with its memory segments:
+//! a 4 MiB O_DIRECT read into ordinary 4 KiB pages is 1,024 segments (the
+//! block layer then splits it at max_segments), into a huge page a few;
+//! the kernel's buffered read, reading into large folios, gets the same
+//! advantage. Without huge buffers the "limit" measured the segments.
+
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use io_uring::{opcode, types, IoUring};
+
+use super::mbps;
+use crate::hitpath::Aligned;
+use crate::{Error, Result};
+
+/// How the device limit's requests are issued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum DevEngine {
+    Threads,
+    Uring,
+    /// io_uring into huge-page buffers.
+    UringHuge,
+}
+
+impl DevEngine {
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            DevEngine::Threads => "threads",
+            DevEngine::Uring => "io_uring",
+            DevEngine::UringHuge => "io_uring+huge",
+        }
+    }
+}
+
+/// The alignment (and size) of a transparent huge page on x86-64 and
+/// arm64 with 4 KiB pages.
+const HUGE: usize = 2 << 20;
+
+/// An I/O buffer: ordinary aligned memory, or anonymous memory advised
+/// onto transparent huge pages (MADV_HUGEPAGE) and aligned to one.
+enum Buf {
+    Small(Aligned),
+    Huge { base: std::ptr::NonNull<u8>, map_len: usize, start: usize, len: usize },
+}
+
+impl Buf {
+    fn new(len: usize, huge: bool) -> Result<Buf> {
+        if !huge {
+            return Ok(Buf::Small(Aligned::new(len)));
+        }
+        let map_len = len + HUGE;
+        // SAFETY: an anonymous private mapping with no address hint has no
+        // preconditions; the result is checked for MAP_FAILED.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        let base = std::ptr::NonNull::new(p.cast::<u8>())
+            .filter(|_| p != libc::MAP_FAILED)
+            .ok_or_else(|| Error::Io { context: "mmap".into(), source: std::io::Error::last_os_error() })?;
+        let start = base.as_ptr().align_offset(HUGE);
+        // SAFETY: the range lies inside the mapping just made; the advice
+        // only changes how it is backed (failure leaves small pages).
+        unsafe { libc::madvise(base.as_ptr().cast(), map_len, libc::MADV_HUGEPAGE) };
+        let mut b = Buf::Huge { base, map_len, start, len };
+        // Fault it in now, so the reads time the device, not the zeroing.
+        for i in (0..len).step_by(4096) {
+            // SAFETY: i < len, inside the mapping at `start`.
+            unsafe { b.as_mut_ptr_len().0.add(i).write(0) };
+        }
+        Ok(b)
+    }
+
+    fn as_mut_ptr_len(&mut self) -> (*mut u8, usize) {
+        match self {
+            Buf::Small(a) => {
+                let s = a.as_mut_slice();
+                (s.as_mut_ptr(), s.len())
+            }
+            // SAFETY: start + len <= map_len (start < HUGE).
+            Buf::Huge { base, start, len, .. } => (unsafe { base.as_ptr().add(*start) }, *len),
+        }
+    }
+}
+
+impl Drop for Buf {
+    fn drop(&mut self) {
+        if let Buf::Huge { base, map_len, .. } = *self {
+            // SAFETY: the mapping made in `new`, unmapped once; no request
+            // uses it any more (see device_read_uring).
+            unsafe { libc::munmap(base.as_ptr().cast(), map_len) };
+        }
+    }
+}
+
+pub(super) fn open_direct(path: &Path) -> Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+        .map_err(|e| Error::Io { context: format!("open O_DIRECT {}", path.display()), source: e })
+}
+
+/// Whether this kernel lets us set up an io_uring (seccomp and
+/// kernel.io_uring_disabled may refuse it).
+pub(super) fn uring_available() -> std::result::Result<(), String> {
+    IoUring::new(2).map(drop).map_err(|e| e.to_string())
+}
+
+/// O_DIRECT reads of the whole file, `block` bytes a request, `qd` in
+/// flight, issued by `engine`; MB/s.
+pub(super) fn device_read(path: &Path, len: u64, block: usize, qd: usize, engine: DevEngine) -> Result<f64> {
+    match engine {
+        DevEngine::Threads => device_read_threads(path, len, block, qd),
+        DevEngine::Uring => device_read_uring(path, len, block, qd, false),
+        DevEngine::UringHuge => device_read_uring(path, len, block, qd, true),
+    }
+}
+
+fn device_read_threads(path: &Path, len: u64, block: usize, qd: usize) -> Result<f64> {
+    let f = open_direct(path)?;
+    let next = AtomicU64::new(0);
+    let t = Instant::now();
+    let res: Vec<Result<()>> = std::thread::scope(|s| {
+        let joins: Vec<_> = (0..qd)
+            .map(|_| {
+                s.spawn(|| -> Result<()> {
+                    let mut buf = Aligned::new(block);
+                    loop {
+                        let off = next.fetch_add(block as u64, Ordering::Relaxed);
+                        if off >= len {
+                            return Ok(());
+                        }
+                        let want = (len - off).min(block as u64) as usize;
+                        let n = f
+                            .read_at(&mut buf.as_mut_slice()[..want], off)
+                            .map_err(|e| Error::Io { context: format!("O_DIRECT read at {off}"), source: e })?;
+                        if n < want {
+                            return Err(Error::Check(format!("O_DIRECT read at {off}: {n} of {want} bytes")));
+                        }
+                    }
+                })
+            })
+            .collect();
+        joins.into_iter().map(|j| j.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+    });
+    res.into_iter().collect::<Result<()>>()?;
+    Ok(mbps(len, t))
+}
+
+fn device_read_uring(path: &Path, len: u64, block: usize, qd: usize, huge: bool) -> Result<f64> {
+    let f = open_direct(path)?;
+    let uerr = |e| Error::Io { context: "io_uring".into(), source: e };
+    let mut ring = IoUring::new(qd.next_power_of_two() as u32).map_err(uerr)?;
+    let fd = types::Fd(f.as_raw_fd());
+    let mut bufs = (0..qd).map(|_| Buf::new(block, huge)).collect::<Result<Vec<Buf>>>()?;
+    // Per slot: the offset and length of its request in flight.
+    let mut asked = vec![(0u64, 0usize); qd];
+    let mut free: Vec<usize> = (0..qd).rev().collect();
+    let (mut next, mut inflight) = (0u64, 0usize);
+    let mut failed: Option<Error> = None;
+    let t = Instant::now();
+    loop {
+        while failed.is_none() && next < len {
+            let Some(slot) = free.pop() else { break };
+            let n = (len - next).min(block as u64) as usize;
+            let sqe = opcode::Read::new(fd, bufs[slot].as_mut_ptr_len().0, n as u32)
+                .offset(next)
+                .build()
+                .user_data(slot as u64);
+            // SAFETY: the read targets `bufs[slot]`, which is neither
+            // touched nor dropped until this request's CQE is reaped: the
+            // slot goes back to `free` only then, the loop leaves only
+            // with nothing in flight, and where the ring fails with
+            // requests still in flight the buffers are leaked, not freed.
+            // `f` (the descriptor) outlives the ring.
+            if unsafe { ring.submission().push(&sqe) }.is_err() {
+                // Cannot happen: the SQ has a slot per buffer.
+                free.push(slot);
+                break;
+            }
+            asked[slot] = (next, n);
+            next += n as u64;
+            inflight += 1;
+        }
+        if inflight == 0 {
+            break;
+        }
+        if let Err(e) = ring.submit_and_wait(1) {
+            if e.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            // Requests may still be in flight into the buffers: keep them.
+            std::mem::forget(bufs);
+            return Err(uerr(e));
+        }
+        for c in ring.completion() {
+            let slot = c.user_data() as usize;
+            let Some(&(off, want)) = asked.get(slot) else { continue };
+            inflight -= 1;
+            free.push(slot);
+            if usize::try_from(c.result()).ok() != Some(want) && failed.is_none() {
+                failed = Some(if c.result() < 0 {
+                    Error::Io {
+                        context: format!("O_DIRECT io_uring read at {off}"),
+                        source: std::io::Error::from_raw_os_error(-c.result()),
+                    }
+                } else {
+                    Error::Check(format!("O_DIRECT io_uring read at {off}: {} of {want} bytes", c.result()))
+                });
+            }
+        }
+    }
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    Ok(mbps(len, t))
+}

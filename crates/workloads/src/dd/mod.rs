@@ -81,34 +81,24 @@ pub const BLOCK: u64 = MIB;
 /// "drops sharply" check (the seed's tmpfs profile fell by 98%).
 pub const SHARP_DROP: f64 = 0.9;
 
-fn vanilla() -> Tunables {
-    Tunables { accessed_init: AccessedInit::Vanilla315, ..Tunables::default() }
-}
-
-fn accessed_v2() -> Tunables {
-    Tunables { accessed_init: AccessedInit::AccessedV2, ..Tunables::default() }
-}
-
 /// This experiment's variants.
 pub const PRESETS: &[Preset] = &[
-    Preset {
-        experiment: EXPERIMENT,
-        name: BEFORE,
-        stands_for: "Linux 3.15-rc3 vanilla: grab_cache_page_write_begin inserts the new page, then \
-                     mark_page_accessed sets PG_referenced on the visible page with an atomic RMW \
-                     (AccessedInit::Vanilla315)",
-        default: true,
-        tunables: vanilla,
-    },
-    Preset {
-        experiment: EXPERIMENT,
-        name: AFTER,
-        stands_for: "3.15-rc3 + accessed-v2 (commit 2457aec6): pagecache_get_page(FGP_ACCESSED) calls \
-                     init_page_accessed, a plain store before the page is visible, and the write path skips \
-                     mark_page_accessed (AccessedInit::AccessedV2)",
-        default: true,
-        tunables: accessed_v2,
-    },
+    Preset::new(
+        EXPERIMENT,
+        BEFORE,
+        "Linux 3.15-rc3 vanilla: grab_cache_page_write_begin inserts the new page, then \
+        mark_page_accessed sets PG_referenced on the visible page with an atomic RMW \
+        (AccessedInit::Vanilla315)",
+        || Tunables { accessed_init: AccessedInit::Vanilla315, ..Tunables::default() },
+    ),
+    Preset::new(
+        EXPERIMENT,
+        AFTER,
+        "3.15-rc3 + accessed-v2 (commit 2457aec6): pagecache_get_page(FGP_ACCESSED) calls \
+        init_page_accessed, a plain store before the page is visible, and the write path skips \
+        mark_page_accessed (AccessedInit::AccessedV2)",
+        || Tunables { accessed_init: AccessedInit::AccessedV2, ..Tunables::default() },
+    ),
 ];
 
 /// How dd ends each file.

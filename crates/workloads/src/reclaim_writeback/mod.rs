@@ -101,34 +101,24 @@ fn seed004(mode: ReclaimWriteback) -> Tunables {
     Tunables { reclaim_writeback: mode, dirty_ratio: 40, dirty_background_ratio: 10, ..Tunables::default() }
 }
 
-fn linux_3_1() -> Tunables {
-    seed004(ReclaimWriteback::Writepage31)
-}
-
-fn linux_3_2() -> Tunables {
-    seed004(ReclaimWriteback::Flusher32)
-}
-
 /// This experiment's variants.
 pub const PRESETS: &[Preset] = &[
-    Preset {
-        experiment: EXPERIMENT,
-        name: "3.1",
-        stands_for: "Linux 3.1: direct reclaim and kswapd call ->writepage on dirty file pages at the inactive \
-                     tail (ReclaimWriteback::Writepage31), dirty_ratio 40, dirty_background_ratio 10",
-        default: true,
-        tunables: linux_3_1,
-    },
-    Preset {
-        experiment: EXPERIMENT,
-        name: "3.2",
-        stands_for: "Linux 3.2 with Mel Gorman's series (ee72886d8ed5 and followers): no file writeback from \
-                     direct reclaim, kswapd only below DEF_PRIORITY-2, dirty pages tagged PG_reclaim for the \
-                     flushers, throttling on congestion (ReclaimWriteback::Flusher32), dirty_ratio 40, \
-                     dirty_background_ratio 10",
-        default: true,
-        tunables: linux_3_2,
-    },
+    Preset::new(
+        EXPERIMENT,
+        "3.1",
+        "Linux 3.1: direct reclaim and kswapd call ->writepage on dirty file pages at the inactive \
+        tail (ReclaimWriteback::Writepage31), dirty_ratio 40, dirty_background_ratio 10",
+        || seed004(ReclaimWriteback::Writepage31),
+    ),
+    Preset::new(
+        EXPERIMENT,
+        "3.2",
+        "Linux 3.2 with Mel Gorman's series (ee72886d8ed5 and followers): no file writeback from \
+        direct reclaim, kswapd only below DEF_PRIORITY-2, dirty pages tagged PG_reclaim for the \
+        flushers, throttling on congestion (ReclaimWriteback::Flusher32), dirty_ratio 40, \
+        dirty_background_ratio 10",
+        || seed004(ReclaimWriteback::Flusher32),
+    ),
 ];
 
 /// What to run.

@@ -79,32 +79,22 @@ pub const FILL_RATIO: f64 = 0.6;
 /// The largest file: 4 MiB.
 pub const MAX_FILE_BYTES: u64 = 4 * MIB;
 
-fn batchshadow() -> Tunables {
-    Tunables { pagevec_drain: PagevecDrain::EveryRelease, ..Tunables::default() }
-}
-
-fn onedrain() -> Tunables {
-    Tunables { pagevec_drain: PagevecDrain::Once, ..Tunables::default() }
-}
-
 /// This experiment's variants.
 pub const PRESETS: &[Preset] = &[
-    Preset {
-        experiment: EXPERIMENT,
-        name: BEFORE,
-        stands_for: "4.14-rc4 batchshadow-v1r1: drain per-CPU pagevecs on every pagevec_release \
-                     (PagevecDrain::EveryRelease)",
-        default: true,
-        tunables: batchshadow,
-    },
-    Preset {
-        experiment: EXPERIMENT,
-        name: AFTER,
-        stands_for: "4.14-rc4 onedrain-v1r1: __pagevec_release calls lru_add_drain once per pagevec lifecycle \
-                     (pvec->drained; PagevecDrain::Once)",
-        default: true,
-        tunables: onedrain,
-    },
+    Preset::new(
+        EXPERIMENT,
+        BEFORE,
+        "4.14-rc4 batchshadow-v1r1: drain per-CPU pagevecs on every pagevec_release \
+        (PagevecDrain::EveryRelease)",
+        || Tunables { pagevec_drain: PagevecDrain::EveryRelease, ..Tunables::default() },
+    ),
+    Preset::new(
+        EXPERIMENT,
+        AFTER,
+        "4.14-rc4 onedrain-v1r1: __pagevec_release calls lru_add_drain once per pagevec lifecycle \
+        (pvec->drained; PagevecDrain::Once)",
+        || Tunables { pagevec_drain: PagevecDrain::Once, ..Tunables::default() },
+    ),
 ];
 
 /// The workloads, in run order.

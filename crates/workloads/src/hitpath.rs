@@ -1089,17 +1089,19 @@ impl HitpathOpts {
     /// The options `pcache bench hitpath` asks for, checked (`--runs` is
     /// its rounds).
     pub fn from_exp(opts: &ExpOpts) -> Result<HitpathOpts> {
-        let mut o = if opts.quick { Self::quick() } else { Self::default() };
-        o.file_mib = opts.param_as("file_mib")?.unwrap_or(o.file_mib);
-        o.hit_pages = opts.param_as("hit_pages")?.unwrap_or(o.hit_pages);
-        o.ops = opts.param_as("ops")?.unwrap_or(o.ops);
-        o.threads = opts.param_list("threads")?.unwrap_or(o.threads);
-        o.rounds = opts.runs.unwrap_or(o.rounds);
-        o.seed = opts.seed;
-        o.dir = opts.dir.clone();
-        o.progress = opts.progress;
-        o.validate()?;
-        Ok(o)
+        let d = if opts.quick { Self::quick() } else { Self::default() };
+        let o = HitpathOpts {
+            file_mib: opts.param_as("file_mib")?.unwrap_or(d.file_mib),
+            hit_pages: opts.param_as("hit_pages")?.unwrap_or(d.hit_pages),
+            ops: opts.param_as("ops")?.unwrap_or(d.ops),
+            threads: opts.param_list("threads")?.unwrap_or(d.threads),
+            rounds: opts.runs.unwrap_or(d.rounds),
+            seed: opts.seed,
+            dir: opts.dir.clone(),
+            progress: opts.progress,
+            ..d
+        };
+        o.validate().map(|()| o)
     }
 }
 

@@ -54,9 +54,7 @@ use crate::kernel;
 use crate::plot;
 use crate::render::{self, fmt_cell, fmt_pct, fmt_size, render_table, vmstat_section};
 use crate::report::{amean, significant, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult};
-use crate::runner::{
-    into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, SeedMeasure, Shape,
-};
+use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, SeedMeasure};
 use crate::runner::{SeedReport, Variant};
 use crate::stats::{pct_better, Better};
 pub use crate::sys::Backend;
@@ -200,12 +198,7 @@ impl SeedExperiment for Dd {
     const PRESETS: &'static [Preset] = PRESETS;
     const PARAMS_KEY: &'static str = "dd";
 
-    fn shape(p: &DdParams) -> Shape<'_> {
-        Shape { variants: &p.variants, runs: p.runs, quick: p.quick, mem_bytes: p.mem_bytes }
-    }
-    fn params(opts: &ExpOpts) -> Result<DdParams> {
-        DdParams::from_opts(opts)
-    }
+    crate::runner::params_from!(from_opts);
 }
 
 #[cfg(test)]

@@ -55,7 +55,7 @@ use crate::kernel;
 use crate::plot;
 use crate::render::{self, fmt_pct, fmt_size, fmt_value, vmstat_section};
 use crate::report::{significant, Check, ExperimentResult, Mean, MetricSpec, Named, Samples};
-use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, Shape};
+use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel};
 use crate::runner::{SeedMeasure, SeedReport, KERNEL_COLUMN};
 use crate::stats::{pct_better, Better, Summary};
 use crate::sys::{cpus, kernel_release};
@@ -372,12 +372,7 @@ impl SeedExperiment for LruContention {
             ..ExpOpts::default()
         }
     }
-    fn shape(p: &LruContentionOpts) -> Shape<'_> {
-        Shape { variants: &p.variants, runs: p.runs, quick: p.quick, mem_bytes: p.mem_bytes }
-    }
-    fn params(opts: &ExpOpts) -> Result<LruContentionOpts> {
-        LruContentionOpts::from_exp(opts)
-    }
+    crate::runner::params_from!(from_exp);
 }
 
 #[cfg(test)]

@@ -61,9 +61,7 @@ use crate::render::{self, fmt_cell, fmt_count, fmt_pct, fmt_size, render_table, 
 use crate::report::{
     significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult,
 };
-use crate::runner::{
-    self, into_map, Ctx, KernelColumn, Matrix, Measured, SeedChecks, SeedExperiment, SeedKernel, Shape,
-};
+use crate::runner::{self, into_map, Ctx, KernelColumn, Matrix, Measured, SeedChecks, SeedExperiment, SeedKernel};
 use crate::runner::{SeedMeasure, SeedReport, Variant};
 use crate::stats::{pct_better, Better};
 use crate::sys::{is_tmpfs, kernel_release, pattern};
@@ -478,12 +476,7 @@ impl SeedExperiment for ReclaimWritebackExp {
             ..ExpOpts::default()
         }
     }
-    fn params(opts: &ExpOpts) -> Result<ReclaimWritebackOpts> {
-        ReclaimWritebackOpts::from_exp(opts)
-    }
-    fn shape(p: &ReclaimWritebackOpts) -> Shape<'_> {
-        Shape { variants: &p.variants, runs: p.runs, quick: p.quick, mem_bytes: p.mem_bytes }
-    }
+    crate::runner::params_from!(from_exp);
 }
 
 /// Run the experiment with every option spelled out (tests, and sizes the

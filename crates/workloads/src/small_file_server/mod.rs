@@ -72,9 +72,7 @@ use crate::plot::{self, Series};
 use crate::render::{self, fmt_pct, fmt_size, vmstat_section};
 use crate::report::{significant, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult};
 use crate::runner::SeedReport;
-use crate::runner::{
-    into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, SeedMeasure, Shape,
-};
+use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, SeedMeasure};
 use crate::stats::{pct_better, Better};
 use crate::sys::kernel_release;
 use crate::variants::Preset;
@@ -369,12 +367,7 @@ impl SeedExperiment for SmallFileServer {
     fn smoke() -> ExpOpts {
         ExpOpts { mem_bytes: Some(4 << 20), runs: Some(1), quick: true, seed: 1, ..ExpOpts::default() }
     }
-    fn shape(p: &Params) -> Shape<'_> {
-        Shape { variants: &p.variants, runs: p.runs, quick: p.quick, mem_bytes: p.mem_bytes }
-    }
-    fn params(opts: &ExpOpts) -> Result<Params> {
-        Params::new(opts)
-    }
+    crate::runner::params_from!(new);
 }
 
 #[cfg(test)]

@@ -51,9 +51,7 @@ use crate::kernel;
 use crate::plot;
 use crate::render::{fmt_count, fmt_size, render_table, vmstat_section};
 use crate::report::{amean, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult};
-use crate::runner::{
-    into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, SeedMeasure, Shape,
-};
+use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, SeedMeasure};
 use crate::runner::{SeedReport, Variant};
 use crate::stats::{pct_better, quantile_sorted, Better, Summary};
 use crate::sys::kernel_release;
@@ -232,12 +230,7 @@ impl SeedExperiment for Sparsetruncate {
     const PRESETS: &'static [Preset] = PRESETS;
     const PARAMS_KEY: &'static str = "sparsetruncate";
 
-    fn shape(p: &SparseParams) -> Shape<'_> {
-        Shape { variants: &p.variants, runs: p.runs, quick: p.quick, mem_bytes: p.mem_bytes }
-    }
-    fn params(opts: &ExpOpts) -> Result<SparseParams> {
-        SparseParams::from_opts(opts)
-    }
+    crate::runner::params_from!(from_opts);
 }
 
 #[cfg(test)]

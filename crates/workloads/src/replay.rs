@@ -825,10 +825,8 @@ impl ReplayResult {
 /// Write `DIR/replay-TRACE.svg`: miss ratio (%) against cache pages, one
 /// line per variant and one for the compulsory misses.
 pub fn plot_result(res: &ReplayResult, dir: &Path) -> Result<PathBuf> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
     let safe: String =
         res.trace.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
-    let path = dir.join(format!("replay-{safe}.svg"));
     // One curve per column: (cache pages, miss ratio) of its runs, in %.
     let curve = |name: &str, runs: &mut dyn Iterator<Item = (u64, f64)>| plot::Series {
         name: name.to_string(),
@@ -852,8 +850,9 @@ pub fn plot_result(res: &ReplayResult, dir: &Path) -> Result<PathBuf> {
         name: "compulsory".into(),
         points: res.sizes.iter().map(|&s| (s as f64, 100.0 * res.compulsory_miss_ratio)).collect(),
     });
-    plot::line_chart(&path, &format!("{}: miss ratio", res.trace), "cache pages", "miss ratio (%)", &series)?;
-    Ok(path)
+    let title = format!("{}: miss ratio", res.trace);
+    let path = plot::line_chart(dir, &format!("replay-{safe}.svg"), &title, "cache pages", "miss ratio (%)", &series)?;
+    Ok(PathBuf::from(path))
 }
 
 /// Merge baseline runs (another simulator's, in replay's JSON schema: one

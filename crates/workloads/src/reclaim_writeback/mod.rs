@@ -57,7 +57,7 @@ use crate::experiment;
 use crate::experiment::{ExpOpts, ParamDoc};
 use crate::kernel;
 use crate::plot;
-use crate::render::{self, fmt_cell, fmt_count, fmt_pct, fmt_size, render_table, vmstat_section};
+use crate::render::{self, fmt_count, fmt_pct, fmt_size, vmstat_section};
 use crate::report::{
     significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult,
 };

@@ -49,7 +49,7 @@ use serde_json::Value;
 use crate::experiment::ExpOpts;
 use crate::kernel;
 use crate::plot;
-use crate::render::{fmt_count, fmt_size, render_table, vmstat_section};
+use crate::render::{self, fmt_count, fmt_size, vmstat_section};
 use crate::report::{amean, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult};
 use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, SeedMeasure};
 use crate::runner::{SeedReport, Variant};

@@ -365,12 +365,12 @@ pub fn fmt_pct(pct: f64, sig: bool) -> String {
     }
 }
 
-/// A value that is itself a percentage (a hit ratio), `-` when unknown.
-pub fn fmt_pct_value(v: f64) -> String {
+/// `v` with `places` decimals and `unit` after it, `-` when unknown (NaN).
+pub fn fmt_fixed(v: f64, places: usize, unit: &str) -> String {
     if v.is_nan() {
         "-".into()
     } else {
-        format!("{v:.2}%")
+        format!("{v:.places$}{unit}")
     }
 }
 

@@ -87,7 +87,7 @@ impl SeedReport for Dd {
             .iter()
             .flat_map(|&(be, m)| PER_PAGE.iter().map(move |(measure, _)| format!("{} {measure}", workload_name(be, m))))
             .collect();
-        s.push_str(&render::pcache_means(r, &metrics, fmt_per_page));
+        s.push_str(&render::pcache_means(r, &metrics, |v| render::fmt_fixed(v, 3, "")));
 
         let runs = r.runs.max(1) as f64;
         s.push_str(&vmstat_section(r, "vmstat deltas of the timed iterations, mean per run", VM_ITEMS, &|_, _| runs));
@@ -123,13 +123,5 @@ impl SeedReport for Dd {
             )?);
         }
         Ok(files)
-    }
-}
-
-pub(super) fn fmt_per_page(v: f64) -> String {
-    if v.is_nan() {
-        "-".into()
-    } else {
-        format!("{v:.3}")
     }
 }

@@ -1,6 +1,5 @@
 //! The seed's claims against this run.
 
-use super::report::fmt_eff;
 use super::*;
 
 impl SeedChecks for ReclaimWritebackExp {
@@ -101,9 +100,19 @@ impl SeedChecks for ReclaimWritebackExp {
                 name: format!("{w} kswapd efficiency unchanged"),
                 seed: format!("within a few points (+-{EFFICIENCY_TOLERANCE_POINTS:.0} allowed)"),
                 measured: if d.is_nan() {
-                    format!("{} -> {} (kswapd scanned nothing){}", fmt_eff(eb), fmt_eff(ea), tag(*ex))
+                    format!(
+                        "{} -> {} (kswapd scanned nothing){}",
+                        render::fmt_fixed(eb, 0, "%"),
+                        render::fmt_fixed(ea, 0, "%"),
+                        tag(*ex)
+                    )
                 } else {
-                    format!("{} -> {} ({d:+.1} points){}", fmt_eff(eb), fmt_eff(ea), tag(*ex))
+                    format!(
+                        "{} -> {} ({d:+.1} points){}",
+                        render::fmt_fixed(eb, 0, "%"),
+                        render::fmt_fixed(ea, 0, "%"),
+                        tag(*ex)
+                    )
                 },
                 agrees: if d.is_nan() { None } else { Some(d.abs() <= EFFICIENCY_TOLERANCE_POINTS) },
                 counts: *ex,

@@ -28,14 +28,6 @@ pub(super) const VM_ITEMS: &[Item] = &[
     Item::pgmajfault,
 ];
 
-pub(super) fn fmt_eff(e: f64) -> String {
-    if e.is_nan() {
-        "-".into()
-    } else {
-        format!("{e:.0}%")
-    }
-}
-
 impl SeedReport for ReclaimWritebackExp {
     /// Dirty + writeback and free pages over the first run of each
     /// workload, one line per pcache variant (the kernel column has no
@@ -149,7 +141,7 @@ fn summary(r: &ExperimentResult, opts: &ReclaimWritebackOpts) -> String {
         per_var(&mut rows, format!("{mem_label} Kswapd efficiency {w}"), &|v| {
             let scan = v.vm(w, Item::pgscan_kswapd).unwrap_or(0);
             let steal = v.vm(w, Item::pgsteal_kswapd).unwrap_or(0);
-            fmt_eff(if scan == 0 { f64::NAN } else { steal as f64 / scan as f64 * 100.0 })
+            render::fmt_fixed(if scan == 0 { f64::NAN } else { steal as f64 / scan as f64 * 100.0 }, 0, "%")
         });
     }
     for (label, item, scale) in [

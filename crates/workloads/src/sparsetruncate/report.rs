@@ -28,7 +28,7 @@ pub(super) fn render_seed_table(r: &ExperimentResult, metric: &str) -> String {
         let mut row = vec![format!("{label} Time")];
         let base = cols.first().map(|c| c.1[i]).unwrap_or(f64::NAN);
         for (_, v) in &cols {
-            row.push(format!("{} ({:>7.2}%)", fmt_us(v[i]), pct_better(base, v[i], Better::Lower)));
+            row.push(format!("{} ({:>7.2}%)", render::fmt_fixed(v[i], 2, ""), pct_better(base, v[i], Better::Lower)));
         }
         rows.push(row);
     }
@@ -144,13 +144,5 @@ impl SeedReport for Sparsetruncate {
             }
         }
         Ok(files)
-    }
-}
-
-pub(super) fn fmt_us(v: f64) -> String {
-    if v.is_nan() {
-        "-".into()
-    } else {
-        format!("{v:.2}")
     }
 }

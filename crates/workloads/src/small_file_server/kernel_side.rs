@@ -23,8 +23,11 @@ impl ServerBackend for KernelServer {
     }
 }
 
+/// A measure's name and how to read it off a run.
+type Measure = (&'static str, fn(&ServerOut) -> f64);
+
 /// The kernel's server measures that match pcache's.
-pub(super) const KERNEL_MEASURES: [(&str, fn(&ServerOut) -> f64); 5] = [
+pub(super) const KERNEL_MEASURES: [Measure; 5] = [
     ("requests/s", ServerOut::requests_per_s),
     ("files_hit_ratio", ServerOut::files_hit_ratio),
     ("small_hit_ratio", ServerOut::small_hit_ratio),

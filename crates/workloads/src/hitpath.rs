@@ -267,8 +267,9 @@ pub struct PhaseSecs {
 }
 
 /// The result; serialises to the JSON that `pcache bench hitpath --json`
-/// writes.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// writes. Reads back results of older versions, which lacked some rows.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct HitpathResult {
     pub experiment: String,
     /// The parameters, as keys of the result.
@@ -288,49 +289,35 @@ pub struct HitpathResult {
     pub hit_ns_2threads: Option<f64>,
     /// find_page plus an 8-byte read through the PageRef (the validated
     /// copy of issue 11's sound frame access), 1 thread.
-    #[serde(default)]
     pub pageref_hit_ns_1thread: Option<f64>,
     /// A mapped access with the page present (M15): entry load, pin,
     /// re-check, young byte, an 8-byte load, unpin.
-    #[serde(default)]
     pub mapped_hit_ns_1thread: Option<f64>,
-    #[serde(default)]
     pub mapped_hit_ns_2threads: Option<f64>,
     /// The kernel's mapped page cache on the same keys: an 8-byte load
     /// from a populated shared mapping of a memfd as large as the file.
-    #[serde(default)]
     pub kernel_mapped_ns_1thread: Option<f64>,
     /// `mapped_hit_ns_1thread - kernel_mapped_ns_1thread`: what pcache's
     /// software page table, pin and guard add to the hardware's access.
-    #[serde(default)]
     pub mapped_over_kernel_ns: Option<f64>,
     /// The same access without a guard (`Mapping::load_u64`: entry load,
     /// transient pin, re-check, young byte, the 8-byte load, unpin).
-    #[serde(default)]
     pub mapped_load_ns_1thread: Option<f64>,
-    #[serde(default)]
     pub mapped_load_ns_2threads: Option<f64>,
     /// `mapped_load_ns_1thread - kernel_mapped_ns_1thread`.
-    #[serde(default)]
     pub mapped_load_over_kernel_ns: Option<f64>,
     /// The batched access (`Mapping::load_u64_many`, keys handed over
     /// [`BATCH_KEYS`] at a time), ns per key.
-    #[serde(default)]
     pub mapped_batch_ns_1thread: Option<f64>,
-    #[serde(default)]
     pub mapped_batch_ns_2threads: Option<f64>,
     /// A write pin of a cached page, 8 bytes written, dropped, 1 thread.
-    #[serde(default)]
     pub pagemut_write_ns_1thread: Option<f64>,
     /// find_page on a cache built with the multi-gen LRU (issue 15), 1
     /// and 2 threads, and what it adds to the classic find_page at 1
     /// thread: the cost of MGLRU's marking (folio_inc_refs) against the
     /// two lists' PAGE_HOT hint.
-    #[serde(default)]
     pub mglru_hit_ns_1thread: Option<f64>,
-    #[serde(default)]
     pub mglru_hit_ns_2threads: Option<f64>,
-    #[serde(default)]
     pub mglru_marking_ns: Option<f64>,
     // Ratios.
     pub kernel_over_pcache: f64,
@@ -339,7 +326,6 @@ pub struct HitpathResult {
     /// throughput(2 threads) / throughput(1 thread).
     pub scaling_2threads: Option<f64>,
     /// The same for the mapped access.
-    #[serde(default)]
     pub mapped_scaling_2threads: Option<f64>,
     // Details.
     pub hit: Vec<HitRun>,
@@ -491,44 +477,41 @@ fn ns_per_op(elapsed: Duration, ops: usize) -> f64 {
     elapsed.as_nanos() as f64 / ops.max(1) as f64
 }
 
-fn time_pcache_reads(f: &File, offsets: &[u64], buf: &mut [u8]) -> Result<f64> {
+/// Time `read` of `buf.len()` bytes at each of `offsets`, each read checked
+/// to be whole; ns per read. `what` names the read in errors.
+fn time_reads(
+    what: &str,
+    offsets: &[u64],
+    buf: &mut [u8],
+    read: impl Fn(&mut [u8], u64) -> Result<usize>,
+) -> Result<f64> {
     let t = Instant::now();
     for &off in offsets {
-        let n = f.read_at(buf, off)?;
+        let n = read(buf, off)?;
         if n != buf.len() {
-            return Err(Error::Check(format!("pcache read_at at {off} returned {n} bytes, not {}", buf.len())));
+            return Err(Error::Check(format!("{what} at {off} returned {n} bytes, not {}", buf.len())));
         }
         black_box(&mut *buf);
     }
     Ok(ns_per_op(t.elapsed(), offsets.len()))
 }
 
-fn time_kernel_reads(f: &std::fs::File, offsets: &[u64], buf: &mut [u8]) -> Result<f64> {
-    let t = Instant::now();
-    for &off in offsets {
-        let n = f.read_at(buf, off).map_err(|e| Error::io(format!("kernel pread at {off}"), e))?;
-        if n != buf.len() {
-            return Err(Error::Check(format!("kernel pread at {off} returned {n} bytes, not {}", buf.len())));
+/// Read the whole file through `read` in 1 MiB chunks (warming its cache),
+/// checking every byte against `mem`, the file's data.
+fn read_whole(what: &str, mem: &[u8], read: impl Fn(&mut [u8], u64) -> Result<usize>) -> Result<()> {
+    let mut chunk = Aligned::new(1 << 20);
+    for (i, want) in mem.chunks(chunk.len).enumerate() {
+        let off = (i * chunk.len) as u64;
+        let got = &mut chunk.as_mut_slice()[..want.len()];
+        let n = read(got, off)?;
+        if n != want.len() || got != want {
+            return Err(Error::Check(format!(
+                "{what} read {n} bytes at {off}, wanted {} bytes of the file's data",
+                want.len()
+            )));
         }
-        black_box(&mut *buf);
     }
-    Ok(ns_per_op(t.elapsed(), offsets.len()))
-}
-
-/// The physical limit: a bare copy of the same page from the same memory
-/// (pcache's own frames, pinned beforehand), with no lookup at all. Since
-/// frames are read only through the seqcount-validated atomic copy (the
-/// engine's highmem.rs; a plain memcpy racing a writer is undefined
-/// behaviour), the bare copy is that copy: `PageRef::read_into`.
-fn time_memcpy(frames: &[pcache::PageRef<'_>], offsets: &[u64], buf: &mut [u8]) -> Result<f64> {
-    let t = Instant::now();
-    for &off in offsets {
-        frames[(off / PAGE as u64) as usize]
-            .read_into(0, buf)
-            .map_err(|e| Error::Check(format!("copying a pinned page: {e}")))?;
-        black_box(&mut *buf);
-    }
-    Ok(ns_per_op(t.elapsed(), offsets.len()))
+    Ok(())
 }
 
 fn to_usize(v: u64, what: &str) -> Result<usize> {
@@ -561,72 +544,60 @@ fn read_phases(opts: &HitpathOpts, progress: &Progress) -> Result<ReadPhase> {
     let mut mem = Aligned::new(len);
     fill_nonzero(mem.as_mut_slice(), opts.seed ^ 0x5eed_f11e);
     phase.inc(1);
-    let tmp = match &opts.dir {
-        Some(d) => tempfile::Builder::new().prefix("pcache-hitpath-").tempdir_in(d),
-        None => tempfile::Builder::new().prefix("pcache-hitpath-").tempdir(),
-    }
-    .map_err(|e| Error::io("creating a temporary directory", e))?;
+    let tmp = crate::sys::tempdir_in(opts.dir.as_deref(), "pcache-hitpath-")?;
     let path = tmp.path().join("data");
+    let io_err = |what: &str| {
+        let ctx = format!("{what} {}", path.display());
+        move |e| Error::io(ctx, e)
+    };
     {
-        let f = std::fs::File::create(&path).map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
+        let f = std::fs::File::create(&path).map_err(io_err("creating"))?;
         for (i, chunk) in mem.as_slice().chunks(8 << 20).enumerate() {
-            f.write_all_at(chunk, (i * (8 << 20)) as u64)
-                .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+            f.write_all_at(chunk, (i * (8 << 20)) as u64).map_err(io_err("writing"))?;
         }
-        f.sync_all().map_err(|e| Error::io(format!("syncing {}", path.display()), e))?;
+        f.sync_all().map_err(io_err("syncing"))?;
     }
     phase.inc(1);
 
     let cache = PageCache::new(Config::with_memory(file_bytes + SLACK_BYTES))?;
     let vm0 = cache.vmstat();
     let pf = cache.open(&path, OpenOptions { create: false, truncate: false, direct: true })?;
-    let mut chunk = Aligned::new(1 << 20);
-    let mut off = 0u64;
-    while off < file_bytes {
-        let want = chunk.len.min((file_bytes - off) as usize);
-        let n = pf.read_at(&mut chunk.as_mut_slice()[..want], off)?;
-        if n != want || chunk.as_slice()[..want] != mem.as_slice()[off as usize..off as usize + want] {
-            return Err(Error::Check(format!(
-                "pcache read {n} bytes at {off}, wanted {want} bytes of the file's data"
-            )));
-        }
-        off += want as u64;
-    }
+    let pcache_read = |b: &mut [u8], off| Ok(pf.read_at(b, off)?);
+    read_whole("pcache", mem.as_slice(), pcache_read)?;
     phase.inc(1);
     // The kernel's copy: a plain buffered file.
-    let kf = std::fs::File::open(&path).map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
-    let mut off = 0u64;
-    while off < file_bytes {
-        let want = chunk.len.min((file_bytes - off) as usize);
-        let n = kf
-            .read_at(&mut chunk.as_mut_slice()[..want], off)
-            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-        if n != want || chunk.as_slice()[..want] != mem.as_slice()[off as usize..off as usize + want] {
-            return Err(Error::Check(format!(
-                "kernel read {n} bytes at {off}, wanted {want} bytes of the file's data"
-            )));
-        }
-        off += want as u64;
-    }
-    drop(chunk);
+    let kf = std::fs::File::open(&path).map_err(io_err("opening"))?;
+    let kernel_read =
+        |b: &mut [u8], off| kf.read_at(b, off).map_err(|e| Error::io(format!("kernel pread at {off}"), e));
+    read_whole("kernel", mem.as_slice(), kernel_read)?;
     phase.inc(1);
     let setup = phase.finish();
     let vm1 = cache.vmstat();
 
-    // b. Random 4 KiB reads, interleaved pcache / kernel / memcpy. The
-    // memcpy baseline copies from pcache's frames themselves, pinned here.
+    // b. Random 4 KiB reads, interleaved pcache / kernel / memcpy.
+    // The physical limit: a bare copy of the same page from the same memory
+    // (pcache's own frames, pinned here), with no lookup at all. Since frames
+    // are read only through the seqcount-validated atomic copy (the engine's
+    // highmem.rs; a plain memcpy racing a writer is undefined behaviour), the
+    // bare copy is that copy: `PageRef::read_into`.
     let pinned = (0..pages).map(|i| pf.get_page(i)).collect::<std::result::Result<Vec<_>, _>>()?;
+    let memcpy = |b: &mut [u8], off: u64| {
+        pinned[(off / PAGE as u64) as usize]
+            .read_into(0, b)
+            .map_err(|e| Error::Check(format!("copying a pinned page: {e}")))?;
+        Ok(b.len())
+    };
     let offsets = uniform_page_offsets(pages, PAGE as u64, ops, opts.seed);
     let mut buf = Aligned::new(PAGE);
     let mut samples = ReadSamples::default();
     let phase = progress.phase("random 4 KiB reads", 3 * opts.rounds as u64);
     for r in 0..opts.rounds {
         phase.set_message(format!("round {}", r + 1));
-        samples.pcache_read_ns.push(time_pcache_reads(&pf, &offsets, buf.as_mut_slice())?);
+        samples.pcache_read_ns.push(time_reads("pcache read_at", &offsets, buf.as_mut_slice(), pcache_read)?);
         phase.inc(1);
-        samples.kernel_pread_ns.push(time_kernel_reads(&kf, &offsets, buf.as_mut_slice())?);
+        samples.kernel_pread_ns.push(time_reads("kernel pread", &offsets, buf.as_mut_slice(), kernel_read)?);
         phase.inc(1);
-        samples.memcpy_ns.push(time_memcpy(&pinned, &offsets, buf.as_mut_slice())?);
+        samples.memcpy_ns.push(time_reads("memcpy", &offsets, buf.as_mut_slice(), memcpy)?);
         phase.inc(1);
     }
     let random_read = phase.finish();
@@ -638,9 +609,9 @@ fn read_phases(opts: &HitpathOpts, progress: &Progress) -> Result<ReadPhase> {
     let phase = progress.phase("hot 4 KiB reads", 2 * opts.rounds as u64);
     for r in 0..opts.rounds {
         phase.set_message(format!("round {}", r + 1));
-        samples.pcache_hot_read_ns.push(time_pcache_reads(&pf, &hot, buf.as_mut_slice())?);
+        samples.pcache_hot_read_ns.push(time_reads("pcache read_at", &hot, buf.as_mut_slice(), pcache_read)?);
         phase.inc(1);
-        samples.kernel_hot_pread_ns.push(time_kernel_reads(&kf, &hot, buf.as_mut_slice())?);
+        samples.kernel_hot_pread_ns.push(time_reads("kernel pread", &hot, buf.as_mut_slice(), kernel_read)?);
         phase.inc(1);
     }
     let hot_read = phase.finish();
@@ -724,64 +695,89 @@ where
     Ok((ns / keys.len() as f64, mops))
 }
 
-/// `rounds` timed runs of `access` on `keys.len()` threads, as one row.
-fn hit_rows<F>(
-    access_name: &str,
-    keys: &[Vec<u64>],
+/// The hit path's rows as they are timed, each `rounds` timed runs.
+struct Rows<'a> {
     rounds: usize,
-    phase: &crate::progress::Phase,
-    access: &F,
-) -> Result<HitRun>
-where
-    F: Fn(usize, u64) -> Result<bool> + Sync,
-{
-    let mut ns = Vec::new();
-    let mut mops = Vec::new();
-    for r in 0..rounds {
-        phase.set_message(format!("{access_name}, {} thr, round {}", keys.len(), r + 1));
-        let (n, m) = hit_round(keys, access)?;
-        ns.push(n);
-        mops.push(m);
-        phase.inc(1);
+    phase: &'a crate::progress::Phase,
+    runs: Vec<HitRun>,
+}
+
+impl Rows<'_> {
+    /// Time `access` on `keys.len()` threads as the row `name`; each call
+    /// does `per_call` ops, and the row's figures are per op.
+    fn time<F>(&mut self, name: &str, keys: &[Vec<u64>], per_call: usize, access: &F) -> Result<()>
+    where
+        F: Fn(usize, u64) -> Result<bool> + Sync,
+    {
+        let (mut ns, mut mops) = (Vec::new(), Vec::new());
+        for r in 0..self.rounds {
+            self.phase.set_message(format!("{name}, {} thr, round {}", keys.len(), r + 1));
+            let (n, m) = hit_round(keys, access)?;
+            ns.push(n / per_call as f64);
+            mops.push(m * per_call as f64);
+            self.phase.inc(1);
+        }
+        self.runs.push(HitRun {
+            access: name.into(),
+            threads: keys.len(),
+            ns_per_op: stats::median(&ns),
+            mops: stats::median(&mops),
+            rounds_ns_per_op: ns,
+            rounds_mops: mops,
+        });
+        Ok(())
     }
-    Ok(HitRun {
-        access: access_name.into(),
-        threads: keys.len(),
-        ns_per_op: stats::median(&ns),
-        mops: stats::median(&mops),
-        rounds_ns_per_op: ns,
-        rounds_mops: mops,
-    })
+
+    /// The `mapped_batch` row: each thread's keys handed to
+    /// `Mapping::load_u64_many` [`BATCH_KEYS`] at a time (a trailing
+    /// partial batch left out), timed per call and reported per key.
+    fn batch(&mut self, map: &pcache::Mapping, keys: &[Vec<u64>]) -> Result<()> {
+        let pos: Vec<Vec<u64>> = keys.iter().map(|ks| ks.iter().map(|&k| k * PAGE as u64).collect()).collect();
+        let calls: Vec<Vec<u64>> = pos.iter().map(|p| (0..(p.len() / BATCH_KEYS) as u64).collect()).collect();
+        let batch = |t: usize, c: u64| -> Result<bool> {
+            let at = c as usize * BATCH_KEYS;
+            let mut words = [0u64; BATCH_KEYS];
+            map.load_u64_many(&pos[t][at..at + BATCH_KEYS], &mut words)?;
+            black_box(&words);
+            Ok(true)
+        };
+        self.time("mapped_batch", &calls, BATCH_KEYS, &batch)
+    }
 }
 
 /// Keys per `load_u64_many` call in the `mapped_batch` row.
 pub const BATCH_KEYS: usize = 64;
 
-/// The `mapped_batch` row: each thread's keys handed to
-/// `Mapping::load_u64_many` [`BATCH_KEYS`] at a time (a trailing partial
-/// batch left out), timed by [`hit_rows`] per call and reported per key.
-fn batch_rows(
-    map: &pcache::Mapping,
-    keys: &[Vec<u64>],
-    rounds: usize,
-    phase: &crate::progress::Phase,
-) -> Result<HitRun> {
-    let pos: Vec<Vec<u64>> = keys.iter().map(|ks| ks.iter().map(|&k| k * PAGE as u64).collect()).collect();
-    let calls: Vec<Vec<u64>> = pos.iter().map(|p| (0..(p.len() / BATCH_KEYS) as u64).collect()).collect();
-    let batch = |t: usize, c: u64| -> Result<bool> {
-        let at = c as usize * BATCH_KEYS;
-        let mut words = [0u64; BATCH_KEYS];
-        map.load_u64_many(&pos[t][at..at + BATCH_KEYS], &mut words)?;
-        black_box(&words);
-        Ok(true)
-    };
-    let mut run = hit_rows("mapped_batch", &calls, rounds, phase, &batch)?;
-    let per_key = BATCH_KEYS as f64;
-    run.ns_per_op /= per_key;
-    run.mops *= per_key;
-    run.rounds_ns_per_op.iter_mut().for_each(|ns| *ns /= per_key);
-    run.rounds_mops.iter_mut().for_each(|m| *m *= per_key);
-    Ok(run)
+/// A cache of `pages` frames (and slack) built with `tunables`, holding
+/// every page of the memory-backed file `name`, each added through
+/// `get_page` (`tick` after each) and the per-CPU batches drained; and its
+/// vmstat before.
+fn populated(tunables: Tunables, name: &str, pages: u64, tick: impl Fn(u64)) -> Result<(PageCache, File, VmStat)> {
+    let cache = PageCache::new(Config { tunables, ..Config::with_memory(pages * PAGE as u64 + SLACK_BYTES) })?;
+    let vm0 = cache.vmstat();
+    let file = cache.open_memory(name)?;
+    file.set_len(pages * PAGE as u64)?;
+    for i in 0..pages {
+        drop(file.get_page(i)?);
+        tick(i);
+    }
+    cache.lru_add_drain_all();
+    Ok((cache, file, vm0))
+}
+
+/// `k` handles of `file`, one per thread, given to `rows` and closed after.
+fn with_handles<T>(file: &File, k: usize, rows: impl FnOnce(&[File]) -> Result<T>) -> Result<T> {
+    let handles = (0..k).map(|_| file.reopen()).collect::<pcache::Result<Vec<File>>>()?;
+    let out = rows(&handles)?;
+    for h in &handles {
+        h.close()?;
+    }
+    Ok(out)
+}
+
+/// find_page of a cached page and the drop of its pin: whether it hit.
+fn find_hit(file: &File, key: u64) -> Result<bool> {
+    Ok(file.find_page(key)?.map(black_box).is_some())
 }
 
 fn hit_phase(opts: &HitpathOpts, progress: &Progress) -> Result<HitPhase> {
@@ -791,19 +787,14 @@ fn hit_phase(opts: &HitpathOpts, progress: &Progress) -> Result<HitPhase> {
 
     // d. A cache holding every page of a memory-backed file.
     let phase = progress.phase("hit path: populate", pages + max_threads as u64);
-    let cache = PageCache::new(Config::with_memory(pages * PAGE as u64 + SLACK_BYTES))?;
-    let vm0 = cache.vmstat();
-    let file = cache.open_memory("hitpath")?;
-    file.set_len(pages * PAGE as u64)?;
     let step = 1 << 14;
-    for i in 0..pages {
-        drop(file.get_page(i)?);
+    let tick = |i: u64| {
         if i % step == step - 1 {
             phase.inc(step);
         }
-    }
+    };
+    let (cache, file, vm0) = populated(Tunables::default(), "hitpath", pages, tick)?;
     phase.inc(pages % step);
-    cache.lru_add_drain_all();
     let zipf = ZipfKeys::new(pages, opts.zipf_s, opts.seed ^ 0x21bf_0000).map_err(Error::Invalid)?;
     let mut streams = Vec::with_capacity(max_threads);
     for t in 0..max_threads {
@@ -819,74 +810,59 @@ fn hit_phase(opts: &HitpathOpts, progress: &Progress) -> Result<HitPhase> {
     let mapped_threads: Vec<usize> = opts.threads.iter().copied().filter(|&k| k <= 2).collect();
     let nrows = 2 * opts.threads.len() + 3 * mapped_threads.len() + 3 * opts.threads.contains(&1) as usize;
     let phase = progress.phase("hit path: lookups", (nrows * opts.rounds) as u64);
-    let mut runs = Vec::new();
+    let mut rows = Rows { rounds: opts.rounds, phase: &phase, runs: Vec::new() };
     let map = file.map(0, pages * PAGE as u64, pcache::MapFlags::READ)?;
     for &k in &opts.threads {
-        let handles = (0..k).map(|_| file.reopen()).collect::<pcache::Result<Vec<File>>>()?;
-        let find = |t: usize, key: u64| -> Result<bool> {
-            Ok(match handles[t].find_page(key)? {
-                Some(p) => {
-                    black_box(&p);
-                    true
+        let keys = &streams[..k];
+        with_handles(&file, k, |handles| {
+            rows.time("find_page", keys, 1, &|t, key| find_hit(&handles[t], key))?;
+            if k <= 2 {
+                // Faulted in here, so every entry is present when timed.
+                if k == 1 {
+                    for i in 0..pages {
+                        drop(map.page(i)?);
+                    }
                 }
-                None => false,
-            })
-        };
-        runs.push(hit_rows("find_page", &streams[..k], opts.rounds, &phase, &find)?);
-        if k <= 2 {
-            // Faulted in here, so every entry is present when timed.
-            if k == 1 {
-                for i in 0..pages {
-                    drop(map.page(i)?);
-                }
-            }
-            let mapped = |_t: usize, key: u64| -> Result<bool> {
-                let p = map.page(key)?;
-                black_box(p.load_u64(0)?);
-                Ok(true)
-            };
-            runs.push(hit_rows("mapped", &streams[..k], opts.rounds, &phase, &mapped)?);
-            let mapped_load = |_t: usize, key: u64| -> Result<bool> {
-                black_box(map.load_u64(key, 0)?);
-                Ok(true)
-            };
-            runs.push(hit_rows("mapped_load", &streams[..k], opts.rounds, &phase, &mapped_load)?);
-            runs.push(batch_rows(&map, &streams[..k], opts.rounds, &phase)?);
-            if k == 1 {
-                let kmap = KernelMapping::new(pages as usize * PAGE)?;
-                let kernel = |_t: usize, key: u64| -> Result<bool> {
-                    black_box(kmap.load(key));
+                let mapped = |_t: usize, key: u64| -> Result<bool> {
+                    black_box(map.page(key)?.load_u64(0)?);
                     Ok(true)
                 };
-                runs.push(hit_rows("kernel_mapped", &streams[..1], opts.rounds, &phase, &kernel)?);
+                rows.time("mapped", keys, 1, &mapped)?;
+                let mapped_load = |_t: usize, key: u64| -> Result<bool> {
+                    black_box(map.load_u64(key, 0)?);
+                    Ok(true)
+                };
+                rows.time("mapped_load", keys, 1, &mapped_load)?;
+                rows.batch(&map, keys)?;
+                if k == 1 {
+                    let kmap = KernelMapping::new(pages as usize * PAGE)?;
+                    let kernel = |_t: usize, key: u64| -> Result<bool> {
+                        black_box(kmap.load(key));
+                        Ok(true)
+                    };
+                    rows.time("kernel_mapped", keys, 1, &kernel)?;
+                }
             }
-        }
-        if k == 1 {
-            let pageref = |t: usize, key: u64| -> Result<bool> {
-                Ok(match handles[t].find_page(key)? {
-                    Some(p) => {
-                        let mut word = [0u8; 8];
-                        p.read_into(0, &mut word)?;
-                        black_box(word);
-                        true
-                    }
-                    None => false,
-                })
-            };
-            runs.push(hit_rows("pageref", &streams[..1], opts.rounds, &phase, &pageref)?);
-            // Writes dirty pages, so fewer of them: the throttle and the
-            // flusher's writeback to memory are part of what a write costs.
-            let few: Vec<Vec<u64>> = vec![streams[0][..streams[0].len().div_ceil(8)].to_vec()];
-            let pagemut = |t: usize, key: u64| -> Result<bool> {
-                let mut p = handles[t].get_page_mut(key)?;
-                p.write(8, &key.to_le_bytes())?;
-                Ok(true)
-            };
-            runs.push(hit_rows("pagemut", &few, opts.rounds, &phase, &pagemut)?);
-        }
-        for h in &handles {
-            h.close()?;
-        }
+            if k == 1 {
+                let pageref = |t: usize, key: u64| -> Result<bool> {
+                    let Some(p) = handles[t].find_page(key)? else { return Ok(false) };
+                    let mut word = [0u8; 8];
+                    p.read_into(0, &mut word)?;
+                    black_box(word);
+                    Ok(true)
+                };
+                rows.time("pageref", keys, 1, &pageref)?;
+                // Writes dirty pages, so fewer of them: the throttle and the
+                // flusher's writeback to memory are part of what a write costs.
+                let few: Vec<Vec<u64>> = vec![streams[0][..streams[0].len().div_ceil(8)].to_vec()];
+                let pagemut = |t: usize, key: u64| -> Result<bool> {
+                    handles[t].get_page_mut(key)?.write(8, &key.to_le_bytes())?;
+                    Ok(true)
+                };
+                rows.time("pagemut", &few, 1, &pagemut)?;
+            }
+            Ok(())
+        })?;
     }
     drop(map);
     let vm2 = cache.vmstat();
@@ -894,7 +870,8 @@ fn hit_phase(opts: &HitpathOpts, progress: &Progress) -> Result<HitPhase> {
     drop(file);
     cache.unlink_memory("hitpath")?;
     drop(cache);
-    let vm_mglru = mglru_rows(opts, pages, &streams, &phase, &mut runs)?;
+    let vm_mglru = mglru_rows(opts, pages, &streams, &mut rows)?;
+    let runs = rows.runs;
     let hit = phase.finish();
     Ok(HitPhase { runs, vm_setup: vm_delta(&vm1, &vm0), vm_hit: vm_delta(&vm2, &vm1), vm_mglru, setup, hit })
 }
@@ -903,37 +880,14 @@ fn hit_phase(opts: &HitpathOpts, progress: &Progress) -> Result<HitPhase> {
 /// (issue 15), same pages and keys: what MGLRU's marking (folio_inc_refs in
 /// the page's flags until its count is full, then the PAGE_HOT hint in the tree
 /// slot) costs on the hit path. Returns the vmstat delta of the timed lookups.
-fn mglru_rows(
-    opts: &HitpathOpts,
-    pages: u64,
-    streams: &[Vec<u64>],
-    phase: &crate::progress::Phase,
-    runs: &mut Vec<HitRun>,
-) -> Result<serde_json::Value> {
+fn mglru_rows(opts: &HitpathOpts, pages: u64, streams: &[Vec<u64>], rows: &mut Rows<'_>) -> Result<serde_json::Value> {
     let tunables = Tunables { lru: LruPolicy::MultiGen, ..Tunables::default() };
-    let cache = PageCache::new(Config { tunables, ..Config::with_memory(pages * PAGE as u64 + SLACK_BYTES) })?;
-    let file = cache.open_memory("hitpath-mglru")?;
-    file.set_len(pages * PAGE as u64)?;
-    for i in 0..pages {
-        drop(file.get_page(i)?);
-    }
-    cache.lru_add_drain_all();
+    let (cache, file, _) = populated(tunables, "hitpath-mglru", pages, |_| {})?;
     let vm0 = cache.vmstat();
     for &k in &opts.threads {
-        let handles = (0..k).map(|_| file.reopen()).collect::<pcache::Result<Vec<File>>>()?;
-        let find = |t: usize, key: u64| -> Result<bool> {
-            Ok(match handles[t].find_page(key)? {
-                Some(p) => {
-                    black_box(&p);
-                    true
-                }
-                None => false,
-            })
-        };
-        runs.push(hit_rows(MGLRU_ACCESS, &streams[..k], opts.rounds, phase, &find)?);
-        for h in &handles {
-            h.close()?;
-        }
+        with_handles(&file, k, |handles| {
+            rows.time(MGLRU_ACCESS, &streams[..k], 1, &|t, key| find_hit(&handles[t], key))
+        })?;
     }
     let vm1 = cache.vmstat();
     file.close()?;
@@ -963,37 +917,13 @@ pub fn run(opts: &HitpathOpts) -> Result<HitpathResult> {
     let hit = hit_phase(opts, &progress)?;
 
     let s = &read.samples;
-    let pcache_read_ns = stats::median(&s.pcache_read_ns);
-    let kernel_pread_ns = stats::median(&s.kernel_pread_ns);
-    let memcpy_ns = stats::median(&s.memcpy_ns);
-    let pcache_hot_read_ns = stats::median(&s.pcache_hot_read_ns);
+    let (pcache_read_ns, kernel_pread_ns) = (stats::median(&s.pcache_read_ns), stats::median(&s.kernel_pread_ns));
+    let (memcpy_ns, pcache_hot_read_ns) = (stats::median(&s.memcpy_ns), stats::median(&s.pcache_hot_read_ns));
     let kernel_hot_pread_ns = stats::median(&s.kernel_hot_pread_ns);
     let row = |access: &str, k: usize| hit.runs.iter().find(|r| r.access == access && r.threads == k);
-    let by_threads = |k: usize| row("find_page", k);
-    let hit_ns_1thread = by_threads(1).map(|r| r.ns_per_op);
-    let hit_ns_2threads = by_threads(2).map(|r| r.ns_per_op);
-    let scaling_2threads = by_threads(2).zip(by_threads(1)).map(|(two, one)| stats::ratio(two.mops, one.mops));
-    let pageref_hit_ns_1thread = row("pageref", 1).map(|r| r.ns_per_op);
-    let pagemut_write_ns_1thread = row("pagemut", 1).map(|r| r.ns_per_op);
-    let mapped_hit_ns_1thread = row("mapped", 1).map(|r| r.ns_per_op);
-    let mapped_hit_ns_2threads = row("mapped", 2).map(|r| r.ns_per_op);
-    let kernel_mapped_ns_1thread = row("kernel_mapped", 1).map(|r| r.ns_per_op);
-    let mapped_over_kernel_ns = mapped_hit_ns_1thread.zip(kernel_mapped_ns_1thread).map(|(p, k)| p - k);
-    let mglru_hit_ns_1thread = row(MGLRU_ACCESS, 1).map(|r| r.ns_per_op);
-    let mglru_hit_ns_2threads = row(MGLRU_ACCESS, 2).map(|r| r.ns_per_op);
-    let mglru_marking_ns = mglru_hit_ns_1thread.zip(hit_ns_1thread).map(|(m, c)| m - c);
-    let mapped_load_ns_1thread = row("mapped_load", 1).map(|r| r.ns_per_op);
-    let mapped_load_ns_2threads = row("mapped_load", 2).map(|r| r.ns_per_op);
-    let mapped_load_over_kernel_ns = mapped_load_ns_1thread.zip(kernel_mapped_ns_1thread).map(|(p, k)| p - k);
-    let mapped_batch_ns_1thread = row("mapped_batch", 1).map(|r| r.ns_per_op);
-    let mapped_batch_ns_2threads = row("mapped_batch", 2).map(|r| r.ns_per_op);
-    let mapped_scaling_2threads =
-        row("mapped", 2).zip(row("mapped", 1)).map(|(two, one)| stats::ratio(two.mops, one.mops));
-    let kernel_over_pcache = stats::ratio(kernel_pread_ns, pcache_read_ns);
-    let pcache_over_memcpy = stats::ratio(pcache_read_ns, memcpy_ns);
-    let hot_kernel_over_pcache = stats::ratio(kernel_hot_pread_ns, pcache_hot_read_ns);
-
-    let notes = notes(opts, read.misses);
+    let ns = |access: &str, k: usize| row(access, k).map(|r| r.ns_per_op);
+    let minus = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a - b);
+    let scaling = |access: &str| row(access, 2).zip(row(access, 1)).map(|(two, one)| stats::ratio(two.mops, one.mops));
     let mut result = HitpathResult {
         experiment: "hitpath".into(),
         opts: opts.clone(),
@@ -1004,27 +934,27 @@ pub fn run(opts: &HitpathOpts) -> Result<HitpathResult> {
         memcpy_ns,
         pcache_hot_read_ns,
         kernel_hot_pread_ns,
-        hit_ns_1thread,
-        hit_ns_2threads,
-        pageref_hit_ns_1thread,
-        mapped_hit_ns_1thread,
-        mapped_hit_ns_2threads,
-        kernel_mapped_ns_1thread,
-        mapped_over_kernel_ns,
-        mapped_load_ns_1thread,
-        mapped_load_ns_2threads,
-        mapped_load_over_kernel_ns,
-        mapped_batch_ns_1thread,
-        mapped_batch_ns_2threads,
-        pagemut_write_ns_1thread,
-        mglru_hit_ns_1thread,
-        mglru_hit_ns_2threads,
-        mglru_marking_ns,
-        kernel_over_pcache,
-        pcache_over_memcpy,
-        hot_kernel_over_pcache,
-        scaling_2threads,
-        mapped_scaling_2threads,
+        hit_ns_1thread: ns("find_page", 1),
+        hit_ns_2threads: ns("find_page", 2),
+        pageref_hit_ns_1thread: ns("pageref", 1),
+        mapped_hit_ns_1thread: ns("mapped", 1),
+        mapped_hit_ns_2threads: ns("mapped", 2),
+        kernel_mapped_ns_1thread: ns("kernel_mapped", 1),
+        mapped_over_kernel_ns: minus(ns("mapped", 1), ns("kernel_mapped", 1)),
+        mapped_load_ns_1thread: ns("mapped_load", 1),
+        mapped_load_ns_2threads: ns("mapped_load", 2),
+        mapped_load_over_kernel_ns: minus(ns("mapped_load", 1), ns("kernel_mapped", 1)),
+        mapped_batch_ns_1thread: ns("mapped_batch", 1),
+        mapped_batch_ns_2threads: ns("mapped_batch", 2),
+        pagemut_write_ns_1thread: ns("pagemut", 1),
+        mglru_hit_ns_1thread: ns(MGLRU_ACCESS, 1),
+        mglru_hit_ns_2threads: ns(MGLRU_ACCESS, 2),
+        mglru_marking_ns: minus(ns(MGLRU_ACCESS, 1), ns("find_page", 1)),
+        kernel_over_pcache: stats::ratio(kernel_pread_ns, pcache_read_ns),
+        pcache_over_memcpy: stats::ratio(pcache_read_ns, memcpy_ns),
+        hot_kernel_over_pcache: stats::ratio(kernel_hot_pread_ns, pcache_hot_read_ns),
+        scaling_2threads: scaling("find_page"),
+        mapped_scaling_2threads: scaling("mapped"),
         hit: hit.runs,
         samples: read.samples,
         targets: Vec::new(),
@@ -1043,7 +973,7 @@ pub fn run(opts: &HitpathOpts) -> Result<HitpathResult> {
             "hit": hit.vm_hit,
             "hit_mglru": hit.vm_mglru,
         }),
-        notes,
+        notes: notes(opts, read.misses),
     };
     result.targets = targets(&result);
     Ok(result)
@@ -1159,17 +1089,19 @@ impl HitpathOpts {
     /// The options `pcache bench hitpath` asks for, checked (`--runs` is
     /// its rounds).
     pub fn from_exp(opts: &ExpOpts) -> Result<HitpathOpts> {
-        let mut o = if opts.quick { Self::quick() } else { Self::default() };
-        o.file_mib = opts.param_as("file_mib")?.unwrap_or(o.file_mib);
-        o.hit_pages = opts.param_as("hit_pages")?.unwrap_or(o.hit_pages);
-        o.ops = opts.param_as("ops")?.unwrap_or(o.ops);
-        o.threads = opts.param_list("threads")?.unwrap_or(o.threads);
-        o.rounds = opts.runs.unwrap_or(o.rounds);
-        o.seed = opts.seed;
-        o.dir = opts.dir.clone();
-        o.progress = opts.progress;
-        o.validate()?;
-        Ok(o)
+        let d = if opts.quick { Self::quick() } else { Self::default() };
+        let o = HitpathOpts {
+            file_mib: opts.param_as("file_mib")?.unwrap_or(d.file_mib),
+            hit_pages: opts.param_as("hit_pages")?.unwrap_or(d.hit_pages),
+            ops: opts.param_as("ops")?.unwrap_or(d.ops),
+            threads: opts.param_list("threads")?.unwrap_or(d.threads),
+            rounds: opts.runs.unwrap_or(d.rounds),
+            seed: opts.seed,
+            dir: opts.dir.clone(),
+            progress: opts.progress,
+            ..d
+        };
+        o.validate().map(|()| o)
     }
 }
 

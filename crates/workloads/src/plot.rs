@@ -14,8 +14,18 @@ pub struct Series {
 
 const COLORS: [RGBColor; 6] = [RED, BLUE, GREEN, MAGENTA, CYAN, BLACK];
 
-/// Draw `series` as lines in one chart and write it to `path` (SVG).
-pub fn line_chart(path: &Path, title: &str, x_label: &str, y_label: &str, series: &[Series]) -> Result<()> {
+/// Draw `series` as lines in one chart and write it to `dir/file` (SVG),
+/// making `dir` if need be. Returns the path written, for the report.
+pub fn line_chart(
+    dir: &Path,
+    file: &str,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+) -> Result<String> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+    let path = &dir.join(file);
     let err = |e: String| Error::Invalid(format!("plot {}: {e}", path.display()));
     let pts = || series.iter().flat_map(|s| s.points.iter());
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, 0f64, f64::MIN);
@@ -64,7 +74,7 @@ pub fn line_chart(path: &Path, title: &str, x_label: &str, y_label: &str, series
         .draw()
         .map_err(|e| err(e.to_string()))?;
     root.present().map_err(|e| err(e.to_string()))?;
-    Ok(())
+    Ok(path.display().to_string())
 }
 
 /// The points of an empirical CDF of `samples`: (value, fraction <= it).
@@ -88,7 +98,7 @@ mod tests {
             Series { name: "before".into(), points: cdf(&[3.0, 1.0, 2.0]) },
             Series { name: "after".into(), points: vec![(0.0, 0.0), (1.0, 2.0)] },
         ];
-        line_chart(&p, "t", "x", "y", &s).unwrap();
+        assert_eq!(line_chart(dir.path(), "c.svg", "t", "x", "y", &s).unwrap(), p.display().to_string());
         let text = std::fs::read_to_string(&p).unwrap();
         assert!(text.starts_with("<svg") && text.contains("before") && text.contains("after"));
         assert_eq!(cdf(&[3.0, 1.0, 2.0]), vec![(1.0, 1.0 / 3.0), (2.0, 2.0 / 3.0), (3.0, 1.0)]);

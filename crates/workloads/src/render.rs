@@ -8,8 +8,8 @@ use std::fmt::Write as _;
 
 use pcache::Item;
 
-use crate::report::{significant, Check, ExperimentResult, Mean, MetricSpec, VariantResult};
-use crate::stats::{pct_better, Comparison, Row, Summary};
+use crate::report::{amean, significant, Check, ExperimentResult, Mean, MetricSpec, VariantResult};
+use crate::stats::{pct_better, Better, Comparison, Row, Summary};
 
 /// Counter groups the seed reports' vmstat sections share, named once so
 /// that the same counters read alike in every report: page lookups and
@@ -282,31 +282,57 @@ pub fn vmstat_rows(
     rows
 }
 
-/// A summary of means: a heading, then one row per metric of `specs`
-/// (`name (unit)`), each variant's mean (its own kind of mean) with its
-/// difference against the first column, positive = better, and `*` where
-/// the difference of means is significant; `-` where nothing was measured.
+/// A table with a column per name: a header row of the names (over the
+/// row labels' empty corner), then `rows`; the labels left-aligned, every
+/// other column right-aligned.
+pub fn render_columns<S: ToString>(names: impl IntoIterator<Item = S>, rows: Vec<Vec<String>>) -> String {
+    let mut all = vec![std::iter::once(String::new()).chain(names.into_iter().map(|n| n.to_string())).collect()];
+    all.extend(rows);
+    let right: Vec<bool> = (0..all.iter().map(Vec::len).max().unwrap_or(0)).map(|c| c > 0).collect();
+    render_table(&all, &right)
+}
+
+/// The columns that have pcache's counters (the kernel's has none).
+pub fn pcache_columns(r: &ExperimentResult) -> Vec<&VariantResult> {
+    r.variants.iter().filter(|v| !v.vmstat.is_empty()).collect()
+}
+
+/// A row of a summary: `label`, then each variant's mean of `metric` (its
+/// own kind of mean) with its difference against the first column, positive
+/// = better, and `*` where the difference of means is significant; `-`
+/// where nothing was measured.
+pub fn mean_row(r: &ExperimentResult, label: String, metric: &str, better: Better) -> Vec<String> {
+    let Some(first) = r.variants.first() else { return vec![label] };
+    let base = r.mean(&first.name, metric);
+    let cell = |v: &VariantResult| {
+        let m = r.mean(&v.name, metric);
+        if m.is_nan() {
+            return "-".to_string();
+        }
+        let sig = v.name != first.name && significant(first.samples(metric), v.samples(metric));
+        fmt_cell(m, pct_better(base, m, better), sig).trim_start().to_string()
+    };
+    std::iter::once(label).chain(r.variants.iter().map(cell)).collect()
+}
+
+/// A summary of means: a heading, then a [`mean_row`] per metric of
+/// `specs` (`name (unit)`).
 pub fn means_table(r: &ExperimentResult, specs: &[&MetricSpec]) -> String {
     let mut s = String::from("\nsummary (means over runs; percentages against the first column, positive = better)\n");
-    let Some(first) = r.variants.first() else { return s };
-    let mut rows = vec![std::iter::once(String::new()).chain(r.variants.iter().map(|v| v.name.clone())).collect()];
-    for spec in specs {
-        let base = r.mean(&first.name, &spec.name);
-        let mut row = vec![format!("{} ({})", spec.name, spec.unit)];
-        for v in &r.variants {
-            let m = r.mean(&v.name, &spec.name);
-            if m.is_nan() {
-                row.push("-".into());
-                continue;
-            }
-            let sig = v.name != first.name && significant(first.samples(&spec.name), v.samples(&spec.name));
-            row.push(fmt_cell(m, pct_better(base, m, spec.better), sig).trim_start().to_string());
-        }
-        rows.push(row);
+    if r.variants.is_empty() {
+        return s;
     }
-    let right: Vec<bool> = (0..=r.variants.len()).map(|c| c > 0).collect();
-    s.push_str(&render_table(&rows, &right));
+    let rows = specs.iter().map(|spec| mean_row(r, format!("{} ({})", spec.name, spec.unit), &spec.name, spec.better));
+    s.push_str(&render_columns(r.variants.iter().map(|v| &v.name), rows.collect()));
     s
+}
+
+/// The pcache columns' means over runs of each of `metrics`, shown by
+/// `fmt`: a row per metric.
+pub fn pcache_means(r: &ExperimentResult, metrics: &[String], fmt: fn(f64) -> String) -> String {
+    let pc = pcache_columns(r);
+    let row = |m: &String| std::iter::once(m.clone()).chain(pc.iter().map(|v| fmt(amean(v.samples(m))))).collect();
+    render_columns(pc.iter().map(|v| &v.name), metrics.iter().map(row).collect())
 }
 
 /// The vmstat section of a report: a heading, then per workload (in the
@@ -319,7 +345,7 @@ pub fn vmstat_section(
     items: &[Item],
     per: &dyn Fn(&str, &VariantResult) -> f64,
 ) -> String {
-    let pcache: Vec<&VariantResult> = r.variants.iter().filter(|v| !v.vmstat.is_empty()).collect();
+    let pcache = pcache_columns(r);
     let right: Vec<bool> = (0..=pcache.len()).map(|c| c > 0).collect();
     let workloads: Vec<&str> = pcache.first().map(|v| v.vmstat.keys().collect()).unwrap_or_default();
     let mut s = format!("\n{heading}\n");
@@ -339,12 +365,12 @@ pub fn fmt_pct(pct: f64, sig: bool) -> String {
     }
 }
 
-/// A value that is itself a percentage (a hit ratio), `-` when unknown.
-pub fn fmt_pct_value(v: f64) -> String {
+/// `v` with `places` decimals and `unit` after it, `-` when unknown (NaN).
+pub fn fmt_fixed(v: f64, places: usize, unit: &str) -> String {
     if v.is_nan() {
         "-".into()
     } else {
-        format!("{v:.2}%")
+        format!("{v:.places$}{unit}")
     }
 }
 

@@ -71,70 +71,46 @@ fn base_tunables() -> Tunables {
     Tunables { ra_pages: 0, kswapd: false, ..Tunables::default() }
 }
 
-fn tunables_ws_off() -> Tunables {
-    Tunables { workingset: false, ..base_tunables() }
-}
-
-fn tunables_ws_on() -> Tunables {
-    Tunables { workingset: true, ..base_tunables() }
-}
-
-fn tunables_ws_6() -> Tunables {
-    Tunables { workingset: true, workingset_version: WorkingsetVersion::Linux6, ..base_tunables() }
-}
-
-fn tunables_mglru() -> Tunables {
-    Tunables { workingset: true, lru: LruPolicy::MultiGen, ..base_tunables() }
-}
-
-fn tunables_adaptive() -> Tunables {
-    Tunables { workingset: true, admission: Admission::AdaptiveTinyLfu, ..base_tunables() }
-}
-
 /// The variants replay compares.
 pub const PRESETS: &[Preset] = &[
-    Preset {
-        experiment: EXPERIMENT,
-        name: WORKINGSET_OFF,
-        stands_for: "two-list LRU without refault detection (before Linux 3.15): evicted pages leave no shadow \
-                     entry; readahead off, kswapd off",
-        default: true,
-        tunables: tunables_ws_off,
-    },
-    Preset {
-        experiment: EXPERIMENT,
-        name: WORKINGSET_ON,
-        stands_for: "Linux 3.15 workingset detection: shadow entries on eviction, refaults within the active \
-                     list's size are activated; readahead off, kswapd off",
-        default: true,
-        tunables: tunables_ws_on,
-    },
-    Preset {
-        experiment: EXPERIMENT,
-        name: WORKINGSET_6,
-        stands_for: "Linux 5.9-6.18 workingset balancing (lru_gen off): the active file list is deactivated \
-                     whenever refaults were activated since the last reclaim, else only while the inactive list \
-                     is low; readahead off, kswapd off",
-        default: false,
-        tunables: tunables_ws_6,
-    },
-    Preset {
-        experiment: EXPERIMENT,
-        name: MGLRU,
-        stands_for: "Linux 6.1+ multi-gen LRU (CONFIG_LRU_GEN, enabled): generations, tiers by access count, \
-                     the refault feedback loop protecting tiers; readahead off, kswapd off",
-        default: true,
-        tunables: tunables_mglru,
-    },
-    Preset {
-        experiment: EXPERIMENT,
-        name: ADAPTIVE,
-        stands_for: "pcache's own: workingset detection plus adaptive W-TinyLFU admission (a window list in \
-                     front of the two lists, a frequency sketch deciding who enters, an ARC-style adaptive \
-                     window); readahead off, kswapd off",
-        default: true,
-        tunables: tunables_adaptive,
-    },
+    Preset::new(
+        EXPERIMENT,
+        WORKINGSET_OFF,
+        "two-list LRU without refault detection (before Linux 3.15): evicted pages leave no shadow \
+        entry; readahead off, kswapd off",
+        || Tunables { workingset: false, ..base_tunables() },
+    ),
+    Preset::new(
+        EXPERIMENT,
+        WORKINGSET_ON,
+        "Linux 3.15 workingset detection: shadow entries on eviction, refaults within the active \
+        list's size are activated; readahead off, kswapd off",
+        || Tunables { workingset: true, ..base_tunables() },
+    ),
+    Preset::new(
+        EXPERIMENT,
+        WORKINGSET_6,
+        "Linux 5.9-6.18 workingset balancing (lru_gen off): the active file list is deactivated \
+        whenever refaults were activated since the last reclaim, else only while the inactive list \
+        is low; readahead off, kswapd off",
+        || Tunables { workingset: true, workingset_version: WorkingsetVersion::Linux6, ..base_tunables() },
+    )
+    .optional(),
+    Preset::new(
+        EXPERIMENT,
+        MGLRU,
+        "Linux 6.1+ multi-gen LRU (CONFIG_LRU_GEN, enabled): generations, tiers by access count, \
+        the refault feedback loop protecting tiers; readahead off, kswapd off",
+        || Tunables { workingset: true, lru: LruPolicy::MultiGen, ..base_tunables() },
+    ),
+    Preset::new(
+        EXPERIMENT,
+        ADAPTIVE,
+        "pcache's own: workingset detection plus adaptive W-TinyLFU admission (a window list in \
+        front of the two lists, a frequency sketch deciding who enters, an ARC-style adaptive \
+        window); readahead off, kswapd off",
+        || Tunables { workingset: true, admission: Admission::AdaptiveTinyLfu, ..base_tunables() },
+    ),
 ];
 
 /// The default variant names.
@@ -849,10 +825,8 @@ impl ReplayResult {
 /// Write `DIR/replay-TRACE.svg`: miss ratio (%) against cache pages, one
 /// line per variant and one for the compulsory misses.
 pub fn plot_result(res: &ReplayResult, dir: &Path) -> Result<PathBuf> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
     let safe: String =
         res.trace.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
-    let path = dir.join(format!("replay-{safe}.svg"));
     // One curve per column: (cache pages, miss ratio) of its runs, in %.
     let curve = |name: &str, runs: &mut dyn Iterator<Item = (u64, f64)>| plot::Series {
         name: name.to_string(),
@@ -876,8 +850,9 @@ pub fn plot_result(res: &ReplayResult, dir: &Path) -> Result<PathBuf> {
         name: "compulsory".into(),
         points: res.sizes.iter().map(|&s| (s as f64, 100.0 * res.compulsory_miss_ratio)).collect(),
     });
-    plot::line_chart(&path, &format!("{}: miss ratio", res.trace), "cache pages", "miss ratio (%)", &series)?;
-    Ok(path)
+    let title = format!("{}: miss ratio", res.trace);
+    let path = plot::line_chart(dir, &format!("replay-{safe}.svg"), &title, "cache pages", "miss ratio (%)", &series)?;
+    Ok(PathBuf::from(path))
 }
 
 /// Merge baseline runs (another simulator's, in replay's JSON schema: one

@@ -289,6 +289,22 @@ pub trait SeedExperiment: Sync + 'static {
     fn shape(p: &Self::Params) -> Shape<'_>;
 }
 
+/// [`SeedExperiment::params`] through the parameters' own constructor
+/// `Self::Params::$new(opts)`, and [`SeedExperiment::shape`] from their
+/// fields `variants`, `runs`, `quick` and `mem_bytes` (every seed's
+/// parameters have them): `params_from!(from_opts);` in the impl.
+macro_rules! params_from {
+    ($new:ident) => {
+        fn params(opts: &$crate::experiment::ExpOpts) -> $crate::Result<Self::Params> {
+            <Self::Params>::$new(opts)
+        }
+        fn shape(p: &Self::Params) -> $crate::runner::Shape<'_> {
+            $crate::runner::Shape { variants: &p.variants, runs: p.runs, quick: p.quick, mem_bytes: p.mem_bytes }
+        }
+    };
+}
+pub(crate) use params_from;
+
 /// The measurement of a seed experiment (its `workload.rs`).
 pub trait SeedMeasure: SeedExperiment {
     /// Measure the pcache columns.

@@ -27,6 +27,23 @@ pub struct Preset {
     pub tunables: fn() -> Tunables,
 }
 
+impl Preset {
+    /// A variant of `experiment`, run when no `--variants` are given.
+    pub const fn new(
+        experiment: &'static str,
+        name: &'static str,
+        stands_for: &'static str,
+        tunables: fn() -> Tunables,
+    ) -> Preset {
+        Preset { experiment, name, stands_for, default: true, tunables }
+    }
+
+    /// The same, run only when `--variants` names it.
+    pub const fn optional(self) -> Preset {
+        Preset { default: false, ..self }
+    }
+}
+
 /// The default variant names of a table, in table order.
 pub fn defaults(table: &[Preset]) -> Vec<String> {
     table.iter().filter(|p| p.default).map(|p| p.name.to_string()).collect()

@@ -28,14 +28,7 @@ impl SeedKernel for Dd {
             None => notes.push("kernel column: no writable tmpfs at /dev/shm, so no kernel tmpfs workloads".into()),
         }
         dirs.insert("file".into(), Value::from(file_dir.to_string_lossy().into_owned()));
-        let params = serde_json::json!({
-            "dirs": dirs,
-            "file_bytes": p.file_bytes,
-            "block_bytes": p.block_bytes,
-            "iterations": p.iterations,
-            "runs": p.runs,
-        });
-        let v = kernel::run(EXPERIMENT, p.mem_bytes, &params)?;
+        let v = kernel::run(EXPERIMENT, p.mem_bytes, &serde_json::json!({ "dirs": dirs, "params": p }))?;
         drop(shm);
         let ws = v.get("workloads").and_then(|w| w.as_object()).ok_or("the kernel worker returned no workloads")?;
         let mut metrics: Named<Samples> = Named::new();
@@ -65,16 +58,13 @@ impl SeedKernel for Dd {
 }
 
 /// The same dd through the kernel's page cache (run in the memory cgroup
-/// by [`kernel::run`]). Parameters: `dirs` (backend name to directory),
-/// `file_bytes`, `block_bytes`, `iterations`, `runs`. Returns
+/// by [`kernel::run`]). Parameters: `dirs` (backend name to directory) and
+/// `params` ([`DdParams`]). Returns
 /// `{"workloads": {"tmpfs-async": {"elapsed_s": [...]}, ...}}`.
 pub fn kernel_workload(params: &Value) -> std::result::Result<Value, String> {
     use std::io::Write;
-    let num = |k: &str| params.get(k).and_then(|x| x.as_u64()).ok_or_else(|| format!("parameter {k} missing"));
-    let file_bytes = num("file_bytes")?;
-    let block = num("block_bytes")?.max(1);
-    let iterations = num("iterations")? as usize;
-    let runs = num("runs")?.max(1) as usize;
+    let p: DdParams = serde_json::from_value(params["params"].clone()).map_err(|e| format!("bad params: {e}"))?;
+    let (file_bytes, block, iterations, runs) = (p.file_bytes, p.block_bytes.max(1), p.iterations, p.runs.max(1));
     let dirs = params.get("dirs").and_then(|d| d.as_object()).ok_or("parameter dirs missing")?;
     let buf = pattern(block as usize);
     let mut out = serde_json::Map::new();

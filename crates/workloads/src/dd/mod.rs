@@ -52,11 +52,9 @@ use serde_json::Value;
 use crate::experiment::ExpOpts;
 use crate::kernel;
 use crate::plot;
-use crate::render::{self, fmt_cell, fmt_pct, fmt_size, render_table, vmstat_section};
+use crate::render::{self, fmt_cell, fmt_pct, fmt_size, vmstat_section};
 use crate::report::{amean, significant, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult};
-use crate::runner::{
-    into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, SeedMeasure, Shape,
-};
+use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, SeedMeasure};
 use crate::runner::{SeedReport, Variant};
 use crate::stats::{pct_better, Better};
 pub use crate::sys::Backend;
@@ -81,34 +79,24 @@ pub const BLOCK: u64 = MIB;
 /// "drops sharply" check (the seed's tmpfs profile fell by 98%).
 pub const SHARP_DROP: f64 = 0.9;
 
-fn vanilla() -> Tunables {
-    Tunables { accessed_init: AccessedInit::Vanilla315, ..Tunables::default() }
-}
-
-fn accessed_v2() -> Tunables {
-    Tunables { accessed_init: AccessedInit::AccessedV2, ..Tunables::default() }
-}
-
 /// This experiment's variants.
 pub const PRESETS: &[Preset] = &[
-    Preset {
-        experiment: EXPERIMENT,
-        name: BEFORE,
-        stands_for: "Linux 3.15-rc3 vanilla: grab_cache_page_write_begin inserts the new page, then \
-                     mark_page_accessed sets PG_referenced on the visible page with an atomic RMW \
-                     (AccessedInit::Vanilla315)",
-        default: true,
-        tunables: vanilla,
-    },
-    Preset {
-        experiment: EXPERIMENT,
-        name: AFTER,
-        stands_for: "3.15-rc3 + accessed-v2 (commit 2457aec6): pagecache_get_page(FGP_ACCESSED) calls \
-                     init_page_accessed, a plain store before the page is visible, and the write path skips \
-                     mark_page_accessed (AccessedInit::AccessedV2)",
-        default: true,
-        tunables: accessed_v2,
-    },
+    Preset::new(
+        EXPERIMENT,
+        BEFORE,
+        "Linux 3.15-rc3 vanilla: grab_cache_page_write_begin inserts the new page, then \
+        mark_page_accessed sets PG_referenced on the visible page with an atomic RMW \
+        (AccessedInit::Vanilla315)",
+        || Tunables { accessed_init: AccessedInit::Vanilla315, ..Tunables::default() },
+    ),
+    Preset::new(
+        EXPERIMENT,
+        AFTER,
+        "3.15-rc3 + accessed-v2 (commit 2457aec6): pagecache_get_page(FGP_ACCESSED) calls \
+        init_page_accessed, a plain store before the page is visible, and the write path skips \
+        mark_page_accessed (AccessedInit::AccessedV2)",
+        || Tunables { accessed_init: AccessedInit::AccessedV2, ..Tunables::default() },
+    ),
 ];
 
 /// How dd ends each file.
@@ -210,12 +198,7 @@ impl SeedExperiment for Dd {
     const PRESETS: &'static [Preset] = PRESETS;
     const PARAMS_KEY: &'static str = "dd";
 
-    fn shape(p: &DdParams) -> Shape<'_> {
-        Shape { variants: &p.variants, runs: p.runs, quick: p.quick, mem_bytes: p.mem_bytes }
-    }
-    fn params(opts: &ExpOpts) -> Result<DdParams> {
-        DdParams::from_opts(opts)
-    }
+    crate::runner::params_from!(from_opts);
 }
 
 #[cfg(test)]

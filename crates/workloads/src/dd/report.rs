@@ -47,8 +47,7 @@ impl SeedReport for Dd {
         let _ = writeln!(s);
         let _ =
             writeln!(s, "as the seed (elapsed in seconds; percentages against the first column, positive = better)");
-        let mut rows =
-            vec![std::iter::once(String::new()).chain(r.variants.iter().map(|v| v.name.clone())).collect::<Vec<_>>()];
+        let mut rows = Vec::new();
         for m in [Mode::Async, Mode::Fdatasync] {
             for be in [Backend::Tmpfs, Backend::File] {
                 let w = workload_name(be, m);
@@ -75,30 +74,20 @@ impl SeedReport for Dd {
                 }
             }
         }
-        let right: Vec<bool> = (0..=r.variants.len()).map(|c| c > 0).collect();
-        s.push_str(&render_table(&rows, &right));
+        s.push_str(&render::render_columns(r.variants.iter().map(|v| &v.name), rows));
 
         // Cost per page written (the seed's profile), pcache columns only.
-        let pc: Vec<&VariantResult> = r.variants.iter().filter(|v| !v.vmstat.is_empty()).collect();
-        let pright: Vec<bool> = (0..=pc.len()).map(|c| c > 0).collect();
         let _ = writeln!(s);
         let _ = writeln!(
             s,
             "cost per page written, mean over runs (the seed's profile: mark_page_accessed samples, vanilla against \
              accessed-v2)"
         );
-        let mut rows =
-            vec![std::iter::once(String::new()).chain(pc.iter().map(|v| v.name.clone())).collect::<Vec<_>>()];
-        for &(be, m) in &WORKLOADS {
-            let w = workload_name(be, m);
-            for (measure, _) in PER_PAGE {
-                let metric = format!("{w} {measure}");
-                let mut row = vec![metric.clone()];
-                row.extend(pc.iter().map(|v| fmt_per_page(amean(v.samples(&metric)))));
-                rows.push(row);
-            }
-        }
-        s.push_str(&render_table(&rows, &pright));
+        let metrics: Vec<String> = WORKLOADS
+            .iter()
+            .flat_map(|&(be, m)| PER_PAGE.iter().map(move |(measure, _)| format!("{} {measure}", workload_name(be, m))))
+            .collect();
+        s.push_str(&render::pcache_means(r, &metrics, |v| render::fmt_fixed(v, 3, "")));
 
         let runs = r.runs.max(1) as f64;
         s.push_str(&vmstat_section(r, "vmstat deltas of the timed iterations, mean per run", VM_ITEMS, &|_, _| runs));
@@ -107,7 +96,6 @@ impl SeedReport for Dd {
 
     /// Elapsed per iteration, one line per variant, one chart per workload.
     fn plot(dir: &Path, r: &ExperimentResult, _: &(), p: &DdParams) -> Result<Vec<String>> {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
         let mut files = Vec::new();
         for &(b, m) in &WORKLOADS {
             let w = workload_name(b, m);
@@ -125,24 +113,15 @@ impl SeedReport for Dd {
                         .collect(),
                 })
                 .collect();
-            let path = dir.join(format!("dd-{w}-elapsed.svg"));
-            plot::line_chart(
-                &path,
+            files.push(plot::line_chart(
+                dir,
+                &format!("dd-{w}-elapsed.svg"),
                 &format!("dd {w}: {} per iteration ({} runs x {})", fmt_size(p.file_bytes), p.runs, p.iterations),
                 "iteration",
                 "elapsed (ms)",
                 &series,
-            )?;
-            files.push(path.display().to_string());
+            )?);
         }
         Ok(files)
-    }
-}
-
-pub(super) fn fmt_per_page(v: f64) -> String {
-    if v.is_nan() {
-        "-".into()
-    } else {
-        format!("{v:.3}")
     }
 }

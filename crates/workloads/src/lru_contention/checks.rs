@@ -221,8 +221,8 @@ fn order_checks(r: &ExperimentResult, workloads: &[String], out: &mut Vec<Check>
                 parts.push(format!(
                     "{} {} -> {} ({:+.3} pts{})",
                     short(w),
-                    render::fmt_pct_value(mb),
-                    render::fmt_pct_value(ma),
+                    render::fmt_fixed(mb, 2, "%"),
+                    render::fmt_fixed(ma, 2, "%"),
                     ma - mb,
                     if sig { " *" } else { "" }
                 ));

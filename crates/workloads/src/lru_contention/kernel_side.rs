@@ -75,11 +75,7 @@ impl SeedKernel for LruContention {
                 .find(|c| c["threads"].as_u64() == Some(t as u64))
                 .ok_or_else(|| format!("the kernel worker measured nothing for {t} threads"))?;
             for (measure, key) in KERNEL_MEASURES.iter().zip(["ops_s", "hit_ratio_%"]) {
-                let samples: Vec<f64> = cell[key]
-                    .as_array()
-                    .map(|a| a.iter().map(|x| x.as_f64().unwrap_or(f64::NAN)).collect())
-                    .unwrap_or_default();
-                metrics.insert(format!("{w} {measure}"), Samples(samples));
+                metrics.insert(format!("{w} {measure}"), Samples(kernel::samples(&cell[key])));
             }
         }
         let mut notes = vec![format!(

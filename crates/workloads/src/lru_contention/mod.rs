@@ -55,7 +55,7 @@ use crate::kernel;
 use crate::plot;
 use crate::render::{self, fmt_pct, fmt_size, fmt_value, vmstat_section};
 use crate::report::{significant, Check, ExperimentResult, Mean, MetricSpec, Named, Samples};
-use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, Shape};
+use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel};
 use crate::runner::{SeedMeasure, SeedReport, KERNEL_COLUMN};
 use crate::stats::{pct_better, Better, Summary};
 use crate::sys::{cpus, kernel_release};
@@ -81,57 +81,37 @@ const MIB: u64 = 1 << 20;
 /// The page size of every cache here, and the read size.
 const PAGE: u64 = 4096;
 
-fn tunables_2610() -> Tunables {
-    Tunables { lru_batching: LruBatching::Immediate2610, ..Tunables::default() }
-}
-
-fn tunables_danilov() -> Tunables {
-    Tunables { lru_batching: LruBatching::DanilovBatch, ..Tunables::default() }
-}
-
-fn tunables_batched() -> Tunables {
-    Tunables { lru_batching: LruBatching::Batched, ..Tunables::default() }
-}
-
-fn tunables_mglru() -> Tunables {
-    Tunables { lru: LruPolicy::MultiGen, ..Tunables::default() }
-}
-
 /// This experiment's variants.
 pub const PRESETS: &[Preset] = &[
-    Preset {
-        experiment: EXPERIMENT,
-        name: BEFORE,
-        stands_for: "Linux 2.6.10: mark_page_accessed activates an inactive, referenced page at once, taking \
-                     lru_lock for each activation (LruBatching::Immediate2610)",
-        default: true,
-        tunables: tunables_2610,
-    },
-    Preset {
-        experiment: EXPERIMENT,
-        name: DANILOV,
-        stands_for: "Nikita Danilov's patch: every mark_page_accessed call takes a page reference and goes into \
-                     a per-CPU pagevec; the state machine runs under one lru_lock acquisition per 15 calls \
-                     (LruBatching::DanilovBatch)",
-        default: true,
-        tunables: tunables_danilov,
-    },
-    Preset {
-        experiment: EXPERIMENT,
-        name: TODAY,
-        stands_for: "Linux today: PG_referenced is set in place; only activations go through the per-CPU \
-                     pagevec of 15 (LruBatching::Batched)",
-        default: true,
-        tunables: tunables_batched,
-    },
-    Preset {
-        experiment: EXPERIMENT,
-        name: MGLRU,
-        stands_for: "Linux 6.1+ multi-gen LRU (CONFIG_LRU_GEN): mark_page_accessed only counts the access in the \
-                     page's flags (folio_inc_refs, one compare-and-swap until the count is full), no lru_lock",
-        default: true,
-        tunables: tunables_mglru,
-    },
+    Preset::new(
+        EXPERIMENT,
+        BEFORE,
+        "Linux 2.6.10: mark_page_accessed activates an inactive, referenced page at once, taking \
+        lru_lock for each activation (LruBatching::Immediate2610)",
+        || Tunables { lru_batching: LruBatching::Immediate2610, ..Tunables::default() },
+    ),
+    Preset::new(
+        EXPERIMENT,
+        DANILOV,
+        "Nikita Danilov's patch: every mark_page_accessed call takes a page reference and goes into \
+        a per-CPU pagevec; the state machine runs under one lru_lock acquisition per 15 calls \
+        (LruBatching::DanilovBatch)",
+        || Tunables { lru_batching: LruBatching::DanilovBatch, ..Tunables::default() },
+    ),
+    Preset::new(
+        EXPERIMENT,
+        TODAY,
+        "Linux today: PG_referenced is set in place; only activations go through the per-CPU \
+        pagevec of 15 (LruBatching::Batched)",
+        || Tunables { lru_batching: LruBatching::Batched, ..Tunables::default() },
+    ),
+    Preset::new(
+        EXPERIMENT,
+        MGLRU,
+        "Linux 6.1+ multi-gen LRU (CONFIG_LRU_GEN): mark_page_accessed only counts the access in the \
+        page's flags (folio_inc_refs, one compare-and-swap until the count is full), no lru_lock",
+        || Tunables { lru: LruPolicy::MultiGen, ..Tunables::default() },
+    ),
 ];
 
 /// What to run.
@@ -392,12 +372,7 @@ impl SeedExperiment for LruContention {
             ..ExpOpts::default()
         }
     }
-    fn shape(p: &LruContentionOpts) -> Shape<'_> {
-        Shape { variants: &p.variants, runs: p.runs, quick: p.quick, mem_bytes: p.mem_bytes }
-    }
-    fn params(opts: &ExpOpts) -> Result<LruContentionOpts> {
-        LruContentionOpts::from_exp(opts)
-    }
+    crate::runner::params_from!(from_exp);
 }
 
 #[cfg(test)]

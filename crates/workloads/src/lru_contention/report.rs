@@ -17,8 +17,7 @@ pub(super) fn plots(
     dir: &Path,
     lru_threads: usize,
     lru: &[(String, Vec<LruSample>)],
-) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+) -> Result<Vec<String>> {
     let series = |measure: &str, with_kernel: bool| -> Vec<plot::Series> {
         r.variants
             .iter()
@@ -33,17 +32,17 @@ pub(super) fn plots(
             })
             .collect()
     };
-    let tp = dir.join("lru-contention-throughput.svg");
-    plot::line_chart(
-        &tp,
+    let tp = plot::line_chart(
+        dir,
+        "lru-contention-throughput.svg",
         &format!("lru-contention: 4 KiB Zipf reads, {} cache, {} CPUs", fmt_size(opts.mem_bytes), cpus()),
         "threads",
         "reads/s (Hmean over runs)",
         &series("ops/s", false),
     )?;
-    let hp = dir.join("lru-contention-hit-ratio.svg");
-    plot::line_chart(
-        &hp,
+    let hp = plot::line_chart(
+        dir,
+        "lru-contention-hit-ratio.svg",
         &format!("lru-contention: hit ratio, working set {:.2}x the cache", opts.working_set_ratio),
         "threads",
         "hit ratio % (mean over runs)",
@@ -52,9 +51,9 @@ pub(super) fn plots(
     let mut out = vec![tp, hp];
     let ms = |x: &LruSample| x.t_s * 1e3;
     for (name, samples) in lru.iter().filter(|(_, s)| !s.is_empty()) {
-        let p = dir.join(format!("lru-sizes-{}.svg", file_part(name)));
-        plot::line_chart(
-            &p,
+        let p = plot::line_chart(
+            dir,
+            &format!("lru-sizes-{}.svg", file_part(name)),
             &format!("lru-contention: LRU lists, {name}, {lru_threads} threads, {} cache", fmt_size(opts.mem_bytes)),
             "ms into the timed reads",
             "pages",
@@ -80,9 +79,9 @@ pub(super) fn plots(
         })
         .collect();
     if !fractions.is_empty() {
-        let p = dir.join("lru-active-fraction.svg");
-        plot::line_chart(
-            &p,
+        let p = plot::line_chart(
+            dir,
+            "lru-active-fraction.svg",
             &format!("lru-contention: active / (active + inactive), {lru_threads} threads"),
             "ms into the timed reads",
             "active fraction of the file LRU",
@@ -102,8 +101,7 @@ fn vm_items() -> Vec<Item> {
 
 impl SeedReport for LruContention {
     fn plot(dir: &Path, r: &ExperimentResult, raw: &LruSeries, p: &LruContentionOpts) -> Result<Vec<String>> {
-        let paths = plots(r, p, dir, sampled_threads(p), &raw.0)?;
-        Ok(paths.iter().map(|p| p.display().to_string()).collect())
+        plots(r, p, dir, sampled_threads(p), &raw.0)
     }
 
     /// The title's sizes: the runs and the machine's CPUs.

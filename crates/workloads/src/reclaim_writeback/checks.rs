@@ -1,6 +1,5 @@
 //! The seed's claims against this run.
 
-use super::report::fmt_eff;
 use super::*;
 
 impl SeedChecks for ReclaimWritebackExp {
@@ -97,13 +96,14 @@ impl SeedChecks for ReclaimWritebackExp {
             };
             let (eb, ea) = (eff(b), eff(a));
             let d = ea - eb;
+            let (fb, fa) = (render::fmt_fixed(eb, 0, "%"), render::fmt_fixed(ea, 0, "%"));
             out.push(Check {
                 name: format!("{w} kswapd efficiency unchanged"),
                 seed: format!("within a few points (+-{EFFICIENCY_TOLERANCE_POINTS:.0} allowed)"),
                 measured: if d.is_nan() {
-                    format!("{} -> {} (kswapd scanned nothing){}", fmt_eff(eb), fmt_eff(ea), tag(*ex))
+                    format!("{fb} -> {fa} (kswapd scanned nothing){}", tag(*ex))
                 } else {
-                    format!("{} -> {} ({d:+.1} points){}", fmt_eff(eb), fmt_eff(ea), tag(*ex))
+                    format!("{fb} -> {fa} ({d:+.1} points){}", tag(*ex))
                 },
                 agrees: if d.is_nan() { None } else { Some(d.abs() <= EFFICIENCY_TOLERANCE_POINTS) },
                 counts: *ex,

@@ -57,13 +57,11 @@ use crate::experiment;
 use crate::experiment::{ExpOpts, ParamDoc};
 use crate::kernel;
 use crate::plot;
-use crate::render::{self, fmt_cell, fmt_count, fmt_pct, fmt_size, render_table, vmstat_section};
+use crate::render::{self, fmt_count, fmt_pct, fmt_size, vmstat_section};
 use crate::report::{
     significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult,
 };
-use crate::runner::{
-    self, into_map, Ctx, KernelColumn, Matrix, Measured, SeedChecks, SeedExperiment, SeedKernel, Shape,
-};
+use crate::runner::{self, into_map, Ctx, KernelColumn, Matrix, Measured, SeedChecks, SeedExperiment, SeedKernel};
 use crate::runner::{SeedMeasure, SeedReport, Variant};
 use crate::stats::{pct_better, Better};
 use crate::sys::{is_tmpfs, kernel_release, pattern};
@@ -101,34 +99,24 @@ fn seed004(mode: ReclaimWriteback) -> Tunables {
     Tunables { reclaim_writeback: mode, dirty_ratio: 40, dirty_background_ratio: 10, ..Tunables::default() }
 }
 
-fn linux_3_1() -> Tunables {
-    seed004(ReclaimWriteback::Writepage31)
-}
-
-fn linux_3_2() -> Tunables {
-    seed004(ReclaimWriteback::Flusher32)
-}
-
 /// This experiment's variants.
 pub const PRESETS: &[Preset] = &[
-    Preset {
-        experiment: EXPERIMENT,
-        name: "3.1",
-        stands_for: "Linux 3.1: direct reclaim and kswapd call ->writepage on dirty file pages at the inactive \
-                     tail (ReclaimWriteback::Writepage31), dirty_ratio 40, dirty_background_ratio 10",
-        default: true,
-        tunables: linux_3_1,
-    },
-    Preset {
-        experiment: EXPERIMENT,
-        name: "3.2",
-        stands_for: "Linux 3.2 with Mel Gorman's series (ee72886d8ed5 and followers): no file writeback from \
-                     direct reclaim, kswapd only below DEF_PRIORITY-2, dirty pages tagged PG_reclaim for the \
-                     flushers, throttling on congestion (ReclaimWriteback::Flusher32), dirty_ratio 40, \
-                     dirty_background_ratio 10",
-        default: true,
-        tunables: linux_3_2,
-    },
+    Preset::new(
+        EXPERIMENT,
+        "3.1",
+        "Linux 3.1: direct reclaim and kswapd call ->writepage on dirty file pages at the inactive \
+        tail (ReclaimWriteback::Writepage31), dirty_ratio 40, dirty_background_ratio 10",
+        || seed004(ReclaimWriteback::Writepage31),
+    ),
+    Preset::new(
+        EXPERIMENT,
+        "3.2",
+        "Linux 3.2 with Mel Gorman's series (ee72886d8ed5 and followers): no file writeback from \
+        direct reclaim, kswapd only below DEF_PRIORITY-2, dirty pages tagged PG_reclaim for the \
+        flushers, throttling on congestion (ReclaimWriteback::Flusher32), dirty_ratio 40, \
+        dirty_background_ratio 10",
+        || seed004(ReclaimWriteback::Flusher32),
+    ),
 ];
 
 /// What to run.
@@ -488,12 +476,7 @@ impl SeedExperiment for ReclaimWritebackExp {
             ..ExpOpts::default()
         }
     }
-    fn params(opts: &ExpOpts) -> Result<ReclaimWritebackOpts> {
-        ReclaimWritebackOpts::from_exp(opts)
-    }
-    fn shape(p: &ReclaimWritebackOpts) -> Shape<'_> {
-        Shape { variants: &p.variants, runs: p.runs, quick: p.quick, mem_bytes: p.mem_bytes }
-    }
+    crate::runner::params_from!(from_exp);
 }
 
 /// Run the experiment with every option spelled out (tests, and sizes the

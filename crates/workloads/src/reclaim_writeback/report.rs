@@ -28,14 +28,6 @@ pub(super) const VM_ITEMS: &[Item] = &[
     Item::pgmajfault,
 ];
 
-pub(super) fn fmt_eff(e: f64) -> String {
-    if e.is_nan() {
-        "-".into()
-    } else {
-        format!("{e:.0}%")
-    }
-}
-
 impl SeedReport for ReclaimWritebackExp {
     /// Dirty + writeback and free pages over the first run of each
     /// workload, one line per pcache variant (the kernel column has no
@@ -48,7 +40,6 @@ impl SeedReport for ReclaimWritebackExp {
     ) -> Result<Vec<String>> {
         let columns = &r.variants;
         let workloads = opts.workloads();
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
         let mut files = Vec::new();
         for (wi, &w) in workloads.iter().enumerate() {
             let n = w.name();
@@ -71,9 +62,9 @@ impl SeedReport for ReclaimWritebackExp {
                 if series.is_empty() {
                     continue;
                 }
-                let path = dir.join(format!("{EXPERIMENT}-{n}-{what}.svg"));
-                plot::line_chart(
-                    &path,
+                files.push(plot::line_chart(
+                    dir,
+                    &format!("{EXPERIMENT}-{n}-{what}.svg"),
                     &format!(
                         "{EXPERIMENT} {n}: {what} pages, run 1, {} cache (the sync included)",
                         fmt_size(opts.mem_bytes)
@@ -81,8 +72,7 @@ impl SeedReport for ReclaimWritebackExp {
                     "time since the first write (ms)",
                     label,
                     &series,
-                )?;
-                files.push(path.display().to_string());
+                )?);
             }
         }
         Ok(files)
@@ -119,22 +109,11 @@ fn summary(r: &ExperimentResult, opts: &ReclaimWritebackOpts) -> String {
     let _ = writeln!(s, "summary (means over runs; percentages against the first column, positive = better)");
     let workloads: Vec<String> =
         r.variants.first().map(|v| v.vmstat.keys().map(String::from).collect()).unwrap_or_default();
-    let mut rows =
-        vec![std::iter::once(String::new()).chain(r.variants.iter().map(|v| v.name.clone())).collect::<Vec<_>>()];
+    let mut rows = Vec::new();
     let timed = |rows: &mut Vec<Vec<String>>, label: String, metric: &str| {
-        let Some(spec) = r.spec(metric) else { return };
-        let base = r.mean(&r.variants[0].name, metric);
-        let mut row = vec![label];
-        for v in &r.variants {
-            let m = r.mean(&v.name, metric);
-            if m.is_nan() {
-                row.push("-".into());
-                continue;
-            }
-            let sig = v.name != r.variants[0].name && significant(r.variants[0].samples(metric), v.samples(metric));
-            row.push(fmt_cell(m, pct_better(base, m, spec.better), sig).trim_start().to_string());
+        if let Some(spec) = r.spec(metric) {
+            rows.push(render::mean_row(r, label, metric, spec.better));
         }
-        rows.push(row);
     };
     for w in &workloads {
         timed(&mut rows, format!("{mem_label} Files/s mean {w}"), &format!("{w} files/s"));
@@ -162,7 +141,7 @@ fn summary(r: &ExperimentResult, opts: &ReclaimWritebackOpts) -> String {
         per_var(&mut rows, format!("{mem_label} Kswapd efficiency {w}"), &|v| {
             let scan = v.vm(w, Item::pgscan_kswapd).unwrap_or(0);
             let steal = v.vm(w, Item::pgsteal_kswapd).unwrap_or(0);
-            fmt_eff(if scan == 0 { f64::NAN } else { steal as f64 / scan as f64 * 100.0 })
+            render::fmt_fixed(if scan == 0 { f64::NAN } else { steal as f64 / scan as f64 * 100.0 }, 0, "%")
         });
     }
     for (label, item, scale) in [
@@ -189,8 +168,7 @@ fn summary(r: &ExperimentResult, opts: &ReclaimWritebackOpts) -> String {
             });
         }
     }
-    let right: Vec<bool> = (0..=r.variants.len()).map(|c| c > 0).collect();
-    s.push_str(&render_table(&rows, &right));
+    s.push_str(&render::render_columns(r.variants.iter().map(|v| &v.name), rows));
     s
 }
 

@@ -23,9 +23,17 @@ impl ServerBackend for KernelServer {
     }
 }
 
+/// A measure's name and how to read it off a run.
+type Measure = (&'static str, fn(&ServerOut) -> f64);
+
 /// The kernel's server measures that match pcache's.
-pub(super) const KERNEL_MEASURES: [&str; 5] =
-    ["requests/s", "files_hit_ratio", "small_hit_ratio", "hit_request_us", "small_miss_us"];
+pub(super) const KERNEL_MEASURES: [Measure; 5] = [
+    ("requests/s", ServerOut::requests_per_s),
+    ("files_hit_ratio", ServerOut::files_hit_ratio),
+    ("small_hit_ratio", ServerOut::small_hit_ratio),
+    ("hit_request_us", ServerOut::hit_request_us),
+    ("small_miss_us", ServerOut::small_miss_us),
+];
 
 /// The server workload through the kernel's page cache (buffered `pread`),
 /// in the memory cgroup `kernel::run` made: parameters `{"params":
@@ -48,14 +56,10 @@ pub fn kernel_workload(params: &Value) -> std::result::Result<Value, String> {
         }
         let plan = request_plan(&p, run).map_err(|e| e.to_string())?;
         let out = run_server(&backend, &p, &fs, &plan, p.stream_bytes, &|| {}).map_err(|e| e.to_string())?;
-        runs.push(serde_json::json!({
-            "requests/s": out.requests_per_s(),
-            "files_hit_ratio": out.files_hit_ratio(),
-            "small_hit_ratio": out.small_hit_ratio(),
-            "hit_request_us": out.hit_request_us(),
-            "small_miss_us": out.small_miss_us(),
-            "series": out.series,
-        }));
+        let mut measures: serde_json::Map<String, Value> =
+            KERNEL_MEASURES.iter().map(|(m, f)| (m.to_string(), Value::from(f(&out)))).collect();
+        measures.insert("series".into(), serde_json::json!(out.series));
+        runs.push(Value::Object(measures));
     }
     Ok(serde_json::json!({
         "runs": runs,
@@ -74,27 +78,20 @@ impl SeedKernel for SmallFileServer {
         let v = kernel::run(EXPERIMENT, p.mem_bytes, &serde_json::json!({"params": p, "root": root}))?;
         let runs = v["runs"].as_array().ok_or("the kernel worker returned no runs")?;
         let mut metrics = Named::new();
-        for m in KERNEL_MEASURES {
+        for (m, _) in KERNEL_MEASURES {
             let samples = runs.iter().map(|r| r[m].as_f64().unwrap_or(f64::NAN)).collect();
             metrics.insert(format!("server {m}"), Samples(samples));
         }
-        let series: Vec<RoundPoint> = runs
-            .first()
-            .and_then(|r| {
-                serde_json::from_value::<Vec<(Option<f64>, Option<f64>, Option<f64>)>>(r["series"].clone()).ok()
-            })
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(a, b, c)| (a.unwrap_or(f64::NAN), b.unwrap_or(f64::NAN), c.unwrap_or(f64::NAN)))
-            .collect();
+        let series = runs.first().map(|r| series_from_json(&r["series"])).unwrap_or_default();
         let mut stands_for = format!(
-                "this machine's kernel {}: buffered pread in a memory cgroup of {} (the worker's own buffers, about \
-                 2 MiB, count against it); server workload only, hit ratios by cachestat(2). Its one rule is filemap_read's: mark unless the read starts in the folio where the last \
-                 one ended (!pos_same_folio(ki_pos, prev_pos - 1)), which for a one-page file re-read from offset 0 is \
-                 2.6.20's prev_index rule, not the prev_pos fix of 2.6.23",
-                kernel_release(),
-                fmt_size(p.mem_bytes)
-            );
+            "this machine's kernel {}: buffered pread in a memory cgroup of {} (the worker's own buffers, about 2 \
+             MiB, count against it); server workload only, hit ratios by cachestat(2). Its one rule is \
+             filemap_read's: mark unless the read starts in the folio where the last one ended \
+             (!pos_same_folio(ki_pos, prev_pos - 1)), which for a one-page file re-read from offset 0 is 2.6.20's \
+             prev_index rule, not the prev_pos fix of 2.6.23",
+            kernel_release(),
+            fmt_size(p.mem_bytes)
+        );
         if v["cachestat"].as_bool() != Some(true) {
             stands_for.push_str(" (cachestat unavailable: no hit ratios)");
         }

@@ -72,9 +72,7 @@ use crate::plot::{self, Series};
 use crate::render::{self, fmt_pct, fmt_size, vmstat_section};
 use crate::report::{significant, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult};
 use crate::runner::SeedReport;
-use crate::runner::{
-    into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, SeedMeasure, Shape,
-};
+use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, SeedMeasure};
 use crate::stats::{pct_better, Better};
 use crate::sys::kernel_release;
 use crate::variants::Preset;
@@ -117,86 +115,57 @@ const WS_CHUNK: u64 = 4 * KIB;
 fn with_rule(rule: RemarkRule) -> Tunables {
     Tunables { remark_rule: rule, ..Tunables::default() }
 }
-fn t_page_aligned() -> Tunables {
-    with_rule(RemarkRule::PageAligned)
-}
-fn t_prev_index() -> Tunables {
-    with_rule(RemarkRule::PrevIndex)
-}
-fn t_piggin() -> Tunables {
-    with_rule(RemarkRule::PrevIndexOrOffsetZero)
-}
-fn t_harji() -> Tunables {
-    with_rule(RemarkRule::Unconditional)
-}
-fn t_mohr() -> Tunables {
-    with_rule(RemarkRule::Every32nd)
-}
-fn t_prev_pos() -> Tunables {
-    with_rule(RemarkRule::PrevPos)
-}
-fn t_mglru() -> Tunables {
-    Tunables { lru: LruPolicy::MultiGen, ..with_rule(RemarkRule::PrevPos) }
-}
-
 /// This experiment's variants: one per M7 rule, named for its kernel or
 /// patch; 2.6.20-prev-index (the kernel Harji measured) is the baseline.
 pub const PRESETS: &[Preset] = &[
-    Preset {
-        experiment: EXPERIMENT,
-        name: PREV_INDEX,
-        stands_for: "Linux 2.6.11-2.6.20 (Harji measured 2.6.20.1): re-mark when prev_index != index \
-                     (RemarkRule::PrevIndex)",
-        default: true,
-        tunables: t_prev_index,
-    },
-    Preset {
-        experiment: EXPERIMENT,
-        name: PAGE_ALIGNED,
-        stands_for: "Linux 2.6.10 and before: only reads that start at a page boundary mark \
-                     (RemarkRule::PageAligned)",
-        default: true,
-        tunables: t_page_aligned,
-    },
-    Preset {
-        experiment: EXPERIMENT,
-        name: PIGGIN,
-        stands_for: "Nick Piggin's fix (March 2007): prev_index != index || offset == 0 \
-                     (RemarkRule::PrevIndexOrOffsetZero)",
-        default: true,
-        tunables: t_piggin,
-    },
-    Preset {
-        experiment: EXPERIMENT,
-        name: HARJI,
-        stands_for: "Ashif Harji's patch: mark_page_accessed on every read (RemarkRule::Unconditional)",
-        default: true,
-        tunables: t_harji,
-    },
-    Preset {
-        experiment: EXPERIMENT,
-        name: MOHR,
-        stands_for: "Andreas Mohr's proposal: prev_index != index, or every 32nd repeated hit on the same page \
-                     (RemarkRule::Every32nd)",
-        default: true,
-        tunables: t_mohr,
-    },
-    Preset {
-        experiment: EXPERIMENT,
-        name: PREV_POS,
-        stands_for: "the fix merged in 2.6.23 and pcache's default: remember prev_pos (where the last read \
-                     ended) and re-mark unless the read continues it inside the same page (RemarkRule::PrevPos)",
-        default: true,
-        tunables: t_prev_pos,
-    },
-    Preset {
-        experiment: EXPERIMENT,
-        name: MGLRU,
-        stands_for: "Linux 6.1+ multi-gen LRU (CONFIG_LRU_GEN) with today's re-mark rule (prev_pos): re-reads \
-                     count in the page's tier, the refault feedback protects the tiers that refault",
-        default: true,
-        tunables: t_mglru,
-    },
+    Preset::new(
+        EXPERIMENT,
+        PREV_INDEX,
+        "Linux 2.6.11-2.6.20 (Harji measured 2.6.20.1): re-mark when prev_index != index \
+        (RemarkRule::PrevIndex)",
+        || with_rule(RemarkRule::PrevIndex),
+    ),
+    Preset::new(
+        EXPERIMENT,
+        PAGE_ALIGNED,
+        "Linux 2.6.10 and before: only reads that start at a page boundary mark \
+        (RemarkRule::PageAligned)",
+        || with_rule(RemarkRule::PageAligned),
+    ),
+    Preset::new(
+        EXPERIMENT,
+        PIGGIN,
+        "Nick Piggin's fix (March 2007): prev_index != index || offset == 0 \
+        (RemarkRule::PrevIndexOrOffsetZero)",
+        || with_rule(RemarkRule::PrevIndexOrOffsetZero),
+    ),
+    Preset::new(
+        EXPERIMENT,
+        HARJI,
+        "Ashif Harji's patch: mark_page_accessed on every read (RemarkRule::Unconditional)",
+        || with_rule(RemarkRule::Unconditional),
+    ),
+    Preset::new(
+        EXPERIMENT,
+        MOHR,
+        "Andreas Mohr's proposal: prev_index != index, or every 32nd repeated hit on the same page \
+        (RemarkRule::Every32nd)",
+        || with_rule(RemarkRule::Every32nd),
+    ),
+    Preset::new(
+        EXPERIMENT,
+        PREV_POS,
+        "the fix merged in 2.6.23 and pcache's default: remember prev_pos (where the last read \
+        ended) and re-mark unless the read continues it inside the same page (RemarkRule::PrevPos)",
+        || with_rule(RemarkRule::PrevPos),
+    ),
+    Preset::new(
+        EXPERIMENT,
+        MGLRU,
+        "Linux 6.1+ multi-gen LRU (CONFIG_LRU_GEN) with today's re-mark rule (prev_pos): re-reads \
+        count in the page's tier, the refault feedback protects the tiers that refault",
+        || Tunables { lru: LruPolicy::MultiGen, ..with_rule(RemarkRule::PrevPos) },
+    ),
 ];
 
 // ---------------------------------------------------------------------------
@@ -398,12 +367,7 @@ impl SeedExperiment for SmallFileServer {
     fn smoke() -> ExpOpts {
         ExpOpts { mem_bytes: Some(4 << 20), runs: Some(1), quick: true, seed: 1, ..ExpOpts::default() }
     }
-    fn shape(p: &Params) -> Shape<'_> {
-        Shape { variants: &p.variants, runs: p.runs, quick: p.quick, mem_bytes: p.mem_bytes }
-    }
-    fn params(opts: &ExpOpts) -> Result<Params> {
-        Params::new(opts)
-    }
+    crate::runner::params_from!(new);
 }
 
 #[cfg(test)]

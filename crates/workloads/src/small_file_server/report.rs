@@ -22,7 +22,6 @@ impl SeedReport for SmallFileServer {
             .as_object()
             .map(|m| m.iter().map(|(n, v)| (n.clone(), series_from_json(v))).collect())
             .unwrap_or_default();
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
         let pick_line = |pts: &[RoundPoint], pick: fn(&RoundPoint) -> f64| -> Vec<(f64, f64)> {
             pts.iter().map(|x| (x.0, pick(x))).collect()
         };
@@ -37,9 +36,7 @@ impl SeedReport for SmallFileServer {
         ] {
             let s: Vec<Series> =
                 series.iter().map(|(n, pts)| Series { name: n.clone(), points: pick_line(pts, pick) }).collect();
-            let path = dir.join(file);
-            plot::line_chart(&path, title, "requests served", "hit ratio", &s)?;
-            files.push(path.display().to_string());
+            files.push(plot::line_chart(dir, file, title, "requests served", "hit ratio", &s)?);
         }
         Ok(files)
     }

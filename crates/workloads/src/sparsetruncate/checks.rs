@@ -1,6 +1,5 @@
 //! The seed's claims against this run.
 
-use super::report::fmt_us;
 use super::*;
 
 impl SeedChecks for Sparsetruncate {
@@ -59,7 +58,11 @@ impl SeedChecks for Sparsetruncate {
                         if cpu_time { "CPU time (not preempted)" } else { "time" }
                     ),
                     seed: seed.into(),
-                    measured: format!("{} -> {} ({pct:+.2}%)", fmt_us(xb[i]), fmt_us(xa[i])),
+                    measured: format!(
+                        "{} -> {} ({pct:+.2}%)",
+                        render::fmt_fixed(xb[i], 2, ""),
+                        render::fmt_fixed(xa[i], 2, "")
+                    ),
                     agrees: if pct.is_nan() { None } else { Some(pct > 0.0) },
                     counts,
                 });

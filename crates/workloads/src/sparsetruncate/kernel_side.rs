@@ -13,16 +13,8 @@ impl SeedKernel for Sparsetruncate {
     fn kernel_column(ctx: &Ctx<'_>, p: &SparseParams) -> std::result::Result<KernelColumn, String> {
         let dir = ctx.tmp.path().join("kernel");
         std::fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        let params = serde_json::json!({
-            "dir": dir.to_string_lossy(),
-            "file_bytes": p.file_bytes,
-            "files": p.files,
-            "rounds": p.rounds,
-            "runs": p.runs,
-            "read_bytes": p.read_bytes,
-            "page_size": p.page_size,
-        });
-        let v = kernel::run(EXPERIMENT, p.mem_bytes, &params)?;
+        let v =
+            kernel::run(EXPERIMENT, p.mem_bytes, &serde_json::json!({ "dir": dir.to_string_lossy(), "params": p }))?;
         let times = kernel::samples(&v["workloads"][Backend::File.name()]["truncate_us"]);
         if times.is_empty() {
             return Err("the kernel worker measured nothing".into());
@@ -46,17 +38,14 @@ impl SeedKernel for Sparsetruncate {
 /// The same workload through the kernel's page cache (run in the memory
 /// cgroup by [`kernel::run`]): sparse host files in `dir`, `ftruncate`d to
 /// `file_bytes`, read `read_bytes` at every page, closed, then each
-/// unlinked and timed; `files` per round, `rounds` per run, `runs`. Returns
+/// unlinked and timed; `files` per round, `rounds` per run, `runs` (those
+/// of `params`, a [`SparseParams`]). Returns
 /// `{"workloads": {"file": {"truncate_us": [...]}}, "cached_fraction": F}`.
 pub fn kernel_workload(params: &Value) -> std::result::Result<Value, String> {
-    let num = |k: &str| params.get(k).and_then(|x| x.as_u64()).ok_or_else(|| format!("parameter {k} missing"));
     let dir = PathBuf::from(params.get("dir").and_then(|d| d.as_str()).ok_or("parameter dir missing")?);
-    let file_bytes = num("file_bytes")?;
-    let files = num("files")? as usize;
-    let rounds = num("rounds")?.max(1) as usize;
-    let runs = num("runs")?.max(1) as usize;
-    let read_bytes = num("read_bytes")?.clamp(1, 4096) as usize;
-    let ps = num("page_size")?.max(512);
+    let p: SparseParams = serde_json::from_value(params["params"].clone()).map_err(|e| format!("bad params: {e}"))?;
+    let (file_bytes, files, rounds, runs) = (p.file_bytes, p.files, p.rounds.max(1), p.runs.max(1));
+    let (read_bytes, ps) = (p.read_bytes.clamp(1, 4096), (p.page_size as u64).max(512));
     let mut buf = vec![0u8; read_bytes];
     let mut times = Vec::new();
     let (mut cached, mut probed) = (0u64, 0u64);

@@ -49,11 +49,9 @@ use serde_json::Value;
 use crate::experiment::ExpOpts;
 use crate::kernel;
 use crate::plot;
-use crate::render::{fmt_count, fmt_size, render_table, vmstat_section};
+use crate::render::{self, fmt_count, fmt_size, vmstat_section};
 use crate::report::{amean, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult};
-use crate::runner::{
-    into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, SeedMeasure, Shape,
-};
+use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, SeedMeasure};
 use crate::runner::{SeedReport, Variant};
 use crate::stats::{pct_better, quantile_sorted, Better, Summary};
 use crate::sys::kernel_release;
@@ -79,32 +77,22 @@ pub const FILL_RATIO: f64 = 0.6;
 /// The largest file: 4 MiB.
 pub const MAX_FILE_BYTES: u64 = 4 * MIB;
 
-fn batchshadow() -> Tunables {
-    Tunables { pagevec_drain: PagevecDrain::EveryRelease, ..Tunables::default() }
-}
-
-fn onedrain() -> Tunables {
-    Tunables { pagevec_drain: PagevecDrain::Once, ..Tunables::default() }
-}
-
 /// This experiment's variants.
 pub const PRESETS: &[Preset] = &[
-    Preset {
-        experiment: EXPERIMENT,
-        name: BEFORE,
-        stands_for: "4.14-rc4 batchshadow-v1r1: drain per-CPU pagevecs on every pagevec_release \
-                     (PagevecDrain::EveryRelease)",
-        default: true,
-        tunables: batchshadow,
-    },
-    Preset {
-        experiment: EXPERIMENT,
-        name: AFTER,
-        stands_for: "4.14-rc4 onedrain-v1r1: __pagevec_release calls lru_add_drain once per pagevec lifecycle \
-                     (pvec->drained; PagevecDrain::Once)",
-        default: true,
-        tunables: onedrain,
-    },
+    Preset::new(
+        EXPERIMENT,
+        BEFORE,
+        "4.14-rc4 batchshadow-v1r1: drain per-CPU pagevecs on every pagevec_release \
+        (PagevecDrain::EveryRelease)",
+        || Tunables { pagevec_drain: PagevecDrain::EveryRelease, ..Tunables::default() },
+    ),
+    Preset::new(
+        EXPERIMENT,
+        AFTER,
+        "4.14-rc4 onedrain-v1r1: __pagevec_release calls lru_add_drain once per pagevec lifecycle \
+        (pvec->drained; PagevecDrain::Once)",
+        || Tunables { pagevec_drain: PagevecDrain::Once, ..Tunables::default() },
+    ),
 ];
 
 /// The workloads, in run order.
@@ -242,12 +230,7 @@ impl SeedExperiment for Sparsetruncate {
     const PRESETS: &'static [Preset] = PRESETS;
     const PARAMS_KEY: &'static str = "sparsetruncate";
 
-    fn shape(p: &SparseParams) -> Shape<'_> {
-        Shape { variants: &p.variants, runs: p.runs, quick: p.quick, mem_bytes: p.mem_bytes }
-    }
-    fn params(opts: &ExpOpts) -> Result<SparseParams> {
-        SparseParams::from_opts(opts)
-    }
+    crate::runner::params_from!(from_opts);
 }
 
 #[cfg(test)]

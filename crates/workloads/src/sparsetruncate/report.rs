@@ -23,17 +23,16 @@ pub(super) fn render_seed_table(r: &ExperimentResult, metric: &str) -> String {
     let cols: Vec<(&str, Option<[f64; 17]>)> =
         r.variants.iter().map(|v| (v.name.as_str(), seed_rows(v.samples(metric)))).collect();
     let cols: Vec<(&str, [f64; 17])> = cols.into_iter().filter_map(|(n, v)| v.map(|v| (n, v))).collect();
-    let mut rows = vec![std::iter::once(String::new()).chain(cols.iter().map(|(n, _)| n.to_string())).collect()];
+    let mut rows = Vec::new();
     for (i, label) in SEED_ROWS.iter().enumerate() {
         let mut row = vec![format!("{label} Time")];
         let base = cols.first().map(|c| c.1[i]).unwrap_or(f64::NAN);
         for (_, v) in &cols {
-            row.push(format!("{} ({:>7.2}%)", fmt_us(v[i]), pct_better(base, v[i], Better::Lower)));
+            row.push(format!("{} ({:>7.2}%)", render::fmt_fixed(v[i], 2, ""), pct_better(base, v[i], Better::Lower)));
         }
         rows.push(row);
     }
-    let right: Vec<bool> = (0..=cols.len()).map(|c| c > 0).collect();
-    render_table(&rows, &right)
+    render::render_columns(cols.iter().map(|(n, _)| n), rows)
 }
 
 impl SeedReport for Sparsetruncate {
@@ -68,21 +67,13 @@ impl SeedReport for Sparsetruncate {
             s.push_str(&render_seed_table(r, &format!("{} truncate_cpu_us", b.name())));
         }
 
-        let pc: Vec<&VariantResult> = r.variants.iter().filter(|v| !v.vmstat.is_empty()).collect();
-        let right: Vec<bool> = (0..=pc.len()).map(|c| c > 0).collect();
         let _ = writeln!(s);
         let _ = writeln!(s, "the mechanism, per truncate (mean over runs)");
-        let mut rows =
-            vec![std::iter::once(String::new()).chain(pc.iter().map(|v| v.name.clone())).collect::<Vec<_>>()];
-        for b in BACKENDS {
-            for (measure, _) in PER_TRUNCATE {
-                let metric = format!("{} {measure}", b.name());
-                let mut row = vec![metric.clone()];
-                row.extend(pc.iter().map(|v| fmt_count(amean(v.samples(&metric)))));
-                rows.push(row);
-            }
-        }
-        s.push_str(&render_table(&rows, &right));
+        let metrics: Vec<String> = BACKENDS
+            .iter()
+            .flat_map(|b| PER_TRUNCATE.iter().map(move |(measure, _)| format!("{} {measure}", b.name())))
+            .collect();
+        s.push_str(&render::pcache_means(r, &metrics, fmt_count));
         // What one extra drain costs, from robust statistics of the CPU time.
         if let (Some(b), Some(a)) = (r.variant(BEFORE), r.variant(AFTER)) {
             for be in BACKENDS {
@@ -115,7 +106,6 @@ impl SeedReport for Sparsetruncate {
     /// A CDF of truncate times per column, per backend: the whole range, and
     /// the body up to the largest 99th percentile.
     fn plot(dir: &Path, r: &ExperimentResult, _: &(), p: &SparseParams) -> Result<Vec<String>> {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
         let mut files = Vec::new();
         for b in BACKENDS {
             let metric = format!("{} truncate_us", b.name());
@@ -132,7 +122,7 @@ impl SeedReport for Sparsetruncate {
                         points: plot::cdf(c.samples(&metric)).into_iter().filter(|&(x, _)| x <= clip).collect(),
                     })
                     .collect();
-                let path = dir.join(format!("sparsetruncate-{}-{suffix}.svg", b.name()));
+                let file = format!("sparsetruncate-{}-{suffix}.svg", b.name());
                 let title = format!(
                     "sparsetruncate {}: unlink of {} sparse files{}",
                     b.name(),
@@ -143,18 +133,16 @@ impl SeedReport for Sparsetruncate {
                         String::new()
                     }
                 );
-                plot::line_chart(&path, &title, "truncate time (us)", "fraction of truncates", &series)?;
-                files.push(path.display().to_string());
+                files.push(plot::line_chart(
+                    dir,
+                    &file,
+                    &title,
+                    "truncate time (us)",
+                    "fraction of truncates",
+                    &series,
+                )?);
             }
         }
         Ok(files)
-    }
-}
-
-pub(super) fn fmt_us(v: f64) -> String {
-    if v.is_nan() {
-        "-".into()
-    } else {
-        format!("{v:.2}")
     }
 }

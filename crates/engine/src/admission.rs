@@ -51,23 +51,15 @@
 //!   as miniature simulations, Waldspurger et al. 2017): a sample of the
 //!   page keys (one in `rate`, so that the miniature caches hold
 //!   `DUEL_PAGES` to four times as many) runs through two small simulated
-//!   caches of the cache's size over `rate`: a miniature of the engine's
-//!   own "admit all" mode (the kernel's two lists: new pages inactive, a
-//!   second access activates, the active list no longer than the inactive
-//!   one, refaults within the active list's length activated), and a
-//!   W-TinyLFU with the same sketch and the window scaled down. Their
-//!   misses are counted with decay; while the two-list miniature misses
-//!   at least `DUEL_MARGIN_PML` per mille of the sampled accesses fewer,
-//!   the contest is off ("admit all"): new pages skip the window and go
-//!   to the inactive list, what is left in the window drains to the
-//!   inactive head, and refaults are judged by workingset detection
+//!   caches of the cache's size over `rate`, a plain LRU and a W-TinyLFU
+//!   with the same sketch and the window scaled down. Their misses are
+//!   counted with decay; while the LRU misses at least `DUEL_MARGIN_PML`
+//!   fewer, the contest is off ("admit all"): new pages skip the window
+//!   and go to the inactive list, what is left in the window drains to
+//!   the inactive head, and refaults are judged by workingset detection
 //!   alone, i.e. exactly the kernel's lists. The hit path only puts a
 //!   sampled key in a lossy ring (one fetch_add and one store); the
 //!   simulations run under lru_lock when the window is balanced.
-//!   (Session 7: the expert was a plain LRU and the margin 10% of the
-//!   misses; the two lists are what the engine actually runs in that
-//!   mode, and a margin in misses per access is not diluted by the
-//!   compulsory misses both sides share.)
 //!
 //! The sketch has 4-bit counters, four per page in one 64-bit word, so an
 //! increment is four relaxed read-modify-writes on one cache line; it ages
@@ -98,11 +90,12 @@ const SAMPLE_BATCH: u32 = 64;
 const DUEL_PAGES: u64 = 1024;
 /// Slots of the ring that carries sampled keys from the hit path.
 const DUEL_RING: usize = 4096;
-/// The kernel-mode simulation must miss this many fewer times per mille
-/// of the sampled accesses (0.5 points of miss ratio) than the W-TinyLFU
-/// simulation to turn the contest off, and this many more to turn it
-/// back on (hysteresis: each switch costs misses while the lists settle).
-const DUEL_MARGIN_PML: u64 = 5;
+/// The LRU must miss this much less (per mille) than the W-TinyLFU
+/// simulation to turn the contest off, and this much more to turn it
+/// back on (hysteresis: both simulations are only approximations of the
+/// engine's two modes, and each switch costs misses while the lists
+/// settle).
+const DUEL_MARGIN_PML: u64 = 100;
 /// The duel's miss counts halve every this many miniature cache sizes of
 /// sampled accesses, so the verdict follows phases.
 const DUEL_DECAY: u64 = 2;
@@ -293,14 +286,13 @@ impl AdmissionState {
             d.access(key, window, &self.sketch);
         });
         if any {
-            let (lru, tlfu) = (d.kernel_misses, d.tlfu_misses);
+            let (lru, tlfu) = (d.lru_misses, d.tlfu_misses);
             let all = self.admit_all.load(Ordering::Relaxed);
-            // The margin is in per mille of the sampled accesses, not of
-            // the misses: the compulsory misses both simulations share
-            // would otherwise dilute it (web-like traces, where most
-            // misses are first accesses, never left the contest).
-            let slack = d.decayed * DUEL_MARGIN_PML;
-            let verdict = if all { lru * 1000 <= tlfu * 1000 + slack } else { lru * 1000 + slack < tlfu * 1000 };
+            let verdict = if all {
+                lru * 1000 <= tlfu * (1000 + DUEL_MARGIN_PML)
+            } else {
+                lru * 1000 < tlfu * (1000 - DUEL_MARGIN_PML)
+            };
             if verdict != all {
                 self.admit_all.store(verdict, Ordering::Relaxed);
             }
@@ -530,14 +522,6 @@ impl MiniLru {
         self.map.insert(key, i);
     }
 
-    /// Take `key` out (it must be here).
-    fn remove(&mut self, key: u64) {
-        if let Some(i) = self.map.remove(&key) {
-            self.unlink(i);
-            self.free.push(i);
-        }
-    }
-
     fn tail_key(&self) -> Option<u64> {
         (self.tail != NIL).then(|| self.nodes[self.tail as usize].0)
     }
@@ -558,120 +542,24 @@ impl MiniLru {
 /// The two miniature caches of the duel and their decayed miss counts.
 struct Duel {
     pages: usize,
-    two: MiniTwoList,
+    lru: MiniLru,
     window: MiniLru,
     main: MiniLru,
-    kernel_misses: u64,
+    lru_misses: u64,
     tlfu_misses: u64,
     accesses: u64,
-    /// Sampled accesses, halved with the miss counts.
-    decayed: u64,
-}
-
-/// A miniature of the kernel's two lists with workingset detection (the
-/// engine's "admit all" mode): new pages enter the inactive list, a second
-/// access activates, the active list is kept no longer than the inactive
-/// one, and a refault within the active list's length is activated.
-struct MiniTwoList {
-    inactive: MiniLru,
-    active: MiniLru,
-    /// Evictions plus activations (the lruvec's inactive_age).
-    clock: u64,
-    shadows: HashMap<u64, u64>,
-    /// Shadows in eviction order, to forget those too old to matter.
-    order: std::collections::VecDeque<(u64, u64)>,
-}
-
-impl MiniTwoList {
-    fn new() -> MiniTwoList {
-        MiniTwoList {
-            inactive: MiniLru::new(),
-            active: MiniLru::new(),
-            clock: 0,
-            shadows: HashMap::new(),
-            order: std::collections::VecDeque::new(),
-        }
-    }
-
-    /// A hit on either list (an inactive page is activated)?
-    fn hit(&mut self, key: u64) -> bool {
-        if self.active.lookup(key, false) {
-            return true;
-        }
-        if self.inactive.lookup(key, false) {
-            self.inactive.remove(key);
-            self.active.push_head(key);
-            self.clock += 1;
-            return true;
-        }
-        false
-    }
-
-    fn len(&self) -> usize {
-        self.inactive.len() + self.active.len()
-    }
-
-    /// Reclaim one page: deactivate while the active list is the longer,
-    /// then evict the inactive tail, leaving a shadow.
-    fn reclaim_one(&mut self) -> bool {
-        if self.active.len() > self.inactive.len() {
-            if let Some(k) = self.active.pop_tail() {
-                self.inactive.push_head(k);
-            }
-        }
-        let Some(victim) = self.inactive.pop_tail() else { return false };
-        self.clock += 1;
-        self.shadows.insert(victim, self.clock);
-        self.order.push_back((victim, self.clock));
-        true
-    }
-
-    /// Does a missing `key` refault within the active list's length?
-    /// Forgets its shadow, and shadows too old to matter.
-    fn refault_recent(&mut self, key: u64, pages: usize) -> bool {
-        while let Some(&(k, c)) = self.order.front() {
-            if c + pages as u64 >= self.clock {
-                break;
-            }
-            self.order.pop_front();
-            if self.shadows.get(&k) == Some(&c) {
-                self.shadows.remove(&k);
-            }
-        }
-        matches!(self.shadows.remove(&key), Some(c) if self.clock - c <= self.active.len() as u64)
-    }
-
-    fn activate_new(&mut self, key: u64) {
-        self.active.push_head(key);
-        self.clock += 1;
-    }
-
-    /// One access in the kernel's mode; returns whether it missed.
-    fn access(&mut self, key: u64, pages: usize) -> bool {
-        if self.hit(key) {
-            return false;
-        }
-        while self.len() >= pages && self.reclaim_one() {}
-        if self.refault_recent(key, pages) {
-            self.activate_new(key);
-        } else {
-            self.inactive.push_head(key);
-        }
-        true
-    }
 }
 
 impl Duel {
     fn new(pages: u64) -> Duel {
         Duel {
             pages: pages as usize,
-            two: MiniTwoList::new(),
+            lru: MiniLru::new(),
             window: MiniLru::new(),
             main: MiniLru::new(),
-            kernel_misses: 0,
+            lru_misses: 0,
             tlfu_misses: 0,
             accesses: 0,
-            decayed: 0,
         }
     }
 
@@ -679,15 +567,17 @@ impl Duel {
     /// W-TinyLFU window in sampled pages.
     fn access(&mut self, key: u64, window: u64, sketch: &FrequencySketch) {
         self.accesses += 1;
-        self.decayed += 1;
         if self.accesses >= DUEL_DECAY * self.pages as u64 {
             self.accesses = 0;
-            self.kernel_misses /= 2;
+            self.lru_misses /= 2;
             self.tlfu_misses /= 2;
-            self.decayed /= 2;
         }
-        if self.two.access(key, self.pages) {
-            self.kernel_misses += 1;
+        if !self.lru.lookup(key, true) {
+            self.lru_misses += 1;
+            if self.lru.len() >= self.pages {
+                self.lru.pop_tail();
+            }
+            self.lru.push_head(key);
         }
         let window = (window as usize).min(self.pages - 1).max(1);
         if self.window.lookup(key, true) || self.main.lookup(key, true) {
@@ -805,41 +695,6 @@ mod tests {
         l.push_head(4);
         assert_eq!(l.len(), 3);
         assert_eq!((l.pop_tail(), l.pop_tail(), l.pop_tail(), l.pop_tail()), (Some(3), Some(1), Some(4), None));
-    }
-
-    // Goal: the duel's kernel-side miniature behaves as the two lists do:
-    // a second access activates, reclaim deactivates while the active list
-    // is the longer and evicts the inactive tail, and a refault is
-    // activated only within the active list's length.
-    #[test]
-    fn mini_two_list_follows_the_kernel_lists() {
-        let mut t = MiniTwoList::new();
-        // Fill 4 pages; 1 and 2 are read again: active.
-        for k in 1..=4 {
-            assert!(t.access(k, 4));
-        }
-        assert!(!t.access(1, 4) && !t.access(2, 4));
-        assert_eq!((t.inactive.len(), t.active.len()), (2, 2));
-        // 5 evicts the inactive tail, 3 (the lists are even: no
-        // deactivation first).
-        assert!(t.access(5, 4));
-        assert!(!t.inactive.lookup(3, false) && t.active.len() == 2);
-        // 3 refaults at distance 1 <= 2 active pages (its room is made by
-        // evicting 4): activated at once.
-        assert!(t.access(3, 4));
-        assert!(t.active.lookup(3, false), "refault within the active list's length");
-        assert_eq!((t.inactive.len(), t.active.len()), (1, 3));
-        // Now the active list is the longer: reclaim deactivates its tail
-        // (1) to the inactive head before evicting the inactive tail (5).
-        assert!(t.access(6, 4));
-        assert!(t.inactive.lookup(1, false) && !t.inactive.lookup(5, false));
-        assert_eq!(t.active.len(), 2);
-        // A page evicted long ago comes back inactive.
-        for k in 100..120 {
-            t.access(k, 4);
-        }
-        assert!(t.access(4, 4));
-        assert!(t.inactive.lookup(4, false));
     }
 
     /// Feed `keys` through the sketch and the duel, as the cache does.

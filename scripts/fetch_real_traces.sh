@@ -10,6 +10,11 @@
 #   2 MB): 137,979 memory references of a program, one hexadecimal byte
 #   address per line, 8-byte stride, 29,867 distinct. Each address becomes
 #   one page id (address / 8), in the LIRS text format replay reads.
+#
+# Searched in session 7 for more (issue 15), none found: mimircache 0.0.2 to
+# 0.0.2.85 ship only this same parda.trace (or nothing); PyMimircache
+# 0.0.2.90, s3fifo, s3fifo-cache and corto-cache ship no trace; libcachesim's
+# wheel has none (its sample trace.vscsi lives in its repository only).
 set -eu
 out=${1:?usage: fetch_real_traces.sh OUTDIR}
 mkdir -p "$out"

@@ -4,6 +4,7 @@ describe, in two disjoint sets for judging pcache's policy (issue 15):
 
     python3 scripts/policy_traces.py tune OUTDIR      # iterate on these
     python3 scripts/policy_traces.py heldout OUTDIR   # evaluate only at the end
+    python3 scripts/policy_traces.py heldout2 OUTDIR  # session 7's fresh set
 
 Both sets have the same seven shapes, but the held-out set draws them with
 another seed AND other parameters (sizes, skews, proportions, phase
@@ -27,6 +28,20 @@ number per line, gzipped), which `pcache replay` and
   distribution; LRU is near optimal.
 - mixed (Caffeine's "mixed"): alternating phases of a recency-skewed and a
   looping workload.
+
+`heldout2` (fixed in session 7 before any design work, seed 777) draws the
+seven shapes with a third set of parameters and adds three shapes that
+neither earlier set has:
+
+- loop_shift: a loop whose length changes mid-way (short, then longer
+  than most caches, then medium), with a small Zipf hot set beside it.
+- correlated (2Q's correlated references): each reference to a page comes
+  as a burst of 2-4 accesses within a few dozen requests; the bursts'
+  pages follow a Zipf popularity, and a share of them are never seen
+  again, so a second access says nothing about long-term reuse.
+- two_rate: two workloads interleaved at different rates, a Zipf hot set
+  at three requests in four and an LRU-stack workload over a larger set
+  at one in four.
 """
 
 import bisect
@@ -55,6 +70,19 @@ PARAMS = {
         web=dict(live=9000, a=1.0, n=200000, birth_every=2),
         recency=dict(pages=6000, alpha=1.1, scale=60, n=150000),
         mixed=dict(rec_pages=4000, rec_mean=400, loop=5000, phase=30000, phases=5),
+    ),
+    "heldout2": dict(
+        seed=777,
+        shift=dict(hot=2000, a=1.2, phases=10, per_phase=15000, replace=0.7),
+        loops=dict(lens=[3500, 1200, 8000, 500], burst=200, hot=1500, hot_frac=0.25, n=200000),
+        scan=dict(ws=4000, a=0.7, n=150000, every=8000, scan_len=3000, rescan_frac=0.25),
+        ohw=dict(pop=6000, a=1.1, n=160000, ohw_frac=0.2),
+        web=dict(live=4000, a=0.9, n=160000, birth_every=6),
+        recency=dict(pages=9000, alpha=1.5, scale=120, n=140000),
+        mixed=dict(rec_pages=1800, rec_mean=150, loop=2500, phase=15000, phases=8),
+        loop_shift=dict(lens=[1500, 6000, 3200], per_phase=50000, hot=600, hot_frac=0.2),
+        correlated=dict(pop=15000, a=0.85, n=160000, burst=(2, 4), gap=40, once_frac=0.3),
+        two_rate=dict(hot=2500, a=1.0, rec_pages=12000, rec_mean=2000, fast=0.75, n=180000),
     ),
 }
 
@@ -185,6 +213,60 @@ def mixed(rng, p):
     return acc
 
 
+def loop_shift(rng, p):
+    cum = zipf_cum(p["hot"], 1.0)
+    acc, base = [], 7_000_000
+    for n in p["lens"]:
+        i = 0
+        for _ in range(p["per_phase"]):
+            if rng.random() < p["hot_frac"]:
+                acc.append(zipf_rank(rng, cum))
+            else:
+                acc.append(base + i % n)
+                i += 1
+    return acc
+
+
+def correlated(rng, p):
+    perm = list(range(p["pop"]))
+    rng.shuffle(perm)
+    cum = zipf_cum(p["pop"], p["a"])
+    # pending[t] = pages whose correlated re-reference falls at request t.
+    pending, acc, once, t = {}, [], 80_000_000, 0
+    while len(acc) < p["n"]:
+        due = pending.pop(t, [])
+        if due:
+            acc += due
+        else:
+            if rng.random() < p["once_frac"]:
+                k = once
+                once += 1
+            else:
+                k = perm[zipf_rank(rng, cum)]
+            acc.append(k)
+            for _ in range(rng.randint(*p["burst"]) - 1):
+                pending.setdefault(t + rng.randint(1, p["gap"]), []).append(k)
+        t += 1
+    return acc[: p["n"]]
+
+
+def two_rate(rng, p):
+    perm = list(range(p["hot"]))
+    rng.shuffle(perm)
+    cum = zipf_cum(p["hot"], p["a"])
+    stack = list(range(9_000_000, 9_000_000 + p["rec_pages"]))
+    acc = []
+    for _ in range(p["n"]):
+        if rng.random() < p["fast"]:
+            acc.append(perm[zipf_rank(rng, cum)])
+        else:
+            d = min(int(rng.expovariate(1 / p["rec_mean"])), len(stack) - 1)
+            k = stack.pop(d)
+            stack.insert(0, k)
+            acc.append(k)
+    return acc
+
+
 def main():
     if len(sys.argv) != 3 or sys.argv[1] not in PARAMS:
         sys.exit(__doc__)
@@ -199,6 +281,10 @@ def main():
     save(outdir, f"{which}_web_churn", web_churn(rng, p["web"]))
     save(outdir, f"{which}_recency", recency(rng, p["recency"]))
     save(outdir, f"{which}_mixed", mixed(rng, p["mixed"]))
+    if which == "heldout2":
+        save(outdir, f"{which}_loop_shift", loop_shift(rng, p["loop_shift"]))
+        save(outdir, f"{which}_correlated", correlated(rng, p["correlated"]))
+        save(outdir, f"{which}_two_rate", two_rate(rng, p["two_rate"]))
 
 
 if __name__ == "__main__":

@@ -229,6 +229,40 @@ impl FrequencySketch {
     }
 }
 
+/// What the hit and miss paths ask about admission: the adaptive state
+/// when it is selected, and whether hits may set the PAGE_HOT hint. Set
+/// once at `Cache::new`; read-only after.
+pub struct AdmissionCtl {
+    state: Option<AdmissionState>,
+    hot_hints: bool,
+}
+
+impl AdmissionCtl {
+    pub fn new(config: &crate::tunables::Config) -> AdmissionCtl {
+        let t = &config.tunables;
+        AdmissionCtl {
+            // The admission window sits in front of the classic lists only.
+            state: (t.admission == crate::tunables::Admission::AdaptiveTinyLfu && t.lru == crate::LruPolicy::Classic)
+                .then(|| AdmissionState::new(config.nr_pages())),
+            // Not with Danilov's batch, which queues even no-op marks; the
+            // multi-gen LRU counts every access (folio_inc_refs).
+            hot_hints: t.lru_batching != crate::LruBatching::DanilovBatch && t.lru == crate::LruPolicy::Classic,
+        }
+    }
+
+    /// The adaptive state, when `Admission::AdaptiveTinyLfu` is selected.
+    #[inline]
+    pub fn state(&self) -> Option<&AdmissionState> {
+        self.state.as_ref()
+    }
+
+    /// Whether hits may use the PAGE_HOT hint.
+    #[inline]
+    pub fn hot_hints(&self) -> bool {
+        self.hot_hints
+    }
+}
+
 /// The adaptive admission state of a cache.
 pub struct AdmissionState {
     pub sketch: FrequencySketch,
@@ -322,13 +356,13 @@ impl Cache {
     /// admission.
     #[inline]
     pub fn admission_windowed(&self) -> bool {
-        self.admission.as_ref().is_some_and(|a| !a.admit_all.load(Ordering::Relaxed))
+        self.admission.state().is_some_and(|a| !a.admit_all.load(Ordering::Relaxed))
     }
 
     /// Count an access to page `index` of file `id` in the sketch.
     #[inline]
     pub fn admission_access(&self, id: u32, index: u64) {
-        if let Some(a) = &self.admission {
+        if let Some(a) = self.admission.state() {
             let key = page_key(id, index);
             a.sketch.increment(key);
             if a.sampled(key) {
@@ -347,7 +381,7 @@ impl Cache {
     /// Read without lru_lock: the tail may change under us, which only
     /// makes this heuristic compare against a neighbour.
     pub fn admission_beats_victim(&self, key: u64) -> bool {
-        let Some(a) = &self.admission else { return true };
+        let Some(a) = self.admission.state() else { return true };
         if a.admit_all.load(Ordering::Relaxed) {
             return true;
         }
@@ -362,7 +396,7 @@ impl Cache {
     /// Pages move only between lists; at most `window_len - target` of
     /// them.
     pub fn window_balance(&self, lru: &mut LruGuard<'_>) {
-        let Some(a) = &self.admission else { return };
+        let Some(a) = self.admission.state() else { return };
         a.duel_drain();
         let target = if a.admit_all.load(Ordering::Relaxed) { 0 } else { a.window_target.load(Ordering::Relaxed) };
         while lru.len(LruList::Window) > target {
@@ -396,7 +430,7 @@ impl Cache {
     /// holds them; move up to `nr` window pages to the inactive tail
     /// through the contest.
     pub fn window_shrink(&self, lru: &mut LruGuard<'_>, nr: u64) {
-        let Some(a) = &self.admission else { return };
+        let Some(a) = self.admission.state() else { return };
         for _ in 0..nr {
             let Some(cand) = lru.tail(LruList::Window) else { break };
             self.window_admit(a, lru, cand);

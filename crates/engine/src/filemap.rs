@@ -222,7 +222,7 @@ impl Cache {
             return None;
         }
         const HOT: u32 = PG_ACTIVE | PG_REFERENCED;
-        if self.hot_hints {
+        if self.admission.hot_hints() {
             if flags & (HOT | PG_UNEVICTABLE) == HOT
                 && slot.compare_exchange(entry, entry | PAGE_HOT, Ordering::AcqRel, Ordering::Relaxed).is_ok()
                 && page.flags() & HOT != HOT

@@ -1479,7 +1479,7 @@ impl Cache {
             );
         }
         if can_swap {
-            out.extend(self.anon_vmas.read().vmas.iter().flatten().cloned());
+            self.anon.collect(&mut out);
         }
         out
     }

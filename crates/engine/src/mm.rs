@@ -13,7 +13,7 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 
 use crate::arena::Arena;
 use crate::backing_dev::BdiList;
@@ -58,46 +58,106 @@ pub struct Cache {
     pub bio: crate::bio::IoQueue,
     /// Backing devices, each with its flusher (backing_dev.rs).
     pub bdis: BdiList,
-    /// Background threads (kswapd, flushers, I/O workers), joined at
-    /// shutdown (`kthread_add`).
-    threads: Mutex<Vec<JoinHandle<()>>>,
-    /// This cache, for spawning flushers from `&self` (`arc`).
-    self_ref: Weak<Cache>,
     /// Signalled when frames are freed or writeback ends, for allocators
     /// and throttled writers waiting for progress.
-    pub progress: Wakeup,
+    pub(crate) progress: Wakeup,
+    /// Background threads, this cache's weak self and the shutdown flag.
+    life: Lifecycle,
+    /// Hazard pins of the hit path (hazard.rs).
+    pub hazards: Arc<HazardTable>,
+    /// pcache's adaptive admission and the hit path's PAGE_HOT hint
+    /// (admission.rs).
+    pub(crate) admission: crate::admission::AdmissionCtl,
+    /// Frames whose last reference is gone, waiting for a hazard scan
+    /// before they are reused.
+    pending: PendingFrees,
+    /// Open host descriptors of file-backed devices, bounded (fdcache.rs).
+    pub fds: Arc<crate::backing::FdCache>,
+    /// The swap device, once `swapon` has run (swapfile.rs); read through
+    /// `swap()`, set once by `swapon`.
+    swap: std::sync::OnceLock<crate::swapfile::SwapInfo>,
+    /// Anonymous regions by id and the anon inode (mmap.rs).
+    pub(crate) anon: crate::mmap::AnonVmas,
+}
+
+/// The cache's life: its background threads, joined at shutdown
+/// (`kthread_add`), itself for threads started from `&self` (`arc`), the
+/// shutdown flag and the clock's origin. Private to mm.rs.
+struct Lifecycle {
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    self_ref: Weak<Cache>,
     /// Set once by `shutdown_all`; read through `shutting_down`.
     shutdown: AtomicBool,
     start: Instant,
-    /// Hazard pins of the hit path (hazard.rs).
-    pub hazards: Arc<HazardTable>,
-    /// pcache's adaptive admission (admission.rs), when selected.
-    pub admission: Option<crate::admission::AdmissionState>,
-    /// Whether hits may use the PAGE_HOT hint (not with Danilov's batch,
-    /// which queues even no-op marks).
-    pub hot_hints: bool,
-    /// Frames whose last reference is gone, waiting for a hazard scan
-    /// before they are reused.
-    pending_free: Mutex<Vec<Pfn>>,
-    nr_pending_free: AtomicU64,
-    pending_batch: usize,
-    /// Open host descriptors of file-backed devices, bounded (fdcache.rs).
-    pub fds: Arc<crate::backing::FdCache>,
-    /// The swap device, once `swapon` has run (swapfile.rs).
-    pub swap: std::sync::OnceLock<crate::swapfile::SwapInfo>,
-    /// Anonymous regions by id, for reclaim to go from a page to the
-    /// entry that maps it (rmap.rs; the kernel's page->mapping anon_vma).
-    pub anon_vmas: RwLock<AnonVmas>,
-    /// The inode every anonymous region's `Mapping` points at (the
-    /// kernel's anon_inode): no pages, no device I/O, never in the icache.
-    pub anon_inode: std::sync::OnceLock<Arc<Inode>>,
 }
 
-/// The anonymous regions' registry: a slot per id, ids reused.
-#[derive(Default)]
-pub struct AnonVmas {
-    pub vmas: Vec<Option<Arc<crate::mmap::Vma>>>,
-    pub free_ids: Vec<u32>,
+/// Frames whose last reference is gone, waiting until no hazard pin can
+/// still see them (hazard.rs) before they join the free list: the free
+/// side of the allocator, private to mm.rs.
+struct PendingFrees {
+    list: Mutex<Vec<Pfn>>,
+    /// The list's length, readable without the lock (`nr_free_pages`).
+    nr: AtomicU64,
+    /// How many frames wait before a flush.
+    batch: usize,
+}
+
+impl PendingFrees {
+    fn new(nr_pages: u64) -> PendingFrees {
+        PendingFrees {
+            list: Mutex::new(Vec::with_capacity(64)),
+            nr: AtomicU64::new(0),
+            // A flush costs a membarrier and a scan of every hazard slot;
+            // up to 1/64 of memory (at most 512 frames) waits for one.
+            batch: (nr_pages / 64).clamp(1, 512) as usize,
+        }
+    }
+
+    /// Queue `pfns`; true when the queue is long enough to flush.
+    fn push(&self, pfns: &[Pfn]) -> bool {
+        let mut list = self.list.lock();
+        // Counted before they can be taken by a flush, which subtracts.
+        self.nr.fetch_add(pfns.len() as u64, Ordering::Relaxed);
+        list.extend_from_slice(pfns);
+        list.len() >= self.batch
+    }
+
+    /// Move the frames no hazard pin announces to `arena`'s free list;
+    /// the number moved.
+    fn flush(&self, hazards: &HazardTable, arena: &Arena) -> u64 {
+        let mut batch = std::mem::take(&mut *self.list.lock());
+        if batch.is_empty() {
+            return 0;
+        }
+        // Highest frame first: the free list is a stack, so frames freed
+        // together are then allocated lowest first, in address order, and
+        // the pages written or read into them next (one write call's, one
+        // window's) make long runs of memory, few segments per request.
+        batch.sort_unstable_by(|a, b| b.cmp(a));
+        let mut pinned = Vec::new();
+        hazards.scan(&mut pinned);
+        let mut keep = Vec::new();
+        let mut freed = 0;
+        for pfn in batch {
+            if pinned.binary_search(&pfn).is_ok() {
+                keep.push(pfn);
+            } else {
+                // Leaves the pending count before it joins the free one, so
+                // no frame is ever counted twice.
+                self.nr.fetch_sub(1, Ordering::Relaxed);
+                arena.free(pfn);
+                freed += 1;
+            }
+        }
+        if !keep.is_empty() {
+            self.list.lock().extend(keep);
+        }
+        freed
+    }
+
+    fn nr(&self) -> u64 {
+        self.nr.load(Ordering::Relaxed)
+    }
 }
 
 /// How many fruitless direct-reclaim rounds an allocation makes before it
@@ -135,28 +195,19 @@ impl Cache {
             kswapd: crate::vmscan::Kswapd::default(),
             bio: crate::bio::IoQueue::default(),
             bdis: BdiList::default(),
-            threads: Mutex::new(Vec::new()),
-            self_ref: self_ref.clone(),
             progress: Wakeup::default(),
-            shutdown: AtomicBool::new(false),
-            start: Instant::now(),
+            life: Lifecycle {
+                threads: Mutex::new(Vec::new()),
+                self_ref: self_ref.clone(),
+                shutdown: AtomicBool::new(false),
+                start: Instant::now(),
+            },
             hazards,
-            // The admission window sits in front of the classic lists only.
-            admission: (config.tunables.admission == crate::tunables::Admission::AdaptiveTinyLfu
-                && config.tunables.lru == crate::LruPolicy::Classic)
-                .then(|| crate::admission::AdmissionState::new(config.nr_pages())),
-            // The multi-gen LRU counts every access (folio_inc_refs).
-            hot_hints: config.tunables.lru_batching != crate::LruBatching::DanilovBatch
-                && config.tunables.lru == crate::LruPolicy::Classic,
-            pending_free: Mutex::new(Vec::with_capacity(64)),
-            nr_pending_free: AtomicU64::new(0),
-            // A flush costs a membarrier and a scan of every hazard slot;
-            // up to 1/64 of memory (at most 512 frames) waits for one.
-            pending_batch: (config.nr_pages() / 64).clamp(1, 512) as usize,
+            admission: crate::admission::AdmissionCtl::new(&config),
+            pending: PendingFrees::new(config.nr_pages()),
             fds: crate::backing::FdCache::new(config.tunables.max_open_fds),
             swap: std::sync::OnceLock::new(),
-            anon_vmas: RwLock::new(AnonVmas::default()),
-            anon_inode: std::sync::OnceLock::new(),
+            anon: crate::mmap::AnonVmas::default(),
         }))
     }
 
@@ -179,22 +230,22 @@ impl Cache {
     /// return, background threads leave.
     #[inline]
     pub fn shutting_down(&self) -> bool {
-        self.shutdown.load(Ordering::Acquire)
+        self.life.shutdown.load(Ordering::Acquire)
     }
 
     /// A background thread of this cache, joined by `shutdown_all`.
     pub fn kthread_add(&self, t: JoinHandle<()>) {
-        self.threads.lock().push(t);
+        self.life.threads.lock().push(t);
     }
 
     /// This cache as an `Arc` (for a thread started from `&self`); None
     /// while it is being dropped.
     pub fn arc(&self) -> Option<Arc<Cache>> {
-        self.self_ref.upgrade()
+        self.life.self_ref.upgrade()
     }
 
     pub fn now_ms(&self) -> u64 {
-        self.start.elapsed().as_millis() as u64 + 1
+        self.life.start.elapsed().as_millis() as u64 + 1
     }
 
     pub fn inode_by_id(&self, id: u32) -> Option<Arc<Inode>> {
@@ -316,13 +367,7 @@ impl Cache {
     /// free_page for a batch, with one lock of the pending list.
     pub fn free_pages(&self, pfns: &[Pfn]) {
         self.vm.add(Item::pgfree, pfns.len() as u64);
-        let flush = {
-            let mut pending = self.pending_free.lock();
-            // Counted before they can be taken by a flush, which subtracts.
-            self.nr_pending_free.fetch_add(pfns.len() as u64, Ordering::Relaxed);
-            pending.extend_from_slice(pfns);
-            pending.len() >= self.pending_batch
-        };
+        let flush = self.pending.push(pfns);
         if flush {
             self.flush_pending_frees();
         }
@@ -330,33 +375,7 @@ impl Cache {
 
     /// Move pending frames that no hazard pin announces to the free list.
     pub fn flush_pending_frees(&self) -> u64 {
-        let mut batch = std::mem::take(&mut *self.pending_free.lock());
-        if batch.is_empty() {
-            return 0;
-        }
-        // Highest frame first: the free list is a stack, so frames freed
-        // together are then allocated lowest first, in address order, and
-        // the pages written or read into them next (one write call's, one
-        // window's) make long runs of memory, few segments per request.
-        batch.sort_unstable_by(|a, b| b.cmp(a));
-        let mut pinned = Vec::new();
-        self.hazards.scan(&mut pinned);
-        let mut keep = Vec::new();
-        let mut freed = 0;
-        for pfn in batch {
-            if pinned.binary_search(&pfn).is_ok() {
-                keep.push(pfn);
-            } else {
-                // Leaves the pending count before it joins the free one, so
-                // no frame is ever counted twice.
-                self.nr_pending_free.fetch_sub(1, Ordering::Relaxed);
-                self.arena.free(pfn);
-                freed += 1;
-            }
-        }
-        if !keep.is_empty() {
-            self.pending_free.lock().extend(keep);
-        }
+        let freed = self.pending.flush(&self.hazards, &self.arena);
         if freed > 0 {
             self.progress.wake_if_waiting();
         }
@@ -372,14 +391,14 @@ impl Cache {
     pub fn shutdown_all(&self) -> Result<()> {
         // Writers are refused and throttled ones released first, so that
         // the final writeback is not chasing new dirty pages.
-        self.shutdown.store(true, Ordering::Release);
+        self.life.shutdown.store(true, Ordering::Release);
         self.progress.wake();
         let synced = self.sync_all();
         let unwritten = self.unwritten_files();
         self.kswapd.wake();
         self.wakeup_flusher_threads();
         self.bio.close();
-        let threads: Vec<JoinHandle<()>> = self.threads.lock().drain(..).collect();
+        let threads: Vec<JoinHandle<()>> = self.life.threads.lock().drain(..).collect();
         for t in threads {
             let _ = t.join();
         }
@@ -396,7 +415,7 @@ impl Cache {
     /// grace period can be counted twice. It is clamped to the arena's size
     /// so that the snapshot never claims more free frames than exist.
     pub fn nr_free_pages(&self) -> u64 {
-        let pending = self.nr_pending_free.load(Ordering::Relaxed);
+        let pending = self.pending.nr();
         (self.arena.nr_free() + pending).min(self.arena.nr_pages)
     }
 
@@ -412,7 +431,7 @@ impl Cache {
                 Item::nr_active_file => self.lruvec.len(LruList::ActiveFile),
                 Item::nr_admission_window => self.lruvec.len(LruList::Window),
                 Item::admission_window_target => {
-                    self.admission.as_ref().map_or(0, |a| a.window_target.load(Ordering::Relaxed))
+                    self.admission.state().map_or(0, |a| a.window_target.load(Ordering::Relaxed))
                 }
                 Item::nr_file_pages => self.node_stat.read(NodeStat::FilePages),
                 Item::nr_dirty => self.wb.nr_dirty(),

@@ -884,7 +884,8 @@ impl Cache {
     /// `Mapping` be one type for files and anonymous memory. Made on first
     /// use, outside the icache, with a bdi of its own that has no flusher.
     pub(crate) fn anon_inode(&self) -> Arc<Inode> {
-        self.anon_inode
+        self.anon
+            .inode
             .get_or_init(|| {
                 // Below PAGE_MAPPING_ANON and never handed out by iget.
                 let id = PAGE_MAPPING_ANON - 1;
@@ -896,5 +897,64 @@ impl Cache {
                 Arc::new(inode)
             })
             .clone()
+    }
+}
+
+/// The anonymous regions' registry, the kernel's anon_vma lookup from a
+/// page's `mapping`: a slot per id, ids reused, and the inode every
+/// anonymous `Mapping` points at. Its users are rmap.rs (register, look
+/// up, retire), lru_gen.rs's walk (every region) and `anon_inode`; the
+/// mapped access never reads it (a `Mapping` holds its `Vma`).
+#[derive(Default)]
+pub struct AnonVmas {
+    table: parking_lot::RwLock<AnonTable>,
+    /// Made on first use (`Cache::anon_inode`); never in the icache.
+    inode: std::sync::OnceLock<Arc<Inode>>,
+}
+
+#[derive(Default)]
+struct AnonTable {
+    vmas: Vec<Option<Arc<Vma>>>,
+    free_ids: Vec<u32>,
+}
+
+impl AnonVmas {
+    /// Give a new region an id below `limit` and register it.
+    pub(crate) fn register(&self, limit: usize, make: impl FnOnce(u32) -> Vma) -> Result<Arc<Vma>> {
+        let mut t = self.table.write();
+        let id = match t.free_ids.pop() {
+            Some(id) => id,
+            None => {
+                let id = t.vmas.len();
+                if id >= limit {
+                    return Err(Error::InvalidArgument("too many anonymous regions".into()));
+                }
+                t.vmas.push(None);
+                id as u32
+            }
+        };
+        let vma = Arc::new(make(id));
+        t.vmas[id as usize] = Some(vma.clone());
+        Ok(vma)
+    }
+
+    /// The region with anonymous id `id`, if registered.
+    pub(crate) fn get(&self, id: u32) -> Option<Arc<Vma>> {
+        self.table.read().vmas.get(id as usize).cloned().flatten()
+    }
+
+    /// Retire `vma`'s id, if it is still the region registered there.
+    pub(crate) fn unregister(&self, vma: &Arc<Vma>) {
+        let mut t = self.table.write();
+        let id = vma.anon_id as usize;
+        if t.vmas.get(id).is_some_and(|v| v.as_ref().is_some_and(|v| Arc::ptr_eq(v, vma))) {
+            t.vmas[id] = None;
+            t.free_ids.push(vma.anon_id);
+        }
+    }
+
+    /// Every registered region, appended to `out`.
+    pub(crate) fn collect(&self, out: &mut Vec<Arc<Vma>>) {
+        out.extend(self.table.read().vmas.iter().flatten().cloned());
     }
 }

@@ -18,7 +18,7 @@
 //!
 //! Anonymous pages have a simpler map (no fork: one entry at most): the
 //! page's `mapping` names its region (`PAGE_MAPPING_ANON | id`, looked up
-//! in `Cache::anon_vmas`), its `index` the entry's slot. `try_to_unmap_anon`
+//! in `Cache::anon`, mmap.rs's `AnonVmas`), its `index` the entry's slot. `try_to_unmap_anon`
 //! turns the entry into the page's swap entry; zapping a swap entry frees
 //! its slot (`free_swap_and_cache`).
 
@@ -26,7 +26,7 @@ use crate::mmdebug::{vm_bug_on, vm_bug_on_page};
 use crate::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::filemap::Inode;
 use crate::memory::ptep_get_and_clear;
 use crate::mm::Cache;
@@ -224,21 +224,7 @@ impl Cache {
 impl Cache {
     /// Register a new anonymous region, giving it an id (anon_vma_prepare).
     pub(crate) fn anon_vma_register(&self, make: impl FnOnce(u32) -> Vma) -> Result<Arc<Vma>> {
-        let mut r = self.anon_vmas.write();
-        let id = match r.free_ids.pop() {
-            Some(id) => id,
-            None => {
-                let id = r.vmas.len();
-                if id >= (PAGE_MAPPING_ANON - 1) as usize {
-                    return Err(Error::InvalidArgument("too many anonymous regions".into()));
-                }
-                r.vmas.push(None);
-                id as u32
-            }
-        };
-        let vma = Arc::new(make(id));
-        r.vmas[id as usize] = Some(vma.clone());
-        Ok(vma)
+        self.anon.register((PAGE_MAPPING_ANON - 1) as usize, make)
     }
 
     /// page_anon_vma, page locked: the region mapping an anonymous page.
@@ -248,7 +234,7 @@ impl Cache {
             return None;
         }
         let id = page.mapping() & !PAGE_MAPPING_ANON;
-        self.anon_vmas.read().vmas.get(id as usize).cloned().flatten()
+        self.anon.get(id)
     }
 
     /// page_add_anon_rmap, page locked.
@@ -409,11 +395,6 @@ impl Cache {
     /// Retire a region's anonymous id, once its pages are gone (reclaim
     /// no longer finds the region from a page).
     pub(crate) fn anon_vma_unregister(&self, vma: &Arc<Vma>) {
-        let mut r = self.anon_vmas.write();
-        let id = vma.anon_id as usize;
-        if r.vmas.get(id).is_some_and(|v| v.as_ref().is_some_and(|v| Arc::ptr_eq(v, vma))) {
-            r.vmas[id] = None;
-            r.free_ids.push(vma.anon_id);
-        }
+        self.anon.unregister(vma);
     }
 }

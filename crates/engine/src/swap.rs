@@ -147,7 +147,7 @@ impl Cache {
                 }
             }
         }
-        if matches!(f, MoveFn::DeactivateFile) && self.hot_hints {
+        if matches!(f, MoveFn::DeactivateFile) && self.admission.hot_hints() {
             // PG_active and PG_referenced are gone: so is the hint.
             for &pfn in pv.pages() {
                 if let Some(inode) = self.inode_by_id(self.page(pfn).mapping()) {

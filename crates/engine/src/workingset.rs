@@ -119,7 +119,7 @@ impl Cache {
         let eviction = shadow as u64 & EVICTION_MASK;
         let now = self.lruvec.inactive_age.load(Ordering::Relaxed) & EVICTION_MASK;
         let distance = now.wrapping_sub(eviction) & EVICTION_MASK;
-        if let Some(a) = &self.admission {
+        if let Some(a) = self.admission.state() {
             a.ghost_hit(distance, shadow & SHADOW_PROBATION != 0);
         }
         if distance > self.lruvec.len(LruList::ActiveFile) {

@@ -852,7 +852,7 @@ impl Cache {
                 let page = self.page(pfn);
                 page.set(PG_LRU, &self.vm);
                 if page.put_testzero() {
-                    page.clear_nonatomic(PG_LRU | PG_ACTIVE);
+                    page.clear_frozen(PG_LRU | PG_ACTIVE);
                     to_free.push(pfn);
                     continue;
                 }

@@ -238,6 +238,18 @@ impl Page {
         self.flags.store(f & !flag, Ordering::Relaxed);
     }
 
+    /// __ClearPageX on a page whose count just reached 0 (the free path's
+    /// PG_lru). Unlike the kernel, a thread holding only a hazard pin may
+    /// still take and drop the page's lock meanwhile (it then finds the
+    /// page gone), so a plain load and store could erase its PG_locked:
+    /// one atomic AND keeps it. Not counted as `atomic_flag_rmw`, which
+    /// counts the kernel's atomic flag operations.
+    #[inline]
+    pub fn clear_frozen(&self, flag: u32) {
+        crate::mmdebug::vm_bug_on_page!(self.refcount() != 0, self, "clear_frozen on a page in use");
+        self.flags.fetch_and(!flag, Ordering::Relaxed);
+    }
+
     #[inline]
     pub fn refcount(&self) -> u32 {
         self.refcount.load(Ordering::Acquire)

@@ -380,7 +380,7 @@ impl Cache {
                 // PG_lru changes only under lru_lock, so this test is stable.
                 if page.test(PG_LRU) {
                     self.lruvec_del_folio(&mut lru, pfn);
-                    page.clear_nonatomic(PG_LRU);
+                    page.clear_frozen(PG_LRU);
                 }
             }
         }

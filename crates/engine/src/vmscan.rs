@@ -343,7 +343,7 @@ impl Cache {
                 let list = LruList::of_flags(page.flags());
                 lru.add(pfn, list);
                 if page.put_testzero() {
-                    page.clear_nonatomic(PG_LRU);
+                    page.clear_frozen(PG_LRU);
                     lru.del(pfn, list);
                     to_free.push(pfn);
                 }

@@ -325,16 +325,16 @@ impl Cache {
             // failing-file writeback and the device may need page locks.
             self.generic_write_checks(inode, index << self.page_shift(), self.page_size() as u64)?;
         }
-        let (pfn, major) = self.filemap_fault(inode, vma, index)?;
+        let (page, major) = self.filemap_fault(inode, vma, index)?;
         if major {
             self.vm.inc(Item::pgmajfault);
         }
-        let page = self.page(pfn);
         if write {
-            self.do_page_mkwrite(inode, pfn);
+            self.do_page_mkwrite(inode, &page);
         }
-        self.finish_fault(vma, slot, pfn, write);
-        page.unlock(&self.vm);
+        self.finish_fault(vma, slot, &page, write);
+        let pfn = page.pfn();
+        page.unlock();
         if !write {
             self.do_fault_around(inode, vma, slot);
         }
@@ -347,16 +347,16 @@ impl Cache {
     }
 
     /// do_page_mkwrite, page locked: stable pages, then dirty.
-    fn do_page_mkwrite(&self, inode: &Inode, pfn: Pfn) {
+    fn do_page_mkwrite(&self, inode: &Inode, page: &LockedPage) {
         self.vm.inc(Item::pgmkwrite);
-        self.page(pfn).wait_on_writeback();
-        self.set_page_dirty(inode, pfn);
+        page.wait_on_writeback();
+        self.set_page_dirty(inode, page.pfn());
     }
 
     /// filemap_fault: the page at `index`, referenced, locked, uptodate,
     /// still in `inode` and below EOF; and whether it took I/O (a major
     /// fault). PastEof past the end of the file (SIGBUS).
-    fn filemap_fault(&self, inode: &Inode, vma: &Vma, index: u64) -> Result<(Pfn, bool)> {
+    fn filemap_fault(&self, inode: &Inode, vma: &Vma, index: u64) -> Result<(LockedPage<'_>, bool)> {
         let ps = self.page_size() as u64;
         let past_eof = |size: u64| Error::PastEof { offset: index << self.page_shift(), size };
         let mut major = false;
@@ -381,10 +381,9 @@ impl Cache {
                     self.read_cache_page(inode, None, index, 1)?
                 }
             };
-            let page = self.page(pfn);
-            page.lock(&self.vm);
+            let page = self.lock_page(pfn);
             if page.mapping() != inode.id || page.index() != index {
-                page.unlock(&self.vm);
+                page.unlock();
                 self.put_page(pfn);
                 continue;
             }
@@ -392,7 +391,7 @@ impl Cache {
                 // Readahead's I/O failed: read it ourselves.
                 major = true;
                 if let Err(e) = self.read_pages_io(inode, index, &[pfn]) {
-                    page.unlock(&self.vm);
+                    page.unlock();
                     self.put_page(pfn);
                     return Err(e);
                 }
@@ -401,11 +400,11 @@ impl Cache {
             // the page: a page we map is below EOF now.
             let size = inode.size.load(Ordering::Acquire);
             if index >= size.div_ceil(ps) {
-                page.unlock(&self.vm);
+                page.unlock();
                 self.put_page(pfn);
                 return Err(past_eof(size));
             }
-            return Ok((pfn, major));
+            return Ok((page, major));
         }
     }
 
@@ -499,11 +498,11 @@ impl Cache {
             // one cached at `index`, lockable without waiting, uptodate
             // and below EOF under its lock (truncation takes the lock to
             // remove it, after lowering i_size).
-            let ours = entry_pfn(inode.tree.load(index)) == Some(pfn) && page.trylock(&self.vm);
-            if !ours {
+            let locked = if entry_pfn(inode.tree.load(index)) == Some(pfn) { self.trylock_page(pfn) } else { None };
+            let Some(locked) = locked else {
                 self.put_page(pfn);
                 continue;
-            }
+            };
             let valid = page.mapping() == inode.id
                 && page.index() == index
                 && page.test(PG_UPTODATE)
@@ -513,7 +512,7 @@ impl Cache {
             } else {
                 self.put_page(pfn);
             }
-            page.unlock(&self.vm);
+            locked.unlock();
         }
         if mapped > 0 {
             self.vm.add(Item::pgfault_around, mapped);
@@ -557,8 +556,8 @@ impl Cache {
     /// `pfn` at `slot`, or upgrade it for a write. A new entry takes a page
     /// reference and a mapcount. The young byte is set: the access that
     /// faulted is the page's first reference through this mapping.
-    pub(crate) fn finish_fault(&self, vma: &Vma, slot: usize, pfn: Pfn, write: bool) {
-        vm_bug_on_page!(!self.page(pfn).test(PG_LOCKED), self.page(pfn), "finish_fault without the page lock");
+    pub(crate) fn finish_fault(&self, vma: &Vma, slot: usize, page: &LockedPage, write: bool) {
+        let pfn = page.pfn();
         let pte = &vma.ptes[slot];
         let bits = if write { PTE_WRITE | PTE_DIRTY } else { 0 };
         {
@@ -575,7 +574,7 @@ impl Cache {
                     }
                 }
                 None => {
-                    self.page(pfn).get();
+                    page.get();
                     self.page_add_file_rmap(pfn);
                     // Release: pairs with pte_pin's Acquire load.
                     pte.store(pfn as u64 | PTE_PRESENT | bits, Ordering::Release);
@@ -623,7 +622,6 @@ impl Cache {
         let pos = index << self.page_shift();
         let pte = &vma.ptes[slot];
         let granted = |e: u64| pte_pfn(e) == Some(pfn) && e & PTE_WRITE != 0;
-        let page = self.page(pfn);
         let mut reserved = false;
         // At most two rounds: the second runs with the space reserved.
         loop {
@@ -631,9 +629,8 @@ impl Cache {
                 self.generic_write_checks(inode, pos, self.page_size() as u64)?;
                 reserved = true;
             }
-            page.lock(&self.vm);
+            let page = self.lock_page(pfn);
             if page.mapping() != inode.id || page.index() != index {
-                page.unlock(&self.vm);
                 return Ok(WriteFault::Stale);
             }
             let size = inode.size.load(Ordering::Acquire);
@@ -641,7 +638,6 @@ impl Cache {
             if end > size {
                 // Mapped writes never grow the file; bytes past EOF in
                 // the last page are not the file's (they stay zero).
-                page.unlock(&self.vm);
                 return Err(Error::PastEof { offset: end, size });
             }
             let mut faulted = false;
@@ -649,12 +645,12 @@ impl Cache {
                 if !reserved {
                     // Write-protected since we looked (writeback): reserve
                     // without the lock, then come back.
-                    page.unlock(&self.vm);
+                    page.unlock();
                     continue;
                 }
                 self.vm.inc(Item::pgfault);
-                self.do_page_mkwrite(inode, pfn);
-                self.finish_fault(vma, slot, pfn, true);
+                self.do_page_mkwrite(inode, &page);
+                self.finish_fault(vma, slot, &page, true);
                 faulted = true;
             }
             // A writable entry was granted by page_mkwrite, which dirtied
@@ -666,7 +662,7 @@ impl Cache {
                 "a writable entry on a clean or writeback page"
             );
             self.memcpy_to_page(pfn, offset, data);
-            page.unlock(&self.vm);
+            page.unlock();
             if faulted {
                 let _ = self.balance_dirty_pages_ratelimited(inode);
             }
@@ -757,6 +753,7 @@ impl Cache {
         // new anonymous page starts active; 5.9+: inactive.
         let active = if self.tunables.anon_lru == crate::AnonLru::Linux3 { PG_ACTIVE } else { 0 };
         page.set_nonatomic(PG_LOCKED | PG_SWAPBACKED | PG_UPTODATE | active);
+        let page = LockedPage::adopt(page, pfn, &self.vm);
         page.set_anon(vma.anon_mapping(), anon_index(slot, None));
         self.memzero_page(pfn, 0, self.page_size());
         {
@@ -764,7 +761,8 @@ impl Cache {
             let pte = &vma.ptes[slot];
             if pte.load(Ordering::Relaxed) != 0 {
                 drop(_ptl);
-                page.clear_nonatomic(PG_LOCKED);
+                // Never visible: no waiters, a plain store unlocks.
+                self.page(page.into_raw()).clear_nonatomic(PG_LOCKED);
                 self.put_page(pfn);
                 return Ok(None);
             }
@@ -774,7 +772,7 @@ impl Cache {
             pte.store(pfn as u64 | PTE_PRESENT | PTE_WRITE | PTE_DIRTY, Ordering::Release);
         }
         vma.young[slot].store(1, Ordering::Relaxed);
-        page.unlock(&self.vm);
+        page.unlock();
         // lru_cache_add_active_or_unevictable (3.x), lru_cache_add (5.9+).
         self.lru_cache_add(pfn);
         Ok(Some(pfn))
@@ -796,13 +794,12 @@ impl Cache {
                 None => return Ok(None),
             },
         };
-        let page = self.page(pfn);
         let pte = &vma.ptes[slot];
-        page.lock(&self.vm);
+        let page = self.lock_page(pfn);
         if !page.test(PG_SWAPCACHE) || page.swap_slot() != Some(swap) || pte.load(Ordering::Acquire) != swp_pte(swap) {
             // Reclaimed and reused, or the entry was faulted in by
             // another thread, or zapped: look again.
-            page.unlock(&self.vm);
+            page.unlock();
             self.put_page(pfn);
             return Ok(None);
         }
@@ -810,7 +807,7 @@ impl Cache {
             // A read that failed (its reader takes such pages out of the
             // cache; this is a second line of defence).
             self.delete_from_swap_cache(pfn);
-            page.unlock(&self.vm);
+            page.unlock();
             self.put_page(pfn);
             return Err(Error::Io { name: "swap".into(), source: std::io::Error::from_raw_os_error(libc::EIO) });
         }
@@ -834,7 +831,7 @@ impl Cache {
             }
         };
         if !mapped {
-            page.unlock(&self.vm);
+            page.unlock();
             self.put_page(pfn);
             return Ok(None);
         }
@@ -843,7 +840,7 @@ impl Cache {
             self.try_to_free_swap(pfn);
         }
         vma.young[slot].store(1, Ordering::Relaxed);
-        page.unlock(&self.vm);
+        page.unlock();
         Ok(Some(pfn))
     }
 
@@ -854,12 +851,10 @@ impl Cache {
     /// mapped there (swapped out or zapped since it was pinned); the
     /// caller faults it in and retries.
     fn anon_mapped_write(&self, vma: &Vma, slot: usize, pfn: Pfn, offset: usize, data: &[u8]) -> bool {
-        let page = self.page(pfn);
         let pte = &vma.ptes[slot];
-        page.lock(&self.vm);
+        let page = self.lock_page(pfn);
         let e = pte.load(Ordering::Acquire);
         if pte_pfn(e) != Some(pfn) || page.mapping() != vma.anon_mapping() {
-            page.unlock(&self.vm);
             return false;
         }
         if e & PTE_WRITE == 0 {
@@ -872,7 +867,7 @@ impl Cache {
         // Reclaim writes a page to swap only unmapped and under its lock.
         vm_bug_on_page!(page.test(PG_WRITEBACK), page, "under writeback");
         self.memcpy_to_page(pfn, offset, data);
-        page.unlock(&self.vm);
+        page.unlock();
         true
     }
 }
@@ -910,11 +905,11 @@ impl Cache {
     /// do_read_fault on a private mapping: map the file's page read-only.
     /// None if a racing fault filled the entry first.
     fn do_read_fault(&self, inode: &Inode, vma: &Vma, slot: usize) -> Result<Option<Pfn>> {
-        let (pfn, major) = self.filemap_fault(inode, vma, vma.pgoff + slot as u64)?;
+        let (page, major) = self.filemap_fault(inode, vma, vma.pgoff + slot as u64)?;
         if major {
             self.vm.inc(Item::pgmajfault);
         }
-        let page = self.page(pfn);
+        let pfn = page.pfn();
         let pte = &vma.ptes[slot];
         let installed = {
             let _ptl = vma.ptl.lock();
@@ -931,7 +926,7 @@ impl Cache {
         if installed {
             vma.young[slot].store(1, Ordering::Relaxed);
         }
-        page.unlock(&self.vm);
+        page.unlock();
         if !installed {
             self.put_page(pfn);
             return Ok(None);
@@ -945,7 +940,7 @@ impl Cache {
     /// a racing fault filled the entry first.
     fn do_cow_fault(&self, inode: &Inode, vma: &Vma, slot: usize) -> Result<Option<Pfn>> {
         let copy = self.alloc_page()?;
-        let (pfn, major) = match self.filemap_fault(inode, vma, vma.pgoff + slot as u64) {
+        let (page, major) = match self.filemap_fault(inode, vma, vma.pgoff + slot as u64) {
             Ok(found) => found,
             Err(e) => {
                 self.put_page(copy);
@@ -955,8 +950,9 @@ impl Cache {
         if major {
             self.vm.inc(Item::pgmajfault);
         }
-        let done = self.install_cow_copy(vma, slot, pfn, copy, None);
-        self.page(pfn).unlock(&self.vm);
+        let done = self.install_cow_copy(vma, slot, &page, copy, None);
+        let pfn = page.pfn();
+        page.unlock();
         self.put_page(pfn);
         Ok(done.then_some(copy))
     }
@@ -976,17 +972,16 @@ impl Cache {
         // A write fault, counted as the shared mapping's write faults are.
         self.vm.inc(Item::pgfault);
         let copy = self.alloc_page()?;
-        let page = self.page(old);
         // The caller's pin keeps the frame from reuse, so it can be locked.
-        page.lock(&self.vm);
-        let done = self.install_cow_copy(vma, slot, old, copy, Some(old));
+        let page = self.lock_page(old);
+        let done = self.install_cow_copy(vma, slot, &page, copy, Some(old));
         if done {
             // The entry held a reference and a mapcount on the file's page.
             // The page cache holds another (the entry mapped `old` under
             // its lock, so it is still cached): this put is never the last.
             self.put_pte_refs(old, 1);
         }
-        page.unlock(&self.vm);
+        page.unlock();
         Ok(done.then_some(copy))
     }
 
@@ -994,14 +989,15 @@ impl Cache {
     /// to the caller on success) from the locked page `src`, and map it
     /// writable and dirty at `slot` if the entry still maps `expect` (or
     /// is empty, for None). On failure the copy is freed.
-    fn install_cow_copy(&self, vma: &Vma, slot: usize, src: Pfn, copy: Pfn, expect: Option<Pfn>) -> bool {
+    fn install_cow_copy(&self, vma: &Vma, slot: usize, src: &LockedPage, copy: Pfn, expect: Option<Pfn>) -> bool {
         let new = self.page(copy);
         // Invisible until its entry is stored: plain flag stores, as for
         // do_anonymous_page's page, and the same LRU placement.
         let active = if self.tunables.anon_lru == crate::AnonLru::Linux3 { PG_ACTIVE } else { 0 };
         new.set_nonatomic(PG_LOCKED | PG_SWAPBACKED | PG_UPTODATE | active);
+        let new = LockedPage::adopt(new, copy, &self.vm);
         new.set_anon(vma.anon_mapping(), anon_index(slot, None));
-        self.copy_user_highpage(copy, src);
+        self.copy_user_highpage(&new, src);
         let pte = &vma.ptes[slot];
         let installed = {
             let _ptl = vma.ptl.lock();
@@ -1022,21 +1018,22 @@ impl Cache {
             ok
         };
         if !installed {
-            new.clear_nonatomic(PG_LOCKED);
+            // Never visible: no waiters, a plain store unlocks.
+            self.page(new.into_raw()).clear_nonatomic(PG_LOCKED);
             self.put_page(copy);
             return false;
         }
         vma.young[slot].store(1, Ordering::Relaxed);
-        new.unlock(&self.vm);
+        new.unlock();
         self.lru_cache_add(copy);
         true
     }
 
     /// copy_user_highpage: the bytes of the locked page `src` into the
     /// locked, unmapped frame `dst`, in one write section.
-    fn copy_user_highpage(&self, dst: Pfn, src: Pfn) {
+    fn copy_user_highpage(&self, dst: &LockedPage, src: &LockedPage) {
         let mut buf = vec![0u8; self.page_size()];
-        self.__memcpy_from_page(src, 0, &mut buf);
-        self.memcpy_to_page(dst, 0, &buf);
+        self.__memcpy_from_page(src.pfn(), 0, &mut buf);
+        self.memcpy_to_page(dst.pfn(), 0, &buf);
     }
 }

@@ -168,7 +168,7 @@ impl Cache {
             if !page.get_unless_zero() {
                 continue;
             }
-            page.lock(&self.vm);
+            let page = self.lock_page(pfn);
             let old = {
                 let _ptl = vma.ptl.lock();
                 let pte = &vma.ptes[slot];
@@ -184,7 +184,7 @@ impl Cache {
                 self.put_pte_refs(pfn, 1);
                 accessed = young && cached && !vma.seq_read();
             }
-            page.unlock(&self.vm);
+            page.unlock();
             if accessed {
                 self.mark_page_accessed(pfn);
             }
@@ -330,7 +330,7 @@ impl Cache {
                 if !page.get_unless_zero() {
                     continue;
                 }
-                page.lock(&self.vm);
+                let page = self.lock_page(pfn);
                 let cleared = {
                     let _ptl = vma.ptl.lock();
                     (pte_pfn(pte.load(Ordering::Relaxed)) == Some(pfn)).then(|| ptep_get_and_clear(pte))
@@ -353,7 +353,7 @@ impl Cache {
                         accessed = young && !vma.seq_read();
                     }
                 }
-                page.unlock(&self.vm);
+                page.unlock();
                 if accessed {
                     self.mark_page_accessed(pfn);
                 }

@@ -181,16 +181,15 @@ impl Cache {
             self.page(pfn).get();
             pfn
         };
-        let page = self.page(pfn);
         // Bounded: a page lock is held across one transfer at most.
-        page.lock(&self.vm);
+        let page = self.lock_page(pfn);
         if page.test(PG_SWAPCACHE) && page.swap_slot() == Some(slot) && !page.mapped() {
             self.try_to_free_swap(pfn);
             // Nobody maps it: a page only the LRU still knows, reclaimed
             // (freed) when reclaim meets it.
             page.set_anon(NO_MAPPING, page.index());
         }
-        page.unlock(&self.vm);
+        page.unlock();
         self.put_page(pfn);
     }
 
@@ -217,7 +216,7 @@ impl Cache {
     /// for the faulted slot an allocation that may reclaim; for readahead
     /// only a free frame above the low watermark (readahead must not
     /// make memory pressure worse).
-    fn alloc_swapin_page(&self, slot: u32, may_reclaim: bool) -> Result<Option<Pfn>> {
+    fn alloc_swapin_page(&self, slot: u32, may_reclaim: bool) -> Result<Option<LockedPage<'_>>> {
         let pfn = if may_reclaim {
             self.alloc_page()?
         } else {
@@ -235,13 +234,14 @@ impl Cache {
         let page = self.page(pfn);
         page.set_nonatomic(PG_LOCKED | PG_SWAPBACKED | PG_SWAPCACHE);
         page.set_anon(NO_MAPPING, anon_index(0, Some(slot)));
-        Ok(Some(pfn))
+        Ok(Some(LockedPage::adopt(page, pfn, &self.vm)))
     }
 
     /// Give back a page `alloc_swapin_page` made that did not go in.
-    fn free_unused_swapin_page(&self, pfn: Pfn) {
-        let page = self.page(pfn);
-        page.clear_nonatomic(PG_LOCKED | PG_SWAPCACHE);
+    fn free_unused_swapin_page(&self, page: LockedPage) {
+        // Never visible: no waiters, plain stores unlock.
+        let pfn = page.into_raw();
+        self.page(pfn).clear_nonatomic(PG_LOCKED | PG_SWAPCACHE);
         self.put_page(pfn);
     }
 
@@ -257,39 +257,45 @@ impl Cache {
         let start = target & !(cluster - 1);
         let end = start.saturating_add(cluster).min(si.pages);
         // The faulted slot first: its allocation may reclaim.
-        let Some(tpfn) = self.alloc_swapin_page(target, true)? else { return Ok(None) };
+        let Some(tpage) = self.alloc_swapin_page(target, true)? else { return Ok(None) };
         let mut shadows: Vec<(Pfn, usize)> = Vec::new();
-        match self.add_new_to_swap_cache(target, tpfn) {
-            RaSlot::Added(shadow) => shadows.extend(shadow.map(|s| (tpfn, s))),
+        match self.add_new_to_swap_cache(target, tpage.pfn()) {
+            RaSlot::Added(shadow) => shadows.extend(shadow.map(|s| (tpage.pfn(), s))),
             RaSlot::Cached(p) => {
-                self.free_unused_swapin_page(tpfn);
+                self.free_unused_swapin_page(tpage);
                 return Ok(Some(p));
             }
             RaSlot::Unused => {
-                self.free_unused_swapin_page(tpfn);
+                self.free_unused_swapin_page(tpage);
                 return Ok(None);
             }
         }
         // New pages, locked and cached, by slot.
-        let mut new: Vec<(u32, Pfn)> = Vec::with_capacity(cluster as usize);
-        new.push((target, tpfn));
+        let mut new: Vec<(u32, LockedPage)> = Vec::with_capacity(cluster as usize);
+        new.push((target, tpage));
         for slot in (start..end).filter(|&s| s != target) {
-            let Ok(Some(pfn)) = self.alloc_swapin_page(slot, false) else { break };
-            match self.add_new_to_swap_cache(slot, pfn) {
+            let Ok(Some(page)) = self.alloc_swapin_page(slot, false) else { break };
+            match self.add_new_to_swap_cache(slot, page.pfn()) {
                 RaSlot::Added(shadow) => {
-                    shadows.extend(shadow.map(|s| (pfn, s)));
-                    new.push((slot, pfn));
+                    shadows.extend(shadow.map(|s| (page.pfn(), s)));
+                    new.push((slot, page));
                 }
                 RaSlot::Cached(p) => {
                     self.put_page(p);
-                    self.free_unused_swapin_page(pfn);
+                    self.free_unused_swapin_page(page);
                 }
-                RaSlot::Unused => self.free_unused_swapin_page(pfn),
+                RaSlot::Unused => self.free_unused_swapin_page(page),
             }
         }
-        // workingset_refault for each page coming back (5.9+): within the
-        // workingset it goes straight to the active list.
-        for (pfn, shadow) in shadows {
+        self.swapin_refault(&shadows);
+        new.sort_unstable_by_key(|&(slot, _)| slot);
+        self.swapin_read(si, target, new)
+    }
+
+    /// workingset_refault for each page coming back (5.9+): within the
+    /// workingset it goes straight to the active list.
+    fn swapin_refault(&self, shadows: &[(Pfn, usize)]) {
+        for &(pfn, shadow) in shadows {
             let (activate, restore) = self.workingset_refault_anon(shadow);
             let page = self.page(pfn);
             if activate {
@@ -300,19 +306,34 @@ impl Cache {
                 page.set(PG_WORKINGSET, &self.vm);
             }
         }
-        new.sort_unstable();
-        // One device read per run of consecutive slots.
+    }
+
+    /// Read the new swap-cache pages `new` (locked, by slot), one device
+    /// read per run of consecutive slots, and unlock them: uptodate ones
+    /// go to the LRU, failed ones leave the swap cache. The target's page
+    /// with its reference, or its read's error; the others' references
+    /// are dropped.
+    fn swapin_read(
+        &self,
+        si: &crate::swapfile::SwapInfo,
+        target: u32,
+        new: Vec<(u32, LockedPage)>,
+    ) -> Result<Option<Pfn>> {
+        let mut target_pfn = None;
         let mut target_err = None;
-        let mut i = 0;
-        while i < new.len() {
-            let mut j = i + 1;
-            while j < new.len() && new[j].0 == new[j - 1].0 + 1 {
-                j += 1;
+        let mut rest = new.into_iter().peekable();
+        while let Some(first) = rest.next() {
+            let mut run = vec![first];
+            while let Some(next) = rest.next_if(|(s, _)| run.last().is_some_and(|(l, _)| *s == l + 1)) {
+                run.push(next);
             }
-            let run: Vec<Pfn> = new[i..j].iter().map(|&(_, p)| p).collect();
-            let res = self.swap_read_pages(new[i].0, &run);
-            for &(slot, pfn) in &new[i..j] {
-                let page = self.page(pfn);
+            let pfns: Vec<Pfn> = run.iter().map(|(_, p)| p.pfn()).collect();
+            let res = self.swap_read_pages(run[0].0, &pfns);
+            for (slot, page) in run {
+                let pfn = page.pfn();
+                if slot == target {
+                    target_pfn = Some(pfn);
+                }
                 if let Err(e) = &res {
                     // Not uptodate: out of the cache, so the next fault
                     // reads the slot again; its data is still there.
@@ -320,13 +341,13 @@ impl Cache {
                     if slot == target {
                         target_err = Some(Error::io(si.dev.name(), std::io::Error::from_raw_os_error(e.errno())));
                     }
-                    page.unlock(&self.vm);
+                    page.unlock();
                     if slot != target {
                         self.put_page(pfn);
                     }
                     continue;
                 }
-                page.unlock(&self.vm);
+                page.unlock();
                 // Swapped-in pages start on the inactive anon list (5.9+:
                 // unless their shadow activated them).
                 self.lru_cache_add(pfn);
@@ -335,12 +356,14 @@ impl Cache {
                     self.put_page(pfn);
                 }
             }
-            i = j;
         }
-        if let Some(e) = target_err {
-            self.put_page(tpfn);
-            return Err(e);
+        match (target_pfn, target_err) {
+            (Some(pfn), Some(e)) => {
+                self.put_page(pfn);
+                Err(e)
+            }
+            (pfn, None) => Ok(pfn),
+            (None, Some(e)) => Err(e),
         }
-        Ok(Some(tpfn))
     }
 }

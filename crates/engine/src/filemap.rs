@@ -492,22 +492,24 @@ impl Cache {
     pub fn pagecache_get_page(&self, inode: &Inode, index: u64, fgp: u32) -> Result<Option<Pfn>> {
         loop {
             if let Some(pfn) = self.find_get_page(inode, index) {
-                let page = self.page(pfn);
                 if fgp & FGP_LOCK != 0 {
-                    if fgp & FGP_NOWAIT != 0 {
-                        if !page.trylock(&self.vm) {
+                    let page = if fgp & FGP_NOWAIT != 0 {
+                        let Some(page) = self.trylock_page(pfn) else {
                             self.put_page(pfn);
                             return Ok(None);
-                        }
+                        };
+                        page
                     } else {
-                        page.lock(&self.vm);
-                    }
+                        self.lock_page(pfn)
+                    };
                     // Truncated while we slept on the lock?
                     if page.mapping() != inode.id || page.index() != index {
-                        page.unlock(&self.vm);
+                        page.unlock();
                         self.put_page(pfn);
                         continue;
                     }
+                    // The caller unlocks.
+                    page.into_raw();
                 }
                 if fgp & FGP_ACCESSED != 0 {
                     self.mark_page_accessed(pfn);
@@ -730,13 +732,12 @@ impl Cache {
         if page.test(PG_LOCKED) && self.run_queued_read(inode, page.index()) && page.test(PG_UPTODATE) {
             return Ok(true);
         }
-        page.lock(&self.vm);
+        let page = self.lock_page(pfn);
         if page.mapping() != inode.id {
-            page.unlock(&self.vm);
             return Ok(false);
         }
         let res = if page.test(PG_UPTODATE) { Ok(()) } else { self.read_pages_io(inode, page.index(), &[pfn]) };
-        page.unlock(&self.vm);
+        page.unlock();
         res.map(|_| true)
     }
 
@@ -789,9 +790,9 @@ impl Cache {
         let pfn = self
             .pagecache_get_page(inode, index, FGP_LOCK | FGP_CREAT)?
             .ok_or(Error::NoMemory { frames: self.arena.nr_pages as usize })?;
-        let page = self.page(pfn);
+        let page = self.adopt_page_lock(pfn);
         let res = if page.test(PG_UPTODATE) { Ok(()) } else { self.read_pages_io(inode, index, &[pfn]) };
-        page.unlock(&self.vm);
+        page.unlock();
         match res {
             Ok(()) => Ok(pfn),
             Err(e) => {
@@ -1087,14 +1088,14 @@ mod tests {
             assert_eq!(after - before, rmw_for_referenced, "{mode:?}");
             // Locked by us: the nowait variant gives up instead of sleeping.
             assert_eq!(c.grab_cache_page_nowait(&inode, 0).unwrap(), None);
-            page.unlock(&c.vm);
+            c.adopt_page_lock(pfn).unlock();
             let again = c.grab_cache_page_nowait(&inode, 0).unwrap().unwrap();
             assert_eq!(again, pfn);
-            c.page(again).unlock(&c.vm);
+            c.adopt_page_lock(again).unlock();
             c.put_page(again);
             let w = c.grab_cache_page_write_begin(&inode, 1).unwrap();
             assert!(c.page(w).test(PG_LOCKED));
-            c.page(w).unlock(&c.vm);
+            c.adopt_page_lock(w).unlock();
             c.put_page(w);
             c.put_page(pfn);
             assert_eq!(inode.nrpages.load(Ordering::Relaxed), 2);

@@ -259,10 +259,9 @@ impl Cache {
     /// possible, its first optimistic copy succeeds.
     #[cold]
     fn memcpy_from_page_slow(&self, pfn: Pfn, offset: usize, buf: &mut [u8]) {
-        let page = self.page(pfn);
-        page.lock(&self.vm);
+        let page = self.lock_page(pfn);
         self.__memcpy_from_page(pfn, offset, buf);
-        page.unlock(&self.vm);
+        page.unlock();
     }
 
     /// memcpy_from_page for a caller holding the page lock: no writer can
@@ -360,8 +359,7 @@ mod tests {
         })
         .unwrap();
         let pfn = cache.arena.alloc().unwrap();
-        let page = cache.page(pfn);
-        page.lock(&cache.vm);
+        let page = cache.lock_page(pfn);
         let (seq, words) = (cache.arena.frame_seq(pfn), cache.arena.frame_words(pfn));
         write_seqcount_begin(seq);
         fill_words(words, 0, 2048, 7);
@@ -376,7 +374,7 @@ mod tests {
             }
             fill_words(words, 2048, 2048, 7);
             write_seqcount_end(seq);
-            page.unlock(&cache.vm);
+            page.unlock();
             assert!(reader.join().unwrap().iter().all(|&b| b == 7), "the reader returned a half-written page");
         });
     }

@@ -507,7 +507,7 @@ impl Cache {
                 && page.index() == index
                 && page.test(PG_UPTODATE)
                 && index < inode.size.load(Ordering::Acquire).div_ceil(self.page_size() as u64);
-            if valid && self.set_pte_old(vma, s, pfn) {
+            if valid && self.set_pte_old(vma, s, &locked) {
                 mapped += 1;
             } else {
                 self.put_page(pfn);
@@ -533,11 +533,11 @@ impl Cache {
         }
     }
 
-    /// Install an old, clean entry for the locked page `pfn` at `slot`,
+    /// Install an old, clean entry for the locked `page` at `slot`,
     /// handing it the caller's page reference. False if the slot got an
     /// entry meanwhile (the caller keeps its reference).
-    fn set_pte_old(&self, vma: &Vma, slot: usize, pfn: Pfn) -> bool {
-        vm_bug_on_page!(!self.page(pfn).test(PG_LOCKED), self.page(pfn), "set_pte_old without the page lock");
+    fn set_pte_old(&self, vma: &Vma, slot: usize, page: &LockedPage) -> bool {
+        let pfn = page.pfn();
         let pte = &vma.ptes[slot];
         let _ptl = vma.ptl.lock();
         if pte.load(Ordering::Relaxed) != 0 {
@@ -806,7 +806,7 @@ impl Cache {
         if !page.test(PG_UPTODATE) {
             // A read that failed (its reader takes such pages out of the
             // cache; this is a second line of defence).
-            self.delete_from_swap_cache(pfn);
+            self.delete_from_swap_cache(&page);
             page.unlock();
             self.put_page(pfn);
             return Err(Error::Io { name: "swap".into(), source: std::io::Error::from_raw_os_error(libc::EIO) });
@@ -825,7 +825,7 @@ impl Cache {
                 if let Some(si) = self.swap() {
                     si.lock().swap_free(swap);
                 }
-                let bits = if write && self.reuse_swap_page(pfn) { PTE_WRITE | PTE_DIRTY } else { 0 };
+                let bits = if write && self.reuse_swap_page(&page) { PTE_WRITE | PTE_DIRTY } else { 0 };
                 pte.store(pfn as u64 | PTE_PRESENT | bits, Ordering::Release);
                 true
             }
@@ -837,7 +837,7 @@ impl Cache {
         }
         if !write && self.vm_swap_full() {
             // Swap is filling up: keep no second copy of a page in memory.
-            self.try_to_free_swap(pfn);
+            self.try_to_free_swap(&page);
         }
         vma.young[slot].store(1, Ordering::Relaxed);
         page.unlock();
@@ -859,7 +859,7 @@ impl Cache {
         }
         if e & PTE_WRITE == 0 {
             self.vm.inc(Item::pgfault);
-            self.reuse_swap_page(pfn);
+            self.reuse_swap_page(&page);
             let _ptl = vma.ptl.lock();
             let cur = pte.load(Ordering::Relaxed);
             pte.store(cur | PTE_WRITE | PTE_DIRTY, Ordering::Release);

@@ -264,6 +264,13 @@ impl Cache {
         LockedPage::trylock(self.page(pfn), pfn, &self.vm)
     }
 
+    /// The guard of a lock handed over as a bare pfn: a page a function
+    /// returned locked (`FGP_LOCK`, `into_raw`), whose unlock is now ours.
+    #[inline]
+    pub(crate) fn adopt_page_lock(&self, pfn: Pfn) -> LockedPage<'_> {
+        LockedPage::adopt(self.page(pfn), pfn, &self.vm)
+    }
+
     /// The swap device, if swap is on.
     #[inline]
     pub(crate) fn swap(&self) -> Option<&crate::swapfile::SwapInfo> {

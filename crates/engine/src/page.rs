@@ -593,7 +593,8 @@ impl<'a> LockedPage<'a> {
     }
 
     /// Adopt a lock set another way: a new page made locked before anyone
-    /// can see it (`__SetPageLocked` in add_to_page_cache).
+    /// can see it (`__SetPageLocked` in add_to_page_cache), or a lock a
+    /// callee handed over as a bare pfn (`into_raw`, `FGP_LOCK`).
     pub(crate) fn adopt(page: &'a Page, pfn: Pfn, vm: &'a VmCounters) -> LockedPage<'a> {
         crate::mmdebug::vm_bug_on_page!(!page.test(PG_LOCKED), page, "adopting an unlocked page");
         LockedPage { page, pfn, vm }

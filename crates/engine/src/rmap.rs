@@ -341,7 +341,7 @@ impl Cache {
                     if page.anon() {
                         self.page_remove_anon_rmap(pfn);
                         if page.test(PG_SWAPCACHE) {
-                            self.try_to_free_swap(pfn);
+                            self.try_to_free_swap(&page);
                         }
                         // Nobody maps it now: reclaim (or our put) frees it.
                         page.set_anon(NO_MAPPING, page.index());

@@ -82,9 +82,9 @@ impl Cache {
     /// delete_from_swap_cache, page locked: out of the swap cache, its
     /// slot's cache hold dropped (the slot is freed if no swap pte holds
     /// it), the cache's reference put. The caller holds a reference too.
-    pub(crate) fn delete_from_swap_cache(&self, pfn: Pfn) {
-        let page = self.page(pfn);
-        vm_bug_on_page!(!page.test(PG_LOCKED) || !page.test(PG_SWAPCACHE), page, "delete_from_swap_cache");
+    pub(crate) fn delete_from_swap_cache(&self, page: &LockedPage) {
+        let pfn = page.pfn();
+        vm_bug_on_page!(!page.test(PG_SWAPCACHE), page, "delete_from_swap_cache of a page not in it");
         let (Some(si), Some(slot)) = (self.swap(), page.swap_slot()) else { return };
         {
             let mut inner = si.lock();
@@ -144,13 +144,12 @@ impl Cache {
     /// try_to_free_swap, page locked: a swap-cache page no swap pte needs
     /// leaves the cache and frees its slot; its only copy is now in
     /// memory, so it is dirty.
-    pub(crate) fn try_to_free_swap(&self, pfn: Pfn) -> bool {
-        let page = self.page(pfn);
+    pub(crate) fn try_to_free_swap(&self, page: &LockedPage) -> bool {
         let Some(slot) = page.swap_slot() else { return false };
         if !page.test(PG_SWAPCACHE) || page.test(PG_WRITEBACK) || self.page_swapcount(slot) != 0 {
             return false;
         }
-        self.delete_from_swap_cache(pfn);
+        self.delete_from_swap_cache(page);
         page.set(PG_DIRTY, &self.vm);
         true
     }
@@ -159,11 +158,11 @@ impl Cache {
     /// written in place (it always may here: no fork, so no other process
     /// shares it). A swap-cache copy would be stale after the write, so
     /// the page leaves the swap cache and its slot is freed.
-    pub(crate) fn reuse_swap_page(&self, pfn: Pfn) -> bool {
-        if self.page(pfn).test(PG_SWAPCACHE) {
-            self.try_to_free_swap(pfn);
+    pub(crate) fn reuse_swap_page(&self, page: &LockedPage) -> bool {
+        if page.test(PG_SWAPCACHE) {
+            self.try_to_free_swap(page);
         }
-        self.page(pfn).set(PG_DIRTY, &self.vm);
+        page.set(PG_DIRTY, &self.vm);
         true
     }
 
@@ -184,7 +183,7 @@ impl Cache {
         // Bounded: a page lock is held across one transfer at most.
         let page = self.lock_page(pfn);
         if page.test(PG_SWAPCACHE) && page.swap_slot() == Some(slot) && !page.mapped() {
-            self.try_to_free_swap(pfn);
+            self.try_to_free_swap(&page);
             // Nobody maps it: a page only the LRU still knows, reclaimed
             // (freed) when reclaim meets it.
             page.set_anon(NO_MAPPING, page.index());
@@ -337,7 +336,7 @@ impl Cache {
                 if let Err(e) = &res {
                     // Not uptodate: out of the cache, so the next fault
                     // reads the slot again; its data is still there.
-                    self.delete_from_swap_cache(pfn);
+                    self.delete_from_swap_cache(&page);
                     if slot == target {
                         target_err = Some(Error::io(si.dev.name(), std::io::Error::from_raw_os_error(e.errno())));
                     }

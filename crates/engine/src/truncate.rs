@@ -129,14 +129,14 @@ impl Cache {
         let Ok(Some(pfn)) = self.find_lock_page(inode, index) else {
             return;
         };
-        let page = self.page(pfn);
+        let page = self.adopt_page_lock(pfn);
         if page.test(PG_UPTODATE) {
             page.wait_on_writeback();
             let base = index << self.page_shift();
             // Page locked and out of writeback: one write section.
             self.memzero_page(pfn, (from - base) as usize, (to - from) as usize);
         }
-        page.unlock(&self.vm);
+        page.unlock();
         self.put_page(pfn);
     }
 
@@ -257,11 +257,11 @@ impl Cache {
             for pfn in removed {
                 // Our lookup reference is the page's last.
                 self.page(pfn).unfreeze(1);
-                self.page(pfn).unlock(&self.vm);
+                self.adopt_page_lock(pfn).unlock();
                 dropped += 1;
             }
             for pfn in pinned {
-                self.page(pfn).unlock(&self.vm);
+                self.adopt_page_lock(pfn).unlock();
                 self.deactivate_file_page(pfn);
             }
             self.pagevec_release(&mut pv);

@@ -549,7 +549,7 @@ impl Cache {
             }
             if page.test(PG_SWAPBACKED) {
                 // shrink_anon_page unlocks it on every path.
-                match self.shrink_anon_page(page.into_raw(), keep, stat) {
+                match self.shrink_anon_page(page, keep, stat) {
                     AnonVerdict::Done(freed) => reclaimed += freed,
                     AnonVerdict::Pageout => swap_batch.push(pfn),
                 }
@@ -688,11 +688,11 @@ impl Cache {
             // kernel's lock_page callers) may be parked on its lock: an
             // atomic unlock that wakes it, not the kernel's
             // __folio_clear_locked. It then sees the page gone.
-            self.page(pfn).unlock(&self.vm);
+            self.adopt_page_lock(pfn).unlock();
             self.free_page(pfn);
         }
         for pfn in pinned {
-            self.page(pfn).unlock(&self.vm);
+            self.adopt_page_lock(pfn).unlock();
             keep.push(pfn);
         }
         freed
@@ -708,26 +708,26 @@ impl Cache {
     /// since no flusher writes anonymous pages; seed 004: "Anonymous pages
     /// are still written") and, clean, leaves the swap cache and is freed.
     /// `Done`: the page is unlocked, freed (1) or kept (0).
-    fn shrink_anon_page(&self, pfn: Pfn, keep: &mut Vec<Pfn>, stat: &mut ReclaimStat) -> AnonVerdict {
-        let page = self.page(pfn);
+    fn shrink_anon_page(&self, page: LockedPage, keep: &mut Vec<Pfn>, stat: &mut ReclaimStat) -> AnonVerdict {
+        let pfn = page.pfn();
         let swapcache = page.test(PG_SWAPCACHE);
         if !page.anon() && !swapcache {
             // Its region dropped it: our isolation reference may be the last.
-            page.unlock(&self.vm);
-            if page.put_testzero() {
+            page.unlock();
+            if self.page(pfn).put_testzero() {
                 self.free_page(pfn);
                 return AnonVerdict::Done(1);
             }
             return AnonVerdict::Done(0);
         }
-        let activate = |page: &Page| {
+        let activate = |page: LockedPage| {
             page.set(PG_ACTIVE, &self.vm);
             self.vm.inc(Item::pgactivate);
-            page.unlock(&self.vm);
+            page.unlock();
         };
         if page.test(PG_WRITEBACK) {
             stat.nr_writeback += 1;
-            page.unlock(&self.vm);
+            page.unlock();
             keep.push(pfn);
             return AnonVerdict::Done(0);
         }
@@ -754,24 +754,26 @@ impl Cache {
         }
         if page.test(PG_DIRTY) {
             stat.nr_dirty += 1;
+            // Locked until pageout_anon has written the batch.
+            page.into_raw();
             return AnonVerdict::Pageout;
         }
-        AnonVerdict::Done(self.free_swapcache_page(pfn, keep))
+        AnonVerdict::Done(self.free_swapcache_page(page, keep))
     }
 
     /// The end of an anonymous page's reclaim, page locked, clean and
     /// unmapped: out of the swap cache and freed (1), or kept (0) if
     /// someone took a reference meanwhile.
-    fn free_swapcache_page(&self, pfn: Pfn, keep: &mut Vec<Pfn>) -> u64 {
-        let page = self.page(pfn);
+    fn free_swapcache_page(&self, page: LockedPage, keep: &mut Vec<Pfn>) -> u64 {
+        let pfn = page.pfn();
         if page.mapped() || !self.remove_swap_mapping(pfn, 2) {
-            page.unlock(&self.vm);
+            page.unlock();
             keep.push(pfn);
             return 0;
         }
         // Frozen at 0 and out of the swap cache; a hazard-pinned waiter
         // may still be parked on the lock (see shrink_page_list's frees).
-        page.unlock(&self.vm);
+        page.unlock();
         self.free_page(pfn);
         1
     }
@@ -787,11 +789,13 @@ impl Cache {
         for run in batch.chunk_by(|a, b| slot(a).checked_add(1) == Some(slot(b))) {
             let written = self.swap_writepages(slot(&run[0]), run);
             for &pfn in run {
+                // The lock shrink_anon_page handed over with the pfn.
+                let page = self.adopt_page_lock(pfn);
                 if written {
-                    freed += self.free_swapcache_page(pfn, keep);
+                    freed += self.free_swapcache_page(page, keep);
                 } else {
                     // Write error: still dirty, kept; nothing is lost.
-                    self.page(pfn).unlock(&self.vm);
+                    page.unlock();
                     keep.push(pfn);
                 }
             }

@@ -939,7 +939,7 @@ impl Cache {
     fn write_one_page(&self, inode: &Inode, index: u64, offset: usize, data: &[u8]) -> Result<()> {
         let ps = self.page_size();
         let pfn = self.write_begin_locked(inode, index, data.len() == ps)?;
-        let page = self.page(pfn);
+        let page = self.adopt_page_lock(pfn);
         // One write section: a reader of this uptodate page sees the page
         // before or after this copy, never part of it (highmem.rs).
         self.memcpy_to_page(pfn, offset, data);
@@ -951,7 +951,7 @@ impl Cache {
         // writeback, which locks the page first, never writes these bytes
         // with a stale size and cuts them off the device.
         inode.size.fetch_max((index << self.page_shift()) + (offset + data.len()) as u64, Ordering::AcqRel);
-        page.unlock(&self.vm);
+        page.unlock();
         if self.tunables.accessed_init == AccessedInit::Vanilla315 {
             self.mark_page_accessed(pfn);
         }
@@ -984,19 +984,19 @@ impl Cache {
     fn write_begin_locked(&self, inode: &Inode, index: u64, whole: bool) -> Result<Pfn> {
         let ps = self.page_size();
         let pfn = self.grab_cache_page_write_begin(inode, index)?;
-        let page = self.page(pfn);
+        let page = self.adopt_page_lock(pfn);
         // Killable: the write it waits for may not end while the store is
         // frozen or hung (a FUSE writer's partial page, written by two
         // requests with writeback started between them).
         if !page.wait_on_writeback_killable() {
-            page.unlock(&self.vm);
+            page.unlock();
             self.put_page(pfn);
             return Err(Error::Interrupted);
         }
         if !page.test(PG_UPTODATE) && !whole {
             if index << self.page_shift() < inode.size.load(Ordering::Acquire) {
                 if let Err(e) = self.read_pages_io(inode, index, &[pfn]) {
-                    page.unlock(&self.vm);
+                    page.unlock();
                     self.put_page(pfn);
                     return Err(e);
                 }
@@ -1005,7 +1005,9 @@ impl Cache {
                 page.set(PG_UPTODATE, &self.vm);
             }
         }
-        Ok(pfn)
+        // The caller (write_one_page, or the pin until write_end_pin)
+        // unlocks.
+        Ok(page.into_raw())
     }
 
     /// write_end for a write pin, as generic_write_end: i_size grows to
@@ -1023,7 +1025,8 @@ impl Cache {
         let ps = self.page_size() as u64;
         let start = index << self.page_shift();
         debug_assert!(new_size <= start + ps, "write pin grows the file past its page");
-        let page = self.page(pfn);
+        // The lock write_begin_pin handed to the pin.
+        let page = self.adopt_page_lock(pfn);
         if dirtied {
             inode.size.fetch_max(new_size, Ordering::AcqRel);
         }
@@ -1031,7 +1034,7 @@ impl Cache {
         // grows meanwhile: a page inside the file now stays inside it.
         if start >= inode.size.load(Ordering::Acquire) {
             self.truncate_inode_page(inode, pfn);
-            page.unlock(&self.vm);
+            page.unlock();
             self.put_page(pfn);
             return;
         }
@@ -1042,7 +1045,7 @@ impl Cache {
             }
             self.set_page_dirty(inode, pfn);
         }
-        page.unlock(&self.vm);
+        page.unlock();
         if dirtied {
             if self.tunables.accessed_init == AccessedInit::Vanilla315 {
                 self.mark_page_accessed(pfn);

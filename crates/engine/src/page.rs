@@ -359,19 +359,19 @@ impl Page {
 
     /// trylock_page.
     #[inline]
-    pub fn trylock(&self, vm: &VmCounters) -> bool {
+    fn trylock(&self, vm: &VmCounters) -> bool {
         !self.test_set(PG_LOCKED, vm)
     }
 
     /// lock_page: sleep until the lock is ours.
-    pub fn lock(&self, vm: &VmCounters) {
+    fn lock(&self, vm: &VmCounters) {
         while !self.trylock(vm) {
             self.wait_while(PG_LOCKED);
         }
     }
 
     /// unlock_page: release and wake anyone waiting on this page.
-    pub fn unlock(&self, vm: &VmCounters) {
+    fn unlock(&self, vm: &VmCounters) {
         vm.inc(Item::atomic_flag_rmw);
         let old = self.flags.fetch_and(!PG_LOCKED, Ordering::Release);
         crate::mmdebug::vm_bug_on_page!(old & PG_LOCKED == 0, self, "unlock_page of an unlocked page");

@@ -38,6 +38,7 @@ use crate::vmstat::NodeStat;
 impl Cache {
     /// page_add_file_rmap: one more entry maps the page (page locked).
     pub(crate) fn page_add_file_rmap(&self, pfn: Pfn) {
+        vm_bug_on_page!(self.page(pfn).anon(), self.page(pfn), "page_add_file_rmap of an anonymous page");
         if self.page(pfn).mapcount.fetch_add(1, Ordering::Relaxed) == 0 {
             self.node_stat.add(NodeStat::Mapped, 1);
         }
@@ -239,7 +240,9 @@ impl Cache {
 
     /// page_add_anon_rmap, page locked.
     pub(crate) fn page_add_anon_rmap(&self, pfn: Pfn) {
-        if self.page(pfn).mapcount.fetch_add(1, Ordering::Relaxed) == 0 {
+        let page = self.page(pfn);
+        vm_bug_on_page!(!page.anon() || !page.test(PG_SWAPBACKED), page, "page_add_anon_rmap of a file page");
+        if page.mapcount.fetch_add(1, Ordering::Relaxed) == 0 {
             self.node_stat.add(NodeStat::AnonPages, 1);
         }
     }

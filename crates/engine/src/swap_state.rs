@@ -205,8 +205,16 @@ impl Cache {
         if !inner.in_use(slot) {
             return RaSlot::Unused;
         }
+        let page = self.page(pfn);
+        // A fresh page: locked, anonymous, flagged for the swap cache and
+        // on no list yet (lru_cache_add comes after its read).
+        vm_bug_on_page!(
+            !page.test(PG_LOCKED) || !page.test(PG_SWAPCACHE) || page.test(PG_LRU),
+            page,
+            "add_to_swap_cache of a page not fresh"
+        );
         inner.set_has_cache(slot);
-        self.page(pfn).get();
+        page.get();
         inner.cache.insert(slot, pfn);
         RaSlot::Added(inner.shadows.remove(&slot))
     }

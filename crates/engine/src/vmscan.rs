@@ -766,6 +766,13 @@ impl Cache {
     /// someone took a reference meanwhile.
     fn free_swapcache_page(&self, page: LockedPage, keep: &mut Vec<Pfn>) -> u64 {
         let pfn = page.pfn();
+        // Only reclaim writes anonymous pages, under this lock: none is
+        // being written now, and the page is in the swap cache.
+        vm_bug_on_page!(
+            page.test(PG_WRITEBACK) || !page.test(PG_SWAPCACHE),
+            page,
+            "free_swapcache_page under writeback or out of the swap cache"
+        );
         if page.mapped() || !self.remove_swap_mapping(pfn, 2) {
             page.unlock();
             keep.push(pfn);

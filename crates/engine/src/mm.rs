@@ -33,38 +33,38 @@ use crate::wait::Wakeup;
 use crate::LruList;
 
 pub struct Cache {
-    pub config: Config,
-    pub tunables: Tunables,
+    pub(crate) config: Config,
+    pub(crate) tunables: Tunables,
     /// The knobs that can change while the cache runs (sysctl.rs); the
     /// paths that use them read these, not `tunables`.
-    pub sysctl: VmSysctl,
-    pub arena: Arena,
-    pub lruvec: Lruvec,
-    pub percpu: Box<[PerCpu]>,
-    pub vm: VmCounters,
+    pub(crate) sysctl: VmSysctl,
+    pub(crate) arena: Arena,
+    pub(crate) lruvec: Lruvec,
+    pub(crate) percpu: Box<[PerCpu]>,
+    pub(crate) vm: VmCounters,
     /// Inodes by key and by id, and the unused ones (inode.rs).
-    pub icache: Icache<Inode>,
+    pub(crate) icache: Icache<Inode>,
     /// Page counts by kind: file, mapped, shadow, anonymous (vmstat.rs).
-    pub node_stat: NodeStats,
+    pub(crate) node_stat: NodeStats,
     /// Dirty and writeback counts, and the failing files
     /// (page_writeback.rs, the only writer).
-    pub wb: crate::writeback::WbAccounting,
+    pub(crate) wb: crate::writeback::WbAccounting,
     /// What every page tree shares: node accounting, the walk protocol
     /// that defers node reuse, and the shadow-node list (pagetree.rs).
-    pub node_cache: Arc<NodeCache>,
+    pub(crate) node_cache: Arc<NodeCache>,
     /// kswapd's doorbell (vmscan.rs).
-    pub kswapd: crate::vmscan::Kswapd,
+    pub(crate) kswapd: crate::vmscan::Kswapd,
     /// The read queue of asynchronous readahead and its workers (bio.rs).
-    pub bio: crate::bio::IoQueue,
+    pub(crate) bio: crate::bio::IoQueue,
     /// Backing devices, each with its flusher (backing_dev.rs).
-    pub bdis: BdiList,
+    pub(crate) bdis: BdiList,
     /// Signalled when frames are freed or writeback ends, for allocators
     /// and throttled writers waiting for progress.
     pub(crate) progress: Wakeup,
     /// Background threads, this cache's weak self and the shutdown flag.
     life: Lifecycle,
     /// Hazard pins of the hit path (hazard.rs).
-    pub hazards: Arc<HazardTable>,
+    pub(crate) hazards: Arc<HazardTable>,
     /// pcache's adaptive admission and the hit path's PAGE_HOT hint
     /// (admission.rs).
     pub(crate) admission: crate::admission::AdmissionCtl,
@@ -72,7 +72,7 @@ pub struct Cache {
     /// before they are reused.
     pending: PendingFrees,
     /// Open host descriptors of file-backed devices, bounded (fdcache.rs).
-    pub fds: Arc<crate::backing::FdCache>,
+    pub(crate) fds: Arc<crate::backing::FdCache>,
     /// The swap device, once `swapon` has run (swapfile.rs); read through
     /// `swap()`, set once by `swapon`.
     swap: std::sync::OnceLock<crate::swapfile::SwapInfo>,

@@ -419,6 +419,51 @@ fn page_lock_nonatomic_clear_loses_the_waiter() {
     page_lock_wake_model(false);
 }
 
+/// A page whose count just reached 0 has PG_lru cleared by its freer
+/// (page.rs `clear_frozen`) while a thread holding only a hazard pin
+/// takes and drops its lock (it will find the page gone). The property:
+/// the locker's lock survives the clear, so its unlock finds PG_locked
+/// set and the page ends with neither flag. `atomic` false uses the
+/// kernel's __ClearPageLRU (a plain load and store).
+fn clear_frozen_model(atomic: bool) {
+    use crate::page::{Page, PG_LOCKED, PG_LRU};
+    loom::model(move || {
+        let page = Arc::new(Page::new());
+        page.flags.store(PG_LRU, Ordering::Relaxed);
+        let p2 = page.clone();
+        let locker = thread::spawn(move || {
+            // trylock_page, then unlock_page.
+            if p2.flags.fetch_or(PG_LOCKED, Ordering::Acquire) & PG_LOCKED == 0 {
+                let old = p2.flags.fetch_and(!PG_LOCKED, Ordering::Release);
+                assert!(old & PG_LOCKED != 0, "unlock_page of an unlocked page");
+            }
+        });
+        if atomic {
+            page.clear_frozen(PG_LRU);
+        } else {
+            let f = page.flags.load(Ordering::Relaxed);
+            page.flags.store(f & !PG_LRU, Ordering::Relaxed);
+        }
+        locker.join().unwrap();
+        assert_eq!(page.flags.load(Ordering::Relaxed) & (PG_LOCKED | PG_LRU), 0);
+    });
+}
+
+// Goal: the free path's clear of PG_lru never erases a hazard-pinned
+// thread's page lock, whatever the interleaving.
+#[test]
+fn clear_frozen_keeps_a_pinned_lock() {
+    clear_frozen_model(true);
+}
+
+// Goal: the model has teeth: the plain load and store loses the lock in
+// some interleaving (anon_swap's dontneed_racing test, before the fix).
+#[test]
+#[should_panic]
+fn clear_frozen_nonatomic_loses_the_lock() {
+    clear_frozen_model(false);
+}
+
 // Goal: the multi-gen LRU's lockless marking (lru_gen.rs `inc_refs`, the
 // kernel's folio_inc_refs) against a generation change under lru_lock
 // (folio_inc_gen's set_mask_bits) and another flag set meanwhile: no

@@ -58,8 +58,9 @@ pub const WRITE_QUEUE_DEPTH: usize = 16;
 /// says: 1 MiB, a common max_sectors_kb.
 pub const MAX_READ_REQUEST_BYTES: usize = 1 << 20;
 /// The largest write request where neither the tunable nor the device
-/// says: 1 MiB, as for reads.
-pub const MAX_WRITE_REQUEST_BYTES: usize = 1 << 20;
+/// says: 256 KiB, the fixed batch of 64 pages every device had before, so
+/// memory devices and FUSE mounts write as they did.
+pub const MAX_WRITE_REQUEST_BYTES: usize = 256 << 10;
 
 /// One read: a run of locked, not-uptodate pages of `inode` starting at
 /// page `first` (kept in the page cache by their lock, not by a reference).
@@ -252,7 +253,7 @@ impl Cache {
 
     /// The largest writeback request, in pages: the `max_write_request_kb`
     /// tunable, else the device's max_sectors_kb (the block layer merges a
-    /// contiguous writeback run into requests that large), else 1 MiB.
+    /// contiguous writeback run into requests that large), else 256 KiB.
     pub(crate) fn write_request_pages(&self, inode: &Inode) -> usize {
         let kb = self.tunables.max_write_request_kb as usize;
         let max = if kb > 0 {

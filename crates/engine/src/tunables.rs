@@ -331,8 +331,8 @@ pub struct Tunables {
     /// Issue 13 (session 8): the largest writeback request, KiB (the
     /// flushers and fsync gather a contiguous dirty run up to this before
     /// one device write). 0: the device's max_sectors_kb where it reports
-    /// one (and `ra_from_device` is on), else 1 MiB; 256 is the old fixed
-    /// batch of 64 pages.
+    /// one (and `ra_from_device` is on), else 256 KiB (the old fixed batch
+    /// of 64 pages).
     #[serde(default)]
     pub max_write_request_kb: u32,
     /// Issue 15: the classic two lists or the multi-gen LRU.

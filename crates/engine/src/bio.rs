@@ -50,13 +50,17 @@ mod uring;
 
 /// Requests queued at most (the block layer's nr_requests, per cache).
 pub const QUEUE_DEPTH: usize = 64;
-/// Writeback requests queued at most: with `WRITEBACK_BATCH` pages each,
-/// about 4 MiB waiting, so a flusher that outruns the device soon writes
-/// inline and waits, as the kernel's flusher waits for a request tag.
+/// Writeback requests queued at most (each up to `write_request_pages`),
+/// so a flusher that outruns the device soon writes inline and waits, as
+/// the kernel's flusher waits for a request tag.
 pub const WRITE_QUEUE_DEPTH: usize = 16;
 /// The largest read request where neither the tunable nor the device
 /// says: 1 MiB, a common max_sectors_kb.
 pub const MAX_READ_REQUEST_BYTES: usize = 1 << 20;
+/// The largest write request where neither the tunable nor the device
+/// says: 256 KiB, the fixed batch of 64 pages every device had before, so
+/// memory devices and FUSE mounts write as they did.
+pub const MAX_WRITE_REQUEST_BYTES: usize = 256 << 10;
 
 /// One read: a run of locked, not-uptodate pages of `inode` starting at
 /// page `first` (kept in the page cache by their lock, not by a reference).
@@ -243,6 +247,21 @@ impl Cache {
             inode.dev_io_pages as usize
         } else {
             MAX_READ_REQUEST_BYTES >> self.page_shift()
+        };
+        max.max(1)
+    }
+
+    /// The largest writeback request, in pages: the `max_write_request_kb`
+    /// tunable, else the device's max_sectors_kb (the block layer merges a
+    /// contiguous writeback run into requests that large), else 256 KiB.
+    pub(crate) fn write_request_pages(&self, inode: &Inode) -> usize {
+        let kb = self.tunables.max_write_request_kb as usize;
+        let max = if kb > 0 {
+            (kb << 10) >> self.page_shift()
+        } else if inode.dev_io_pages > 0 {
+            inode.dev_io_pages as usize
+        } else {
+            MAX_WRITE_REQUEST_BYTES >> self.page_shift()
         };
         max.max(1)
     }

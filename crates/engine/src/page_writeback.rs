@@ -5,7 +5,10 @@
 //! counts it globally and per inode. Writeback (`write_cache_pages`) walks
 //! the dirty tags in file-offset order, clears PG_dirty and sets
 //! PG_writeback page by page, and writes each contiguous run with one device
-//! call of up to `WRITEBACK_BATCH` pages. A failed write leaves the pages
+//! call of up to the device's largest request (`write_request_pages`: its
+//! max_sectors_kb, 4 MiB on the project's disk), as the kernel's
+//! writepages builds one bio across pagevecs until the run breaks or the
+//! bio is full. A failed write leaves the pages
 //! dirty (their data is never dropped) and records the error in the inode's
 //! errseq, which each handle's next fsync reports once.
 //!
@@ -33,7 +36,8 @@ use crate::page::*;
 use crate::pagetree::{entry_pfn, MARK_DIRTY};
 use crate::vmstat::Item;
 
-/// Pages per device write.
+/// Dirty pages looked up per walk of the tree's dirty marks (the
+/// kernel's pagevec); a run to write spans as many walks as it needs.
 pub const WRITEBACK_BATCH: usize = 64;
 /// The flusher's backoff on a file whose writeback fails: it grows from
 /// the first to the second, doubling at each failure.
@@ -303,6 +307,12 @@ impl Cache {
         let mut first_err = Ok(());
         let mut next = start;
         let mut batch: Vec<(u64, Pfn)> = Vec::with_capacity(WRITEBACK_BATCH);
+        // The run being built: pages under writeback, consecutive from
+        // `run_first`, kept across walks and written when it breaks, when
+        // it reaches the device's largest request, or at the end.
+        let cap = self.write_request_pages(inode);
+        let mut run: Vec<Pfn> = Vec::with_capacity(cap.min(1024));
+        let mut run_first = 0u64;
         while written < nr_to_write && next < end {
             batch.clear();
             // Gather a pagevec-sized batch of dirty-tagged pages in order.
@@ -316,8 +326,6 @@ impl Cache {
                 break;
             }
             next = batch[batch.len() - 1].0 + 1;
-            let mut run: Vec<Pfn> = Vec::with_capacity(WRITEBACK_BATCH);
-            let mut run_first = 0u64;
             for &(idx, _) in batch.iter() {
                 let Some(pfn) = self.find_get_page(inode, idx) else {
                     continue;
@@ -343,7 +351,7 @@ impl Cache {
                     self.put_page(pfn);
                     continue;
                 }
-                if !run.is_empty() && run_first + run.len() as u64 != idx {
+                if !run.is_empty() && (run_first + run.len() as u64 != idx || run.len() >= cap) {
                     let r = submit(run_first, &mut run);
                     if first_err.is_ok() {
                         first_err = r;
@@ -358,11 +366,11 @@ impl Cache {
                     break;
                 }
             }
-            if !run.is_empty() {
-                let r = submit(run_first, &mut run);
-                if first_err.is_ok() {
-                    first_err = r;
-                }
+        }
+        if !run.is_empty() {
+            let r = submit(run_first, &mut run);
+            if first_err.is_ok() {
+                first_err = r;
             }
         }
         (written, first_err)

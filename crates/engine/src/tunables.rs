@@ -328,6 +328,13 @@ pub struct Tunables {
     /// one (and `ra_from_device` is on), else 1 MiB.
     #[serde(default)]
     pub max_read_request_kb: u32,
+    /// Issue 13 (session 8): the largest writeback request, KiB (the
+    /// flushers and fsync gather a contiguous dirty run up to this before
+    /// one device write). 0: the device's max_sectors_kb where it reports
+    /// one (and `ra_from_device` is on), else 256 KiB (the old fixed batch
+    /// of 64 pages).
+    #[serde(default)]
+    pub max_write_request_kb: u32,
     /// Issue 15: the classic two lists or the multi-gen LRU.
     #[serde(default)]
     pub lru: LruPolicy,
@@ -412,6 +419,7 @@ impl Default for Tunables {
             io_engine: IoEngine::default(),
             ra_from_device: true,
             max_read_request_kb: 0,
+            max_write_request_kb: 0,
             lru: LruPolicy::Classic,
             lru_gen_min_ttl_ms: 0,
         }

@@ -193,6 +193,9 @@ items! {
     /// read itself before a worker took them (a subset of
     /// `ra_submit_async`); pcache's own.
     ra_reader_completed,
+    /// Readahead windows that asked kswapd to free their room ahead of
+    /// the reader (vmscan.rs `wakeup_kswapd_ra`); pcache's own.
+    kswapd_ra_boost,
     /// Writeback runs queued to the I/O workers (pcache's own).
     wb_submit_async,
     /// Readahead and writeback runs submitted to the cache's io_uring

@@ -730,6 +730,10 @@ impl Cache {
         if page.test(PG_LOCKED) && self.run_queued_read(inode, page.index()) && page.test(PG_UPTODATE) {
             return Ok(true);
         }
+        // Its read on the ring: reap the completion here (bio/uring.rs).
+        if page.test(PG_LOCKED) && self.uring_reap_for(inode.id, page.index(), pfn) && page.test(PG_UPTODATE) {
+            return Ok(true);
+        }
         page.lock(&self.vm);
         if page.mapping() != inode.id {
             page.unlock(&self.vm);

@@ -531,12 +531,7 @@ mod tests {
         let dir = tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")).unwrap();
         let path = dir.path().join("cold");
         std::fs::write(&path, (0..64).flat_map(page_bytes).collect::<Vec<u8>>()).unwrap();
-        if std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECT)
-            .open(&path)
-            .is_err()
-        {
+        if std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(&path).is_err() {
             eprintln!("skipped: no O_DIRECT here, so the ring has nothing to drive");
             return;
         }

@@ -208,11 +208,36 @@ impl PageCache {
                 .map_err(|e| Error::io("kswapd", e))?;
             cache.kthread_add(t);
         }
+        if cache.tunables.arena_prefault {
+            let c = cache.clone();
+            let t = std::thread::Builder::new()
+                .name("pcache-prefault".into())
+                .spawn(move || arena::prefault_thread(c))
+                .map_err(|e| Error::io("prefault", e))?;
+            cache.kthread_add(t);
+        } else {
+            cache.arena.skip_populate();
+        }
         // Owned before the workers start, so a failure stops those started.
         let owner = Arc::new(Owner { cache: cache.clone() });
         let n = cache.tunables.io_threads;
         cache.start_io_workers(n).map_err(|e| Error::io("I/O workers", e))?;
         Ok(PageCache { owner })
+    }
+
+    /// Wait up to `timeout` for the arena's background pre-fault
+    /// (`Tunables::arena_prefault`) to finish; whether it has. For
+    /// measurements of a cache whose memory is resident, as the kernel's
+    /// page cache is.
+    pub fn wait_arena_populated(&self, timeout: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        while !self.cache().arena.populated() {
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        true
     }
 
     /// The bounded cache of host descriptors this cache's files use

@@ -21,8 +21,11 @@
 //! a locked folio in the kernel. With `io_threads = 0` every run is read by
 //! the caller (the synchronous readahead of earlier pcache).
 //!
-//! Memory: before a window's pages are allocated, its whole shortfall
-//! below the low watermark is reclaimed in one pass (`ra_make_room`), as
+//! Memory: each window asks kswapd to keep two windows' worth free
+//! above the high watermark (vmscan.rs `wakeup_kswapd_ra`), so that in a
+//! stream kswapd does the reclaim on another CPU. Whatever is still short
+//! when a window's pages are allocated, below the low watermark, is
+//! reclaimed by the reader in one pass (`ra_make_room`), as
 //! the kernel's readahead allocation may reclaim; readahead itself stops
 //! at the min watermark, which without that pass cut a device-sized window
 //! to the few frames between the watermarks. A window's frames are taken
@@ -342,12 +345,12 @@ impl Cache {
         let wm = self.arena.watermarks;
         let end = (index + nr).min(((size - 1) >> self.page_shift()) + 1);
         let missing = (index..end).filter(|&i| !entry_present(inode, i)).count() as u64;
+        // kswapd frees the next windows' room ahead of the reader; the
+        // reader reclaims itself only what is still short.
+        self.wakeup_kswapd_ra(missing);
         let need = missing + wm.low;
         if self.arena.nr_free() >= need {
             return;
-        }
-        if self.tunables.kswapd {
-            self.kswapd.wake_if_sleeping();
         }
         self.flush_pending_frees();
         let free = self.arena.nr_free();

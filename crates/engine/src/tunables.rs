@@ -343,6 +343,10 @@ pub struct Tunables {
     /// the last N ms is not evicted (lru_gen.rs).
     #[serde(default)]
     pub lru_gen_min_ttl_ms: u32,
+    /// Issue 13: pre-fault the arena in a background thread at start-up
+    /// (arena.rs), so cold reads do not pay first-touch zeroing.
+    #[serde(default = "default_true")]
+    pub arena_prefault: bool,
 }
 
 fn default_true() -> bool {
@@ -422,6 +426,7 @@ impl Default for Tunables {
             max_write_request_kb: 0,
             lru: LruPolicy::Classic,
             lru_gen_min_ttl_ms: 0,
+            arena_prefault: true,
         }
     }
 }

@@ -5,6 +5,14 @@
 //! (`balance_pgdat`). An allocation that finds fewer than `min` reclaims
 //! directly (`try_to_free_pages`, counted in `allocstall`).
 //!
+//! A streaming reader would otherwise do nearly all of its own reclaim:
+//! a readahead window is far larger than the watermarks' gap, so each
+//! window found fewer than its pages free and reclaimed them itself. So
+//! readahead also wakes kswapd early, asking it to keep two windows'
+//! worth free above `high` (`wakeup_kswapd_ra`, a per-stream form of the
+//! kernel's watermark_boost): kswapd frees the next window's room on
+//! another CPU while the reader copies this one.
+//!
 //! Either way reclaim scans at a priority from DEF_PRIORITY (12) down to 0:
 //! at priority p it scans `list_size >> p` pages of each list, in batches of
 //! SWAP_CLUSTER_MAX (32), until enough are reclaimed.
@@ -841,17 +849,19 @@ impl Cache {
         self.write_pages_now(inode, index, &[pfn]).is_ok()
     }
 
-    /// One kswapd pass (balance_pgdat): reclaim until `high` pages are free.
+    /// One kswapd pass (balance_pgdat): reclaim until `high` pages, plus
+    /// any boost readahead asked for, are free.
     pub fn balance_pgdat(&self) -> u64 {
         self.vm.inc(Item::pageoutrun);
-        let wm = self.arena.watermarks;
+        // Taken, not read: a window asking during this pass asks again.
+        let target = self.arena.watermarks.high + self.kswapd.boost.swap(0, std::sync::atomic::Ordering::Relaxed);
         let mut total = 0;
         for prio in (0..=DEF_PRIORITY).rev() {
             let free = self.arena.nr_free();
-            if free >= wm.high {
+            if free >= target {
                 break;
             }
-            let mut sc = ScanControl::new((wm.high - free).max(SWAP_CLUSTER_MAX), true);
+            let mut sc = ScanControl::new((target - free).max(SWAP_CLUSTER_MAX), true);
             sc.priority = prio;
             self.shrink_node(&mut sc);
             total += sc.nr_reclaimed;
@@ -862,11 +872,39 @@ impl Cache {
     }
 }
 
+impl Cache {
+    /// Readahead about to need `nr` frames: when fewer than two such
+    /// windows are free above `high`, ask kswapd to free that much and
+    /// wake it, so that the reader finds the room of its next window made
+    /// (see the module comment). At most a quarter of the cache.
+    pub(crate) fn wakeup_kswapd_ra(&self, nr: u64) {
+        if !self.tunables.kswapd || nr == 0 {
+            return;
+        }
+        let want = (2 * nr).min(self.arena.nr_pages / 4);
+        if self.arena.nr_free() >= self.arena.watermarks.high + want {
+            return;
+        }
+        if self.kswapd.boost.fetch_max(want, std::sync::atomic::Ordering::Relaxed) < want {
+            self.vm.inc(Item::kswapd_ra_boost);
+            // The doorbell kept (not only rung for a sleeper): a kswapd
+            // between its check and its sleep must not nap 100 ms on it.
+            // Once per window, so the mutex costs nothing.
+            self.kswapd.wake();
+        } else {
+            self.kswapd.wake_if_sleeping();
+        }
+    }
+}
+
 /// kswapd's doorbell (pgdat->kswapd_wait): allocators ring it below the
 /// low watermark, shutdown to stop it.
 #[derive(Default)]
 pub struct Kswapd {
     wait: Wakeup,
+    /// Pages readahead wants free above `high` (`wakeup_kswapd_ra`);
+    /// taken by the next pass. (std's atomic: no loom model covers it.)
+    boost: std::sync::atomic::AtomicU64,
 }
 
 impl Kswapd {
@@ -875,6 +913,11 @@ impl Kswapd {
     #[inline]
     pub fn wake_if_sleeping(&self) {
         self.wait.wake_if_waiting();
+    }
+
+    /// Whether a readahead boost waits for a pass.
+    pub fn boosted(&self) -> bool {
+        self.boost.load(std::sync::atomic::Ordering::Relaxed) > 0
     }
 
     /// Wake it whatever it does (shutdown).
@@ -887,7 +930,7 @@ impl Kswapd {
 pub fn kswapd_thread(cache: Arc<Cache>) {
     let wm = cache.arena.watermarks;
     while !cache.shutting_down() {
-        if cache.arena.nr_free() > wm.low {
+        if cache.arena.nr_free() > wm.low && !cache.kswapd.boosted() {
             cache.kswapd.wait.wait(Duration::from_millis(100));
             continue;
         }

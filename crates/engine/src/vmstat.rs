@@ -193,6 +193,12 @@ items! {
     /// read itself before a worker took them (a subset of
     /// `ra_submit_async`); pcache's own.
     ra_reader_completed,
+    /// io_uring completions run by a reader waiting on one of their pages
+    /// (bio/uring.rs `uring_reap_for`), not by the reaper; pcache's own.
+    uring_reader_reaped,
+    /// Readahead windows that asked kswapd to free their room ahead of
+    /// the reader (vmscan.rs `wakeup_kswapd_ra`); pcache's own.
+    kswapd_ra_boost,
     /// Writeback runs queued to the I/O workers (pcache's own).
     wb_submit_async,
     /// Readahead and writeback runs submitted to the cache's io_uring

@@ -1001,3 +1001,46 @@ fn window_requests_are_long_runs_of_memory() {
         );
     }
 }
+
+// Goal (issue 13, session 8): a readahead window asks kswapd to free the
+// next windows' room ahead of the reader (vmscan.rs `wakeup_kswapd_ra`),
+// so kswapd frees well past the high watermark, where before it stopped
+// at `high` and the reader reclaimed each window itself. Method: a
+// 1,024-page cache filled with clean pages by writes (kswapd on, keeping
+// free between its watermarks: low 80, high 96), then one 64-page read
+// of a cold file, which opens a 128-page window: it asks kswapd for
+// min(2 x 128, 1024 / 4) = 256 pages above high. Wait (bounded, no
+// timing assumed: kswapd runs when the scheduler lets it) until 200
+// frames are free: kswapd's boosted pass leaves at least 96 + 256 - 128
+// = 224 free whether it ran before or after the window's frames were
+// taken. Without the boost free ends near high
+// (about 80-130) and this times out and fails.
+#[test]
+fn readahead_asks_kswapd_for_the_next_windows() {
+    const N: u64 = 1024;
+    let t = Tunables { kswapd: true, ra_pages: 64, io_threads: 0, ..quiet() };
+    let cache = cache_with(t, N);
+    let wm = cache.watermarks();
+    assert_eq!((wm.low, wm.high), (80, 96), "the watermarks this test's arithmetic assumes");
+    // Made cold first: its drop_caches would empty the filler's pages.
+    let b = cold_file(&cache, "stream", 4 * RA);
+    let a = cache.open_memory("filler").unwrap();
+    for i in 0..N {
+        assert_eq!(a.write_at(&page_bytes(i), i * PS).unwrap(), PS as usize);
+    }
+    cache.sync_all().unwrap();
+    let before = cache.vmstat();
+    let mut buf = vec![0u8; (64 * PS) as usize];
+    assert_eq!(b.read_at(&mut buf, 0).unwrap(), buf.len());
+    for i in 0..64 {
+        assert!(buf[(i * PS) as usize..((i + 1) * PS) as usize] == page_bytes(i)[..], "page {i}");
+    }
+    assert!(delta(&cache, &before, Item::kswapd_ra_boost) >= 1, "the window did not ask kswapd");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while cache.nr_free_pages() < 200 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let free = cache.nr_free_pages();
+    assert!(free >= 200, "kswapd left {free} frames free (high {}): no room made ahead of the stream", wm.high);
+    assert!(delta(&cache, &before, Item::pgsteal_kswapd) > 0);
+}

@@ -16,6 +16,17 @@
 //! lock and a tail writer waiting for it may be waiting for another
 //! in-flight write only the reaper can complete.
 //!
+//! Completion in the reader's context: a reader about to sleep on a
+//! locked page whose read is on the ring reaps completions itself
+//! (`uring_reap_for`): it becomes the CQ's consumer for a moment, waits
+//! in the kernel for the next CQE and runs the completion work of all it
+//! finds, so the page it needs is unlocked by its own thread, without a
+//! wake-up of the reaper and then of the reader (two context switches on
+//! a loaded machine, each a scheduler's delay). The CQ has one consumer
+//! at a time (`Uring::cq`); a reader that finds it taken sleeps on the
+//! page as before, and the reaper stays for the completions nobody waits
+//! on.
+//!
 //! Bounded: at most `RING_DEPTH` requests in flight (the slot table); a
 //! submitter that finds no slot, or the ring closing, gets its request
 //! back and uses the thread pool (or does it inline) as before. The CQ
@@ -50,6 +61,11 @@ const IOV_MAX: usize = 1024;
 const WAKE: u64 = u64::MAX;
 /// The reaper's wait, as a safety net only: completions and `close` wake it.
 const REAP_TIMEOUT: Duration = Duration::from_millis(500);
+/// A reaping reader's wait in the kernel for one CQE, and how many it
+/// makes before it sleeps on the page instead: a bound, not a timing
+/// assumption (the page unlocks either way).
+const READER_REAP_WAIT: Duration = Duration::from_millis(10);
+const READER_REAP_ROUNDS: u32 = 100;
 
 /// The iovecs an SQE points at.
 struct IoVecs(Box<[libc::iovec]>);
@@ -101,6 +117,11 @@ pub struct Uring {
     ext_arg: bool,
     /// The reaper is running (else nothing would complete: refuse).
     reaping: AtomicBool,
+    /// Held by whoever consumes the CQ (the reaper or a reaping reader):
+    /// the ring's CompletionQueue must have one user at a time.
+    cq: Mutex<()>,
+    /// Write fix-up helpers not yet joined (see `uring_complete`).
+    helpers: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl Uring {
@@ -111,7 +132,14 @@ impl Uring {
         let ext_arg = ring.params().is_feature_ext_arg();
         let n = RING_DEPTH as usize;
         let slots = Slots { slots: (0..n).map(|_| None).collect(), free: (0..n).rev().collect(), closed: false };
-        Ok(Uring { ring, slots: Mutex::new(slots), ext_arg, reaping: AtomicBool::new(false) })
+        Ok(Uring {
+            ring,
+            slots: Mutex::new(slots),
+            ext_arg,
+            reaping: AtomicBool::new(false),
+            cq: Mutex::new(()),
+            helpers: Mutex::new(Vec::new()),
+        })
     }
 
     /// Put `req` on the ring, or give it back (no slot, closing).
@@ -176,8 +204,14 @@ impl Uring {
 
     /// Wait for at least one completion (or the safety-net timeout).
     fn wait(&self) {
+        self.wait_for(REAP_TIMEOUT)
+    }
+
+    /// Wait for at least one completion, or `timeout` where the kernel
+    /// takes one.
+    fn wait_for(&self, timeout: Duration) {
         let res = if self.ext_arg {
-            let ts = types::Timespec::from(REAP_TIMEOUT);
+            let ts = types::Timespec::from(timeout);
             let args = types::SubmitArgs::new().timespec(&ts);
             self.ring.submitter().submit_with_args(1, &args)
         } else {
@@ -192,11 +226,21 @@ impl Uring {
         }
     }
 
-    /// The completions posted so far: (slot, result).
-    fn reap(&self) -> Vec<(u64, i32)> {
-        // SAFETY: only the reaper thread calls this, so this is the only
+    /// The completions posted so far: (slot, result). `_cq` is the
+    /// consumer's hold on `self.cq`.
+    fn reap(&self, _cq: &parking_lot::MutexGuard<'_, ()>) -> Vec<(u64, i32)> {
+        // SAFETY: the caller holds `self.cq`, so this is the only
         // CompletionQueue in existence.
         unsafe { self.ring.completion_shared() }.map(|c| (c.user_data(), c.result())).collect()
+    }
+
+    /// Whether page `index` of inode `id` is in a read on the ring.
+    fn covers(&self, id: u32, index: u64) -> bool {
+        let s = self.slots.lock();
+        s.slots.iter().flatten().any(|f| match &f.op {
+            Op::Read(r) => r.inode.id == id && r.first <= index && index - r.first < r.pages.len() as u64,
+            Op::Write(_) => false,
+        })
     }
 
     fn take(&self, idx: u64) -> Option<InFlight> {
@@ -319,29 +363,70 @@ impl Cache {
 
     /// The reaper: completions until the ring is closed and drained.
     fn uring_reaper(self: Arc<Self>, ring: Arc<Uring>) {
-        let mut helpers: Vec<JoinHandle<()>> = Vec::new();
         loop {
             ring.wait();
-            for (ud, res) in ring.reap() {
-                if ud == WAKE {
-                    continue;
-                }
-                if let Some(req) = ring.take(ud) {
-                    self.uring_complete(req, res, &mut helpers);
-                }
-            }
-            helpers.retain(|h| !h.is_finished());
+            let done = {
+                let cq = ring.cq.lock();
+                ring.reap(&cq)
+            };
+            self.uring_complete_all(&ring, done);
+            ring.helpers.lock().retain(|h| !h.is_finished());
             if ring.drained() {
                 break;
             }
         }
+        // Nothing is in flight, so no reader adds a helper any more.
+        let helpers = std::mem::take(&mut *ring.helpers.lock());
         for h in helpers {
             let _ = h.join();
         }
     }
 
+    /// The completion work of reaped CQEs (the `close` NOP skipped).
+    fn uring_complete_all(&self, ring: &Uring, done: Vec<(u64, i32)>) {
+        for (ud, res) in done {
+            if ud == WAKE {
+                continue;
+            }
+            if let Some(req) = ring.take(ud) {
+                self.uring_complete(ring, req, res);
+            }
+        }
+    }
+
+    /// A reader about to sleep on the locked page `pfn` (page `index` of
+    /// `inode`) whose read is on the ring: reap completions here until the
+    /// page is unlocked (see the module comment). Returns whether it is;
+    /// false (sleep on the page) where another thread is reaping, the
+    /// page's read is not on the ring, or the kernel has no timed wait.
+    pub(crate) fn uring_reap_for(&self, inode_id: u32, index: u64, pfn: Pfn) -> bool {
+        let Some(ring) = self.bio.uring.get() else { return false };
+        let page = self.page(pfn);
+        if !ring.ext_arg || !ring.covers(inode_id, index) {
+            return !page.test(crate::page::PG_LOCKED);
+        }
+        for _ in 0..READER_REAP_ROUNDS {
+            if !page.test(crate::page::PG_LOCKED) {
+                return true;
+            }
+            let done = {
+                let Some(cq) = ring.cq.try_lock() else { return false };
+                let mut done = ring.reap(&cq);
+                if done.is_empty() {
+                    // Our own wait for the device: no one else's wake-up.
+                    ring.wait_for(READER_REAP_WAIT);
+                    done = ring.reap(&cq);
+                }
+                done
+            };
+            self.vm.add(Item::uring_reader_reaped, done.len() as u64);
+            self.uring_complete_all(ring, done);
+        }
+        !page.test(crate::page::PG_LOCKED)
+    }
+
     /// A request's completion work; `res` is the CQE's result.
-    fn uring_complete(self: &Arc<Self>, req: InFlight, res: i32, helpers: &mut Vec<JoinHandle<()>>) {
+    fn uring_complete(&self, ring: &Uring, req: InFlight, res: i32) {
         let InFlight { op, len, _iov, io } = req;
         // The kernel is done with the iovecs and the descriptor; the hold
         // goes before any synchronous fix-up calls the device again.
@@ -371,15 +456,22 @@ impl Cache {
                 // Written again, whole, through the device's own path (as an
                 // I/O thread would), off the reaper: see the module comment.
                 let job = Arc::new(Mutex::new(Some(w)));
-                let (c, j) = (self.clone(), job.clone());
-                let spawned = std::thread::Builder::new().name("pcache-uring-fix".into()).spawn(move || {
-                    let w = j.lock().take();
-                    if let Some(w) = w {
-                        c.complete_queued_write(w);
-                    }
+                let j = job.clone();
+                // None only while the cache is being dropped, when nothing
+                // is in flight; then the write is done here.
+                let spawned = self.arc().ok_or(()).and_then(|c| {
+                    std::thread::Builder::new()
+                        .name("pcache-uring-fix".into())
+                        .spawn(move || {
+                            let w = j.lock().take();
+                            if let Some(w) = w {
+                                c.complete_queued_write(w);
+                            }
+                        })
+                        .map_err(|_| ())
                 });
                 match spawned {
-                    Ok(h) => helpers.push(h),
+                    Ok(h) => ring.helpers.lock().push(h),
                     // No thread to be had: here, at the risk of waiting on
                     // the size lock (the request is not lost either way).
                     Err(_) => {
@@ -410,5 +502,74 @@ impl Cache {
             .collect();
         let n = r.inode.dev.read_pages(pos, &mut bufs)?;
         Ok(k * ps + n)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::{Config, OpenOptions, PageCache, Tunables};
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::sync::mpsc;
+
+    const PS: usize = 4096;
+
+    fn page_bytes(i: usize) -> Vec<u8> {
+        (0..PS).map(|b| ((b * 31 + i * 7) % 251) as u8).collect()
+    }
+
+    // Goal: a reader waiting on a page whose read is on the ring completes
+    // it itself, and sees the page only after its I/O completed. Method:
+    // a ring with no reaper (so only readers can complete anything; if
+    // reader-context reaping did nothing, the read would hang, caught by
+    // the 60 s bound); a 64-page host file read page by page, each page's
+    // bytes checked (a page seen before its read would hold zeroes); then
+    // every request the readahead put on the ring has been reaped by the
+    // reader, and counted so.
+    #[test]
+    fn reader_reaps_its_own_completions() {
+        let dir = tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")).unwrap();
+        let path = dir.path().join("cold");
+        std::fs::write(&path, (0..64).flat_map(page_bytes).collect::<Vec<u8>>()).unwrap();
+        if std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(&path).is_err() {
+            eprintln!("skipped: no O_DIRECT here, so the ring has nothing to drive");
+            return;
+        }
+        // No I/O threads (so no ring or reaper of the cache's own), no
+        // kswapd, no flusher activity.
+        let tunables = Tunables { io_threads: 0, kswapd: false, ra_from_device: false, ..Tunables::default() };
+        let cache = PageCache::new(Config { memory_bytes: 512 * PS as u64, tunables, ..Config::default() }).unwrap();
+        let ring = match Uring::setup() {
+            Ok(r) if r.ext_arg => Arc::new(r),
+            Ok(_) => {
+                eprintln!("skipped: the kernel's io_uring has no timed wait (5.11+)");
+                return;
+            }
+            Err(e) => {
+                eprintln!("skipped: io_uring unavailable here ({e})");
+                return;
+            }
+        };
+        ring.reaping.store(true, Ordering::Release);
+        assert!(cache.cache().bio.uring.set(ring.clone()).is_ok());
+        let f = cache.open(&path, OpenOptions { create: false, ..OpenOptions::default() }).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            let mut buf = vec![0u8; PS];
+            for i in 0..64 {
+                let n = f.read_at(&mut buf, (i * PS) as u64).unwrap();
+                assert_eq!(n, PS, "read of page {i}");
+                assert!(buf == page_bytes(i), "page {i} seen before its read completed");
+            }
+            tx.send(()).unwrap();
+        });
+        rx.recv_timeout(Duration::from_secs(60)).expect("the reader did not complete its own reads");
+        reader.join().unwrap();
+        let v = cache.vmstat();
+        assert!(v.get(Item::ra_submit_uring) > 0, "no readahead went through the ring");
+        assert!(v.get(Item::uring_reader_reaped) > 0, "no completion was reaped by the reader");
+        assert_eq!(ring.slots.lock().in_use(), 0, "a request left on the ring");
+        ring.close();
+        cache.shutdown().unwrap();
     }
 }

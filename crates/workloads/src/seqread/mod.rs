@@ -342,6 +342,10 @@ fn kernel_read(path: &Path, len: u64, size: usize, check: bool, memcg: Option<&k
 /// A fresh pcache over the file, cold.
 fn pcache_open(path: &Path, mem: u64, tunables: Tunables) -> Result<(PageCache, pcache::File)> {
     let cache = PageCache::new(Config { tunables, ..Config::with_memory(mem) })?;
+    // The kernel's page cache memory is resident before a cold read; so
+    // is pcache's once its arena is pre-faulted (arena.rs). Bounded: a
+    // pass that is slower still only leaves some first touches timed.
+    cache.wait_arena_populated(std::time::Duration::from_secs(30));
     let f = cache.open(path, OpenOptions { create: false, truncate: false, direct: true })?;
     Ok((cache, f))
 }

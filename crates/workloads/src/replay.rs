@@ -49,6 +49,7 @@ use std::str::FromStr;
 use pcache::{Admission, Config, Item, LruPolicy, PageCache, Tunables, WorkingsetVersion};
 use serde::Serialize;
 
+use crate::experiment::{ExpOpts, Experiment, Outcome, ParamDoc};
 use crate::plot;
 use crate::render::render_table;
 use crate::replay_kernel::{self, KernelColumn, KERNEL};
@@ -541,12 +542,6 @@ fn ratio(a: u64, b: u64) -> f64 {
     }
 }
 
-/// Replay `trace` once through a fresh cache of `cache_pages` frames
-/// (one thread: deterministic).
-pub fn replay_once(trace: &Trace, tunables: Tunables, cache_pages: u64, variant: &str) -> Result<RunResult> {
-    replay_threads(trace, tunables, cache_pages, cache_pages, variant, 1)
-}
-
 /// The frames that leave `usable` pages cacheable: the arena keeps its
 /// low watermark free when kswapd is off (the replays' setting), so
 /// frames = usable + low(frames), found by fixed-point iteration (the
@@ -984,4 +979,121 @@ pub fn markdown_table(results: &[ReplayResult]) -> String {
         }
     }
     out
+}
+
+/// `pcache replay TRACE...` (and `pcache bench replay --param trace=...`):
+/// replay as a registered experiment, its presets and kernel workload
+/// found through the registry like every other's. Its JSON keeps its own
+/// schema (`pcache replay --json`: one trace's object, or an array), which
+/// the Python package and the sweep read.
+pub struct Replay;
+
+const PARAMS: &[ParamDoc] = &[
+    ParamDoc { name: "trace", help: "trace files, comma-separated (gzip is detected); required" },
+    ParamDoc { name: "format", help: "lirs, csv or oracleGeneral [default: from each file's name]" },
+    ParamDoc {
+        name: "sizes",
+        help: "cache sizes in percent of the trace's distinct pages [default: 10,20,40,80]; \
+               --mem SIZE or pages=N give one size instead",
+    },
+    ParamDoc { name: "pages", help: "one cache size in pages" },
+    ParamDoc { name: "threads", help: "threads replaying interleaved slices through one cache [default: 1]" },
+    ParamDoc { name: "baseline", help: "other simulators' results (JSON in replay's schema), comma-separated" },
+    ParamDoc { name: "markdown", help: "also write one Markdown table of every trace, size and column here" },
+    ParamDoc { name: "usable_equals_nominal", help: "true: size the arena so its usable pages equal the size" },
+];
+
+impl Replay {
+    /// The sizes asked for: one in pages (`pages` or `--mem`), else the
+    /// percentages.
+    fn sizes(opts: &ExpOpts) -> Result<Sizes> {
+        if let Some(n) = opts.param_as::<u64>("pages")? {
+            return Ok(Sizes::Pages(vec![n]));
+        }
+        if let Some(bytes) = opts.mem_bytes {
+            return Ok(Sizes::Pages(vec![bytes / PAGE]));
+        }
+        let pcts = opts.param_list::<f64>("sizes")?.unwrap_or_else(|| DEFAULT_PERCENTS.to_vec());
+        if pcts.iter().any(|p| !(p.is_finite() && *p > 0.0)) {
+            return Err(Error::Invalid(format!("--sizes {pcts:?}: percentages must be above 0")));
+        }
+        Ok(Sizes::Percent(pcts))
+    }
+}
+
+impl Experiment for Replay {
+    fn name(&self) -> &'static str {
+        EXPERIMENT
+    }
+
+    fn about(&self) -> &'static str {
+        "Block traces (LIRS, libCacheSim csv or oracleGeneral) replayed as page reads through pcache: \
+         miss ratios per cache size and variant, with the kernel's and other simulators' columns"
+    }
+
+    fn presets(&self) -> &'static [Preset] {
+        PRESETS
+    }
+
+    /// The presets are replayed as they are (readahead and kswapd off).
+    fn takes_set(&self) -> bool {
+        false
+    }
+
+    fn params(&self) -> &'static [ParamDoc] {
+        PARAMS
+    }
+
+    fn kernel_workload(&self) -> Option<crate::kernel::Workload> {
+        Some(replay_kernel::kernel_workload)
+    }
+
+    /// A 288-access LIRS trace of two loops, at two sizes.
+    fn smoke(&self) -> ExpOpts {
+        let trace = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/smoke.trace");
+        let params = vec![("trace".into(), trace.into()), ("sizes".into(), "20,80".into())];
+        ExpOpts { params, seed: 1, ..ExpOpts::default() }
+    }
+
+    fn run(&self, opts: &ExpOpts) -> Result<Outcome> {
+        let traces: Vec<PathBuf> = opts.param_list::<PathBuf>("trace")?.unwrap_or_default();
+        if traces.is_empty() {
+            return Err(Error::Invalid("replay: no trace given (--param trace=FILE[,FILE])".into()));
+        }
+        let format = opts.param_as::<Format>("format")?;
+        let baseline_files = opts.param_list::<PathBuf>("baseline")?.unwrap_or_default();
+        let replay_opts = ReplayOpts {
+            sizes: Self::sizes(opts)?,
+            // Presets marked default, so a new one needs no change here.
+            variants: opts.variants.clone().unwrap_or_else(default_variants),
+            // Plots are drawn below, after the baselines are merged.
+            plot_dir: None,
+            threads: opts.param_as("threads")?.unwrap_or(1),
+            kernel: opts.kernel,
+            kernel_dir: opts.dir.clone(),
+            usable_equals_nominal: opts.param_as("usable_equals_nominal")?.unwrap_or(false),
+        };
+        if replay_opts.threads == 0 {
+            return Err(Error::Invalid("--threads must be at least 1".into()));
+        }
+        resolve(&replay_opts.variants)?;
+        let mut baselines = Baselines::load(&baseline_files)?;
+        let (mut results, mut report) = (Vec::new(), String::new());
+        for path in &traces {
+            let mut res = run_file(path, format, &replay_opts)?;
+            baselines.merge_into(&mut res)?;
+            if let Some(dir) = &opts.plot_dir {
+                plot_result(&res, dir)?;
+            }
+            let _ = writeln!(report, "{}", res.render());
+            results.push(res);
+        }
+        if let Some(path) = opts.param("markdown") {
+            std::fs::write(path, markdown_table(&results)).map_err(|e| Error::io(path, e))?;
+        }
+        for p in baselines.unmatched() {
+            let _ = writeln!(report, "warning: {} matched no trace and cache size here", p.display());
+        }
+        Outcome::new(report, &results_json(&results))
+    }
 }

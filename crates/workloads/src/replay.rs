@@ -51,7 +51,7 @@ use serde::Serialize;
 
 use crate::experiment::{ExpOpts, Experiment, Outcome, ParamDoc};
 use crate::plot;
-use crate::render::render_table;
+use crate::render::{self, fmt_ratio_pct, render_table};
 use crate::replay_kernel::{self, KernelColumn, KERNEL};
 pub use crate::replay_kernel::{EXPERIMENT, PAGE};
 use crate::variants::{self, Preset};
@@ -700,6 +700,17 @@ impl ReplayResult {
         self.results.iter().find(|r| r.variant == variant && r.cache_pages == cache_pages)
     }
 
+    /// The miss ratio of baseline `variant` at `cache_pages`.
+    fn baseline_miss_ratio(&self, variant: &str, cache_pages: u64) -> Option<f64> {
+        self.baselines.iter().find(|b| b.variant == variant && b.cache_pages == cache_pages).map(|b| b.miss_ratio)
+    }
+
+    /// The miss ratio of any column at `cache_pages`: a run's, else a
+    /// baseline's.
+    fn miss_ratio(&self, column: &str, cache_pages: u64) -> Option<f64> {
+        self.get(column, cache_pages).map(|r| r.miss_ratio).or_else(|| self.baseline_miss_ratio(column, cache_pages))
+    }
+
     /// Baseline variant names, in the order first merged.
     pub fn baseline_variants(&self) -> Vec<&str> {
         let mut v: Vec<&str> = Vec::new();
@@ -745,24 +756,20 @@ impl ReplayResult {
         header.extend(baselines.iter().map(|v| format!("{v} miss%")));
         header.push("compulsory%".into());
         let mut rows = vec![header];
-        let pct = |r: Option<f64>| r.map(|x| format!("{:.2}", 100.0 * x)).unwrap_or_else(|| "-".into());
         for &s in &self.sizes {
             let runs: Vec<&RunResult> = self.variants.iter().filter_map(|v| self.get(v, s)).collect();
             let umin = runs.iter().map(|r| r.usable_pages).min().unwrap_or(0);
             let umax = runs.iter().map(|r| r.usable_pages).max().unwrap_or(0);
             let usable = if umin == umax { umin.to_string() } else { format!("{umin}-{umax}") };
             let mut row = vec![s.to_string(), usable, format!("{:.1}", 100.0 * ratio(s, self.pages))];
-            row.extend(runs.iter().map(|r| format!("{:.2}", 100.0 * r.miss_ratio)));
+            row.extend(runs.iter().map(|r| fmt_ratio_pct(Some(r.miss_ratio))));
             if kernel {
                 let k = self.get(KERNEL, s);
-                row.push(pct(k.map(|r| r.miss_ratio)));
+                row.push(fmt_ratio_pct(k.map(|r| r.miss_ratio)));
                 row.push(k.map(|r| r.usable_pages.to_string()).unwrap_or_else(|| "-".into()));
             }
-            for b in &baselines {
-                let run = self.baselines.iter().find(|r| r.variant == *b && r.cache_pages == s);
-                row.push(pct(run.map(|r| r.miss_ratio)));
-            }
-            row.push(format!("{:.2}", 100.0 * self.compulsory_miss_ratio));
+            row.extend(baselines.iter().map(|b| fmt_ratio_pct(self.baseline_miss_ratio(b, s))));
+            row.push(fmt_ratio_pct(Some(self.compulsory_miss_ratio)));
             rows.push(row);
         }
         rows
@@ -955,30 +962,22 @@ pub fn markdown_table(results: &[ReplayResult]) -> String {
         push(KERNEL);
     }
     results.iter().flat_map(|r| r.baseline_variants()).for_each(&mut push);
-    let mut out = format!("| trace (distinct pages) | cache pages | {} | compulsory |\n", cols.join(" | "));
-    let _ = writeln!(out, "|---|---|{}---|", "---|".repeat(cols.len()));
+    let mut rows = vec![["trace (distinct pages)", "cache pages"]
+        .into_iter()
+        .map(String::from)
+        .chain(cols.iter().cloned())
+        .chain(["compulsory".to_string()])
+        .collect::<Vec<String>>()];
     for r in results {
         for (i, &s) in r.sizes.iter().enumerate() {
             let name = if i == 0 { format!("{} ({})", r.trace, r.pages) } else { String::new() };
-            let cells: Vec<String> = cols
-                .iter()
-                .map(|c| {
-                    let run = r.get(c, s).map(|x| x.miss_ratio);
-                    let base =
-                        || r.baselines.iter().find(|b| &b.variant == c && b.cache_pages == s).map(|b| b.miss_ratio);
-                    run.or_else(base).map(|x| format!("{:.2}", 100.0 * x)).unwrap_or_else(|| "-".into())
-                })
-                .collect();
-            let _ = writeln!(
-                out,
-                "| {name} | {s} ({:.0}%) | {} | {:.2} |",
-                100.0 * ratio(s, r.pages),
-                cells.join(" | "),
-                100.0 * r.compulsory_miss_ratio
-            );
+            let mut row = vec![name, format!("{s} ({:.0}%)", 100.0 * ratio(s, r.pages))];
+            row.extend(cols.iter().map(|c| fmt_ratio_pct(r.miss_ratio(c, s))));
+            row.push(fmt_ratio_pct(Some(r.compulsory_miss_ratio)));
+            rows.push(row);
         }
     }
-    out
+    render::markdown_table(&rows)
 }
 
 /// `pcache replay TRACE...` (and `pcache bench replay --param trace=...`):

@@ -143,9 +143,9 @@ fn parse_replay_format(s: &str) -> Result<pcache_workloads::replay::Format, Stri
     s.parse()
 }
 
-/// `pcache replay`: its flags as the registered experiment's options (see
-/// `pcache_workloads::replay::Replay`), run and printed like `bench`'s.
-fn replay(cmd: ReplayCmd) -> Result<(), BoxError> {
+/// `pcache replay`'s flags as the registered experiment's options (see
+/// `pcache_workloads::replay::Replay`).
+fn replay_opts(cmd: &ReplayCmd) -> ExpOpts {
     let list = |xs: &[String]| xs.join(",");
     let paths = |ps: &[PathBuf]| ps.iter().map(|p| p.to_string_lossy().into_owned()).collect::<Vec<_>>();
     let mut params = vec![("trace".to_string(), list(&paths(&cmd.traces)))];
@@ -165,7 +165,7 @@ fn replay(cmd: ReplayCmd) -> Result<(), BoxError> {
         params.push(("markdown".into(), md.to_string_lossy().into_owned()));
     }
     params.push(("usable_equals_nominal".into(), cmd.usable_equals_nominal.to_string()));
-    let opts = ExpOpts {
+    ExpOpts {
         mem_bytes: cmd.mem,
         variants: (!cmd.variants.is_empty()).then(|| cmd.variants.clone()),
         dir: cmd.kernel_dir.clone(),
@@ -173,7 +173,13 @@ fn replay(cmd: ReplayCmd) -> Result<(), BoxError> {
         kernel: cmd.kernel && !cmd.no_kernel,
         params,
         ..ExpOpts::default()
-    };
+    }
+}
+
+/// `pcache replay`: the registered experiment, run and printed like
+/// `bench`'s.
+fn replay(cmd: ReplayCmd) -> Result<(), BoxError> {
+    let opts = replay_opts(&cmd);
     let exp = registry::find("replay").ok_or("replay is not registered")?;
     let sink = cmd.json.as_deref().map(JsonSink::open).transpose()?;
     let outcome = experiment::run(exp, &opts)?;
@@ -574,6 +580,34 @@ mod tests {
         assert!(bench_args(&["bench", "reclaim-writeback", "--mem", "lots"]).is_err());
         assert!(bench_args(&["bench", "reclaim-writeback", "--set", "dirty_ratio"]).is_err());
         assert!(bench_args(&["bench", "dd", "--file-size", "1M"]).is_err(), "not a parameter of dd");
+    }
+
+    // Goal: `pcache replay`'s flags reach the registered experiment as its
+    // options: the traces, sizes and the rest as parameters, the kernel
+    // column off unless asked for.
+    #[test]
+    fn replay_flags_become_the_experiments_options() {
+        let parse = |args: &[&str]| {
+            let m = cli().try_get_matches_from(std::iter::once("pcache").chain(args.iter().copied())).unwrap();
+            match Cli::from_arg_matches(&m).unwrap().cmd {
+                Cmd::Replay(cmd) => replay_opts(&cmd),
+                other => panic!("not replay: {other:?}"),
+            }
+        };
+        let o = parse(&["replay", "a.trace", "b.csv", "--sizes", "5,33.3", "--variants", "mglru", "--threads", "2"]);
+        assert_eq!(o.param("trace"), Some("a.trace,b.csv"));
+        assert_eq!(o.param("sizes"), Some("5,33.3"));
+        assert_eq!(o.param("threads"), Some("2"));
+        assert_eq!(o.variants, Some(vec!["mglru".to_string()]));
+        assert!(!o.kernel);
+        let o = parse(&["replay", "a.trace", "--pages", "100", "--kernel", "--kernel-dir", "/d", "--format", "csv"]);
+        assert_eq!((o.param("pages"), o.param("format")), (Some("100"), Some("csv")));
+        assert!(o.kernel);
+        assert_eq!(o.dir.as_deref(), Some(Path::new("/d")));
+        let exp = registry::find("replay").unwrap();
+        for (name, _) in &o.params {
+            assert!(exp.params().iter().any(|p| p.name == name), "{name} is not a replay parameter");
+        }
     }
 
     // Goal: `NAME --help` lists the experiment's parameters and variants.

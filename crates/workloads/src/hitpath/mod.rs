@@ -24,11 +24,13 @@
 //!
 //! [`PageRef`]: pcache::PageRef
 //!
-//! The folder, split by job: `workload.rs` (the timed phases, through one
-//! rounds loop, and the result's assembly), `kernel_side.rs` (the kernel's
+//! The folder, split by job: `workload.rs` (the timed phases: the reads
+//! through one rounds loop over the readers, the hit rows through
+//! `Rows::time`; and the result's assembly), `kernel_side.rs` (the kernel's
 //! mapped page cache for the mapped rows), `report.rs` (the report, the
 //! targets, the notes). This file holds what they share: the options, the
-//! result's types, the targets' values.
+//! result's types, the targets' values; it re-exports `run` and
+//! `BATCH_KEYS` and imports nothing else of its files.
 
 mod kernel_side;
 mod report;

@@ -143,58 +143,53 @@ fn parse_replay_format(s: &str) -> Result<pcache_workloads::replay::Format, Stri
     s.parse()
 }
 
-fn replay(cmd: ReplayCmd) -> Result<(), BoxError> {
-    use pcache_workloads::replay::{self as rp, ReplayOpts, Sizes};
-    let sizes = match (cmd.pages, cmd.mem) {
-        (Some(n), _) => Sizes::Pages(vec![n]),
-        (None, Some(bytes)) => Sizes::Pages(vec![bytes / rp::PAGE]),
-        (None, None) => {
-            if cmd.sizes.iter().any(|p| !(p.is_finite() && *p > 0.0)) {
-                return Err(format!("--sizes {:?}: percentages must be above 0", cmd.sizes).into());
-            }
-            Sizes::Percent(cmd.sizes.clone())
-        }
-    };
-    if cmd.threads == 0 {
-        return Err("--threads must be at least 1".into());
+/// `pcache replay`'s flags as the registered experiment's options (see
+/// `pcache_workloads::replay::Replay`).
+fn replay_opts(cmd: &ReplayCmd) -> ExpOpts {
+    let list = |xs: &[String]| xs.join(",");
+    let paths = |ps: &[PathBuf]| ps.iter().map(|p| p.to_string_lossy().into_owned()).collect::<Vec<_>>();
+    let mut params = vec![("trace".to_string(), list(&paths(&cmd.traces)))];
+    if let Some(f) = cmd.format {
+        params.push(("format".into(), f.name().into()));
     }
-    // Plots are drawn here, after the baselines are merged.
-    let opts = ReplayOpts {
-        sizes,
-        // Presets marked default, so a new one needs no change here.
-        variants: if cmd.variants.is_empty() { rp::default_variants() } else { cmd.variants.clone() },
-        plot_dir: None,
-        threads: cmd.threads,
+    let sizes: Vec<String> = cmd.sizes.iter().map(f64::to_string).collect();
+    params.push(("sizes".into(), list(&sizes)));
+    if let Some(n) = cmd.pages {
+        params.push(("pages".into(), n.to_string()));
+    }
+    params.push(("threads".into(), cmd.threads.to_string()));
+    if !cmd.baseline.is_empty() {
+        params.push(("baseline".into(), list(&paths(&cmd.baseline))));
+    }
+    if let Some(md) = &cmd.markdown {
+        params.push(("markdown".into(), md.to_string_lossy().into_owned()));
+    }
+    params.push(("usable_equals_nominal".into(), cmd.usable_equals_nominal.to_string()));
+    ExpOpts {
+        mem_bytes: cmd.mem,
+        variants: (!cmd.variants.is_empty()).then(|| cmd.variants.clone()),
+        dir: cmd.kernel_dir.clone(),
+        plot_dir: cmd.plot.clone(),
         kernel: cmd.kernel && !cmd.no_kernel,
-        kernel_dir: cmd.kernel_dir.clone(),
-        usable_equals_nominal: cmd.usable_equals_nominal,
-    };
-    rp::resolve(&opts.variants)?;
-    let mut baselines = rp::Baselines::load(&cmd.baseline)?;
+        params,
+        ..ExpOpts::default()
+    }
+}
+
+/// `pcache replay`: the registered experiment, run and printed like
+/// `bench`'s.
+fn replay(cmd: ReplayCmd) -> Result<(), BoxError> {
+    let opts = replay_opts(&cmd);
+    let exp = registry::find("replay").ok_or("replay is not registered")?;
     let sink = cmd.json.as_deref().map(JsonSink::open).transpose()?;
-    let to_stderr = matches!(sink, Some(JsonSink::Stdout));
-    let mut results = Vec::new();
-    for path in &cmd.traces {
-        let mut res = rp::run_file(path, cmd.format, &opts).map_err(|e| format!("{}: {e}", path.display()))?;
-        baselines.merge_into(&mut res)?;
-        if let Some(dir) = &cmd.plot {
-            rp::plot_result(&res, dir)?;
-        }
-        if to_stderr {
-            eprintln!("{}", res.render());
-        } else {
-            println!("{}", res.render());
-        }
-        results.push(res);
-    }
-    if let Some(path) = &cmd.markdown {
-        std::fs::write(path, rp::markdown_table(&results)).map_err(|e| format!("{}: {e}", path.display()))?;
-    }
-    for p in baselines.unmatched() {
-        eprintln!("pcache: warning: {} matched no trace and cache size here", p.display());
+    let outcome = experiment::run(exp, &opts)?;
+    if matches!(sink, Some(JsonSink::Stdout)) {
+        eprint!("{}", outcome.report);
+    } else {
+        print!("{}", outcome.report);
     }
     if let Some(sink) = sink {
-        sink.write(&format!("{}\n", serde_json::to_string_pretty(&rp::results_json(&results))?))?;
+        sink.write(&format!("{}\n", outcome.json))?;
     }
     Ok(())
 }
@@ -585,6 +580,34 @@ mod tests {
         assert!(bench_args(&["bench", "reclaim-writeback", "--mem", "lots"]).is_err());
         assert!(bench_args(&["bench", "reclaim-writeback", "--set", "dirty_ratio"]).is_err());
         assert!(bench_args(&["bench", "dd", "--file-size", "1M"]).is_err(), "not a parameter of dd");
+    }
+
+    // Goal: `pcache replay`'s flags reach the registered experiment as its
+    // options: the traces, sizes and the rest as parameters, the kernel
+    // column off unless asked for.
+    #[test]
+    fn replay_flags_become_the_experiments_options() {
+        let parse = |args: &[&str]| {
+            let m = cli().try_get_matches_from(std::iter::once("pcache").chain(args.iter().copied())).unwrap();
+            match Cli::from_arg_matches(&m).unwrap().cmd {
+                Cmd::Replay(cmd) => replay_opts(&cmd),
+                other => panic!("not replay: {other:?}"),
+            }
+        };
+        let o = parse(&["replay", "a.trace", "b.csv", "--sizes", "5,33.3", "--variants", "mglru", "--threads", "2"]);
+        assert_eq!(o.param("trace"), Some("a.trace,b.csv"));
+        assert_eq!(o.param("sizes"), Some("5,33.3"));
+        assert_eq!(o.param("threads"), Some("2"));
+        assert_eq!(o.variants, Some(vec!["mglru".to_string()]));
+        assert!(!o.kernel);
+        let o = parse(&["replay", "a.trace", "--pages", "100", "--kernel", "--kernel-dir", "/d", "--format", "csv"]);
+        assert_eq!((o.param("pages"), o.param("format")), (Some("100"), Some("csv")));
+        assert!(o.kernel);
+        assert_eq!(o.dir.as_deref(), Some(Path::new("/d")));
+        let exp = registry::find("replay").unwrap();
+        for (name, _) in &o.params {
+            assert!(exp.params().iter().any(|p| p.name == name), "{name} is not a replay parameter");
+        }
     }
 
     // Goal: `NAME --help` lists the experiment's parameters and variants.

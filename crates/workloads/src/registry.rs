@@ -16,7 +16,7 @@ use crate::experiment::{self, ExpOpts, Experiment, MainJob, Outcome};
 use crate::kernel;
 use crate::runner::Seed;
 use crate::variants::Preset;
-use crate::{dd, fuse_dd, hitpath, lru_contention, reclaim_writeback, replay, replay_kernel};
+use crate::{dd, fuse_dd, hitpath, lru_contention, reclaim_writeback, replay};
 use crate::{seqread, small_file_server, sparsetruncate};
 use crate::{Error, Result};
 
@@ -30,12 +30,8 @@ pub static EXPERIMENTS: &[&dyn Experiment] = &[
     &Seed::<small_file_server::SmallFileServer>::ENTRY,
     &fuse_dd::FuseDd,
     &seqread::Seqread,
+    &replay::Replay,
 ];
-
-/// `pcache replay`: not a bench experiment, but it has presets and a
-/// kernel workload like one.
-const REPLAY: (&str, &[Preset], kernel::Workload) =
-    (replay::EXPERIMENT, replay::PRESETS, replay_kernel::kernel_workload);
 
 /// The experiment called `name`.
 pub fn find(name: &str) -> Option<&'static dyn Experiment> {
@@ -59,11 +55,8 @@ pub fn run(name: &str, opts: &ExpOpts) -> Result<Outcome> {
     experiment::run(exp, opts)
 }
 
-/// The presets of `name` (a bench experiment or replay).
+/// The presets of `name`.
 pub fn presets(name: &str) -> &'static [Preset] {
-    if name == REPLAY.0 {
-        return REPLAY.1;
-    }
     find(name).map(|e| e.presets()).unwrap_or(&[])
 }
 
@@ -71,9 +64,9 @@ pub fn presets(name: &str) -> &'static [Preset] {
 /// PARAMS`): look up the experiment's kernel workload and run it in the
 /// memory cgroup.
 pub fn kernel_worker(experiment: &str, cgroup: &Path, params: &str) -> std::result::Result<Value, String> {
-    let workload =
-        if experiment == REPLAY.0 { Some(REPLAY.2) } else { find(experiment).and_then(|e| e.kernel_workload()) };
-    let workload = workload.ok_or_else(|| format!("no kernel workload for {experiment}"))?;
+    let workload = find(experiment)
+        .and_then(|e| e.kernel_workload())
+        .ok_or_else(|| format!("no kernel workload for {experiment}"))?;
     kernel::worker_main(workload, cgroup, params)
 }
 
@@ -99,12 +92,11 @@ mod tests {
     #[test]
     fn registry_is_consistent() {
         let mut names: Vec<&str> = EXPERIMENTS.iter().map(|e| e.name()).collect();
-        names.push(REPLAY.0);
         let n = names.len();
         names.sort();
         names.dedup();
         assert_eq!(names.len(), n, "duplicate experiment names");
-        for e in EXPERIMENTS.iter().copied().chain(std::iter::empty()) {
+        for e in EXPERIMENTS {
             for p in e.presets() {
                 assert_eq!(p.experiment, e.name(), "preset {} in {}'s table", p.name, e.name());
             }

@@ -210,6 +210,24 @@ pub fn render_table(rows: &[Vec<String>], right: &[bool]) -> String {
     out
 }
 
+/// A Markdown table (as in BENCHMARKS.md); the first row is the header.
+pub fn markdown_table(rows: &[Vec<String>]) -> String {
+    let mut out = String::new();
+    for (i, r) in rows.iter().enumerate() {
+        let _ = writeln!(out, "| {} |", r.join(" | "));
+        if i == 0 {
+            let _ = writeln!(out, "|{}", "---|".repeat(r.len()));
+        }
+    }
+    out
+}
+
+/// A fraction in percent with two decimals (`0.1234` is `12.34`), `-`
+/// where there is none: the miss-ratio cells of replay's tables.
+pub fn fmt_ratio_pct(fraction: Option<f64>) -> String {
+    fraction.map(|x| format!("{:.2}", 100.0 * x)).unwrap_or_else(|| "-".into())
+}
+
 /// Parse a size: bytes, or a number with K, M, G or T (binary units,
 /// optionally followed by `iB` or `B`), e.g. `128M`, `1.5GiB`, `65536`.
 pub fn parse_size(s: &str) -> Result<u64, String> {

@@ -49,8 +49,9 @@ use std::str::FromStr;
 use pcache::{Admission, Config, Item, LruPolicy, PageCache, Tunables, WorkingsetVersion};
 use serde::Serialize;
 
+use crate::experiment::{ExpOpts, Experiment, Outcome, ParamDoc};
 use crate::plot;
-use crate::render::render_table;
+use crate::render::{self, fmt_ratio_pct, render_table};
 use crate::replay_kernel::{self, KernelColumn, KERNEL};
 pub use crate::replay_kernel::{EXPERIMENT, PAGE};
 use crate::variants::{self, Preset};
@@ -541,12 +542,6 @@ fn ratio(a: u64, b: u64) -> f64 {
     }
 }
 
-/// Replay `trace` once through a fresh cache of `cache_pages` frames
-/// (one thread: deterministic).
-pub fn replay_once(trace: &Trace, tunables: Tunables, cache_pages: u64, variant: &str) -> Result<RunResult> {
-    replay_threads(trace, tunables, cache_pages, cache_pages, variant, 1)
-}
-
 /// The frames that leave `usable` pages cacheable: the arena keeps its
 /// low watermark free when kswapd is off (the replays' setting), so
 /// frames = usable + low(frames), found by fixed-point iteration (the
@@ -705,6 +700,17 @@ impl ReplayResult {
         self.results.iter().find(|r| r.variant == variant && r.cache_pages == cache_pages)
     }
 
+    /// The miss ratio of baseline `variant` at `cache_pages`.
+    fn baseline_miss_ratio(&self, variant: &str, cache_pages: u64) -> Option<f64> {
+        self.baselines.iter().find(|b| b.variant == variant && b.cache_pages == cache_pages).map(|b| b.miss_ratio)
+    }
+
+    /// The miss ratio of any column at `cache_pages`: a run's, else a
+    /// baseline's.
+    fn miss_ratio(&self, column: &str, cache_pages: u64) -> Option<f64> {
+        self.get(column, cache_pages).map(|r| r.miss_ratio).or_else(|| self.baseline_miss_ratio(column, cache_pages))
+    }
+
     /// Baseline variant names, in the order first merged.
     pub fn baseline_variants(&self) -> Vec<&str> {
         let mut v: Vec<&str> = Vec::new();
@@ -750,24 +756,20 @@ impl ReplayResult {
         header.extend(baselines.iter().map(|v| format!("{v} miss%")));
         header.push("compulsory%".into());
         let mut rows = vec![header];
-        let pct = |r: Option<f64>| r.map(|x| format!("{:.2}", 100.0 * x)).unwrap_or_else(|| "-".into());
         for &s in &self.sizes {
             let runs: Vec<&RunResult> = self.variants.iter().filter_map(|v| self.get(v, s)).collect();
             let umin = runs.iter().map(|r| r.usable_pages).min().unwrap_or(0);
             let umax = runs.iter().map(|r| r.usable_pages).max().unwrap_or(0);
             let usable = if umin == umax { umin.to_string() } else { format!("{umin}-{umax}") };
             let mut row = vec![s.to_string(), usable, format!("{:.1}", 100.0 * ratio(s, self.pages))];
-            row.extend(runs.iter().map(|r| format!("{:.2}", 100.0 * r.miss_ratio)));
+            row.extend(runs.iter().map(|r| fmt_ratio_pct(Some(r.miss_ratio))));
             if kernel {
                 let k = self.get(KERNEL, s);
-                row.push(pct(k.map(|r| r.miss_ratio)));
+                row.push(fmt_ratio_pct(k.map(|r| r.miss_ratio)));
                 row.push(k.map(|r| r.usable_pages.to_string()).unwrap_or_else(|| "-".into()));
             }
-            for b in &baselines {
-                let run = self.baselines.iter().find(|r| r.variant == *b && r.cache_pages == s);
-                row.push(pct(run.map(|r| r.miss_ratio)));
-            }
-            row.push(format!("{:.2}", 100.0 * self.compulsory_miss_ratio));
+            row.extend(baselines.iter().map(|b| fmt_ratio_pct(self.baseline_miss_ratio(b, s))));
+            row.push(fmt_ratio_pct(Some(self.compulsory_miss_ratio)));
             rows.push(row);
         }
         rows
@@ -960,28 +962,137 @@ pub fn markdown_table(results: &[ReplayResult]) -> String {
         push(KERNEL);
     }
     results.iter().flat_map(|r| r.baseline_variants()).for_each(&mut push);
-    let mut out = format!("| trace (distinct pages) | cache pages | {} | compulsory |\n", cols.join(" | "));
-    let _ = writeln!(out, "|---|---|{}---|", "---|".repeat(cols.len()));
+    let mut rows = vec![["trace (distinct pages)", "cache pages"]
+        .into_iter()
+        .map(String::from)
+        .chain(cols.iter().cloned())
+        .chain(["compulsory".to_string()])
+        .collect::<Vec<String>>()];
     for r in results {
         for (i, &s) in r.sizes.iter().enumerate() {
             let name = if i == 0 { format!("{} ({})", r.trace, r.pages) } else { String::new() };
-            let cells: Vec<String> = cols
-                .iter()
-                .map(|c| {
-                    let run = r.get(c, s).map(|x| x.miss_ratio);
-                    let base =
-                        || r.baselines.iter().find(|b| &b.variant == c && b.cache_pages == s).map(|b| b.miss_ratio);
-                    run.or_else(base).map(|x| format!("{:.2}", 100.0 * x)).unwrap_or_else(|| "-".into())
-                })
-                .collect();
-            let _ = writeln!(
-                out,
-                "| {name} | {s} ({:.0}%) | {} | {:.2} |",
-                100.0 * ratio(s, r.pages),
-                cells.join(" | "),
-                100.0 * r.compulsory_miss_ratio
-            );
+            let mut row = vec![name, format!("{s} ({:.0}%)", 100.0 * ratio(s, r.pages))];
+            row.extend(cols.iter().map(|c| fmt_ratio_pct(r.miss_ratio(c, s))));
+            row.push(fmt_ratio_pct(Some(r.compulsory_miss_ratio)));
+            rows.push(row);
         }
     }
-    out
+    render::markdown_table(&rows)
+}
+
+/// `pcache replay TRACE...` (and `pcache bench replay --param trace=...`):
+/// replay as a registered experiment, its presets and kernel workload
+/// found through the registry like every other's. Its JSON keeps its own
+/// schema (`pcache replay --json`: one trace's object, or an array), which
+/// the Python package and the sweep read.
+pub struct Replay;
+
+const PARAMS: &[ParamDoc] = &[
+    ParamDoc { name: "trace", help: "trace files, comma-separated (gzip is detected); required" },
+    ParamDoc { name: "format", help: "lirs, csv or oracleGeneral [default: from each file's name]" },
+    ParamDoc {
+        name: "sizes",
+        help: "cache sizes in percent of the trace's distinct pages [default: 10,20,40,80]; \
+               --mem SIZE or pages=N give one size instead",
+    },
+    ParamDoc { name: "pages", help: "one cache size in pages" },
+    ParamDoc { name: "threads", help: "threads replaying interleaved slices through one cache [default: 1]" },
+    ParamDoc { name: "baseline", help: "other simulators' results (JSON in replay's schema), comma-separated" },
+    ParamDoc { name: "markdown", help: "also write one Markdown table of every trace, size and column here" },
+    ParamDoc { name: "usable_equals_nominal", help: "true: size the arena so its usable pages equal the size" },
+];
+
+impl Replay {
+    /// The sizes asked for: one in pages (`pages` or `--mem`), else the
+    /// percentages.
+    fn sizes(opts: &ExpOpts) -> Result<Sizes> {
+        if let Some(n) = opts.param_as::<u64>("pages")? {
+            return Ok(Sizes::Pages(vec![n]));
+        }
+        if let Some(bytes) = opts.mem_bytes {
+            return Ok(Sizes::Pages(vec![bytes / PAGE]));
+        }
+        let pcts = opts.param_list::<f64>("sizes")?.unwrap_or_else(|| DEFAULT_PERCENTS.to_vec());
+        if pcts.iter().any(|p| !(p.is_finite() && *p > 0.0)) {
+            return Err(Error::Invalid(format!("--sizes {pcts:?}: percentages must be above 0")));
+        }
+        Ok(Sizes::Percent(pcts))
+    }
+}
+
+impl Experiment for Replay {
+    fn name(&self) -> &'static str {
+        EXPERIMENT
+    }
+
+    fn about(&self) -> &'static str {
+        "Block traces (LIRS, libCacheSim csv or oracleGeneral) replayed as page reads through pcache: \
+         miss ratios per cache size and variant, with the kernel's and other simulators' columns"
+    }
+
+    fn presets(&self) -> &'static [Preset] {
+        PRESETS
+    }
+
+    /// The presets are replayed as they are (readahead and kswapd off).
+    fn takes_set(&self) -> bool {
+        false
+    }
+
+    fn params(&self) -> &'static [ParamDoc] {
+        PARAMS
+    }
+
+    fn kernel_workload(&self) -> Option<crate::kernel::Workload> {
+        Some(replay_kernel::kernel_workload)
+    }
+
+    /// A 288-access LIRS trace of two loops, at two sizes.
+    fn smoke(&self) -> ExpOpts {
+        let trace = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/smoke.trace");
+        let params = vec![("trace".into(), trace.into()), ("sizes".into(), "20,80".into())];
+        ExpOpts { params, seed: 1, ..ExpOpts::default() }
+    }
+
+    fn run(&self, opts: &ExpOpts) -> Result<Outcome> {
+        let traces: Vec<PathBuf> = opts.param_list::<PathBuf>("trace")?.unwrap_or_default();
+        if traces.is_empty() {
+            return Err(Error::Invalid("replay: no trace given (--param trace=FILE[,FILE])".into()));
+        }
+        let format = opts.param_as::<Format>("format")?;
+        let baseline_files = opts.param_list::<PathBuf>("baseline")?.unwrap_or_default();
+        let replay_opts = ReplayOpts {
+            sizes: Self::sizes(opts)?,
+            // Presets marked default, so a new one needs no change here.
+            variants: opts.variants.clone().unwrap_or_else(default_variants),
+            // Plots are drawn below, after the baselines are merged.
+            plot_dir: None,
+            threads: opts.param_as("threads")?.unwrap_or(1),
+            kernel: opts.kernel,
+            kernel_dir: opts.dir.clone(),
+            usable_equals_nominal: opts.param_as("usable_equals_nominal")?.unwrap_or(false),
+        };
+        if replay_opts.threads == 0 {
+            return Err(Error::Invalid("--threads must be at least 1".into()));
+        }
+        resolve(&replay_opts.variants)?;
+        let mut baselines = Baselines::load(&baseline_files)?;
+        let (mut results, mut report) = (Vec::new(), String::new());
+        for path in &traces {
+            let mut res = run_file(path, format, &replay_opts)?;
+            baselines.merge_into(&mut res)?;
+            if let Some(dir) = &opts.plot_dir {
+                plot_result(&res, dir)?;
+            }
+            let _ = writeln!(report, "{}", res.render());
+            results.push(res);
+        }
+        if let Some(path) = opts.param("markdown") {
+            std::fs::write(path, markdown_table(&results)).map_err(|e| Error::io(path, e))?;
+        }
+        for p in baselines.unmatched() {
+            let _ = writeln!(report, "warning: {} matched no trace and cache size here", p.display());
+        }
+        Outcome::new(report, &results_json(&results))
+    }
 }

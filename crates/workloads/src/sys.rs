@@ -95,3 +95,27 @@ impl Backend {
         }
     }
 }
+
+/// A page-aligned (4 KiB) byte buffer, for O_DIRECT reads and page copies.
+pub struct Aligned {
+    v: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl Aligned {
+    pub fn new(len: usize) -> Aligned {
+        const PAGE: usize = 4096;
+        let v = vec![0u8; len + PAGE];
+        let start = v.as_ptr().align_offset(PAGE);
+        Aligned { v, start, len }
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        &self.v[self.start..self.start + self.len]
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.v[self.start..self.start + self.len]
+    }
+}

@@ -61,6 +61,20 @@ fn check_seed_experiment(e: &dyn Experiment, json: &str, report: &str) {
     assert!(report.contains(&format!("seed {} reported", r.seed)), "{name}: report lacks the seed's claim");
 }
 
+/// Replay keeps the schema `pcache replay --json` always had (the Python
+/// package and the sweep read it): one trace's record, a run per default
+/// variant and cache size, and a miss-ratio column per variant.
+fn check_replay(e: &dyn Experiment, json: &serde_json::Value, report: &str) {
+    let variants = pcache_workloads::variants::defaults(e.presets());
+    assert_eq!(json["variants"], serde_json::json!(variants), "replay: variants");
+    let sizes = json["sizes"].as_array().map_or(0, Vec::len);
+    assert_eq!(sizes, 2, "replay: the smoke run's two sizes");
+    assert_eq!(json["results"].as_array().map_or(0, Vec::len), sizes * variants.len(), "replay: runs");
+    for v in &variants {
+        assert!(report.contains(&format!("{v} miss%")), "replay: report lacks {v}");
+    }
+}
+
 #[test]
 fn every_experiment_gives_a_complete_report_and_json() {
     let tmp = tempfile::tempdir().unwrap();
@@ -69,8 +83,12 @@ fn every_experiment_gives_a_complete_report_and_json() {
             experiment::ExpOpts { dir: Some(tmp.path().to_path_buf()), progress: false, kernel: false, ..e.smoke() };
         let out = experiment::run(*e, &opts).unwrap_or_else(|err| panic!("{}: {err}", e.name()));
         let json: serde_json::Value = serde_json::from_str(&out.json).expect("valid JSON");
-        assert_eq!(json["experiment"], e.name(), "every result names its experiment");
         assert!(!out.report.trim().is_empty(), "{}: empty report", e.name());
+        if e.name() == "replay" {
+            check_replay(*e, &json, &out.report);
+            continue;
+        }
+        assert_eq!(json["experiment"], e.name(), "every result names its experiment");
         if !e.presets().is_empty() {
             check_seed_experiment(*e, &out.json, &out.report);
         }

@@ -1,0 +1,314 @@
+//! `hitpath`: how fast is a page cache hit?
+//!
+//! Measured in one run, every figure the median of several rounds:
+//!
+//! 1. Random 4 KiB reads of a fully cached host file at seeded page-aligned
+//!    offsets: pcache's [`File::read_at`] against the kernel's `pread(2)` on
+//!    the same file (also fully cached, by the kernel) against a bare
+//!    `copy_from_slice` of 4 KiB out of an in-memory copy of the file, the
+//!    physical limit. The three are interleaved round by round.
+//! 2. Hot reads: the same 4 KiB page again and again, pcache against pread.
+//! 3. The hit path alone: [`File::find_page`] and drop of the [`PageRef`]
+//!    (look up, pin, mark accessed, unpin) on a memory-backed file whose
+//!    every page is cached, keys Zipf(0.99) scrambled over the file, with
+//!    one thread and with several (each with its own key stream and its own
+//!    handle), all started together on a barrier.
+//!
+//! 4. Mapped access: [`pcache::Mapping::page`] of a present entry and an
+//!    8-byte load, on the same keys, against the kernel's own mapped page
+//!    cache: a memfd of the same size, mapped shared and populated, read
+//!    with the same 8-byte loads. The kernel row is the hardware's cost of
+//!    touching those pages (cache and TLB misses); the difference is what
+//!    pcache's software page table adds. `mapped_load` is the same access
+//!    without a guard ([`pcache::Mapping::load_u64`]).
+//!
+//! [`PageRef`]: pcache::PageRef
+//!
+//! The folder, split by job: `workload.rs` (the timed phases: the reads
+//! through one rounds loop over the readers, the hit rows through
+//! `Rows::time`; and the result's assembly), `kernel_side.rs` (the kernel's
+//! mapped page cache for the mapped rows), `report.rs` (the report, the
+//! targets, the notes). This file holds what they share: the options, the
+//! result's types, the targets' values; it re-exports `run` and
+//! `BATCH_KEYS` and imports nothing else of its files.
+
+mod kernel_side;
+mod report;
+mod workload;
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::experiment::ExpOpts;
+pub(crate) use crate::sys::Aligned;
+use crate::{Error, Result};
+pub use workload::{run, BATCH_KEYS};
+
+/// The page size of every cache in this benchmark, and the read size.
+pub const PAGE: usize = 4096;
+const MIB: u64 = 1 << 20;
+/// Frames beyond the data, so that neither cache needs to reclaim.
+const SLACK_BYTES: u64 = 64 * MIB;
+
+/// The targets, as `(ratio or ns, comparison)`.
+pub const TARGET_KERNEL_OVER_PCACHE: f64 = 1.5;
+pub const TARGET_PCACHE_OVER_MEMCPY: f64 = 1.25;
+pub const TARGET_HOT_KERNEL_OVER_PCACHE: f64 = 4.0;
+pub const TARGET_HIT_NS_1THREAD: f64 = 25.0;
+pub const TARGET_SCALING_2THREADS: f64 = 1.8;
+
+/// What to run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HitpathOpts {
+    /// Size of the host file for the read measurements, MiB.
+    pub file_mib: u64,
+    /// Pages of the memory-backed file for the hit path (4 KiB each).
+    pub hit_pages: u64,
+    /// Operations per measurement (per thread for the hit path).
+    pub ops: u64,
+    /// Thread counts for the hit path; 1 and 2 fill `hit_ns_1thread`,
+    /// `hit_ns_2threads` and `scaling_2threads`.
+    pub threads: Vec<usize>,
+    /// Seed of the offsets and keys.
+    pub seed: u64,
+    /// Repetitions of each measurement; the median is reported.
+    pub rounds: usize,
+    /// The Zipf exponent of the hit-path keys.
+    pub zipf_s: f64,
+    /// Where to make the temporary directory (the system's temp dir if
+    /// `None`). Not in the result's JSON, like `progress`.
+    #[serde(skip)]
+    pub dir: Option<PathBuf>,
+    /// Draw progress bars on stderr (only when it is a terminal).
+    #[serde(skip)]
+    pub progress: bool,
+    /// A label: whether these are the reduced `quick` sizes.
+    pub quick: bool,
+}
+
+impl Default for HitpathOpts {
+    fn default() -> Self {
+        HitpathOpts {
+            file_mib: 256,
+            hit_pages: 1 << 20,
+            ops: 2_000_000,
+            threads: vec![1, 2],
+            seed: 1,
+            rounds: 5,
+            zipf_s: 0.99,
+            dir: None,
+            progress: true,
+            quick: false,
+        }
+    }
+}
+
+impl HitpathOpts {
+    /// Reduced sizes for tests and CI: a 64 MiB file, 64 Ki hit pages,
+    /// 200 000 ops, 3 rounds.
+    pub fn quick() -> HitpathOpts {
+        HitpathOpts { file_mib: 64, hit_pages: 64 << 10, ops: 200_000, rounds: 3, quick: true, ..Self::default() }
+    }
+
+    /// Refuse values the benchmark cannot run with.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::Invalid(m));
+        if self.file_mib == 0 || self.file_mib > 1 << 20 {
+            return bad(format!("file size {} MiB must be from 1 MiB to 1 TiB", self.file_mib));
+        }
+        if self.hit_pages == 0 || self.hit_pages > 1 << 30 {
+            return bad(format!("hit pages {} must be from 1 to 2^30", self.hit_pages));
+        }
+        if self.ops == 0 || self.ops > 1 << 32 {
+            return bad(format!("ops {} must be from 1 to 2^32", self.ops));
+        }
+        if self.rounds == 0 || self.rounds > 1000 {
+            return bad(format!("rounds {} must be from 1 to 1000", self.rounds));
+        }
+        if self.threads.is_empty() || self.threads.iter().any(|&t| t == 0 || t > 256) {
+            return bad(format!("thread counts {:?} must be a non-empty list of 1 to 256", self.threads));
+        }
+        if !(self.zipf_s >= 0.0 && self.zipf_s.is_finite()) {
+            return bad(format!("zipf exponent {} must be finite and at least 0", self.zipf_s));
+        }
+        Ok(())
+    }
+}
+
+impl HitpathOpts {
+    /// The options `pcache bench hitpath` asks for, checked (`--runs` is
+    /// its rounds).
+    pub fn from_exp(opts: &ExpOpts) -> Result<HitpathOpts> {
+        let d = if opts.quick { Self::quick() } else { Self::default() };
+        let o = HitpathOpts {
+            file_mib: opts.param_as("file_mib")?.unwrap_or(d.file_mib),
+            hit_pages: opts.param_as("hit_pages")?.unwrap_or(d.hit_pages),
+            ops: opts.param_as("ops")?.unwrap_or(d.ops),
+            threads: opts.param_list("threads")?.unwrap_or(d.threads),
+            rounds: opts.runs.unwrap_or(d.rounds),
+            seed: opts.seed,
+            dir: opts.dir.clone(),
+            progress: opts.progress,
+            ..d
+        };
+        o.validate().map(|()| o)
+    }
+}
+
+/// The hit path at one thread count.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HitRun {
+    /// What each op is: `find_page` (look up, pin, drop), `pageref` (the
+    /// same, reading 8 bytes through the pin), `mapped` (`Mapping::page` of
+    /// a present entry and an 8-byte `load_u64`), `pagemut` (a write pin,
+    /// 8 bytes written, dropped: the page dirtied and throttled),
+    /// `kernel_mapped` (an 8-byte load from the kernel's mapping of a
+    /// memfd as large as the file), `mapped_batch` (`load_u64_many`; its
+    /// figures are per key).
+    #[serde(default = "find_page_access")]
+    pub access: String,
+    pub threads: usize,
+    /// Median over rounds of the ns per op each thread saw (its elapsed
+    /// time over its ops, averaged over the threads).
+    pub ns_per_op: f64,
+    /// Median over rounds of the total throughput, million ops per second.
+    pub mops: f64,
+    pub rounds_ns_per_op: Vec<f64>,
+    pub rounds_mops: Vec<f64>,
+}
+
+/// Per-round samples of the read measurements, ns per op.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReadSamples {
+    pub pcache_read_ns: Vec<f64>,
+    pub kernel_pread_ns: Vec<f64>,
+    pub memcpy_ns: Vec<f64>,
+    pub pcache_hot_read_ns: Vec<f64>,
+    pub kernel_hot_pread_ns: Vec<f64>,
+}
+
+/// One target and whether it was met.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Target {
+    pub name: String,
+    /// The key of the measured value in this result.
+    pub key: String,
+    pub value: Option<f64>,
+    /// The goal, e.g. `>= 1.5`.
+    pub goal: String,
+    /// `PASS`, `MISS`, or `NOT RUN` when the value was not measured.
+    pub status: String,
+}
+
+/// Wall time of each phase, seconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PhaseSecs {
+    pub setup: f64,
+    pub random_read: f64,
+    pub hot_read: f64,
+    pub hit_setup: f64,
+    pub hit: f64,
+    pub total: f64,
+}
+
+/// The result; serialises to the JSON that `pcache bench hitpath --json`
+/// writes. Reads back results of older versions, which lacked some rows.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HitpathResult {
+    pub experiment: String,
+    /// The parameters, as keys of the result.
+    #[serde(flatten)]
+    pub opts: HitpathOpts,
+    pub page_size: usize,
+    /// Whether this was an optimised build (timings of a debug build mean
+    /// little).
+    pub optimized: bool,
+    // Medians, ns per op.
+    pub pcache_read_ns: f64,
+    pub kernel_pread_ns: f64,
+    pub memcpy_ns: f64,
+    pub pcache_hot_read_ns: f64,
+    pub kernel_hot_pread_ns: f64,
+    pub hit_ns_1thread: Option<f64>,
+    pub hit_ns_2threads: Option<f64>,
+    /// find_page plus an 8-byte read through the PageRef (the validated
+    /// copy of issue 11's sound frame access), 1 thread.
+    pub pageref_hit_ns_1thread: Option<f64>,
+    /// A mapped access with the page present (M15): entry load, pin,
+    /// re-check, young byte, an 8-byte load, unpin.
+    pub mapped_hit_ns_1thread: Option<f64>,
+    pub mapped_hit_ns_2threads: Option<f64>,
+    /// The kernel's mapped page cache on the same keys: an 8-byte load
+    /// from a populated shared mapping of a memfd as large as the file.
+    pub kernel_mapped_ns_1thread: Option<f64>,
+    /// `mapped_hit_ns_1thread - kernel_mapped_ns_1thread`: what pcache's
+    /// software page table, pin and guard add to the hardware's access.
+    pub mapped_over_kernel_ns: Option<f64>,
+    /// The same access without a guard (`Mapping::load_u64`: entry load,
+    /// transient pin, re-check, young byte, the 8-byte load, unpin).
+    pub mapped_load_ns_1thread: Option<f64>,
+    pub mapped_load_ns_2threads: Option<f64>,
+    /// `mapped_load_ns_1thread - kernel_mapped_ns_1thread`.
+    pub mapped_load_over_kernel_ns: Option<f64>,
+    /// The batched access (`Mapping::load_u64_many`, keys handed over
+    /// [`BATCH_KEYS`] at a time), ns per key.
+    pub mapped_batch_ns_1thread: Option<f64>,
+    pub mapped_batch_ns_2threads: Option<f64>,
+    /// A write pin of a cached page, 8 bytes written, dropped, 1 thread.
+    pub pagemut_write_ns_1thread: Option<f64>,
+    /// find_page on a cache built with the multi-gen LRU (issue 15), 1
+    /// and 2 threads, and what it adds to the classic find_page at 1
+    /// thread: the cost of MGLRU's marking (folio_inc_refs) against the
+    /// two lists' PAGE_HOT hint.
+    pub mglru_hit_ns_1thread: Option<f64>,
+    pub mglru_hit_ns_2threads: Option<f64>,
+    pub mglru_marking_ns: Option<f64>,
+    // Ratios.
+    pub kernel_over_pcache: f64,
+    pub pcache_over_memcpy: f64,
+    pub hot_kernel_over_pcache: f64,
+    /// throughput(2 threads) / throughput(1 thread).
+    pub scaling_2threads: Option<f64>,
+    /// The same for the mapped access.
+    pub mapped_scaling_2threads: Option<f64>,
+    // Details.
+    pub hit: Vec<HitRun>,
+    pub samples: ReadSamples,
+    pub targets: Vec<Target>,
+    pub phase_secs: PhaseSecs,
+    /// pcache vmstat deltas: `read_setup` (creating the read cache and
+    /// warming it), `read` (the timed reads), `hit_setup` (populating the
+    /// hit-path cache), `hit` (the timed lookups), `hit_mglru` (the timed
+    /// lookups of the multi-gen LRU's rows).
+    pub vmstat: serde_json::Value,
+    /// Anything the run noticed that bears on the numbers.
+    pub notes: Vec<String>,
+}
+
+fn find_page_access() -> String {
+    "find_page".into()
+}
+
+/// `pcache bench hitpath`.
+pub struct Hitpath;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options() {
+        let bad = [
+            HitpathOpts { file_mib: 0, ..HitpathOpts::quick() },
+            HitpathOpts { hit_pages: 0, ..HitpathOpts::quick() },
+            HitpathOpts { ops: 0, ..HitpathOpts::quick() },
+            HitpathOpts { rounds: 0, ..HitpathOpts::quick() },
+            HitpathOpts { threads: vec![], ..HitpathOpts::quick() },
+            HitpathOpts { threads: vec![1, 0], ..HitpathOpts::quick() },
+            HitpathOpts { zipf_s: f64::NAN, ..HitpathOpts::quick() },
+        ];
+        crate::experiment::assert_checked(&[HitpathOpts::default(), HitpathOpts::quick()], &bad, HitpathOpts::validate);
+    }
+}

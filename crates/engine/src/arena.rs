@@ -20,7 +20,8 @@
 //! thread populates the arena with MADV_POPULATE_WRITE in 2 MiB steps
 //! (mm.rs `start_prefault`): in the background rather than up front
 //! because up front it would add a third of a second per 128 MiB to every
-//! cache's start. MADV_POPULATE_WRITE only fills page tables and never
+//! cache's start; and at most half of MemAvailable (`prefault_thread`).
+//! MADV_POPULATE_WRITE only fills page tables and never
 //! reads or writes the frames' bytes, so it is safe beside frames in use.
 
 use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -258,10 +259,27 @@ impl Arena {
 /// The pre-fault thread (`Tunables::arena_prefault`): the arena in 2 MiB
 /// steps, lowest first (the frames handed out first), leaving early at
 /// shutdown. It holds the cache, so the arena outlives it.
+///
+/// It populates at most half of the host's MemAvailable at start: a cache
+/// configured larger than the memory free for it must not make the host
+/// kernel reclaim or OOM-kill at start-up for frames it may never use; the
+/// rest faults on first use, as with the pass turned off.
 pub(crate) fn prefault_thread(cache: std::sync::Arc<crate::mm::Cache>) {
     const STEP: usize = 2 << 20;
-    while !cache.shutting_down() && cache.arena.populate_step(STEP) {}
+    let budget = mem_available().map_or(0, |avail| avail / 2);
+    let mut done = 0u64;
+    while done + STEP as u64 <= budget && !cache.shutting_down() && cache.arena.populate_step(STEP) {
+        done += STEP as u64;
+    }
     cache.arena.skip_populate();
+}
+
+/// The host's MemAvailable in bytes (/proc/meminfo), if it can be read.
+fn mem_available() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 /// `bytes` of anonymous memory straight from mmap, advised onto huge

@@ -59,7 +59,7 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 use crate::filemap::{Inode, Pin};
-use crate::memory::{WriteFault, LOAD_BATCH};
+use crate::memory::WriteFault;
 use crate::mm::Cache;
 use crate::page::{Pfn, NO_MAPPING, PAGE_MAPPING_ANON};
 use crate::readahead::FileRaState;
@@ -383,41 +383,10 @@ impl FastPath {
     }
 }
 
-impl FastPath {
-    /// Start loading the entry and young byte of `page` into the cache.
-    #[inline(always)]
-    fn prefetch_pte(&self, page: u64) {
-        if page < self.nr_pages {
-            prefetch(self.ptes.wrapping_add(page as usize));
-            prefetch(self.young.wrapping_add(page as usize));
-        }
-    }
-
-    /// Start loading the word at `offset` of the frame `page`'s entry maps
-    /// now, if present: a guess the access validates later.
-    #[inline(always)]
-    fn prefetch_frame(&self, page: u64, offset: u64) {
-        if page < self.nr_pages {
-            // SAFETY: below nr_pages, the table's length; the table lives
-            // as long as the mapping this view belongs to.
-            let e = unsafe { &*self.ptes.add(page as usize) }.load(Ordering::Relaxed);
-            if let Some(pfn) = pte_pfn(e) {
-                prefetch(self.frames.wrapping_add(((pfn as usize) << self.page_shift) + offset as usize));
-            }
-        }
-    }
-}
-
-/// How many chunks of `load_u64_many` ahead the entries are prefetched,
-/// and the frames through them (the entries' loads have had the chunks
-/// between to arrive).
-const PTE_AHEAD: usize = 2;
-const FRAME_AHEAD: usize = 1;
-
 /// A hint to start loading the cache line at `p`: it never faults and
 /// reads nothing the program sees, so any address will do.
 #[inline(always)]
-fn prefetch<T>(p: *const T) {
+pub(crate) fn prefetch<T>(p: *const T) {
     #[cfg(all(target_arch = "x86_64", not(loom)))]
     // SAFETY: prefetch is a hint: no access, no fault, whatever `p` is.
     unsafe {
@@ -568,59 +537,27 @@ impl Mapping {
     /// Many accesses at once: the aligned 8-byte word at byte `pos[j]` of
     /// the mapping (a multiple of 8) into `out[j]`, as
     /// [`Mapping::load_u64`] of its page and offset would load it. Present
-    /// pages are taken `LOAD_BATCH` at a time: all their entries are
-    /// loaded, all their frames announced, then each is re-checked and
-    /// read, so the cache misses of a batch overlap where separate
-    /// accesses would wait for each in turn (on a mapping larger than the
-    /// CPU's caches, several times faster per word). Missing pages fault
-    /// one by one. Stops at the first error (a position past the mapping,
-    /// unaligned, or past EOF), with the words before it loaded;
-    /// [`Error::InvalidArgument`] if the slices' lengths differ.
+    /// pages are taken `LOAD_BATCH` at a time, software-pipelined: entries
+    /// prefetched two chunks ahead, loaded (and their words prefetched)
+    /// one chunk ahead, then a chunk's frames announced behind one barrier,
+    /// each re-checked and read (memory.rs, `pte_load_many`), so the cache
+    /// misses of many accesses overlap where separate accesses would wait
+    /// for each in turn (on a mapping larger than the CPU's caches,
+    /// several times faster per word). Missing pages fault one by one.
+    /// Stops at the first error (a position past the mapping, unaligned,
+    /// or past EOF), with the words before it loaded (and maybe some
+    /// after); [`Error::InvalidArgument`] if the slices' lengths differ.
     pub fn load_u64_many(&self, pos: &[u64], out: &mut [u64]) -> Result<()> {
         if pos.len() != out.len() {
             return Err(Error::InvalidArgument(format!("{} positions for {} words", pos.len(), out.len())));
         }
         let f = &self.fast;
+        // SAFETY: the cache's hazard table, alive as long as the mapping.
+        let hazards = unsafe { &*f.hazards };
         let mask = (1u64 << f.page_shift) - 1;
-        // Software pipeline, by chunks of LOAD_BATCH: the entries of the
-        // chunk after next are prefetched, the next chunk's frames are
-        // prefetched through its entries as they are now (unvalidated: a
-        // prefetch is a hint and reads nothing), and this chunk runs the
-        // protocol on lines already on their way.
-        for k in pos.iter().take(PTE_AHEAD * LOAD_BATCH) {
-            f.prefetch_pte(k >> f.page_shift);
-        }
-        for (c, (chunk, out)) in pos.chunks(LOAD_BATCH).zip(out.chunks_mut(LOAD_BATCH)).enumerate() {
-            let ahead = |d: usize| pos.iter().skip((c + d) * LOAD_BATCH).take(LOAD_BATCH);
-            for &k in ahead(PTE_AHEAD) {
-                f.prefetch_pte(k >> f.page_shift);
-            }
-            for &k in ahead(FRAME_AHEAD) {
-                f.prefetch_frame(k >> f.page_shift, k & mask);
-            }
-            let mut keys = [(0usize, 0usize); LOAD_BATCH];
-            let mut valid = 0u32;
-            for (j, &p) in chunk.iter().enumerate() {
-                let (page, offset) = (p >> f.page_shift, (p & mask) as usize);
-                if page < f.nr_pages && offset.is_multiple_of(8) {
-                    keys[j] = (page as usize, offset);
-                    valid |= 1 << j;
-                }
-            }
-            // SAFETY: `f` describes this mapping's live tables and the
-            // cache's arena; every access `valid` names has a slot below
-            // nr_pages and an aligned word of a page (checked just above);
-            // `keys` and `out` are cut to the chunk's length.
-            let done = unsafe { crate::memory::follow_pte_load_u64_batch(f, &keys[..chunk.len()], valid, out) };
-            if done != (1 << chunk.len()) - 1 {
-                for (j, &p) in chunk.iter().enumerate() {
-                    if done & (1 << j) == 0 {
-                        out[j] = self.load_u64_slow(p >> f.page_shift, (p & mask) as usize)?;
-                    }
-                }
-            }
-        }
-        Ok(())
+        crate::memory::pte_load_many(f, hazards, crate::percpu::thread_slot(), pos, out, |p| {
+            self.load_u64_slow(p >> f.page_shift, (p & mask) as usize)
+        })
     }
 
     /// `load_u64` through a guard: a fault, or an offset to refuse.

@@ -72,7 +72,7 @@ use crate::percpu::thread_slot;
 pub const HAZARDS_PER_THREAD: usize = 8;
 #[cfg(loom)]
 pub const HAZARDS_PER_THREAD: usize = 2;
-/// Batch slots per thread (`pin_batch`): the accesses of one
+/// Batch slots per thread (`batch_pins`): the accesses of one
 /// `load_u64_many` chunk. 16 measured no better on 4 GiB (BENCHMARKS.md,
 /// "Mapped access, session 7").
 #[cfg(not(loom))]
@@ -91,7 +91,7 @@ struct HazardRow {
     /// The transient slot (`pin_transient`). Written only by the owning
     /// thread.
     transient: AtomicU32,
-    /// The batch slots (`pin_batch`). Written only by the owning thread.
+    /// The batch slots (`batch_pins`). Written only by the owning thread.
     batch: [AtomicU32; BATCH_PINS],
     /// Bit i set: slot i is free. Written only by the owning thread.
     free: AtomicU32,

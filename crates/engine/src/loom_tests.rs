@@ -11,7 +11,7 @@ use crate::errseq::{errseq_check_and_advance, errseq_sample, errseq_set};
 use crate::hazard::HazardTable;
 use crate::highmem::{copy_to_words, fill_words, seqcount_read, write_section};
 use crate::memory::{pte_access_transient, pte_load_many, pte_pin, ptep_get_and_clear, PteView};
-use crate::mmap::{pte_pfn, pte_swap_slot, swp_pte, PTE_DIRTY, PTE_PRESENT};
+use crate::mmap::{mk_pte, pte_pfn, pte_swap_slot, swp_pte, AtomicPte, PTE_DIRTY};
 
 // Goal: the lock-free free stack never hands one frame to two allocators
 // and loses none, whatever the interleaving of alloc and free (ABA included:
@@ -187,7 +187,7 @@ fn seqcount_reader_never_accepts_a_torn_copy() {
 /// free): clear the entry, harvest its young byte where the model has one
 /// (page_referenced), and reuse the frame (`generation` = 1) only if the
 /// hazard scan finds no pin on it.
-fn unmap_and_free(hz: &HazardTable, pte: &AtomicU64, young: Option<&AtomicU8>, pfn: u32, generation: &AtomicU32) {
+fn unmap_and_free(hz: &HazardTable, pte: &AtomicPte, young: Option<&AtomicU8>, pfn: u32, generation: &AtomicU32) {
     let old = ptep_get_and_clear(pte);
     assert_eq!(pte_pfn(old), Some(pfn));
     if let Some(young) = young {
@@ -216,7 +216,7 @@ fn pte_clear_vs_access_never_uses_a_reused_frame() {
     loom::model(|| {
         let hz = Arc::new(HazardTable::new());
         const PFN: u32 = 5;
-        let pte = Arc::new(AtomicU64::new(PFN as u64 | PTE_PRESENT));
+        let pte = Arc::new(AtomicPte::new(mk_pte(PFN)));
         let young = Arc::new(AtomicU8::new(0));
         let generation = Arc::new(AtomicU32::new(0));
         let (hz2, pte2, young2, gen2) = (hz.clone(), pte.clone(), young.clone(), generation.clone());
@@ -242,7 +242,7 @@ fn pte_clear_vs_transient_access_never_uses_a_reused_frame() {
     loom::model(|| {
         let hz = Arc::new(HazardTable::new());
         const PFN: u32 = 5;
-        let pte = Arc::new(AtomicU64::new(PFN as u64 | PTE_PRESENT));
+        let pte = Arc::new(AtomicPte::new(mk_pte(PFN)));
         let young = Arc::new(AtomicU8::new(0));
         let generation = Arc::new(AtomicU32::new(0));
         let (hz2, pte2, young2, gen2) = (hz.clone(), pte.clone(), young.clone(), generation.clone());
@@ -262,7 +262,7 @@ fn pte_clear_vs_transient_access_never_uses_a_reused_frame() {
 // "frames" are checked rather than read: a load from frame 5 + i asserts
 // it was not reused (bit i of `generation` clear) and returns its pfn.
 struct LoomView {
-    ptes: [AtomicU64; 2],
+    ptes: [AtomicPte; 2],
     young: [AtomicU8; 2],
     generation: AtomicU32,
 }
@@ -274,7 +274,7 @@ impl PteView for LoomView {
     fn nr_pages(&self) -> u64 {
         2
     }
-    unsafe fn entry(&self, slot: usize) -> (&AtomicU64, &AtomicU8) {
+    unsafe fn entry(&self, slot: usize) -> (&AtomicPte, &AtomicU8) {
         (&self.ptes[slot], &self.young[slot])
     }
     unsafe fn load_word(&self, pfn: u32, _offset: usize) -> u64 {
@@ -303,7 +303,7 @@ fn batched_access_model(cleared: usize) {
         let hz = Arc::new(HazardTable::new());
         const PFNS: [u32; 2] = [5, 6];
         let view = Arc::new(LoomView {
-            ptes: [AtomicU64::new(PFNS[0] as u64 | PTE_PRESENT), AtomicU64::new(PFNS[1] as u64 | PTE_PRESENT)],
+            ptes: [AtomicPte::new(mk_pte(PFNS[0])), AtomicPte::new(mk_pte(PFNS[1]))],
             young: [AtomicU8::new(0), AtomicU8::new(0)],
             generation: AtomicU32::new(0),
         });
@@ -353,7 +353,7 @@ fn swap_entry_vs_access_never_uses_a_reused_frame() {
         let hz = Arc::new(HazardTable::new());
         const PFN: u32 = 6;
         const SLOT: u32 = 9;
-        let pte = Arc::new(AtomicU64::new(PFN as u64 | PTE_PRESENT | PTE_DIRTY));
+        let pte = Arc::new(AtomicPte::new(mk_pte(PFN) | PTE_DIRTY));
         let young = Arc::new(AtomicU8::new(0));
         let generation = Arc::new(AtomicU32::new(0));
         let (hz2, pte2, young2, gen2) = (hz.clone(), pte.clone(), young.clone(), generation.clone());
@@ -386,7 +386,7 @@ fn pte_install_publishes_the_page() {
     loom::model(|| {
         let hz = Arc::new(HazardTable::new());
         const PFN: u32 = 3;
-        let pte = Arc::new(AtomicU64::new(0));
+        let pte = Arc::new(AtomicPte::new(0));
         let young = Arc::new(AtomicU8::new(0));
         // PG_uptodate and the refcount, as the fault leaves them.
         let uptodate = Arc::new(AtomicU32::new(0));
@@ -403,7 +403,7 @@ fn pte_install_publishes_the_page() {
         });
         uptodate.store(1, Ordering::Release);
         refcount.fetch_add(1, Ordering::Relaxed);
-        pte.store(PFN as u64 | PTE_PRESENT, Ordering::Release);
+        pte.store(mk_pte(PFN), Ordering::Release);
         reader.join().unwrap();
     });
 }

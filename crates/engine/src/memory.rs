@@ -43,14 +43,15 @@
 //! transient hazard slot, with nothing between pin and unpin.
 
 use crate::mmdebug::vm_bug_on_page;
-use crate::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use crate::sync::atomic::{AtomicU8, Ordering};
 
 use crate::error::{Error, Result};
 use crate::filemap::Inode;
 use crate::hazard::{Hazard, HazardTable};
 use crate::mm::Cache;
 use crate::mmap::{
-    pte_pfn, pte_swap_slot, swp_pte, FastPath, Vma, PTE_DIRTY, PTE_PRESENT, PTE_WRITE, VM_RAND_READ, VM_SEQ_READ,
+    mk_pte, pte_pfn, pte_swap_slot, swp_pte, AtomicPte, FastPath, Pte, Vma, PTE_DIRTY, PTE_PFN_MASK, PTE_PRESENT,
+    PTE_WRITE, VM_RAND_READ, VM_SEQ_READ,
 };
 use crate::page::*;
 use crate::pagetree::entry_pfn;
@@ -76,7 +77,7 @@ pub(crate) enum WriteFault {
 /// young byte. None if the entry is not present, changed under us, or no
 /// hazard slot is free (the caller faults).
 #[inline(always)]
-pub(crate) fn pte_pin(hazards: &HazardTable, row: usize, pte: &AtomicU64, young: &AtomicU8) -> Option<(Pfn, Hazard)> {
+pub(crate) fn pte_pin(hazards: &HazardTable, row: usize, pte: &AtomicPte, young: &AtomicU8) -> Option<(Pfn, Hazard)> {
     // Acquire: pairs with finish_fault's Release store, so the page is
     // uptodate and referenced before we see its entry.
     let entry = pte.load(Ordering::Acquire);
@@ -100,7 +101,7 @@ pub(crate) fn pte_pin(hazards: &HazardTable, row: usize, pte: &AtomicU64, young:
 /// ptep_get_and_clear: empty an entry, returning what it held. The caller
 /// holds the mapping's ptl and the page lock of the page it maps.
 #[inline]
-pub(crate) fn ptep_get_and_clear(pte: &AtomicU64) -> u64 {
+pub(crate) fn ptep_get_and_clear(pte: &AtomicPte) -> Pte {
     // Release: the clear is ordered before the hazard scan that decides
     // whether the frame may go (pairs with pte_pin's re-check).
     pte.swap(0, Ordering::AcqRel)
@@ -152,7 +153,7 @@ pub(crate) unsafe fn follow_pte_load_u64(f: &FastPath, slot: usize, offset: usiz
 pub(crate) fn pte_access_transient<R>(
     hazards: &HazardTable,
     row: usize,
-    pte: &AtomicU64,
+    pte: &AtomicPte,
     young: &AtomicU8,
     read: impl FnOnce(Pfn) -> R,
 ) -> Option<R> {
@@ -161,7 +162,7 @@ pub(crate) fn pte_access_transient<R>(
     if entry & PTE_PRESENT == 0 {
         return None;
     }
-    let pfn = entry as Pfn;
+    let pfn = entry & PTE_PFN_MASK;
     let hazard = hazards.pin_transient(row, pfn)?;
     if pte.load(Ordering::Acquire) != entry {
         HazardTable::unpin_transient(hazard);
@@ -194,7 +195,7 @@ pub(crate) trait PteView {
     ///
     /// # Safety
     /// `slot < self.nr_pages()`.
-    unsafe fn entry(&self, slot: usize) -> (&AtomicU64, &AtomicU8);
+    unsafe fn entry(&self, slot: usize) -> (&AtomicPte, &AtomicU8);
     /// The aligned word at `offset` of frame `pfn`.
     ///
     /// # Safety
@@ -220,7 +221,7 @@ impl PteView for FastPath {
     }
 
     #[inline(always)]
-    unsafe fn entry(&self, slot: usize) -> (&AtomicU64, &AtomicU8) {
+    unsafe fn entry(&self, slot: usize) -> (&AtomicPte, &AtomicU8) {
         // SAFETY: both tables have nr_pages entries and `slot` is below it
         // (the caller's promise); they live as long as the mapping whose
         // view this is.
@@ -259,7 +260,7 @@ impl PteView for FastPath {
 struct Ahead {
     slot: usize,
     offset: usize,
-    entry: u64,
+    entry: Pte,
 }
 
 /// `Mapping::load_u64_many`: the aligned word at byte `pos[i]` of the
@@ -315,7 +316,7 @@ pub(crate) fn pte_load_many<V: PteView>(
         // SAFETY: page < nr_pages, just checked.
         let entry = unsafe { view.entry(page as usize) }.0.load(Ordering::Relaxed);
         if entry & PTE_PRESENT != 0 {
-            view.prefetch_word(entry as Pfn, offset);
+            view.prefetch_word(entry & PTE_PFN_MASK, offset);
         }
         Ahead { slot: page as usize, offset: offset as usize, entry }
     };
@@ -329,7 +330,7 @@ pub(crate) fn pte_load_many<V: PteView>(
         for (j, a) in cur.iter().enumerate() {
             view.prefetch_pte(key(base + PTE_AHEAD * LOAD_BATCH + j) >> shift);
             next[j] = split(base + LOAD_BATCH + j);
-            pins.announce(j, if a.entry & PTE_PRESENT != 0 { a.entry as Pfn } else { NO_PFN });
+            pins.announce(j, if a.entry & PTE_PRESENT != 0 { a.entry & PTE_PFN_MASK } else { NO_PFN });
         }
         pins.barrier();
         let mut done = 0u32;
@@ -352,7 +353,7 @@ pub(crate) fn pte_load_many<V: PteView>(
             }
             // SAFETY: announced, barrier, re-checked: pinned; `split`
             // checked the offset is an aligned word of a page.
-            *o = unsafe { view.load_word(a.entry as Pfn, a.offset) };
+            *o = unsafe { view.load_word(a.entry & PTE_PFN_MASK, a.offset) };
             done |= 1 << j;
         }
         if done != (1 << out.len()) - 1 {
@@ -642,7 +643,7 @@ impl Cache {
         // unmap of this slot (mmap.rs) must not count as a reference.
         vma.young[slot].store(0, Ordering::Relaxed);
         // Release: pairs with pte_pin's Acquire load.
-        pte.store(pfn as u64 | PTE_PRESENT, Ordering::Release);
+        pte.store(mk_pte(pfn), Ordering::Release);
         true
     }
 
@@ -671,7 +672,7 @@ impl Cache {
                     self.page(pfn).get();
                     self.page_add_file_rmap(pfn);
                     // Release: pairs with pte_pin's Acquire load.
-                    pte.store(pfn as u64 | PTE_PRESENT | bits, Ordering::Release);
+                    pte.store(mk_pte(pfn) | bits, Ordering::Release);
                 }
             }
         }
@@ -715,7 +716,7 @@ impl Cache {
         let index = vma.pgoff + slot as u64;
         let pos = index << self.page_shift();
         let pte = &vma.ptes[slot];
-        let granted = |e: u64| pte_pfn(e) == Some(pfn) && e & PTE_WRITE != 0;
+        let granted = |e: Pte| pte_pfn(e) == Some(pfn) && e & PTE_WRITE != 0;
         let page = self.page(pfn);
         let mut reserved = false;
         // At most two rounds: the second runs with the space reserved.
@@ -786,7 +787,7 @@ impl Cache {
     /// page is not being freed and the entry still maps it after the
     /// reference was taken; false (no reference held) if the entry changed
     /// and the fault must look again.
-    fn get_mapped_page(&self, pte: &AtomicU64, pfn: Pfn) -> bool {
+    fn get_mapped_page(&self, pte: &AtomicPte, pfn: Pfn) -> bool {
         if !self.page(pfn).get_unless_zero() {
             return false;
         }
@@ -864,7 +865,7 @@ impl Cache {
             page.get();
             self.page_add_anon_rmap(pfn);
             // Release: pairs with pte_pin's Acquire load.
-            pte.store(pfn as u64 | PTE_PRESENT | PTE_WRITE | PTE_DIRTY, Ordering::Release);
+            pte.store(mk_pte(pfn) | PTE_WRITE | PTE_DIRTY, Ordering::Release);
         }
         vma.young[slot].store(1, Ordering::Relaxed);
         page.unlock(&self.vm);
@@ -922,7 +923,7 @@ impl Cache {
                     si.lock().swap_free(swap);
                 }
                 let bits = if write && self.reuse_swap_page(pfn) { PTE_WRITE | PTE_DIRTY } else { 0 };
-                pte.store(pfn as u64 | PTE_PRESENT | bits, Ordering::Release);
+                pte.store(mk_pte(pfn) | bits, Ordering::Release);
                 true
             }
         };
@@ -1017,7 +1018,7 @@ impl Cache {
                 page.get();
                 self.page_add_file_rmap(pfn);
                 // Release: pairs with pte_pin's Acquire load.
-                pte.store(pfn as u64 | PTE_PRESENT, Ordering::Release);
+                pte.store(mk_pte(pfn), Ordering::Release);
             }
             empty
         };
@@ -1110,7 +1111,7 @@ impl Cache {
                 // sees the copied bytes. The old frame (if any) stays
                 // cached; readers pinning it meanwhile read the file's
                 // bytes, which are what this slot showed until now.
-                pte.store(copy as u64 | PTE_PRESENT | PTE_WRITE | PTE_DIRTY, Ordering::Release);
+                pte.store(mk_pte(copy) | PTE_WRITE | PTE_DIRTY, Ordering::Release);
             }
             ok
         };

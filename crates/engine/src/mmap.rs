@@ -4,10 +4,10 @@
 //! A [`Mapping`] is a VMA: a page range of one file, read-only or
 //! writable, maybe VM_EXEC. It has its own page table, a flat array of
 //! entries indexed by the page's offset in the mapping (no levels: a
-//! mapping of N pages costs 9N bytes up front):
+//! mapping of N pages costs 5N bytes up front):
 //!
 //! ```text
-//!   ptes[i]:  | 29 spare | DIRTY | WRITE | PRESENT | pfn (32) |   (AtomicU64)
+//!   ptes[i]:  | SWAP | DIRTY | WRITE | PRESENT | pfn or swap slot (28) |   (AtomicU32)
 //!   young[i]: 0 or 1                                             (AtomicU8)
 //! ```
 //!
@@ -51,7 +51,7 @@
 //! onto huge pages. `Mapping::load_u64` reads them through a `FastPath`,
 //! raw views copied at map time, so an access loads as little as it can.
 
-use crate::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use crate::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -64,37 +64,69 @@ use crate::mm::Cache;
 use crate::page::{Pfn, NO_MAPPING, PAGE_MAPPING_ANON};
 use crate::readahead::FileRaState;
 
+/// A page-table entry: 4 bytes, so the table of a 256 MiB mapping (64 Ki
+/// entries, 256 KiB) fits a CPU's L2 beside its hot frames.
+pub(crate) type Pte = u32;
+/// A table's entry.
+pub(crate) type AtomicPte = AtomicU32;
+/// The frame number of a present entry, or the slot of a swap entry:
+/// 28 bits, so a mapping needs a cache of at most 2^28 frames (1 TiB of
+/// 4 KiB pages; `Mapping::new` checks) and swap has at most 2^28 - 1
+/// slots (swapfile.rs `MAX_SWAP_PAGES`).
+pub(crate) const PTE_PFN_MASK: Pte = (1 << 28) - 1;
 /// The entry maps a page.
-pub(crate) const PTE_PRESENT: u64 = 1 << 32;
+pub(crate) const PTE_PRESENT: Pte = 1 << 28;
 /// Writes need no fault (granted by page_mkwrite).
-pub(crate) const PTE_WRITE: u64 = 1 << 33;
+pub(crate) const PTE_WRITE: Pte = 1 << 29;
 /// Written through this entry since it was made writable.
-pub(crate) const PTE_DIRTY: u64 = 1 << 34;
+pub(crate) const PTE_DIRTY: Pte = 1 << 30;
 /// A swap entry (anonymous regions): not present, the page is on swap at
-/// the slot in the low 32 bits (the kernel's swp_entry_t in a pte).
-pub(crate) const PTE_SWAP: u64 = 1 << 35;
+/// the slot in the low 28 bits (the kernel's swp_entry_t in a pte).
+pub(crate) const PTE_SWAP: Pte = 1 << 31;
 
 /// The swap slot a swap entry names.
 #[inline]
-pub(crate) fn pte_swap_slot(pte: u64) -> Option<u32> {
-    (pte & (PTE_SWAP | PTE_PRESENT) == PTE_SWAP).then_some(pte as u32)
+pub(crate) fn pte_swap_slot(pte: Pte) -> Option<u32> {
+    (pte & (PTE_SWAP | PTE_PRESENT) == PTE_SWAP).then_some(pte & PTE_PFN_MASK)
 }
 
 /// swp_entry_to_pte.
 #[inline]
-pub(crate) fn swp_pte(slot: u32) -> u64 {
-    slot as u64 | PTE_SWAP
+pub(crate) fn swp_pte(slot: u32) -> Pte {
+    debug_assert!(slot <= PTE_PFN_MASK);
+    (slot & PTE_PFN_MASK) | PTE_SWAP
+}
+
+/// mk_pte: a present entry for frame `pfn` (below 2^28, as every frame of
+/// a cache that has mappings is), without WRITE or DIRTY.
+#[inline(always)]
+pub(crate) fn mk_pte(pfn: Pfn) -> Pte {
+    debug_assert!(pfn <= PTE_PFN_MASK);
+    (pfn & PTE_PFN_MASK) | PTE_PRESENT
 }
 
 /// The frame a present entry maps.
 #[inline(always)]
-pub(crate) fn pte_pfn(pte: u64) -> Option<Pfn> {
-    (pte & PTE_PRESENT != 0).then_some(pte as u32)
+pub(crate) fn pte_pfn(pte: Pte) -> Option<Pfn> {
+    (pte & PTE_PRESENT != 0).then_some(pte & PTE_PFN_MASK)
 }
 
 /// The largest mapping, in pages (a 4 TiB mapping of 4 KiB pages has a
 /// 9 GiB flat table; refuse rather than try).
 const MAX_MAP_PAGES: u64 = 1 << 28;
+
+/// Whether every frame of the cache fits an entry's 28-bit frame number:
+/// a cache of more than 2^28 frames (1 TiB of 4 KiB pages) has no mappings.
+fn check_pte_reach(cache: &Cache) -> Result<()> {
+    if cache.arena.nr_pages > PTE_PFN_MASK as u64 + 1 {
+        return Err(Error::InvalidArgument(format!(
+            "map: a cache of {} frames is more than a page-table entry can name ({})",
+            cache.arena.nr_pages,
+            PTE_PFN_MASK as u64 + 1
+        )));
+    }
+    Ok(())
+}
 
 /// How a file is mapped (PROT_READ, PROT_WRITE, PROT_EXEC): a set of
 /// flags, combined with `|`. Every mapping can be read.
@@ -180,18 +212,18 @@ pub(crate) unsafe trait ZeroInit: Sized {
     fn zero() -> Self;
 }
 
-// SAFETY: AtomicU64 and AtomicU8 have the layout of u64 and u8, for which
+// SAFETY: AtomicU32 and AtomicU8 have the layout of u32 and u8, for which
 // zero is valid.
 #[cfg(not(loom))]
-unsafe impl ZeroInit for AtomicU64 {}
+unsafe impl ZeroInit for AtomicU32 {}
 // SAFETY: as above.
 #[cfg(not(loom))]
 unsafe impl ZeroInit for AtomicU8 {}
 // SAFETY: loom's atomics are built by `zero`, never from raw memory.
 #[cfg(loom)]
-unsafe impl ZeroInit for AtomicU64 {
+unsafe impl ZeroInit for AtomicU32 {
     fn zero() -> Self {
-        AtomicU64::new(0)
+        AtomicU32::new(0)
     }
 }
 // SAFETY: as above.
@@ -273,7 +305,7 @@ pub struct Vma {
     pub mmap_miss: AtomicU32,
     /// The page table lock: held to change an entry (with the page lock).
     pub ptl: Mutex<()>,
-    pub(crate) ptes: Table<AtomicU64>,
+    pub(crate) ptes: Table<AtomicPte>,
     pub(crate) young: Table<AtomicU8>,
     /// An anonymous region's id (its pages' `mapping` is
     /// `PAGE_MAPPING_ANON | anon_id`); `NO_MAPPING` for a file mapping.
@@ -354,7 +386,7 @@ pub struct Mapping {
 /// (BENCHMARKS.md, "Mapped access: the instruction budget").
 #[derive(Clone, Copy)]
 pub(crate) struct FastPath {
-    pub(crate) ptes: *const AtomicU64,
+    pub(crate) ptes: *const AtomicPte,
     pub(crate) young: *const AtomicU8,
     pub(crate) nr_pages: u64,
     pub(crate) frames: *const u8,
@@ -415,6 +447,7 @@ impl Mapping {
         if nr_pages > MAX_MAP_PAGES {
             return Err(Error::InvalidArgument(format!("map: {nr_pages} pages is more than {MAX_MAP_PAGES}")));
         }
+        check_pte_reach(&cache)?;
         let (ptes, young) = (Table::zeroed(nr_pages as usize)?, Table::zeroed(nr_pages as usize)?);
         let ra = FileRaState::new(cache.default_ra_pages(&inode));
         let make = |anon_id| Vma {
@@ -455,6 +488,7 @@ impl Mapping {
         if nr_pages > MAX_MAP_PAGES {
             return Err(Error::InvalidArgument(format!("map_anon: {nr_pages} pages is more than {MAX_MAP_PAGES}")));
         }
+        check_pte_reach(&cache)?;
         let inode = cache.anon_inode();
         let (ptes, young) = (Table::zeroed(nr_pages as usize)?, Table::zeroed(nr_pages as usize)?);
         let vma = cache.anon_vma_register(|anon_id| Vma {

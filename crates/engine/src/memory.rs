@@ -183,8 +183,10 @@ pub(crate) const LOAD_BATCH: usize = crate::hazard::BATCH_PINS;
 /// How many chunks ahead of its access `pte_load_many` prefetches a key's
 /// entry and young byte. The entry itself is loaded one chunk ahead (and
 /// the word's line prefetched through it), so by then it has had this
-/// many chunks less one to arrive.
-const PTE_AHEAD: usize = 2;
+/// many chunks less one to arrive: two chunks, some 500 ns at 4 GiB,
+/// against a 345 ns miss (3 measured a little better than 2 on 4 GiB,
+/// within the noise: BENCHMARKS.md, "Mapped access, session 8").
+const PTE_AHEAD: usize = 3;
 
 /// What `pte_load_many` reads a page table and its frames through: the
 /// mapping's `FastPath`, or loom_tests.rs's arrays.

@@ -27,9 +27,10 @@
 //! nothing in between (`Mapping::load_u64`): it never nests, so it needs
 //! no free mask, and the access stays a handful of instructions. And
 //! `BATCH_PINS` batch slots for `Mapping::load_u64_many`, which announces
-//! the frames of several accesses with one barrier, then re-checks and
-//! reads them all, then clears them: the same rule as the transient slot,
-//! for a group (memory.rs, `pte_access_batch`).
+//! the frames of a chunk of accesses with one barrier, then re-checks and
+//! reads them all; the next chunk's announcements replace them (release
+//! stores), and the slots are cleared once, when the call ends or before
+//! it faults (`BatchPins`; memory.rs, `pte_load_many`).
 //!
 //! Walk announcements: the same scheme keeps page-tree *nodes* alive under
 //! lock-free readers (the kernel frees xa_nodes by RCU). Before walking a
@@ -71,7 +72,7 @@ use crate::percpu::thread_slot;
 pub const HAZARDS_PER_THREAD: usize = 8;
 #[cfg(loom)]
 pub const HAZARDS_PER_THREAD: usize = 2;
-/// Batch slots per thread (`pin_batch`): the accesses of one
+/// Batch slots per thread (`batch_pins`): the accesses of one
 /// `load_u64_many` chunk. 16 measured no better on 4 GiB (BENCHMARKS.md,
 /// "Mapped access, session 7").
 #[cfg(not(loom))]
@@ -90,7 +91,7 @@ struct HazardRow {
     /// The transient slot (`pin_transient`). Written only by the owning
     /// thread.
     transient: AtomicU32,
-    /// The batch slots (`pin_batch`). Written only by the owning thread.
+    /// The batch slots (`batch_pins`). Written only by the owning thread.
     batch: [AtomicU32; BATCH_PINS],
     /// Bit i set: slot i is free. Written only by the owning thread.
     free: AtomicU32,
@@ -137,6 +138,55 @@ impl Drop for WalkGuard<'_> {
             }
             None => {}
         }
+    }
+}
+
+/// The calling thread's batch slots, held for one `load_u64_many` call
+/// (memory.rs, `pte_load_many`). Each chunk of accesses announces its
+/// frames over the last chunk's (`announce`: the new announcement is the
+/// old one's withdrawal), then issues one barrier; the slots are cleared
+/// only when the call ends or before it faults (`clear`, and Drop). A
+/// stale announcement only delays the reuse of a frame, so the per-key
+/// clear stores are not needed. Not `Send`: the thread's own row.
+pub struct BatchPins<'a> {
+    table: &'a HazardTable,
+    slots: &'a [AtomicU32; BATCH_PINS],
+    _not_send: PhantomData<*const ()>,
+}
+
+impl BatchPins<'_> {
+    /// Announce `pfn` (`NO_PFN` for none) in batch slot `j`, replacing the
+    /// slot's last announcement. The caller must then `barrier` and
+    /// re-check, as after `HazardTable::pin_in_row`.
+    #[inline(always)]
+    pub fn announce(&self, j: usize, pfn: Pfn) {
+        // Release: the reads of the frame this slot announced before
+        // happen before the announcement is replaced (a scan that sees
+        // the new value may free the old frame).
+        self.slots[j].store(pfn, Ordering::Release);
+    }
+
+    /// Order the announcements before the re-checks that follow (pairs
+    /// with the membarrier in `HazardTable::scan`): one per chunk.
+    #[inline(always)]
+    pub fn barrier(&self) {
+        self.table.reader_barrier();
+    }
+
+    /// Withdraw every announcement.
+    #[inline]
+    pub fn clear(&self) {
+        for slot in self.slots {
+            // Release: our reads of the frames happen before the slots clear.
+            slot.store(NO_PFN, Ordering::Release);
+        }
+    }
+}
+
+impl Drop for BatchPins<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.clear();
     }
 }
 
@@ -308,28 +358,14 @@ impl HazardTable {
         slot.store(NO_PFN, Ordering::Release);
     }
 
-    /// Announce `pfns` (at most `BATCH_PINS`; `NO_PFN` for none) in the
-    /// batch slots of row `row_idx` (the calling thread's), with one
-    /// barrier for all, for accesses that unpin them all (`unpin_batch`)
-    /// before the next batch. The caller must then re-check each, as after
-    /// `pin_in_row`. None if the row does not exist.
+    /// The batch slots of row `row_idx` (the calling thread's), for one
+    /// `Mapping::load_u64_many` call: None if the row does not exist.
+    /// Not reentrant: one `BatchPins` per thread at a time (only
+    /// `load_u64_many` takes them, and it calls out to nothing that does).
     #[inline(always)]
-    pub fn pin_batch(&self, row_idx: usize, pfns: &[Pfn]) -> Option<&[AtomicU32; BATCH_PINS]> {
+    pub fn batch_pins(&self, row_idx: usize) -> Option<BatchPins<'_>> {
         let slots = &self.rows.get(row_idx)?.batch;
-        for (slot, &pfn) in slots.iter().zip(pfns) {
-            slot.store(pfn, Ordering::Relaxed);
-        }
-        self.reader_barrier();
-        Some(slots)
-    }
-
-    /// Withdraw the first `n` batch announcements.
-    #[inline(always)]
-    pub fn unpin_batch(slots: &[AtomicU32; BATCH_PINS], n: usize) {
-        for slot in &slots[..n] {
-            // Release: our reads of the frames happen before the slots clear.
-            slot.store(NO_PFN, Ordering::Release);
-        }
+        Some(BatchPins { table: self, slots, _not_send: PhantomData })
     }
 
     /// Withdraw an announcement. Must run on the thread that pinned.

@@ -10,8 +10,8 @@ use crate::arena::Arena;
 use crate::errseq::{errseq_check_and_advance, errseq_sample, errseq_set};
 use crate::hazard::HazardTable;
 use crate::highmem::{copy_to_words, fill_words, seqcount_read, write_section};
-use crate::memory::{pte_access_batch, pte_access_transient, pte_pin, ptep_get_and_clear};
-use crate::mmap::{pte_pfn, pte_swap_slot, swp_pte, PTE_DIRTY, PTE_PRESENT};
+use crate::memory::{pte_access_transient, pte_load_many, pte_pin, ptep_get_and_clear, PteView};
+use crate::mmap::{mk_pte, pte_pfn, pte_swap_slot, swp_pte, AtomicPte, PTE_DIRTY};
 
 // Goal: the lock-free free stack never hands one frame to two allocators
 // and loses none, whatever the interleaving of alloc and free (ABA included:
@@ -187,7 +187,7 @@ fn seqcount_reader_never_accepts_a_torn_copy() {
 /// free): clear the entry, harvest its young byte where the model has one
 /// (page_referenced), and reuse the frame (`generation` = 1) only if the
 /// hazard scan finds no pin on it.
-fn unmap_and_free(hz: &HazardTable, pte: &AtomicU64, young: Option<&AtomicU8>, pfn: u32, generation: &AtomicU32) {
+fn unmap_and_free(hz: &HazardTable, pte: &AtomicPte, young: Option<&AtomicU8>, pfn: u32, generation: &AtomicU32) {
     let old = ptep_get_and_clear(pte);
     assert_eq!(pte_pfn(old), Some(pfn));
     if let Some(young) = young {
@@ -216,7 +216,7 @@ fn pte_clear_vs_access_never_uses_a_reused_frame() {
     loom::model(|| {
         let hz = Arc::new(HazardTable::new());
         const PFN: u32 = 5;
-        let pte = Arc::new(AtomicU64::new(PFN as u64 | PTE_PRESENT));
+        let pte = Arc::new(AtomicPte::new(mk_pte(PFN)));
         let young = Arc::new(AtomicU8::new(0));
         let generation = Arc::new(AtomicU32::new(0));
         let (hz2, pte2, young2, gen2) = (hz.clone(), pte.clone(), young.clone(), generation.clone());
@@ -242,7 +242,7 @@ fn pte_clear_vs_transient_access_never_uses_a_reused_frame() {
     loom::model(|| {
         let hz = Arc::new(HazardTable::new());
         const PFN: u32 = 5;
-        let pte = Arc::new(AtomicU64::new(PFN as u64 | PTE_PRESENT));
+        let pte = Arc::new(AtomicPte::new(mk_pte(PFN)));
         let young = Arc::new(AtomicU8::new(0));
         let generation = Arc::new(AtomicU32::new(0));
         let (hz2, pte2, young2, gen2) = (hz.clone(), pte.clone(), young.clone(), generation.clone());
@@ -258,37 +258,87 @@ fn pte_clear_vs_transient_access_never_uses_a_reused_frame() {
     });
 }
 
-// Goal (memory.rs, `Mapping::load_u64_many`): the batched protocol (both
-// entries loaded, both frames announced in the batch slots behind one
-// barrier, then each re-checked and read, then the slots cleared): the
-// read of a frame never runs on a reused frame while a remover clears
-// one of the entries and frees its frame if no slot announces it; the
-// other access of the batch is unaffected, and the cleared entry never
-// comes back.
-#[test]
-fn pte_clear_vs_batched_access_never_uses_a_reused_frame() {
-    loom::model(|| {
+// A two-slot page table over frames 5 and 6 for `pte_load_many`, whose
+// "frames" are checked rather than read: a load from frame 5 + i asserts
+// it was not reused (bit i of `generation` clear) and returns its pfn.
+struct LoomView {
+    ptes: [AtomicPte; 2],
+    young: [AtomicU8; 2],
+    generation: AtomicU32,
+}
+
+impl PteView for LoomView {
+    fn page_shift(&self) -> u32 {
+        12
+    }
+    fn nr_pages(&self) -> u64 {
+        2
+    }
+    unsafe fn entry(&self, slot: usize) -> (&AtomicPte, &AtomicU8) {
+        (&self.ptes[slot], &self.young[slot])
+    }
+    unsafe fn load_word(&self, pfn: u32, _offset: usize) -> u64 {
+        let reused = self.generation.load(Ordering::Acquire) & (1 << (pfn - 5));
+        assert_eq!(reused, 0, "a batched access used a reused frame");
+        pfn as u64
+    }
+    fn prefetch_pte(&self, _page: u64) {}
+    fn prefetch_word(&self, _pfn: u32, _offset: u64) {}
+}
+
+// Goal (memory.rs, `pte_load_many`, which `Mapping::load_u64_many` runs):
+// the pipelined batch protocol (entries loaded a chunk ahead, a chunk's
+// frames announced over the last chunk's announcements behind one
+// barrier, each re-checked and read, the slots cleared only at the end or
+// before the slow path) never reads a reused frame while a remover clears
+// one entry and frees its frame if no slot announces it. The keys read
+// slot 0 (frame 5), then slot 1 twice, so the second chunk's
+// announcement of frame 6 replaces the one of frame 5 in batch slot 0;
+// and `clear_second` has the remover clear slot 1 instead, whose entry
+// was loaded a chunk before its announcement. Every word read is the
+// frame its slot maps or went to the slow path, and the cleared entry
+// never comes back.
+fn batched_access_model(cleared: usize) {
+    loom::model(move || {
         let hz = Arc::new(HazardTable::new());
         const PFNS: [u32; 2] = [5, 6];
-        let ptes =
-            Arc::new([AtomicU64::new(PFNS[0] as u64 | PTE_PRESENT), AtomicU64::new(PFNS[1] as u64 | PTE_PRESENT)]);
-        let young = Arc::new([AtomicU8::new(0), AtomicU8::new(0)]);
-        let generation = Arc::new(AtomicU32::new(0));
-        let (hz2, ptes2, young2, gen2) = (hz.clone(), ptes.clone(), young.clone(), generation.clone());
-        let reader = thread::spawn(move || {
-            let entry = |j: usize| (&ptes2[j], &young2[j]);
-            let done = pte_access_batch(&hz2, 1, 2, 0b11, entry, |j, pfn| {
-                assert_eq!(pfn, PFNS[j]);
-                if j == 0 {
-                    assert_eq!(gen2.load(Ordering::Acquire), 0, "a batched access used a reused frame");
-                }
-            });
-            assert_eq!(done & 0b10, 0b10, "the untouched entry was read");
+        let view = Arc::new(LoomView {
+            ptes: [AtomicPte::new(mk_pte(PFNS[0])), AtomicPte::new(mk_pte(PFNS[1]))],
+            young: [AtomicU8::new(0), AtomicU8::new(0)],
+            generation: AtomicU32::new(0),
         });
-        unmap_and_free(&hz, &ptes[0], None, PFNS[0], &generation);
+        let (hz2, view2) = (hz.clone(), view.clone());
+        let reader = thread::spawn(move || {
+            let pos = [0, 1 << 12, 1 << 12];
+            let mut out = [0u64; 3];
+            let slow = |p: u64| Ok(100 + (p >> 12));
+            pte_load_many(&*view2, &hz2, 1, &pos, &mut out, slow).expect("no error");
+            for (&p, &w) in pos.iter().zip(&out) {
+                let slot = (p >> 12) as usize;
+                assert!(w == PFNS[slot] as u64 || w == 100 + slot as u64, "word {w} for slot {slot}");
+            }
+        });
+        // The remover: as unmap_and_free, with its generation in the view.
+        let old = ptep_get_and_clear(&view.ptes[cleared]);
+        assert_eq!(pte_pfn(old), Some(PFNS[cleared]));
+        let mut pinned = Vec::new();
+        hz.scan(&mut pinned);
+        if pinned.binary_search(&PFNS[cleared]).is_err() {
+            view.generation.store(1 << cleared, Ordering::Release);
+        }
         reader.join().unwrap();
-        assert_eq!(ptes[0].load(Ordering::Relaxed), 0, "a cleared entry came back");
+        assert_eq!(view.ptes[cleared].load(Ordering::Relaxed), 0, "a cleared entry came back");
     });
+}
+
+#[test]
+fn pte_clear_vs_batched_access_never_uses_a_reused_frame() {
+    batched_access_model(0);
+}
+
+#[test]
+fn pte_clear_vs_batched_access_entry_loaded_ahead() {
+    batched_access_model(1);
 }
 
 // Goal (rmap.rs, try_to_unmap_anon against an access): swap-out replaces
@@ -303,7 +353,7 @@ fn swap_entry_vs_access_never_uses_a_reused_frame() {
         let hz = Arc::new(HazardTable::new());
         const PFN: u32 = 6;
         const SLOT: u32 = 9;
-        let pte = Arc::new(AtomicU64::new(PFN as u64 | PTE_PRESENT | PTE_DIRTY));
+        let pte = Arc::new(AtomicPte::new(mk_pte(PFN) | PTE_DIRTY));
         let young = Arc::new(AtomicU8::new(0));
         let generation = Arc::new(AtomicU32::new(0));
         let (hz2, pte2, young2, gen2) = (hz.clone(), pte.clone(), young.clone(), generation.clone());
@@ -336,7 +386,7 @@ fn pte_install_publishes_the_page() {
     loom::model(|| {
         let hz = Arc::new(HazardTable::new());
         const PFN: u32 = 3;
-        let pte = Arc::new(AtomicU64::new(0));
+        let pte = Arc::new(AtomicPte::new(0));
         let young = Arc::new(AtomicU8::new(0));
         // PG_uptodate and the refcount, as the fault leaves them.
         let uptodate = Arc::new(AtomicU32::new(0));
@@ -353,7 +403,7 @@ fn pte_install_publishes_the_page() {
         });
         uptodate.store(1, Ordering::Release);
         refcount.fetch_add(1, Ordering::Relaxed);
-        pte.store(PFN as u64 | PTE_PRESENT, Ordering::Release);
+        pte.store(mk_pte(PFN), Ordering::Release);
         reader.join().unwrap();
     });
 }

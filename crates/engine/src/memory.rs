@@ -43,14 +43,15 @@
 //! transient hazard slot, with nothing between pin and unpin.
 
 use crate::mmdebug::vm_bug_on_page;
-use crate::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use crate::sync::atomic::{AtomicU8, Ordering};
 
 use crate::error::{Error, Result};
 use crate::filemap::Inode;
 use crate::hazard::{Hazard, HazardTable};
 use crate::mm::Cache;
 use crate::mmap::{
-    pte_pfn, pte_swap_slot, swp_pte, FastPath, Vma, PTE_DIRTY, PTE_PRESENT, PTE_WRITE, VM_RAND_READ, VM_SEQ_READ,
+    mk_pte, pte_pfn, pte_swap_slot, swp_pte, AtomicPte, FastPath, Pte, Vma, PTE_DIRTY, PTE_PFN_MASK, PTE_PRESENT,
+    PTE_WRITE, VM_RAND_READ, VM_SEQ_READ,
 };
 use crate::page::*;
 use crate::pagetree::entry_pfn;
@@ -76,7 +77,7 @@ pub(crate) enum WriteFault {
 /// young byte. None if the entry is not present, changed under us, or no
 /// hazard slot is free (the caller faults).
 #[inline(always)]
-pub(crate) fn pte_pin(hazards: &HazardTable, row: usize, pte: &AtomicU64, young: &AtomicU8) -> Option<(Pfn, Hazard)> {
+pub(crate) fn pte_pin(hazards: &HazardTable, row: usize, pte: &AtomicPte, young: &AtomicU8) -> Option<(Pfn, Hazard)> {
     // Acquire: pairs with finish_fault's Release store, so the page is
     // uptodate and referenced before we see its entry.
     let entry = pte.load(Ordering::Acquire);
@@ -100,7 +101,7 @@ pub(crate) fn pte_pin(hazards: &HazardTable, row: usize, pte: &AtomicU64, young:
 /// ptep_get_and_clear: empty an entry, returning what it held. The caller
 /// holds the mapping's ptl and the page lock of the page it maps.
 #[inline]
-pub(crate) fn ptep_get_and_clear(pte: &AtomicU64) -> u64 {
+pub(crate) fn ptep_get_and_clear(pte: &AtomicPte) -> Pte {
     // Release: the clear is ordered before the hazard scan that decides
     // whether the frame may go (pairs with pte_pin's re-check).
     pte.swap(0, Ordering::AcqRel)
@@ -152,7 +153,7 @@ pub(crate) unsafe fn follow_pte_load_u64(f: &FastPath, slot: usize, offset: usiz
 pub(crate) fn pte_access_transient<R>(
     hazards: &HazardTable,
     row: usize,
-    pte: &AtomicU64,
+    pte: &AtomicPte,
     young: &AtomicU8,
     read: impl FnOnce(Pfn) -> R,
 ) -> Option<R> {
@@ -161,7 +162,7 @@ pub(crate) fn pte_access_transient<R>(
     if entry & PTE_PRESENT == 0 {
         return None;
     }
-    let pfn = entry as Pfn;
+    let pfn = entry & PTE_PFN_MASK;
     let hazard = hazards.pin_transient(row, pfn)?;
     if pte.load(Ordering::Acquire) != entry {
         HazardTable::unpin_transient(hazard);
@@ -175,104 +176,199 @@ pub(crate) fn pte_access_transient<R>(
     Some(r)
 }
 
-/// Accesses per `pte_access_batch`: as many as the thread has batch
-/// hazard slots.
+/// Accesses per chunk of `pte_load_many`: as many as the thread has
+/// batch hazard slots.
 pub(crate) const LOAD_BATCH: usize = crate::hazard::BATCH_PINS;
 
-/// The transient protocol for up to `LOAD_BATCH` accesses at once, shared
-/// with loom_tests.rs: load every entry (`entry(j)` gives access `j`'s
-/// entry and young byte; `valid` masks the accesses to make), announce
-/// all their frames in the row's batch slots behind one barrier, then for
-/// each re-load the entry (unchanged, else skipped), set the young byte
-/// and run `read(j, pfn)`, then clear the slots. Returns the mask of the
-/// accesses read; the caller takes the others one by one (a fault, a
-/// racing change, no hazard row).
+/// How many chunks ahead of its access `pte_load_many` prefetches a key's
+/// entry and young byte. The entry itself is loaded one chunk ahead (and
+/// the word's line prefetched through it), so by then it has had this
+/// many chunks less one to arrive: two chunks, some 500 ns at 4 GiB,
+/// against a 345 ns miss (3 measured a little better than 2 on 4 GiB,
+/// within the noise: BENCHMARKS.md, "Mapped access, session 8").
+const PTE_AHEAD: usize = 3;
+
+/// What `pte_load_many` reads a page table and its frames through: the
+/// mapping's `FastPath`, or loom_tests.rs's arrays.
+pub(crate) trait PteView {
+    fn page_shift(&self) -> u32;
+    fn nr_pages(&self) -> u64;
+    /// The entry and young byte of `slot`.
+    ///
+    /// # Safety
+    /// `slot < self.nr_pages()`.
+    unsafe fn entry(&self, slot: usize) -> (&AtomicPte, &AtomicU8);
+    /// The aligned word at `offset` of frame `pfn`.
+    ///
+    /// # Safety
+    /// `pfn` was mapped by a present entry and is pinned (announced, then
+    /// the entry re-checked); `offset` is a multiple of 8 below the page
+    /// size.
+    unsafe fn load_word(&self, pfn: Pfn, offset: usize) -> u64;
+    /// Hints: start loading `page`'s entry and young byte (any `page`),
+    /// or the word at `offset` of frame `pfn` (any frame).
+    fn prefetch_pte(&self, page: u64);
+    fn prefetch_word(&self, pfn: Pfn, offset: u64);
+}
+
+impl PteView for FastPath {
+    #[inline(always)]
+    fn page_shift(&self) -> u32 {
+        self.page_shift
+    }
+
+    #[inline(always)]
+    fn nr_pages(&self) -> u64 {
+        self.nr_pages
+    }
+
+    #[inline(always)]
+    unsafe fn entry(&self, slot: usize) -> (&AtomicPte, &AtomicU8) {
+        // SAFETY: both tables have nr_pages entries and `slot` is below it
+        // (the caller's promise); they live as long as the mapping whose
+        // view this is.
+        unsafe { (&*self.ptes.add(slot), &*self.young.add(slot)) }
+    }
+
+    #[inline(always)]
+    unsafe fn load_word(&self, pfn: Pfn, offset: usize) -> u64 {
+        // SAFETY: as in follow_pte_load_u64: a present entry maps a frame
+        // of the arena (`frames` is its base), pinned (the caller's
+        // promise) and uptodate (finish_fault maps only uptodate pages),
+        // so no `&mut` of it exists; `offset` is an aligned word inside
+        // the frame, and frames are page aligned.
+        let word = unsafe { &*self.frames.add(((pfn as usize) << self.page_shift) + offset).cast::<FrameWord>() };
+        word.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    #[inline(always)]
+    fn prefetch_pte(&self, page: u64) {
+        if page < self.nr_pages {
+            crate::mmap::prefetch(self.ptes.wrapping_add(page as usize));
+            crate::mmap::prefetch(self.young.wrapping_add(page as usize));
+        }
+    }
+
+    #[inline(always)]
+    fn prefetch_word(&self, pfn: Pfn, offset: u64) {
+        crate::mmap::prefetch(self.frames.wrapping_add(((pfn as usize) << self.page_shift) + offset as usize));
+    }
+}
+
+/// A key of `pte_load_many`, one chunk ahead of its access: its slot and
+/// offset, and its entry as first loaded (0: not present, or a key past
+/// the mapping or unaligned, which the slow path refuses).
+#[derive(Clone, Copy, Default)]
+struct Ahead {
+    slot: usize,
+    offset: usize,
+    entry: Pte,
+}
+
+/// `Mapping::load_u64_many`: the aligned word at byte `pos[i]` of the
+/// mapping into `out[i]` (as long as `pos`), through the transient
+/// protocol by chunks of `LOAD_BATCH`, software-pipelined:
 ///
-/// Why: the single access's loads form a chain (entry → pin → re-check →
-/// frame) and a CPU overlaps the cache misses of consecutive chains only
-/// as far as its reorder window reaches. Here the entry loads of the whole
-/// batch are independent of each other and issued back to back, and so
-/// are the frame loads: the misses of a batch overlap, two latencies per
-/// batch rather than per access. Sound for the same reason as
-/// `pte_access_transient`: each frame is read only after its
-/// announcement and a re-check that still saw its entry, and every path
-/// that frees a mapped frame clears the entry, then scans every slot
-/// (batch slots included).
-#[inline(always)]
-pub(crate) fn pte_access_batch<'a>(
+/// ```text
+///   key i + PTE_AHEAD*LOAD_BATCH   prefetch its entry and young byte
+///   key i + LOAD_BATCH             split it, load its entry, prefetch its word
+///   key i                          announce its frame (batch slot)
+///   -- barrier, once per chunk --
+///   key i                          re-load the entry (unchanged, else slow),
+///                                  young byte, load the word
+/// ```
+///
+/// Each key is split into page and offset once, its entry loaded once
+/// before the re-check, and the chunk's slots are announced over the last
+/// chunk's without clearing in between (`BatchPins`). A key not read this
+/// way (not present, changed, invalid) goes to `slow`, after the slots are
+/// cleared, which faults or returns the error; the first error stops the
+/// call. Sound as `pte_access_transient` is: each frame is read after its
+/// announcement, the barrier and a re-check that still saw its entry, and
+/// every path that frees a mapped frame clears the entry and then scans
+/// every slot, batch slots included; a slot is overwritten only after the
+/// reads of the frame it announced (release). loom_tests.rs runs this
+/// function.
+#[inline]
+pub(crate) fn pte_load_many<V: PteView>(
+    view: &V,
     hazards: &HazardTable,
     row: usize,
-    n: usize,
-    valid: u32,
-    entry: impl Fn(usize) -> (&'a AtomicU64, &'a AtomicU8),
-    mut read: impl FnMut(usize, Pfn),
-) -> u32 {
-    debug_assert!(n <= LOAD_BATCH);
-    let mut entries = [0u64; LOAD_BATCH];
-    let mut pfns = [NO_PFN; LOAD_BATCH];
-    for j in 0..n {
-        if valid & (1 << j) != 0 {
-            // Acquire: pairs with finish_fault's Release store (as pte_pin).
-            let e = entry(j).0.load(Ordering::Acquire);
-            entries[j] = e;
-            if e & PTE_PRESENT != 0 {
-                pfns[j] = e as Pfn;
+    pos: &[u64],
+    out: &mut [u64],
+    mut slow: impl FnMut(u64) -> Result<u64>,
+) -> Result<()> {
+    debug_assert_eq!(pos.len(), out.len());
+    let Some(pins) = hazards.batch_pins(row) else {
+        for (o, &p) in out.iter_mut().zip(pos) {
+            *o = slow(p)?;
+        }
+        return Ok(());
+    };
+    let (shift, nr_pages) = (view.page_shift(), view.nr_pages());
+    let mask = (1u64 << shift) - 1;
+    // Past the end: a page past any mapping, which nothing loads.
+    let key = |i: usize| pos.get(i).copied().unwrap_or(u64::MAX);
+    let split = |i: usize| {
+        let k = key(i);
+        let (page, offset) = (k >> shift, k & mask);
+        if page >= nr_pages || !offset.is_multiple_of(8) {
+            return Ahead::default();
+        }
+        // SAFETY: page < nr_pages, just checked.
+        let entry = unsafe { view.entry(page as usize) }.0.load(Ordering::Relaxed);
+        if entry & PTE_PRESENT != 0 {
+            view.prefetch_word(entry & PTE_PFN_MASK, offset);
+        }
+        Ahead { slot: page as usize, offset: offset as usize, entry }
+    };
+    for i in 0..PTE_AHEAD * LOAD_BATCH {
+        view.prefetch_pte(key(i) >> shift);
+    }
+    let mut next: [Ahead; LOAD_BATCH] = std::array::from_fn(split);
+    for (c, out) in out.chunks_mut(LOAD_BATCH).enumerate() {
+        let base = c * LOAD_BATCH;
+        let cur = next;
+        for (j, a) in cur.iter().enumerate() {
+            view.prefetch_pte(key(base + PTE_AHEAD * LOAD_BATCH + j) >> shift);
+            next[j] = split(base + LOAD_BATCH + j);
+            pins.announce(j, if a.entry & PTE_PRESENT != 0 { a.entry & PTE_PFN_MASK } else { NO_PFN });
+        }
+        pins.barrier();
+        let mut done = 0u32;
+        for (j, (o, a)) in out.iter_mut().zip(&cur).enumerate() {
+            if a.entry & PTE_PRESENT == 0 {
+                continue;
+            }
+            // SAFETY: a present entry was loaded from this slot, so
+            // `split` found it below nr_pages.
+            let (pte, young) = unsafe { view.entry(a.slot) };
+            // Acquire: pairs with finish_fault's Release store (as
+            // pte_pin), so the page is uptodate; unchanged since the first
+            // load, so the announcement above covers it.
+            if pte.load(Ordering::Acquire) != a.entry {
+                continue;
+            }
+            // The accessed bit, stored only when clear (as pte_pin).
+            if young.load(Ordering::Relaxed) == 0 {
+                young.store(1, Ordering::Relaxed);
+            }
+            // SAFETY: announced, barrier, re-checked: pinned; `split`
+            // checked the offset is an aligned word of a page.
+            *o = unsafe { view.load_word(a.entry & PTE_PFN_MASK, a.offset) };
+            done |= 1 << j;
+        }
+        if done != (1 << out.len()) - 1 {
+            // No announcement is held across a fault.
+            pins.clear();
+            for (j, o) in out.iter_mut().enumerate() {
+                if done & (1 << j) == 0 {
+                    *o = slow(pos[base + j])?;
+                }
             }
         }
     }
-    let Some(slots) = hazards.pin_batch(row, &pfns[..n]) else {
-        return 0;
-    };
-    let mut done = 0;
-    for j in 0..n {
-        if pfns[j] == NO_PFN {
-            continue;
-        }
-        let (pte, young) = entry(j);
-        if pte.load(Ordering::Acquire) != entries[j] {
-            continue;
-        }
-        if young.load(Ordering::Relaxed) == 0 {
-            young.store(1, Ordering::Relaxed);
-        }
-        read(j, pfns[j]);
-        done |= 1 << j;
-    }
-    HazardTable::unpin_batch(slots, n);
-    done
-}
-
-/// `pte_access_batch` on a mapping: the words at `(slot, offset)` of
-/// `keys[j]` into `out[j]` for the accesses `valid` names, which it
-/// returns the mask of those read.
-///
-/// # Safety
-/// `f` is the `FastPath` of a live mapping; for every access `valid`
-/// names, `keys[j].0 < f.nr_pages` and `keys[j].1` is a multiple of 8
-/// below the page size; `keys.len() <= LOAD_BATCH` and `out` is as long.
-#[inline(always)]
-pub(crate) unsafe fn follow_pte_load_u64_batch(
-    f: &FastPath,
-    keys: &[(usize, usize)],
-    valid: u32,
-    out: &mut [u64],
-) -> u32 {
-    // SAFETY: the cache's hazard table, alive as long as the mapping.
-    let hazards = unsafe { &*f.hazards };
-    let entry = |j: usize| {
-        let slot = keys[j].0;
-        // SAFETY: `entry` is called only for accesses `valid` names, whose
-        // slot is below nr_pages, the length of both tables, which live as
-        // long as the mapping (the caller's promise).
-        unsafe { (&*f.ptes.add(slot), &*f.young.add(slot)) }
-    };
-    pte_access_batch(hazards, crate::percpu::thread_slot(), keys.len(), valid, entry, |j, pfn| {
-        // SAFETY: as in follow_pte_load_u64: the frame is pinned (batch
-        // slot, re-checked), uptodate, has no `&mut`, and the offset is an
-        // aligned word inside it (the caller's promise).
-        let word = unsafe { &*f.frames.add(((pfn as usize) << f.page_shift) + keys[j].1).cast::<FrameWord>() };
-        out[j] = word.load(std::sync::atomic::Ordering::Relaxed);
-    })
+    Ok(())
 }
 
 impl Cache {
@@ -548,7 +644,7 @@ impl Cache {
         // unmap of this slot (mmap.rs) must not count as a reference.
         vma.young[slot].store(0, Ordering::Relaxed);
         // Release: pairs with pte_pin's Acquire load.
-        pte.store(pfn as u64 | PTE_PRESENT, Ordering::Release);
+        pte.store(mk_pte(pfn), Ordering::Release);
         true
     }
 
@@ -577,7 +673,7 @@ impl Cache {
                     page.get();
                     self.page_add_file_rmap(pfn);
                     // Release: pairs with pte_pin's Acquire load.
-                    pte.store(pfn as u64 | PTE_PRESENT | bits, Ordering::Release);
+                    pte.store(mk_pte(pfn) | bits, Ordering::Release);
                 }
             }
         }
@@ -621,7 +717,7 @@ impl Cache {
         let index = vma.pgoff + slot as u64;
         let pos = index << self.page_shift();
         let pte = &vma.ptes[slot];
-        let granted = |e: u64| pte_pfn(e) == Some(pfn) && e & PTE_WRITE != 0;
+        let granted = |e: Pte| pte_pfn(e) == Some(pfn) && e & PTE_WRITE != 0;
         let mut reserved = false;
         // At most two rounds: the second runs with the space reserved.
         loop {
@@ -689,7 +785,7 @@ impl Cache {
     /// page is not being freed and the entry still maps it after the
     /// reference was taken; false (no reference held) if the entry changed
     /// and the fault must look again.
-    fn get_mapped_page(&self, pte: &AtomicU64, pfn: Pfn) -> bool {
+    fn get_mapped_page(&self, pte: &AtomicPte, pfn: Pfn) -> bool {
         if !self.page(pfn).get_unless_zero() {
             return false;
         }
@@ -769,7 +865,7 @@ impl Cache {
             page.get();
             self.page_add_anon_rmap(pfn);
             // Release: pairs with pte_pin's Acquire load.
-            pte.store(pfn as u64 | PTE_PRESENT | PTE_WRITE | PTE_DIRTY, Ordering::Release);
+            pte.store(mk_pte(pfn) | PTE_WRITE | PTE_DIRTY, Ordering::Release);
         }
         vma.young[slot].store(1, Ordering::Relaxed);
         page.unlock();
@@ -826,7 +922,7 @@ impl Cache {
                     si.lock().swap_free(swap);
                 }
                 let bits = if write && self.reuse_swap_page(&page) { PTE_WRITE | PTE_DIRTY } else { 0 };
-                pte.store(pfn as u64 | PTE_PRESENT | bits, Ordering::Release);
+                pte.store(mk_pte(pfn) | bits, Ordering::Release);
                 true
             }
         };
@@ -919,7 +1015,7 @@ impl Cache {
                 page.get();
                 self.page_add_file_rmap(pfn);
                 // Release: pairs with pte_pin's Acquire load.
-                pte.store(pfn as u64 | PTE_PRESENT, Ordering::Release);
+                pte.store(mk_pte(pfn), Ordering::Release);
             }
             empty
         };
@@ -1013,7 +1109,7 @@ impl Cache {
                 // sees the copied bytes. The old frame (if any) stays
                 // cached; readers pinning it meanwhile read the file's
                 // bytes, which are what this slot showed until now.
-                pte.store(copy as u64 | PTE_PRESENT | PTE_WRITE | PTE_DIRTY, Ordering::Release);
+                pte.store(mk_pte(copy) | PTE_WRITE | PTE_DIRTY, Ordering::Release);
             }
             ok
         };

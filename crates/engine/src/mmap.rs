@@ -4,10 +4,10 @@
 //! A [`Mapping`] is a VMA: a page range of one file, read-only or
 //! writable, maybe VM_EXEC. It has its own page table, a flat array of
 //! entries indexed by the page's offset in the mapping (no levels: a
-//! mapping of N pages costs 9N bytes up front):
+//! mapping of N pages costs 5N bytes up front):
 //!
 //! ```text
-//!   ptes[i]:  | 29 spare | DIRTY | WRITE | PRESENT | pfn (32) |   (AtomicU64)
+//!   ptes[i]:  | SWAP | DIRTY | WRITE | PRESENT | pfn or swap slot (28) |   (AtomicU32)
 //!   young[i]: 0 or 1                                             (AtomicU8)
 //! ```
 //!
@@ -51,7 +51,7 @@
 //! onto huge pages. `Mapping::load_u64` reads them through a `FastPath`,
 //! raw views copied at map time, so an access loads as little as it can.
 
-use crate::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use crate::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -59,42 +59,74 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 use crate::filemap::{Inode, Pin};
-use crate::memory::{WriteFault, LOAD_BATCH};
+use crate::memory::WriteFault;
 use crate::mm::Cache;
 use crate::page::{Pfn, NO_MAPPING, PAGE_MAPPING_ANON};
 use crate::readahead::FileRaState;
 
+/// A page-table entry: 4 bytes, so the table of a 256 MiB mapping (64 Ki
+/// entries, 256 KiB) fits a CPU's L2 beside its hot frames.
+pub(crate) type Pte = u32;
+/// A table's entry.
+pub(crate) type AtomicPte = AtomicU32;
+/// The frame number of a present entry, or the slot of a swap entry:
+/// 28 bits, so a mapping needs a cache of at most 2^28 frames (1 TiB of
+/// 4 KiB pages; `Mapping::new` checks) and swap has at most 2^28 - 1
+/// slots (swapfile.rs `MAX_SWAP_PAGES`).
+pub(crate) const PTE_PFN_MASK: Pte = (1 << 28) - 1;
 /// The entry maps a page.
-pub(crate) const PTE_PRESENT: u64 = 1 << 32;
+pub(crate) const PTE_PRESENT: Pte = 1 << 28;
 /// Writes need no fault (granted by page_mkwrite).
-pub(crate) const PTE_WRITE: u64 = 1 << 33;
+pub(crate) const PTE_WRITE: Pte = 1 << 29;
 /// Written through this entry since it was made writable.
-pub(crate) const PTE_DIRTY: u64 = 1 << 34;
+pub(crate) const PTE_DIRTY: Pte = 1 << 30;
 /// A swap entry (anonymous regions): not present, the page is on swap at
-/// the slot in the low 32 bits (the kernel's swp_entry_t in a pte).
-pub(crate) const PTE_SWAP: u64 = 1 << 35;
+/// the slot in the low 28 bits (the kernel's swp_entry_t in a pte).
+pub(crate) const PTE_SWAP: Pte = 1 << 31;
 
 /// The swap slot a swap entry names.
 #[inline]
-pub(crate) fn pte_swap_slot(pte: u64) -> Option<u32> {
-    (pte & (PTE_SWAP | PTE_PRESENT) == PTE_SWAP).then_some(pte as u32)
+pub(crate) fn pte_swap_slot(pte: Pte) -> Option<u32> {
+    (pte & (PTE_SWAP | PTE_PRESENT) == PTE_SWAP).then_some(pte & PTE_PFN_MASK)
 }
 
 /// swp_entry_to_pte.
 #[inline]
-pub(crate) fn swp_pte(slot: u32) -> u64 {
-    slot as u64 | PTE_SWAP
+pub(crate) fn swp_pte(slot: u32) -> Pte {
+    debug_assert!(slot <= PTE_PFN_MASK);
+    (slot & PTE_PFN_MASK) | PTE_SWAP
+}
+
+/// mk_pte: a present entry for frame `pfn` (below 2^28, as every frame of
+/// a cache that has mappings is), without WRITE or DIRTY.
+#[inline(always)]
+pub(crate) fn mk_pte(pfn: Pfn) -> Pte {
+    debug_assert!(pfn <= PTE_PFN_MASK);
+    (pfn & PTE_PFN_MASK) | PTE_PRESENT
 }
 
 /// The frame a present entry maps.
 #[inline(always)]
-pub(crate) fn pte_pfn(pte: u64) -> Option<Pfn> {
-    (pte & PTE_PRESENT != 0).then_some(pte as u32)
+pub(crate) fn pte_pfn(pte: Pte) -> Option<Pfn> {
+    (pte & PTE_PRESENT != 0).then_some(pte & PTE_PFN_MASK)
 }
 
 /// The largest mapping, in pages (a 4 TiB mapping of 4 KiB pages has a
 /// 9 GiB flat table; refuse rather than try).
 const MAX_MAP_PAGES: u64 = 1 << 28;
+
+/// Whether every frame of the cache fits an entry's 28-bit frame number:
+/// a cache of more than 2^28 frames (1 TiB of 4 KiB pages) has no mappings.
+fn check_pte_reach(cache: &Cache) -> Result<()> {
+    if cache.arena.nr_pages > PTE_PFN_MASK as u64 + 1 {
+        return Err(Error::InvalidArgument(format!(
+            "map: a cache of {} frames is more than a page-table entry can name ({})",
+            cache.arena.nr_pages,
+            PTE_PFN_MASK as u64 + 1
+        )));
+    }
+    Ok(())
+}
 
 /// How a file is mapped (PROT_READ, PROT_WRITE, PROT_EXEC): a set of
 /// flags, combined with `|`. Every mapping can be read.
@@ -180,18 +212,18 @@ pub(crate) unsafe trait ZeroInit: Sized {
     fn zero() -> Self;
 }
 
-// SAFETY: AtomicU64 and AtomicU8 have the layout of u64 and u8, for which
+// SAFETY: AtomicU32 and AtomicU8 have the layout of u32 and u8, for which
 // zero is valid.
 #[cfg(not(loom))]
-unsafe impl ZeroInit for AtomicU64 {}
+unsafe impl ZeroInit for AtomicU32 {}
 // SAFETY: as above.
 #[cfg(not(loom))]
 unsafe impl ZeroInit for AtomicU8 {}
 // SAFETY: loom's atomics are built by `zero`, never from raw memory.
 #[cfg(loom)]
-unsafe impl ZeroInit for AtomicU64 {
+unsafe impl ZeroInit for AtomicU32 {
     fn zero() -> Self {
-        AtomicU64::new(0)
+        AtomicU32::new(0)
     }
 }
 // SAFETY: as above.
@@ -273,7 +305,7 @@ pub struct Vma {
     pub mmap_miss: AtomicU32,
     /// The page table lock: held to change an entry (with the page lock).
     pub ptl: Mutex<()>,
-    pub(crate) ptes: Table<AtomicU64>,
+    pub(crate) ptes: Table<AtomicPte>,
     pub(crate) young: Table<AtomicU8>,
     /// An anonymous region's id (its pages' `mapping` is
     /// `PAGE_MAPPING_ANON | anon_id`); `NO_MAPPING` for a file mapping.
@@ -354,7 +386,7 @@ pub struct Mapping {
 /// (BENCHMARKS.md, "Mapped access: the instruction budget").
 #[derive(Clone, Copy)]
 pub(crate) struct FastPath {
-    pub(crate) ptes: *const AtomicU64,
+    pub(crate) ptes: *const AtomicPte,
     pub(crate) young: *const AtomicU8,
     pub(crate) nr_pages: u64,
     pub(crate) frames: *const u8,
@@ -383,41 +415,10 @@ impl FastPath {
     }
 }
 
-impl FastPath {
-    /// Start loading the entry and young byte of `page` into the cache.
-    #[inline(always)]
-    fn prefetch_pte(&self, page: u64) {
-        if page < self.nr_pages {
-            prefetch(self.ptes.wrapping_add(page as usize));
-            prefetch(self.young.wrapping_add(page as usize));
-        }
-    }
-
-    /// Start loading the word at `offset` of the frame `page`'s entry maps
-    /// now, if present: a guess the access validates later.
-    #[inline(always)]
-    fn prefetch_frame(&self, page: u64, offset: u64) {
-        if page < self.nr_pages {
-            // SAFETY: below nr_pages, the table's length; the table lives
-            // as long as the mapping this view belongs to.
-            let e = unsafe { &*self.ptes.add(page as usize) }.load(Ordering::Relaxed);
-            if let Some(pfn) = pte_pfn(e) {
-                prefetch(self.frames.wrapping_add(((pfn as usize) << self.page_shift) + offset as usize));
-            }
-        }
-    }
-}
-
-/// How many chunks of `load_u64_many` ahead the entries are prefetched,
-/// and the frames through them (the entries' loads have had the chunks
-/// between to arrive).
-const PTE_AHEAD: usize = 2;
-const FRAME_AHEAD: usize = 1;
-
 /// A hint to start loading the cache line at `p`: it never faults and
 /// reads nothing the program sees, so any address will do.
 #[inline(always)]
-fn prefetch<T>(p: *const T) {
+pub(crate) fn prefetch<T>(p: *const T) {
     #[cfg(all(target_arch = "x86_64", not(loom)))]
     // SAFETY: prefetch is a hint: no access, no fault, whatever `p` is.
     unsafe {
@@ -446,6 +447,7 @@ impl Mapping {
         if nr_pages > MAX_MAP_PAGES {
             return Err(Error::InvalidArgument(format!("map: {nr_pages} pages is more than {MAX_MAP_PAGES}")));
         }
+        check_pte_reach(&cache)?;
         let (ptes, young) = (Table::zeroed(nr_pages as usize)?, Table::zeroed(nr_pages as usize)?);
         let ra = FileRaState::new(cache.default_ra_pages(&inode));
         let make = |anon_id| Vma {
@@ -486,6 +488,7 @@ impl Mapping {
         if nr_pages > MAX_MAP_PAGES {
             return Err(Error::InvalidArgument(format!("map_anon: {nr_pages} pages is more than {MAX_MAP_PAGES}")));
         }
+        check_pte_reach(&cache)?;
         let inode = cache.anon_inode();
         let (ptes, young) = (Table::zeroed(nr_pages as usize)?, Table::zeroed(nr_pages as usize)?);
         let vma = cache.anon_vma_register(|anon_id| Vma {
@@ -568,59 +571,27 @@ impl Mapping {
     /// Many accesses at once: the aligned 8-byte word at byte `pos[j]` of
     /// the mapping (a multiple of 8) into `out[j]`, as
     /// [`Mapping::load_u64`] of its page and offset would load it. Present
-    /// pages are taken `LOAD_BATCH` at a time: all their entries are
-    /// loaded, all their frames announced, then each is re-checked and
-    /// read, so the cache misses of a batch overlap where separate
-    /// accesses would wait for each in turn (on a mapping larger than the
-    /// CPU's caches, several times faster per word). Missing pages fault
-    /// one by one. Stops at the first error (a position past the mapping,
-    /// unaligned, or past EOF), with the words before it loaded;
-    /// [`Error::InvalidArgument`] if the slices' lengths differ.
+    /// pages are taken `LOAD_BATCH` at a time, software-pipelined: entries
+    /// prefetched three chunks ahead, loaded (and their words prefetched)
+    /// one chunk ahead, then a chunk's frames announced behind one barrier,
+    /// each re-checked and read (memory.rs, `pte_load_many`), so the cache
+    /// misses of many accesses overlap where separate accesses would wait
+    /// for each in turn (on a mapping larger than the CPU's caches,
+    /// several times faster per word). Missing pages fault one by one.
+    /// Stops at the first error (a position past the mapping, unaligned,
+    /// or past EOF), with the words before it loaded (and maybe some
+    /// after); [`Error::InvalidArgument`] if the slices' lengths differ.
     pub fn load_u64_many(&self, pos: &[u64], out: &mut [u64]) -> Result<()> {
         if pos.len() != out.len() {
             return Err(Error::InvalidArgument(format!("{} positions for {} words", pos.len(), out.len())));
         }
         let f = &self.fast;
+        // SAFETY: the cache's hazard table, alive as long as the mapping.
+        let hazards = unsafe { &*f.hazards };
         let mask = (1u64 << f.page_shift) - 1;
-        // Software pipeline, by chunks of LOAD_BATCH: the entries of the
-        // chunk after next are prefetched, the next chunk's frames are
-        // prefetched through its entries as they are now (unvalidated: a
-        // prefetch is a hint and reads nothing), and this chunk runs the
-        // protocol on lines already on their way.
-        for k in pos.iter().take(PTE_AHEAD * LOAD_BATCH) {
-            f.prefetch_pte(k >> f.page_shift);
-        }
-        for (c, (chunk, out)) in pos.chunks(LOAD_BATCH).zip(out.chunks_mut(LOAD_BATCH)).enumerate() {
-            let ahead = |d: usize| pos.iter().skip((c + d) * LOAD_BATCH).take(LOAD_BATCH);
-            for &k in ahead(PTE_AHEAD) {
-                f.prefetch_pte(k >> f.page_shift);
-            }
-            for &k in ahead(FRAME_AHEAD) {
-                f.prefetch_frame(k >> f.page_shift, k & mask);
-            }
-            let mut keys = [(0usize, 0usize); LOAD_BATCH];
-            let mut valid = 0u32;
-            for (j, &p) in chunk.iter().enumerate() {
-                let (page, offset) = (p >> f.page_shift, (p & mask) as usize);
-                if page < f.nr_pages && offset.is_multiple_of(8) {
-                    keys[j] = (page as usize, offset);
-                    valid |= 1 << j;
-                }
-            }
-            // SAFETY: `f` describes this mapping's live tables and the
-            // cache's arena; every access `valid` names has a slot below
-            // nr_pages and an aligned word of a page (checked just above);
-            // `keys` and `out` are cut to the chunk's length.
-            let done = unsafe { crate::memory::follow_pte_load_u64_batch(f, &keys[..chunk.len()], valid, out) };
-            if done != (1 << chunk.len()) - 1 {
-                for (j, &p) in chunk.iter().enumerate() {
-                    if done & (1 << j) == 0 {
-                        out[j] = self.load_u64_slow(p >> f.page_shift, (p & mask) as usize)?;
-                    }
-                }
-            }
-        }
-        Ok(())
+        crate::memory::pte_load_many(f, hazards, crate::percpu::thread_slot(), pos, out, |p| {
+            self.load_u64_slow(p >> f.page_shift, (p & mask) as usize)
+        })
     }
 
     /// `load_u64` through a guard: a fault, or an offset to refuse.

@@ -51,8 +51,9 @@ pub const SWAP_HAS_CACHE: u8 = 0x40;
 /// A slot that must not be used.
 pub const SWAP_MAP_BAD: u8 = 0x3f;
 /// The most slots a device may have: slot + 1 must fit the top half of a
-/// page's `index`.
-pub const MAX_SWAP_PAGES: u64 = (1 << 31) - 1;
+/// page's `index`, and a slot must fit a swap entry's 28 bits (mmap.rs,
+/// `PTE_PFN_MASK`).
+pub const MAX_SWAP_PAGES: u64 = (1 << 28) - 1;
 
 /// Where swapped-out pages go (see [`crate::PageCache::swapon`]).
 #[derive(Clone)]

@@ -18,9 +18,9 @@
 //! On the Firecracker guest this runs at about 0.45 GB/s (128 MiB in
 //! 340 ms), a third of a cold read's CPU. So at start-up a background
 //! thread populates the arena with MADV_POPULATE_WRITE in 2 MiB steps
-//! (mm.rs `start_prefault`): in the background rather than up front
+//! (`Arena::prefault`): in the background rather than up front
 //! because up front it would add a third of a second per 128 MiB to every
-//! cache's start; and at most half of MemAvailable (`prefault_thread`).
+//! cache's start; and at most half of MemAvailable.
 //! MADV_POPULATE_WRITE only fills page tables and never
 //! reads or writes the frames' bytes, so it is safe beside frames in use.
 
@@ -194,6 +194,24 @@ impl Arena {
         self.populated.store(self.bytes as u64, Ordering::Release);
     }
 
+    /// The pre-fault pass (`Tunables::arena_prefault`, run on its own
+    /// thread by `PageCache::new`): the arena in 2 MiB steps, lowest first
+    /// (the frames handed out first), until done or `stop()` (shutdown).
+    ///
+    /// It populates at most half of the host's MemAvailable at start: a
+    /// cache configured larger than the memory free for it must not make
+    /// the host kernel reclaim or OOM-kill at start-up for frames it may
+    /// never use; the rest faults on first use, as with the pass turned off.
+    pub(crate) fn prefault(&self, stop: impl Fn() -> bool) {
+        const STEP: usize = 2 << 20;
+        let budget = mem_available().map_or(0, |avail| avail / 2);
+        let mut done = 0u64;
+        while done + STEP as u64 <= budget && !stop() && self.populate_step(STEP) {
+            done += STEP as u64;
+        }
+        self.skip_populate();
+    }
+
     #[inline]
     pub fn nr_free(&self) -> u64 {
         self.nr_free.load(Ordering::Relaxed)
@@ -254,24 +272,6 @@ impl Arena {
             }
         }
     }
-}
-
-/// The pre-fault thread (`Tunables::arena_prefault`): the arena in 2 MiB
-/// steps, lowest first (the frames handed out first), leaving early at
-/// shutdown. It holds the cache, so the arena outlives it.
-///
-/// It populates at most half of the host's MemAvailable at start: a cache
-/// configured larger than the memory free for it must not make the host
-/// kernel reclaim or OOM-kill at start-up for frames it may never use; the
-/// rest faults on first use, as with the pass turned off.
-pub(crate) fn prefault_thread(cache: std::sync::Arc<crate::mm::Cache>) {
-    const STEP: usize = 2 << 20;
-    let budget = mem_available().map_or(0, |avail| avail / 2);
-    let mut done = 0u64;
-    while done + STEP as u64 <= budget && !cache.shutting_down() && cache.arena.populate_step(STEP) {
-        done += STEP as u64;
-    }
-    cache.arena.skip_populate();
 }
 
 /// The host's MemAvailable in bytes (/proc/meminfo), if it can be read.

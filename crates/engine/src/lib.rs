@@ -212,7 +212,8 @@ impl PageCache {
             let c = cache.clone();
             let t = std::thread::Builder::new()
                 .name("pcache-prefault".into())
-                .spawn(move || arena::prefault_thread(c))
+                // It holds the cache, so the arena outlives it.
+                .spawn(move || c.arena.prefault(|| c.shutting_down()))
                 .map_err(|e| Error::io("prefault", e))?;
             cache.kthread_add(t);
         } else {

@@ -165,10 +165,10 @@ impl Cache {
     /// (`uring_setup_failed`); `Uring` makes that an error. No workers
     /// (`io_threads = 0`) means synchronous I/O: no ring either.
     pub(crate) fn start_io_workers(self: &Arc<Self>, n: usize) -> std::io::Result<()> {
-        if n > 0 && self.tunables.io_engine != IoEngine::Threads {
+        if n > 0 && self.config.tunables.io_engine != IoEngine::Threads {
             if let Err(e) = self.start_uring() {
                 self.vm.inc(Item::uring_setup_failed);
-                if self.tunables.io_engine == IoEngine::Uring {
+                if self.config.tunables.io_engine == IoEngine::Uring {
                     return Err(e);
                 }
                 URING_FALLBACK_NOTICE.call_once(|| {
@@ -240,7 +240,7 @@ impl Cache {
     /// (the kernel splits a readahead bio there, so a device that takes
     /// 4 MiB gets 4 MiB requests), else 1 MiB.
     pub(crate) fn read_request_pages(&self, inode: &Inode) -> usize {
-        let kb = self.tunables.max_read_request_kb as usize;
+        let kb = self.config.tunables.max_read_request_kb as usize;
         let max = if kb > 0 {
             (kb << 10) >> self.page_shift()
         } else if inode.dev_io_pages > 0 {
@@ -255,7 +255,7 @@ impl Cache {
     /// tunable, else the device's max_sectors_kb (the block layer merges a
     /// contiguous writeback run into requests that large), else 256 KiB.
     pub(crate) fn write_request_pages(&self, inode: &Inode) -> usize {
-        let kb = self.tunables.max_write_request_kb as usize;
+        let kb = self.config.tunables.max_write_request_kb as usize;
         let max = if kb > 0 {
             (kb << 10) >> self.page_shift()
         } else if inode.dev_io_pages > 0 {

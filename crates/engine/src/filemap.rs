@@ -314,7 +314,8 @@ impl Cache {
                 page.unfreeze(refs);
                 kept.push(*pfn);
             } else {
-                let shadow = if evict && self.tunables.workingset { self.workingset_eviction_page(*pfn) } else { 0 };
+                let shadow =
+                    if evict && self.config.tunables.workingset { self.workingset_eviction_page(*pfn) } else { 0 };
                 self.__delete_from_page_cache(inode, *pfn, shadow, &g);
                 removed.push(*pfn);
                 if inode.nrpages.load(Ordering::Relaxed) == 0 {
@@ -527,7 +528,7 @@ impl Cache {
             } else {
                 self.alloc_page()?
             };
-            let v2 = self.tunables.accessed_init == AccessedInit::AccessedV2;
+            let v2 = self.config.tunables.accessed_init == AccessedInit::AccessedV2;
             if fgp & FGP_ACCESSED != 0 && v2 {
                 self.init_page_accessed(pfn);
             }
@@ -571,7 +572,7 @@ impl Cache {
     /// accessed here (FGP_ACCESSED); 3.15 vanilla marks it after the copy.
     pub fn grab_cache_page_write_begin(&self, inode: &Inode, index: u64) -> Result<Pfn> {
         let mut fgp = FGP_LOCK | FGP_WRITE | FGP_CREAT;
-        if self.tunables.accessed_init == AccessedInit::AccessedV2 {
+        if self.config.tunables.accessed_init == AccessedInit::AccessedV2 {
             fgp |= FGP_ACCESSED;
         }
         match self.pagecache_get_page(inode, index, fgp)? {
@@ -598,7 +599,7 @@ impl Cache {
                 // The page takes the shadow's slot below.
                 self.node_stat.sub(NodeStat::Shadows, 1);
             }
-            if old & SHADOW_BIT != 0 && self.tunables.workingset {
+            if old & SHADOW_BIT != 0 && self.config.tunables.workingset {
                 let (activate, restore) = self.workingset_refault(old, crate::admission::page_key(inode.id, index));
                 if restore {
                     // It had been in the working set (the multi-gen LRU
@@ -868,7 +869,7 @@ impl Cache {
         let offset = pos & ((1 << shift) - 1);
         let prev_index = if prev_pos == 0 || prev_pos == u64::MAX { None } else { Some((prev_pos - 1) >> shift) };
         let same_page = prev_index == Some(index);
-        match self.tunables.remark_rule {
+        match self.config.tunables.remark_rule {
             RemarkRule::PageAligned => offset == 0,
             RemarkRule::PrevIndex => !same_page,
             RemarkRule::PrevIndexOrOffsetZero => !same_page || offset == 0,
@@ -933,7 +934,7 @@ impl Cache {
         if inode.wb_retry_at.load(Ordering::Acquire) != 0 {
             self.write_and_wait_range(inode, 0, u64::MAX)?;
         }
-        if self.tunables.reserve_space {
+        if self.config.tunables.reserve_space {
             inode.dev.reserve(pos, len).map_err(|e| Error::io_at(&inode.name, pos, e))?;
         }
         Ok(())
@@ -956,7 +957,7 @@ impl Cache {
         // with a stale size and cuts them off the device.
         inode.size.fetch_max((index << self.page_shift()) + (offset + data.len()) as u64, Ordering::AcqRel);
         page.unlock();
-        if self.tunables.accessed_init == AccessedInit::Vanilla315 {
+        if self.config.tunables.accessed_init == AccessedInit::Vanilla315 {
             self.mark_page_accessed(pfn);
         }
         self.admission_access(inode.id, index);
@@ -1051,7 +1052,7 @@ impl Cache {
         }
         page.unlock();
         if dirtied {
-            if self.tunables.accessed_init == AccessedInit::Vanilla315 {
+            if self.config.tunables.accessed_init == AccessedInit::Vanilla315 {
                 self.mark_page_accessed(pfn);
             }
             self.admission_access(inode.id, index);

@@ -197,10 +197,10 @@ impl PageCache {
     /// each backing device's flusher starts with its first file.
     pub fn new(config: Config) -> Result<PageCache> {
         let cache = Cache::new(config)?;
-        if cache.tunables.swap_bytes > 0 {
-            cache.swapon(SwapConfig::memory(cache.tunables.swap_bytes))?;
+        if cache.config.tunables.swap_bytes > 0 {
+            cache.swapon(SwapConfig::memory(cache.config.tunables.swap_bytes))?;
         }
-        if cache.tunables.kswapd {
+        if cache.config.tunables.kswapd {
             let c = cache.clone();
             let t = std::thread::Builder::new()
                 .name("kswapd0".into())
@@ -208,7 +208,7 @@ impl PageCache {
                 .map_err(|e| Error::io("kswapd", e))?;
             cache.kthread_add(t);
         }
-        if cache.tunables.arena_prefault {
+        if cache.config.tunables.arena_prefault {
             let c = cache.clone();
             let t = std::thread::Builder::new()
                 .name("pcache-prefault".into())
@@ -221,7 +221,7 @@ impl PageCache {
         }
         // Owned before the workers start, so a failure stops those started.
         let owner = Arc::new(Owner { cache: cache.clone() });
-        let n = cache.tunables.io_threads;
+        let n = cache.config.tunables.io_threads;
         cache.start_io_workers(n).map_err(|e| Error::io("I/O workers", e))?;
         Ok(PageCache { owner })
     }

@@ -621,7 +621,7 @@ impl Cache {
     /// Pages in the fault-around window: `fault_around_bytes` in pages,
     /// rounded down to a power of two.
     fn fault_around_pages(&self) -> usize {
-        let pages = (self.tunables.fault_around_bytes >> self.page_shift()).min(1 << 10) as usize;
+        let pages = (self.config.tunables.fault_around_bytes >> self.page_shift()).min(1 << 10) as usize;
         if pages == 0 {
             0
         } else {
@@ -847,7 +847,7 @@ impl Cache {
         let page = self.page(pfn);
         // Invisible until its entry is stored: plain flag stores. 3.x: a
         // new anonymous page starts active; 5.9+: inactive.
-        let active = if self.tunables.anon_lru == crate::AnonLru::Linux3 { PG_ACTIVE } else { 0 };
+        let active = if self.config.tunables.anon_lru == crate::AnonLru::Linux3 { PG_ACTIVE } else { 0 };
         page.set_nonatomic(PG_LOCKED | PG_SWAPBACKED | PG_UPTODATE | active);
         let page = LockedPage::adopt(page, pfn, &self.vm);
         page.set_anon(vma.anon_mapping(), anon_index(slot, None));
@@ -1089,7 +1089,7 @@ impl Cache {
         let new = self.page(copy);
         // Invisible until its entry is stored: plain flag stores, as for
         // do_anonymous_page's page, and the same LRU placement.
-        let active = if self.tunables.anon_lru == crate::AnonLru::Linux3 { PG_ACTIVE } else { 0 };
+        let active = if self.config.tunables.anon_lru == crate::AnonLru::Linux3 { PG_ACTIVE } else { 0 };
         new.set_nonatomic(PG_LOCKED | PG_SWAPBACKED | PG_UPTODATE | active);
         let new = LockedPage::adopt(new, copy, &self.vm);
         new.set_anon(vma.anon_mapping(), anon_index(slot, None));

@@ -27,16 +27,15 @@ use crate::page::{LockedPage, Page, Pfn};
 use crate::pagetree::NodeCache;
 use crate::pagevec::PerCpu;
 use crate::sysctl::VmSysctl;
-use crate::tunables::{Config, Tunables};
+use crate::tunables::Config;
 use crate::vmstat::{Item, NodeStat, NodeStats, VmCounters, VmStat, NR_ITEMS};
 use crate::wait::Wakeup;
 use crate::LruList;
 
 pub struct Cache {
     pub(crate) config: Config,
-    pub(crate) tunables: Tunables,
     /// The knobs that can change while the cache runs (sysctl.rs); the
-    /// paths that use them read these, not `tunables`.
+    /// paths that use them read these, not `config.tunables`.
     pub(crate) sysctl: VmSysctl,
     pub(crate) arena: Arena,
     pub(crate) lruvec: Lruvec,
@@ -182,7 +181,6 @@ impl Cache {
         let hazards = Arc::new(HazardTable::new());
         Ok(Arc::new_cyclic(|self_ref| Cache {
             config,
-            tunables: config.tunables,
             sysctl: VmSysctl::new(&config.tunables, config.page_size),
             arena,
             lruvec: Lruvec::with_lrugen(LruGenState::new(&config.tunables)),
@@ -312,12 +310,12 @@ impl Cache {
     /// The frame comes back with refcount 1 and no flags.
     pub fn alloc_page(&self) -> Result<Pfn> {
         let wm = self.arena.watermarks;
-        let floor = if self.tunables.kswapd { wm.min } else { wm.low };
+        let floor = if self.config.tunables.kswapd { wm.min } else { wm.low };
         let started = Instant::now();
         let mut fruitless = 0;
         loop {
             let free = self.arena.nr_free();
-            if free <= wm.low && self.tunables.kswapd {
+            if free <= wm.low && self.config.tunables.kswapd {
                 // Only a sleeping kswapd needs the doorbell; one that is
                 // about to sleep re-checks the watermark within 100 ms, and
                 // direct reclaim covers the gap.

@@ -127,7 +127,7 @@ impl Cache {
     /// reader's window never crowds out the rest. (0, 0) when the device
     /// says nothing or `Tunables::ra_from_device` is off.
     pub(crate) fn device_ra_pages(&self, dev: &dyn crate::backing::BackingDev) -> (u32, u32) {
-        let Some(l) = dev.queue_limits().filter(|_| self.tunables.ra_from_device) else {
+        let Some(l) = dev.queue_limits().filter(|_| self.config.tunables.ra_from_device) else {
             return (0, 0);
         };
         let cap = (MAX_DEV_RA_BYTES >> self.page_shift()).min(self.arena.nr_pages / 8).max(1);

@@ -199,7 +199,7 @@ impl Cache {
 
     /// activate_page.
     pub fn activate_page(&self, pfn: Pfn) {
-        match self.tunables.lru_batching {
+        match self.config.tunables.lru_batching {
             LruBatching::Immediate2610 => {
                 let mut lru = self.lruvec.lock(&self.arena, &self.vm);
                 let flags = self.page(pfn).flags();
@@ -246,7 +246,7 @@ impl Cache {
             }
             return;
         }
-        match self.tunables.lru_batching {
+        match self.config.tunables.lru_batching {
             LruBatching::DanilovBatch => self.batch_move(pfn, MoveFn::MarkAccessed),
             LruBatching::Immediate2610 => {
                 if flags & PG_ACTIVE == 0 && flags & PG_REFERENCED != 0 && flags & PG_LRU != 0 {
@@ -391,7 +391,7 @@ impl Cache {
     /// on every release in the 4.14-rc4 variant), then drop the references.
     pub fn pagevec_release(&self, pv: &mut PageVec) {
         self.vm.inc(Item::pagevec_release);
-        let drain = match self.tunables.pagevec_drain {
+        let drain = match self.config.tunables.pagevec_drain {
             PagevecDrain::EveryRelease => true,
             PagevecDrain::Once => !pv.drained,
         };

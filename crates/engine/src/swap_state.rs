@@ -111,7 +111,7 @@ impl Cache {
             return false;
         }
         inner.cache.remove(&slot);
-        let shadows = self.tunables.anon_lru == crate::AnonLru::Linux5_9 || self.lru_gen_enabled();
+        let shadows = self.config.tunables.anon_lru == crate::AnonLru::Linux5_9 || self.lru_gen_enabled();
         if inner.swapcache_free(slot) != 0 && shadows {
             // __delete_from_swap_cache(page, entry, shadow) (5.9+; the
             // multi-gen LRU's lru_gen_eviction, whatever the anon preset).

@@ -147,7 +147,7 @@ impl Cache {
         let active = self.lruvec.len(LruList::ActiveAnon);
         let gb = (self.arena.nr_pages * self.page_size() as u64) >> 30;
         // 5.9's "make active/inactive ratio as 1:1 for anon lru".
-        let linux3 = self.tunables.anon_lru == crate::AnonLru::Linux3;
+        let linux3 = self.config.tunables.anon_lru == crate::AnonLru::Linux3;
         let ratio = if gb > 0 && linux3 { ((10 * gb) as f64).sqrt() as u64 } else { 1 };
         inactive * ratio < active
     }
@@ -241,7 +241,7 @@ impl Cache {
             self.shrink_slab();
             return;
         }
-        let linux6 = self.tunables.workingset_version == WorkingsetVersion::Linux6;
+        let linux6 = self.config.tunables.workingset_version == WorkingsetVersion::Linux6;
         if linux6 {
             // prepare_scan_count: "When refaults are being observed, it
             // means a new workingset is being established. Deactivate to
@@ -486,7 +486,7 @@ impl Cache {
         if referenced_ptes > 0 {
             self.vm.inc(Item::mapped_referenced);
         }
-        match self.tunables.mapped_activation {
+        match self.config.tunables.mapped_activation {
             MappedActivation::Linux2_6_33 => {
                 let referenced = referenced_ptes > 0 || referenced_page;
                 if referenced && (page.mapped() || !inode.i_mmap.read().is_empty()) {
@@ -820,7 +820,7 @@ impl Cache {
 
     /// May this reclaimer write a dirty file page itself?
     fn may_writepage(&self, sc: &ScanControl) -> bool {
-        match self.tunables.reclaim_writeback {
+        match self.config.tunables.reclaim_writeback {
             ReclaimWriteback::Writepage31 => true,
             // Direct reclaim never writes file pages; kswapd only "in
             // trouble", below DEF_PRIORITY - 2 (seed 004, patches 1 and 5).
@@ -878,7 +878,7 @@ impl Cache {
     /// wake it, so that the reader finds the room of its next window made
     /// (see the module comment). At most a quarter of the cache.
     pub(crate) fn wakeup_kswapd_ra(&self, nr: u64) {
-        if !self.tunables.kswapd || nr == 0 {
+        if !self.config.tunables.kswapd || nr == 0 {
             return;
         }
         let want = (2 * nr).min(self.arena.nr_pages / 4);

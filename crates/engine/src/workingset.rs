@@ -97,7 +97,7 @@ impl Cache {
         // 3.15 stores the clock after this eviction advanced it
         // (atomic_long_inc_return); 5.9+ reads nonresident_age first and
         // ages it after, so the same refault is one step further away.
-        let eviction = match self.tunables.workingset_version {
+        let eviction = match self.config.tunables.workingset_version {
             WorkingsetVersion::Linux315 => before.wrapping_add(1),
             WorkingsetVersion::Linux6 => before,
         };
@@ -169,7 +169,7 @@ impl Cache {
     /// end of a reclaim invocation; the next one deactivates the active
     /// file list freely only if more have come since.
     pub fn snapshot_refaults(&self) {
-        if self.tunables.workingset_version == WorkingsetVersion::Linux6 {
+        if self.config.tunables.workingset_version == WorkingsetVersion::Linux6 {
             let now = self.lruvec.refaults_activated.load(Ordering::Relaxed);
             self.lruvec.refaults_snapshot.store(now, Ordering::Relaxed);
         }

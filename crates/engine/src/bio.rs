@@ -240,28 +240,25 @@ impl Cache {
     /// (the kernel splits a readahead bio there, so a device that takes
     /// 4 MiB gets 4 MiB requests), else 1 MiB.
     pub(crate) fn read_request_pages(&self, inode: &Inode) -> usize {
-        let kb = self.config.tunables.max_read_request_kb as usize;
-        let max = if kb > 0 {
-            (kb << 10) >> self.page_shift()
-        } else if inode.dev_io_pages > 0 {
-            inode.dev_io_pages as usize
-        } else {
-            MAX_READ_REQUEST_BYTES >> self.page_shift()
-        };
-        max.max(1)
+        self.request_pages(inode, self.config.tunables.max_read_request_kb, MAX_READ_REQUEST_BYTES)
     }
 
     /// The largest writeback request, in pages: the `max_write_request_kb`
     /// tunable, else the device's max_sectors_kb (the block layer merges a
     /// contiguous writeback run into requests that large), else 256 KiB.
     pub(crate) fn write_request_pages(&self, inode: &Inode) -> usize {
-        let kb = self.config.tunables.max_write_request_kb as usize;
-        let max = if kb > 0 {
-            (kb << 10) >> self.page_shift()
+        self.request_pages(inode, self.config.tunables.max_write_request_kb, MAX_WRITE_REQUEST_BYTES)
+    }
+
+    /// A request's largest size in pages: `tunable_kb` if set, else the
+    /// device's limit, else `default_bytes`; at least one page.
+    fn request_pages(&self, inode: &Inode, tunable_kb: u32, default_bytes: usize) -> usize {
+        let max = if tunable_kb > 0 {
+            ((tunable_kb as usize) << 10) >> self.page_shift()
         } else if inode.dev_io_pages > 0 {
             inode.dev_io_pages as usize
         } else {
-            MAX_WRITE_REQUEST_BYTES >> self.page_shift()
+            default_bytes >> self.page_shift()
         };
         max.max(1)
     }

@@ -31,7 +31,7 @@
 //! order of the variants (even runs in the given order, odd runs reversed).
 //!
 //! `opts.set` sets tunables by name for every variant, after its preset
-//! ([`experiment::apply_sets`]). With `opts.plot_dir`, a sampler thread
+//! ([`crate::experiment::apply_sets`]). With `opts.plot_dir`, a sampler thread
 //! reads `nr_dirty + nr_writeback` and `nr_free_pages` every
 //! [`SAMPLE_INTERVAL_MS`] ms during the first run of each workload (its
 //! sync included), drawn as one chart per workload and counter, one line
@@ -50,10 +50,9 @@ use std::time::{Duration, Instant};
 
 use pcache::backing::{parse_latency, parse_rate, IoStat, RateLimit, RateSpec};
 use pcache::{Config, File, Item, OpenOptions, PageCache, ReclaimWriteback, Tunables, VmStat};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
-use crate::experiment;
 use crate::experiment::{ExpOpts, ParamDoc};
 use crate::kernel;
 use crate::plot;
@@ -61,7 +60,7 @@ use crate::render::{self, fmt_count, fmt_pct, fmt_size, vmstat_section};
 use crate::report::{
     significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult,
 };
-use crate::runner::{self, into_map, Ctx, KernelColumn, Matrix, Measured, SeedChecks, SeedExperiment, SeedKernel};
+use crate::runner::{into_map, Ctx, KernelColumn, Matrix, Measured, SeedChecks, SeedExperiment, SeedKernel};
 use crate::runner::{SeedMeasure, SeedReport, Variant};
 use crate::stats::{pct_better, Better};
 use crate::sys::{is_tmpfs, kernel_release, pattern};
@@ -120,7 +119,7 @@ pub const PRESETS: &[Preset] = &[
 ];
 
 /// What to run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ReclaimWritebackOpts {
     /// Bytes of page cache (the arena).
     pub mem_bytes: u64,
@@ -143,9 +142,10 @@ pub struct ReclaimWritebackOpts {
     /// mmap-strm's file mapping written with the anonymous region, in
     /// multiples of the cache.
     pub strm_mix_ratio: f64,
-    /// mmap-strm's anonymous region, in multiples of the cache; with
-    /// `strm_mix_ratio` above 1, so that anonymous pages must be swapped.
-    #[serde(default = "default_anon_ratio")]
+    /// mmap-strm's anonymous region, in multiples of the cache: by default
+    /// as large as memory, so that with the file mapping beside it (0.5x)
+    /// the mix overcommits memory by half and anonymous pages must be
+    /// swapped.
     pub strm_anon_ratio: f64,
     /// Where to make the temporary directory (the system's temp dir if
     /// `None`).
@@ -156,29 +156,15 @@ pub struct ReclaimWritebackOpts {
     pub quick: bool,
     /// Tunables set by name for every variant, applied after the preset
     /// (`--set NAME=VALUE`).
-    #[serde(default)]
     pub set: Vec<(String, String)>,
     /// Write SVG plots of dirty, writeback and free pages over time here.
-    #[serde(default)]
     pub plot_dir: Option<PathBuf>,
     /// Try the kernel column (the fsmark and simple-wb workloads through
     /// the kernel's page cache in a memory cgroup of `mem_bytes`).
-    #[serde(default = "yes")]
     pub kernel: bool,
     /// Run fsmark and simple-wb on a simulated slow device of this many
     /// bytes a second (`--param device_rate=30M`), see [`DeviceOpts`].
-    #[serde(default)]
     pub device: DeviceOpts,
-}
-
-fn yes() -> bool {
-    true
-}
-
-/// mmap-strm's anonymous region: as large as memory, so that with the
-/// file mapping beside it (0.5x) the mix overcommits memory by half.
-fn default_anon_ratio() -> f64 {
-    1.0
 }
 
 impl Default for ReclaimWritebackOpts {
@@ -194,7 +180,7 @@ impl Default for ReclaimWritebackOpts {
             wb_ratio: 4.0,
             strm_ratio: 1.5,
             strm_mix_ratio: 0.5,
-            strm_anon_ratio: default_anon_ratio(),
+            strm_anon_ratio: 1.0,
             dir: None,
             progress: true,
             quick: false,
@@ -213,28 +199,36 @@ impl ReclaimWritebackOpts {
         ReclaimWritebackOpts { mem_bytes: 32 * MIB, fsmark_file_bytes: MIB, runs: 3, quick: true, ..Self::default() }
     }
 
-    /// The smallest useful sizes, for tests: an 8 MiB cache, 256 KiB files,
-    /// one run, no progress bars.
-    pub fn tiny() -> Self {
-        ReclaimWritebackOpts {
-            mem_bytes: 8 * MIB,
-            fsmark_file_bytes: 256 * KIB,
-            runs: 1,
-            progress: false,
-            quick: true,
-            ..Self::default()
-        }
+    /// The options `pcache bench reclaim-writeback` asks for, checked.
+    pub fn from_exp(opts: &ExpOpts) -> Result<ReclaimWritebackOpts> {
+        let (quick, full) = (Self::quick(), Self::default());
+        let c = opts.common(PRESETS, (quick.mem_bytes, full.mem_bytes), (quick.runs, full.runs), 64 << 30)?;
+        let base = if opts.quick { quick } else { full };
+        let o = ReclaimWritebackOpts {
+            mem_bytes: c.mem_bytes,
+            variants: c.variants,
+            runs: c.runs,
+            fsmark_file_bytes: opts.param_size("file_size")?.unwrap_or(base.fsmark_file_bytes),
+            fsmark_threads: opts.param_list("fsmark_threads")?.unwrap_or(base.fsmark_threads.clone()),
+            wb_threads: opts.param_as("wb_threads")?.unwrap_or(base.wb_threads),
+            strm_anon_ratio: opts.param_as("strm_anon_ratio")?.unwrap_or(base.strm_anon_ratio),
+            strm_mix_ratio: opts.param_as("strm_mix_ratio")?.unwrap_or(base.strm_mix_ratio),
+            device: DeviceOpts::from_exp(opts)?,
+            set: opts.set.clone(),
+            plot_dir: opts.plot_dir.clone(),
+            kernel: opts.kernel,
+            dir: opts.dir.clone(),
+            progress: opts.progress,
+            ..base
+        };
+        o.validate()?;
+        Ok(o)
     }
 
-    /// Refuse values the experiment cannot run with.
+    /// Refuse sizes the experiment cannot run with (the memory, runs and
+    /// variants are [`ExpOpts::common`]'s, checked in [`Self::from_exp`]).
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(Error::Invalid(m));
-        if !(4 * MIB..=(64 << 30)).contains(&self.mem_bytes) {
-            return bad(format!("memory {} must be from 4 MiB to 64 GiB", fmt_size(self.mem_bytes)));
-        }
-        if self.runs == 0 || self.runs > 1000 {
-            return bad(format!("runs {} must be from 1 to 1000", self.runs));
-        }
         if !(4 * KIB..=self.mem_bytes.saturating_mul(64)).contains(&self.fsmark_file_bytes) {
             return bad(format!("fs_mark file size {} must be from 4 KiB to 64x memory", self.fsmark_file_bytes));
         }
@@ -258,17 +252,7 @@ impl ReclaimWritebackOpts {
                 return bad(format!("{what} {r} must be above 0 and at most 64"));
             }
         }
-        self.device.validate()?;
-        // Refuse bad --set values before anything runs.
-        for p in variants::resolve(PRESETS, &self.variants)? {
-            self.tunables(p)?;
-        }
-        Ok(())
-    }
-
-    /// A variant's tunables: its preset, then the `--set` overrides.
-    fn tunables(&self, p: &Preset) -> Result<pcache::Tunables> {
-        experiment::apply_sets((p.tunables)(), &self.set)
+        self.device.validate()
     }
 
     fn wb_threads(&self) -> usize {
@@ -330,17 +314,15 @@ impl Workload {
 /// (one device, one flusher), reads and writes on one budget. Seed 004's
 /// machines met dirty pages in reclaim on slow storage (a RAID of 4 disks,
 /// a USB stick); at memory speed the flushers keep the LRU tail clean.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct DeviceOpts {
     /// Bytes a second; `None`: host files at their own speed.
     pub rate: Option<u64>,
     /// Device time per request besides the transfer.
-    #[serde(default)]
     pub latency: Duration,
     /// What else holds the memory meanwhile, as a fraction of it: the
     /// seed's USB-stick run had a desktop running (`--param resident=0.6`,
     /// see `workload::Resident`). 0: nothing.
-    #[serde(default)]
     pub resident: f64,
 }
 
@@ -479,65 +461,38 @@ impl SeedExperiment for ReclaimWritebackExp {
     crate::runner::params_from!(from_exp);
 }
 
-/// Run the experiment with every option spelled out (tests, and sizes the
-/// command line does not reach).
-pub fn run(opts: &ReclaimWritebackOpts) -> Result<(ExperimentResult, ReclaimWritebackOpts)> {
-    opts.validate()?;
-    let exp = ExpOpts {
-        dir: opts.dir.clone(),
-        progress: opts.progress,
-        plot_dir: opts.plot_dir.clone(),
-        set: opts.set.clone(),
-        kernel: opts.kernel,
-        ..ExpOpts::default()
-    };
-    runner::run_with::<ReclaimWritebackExp>(&exp, opts.clone())
-}
-
-impl ReclaimWritebackOpts {
-    /// The options `pcache bench reclaim-writeback` asks for, checked.
-    pub fn from_exp(opts: &ExpOpts) -> Result<ReclaimWritebackOpts> {
-        let mut o = if opts.quick { Self::quick() } else { Self::default() };
-        o.mem_bytes = opts.mem_bytes.unwrap_or(o.mem_bytes);
-        if let Some(v) = &opts.variants {
-            o.variants = v.iter().map(|s| s.trim().to_string()).collect();
-        }
-        o.runs = opts.runs.unwrap_or(o.runs);
-        o.fsmark_file_bytes = opts.param_size("file_size")?.unwrap_or(o.fsmark_file_bytes);
-        o.fsmark_threads = opts.param_list("fsmark_threads")?.unwrap_or(o.fsmark_threads);
-        o.wb_threads = opts.param_as("wb_threads")?.unwrap_or(o.wb_threads);
-        o.strm_anon_ratio = opts.param_as("strm_anon_ratio")?.unwrap_or(o.strm_anon_ratio);
-        o.strm_mix_ratio = opts.param_as("strm_mix_ratio")?.unwrap_or(o.strm_mix_ratio);
-        o.device = DeviceOpts::from_exp(opts)?;
-        o.set = opts.set.clone();
-        o.plot_dir = opts.plot_dir.clone();
-        o.kernel = opts.kernel;
-        o.dir = opts.dir.clone();
-        o.progress = opts.progress;
-        o.validate()?;
-        Ok(o)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    // Goal: sizes out of range are refused, from the command line's
+    // shared options or from the experiment's own.
     #[test]
     fn options() {
-        let ok = [ReclaimWritebackOpts::default(), ReclaimWritebackOpts::quick(), ReclaimWritebackOpts::tiny()];
+        let q = ReclaimWritebackOpts::quick;
         let bad = [
-            ReclaimWritebackOpts { mem_bytes: MIB, ..ReclaimWritebackOpts::tiny() },
-            ReclaimWritebackOpts { runs: 0, ..ReclaimWritebackOpts::tiny() },
-            ReclaimWritebackOpts { fsmark_file_bytes: 1, ..ReclaimWritebackOpts::tiny() },
-            ReclaimWritebackOpts { fsmark_threads: vec![], ..ReclaimWritebackOpts::tiny() },
-            ReclaimWritebackOpts { fsmark_threads: vec![0], ..ReclaimWritebackOpts::tiny() },
-            ReclaimWritebackOpts { wb_ratio: f64::NAN, ..ReclaimWritebackOpts::tiny() },
-            ReclaimWritebackOpts { strm_ratio: 0.0, ..ReclaimWritebackOpts::tiny() },
-            ReclaimWritebackOpts { strm_anon_ratio: -1.0, ..ReclaimWritebackOpts::tiny() },
-            ReclaimWritebackOpts { variants: vec!["2.6".into()], ..ReclaimWritebackOpts::tiny() },
+            ReclaimWritebackOpts { fsmark_file_bytes: 1, ..q() },
+            ReclaimWritebackOpts { fsmark_threads: vec![], ..q() },
+            ReclaimWritebackOpts { fsmark_threads: vec![0], ..q() },
+            ReclaimWritebackOpts { wb_ratio: f64::NAN, ..q() },
+            ReclaimWritebackOpts { strm_ratio: 0.0, ..q() },
+            ReclaimWritebackOpts { strm_anon_ratio: -1.0, ..q() },
         ];
-        crate::experiment::assert_checked(&ok, &bad, ReclaimWritebackOpts::validate);
+        crate::experiment::assert_checked(
+            &[ReclaimWritebackOpts::default(), q()],
+            &bad,
+            ReclaimWritebackOpts::validate,
+        );
+        let exp = |mem: u64, runs: usize, variant: &str| ExpOpts {
+            mem_bytes: Some(mem),
+            runs: Some(runs),
+            variants: Some(vec![variant.into()]),
+            ..ExpOpts::default()
+        };
+        let bad = [exp(MIB, 1, "3.1"), exp(8 * MIB, 0, "3.1"), exp(8 * MIB, 1, "2.6")];
+        crate::experiment::assert_checked(&[exp(8 * MIB, 1, "3.2")], &bad, |o| {
+            ReclaimWritebackOpts::from_exp(o).map(drop)
+        });
     }
 
     #[test]
@@ -552,17 +507,6 @@ mod tests {
         assert_eq!(w[4], Workload::MmapStrm { blocks: 192, mix_blocks: 64, anon_blocks: 128 });
         let names: Vec<String> = w.iter().map(|w| w.name()).collect();
         assert_eq!(names, ["fsmark-1t", "fsmark-4t", "fsmark-16t", "simple-wb", "mmap-strm"]);
-    }
-
-    // Goal: --set names are checked by validate, before anything runs.
-    #[test]
-    fn sets_are_validated() {
-        let o = ReclaimWritebackOpts { set: vec![("dirty_ratio".into(), "20".into())], ..ReclaimWritebackOpts::tiny() };
-        assert!(o.validate().is_ok());
-        let p = variants::resolve(PRESETS, &o.variants).unwrap();
-        assert_eq!(o.tunables(p[0]).unwrap().dirty_ratio, 20);
-        let bad = ReclaimWritebackOpts { set: vec![("nosuch".into(), "1".into())], ..o };
-        assert!(matches!(bad.validate(), Err(Error::Invalid(_))));
     }
 
     #[test]

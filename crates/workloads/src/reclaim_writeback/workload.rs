@@ -593,7 +593,7 @@ mod tests {
         }
         let bad = ReclaimWritebackOpts {
             device: DeviceOpts { rate: Some(1), ..DeviceOpts::default() },
-            ..ReclaimWritebackOpts::tiny()
+            ..ReclaimWritebackOpts::quick()
         };
         assert!(matches!(bad.validate(), Err(Error::Invalid(_))));
     }

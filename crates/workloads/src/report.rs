@@ -24,7 +24,7 @@ use pcache::{Item, VmStat};
 use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::stats::{Better, Comparison};
+use crate::stats::{ratio, Better, Comparison};
 
 /// A map that keeps insertion order, serialised as a JSON object.
 #[derive(Clone, Debug, PartialEq)]
@@ -195,6 +195,13 @@ impl VariantResult {
     pub fn vm(&self, workload: &str, item: Item) -> Option<u64> {
         self.vmstat.get(workload)?.get(item.name())?.as_u64()
     }
+
+    /// Kswapd's efficiency in `workload`: pages stolen over pages scanned,
+    /// in percent; NaN when kswapd scanned nothing.
+    pub fn kswapd_efficiency(&self, workload: &str) -> f64 {
+        let count = |i: Item| self.vm(workload, i).unwrap_or(0) as f64;
+        100.0 * ratio(count(Item::pgsteal_kswapd), count(Item::pgscan_kswapd))
+    }
 }
 
 /// One comparison of the seed's claim with this run.
@@ -265,6 +272,17 @@ impl ExperimentResult {
                 counts: true,
             }),
         }
+    }
+
+    /// The workloads the metrics are of, in order.
+    pub fn workloads(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for s in &self.metric_specs {
+            if !out.contains(&s.workload.as_str()) {
+                out.push(&s.workload);
+            }
+        }
+        out
     }
 
     pub fn spec(&self, metric: &str) -> Option<&MetricSpec> {

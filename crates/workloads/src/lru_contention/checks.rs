@@ -2,66 +2,32 @@
 
 use super::*;
 
-/// The workloads of a result, in order.
-pub(super) fn result_workloads(r: &ExperimentResult) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for s in &r.metric_specs {
-        if !out.contains(&s.workload) {
-            out.push(s.workload.clone());
-        }
-    }
-    out
-}
-
 /// A hit ratio or kswapd efficiency must move this many points (and
 /// significantly) to count as changed by the LRU order.
 pub const CHANGE_POINTS: f64 = 0.5;
-
-/// Per workload: (workload, mean of `a`, mean of `b`) for a metric.
-pub(super) fn per_workload(
-    r: &ExperimentResult,
-    workloads: &[String],
-    a: &str,
-    b: &str,
-    measure: &str,
-) -> Vec<(String, f64, f64)> {
-    workloads
-        .iter()
-        .map(|w| {
-            let m = format!("{w} {measure}");
-            (w.clone(), r.mean(a, &m), r.mean(b, &m))
-        })
-        .collect()
-}
-
-/// Which way the second variant of a pair must go on a measure.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Order {
-    Lower,
-    Higher,
-}
 
 /// Whether `b` is below (or above) `a` on `measure` in every workload
 /// measured: this run's figures (`a -> b` for a cut, `b vs a` for a rise)
 /// and the verdict, None when no workload measured both.
 pub(super) fn every_workload(
     r: &ExperimentResult,
-    workloads: &[String],
+    workloads: &[&str],
     (a, b): (&str, &str),
     measure: &str,
-    order: Order,
+    order: Better,
 ) -> (String, Option<bool>) {
-    let rows = per_workload(r, workloads, a, b, measure);
+    let mean = |v: &str, w: &str| r.mean(v, &format!("{w} {measure}"));
+    let rows: Vec<(&str, f64, f64)> = workloads.iter().map(|&w| (w, mean(a, w), mean(b, w))).collect();
     let told: Vec<bool> = rows
         .iter()
         .filter(|(_, x, y)| x.is_finite() && y.is_finite())
-        .map(|(_, x, y)| if order == Order::Lower { y < x } else { y > x })
+        .map(|(_, x, y)| if order == Better::Lower { y < x } else { y > x })
         .collect();
     let measured = rows
         .iter()
         .map(|(w, x, y)| match order {
-            Order::Lower => format!("{} {} -> {}", short(w), fmt_value(*x), fmt_value(*y)),
-            Order::Higher => format!("{} {} vs {}", short(w), fmt_value(*y), fmt_value(*x)),
+            Better::Lower => format!("{} {} -> {}", short(w), fmt_value(*x), fmt_value(*y)),
+            Better::Higher => format!("{} {} vs {}", short(w), fmt_value(*y), fmt_value(*x)),
         })
         .collect::<Vec<_>>()
         .join("; ");
@@ -75,7 +41,7 @@ pub(super) fn short(w: &str) -> &str {
 impl SeedChecks for LruContention {
     /// The seed's claims against this run.
     fn checks(r: &ExperimentResult) -> Vec<Check> {
-        let workloads = &result_workloads(r)[..];
+        let workloads = &r.workloads()[..];
         let mut out = Vec::new();
         lock_checks(r, workloads, &mut out);
         atomic_checks(r, workloads, &mut out);
@@ -87,12 +53,12 @@ impl SeedChecks for LruContention {
 }
 
 /// Batching cuts lru_lock acquisitions: the seed's claim.
-fn lock_checks(r: &ExperimentResult, workloads: &[String], out: &mut Vec<Check>) {
+fn lock_checks(r: &ExperimentResult, workloads: &[&str], out: &mut Vec<Check>) {
     let have = |n: &str| r.variant(n).is_some();
     // 1. Batching cuts lru_lock acquisitions (Danilov's motive).
     let lock_seed = "batching decreases contention on zone->lru_lock (Danilov)";
     if have(BEFORE) && have(TODAY) {
-        let (measured, agrees) = every_workload(r, workloads, (BEFORE, TODAY), "lru_lock/access", Order::Lower);
+        let (measured, agrees) = every_workload(r, workloads, (BEFORE, TODAY), "lru_lock/access", Better::Lower);
         out.push(Check {
             name: format!("{TODAY} takes fewer lru_lock acquisitions per access than {BEFORE}"),
             seed: lock_seed.into(),
@@ -104,7 +70,7 @@ fn lock_checks(r: &ExperimentResult, workloads: &[String], out: &mut Vec<Check>)
         out.extend(r.pair(BEFORE, TODAY).err());
     }
     if have(BEFORE) && have(DANILOV) {
-        let (measured, agrees) = every_workload(r, workloads, (BEFORE, DANILOV), "lru_lock/access", Order::Lower);
+        let (measured, agrees) = every_workload(r, workloads, (BEFORE, DANILOV), "lru_lock/access", Better::Lower);
         let activations: Vec<String> =
             workloads.iter().map(|w| fmt_value(r.mean(BEFORE, &format!("{w} pgactivate/access")))).collect();
         out.push(Check {
@@ -123,11 +89,11 @@ fn lock_checks(r: &ExperimentResult, workloads: &[String], out: &mut Vec<Check>)
 
 /// The multi-gen LRU's marking takes no lru_lock: not in the seed, so
 /// not counted.
-fn mglru_checks(r: &ExperimentResult, workloads: &[String], out: &mut Vec<Check>) {
+fn mglru_checks(r: &ExperimentResult, workloads: &[&str], out: &mut Vec<Check>) {
     if r.variant(MGLRU).is_none() || r.variant(TODAY).is_none() {
         return;
     }
-    let (measured, agrees) = every_workload(r, workloads, (TODAY, MGLRU), "lru_lock/access", Order::Lower);
+    let (measured, agrees) = every_workload(r, workloads, (TODAY, MGLRU), "lru_lock/access", Better::Lower);
     out.push(Check {
         name: format!("{MGLRU} takes fewer lru_lock acquisitions per access than {TODAY}"),
         seed: "not in the seed: Linux 6.1+'s folio_inc_refs never activates, so hits take no lock".into(),
@@ -138,11 +104,11 @@ fn mglru_checks(r: &ExperimentResult, workloads: &[String], out: &mut Vec<Check>
 }
 
 /// Danilov's batch costs atomic ops: Morton's objection.
-fn atomic_checks(r: &ExperimentResult, workloads: &[String], out: &mut Vec<Check>) {
+fn atomic_checks(r: &ExperimentResult, workloads: &[&str], out: &mut Vec<Check>) {
     let have = |n: &str| r.variant(n).is_some();
     // 2. Danilov's batch costs atomic ops (Andrew Morton).
     if have(DANILOV) && have(TODAY) {
-        let (measured, agrees) = every_workload(r, workloads, (TODAY, DANILOV), "atomic_ops/access", Order::Higher);
+        let (measured, agrees) = every_workload(r, workloads, (TODAY, DANILOV), "atomic_ops/access", Better::Higher);
         out.push(Check {
             name: format!("{DANILOV} spends more atomic ops per access than {TODAY}"),
             seed: "the extra get_page/put_page adds atomic ops (Morton); kernbench -j4 12% slower (Tosatti)".into(),
@@ -154,7 +120,7 @@ fn atomic_checks(r: &ExperimentResult, workloads: &[String], out: &mut Vec<Check
         out.extend(r.pair(DANILOV, TODAY).err());
     }
     if have(BEFORE) && have(DANILOV) {
-        let (measured, agrees) = every_workload(r, workloads, (BEFORE, DANILOV), "atomic_ops/access", Order::Higher);
+        let (measured, agrees) = every_workload(r, workloads, (BEFORE, DANILOV), "atomic_ops/access", Better::Higher);
         out.push(Check {
             name: format!("{DANILOV} spends more atomic ops per access than {BEFORE}"),
             seed: "the extra get_page/put_page adds atomic ops (Morton)".into(),
@@ -167,8 +133,8 @@ fn atomic_checks(r: &ExperimentResult, workloads: &[String], out: &mut Vec<Check
 
 /// Throughput at the most threads: the seed's evidence is mixed, so
 /// nothing counts.
-fn throughput_checks(r: &ExperimentResult, workloads: &[String], out: &mut Vec<Check>) {
-    let most = workloads.last().cloned().unwrap_or_default();
+fn throughput_checks(r: &ExperimentResult, workloads: &[&str], out: &mut Vec<Check>) {
+    let most = workloads.last().copied().unwrap_or_default();
     // 3. Throughput: the seed's evidence is mixed; not counted.
     let metric = format!("{most} ops/s");
     for (after, seed) in [
@@ -180,7 +146,7 @@ fn throughput_checks(r: &ExperimentResult, workloads: &[String], out: &mut Vec<C
         let p = pct_better(mb, ma, Better::Higher);
         let sig = significant(b.samples(&metric), a.samples(&metric));
         out.push(Check {
-            name: format!("{after} throughput above {BEFORE} at {} threads", short(&most).trim_end_matches('t')),
+            name: format!("{after} throughput above {BEFORE} at {} threads", short(most).trim_end_matches('t')),
             seed: seed.into(),
             measured: format!("{} -> {} reads/s ({})", fmt_value(mb), fmt_value(ma), fmt_pct(p, sig)),
             agrees: if p.is_nan() { None } else { Some(p > 0.0) },
@@ -191,7 +157,7 @@ fn throughput_checks(r: &ExperimentResult, workloads: &[String], out: &mut Vec<C
 
 /// The LRU order: hit ratio and kswapd efficiency move, in no claimed
 /// direction.
-fn order_checks(r: &ExperimentResult, workloads: &[String], out: &mut Vec<Check>) {
+fn order_checks(r: &ExperimentResult, workloads: &[&str], out: &mut Vec<Check>) {
     // 4. LRU order: hit ratio and kswapd efficiency move; no direction
     //    claimed, so told as "changed" only when significant and at least
     //    CHANGE_POINTS.

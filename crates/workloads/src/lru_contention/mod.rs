@@ -57,7 +57,7 @@ use crate::render::{self, fmt_pct, fmt_size, fmt_value, vmstat_section};
 use crate::report::{significant, Check, ExperimentResult, Mean, MetricSpec, Named, Samples};
 use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel};
 use crate::runner::{SeedMeasure, SeedReport, KERNEL_COLUMN};
-use crate::stats::{pct_better, Better, Summary};
+use crate::stats::{pct_better, ratio, Better, Summary};
 use crate::sys::{cpus, kernel_release};
 use crate::variants::{self, Preset};
 use crate::zipf::ZipfKeys;

@@ -328,11 +328,7 @@ pub(super) fn mark_batch_refs(mode: LruBatching, vm: &VmStat) -> u64 {
 }
 
 pub(super) fn pct(num: u64, den: u64) -> f64 {
-    if den == 0 {
-        f64::NAN
-    } else {
-        num as f64 / den as f64 * 100.0
-    }
+    100.0 * ratio(num as f64, den as f64)
 }
 
 /// The value of each of [`MEASURES`] in one cell.

@@ -85,16 +85,7 @@ impl SeedChecks for ReclaimWritebackExp {
         }
         // Kswapd efficiency unchanged, per workload.
         for (w, ex) in workloads {
-            let eff = |v: &VariantResult| {
-                let scan = v.vm(w, Item::pgscan_kswapd).unwrap_or(0);
-                let steal = v.vm(w, Item::pgsteal_kswapd).unwrap_or(0);
-                if scan == 0 {
-                    f64::NAN
-                } else {
-                    steal as f64 / scan as f64 * 100.0
-                }
-            };
-            let (eb, ea) = (eff(b), eff(a));
+            let (eb, ea) = (b.kswapd_efficiency(w), a.kswapd_efficiency(w));
             let d = ea - eb;
             let (fb, fa) = (render::fmt_fixed(eb, 0, "%"), render::fmt_fixed(ea, 0, "%"));
             out.push(Check {
@@ -145,13 +136,7 @@ impl SeedChecks for ReclaimWritebackExp {
 
 /// The workloads in order, with whether reclaim met dirty pages in them.
 pub(super) fn exercised_workloads(r: &ExperimentResult) -> Vec<(String, bool)> {
-    let mut out: Vec<(String, bool)> = Vec::new();
-    for s in &r.metric_specs {
-        if !out.iter().any(|(w, _)| *w == s.workload) {
-            out.push((s.workload.clone(), exercised(r, &s.workload)));
-        }
-    }
-    out
+    r.workloads().into_iter().map(|w| (w.to_string(), exercised(r, w))).collect()
 }
 
 /// Whether reclaim met dirty pages in workload `w` under some variant:

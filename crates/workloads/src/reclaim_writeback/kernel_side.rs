@@ -25,16 +25,14 @@ impl SeedKernel for ReclaimWritebackExp {
         // off first, so this run neither mistakes them for the host's own swap
         // nor leaves them on for good.
         let mut reaped = HostSwap::reap_stale();
-        let swap = match strm_swap {
-            Some(bytes) if host_swap_total() == 0 => Some(HostSwap::on(&tmp.join(HostSwap::file_name()), bytes)),
-            Some(_) => None,
-            None => None,
-        };
-        let (swap, swap_note) = match swap {
-            Some(Ok(s)) => (Some(s), None),
-            Some(Err(why)) => {
-                (None, Some(format!("kernel column: no mmap-strm, the host has no swap and cannot get it here: {why}")))
-            }
+        let (swap, swap_note) = match strm_swap.filter(|_| host_swap_total() == 0) {
+            Some(bytes) => match HostSwap::on(&tmp.join(HostSwap::file_name()), bytes) {
+                Ok(s) => (Some(s), None),
+                Err(why) => (
+                    None,
+                    Some(format!("kernel column: no mmap-strm, the host has no swap and cannot get it here: {why}")),
+                ),
+            },
             None => (None, None),
         };
         let strm_ok = strm_swap.is_some() && (swap.is_some() || host_swap_total() > 0);

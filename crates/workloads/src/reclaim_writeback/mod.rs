@@ -57,12 +57,10 @@ use crate::experiment::{ExpOpts, ParamDoc};
 use crate::kernel;
 use crate::plot;
 use crate::render::{self, fmt_count, fmt_pct, fmt_size, vmstat_section};
-use crate::report::{
-    significant, sum_vmstat, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult,
-};
+use crate::report::{significant, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult};
 use crate::runner::{into_map, Ctx, KernelColumn, Matrix, Measured, SeedChecks, SeedExperiment, SeedKernel};
 use crate::runner::{SeedMeasure, SeedReport, Variant};
-use crate::stats::{pct_better, Better};
+use crate::stats::{pct_better, ratio, Better};
 use crate::sys::{is_tmpfs, kernel_release, pattern};
 use crate::variants::{self, Preset};
 use crate::{Error, Result};

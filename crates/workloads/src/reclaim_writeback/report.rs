@@ -139,9 +139,7 @@ fn summary(r: &ExperimentResult, opts: &ReclaimWritebackOpts) -> String {
     let runs = r.runs.max(1) as f64;
     for w in &workloads {
         per_var(&mut rows, format!("{mem_label} Kswapd efficiency {w}"), &|v| {
-            let scan = v.vm(w, Item::pgscan_kswapd).unwrap_or(0);
-            let steal = v.vm(w, Item::pgsteal_kswapd).unwrap_or(0);
-            render::fmt_fixed(if scan == 0 { f64::NAN } else { steal as f64 / scan as f64 * 100.0 }, 0, "%")
+            render::fmt_fixed(v.kswapd_efficiency(w), 0, "%")
         });
     }
     for (label, item, scale) in [

@@ -37,13 +37,7 @@ impl Resident {
             return Ok(None);
         }
         let f = cache.open_memory("resident")?;
-        let block = pattern(BLOCK as usize);
-        let mut off = 0;
-        while off < bytes {
-            let n = BLOCK.min(bytes - off) as usize;
-            write_block(&f, off, &block[..n])?;
-            off += n as u64;
-        }
+        write_seq(&f, bytes, BLOCK, &pattern(BLOCK as usize))?;
         // Clean before the workload: the desktop's text is not dirty.
         f.fsync()?;
         let map = f.map(0, bytes, MapFlags::READ | MapFlags::EXEC)?;
@@ -295,15 +289,6 @@ pub(super) fn run_one(
     Ok(RunOut { elapsed_s, sync_s, files, vm, timeline, io })
 }
 
-pub(super) fn kswapd_efficiency(vm: &VmStat) -> f64 {
-    let scan = vm.get(Item::pgscan_kswapd);
-    if scan == 0 {
-        f64::NAN
-    } else {
-        vm.get(Item::pgsteal_kswapd) as f64 / scan as f64 * 100.0
-    }
-}
-
 /// The counters reported per run beyond the times: (measure, unit).
 pub(super) const COUNTER_MEASURES: [(&str, &str); 9] = [
     ("kswapd_efficiency_%", "%"),
@@ -321,7 +306,7 @@ pub(super) const COUNTER_MEASURES: [(&str, &str); 9] = [
 pub(super) fn counter_values(vm: &VmStat) -> [f64; 9] {
     let g = |i: Item| vm.get(i) as f64;
     [
-        kswapd_efficiency(vm),
+        100.0 * ratio(g(Item::pgsteal_kswapd), g(Item::pgscan_kswapd)),
         g(Item::nr_vmscan_write_direct),
         g(Item::nr_vmscan_write_kswapd),
         g(Item::nr_vmscan_immediate_reclaim),
@@ -384,20 +369,12 @@ impl SeedMeasure for ReclaimWritebackExp {
 
         let per_workload: Vec<Vec<Measure>> = workloads.iter().map(|&w| measures(opts, w)).collect();
         let specs = per_workload.iter().flatten().map(|m| m.spec.clone()).collect();
-        let mut columns = Vec::new();
-        for (vi, v) in ctx.variants.iter().enumerate() {
-            let mut metrics: Named<Samples> = Named::new();
-            let mut vmstat = Named::new();
-            for (wi, (w, ms)) in workloads.iter().zip(&per_workload).enumerate() {
-                let runs = outs.runs(vi, wi);
-                for m in ms {
-                    metrics.insert(m.spec.name.clone(), Samples(runs.iter().map(&m.value).collect()));
-                }
-                let deltas: Vec<VmStat> = runs.iter().map(|o| o.vm.clone()).collect();
-                vmstat.insert(w.name(), sum_vmstat(&deltas));
+        let columns = ctx.columns(&outs, &names, |_, w, runs, metrics| {
+            for m in per_workload.iter().flatten().filter(|m| m.spec.workload == w) {
+                metrics.insert(m.spec.name.clone(), Samples(runs.iter().map(&m.value).collect()));
             }
-            columns.push(v.column(metrics, vmstat));
-        }
+            runs.iter().map(|o| o.vm.clone()).collect()
+        });
         let notes = notes(opts)?;
         let params = serde_json::json!({
             "page_size": Config::default().page_size,

@@ -270,11 +270,7 @@ impl ServerOut {
 }
 
 pub(super) fn ratio(a: u64, b: u64) -> f64 {
-    if b == 0 {
-        f64::NAN
-    } else {
-        a as f64 / b as f64
-    }
+    crate::stats::ratio(a as f64, b as f64)
 }
 
 /// What every thread of the server workload shares: the rounds, the

@@ -202,9 +202,7 @@ impl ExpOpts {
         crate::variants::resolve(presets, &variants)?;
         Ok(Common { mem_bytes, runs, variants })
     }
-}
 
-impl ExpOpts {
     /// The value of parameter `name` (`-` and `_` alike), the last given.
     pub fn param(&self, name: &str) -> Option<&str> {
         let want = name.replace('-', "_");

@@ -115,12 +115,14 @@ mod tests {
         assert!(kernel_worker("nosuch", Path::new("/nonexistent"), "{}").is_err());
     }
 
-    // Goal: an unknown parameter, or variants where an experiment has
-    // none, is refused before anything runs.
+    // Goal: an unknown parameter or tunable, or variants where an
+    // experiment has none, is refused before anything runs.
     #[test]
     fn refuses_what_an_experiment_does_not_take() {
         let bad = ExpOpts { params: vec![("nosuch".into(), "1".into())], ..ExpOpts::default() };
         assert!(matches!(run("dd", &bad), Err(Error::Invalid(m)) if m.contains("nosuch")));
+        let bad = ExpOpts { set: vec![("nosuch".into(), "1".into())], ..ExpOpts::default() };
+        assert!(matches!(run("reclaim-writeback", &bad), Err(Error::Invalid(m)) if m.contains("nosuch")));
         let bad = ExpOpts { variants: Some(vec!["x".into()]), ..ExpOpts::default() };
         assert!(matches!(run("hitpath", &bad), Err(Error::Invalid(_))));
         assert!(run("nosuch", &ExpOpts::default()).is_err());

@@ -135,9 +135,7 @@ impl KernelColumn {
             notes,
         }
     }
-}
 
-impl KernelColumn {
     /// What the column stands for, said alike in every experiment: this
     /// machine's kernel doing `what` in a memory cgroup of `mem_bytes`.
     pub fn stands_for(what: &str, mem_bytes: u64) -> String {

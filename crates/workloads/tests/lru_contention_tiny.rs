@@ -8,8 +8,7 @@
 mod common;
 
 use common::Tiny;
-use pcache_workloads::lru_contention::{LruContention, LruContentionOpts};
-use pcache_workloads::runner;
+use pcache_workloads::lru_contention::LruContention;
 
 const VARIANTS: [&str; 4] = ["2.6.10", "danilov", "batched", "mglru"];
 
@@ -111,25 +110,4 @@ fn lru_contention_tiny_measures_what_it_claims() {
         .any(|n| n.as_str().unwrap().contains("lru-active-fraction.svg")));
     t.assert_report_has(["Hmean", "lru_lock_acquire", "pgsteal_kswapd"]);
     t.assert_report_has(common::metric_names(&workloads, &measures));
-}
-
-// Goal: the common options reach the experiment (quick sizes, memory,
-// variants, runs) and bad ones are refused before anything runs.
-#[test]
-fn lru_contention_takes_the_common_options() {
-    let exp = pcache_workloads::experiment::ExpOpts {
-        mem_bytes: Some(8 << 20),
-        variants: Some(vec!["batched".into(), "2.6.10".into()]),
-        runs: Some(2),
-        quick: true,
-        ..Default::default()
-    };
-    let o = LruContentionOpts::from_exp(&exp).unwrap();
-    assert_eq!(o.mem_bytes, 8 << 20);
-    assert_eq!(o.variants, ["batched", "2.6.10"]);
-    assert_eq!(o.runs, 2);
-    assert!(o.quick);
-    assert!(o.validate().is_ok());
-    let bad = pcache_workloads::experiment::ExpOpts { variants: Some(vec!["2.4".into()]), ..exp };
-    assert!(runner::run::<LruContention>(&bad).is_err());
 }

@@ -394,6 +394,18 @@ mod tests {
             LruContentionOpts { files: 0, ..t() },
         ];
         crate::experiment::assert_checked(&ok, &bad, LruContentionOpts::validate);
+        // The shared options reach it, and bad ones are refused.
+        let exp = ExpOpts {
+            mem_bytes: Some(8 << 20),
+            variants: Some(vec!["batched".into(), "2.6.10".into()]),
+            runs: Some(2),
+            quick: true,
+            ..ExpOpts::default()
+        };
+        let o = LruContentionOpts::from_exp(&exp).unwrap();
+        assert_eq!((o.mem_bytes, o.runs, o.quick), (8 << 20, 2, true));
+        assert_eq!(o.variants, ["batched", "2.6.10"]);
+        assert!(LruContentionOpts::from_exp(&ExpOpts { variants: Some(vec!["2.4".into()]), ..exp }).is_err());
     }
 
     // Goal: the presets select the three M5 variants, 2.6.10 first, and

@@ -4,7 +4,6 @@ use super::workload::*;
 use super::*;
 
 impl SeedReport for SmallFileServer {
-    /// The report's title line.
     /// The report's body: a summary of means, vmstat per workload.
     fn report_body(r: &ExperimentResult, _: &Params) -> String {
         let mut s = String::new();

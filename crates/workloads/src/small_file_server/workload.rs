@@ -700,18 +700,7 @@ pub(super) const METRICS: &[MetricDef] = &[
 ];
 
 pub(super) fn specs() -> Vec<MetricSpec> {
-    METRICS
-        .iter()
-        .map(|&(w, m, unit, better, mean, table)| MetricSpec {
-            name: format!("{w} {m}"),
-            workload: w.into(),
-            measure: m.into(),
-            unit: unit.into(),
-            better,
-            mean,
-            table,
-        })
-        .collect()
+    METRICS.iter().map(|&(w, m, unit, better, mean, table)| MetricSpec::new(w, m, unit, better, mean, table)).collect()
 }
 
 impl SeedMeasure for SmallFileServer {

@@ -42,7 +42,6 @@
 //! mmap(2), when the host has swap or lets us swapon a file for that run
 //! (root), with its pswpout and pswpin.
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};

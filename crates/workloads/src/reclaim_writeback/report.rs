@@ -81,18 +81,13 @@ impl SeedReport for ReclaimWritebackExp {
     /// The report's body: how times are taken, the seed's summary, vmstat per
     /// workload, which workloads reclaim met dirty pages in.
     fn report_body(r: &ExperimentResult, opts: &ReclaimWritebackOpts) -> String {
-        let mut s = String::new();
-        let _ = writeln!(
-            s,
+        let mut s = String::from(
             "\nelapsed: first write to the return of the last, files closed, no sync (as fs_mark -S0); the dirty data \
-             left is synced after, outside the timing (sync_s)"
+             left is synced after, outside the timing (sync_s)\n",
         );
-
         s.push_str(&summary(r, opts));
         let runs = r.runs.max(1) as f64;
-
         s.push_str(&vmstat_section(r, "vmstat deltas, mean per run", VM_ITEMS, &|_, _| runs));
-
         s.push_str(&exercised_line(r));
         s
     }
@@ -102,45 +97,32 @@ impl SeedReport for ReclaimWritebackExp {
 /// USB-stick rows, kswapd efficiency, reclaim writes, throttling, swap) per
 /// workload, a column per variant.
 fn summary(r: &ExperimentResult, opts: &ReclaimWritebackOpts) -> String {
-    let mut s = String::new();
+    let mut s = String::from("\nsummary (means over runs; percentages against the first column, positive = better)\n");
     let mem_label = format!("{}M", opts.mem_bytes / MIB);
-    // The seed's summary.
-    let _ = writeln!(s);
-    let _ = writeln!(s, "summary (means over runs; percentages against the first column, positive = better)");
-    let workloads: Vec<String> =
-        r.variants.first().map(|v| v.vmstat.keys().map(String::from).collect()).unwrap_or_default();
+    let workloads: Vec<&str> = r.variants.first().map(|v| v.vmstat.keys().collect()).unwrap_or_default();
     let mut rows = Vec::new();
-    let timed = |rows: &mut Vec<Vec<String>>, label: String, metric: &str| {
-        if let Some(spec) = r.spec(metric) {
-            rows.push(render::mean_row(r, label, metric, spec.better));
-        }
-    };
-    for w in &workloads {
-        timed(&mut rows, format!("{mem_label} Files/s mean {w}"), &format!("{w} files/s"));
-    }
-    for w in &workloads {
-        timed(&mut rows, format!("{mem_label} Elapsed Time {w}"), &format!("{w} elapsed_s"));
-    }
-    for w in &workloads {
-        timed(&mut rows, format!("{mem_label} Sync Time {w}"), &format!("{w} sync_s"));
-    }
-    // The seed's USB-stick rows: iostat's await on the simulated device
-    // (only workloads that ran on one have the metric).
-    for (label, measure) in [("Avg wait ms", "avg_wait_ms"), ("Device writes", "device_writes")] {
+    // The seed's rows, then its USB-stick rows: iostat's await on the
+    // simulated device (only workloads that ran on one have the metric).
+    for (label, measure) in [
+        ("Files/s mean", "files/s"),
+        ("Elapsed Time", "elapsed_s"),
+        ("Sync Time", "sync_s"),
+        ("Avg wait ms", "avg_wait_ms"),
+        ("Device writes", "device_writes"),
+    ] {
         for w in &workloads {
-            timed(&mut rows, format!("{mem_label} {label} {w}"), &format!("{w} {measure}"));
+            let metric = format!("{w} {measure}");
+            if let Some(spec) = r.spec(&metric) {
+                rows.push(render::mean_row(r, format!("{mem_label} {label} {w}"), &metric, spec.better));
+            }
         }
     }
-    let per_var = |rows: &mut Vec<Vec<String>>, label: String, f: &dyn Fn(&VariantResult) -> String| {
-        let mut row = vec![label];
-        row.extend(r.variants.iter().map(f));
-        rows.push(row);
+    let mut per_var = |label: String, f: &dyn Fn(&VariantResult) -> String| {
+        rows.push(std::iter::once(label).chain(r.variants.iter().map(f)).collect());
     };
     let runs = r.runs.max(1) as f64;
     for w in &workloads {
-        per_var(&mut rows, format!("{mem_label} Kswapd efficiency {w}"), &|v| {
-            render::fmt_fixed(v.kswapd_efficiency(w), 0, "%")
-        });
+        per_var(format!("{mem_label} Kswapd efficiency {w}"), &|v| render::fmt_fixed(v.kswapd_efficiency(w), 0, "%"));
     }
     for (label, item, scale) in [
         ("nr_vmscan_write direct", Item::nr_vmscan_write_direct, 1.0),
@@ -148,20 +130,20 @@ fn summary(r: &ExperimentResult, opts: &ReclaimWritebackOpts) -> String {
         ("Throttled ms", Item::balance_dirty_pages_pause_ns, 1e-6),
     ] {
         for w in &workloads {
-            per_var(&mut rows, format!("{mem_label} {label} {w}"), &|v| {
+            per_var(format!("{mem_label} {label} {w}"), &|v| {
                 fmt_count(v.vm(w, item).map(|x| x as f64 * scale / runs).unwrap_or(f64::NAN))
             });
         }
     }
     // Seed 004's mmap-strm story: pages swapped where reclaim skipped
-    // dirty file pages (only workloads with anonymous memory).
-    // The kernel column has no vmstat deltas but measures these two
-    // (host-wide /proc/vmstat): its mean.
+    // dirty file pages (only workloads with anonymous memory). The kernel
+    // column has no vmstat deltas but measures these two (host-wide
+    // /proc/vmstat): its mean.
     for (label, item, measure) in
         [("Pages swapped out", Item::pswpout, "pswpout"), ("Pages swapped in", Item::pswpin, "pswpin")]
     {
         for w in workloads.iter().filter(|w| r.spec(&format!("{w} pswpout")).is_some()) {
-            per_var(&mut rows, format!("{mem_label} {label} {w}"), &|v| {
+            per_var(format!("{mem_label} {label} {w}"), &|v| {
                 fmt_count(v.vm(w, item).map_or_else(|| r.mean(&v.name, &format!("{w} {measure}")), |x| x as f64 / runs))
             });
         }
@@ -173,26 +155,22 @@ fn summary(r: &ExperimentResult, opts: &ReclaimWritebackOpts) -> String {
 /// Which workloads reclaim met dirty pages in, and so whether the seed's
 /// headline was tested.
 fn exercised_line(r: &ExperimentResult) -> String {
-    let mut s = String::new();
-    if let Some(ex) = r.extra["exercised"].as_object() {
-        let order: Vec<&str> = r.variants.first().map(|v| v.vmstat.keys().collect()).unwrap_or_default();
-        let pick = |want: bool| {
-            let v: Vec<&str> =
-                order.iter().copied().filter(|w| ex.get(*w).and_then(|e| e.as_bool()) == Some(want)).collect();
-            if v.is_empty() {
-                "none".to_string()
-            } else {
-                v.join(", ")
-            }
-        };
-        let fsmark_tested = ex.iter().any(|(w, e)| w.starts_with("fsmark") && e.as_bool() == Some(true));
-        let _ = writeln!(
-            s,
-            "exercised (reclaim met dirty pages or swapped): {}; not exercised: {}. The seed's headline, fs_mark files/s, {}",
-            pick(true),
-            pick(false),
-            if fsmark_tested { "was tested" } else { "was not tested by this run" }
-        );
-    }
-    s
+    let Some(ex) = r.extra["exercised"].as_object() else { return String::new() };
+    let order: Vec<&str> = r.variants.first().map(|v| v.vmstat.keys().collect()).unwrap_or_default();
+    let pick = |want: bool| {
+        let v: Vec<&str> =
+            order.iter().copied().filter(|w| ex.get(*w).and_then(|e| e.as_bool()) == Some(want)).collect();
+        if v.is_empty() {
+            "none".to_string()
+        } else {
+            v.join(", ")
+        }
+    };
+    let fsmark_tested = ex.iter().any(|(w, e)| w.starts_with("fsmark") && e.as_bool() == Some(true));
+    format!(
+        "exercised (reclaim met dirty pages or swapped): {}; not exercised: {}. The seed's headline, fs_mark files/s, {}\n",
+        pick(true),
+        pick(false),
+        if fsmark_tested { "was tested" } else { "was not tested by this run" }
+    )
 }

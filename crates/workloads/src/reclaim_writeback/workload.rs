@@ -289,34 +289,18 @@ pub(super) fn run_one(
     Ok(RunOut { elapsed_s, sync_s, files, vm, timeline, io })
 }
 
-/// The counters reported per run beyond the times: (measure, unit).
-pub(super) const COUNTER_MEASURES: [(&str, &str); 9] = [
-    ("kswapd_efficiency_%", "%"),
-    ("nr_vmscan_write_direct", "pages"),
-    ("nr_vmscan_write_kswapd", "pages"),
-    ("nr_vmscan_immediate_reclaim", "pages"),
-    ("pgrotated", "pages"),
-    ("allocstall", "events"),
-    ("pgscan_direct", "pages"),
-    ("throttled_ms", "ms"),
-    ("congestion_waits", "events"),
+/// The counters reported per run beyond the times and kswapd's efficiency:
+/// (measure, unit, counter, divisor).
+pub(super) const COUNTER_MEASURES: [(&str, &str, Item, f64); 8] = [
+    ("nr_vmscan_write_direct", "pages", Item::nr_vmscan_write_direct, 1.0),
+    ("nr_vmscan_write_kswapd", "pages", Item::nr_vmscan_write_kswapd, 1.0),
+    ("nr_vmscan_immediate_reclaim", "pages", Item::nr_vmscan_immediate_reclaim, 1.0),
+    ("pgrotated", "pages", Item::pgrotated, 1.0),
+    ("allocstall", "events", Item::allocstall, 1.0),
+    ("pgscan_direct", "pages", Item::pgscan_direct, 1.0),
+    ("throttled_ms", "ms", Item::balance_dirty_pages_pause_ns, 1e6),
+    ("congestion_waits", "events", Item::congestion_waits, 1.0),
 ];
-
-/// The values of [`COUNTER_MEASURES`] in one run.
-pub(super) fn counter_values(vm: &VmStat) -> [f64; 9] {
-    let g = |i: Item| vm.get(i) as f64;
-    [
-        100.0 * ratio(g(Item::pgsteal_kswapd), g(Item::pgscan_kswapd)),
-        g(Item::nr_vmscan_write_direct),
-        g(Item::nr_vmscan_write_kswapd),
-        g(Item::nr_vmscan_immediate_reclaim),
-        g(Item::pgrotated),
-        g(Item::allocstall),
-        g(Item::pgscan_direct),
-        g(Item::balance_dirty_pages_pause_ns) / 1e6,
-        g(Item::congestion_waits),
-    ]
-}
 
 /// The simulated device's measures, per run of a workload on it: (measure,
 /// unit, better).
@@ -417,9 +401,11 @@ fn measures(opts: &ReclaimWritebackOpts, w: Workload) -> Vec<Measure> {
     }
     add("elapsed_s", "s", Better::Lower, Mean::Arithmetic, true, Box::new(|o| o.elapsed_s));
     add("sync_s", "s", Better::Lower, Mean::Arithmetic, false, Box::new(|o| o.sync_s));
-    for (k, (measure, unit)) in COUNTER_MEASURES.into_iter().enumerate() {
-        let better = if measure.starts_with("kswapd_eff") { Better::Higher } else { Better::Lower };
-        add(measure, unit, better, Mean::Arithmetic, false, Box::new(move |o| counter_values(&o.vm)[k]));
+    let efficiency =
+        |o: &RunOut| 100.0 * ratio(o.vm.get(Item::pgsteal_kswapd) as f64, o.vm.get(Item::pgscan_kswapd) as f64);
+    add("kswapd_efficiency_%", "%", Better::Higher, Mean::Arithmetic, false, Box::new(efficiency));
+    for (measure, unit, item, divisor) in COUNTER_MEASURES {
+        add(measure, unit, Better::Lower, Mean::Arithmetic, false, Box::new(move |o| o.vm.get(item) as f64 / divisor));
     }
     if on_device(opts, w) {
         for (k, (measure, unit, better)) in DEVICE_MEASURES.into_iter().enumerate() {

@@ -125,20 +125,10 @@ pub(super) struct CellOut {
 /// How often the LRU sampler looks when plots are asked for, and otherwise
 /// (the series then only go to the JSON, so it looks less often).
 pub(super) const SAMPLE_MS_PLOT: u64 = 2;
-
 pub(super) const SAMPLE_MS: u64 = 5;
 
 /// At most this many points of each sampled series go into the JSON.
 pub(super) const MAX_JSON_POINTS: usize = 200;
-
-/// How often the sampler looks: more often when the series is drawn.
-pub(super) fn sample_interval_ms(plotting: bool) -> u64 {
-    if plotting {
-        SAMPLE_MS_PLOT
-    } else {
-        SAMPLE_MS
-    }
-}
 
 /// The LRU sampler: passes both start barriers with the workers, then
 /// takes a [`LruSample`] every `interval` until `stop` is set.
@@ -362,7 +352,7 @@ impl SeedMeasure for LruContention {
         let zipf =
             ZipfKeys::new(opts.working_set_pages(), opts.zipf_s, perm_seed(opts.seed)).map_err(Error::Invalid)?;
         let sampled = sampled_threads(opts);
-        let interval_ms = sample_interval_ms(ctx.opts.plot_dir.is_some());
+        let interval_ms = if ctx.opts.plot_dir.is_some() { SAMPLE_MS_PLOT } else { SAMPLE_MS };
         let workloads: Vec<String> = opts.threads.iter().map(|&t| workload_name(t)).collect();
         let mut outs = ctx.each_variant(opts.runs, &workloads, |r, ti, vi| {
             let t = opts.threads[ti];

@@ -475,10 +475,6 @@ pub(super) struct RunOut {
     pub(super) series: Vec<RoundPoint>,
 }
 
-pub(super) fn new_cache(p: &Params, t: Tunables) -> Result<PageCache> {
-    Ok(PageCache::new(Config { memory_bytes: p.mem_bytes, tunables: t, ..Config::default() })?)
-}
-
 pub(super) fn pcache_server(cache: &PageCache, p: &Params, root: &Path, fs: &Fileset, run: usize) -> Result<RunOut> {
     let files = (0..p.dirs)
         .flat_map(|d| (0..FILES_PER_DIR).map(move |k| (d, k)))
@@ -665,14 +661,12 @@ pub(super) fn pcache_random(cache: &PageCache, p: &Params, root: &Path, run: usi
 }
 
 pub(super) fn run_one(t: Tunables, w: &str, p: &Params, root: &Path, fs: &Fileset, run: usize) -> Result<RunOut> {
-    let cache = new_cache(p, t)?;
-    let out = match w {
+    let cache = PageCache::new(Config { memory_bytes: p.mem_bytes, tunables: t, ..Config::default() })?;
+    match w {
         "server" => pcache_server(&cache, p, root, fs, run),
         "scan" => pcache_scan(&cache, p, root),
         _ => pcache_random(&cache, p, root, run),
-    };
-    drop(cache);
-    out
+    }
 }
 
 /// (workload, measure, unit, better, mean, in the compare table).

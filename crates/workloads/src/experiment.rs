@@ -73,7 +73,7 @@ pub trait Experiment: Sync {
     /// variant, check and report section), without the kernel column: what
     /// the registry's contract test runs.
     fn smoke(&self) -> ExpOpts {
-        ExpOpts { mem_bytes: Some(8 << 20), runs: Some(1), quick: true, seed: 1, ..ExpOpts::default() }
+        ExpOpts::smoke(&[])
     }
     /// Run with `opts` (checked against [`Experiment::params`] and
     /// [`Experiment::presets`] by [`run`]).
@@ -174,6 +174,13 @@ pub struct Common {
 }
 
 impl ExpOpts {
+    /// The smoke sizes (8 MiB of cache, one run, quick, seed 1) with the
+    /// experiment's own `params`: what [`Experiment::smoke`] starts from.
+    pub fn smoke(params: &[(&str, &str)]) -> ExpOpts {
+        let params = params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        ExpOpts { mem_bytes: Some(8 << 20), runs: Some(1), quick: true, seed: 1, params, ..ExpOpts::default() }
+    }
+
     /// Resolve [`Common`] for the experiment whose variants are `presets`:
     /// `mem` and `runs` are its (quick, full) defaults, `max_mem` the
     /// largest cache it accepts.

@@ -278,7 +278,7 @@ pub trait SeedExperiment: Sync + 'static {
 
     /// The smallest run that takes every path (see [`Experiment::smoke`]).
     fn smoke() -> ExpOpts {
-        ExpOpts { mem_bytes: Some(8 << 20), runs: Some(1), quick: true, seed: 1, ..ExpOpts::default() }
+        ExpOpts::smoke(&[])
     }
     /// Resolve and check the parameters `opts` asks for.
     fn params(opts: &ExpOpts) -> Result<Self::Params>;

@@ -1,4 +1,5 @@
-//! Facts about the machine a run happened on, shared by the experiments.
+//! Facts about the machine a run happened on, and the sequential reads and
+//! writes of a pcache file, shared by the experiments.
 
 use std::path::Path;
 
@@ -73,6 +74,36 @@ pub fn thread_cpu_s() -> f64 {
 /// hole).
 pub fn pattern(len: usize) -> Vec<u8> {
     (0..len).map(|i| ((i * 31 + 7) % 251 + 1) as u8).collect()
+}
+
+/// Write `len` bytes of `f` from offset 0 in `chunk`-sized writes of
+/// `buf`'s start; a short write is a failed check.
+pub fn write_seq(f: &pcache::File, len: u64, chunk: u64, buf: &[u8]) -> Result<()> {
+    let mut off = 0;
+    while off < len {
+        let n = chunk.min(len - off) as usize;
+        let done = f.write_at(&buf[..n], off)?;
+        if done != n {
+            return Err(Error::Check(format!("{}: wrote {done} of {n} bytes at {off}", f.name())));
+        }
+        off += n as u64;
+    }
+    Ok(())
+}
+
+/// Read `len` bytes of `f` from offset 0 in `chunk`-sized reads into
+/// `buf`; a short read is a failed check.
+pub fn read_seq(f: &pcache::File, len: u64, chunk: u64, buf: &mut [u8]) -> Result<()> {
+    let mut off = 0;
+    while off < len {
+        let n = chunk.min(len - off) as usize;
+        let got = f.read_at(&mut buf[..n], off)?;
+        if got != n {
+            return Err(Error::Check(format!("{}: read {got} of {n} bytes at {off}", f.name())));
+        }
+        off += n as u64;
+    }
+    Ok(())
 }
 
 /// Where an experiment's files live. The seeds ran on tmpfs and on disk

@@ -26,11 +26,7 @@ fn check_seed_experiment(e: &dyn Experiment, json: &str, report: &str) {
     let names: Vec<&str> = r.variants.iter().map(|v| v.name.as_str()).collect();
     assert_eq!(names, pcache_workloads::variants::defaults(e.presets()), "{name}: variants");
     assert!(!r.metric_specs.is_empty(), "{name}: metric specs");
-    let workloads: Vec<&str> = {
-        let mut w: Vec<&str> = r.metric_specs.iter().map(|s| s.workload.as_str()).collect();
-        w.dedup();
-        w
-    };
+    let workloads = r.workloads();
     for v in &r.variants {
         assert!(!v.stands_for.is_empty(), "{name} {}: stands_for", v.name);
         for s in &r.metric_specs {

@@ -361,16 +361,12 @@ impl SeedExperiment for LruContention {
     ];
 
     fn smoke() -> ExpOpts {
-        let params =
-            [("threads", "1,2"), ("ops_per_thread", "20000"), ("warm_ratio", "2"), ("kernel_ops_per_thread", "5000")];
-        ExpOpts {
-            mem_bytes: Some(8 << 20),
-            runs: Some(1),
-            quick: true,
-            seed: 1,
-            params: params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-            ..ExpOpts::default()
-        }
+        ExpOpts::smoke(&[
+            ("threads", "1,2"),
+            ("ops_per_thread", "20000"),
+            ("warm_ratio", "2"),
+            ("kernel_ops_per_thread", "5000"),
+        ])
     }
     crate::runner::params_from!(from_exp);
 }

@@ -60,7 +60,7 @@ use crate::report::{significant, Check, ExperimentResult, Mean, MetricSpec, Name
 use crate::runner::{into_map, Ctx, KernelColumn, Matrix, Measured, SeedChecks, SeedExperiment, SeedKernel};
 use crate::runner::{SeedMeasure, SeedReport, Variant};
 use crate::stats::{pct_better, ratio, Better};
-use crate::sys::{is_tmpfs, kernel_release, pattern};
+use crate::sys::{is_tmpfs, kernel_release, pattern, write_seq};
 use crate::variants::{self, Preset};
 use crate::{Error, Result};
 
@@ -447,13 +447,7 @@ impl SeedExperiment for ReclaimWritebackExp {
     ];
 
     fn smoke() -> ExpOpts {
-        ExpOpts {
-            mem_bytes: Some(8 << 20),
-            runs: Some(1),
-            quick: true,
-            params: vec![("file_size".into(), "256K".into())],
-            ..ExpOpts::default()
-        }
+        ExpOpts::smoke(&[("file_size", "256K")])
     }
     crate::runner::params_from!(from_exp);
 }

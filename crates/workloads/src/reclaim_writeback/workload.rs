@@ -116,25 +116,6 @@ pub(super) fn sampler(cache: &PageCache, stop: &AtomicBool, t0: Instant) -> Vec<
 
 pub(super) const CREATE: OpenOptions = OpenOptions { create: true, truncate: true, direct: true };
 
-/// Write `len` bytes at offset 0 in `chunk`-sized writes.
-pub(super) fn write_seq(f: &File, len: u64, chunk: u64, buf: &[u8]) -> Result<()> {
-    let mut off = 0;
-    while off < len {
-        let n = chunk.min(len - off) as usize;
-        write_block(f, off, &buf[..n])?;
-        off += n as u64;
-    }
-    Ok(())
-}
-
-pub(super) fn write_block(f: &File, off: u64, data: &[u8]) -> Result<()> {
-    let done = f.write_at(data, off)?;
-    if done != data.len() {
-        return Err(Error::Check(format!("{}: wrote {done} of {} bytes at {off}", f.name(), data.len())));
-    }
-    Ok(())
-}
-
 /// Run `work(t)` on `threads` threads started together; returns the
 /// seconds from the start until the last returned, and every path they
 /// created.

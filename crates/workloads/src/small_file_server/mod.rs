@@ -74,7 +74,7 @@ use crate::report::{significant, Check, ExperimentResult, Mean, MetricSpec, Name
 use crate::runner::SeedReport;
 use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, SeedMeasure};
 use crate::stats::{pct_better, Better};
-use crate::sys::kernel_release;
+use crate::sys::{kernel_release, read_seq, write_seq};
 use crate::variants::Preset;
 use crate::zipf::ZipfKeys;
 use crate::{Error, Result};
@@ -365,7 +365,7 @@ impl SeedExperiment for SmallFileServer {
     const PARAMS_KEY: &'static str = "params";
 
     fn smoke() -> ExpOpts {
-        ExpOpts { mem_bytes: Some(4 << 20), runs: Some(1), quick: true, seed: 1, ..ExpOpts::default() }
+        ExpOpts { mem_bytes: Some(4 << 20), ..ExpOpts::smoke(&[]) }
     }
     crate::runner::params_from!(new);
 }

@@ -507,20 +507,6 @@ pub(super) fn pcache_server(cache: &PageCache, p: &Params, root: &Path, fs: &Fil
     })
 }
 
-/// Read `len` bytes of `f` from 0 in `chunk`-sized reads.
-pub(super) fn read_seq(f: &File, len: u64, chunk: u64, buf: &mut [u8]) -> Result<()> {
-    let mut off = 0;
-    while off < len {
-        let n = chunk.min(len - off) as usize;
-        let got = f.read_at(&mut buf[..n], off)?;
-        if got != n {
-            return Err(Error::Check(format!("{}: read {got} of {n} bytes at {off}", f.name())));
-        }
-        off += n as u64;
-    }
-    Ok(())
-}
-
 pub(super) fn pcache_scan(cache: &PageCache, p: &Params, root: &Path) -> Result<RunOut> {
     let mut buf = vec![0u8; STREAM_CHUNK as usize];
     let ws = cache.open(ws_path(root), READ_ONLY)?;
@@ -573,15 +559,7 @@ pub(super) fn advance(m: &Mutex<Lockstep>, cv: &Condvar, f: impl FnOnce(&mut Loc
 /// One streaming write: dd of=junk bs=1M; sync; cat junk.
 pub(super) fn write_junk(cache: &PageCache, path: &Path, len: u64, block: &[u8], buf: &mut [u8]) -> Result<()> {
     let f = cache.open(path, CREATE)?;
-    let mut off = 0;
-    while off < len {
-        let n = WRITE_BLOCK.min(len - off) as usize;
-        let done = f.write_at(&block[..n], off)?;
-        if done != n {
-            return Err(Error::Check(format!("{}: wrote {done} of {n} bytes at {off}", f.name())));
-        }
-        off += n as u64;
-    }
+    write_seq(&f, len, WRITE_BLOCK, block)?;
     f.fsync()?;
     let cat = f.reopen()?;
     read_seq(&cat, len, STREAM_CHUNK, buf)?;

@@ -1024,9 +1024,6 @@ impl Experiment for Replay {
             kernel_dir: opts.dir.clone(),
             usable_equals_nominal: opts.param_as("usable_equals_nominal")?.unwrap_or(false),
         };
-        if replay_opts.threads == 0 {
-            return Err(Error::Invalid("--threads must be at least 1".into()));
-        }
         resolve(&replay_opts.variants)?;
         let mut baselines = load_baselines(&baseline_files)?;
         let (mut results, mut report) = (Vec::new(), String::new());

@@ -183,11 +183,7 @@ fn replay(cmd: ReplayCmd) -> Result<(), BoxError> {
     let exp = registry::find("replay").ok_or("replay is not registered")?;
     let sink = cmd.json.as_deref().map(JsonSink::open).transpose()?;
     let outcome = experiment::run(exp, &opts)?;
-    if matches!(sink, Some(JsonSink::Stdout)) {
-        eprint!("{}", outcome.report);
-    } else {
-        print!("{}", outcome.report);
-    }
+    JsonSink::print_report(&sink, &outcome.report);
     if let Some(sink) = sink {
         sink.write(&format!("{}\n", outcome.json))?;
     }
@@ -371,6 +367,15 @@ impl JsonSink {
         Ok(JsonSink::File(path.to_path_buf(), f))
     }
 
+    /// The report goes to stdout, or to stderr when the JSON does.
+    fn print_report(sink: &Option<JsonSink>, report: &str) {
+        if matches!(sink, Some(JsonSink::Stdout)) {
+            eprint!("{report}");
+        } else {
+            print!("{report}");
+        }
+    }
+
     fn write(self, text: &str) -> Result<(), BoxError> {
         match self {
             JsonSink::Stdout => std::io::stdout().write_all(text.as_bytes())?,
@@ -390,7 +395,6 @@ fn bench(cmd: BenchCmd, matches: &ArgMatches) -> Result<(), BoxError> {
     }
     let (named, opts, shared) = bench_selection(matches)?;
     let sink = shared.json.as_deref().map(JsonSink::open).transpose()?;
-    let report_to_stderr = matches!(sink, Some(JsonSink::Stdout));
     if cfg!(debug_assertions) {
         eprintln!("pcache: warning: this is a debug build; build with --release for meaningful timings");
     }
@@ -413,11 +417,7 @@ fn bench(cmd: BenchCmd, matches: &ArgMatches) -> Result<(), BoxError> {
                 return Err(format!("{}: {e}", exp.name()).into());
             }
         };
-        if report_to_stderr {
-            eprint!("{}", outcome.report);
-        } else {
-            print!("{}", outcome.report);
-        }
+        JsonSink::print_report(&sink, &outcome.report);
         outputs.push((exp.name(), outcome.json));
     }
     if let Some(sink) = sink {

@@ -62,12 +62,21 @@ pub struct FuseDdOpts {
 }
 
 impl FuseDdOpts {
-    pub fn new(mount_exe: PathBuf) -> FuseDdOpts {
-        FuseDdOpts { mem_bytes: 512 * MIB, file_bytes: 64 * MIB, runs: 5, dir: None, mount_exe, set: Vec::new() }
-    }
-
-    pub fn quick(mount_exe: PathBuf) -> FuseDdOpts {
-        FuseDdOpts { mem_bytes: 64 * MIB, file_bytes: 8 * MIB, runs: 3, ..FuseDdOpts::new(mount_exe) }
+    /// The options `pcache bench fuse-dd` asks for (`--mem` the cache of
+    /// the library and the mount, default 512M, quick 64M; `--runs` default
+    /// 5, quick 3; `file_mib` 64, quick 8), with the running binary as the
+    /// mount daemon.
+    pub fn from_exp(opts: &ExpOpts) -> Result<FuseDdOpts> {
+        let mount_exe = std::env::current_exe().map_err(|e| Error::io("finding this executable", e))?;
+        let (mem_bytes, file_mib, runs) = if opts.quick { (64 * MIB, 8, 3) } else { (512 * MIB, 64, 5) };
+        Ok(FuseDdOpts {
+            mem_bytes: opts.mem_bytes.unwrap_or(mem_bytes),
+            file_bytes: opts.param_as::<u64>("file_mib")?.unwrap_or(file_mib) << 20,
+            runs: opts.runs.unwrap_or(runs),
+            dir: opts.dir.clone(),
+            mount_exe,
+            set: opts.set.clone(),
+        })
     }
 
     pub fn validate(&self) -> Result<()> {
@@ -241,11 +250,7 @@ fn library_workload(cache: &PageCache, path: &Path, workload: &str, blocks: u64)
             let t = Instant::now();
             let f = cache.open(path, OpenOptions { create: false, truncate: false, direct: true })?;
             let mut off = 0u64;
-            loop {
-                let n = f.read_at(&mut buf, off)?;
-                if n == 0 {
-                    break;
-                }
+            while let n @ 1.. = f.read_at(&mut buf, off)? {
                 off += n as u64;
             }
             f.close()?;
@@ -272,19 +277,25 @@ pub fn run(opts: &FuseDdOpts) -> Result<FuseDdResult> {
     } else {
         Some(format!("{} is not the pcache binary, which serves the mount", opts.mount_exe.display()))
     };
-    let mut daemon = match &fuse_skipped {
+    let mut daemon = match fuse_skipped {
         None => Some(Daemon::start(&opts.mount_exe, &backing, &mnt, opts.mem_bytes, &opts.set)?),
         Some(_) => None,
     };
     let tunables = crate::experiment::apply_sets(pcache::Tunables::default(), &opts.set)?;
     let cache = PageCache::new(Config { tunables, ..Config::with_memory(opts.mem_bytes) })?;
     let blocks = opts.file_bytes / MIB;
-    let mut names = vec!["library", "fuse", "kernel"];
-    if daemon.is_none() {
-        names.retain(|n| *n != "fuse");
-    }
-    // times[column][workload] = elapsed per run
-    let mut times = vec![vec![Vec::new(); WORKLOADS.len()]; names.len()];
+    let names: Vec<&str> =
+        ["library", "fuse", "kernel"].into_iter().filter(|n| *n != "fuse" || daemon.is_some()).collect();
+    let mut columns: Vec<Column> = names
+        .iter()
+        .map(|name| Column {
+            name: name.to_string(),
+            timings: WORKLOADS
+                .iter()
+                .map(|w| Timing { workload: w.to_string(), elapsed_s: Vec::new(), median_s: 0.0, mb_per_s: 0.0 })
+                .collect(),
+        })
+        .collect();
     // One untimed round warms everything up (the arena faults in, the
     // daemon's threads start).
     for run in 0..=opts.runs {
@@ -298,7 +309,7 @@ pub fn run(opts: &FuseDdOpts) -> Result<FuseDdResult> {
                     _ => dd_workload(&kernel_dir.join("f"), workload, blocks)?,
                 };
                 if run > 0 {
-                    times[c][w].push(s);
+                    columns[c].timings[w].elapsed_s.push(s);
                 }
             }
         }
@@ -306,26 +317,10 @@ pub fn run(opts: &FuseDdOpts) -> Result<FuseDdResult> {
     if let Some(d) = daemon.as_mut() {
         d.stop()?;
     }
-    let columns = names
-        .iter()
-        .zip(times)
-        .map(|(name, per_workload)| Column {
-            name: name.to_string(),
-            timings: WORKLOADS
-                .iter()
-                .zip(per_workload)
-                .map(|(w, elapsed_s)| {
-                    let m = crate::stats::median(&elapsed_s);
-                    Timing {
-                        workload: w.to_string(),
-                        median_s: m,
-                        mb_per_s: opts.file_bytes as f64 / 1e6 / m,
-                        elapsed_s,
-                    }
-                })
-                .collect(),
-        })
-        .collect();
+    for t in columns.iter_mut().flat_map(|c| &mut c.timings) {
+        t.median_s = crate::stats::median(&t.elapsed_s);
+        t.mb_per_s = opts.file_bytes as f64 / 1e6 / t.median_s;
+    }
     Ok(FuseDdResult {
         experiment: EXPERIMENT.into(),
         kernel_release: kernel_release(),
@@ -408,23 +403,5 @@ impl Experiment for FuseDd {
         let o = FuseDdOpts::from_exp(opts)?;
         let result = run(&o)?;
         Outcome::new(result.report(), &result)
-    }
-}
-
-impl FuseDdOpts {
-    /// The options `pcache bench fuse-dd` asks for (`--mem` the cache of
-    /// the library and the mount, default 512M, quick 64M; `--runs` default
-    /// 5, quick 3), with the running binary as the mount daemon.
-    pub fn from_exp(opts: &ExpOpts) -> Result<FuseDdOpts> {
-        let exe = std::env::current_exe().map_err(|e| Error::io("finding this executable", e))?;
-        let mut o = if opts.quick { Self::quick(exe) } else { Self::new(exe) };
-        o.mem_bytes = opts.mem_bytes.unwrap_or(o.mem_bytes);
-        if let Some(v) = opts.param_as::<u64>("file_mib")? {
-            o.file_bytes = v << 20;
-        }
-        o.runs = opts.runs.unwrap_or(o.runs);
-        o.dir = opts.dir.clone();
-        o.set = opts.set.clone();
-        Ok(o)
     }
 }

@@ -126,12 +126,10 @@ pub fn resolve(names: &[String]) -> Result<Vec<&'static Preset>> {
 
 /// A trace file format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub enum Format {
-    #[serde(rename = "lirs")]
     Lirs,
-    #[serde(rename = "csv")]
     Csv,
-    #[serde(rename = "oracleGeneral")]
     OracleGeneral,
 }
 
@@ -194,11 +192,6 @@ impl Trace {
     /// Distinct pages touched.
     pub fn distinct_pages(&self) -> u64 {
         self.accesses.iter().collect::<HashSet<_>>().len() as u64
-    }
-
-    /// Accesses that touch a page for the first time (= distinct pages).
-    pub fn compulsory_misses(&self) -> u64 {
-        self.distinct_pages()
     }
 
     /// Renumber sparse indices densely in order of first touch.
@@ -294,16 +287,9 @@ fn hash_str(s: &str) -> u64 {
 
 fn parse_csv(r: impl BufRead, ctx: &str) -> Result<Trace> {
     let mut lines = r.lines();
-    let header = loop {
-        match lines.next() {
-            None => return Err(Error::Invalid(format!("{ctx}: empty csv"))),
-            Some(l) => {
-                let l = l.map_err(|e| Error::io(ctx, e))?;
-                if !l.trim().is_empty() {
-                    break l;
-                }
-            }
-        }
+    let header = match lines.find(|l| !l.as_ref().is_ok_and(|l| l.trim().is_empty())) {
+        None => return Err(Error::Invalid(format!("{ctx}: empty csv"))),
+        Some(l) => l.map_err(|e| Error::io(ctx, e))?,
     };
     let cols: Vec<String> =
         header.split(',').map(|c| c.trim().trim_start_matches('#').trim().to_ascii_lowercase()).collect();
@@ -396,9 +382,7 @@ impl Sizes {
             Sizes::Percent(p) => p.iter().map(|&pct| (distinct as f64 * pct / 100.0).round() as u64).collect(),
             Sizes::Pages(p) => p.clone(),
         };
-        for x in &mut v {
-            *x = (*x).max(MIN_CACHE_PAGES);
-        }
+        v.iter_mut().for_each(|x| *x = (*x).max(MIN_CACHE_PAGES));
         v.sort_unstable();
         v.dedup();
         v
@@ -473,7 +457,7 @@ impl KernelColumn {
     /// the effective cache, the watermarks are 0: the kernel has none per
     /// group).
     pub fn results(&self, trace: &Trace) -> Vec<RunResult> {
-        let compulsory = trace.compulsory_misses();
+        let compulsory = trace.distinct_pages();
         self.runs
             .iter()
             .map(|r| RunResult {
@@ -610,7 +594,7 @@ pub fn replay_threads(
     let d = cache.vmstat().delta(&before);
     let requests = trace.accesses.len() as u64;
     let misses = d.get(Item::pgcache_miss);
-    let compulsory = trace.compulsory_misses();
+    let compulsory = trace.distinct_pages();
     f.close()?;
     Ok(RunResult {
         variant: variant.to_string(),
@@ -738,8 +722,7 @@ impl ReplayResult {
             if self.threads > 1 { format!("; {} threads", self.threads) } else { String::new() }
         );
         let rows = self.table();
-        let right: Vec<bool> = (0..rows[0].len()).map(|_| true).collect();
-        out.push_str(&render_table(&rows, &right));
+        out.push_str(&render_table(&rows, &vec![true; rows[0].len()]));
         self.footnotes(&mut out);
         out
     }
@@ -859,11 +842,11 @@ pub fn plot_result(res: &ReplayResult, dir: &Path) -> Result<PathBuf> {
 
 /// Merge baseline runs (another simulator's, in replay's JSON schema: one
 /// trace's `{"trace", "pages", "results": [{"variant", "cache_pages",
-/// "requests", "misses", "miss_ratio"}]}` or an array of them) into the
-/// results of the traces of the same name, at the cache sizes they have.
-/// A trace whose distinct pages differ was numbered differently: refused.
-/// `ctx` names the source in errors. Returns the runs merged.
-pub fn merge_baselines(results: &mut [ReplayResult], v: &serde_json::Value, ctx: &str) -> Result<usize> {
+/// "requests", "misses", "miss_ratio"}]}` or an array of them) into `res`
+/// where they are of its trace (by name) and its cache sizes. A trace
+/// whose distinct pages differ was numbered differently: refused. `ctx`
+/// names the source in errors. Returns the runs merged.
+pub fn merge_baselines(res: &mut ReplayResult, v: &serde_json::Value, ctx: &str) -> Result<usize> {
     #[derive(serde::Deserialize)]
     struct Doc {
         trace: String,
@@ -876,8 +859,7 @@ pub fn merge_baselines(results: &mut [ReplayResult], v: &serde_json::Value, ctx:
     }
     .map_err(|e| Error::Invalid(format!("{ctx}: not in replay's schema: {e}")))?;
     let mut merged = 0;
-    for d in docs {
-        let Some(res) = results.iter_mut().find(|r| r.trace == d.trace) else { continue };
+    for d in docs.into_iter().filter(|d| d.trace == res.trace) {
         if d.pages != res.pages {
             return Err(Error::Invalid(format!(
                 "{ctx}: trace {} has {} distinct pages there and {} here: numbered differently",
@@ -904,47 +886,17 @@ pub fn merge_baselines(results: &mut [ReplayResult], v: &serde_json::Value, ctx:
     Ok(merged)
 }
 
-/// Other simulators' results merged as columns (`pcache replay --baseline
-/// FILE.json`), each with how many of this run's results it matched.
-#[derive(Debug, Default)]
-pub struct Baselines {
-    files: Vec<(PathBuf, serde_json::Value, usize)>,
-}
-
-impl Baselines {
-    /// Read every file, refusing one that is missing or not JSON before
-    /// anything is replayed.
-    pub fn load(paths: &[PathBuf]) -> Result<Baselines> {
-        let mut files = Vec::with_capacity(paths.len());
-        for p in paths {
-            let text = std::fs::read_to_string(p).map_err(|e| Error::io(p.display().to_string(), e))?;
-            let v =
-                serde_json::from_str(&text).map_err(|e| Error::Invalid(format!("{}: not JSON: {e}", p.display())))?;
-            files.push((p.clone(), v, 0));
-        }
-        Ok(Baselines { files })
-    }
-
-    /// Merge every file's columns for `res`' trace and sizes into it.
-    pub fn merge_into(&mut self, res: &mut ReplayResult) -> Result<()> {
-        for (p, v, n) in &mut self.files {
-            *n += merge_baselines(std::slice::from_mut(res), v, &p.display().to_string())?;
-        }
-        Ok(())
-    }
-
-    /// The files that matched no trace and cache size, to warn about.
-    pub fn unmatched(&self) -> impl Iterator<Item = &Path> {
-        self.files.iter().filter(|f| f.2 == 0).map(|f| f.0.as_path())
-    }
-}
-
-/// The JSON of a replay: one trace's object, or an array of several.
-pub fn results_json(results: &[ReplayResult]) -> serde_json::Value {
-    match results {
-        [one] => one.to_json(),
-        all => serde_json::Value::Array(all.iter().map(ReplayResult::to_json).collect()),
-    }
+/// Read baseline files (`--baseline`), refusing one that is missing or not
+/// JSON before anything is replayed: each path, its JSON, and 0 runs
+/// merged so far.
+fn load_baselines(paths: &[PathBuf]) -> Result<Vec<(String, serde_json::Value, usize)>> {
+    let load = |p: &PathBuf| {
+        let name = p.display().to_string();
+        let text = std::fs::read_to_string(p).map_err(|e| Error::io(&name, e))?;
+        let v = serde_json::from_str(&text).map_err(|e| Error::Invalid(format!("{name}: not JSON: {e}")))?;
+        Ok((name, v, 0))
+    };
+    paths.iter().map(load).collect()
 }
 
 /// One Markdown table for many traces (BENCHMARKS.md's): a row per trace
@@ -1072,15 +1024,14 @@ impl Experiment for Replay {
             kernel_dir: opts.dir.clone(),
             usable_equals_nominal: opts.param_as("usable_equals_nominal")?.unwrap_or(false),
         };
-        if replay_opts.threads == 0 {
-            return Err(Error::Invalid("--threads must be at least 1".into()));
-        }
         resolve(&replay_opts.variants)?;
-        let mut baselines = Baselines::load(&baseline_files)?;
+        let mut baselines = load_baselines(&baseline_files)?;
         let (mut results, mut report) = (Vec::new(), String::new());
         for path in &traces {
             let mut res = run_file(path, format, &replay_opts)?;
-            baselines.merge_into(&mut res)?;
+            for (name, v, merged) in &mut baselines {
+                *merged += merge_baselines(&mut res, v, name)?;
+            }
             if let Some(dir) = &opts.plot_dir {
                 plot_result(&res, dir)?;
             }
@@ -1090,9 +1041,13 @@ impl Experiment for Replay {
         if let Some(path) = opts.param("markdown") {
             std::fs::write(path, markdown_table(&results)).map_err(|e| Error::io(path, e))?;
         }
-        for p in baselines.unmatched() {
-            let _ = writeln!(report, "warning: {} matched no trace and cache size here", p.display());
+        for (name, _, _) in baselines.iter().filter(|b| b.2 == 0) {
+            let _ = writeln!(report, "warning: {name} matched no trace and cache size here");
         }
-        Outcome::new(report, &results_json(&results))
+        // One trace's object, or an array of several (keys sorted, as ever).
+        match results.as_slice() {
+            [one] => Outcome::new(report, &one.to_json()),
+            all => Outcome::new(report, &all.iter().map(ReplayResult::to_json).collect::<Vec<_>>()),
+        }
     }
 }

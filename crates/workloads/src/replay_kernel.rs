@@ -72,6 +72,9 @@ struct Params {
     /// Little-endian u64 page indices, one per access.
     accesses: PathBuf,
     cache_pages: u64,
+    /// Always true: the worker pins itself to one CPU before it joins the
+    /// group (see [`kernel::worker_main`]).
+    pin_cpu: bool,
 }
 
 /// One size's run in the kernel, as the child reports it.
@@ -157,9 +160,9 @@ pub fn run(
             calib_pages,
             accesses: accesses.clone(),
             cache_pages,
+            pin_cpu: true,
         };
-        let mut params = serde_json::to_value(&params).map_err(|e| format!("kernel parameters: {e}"))?;
-        params["pin_cpu"] = Value::Bool(true);
+        let params = serde_json::to_value(&params).map_err(|e| format!("kernel parameters: {e}"))?;
         // The child sets its own limit; this one only bounds it until then.
         let start_limit = cache_pages * PAGE + (256 << 20);
         let v = match worker {
@@ -237,9 +240,11 @@ impl Residency {
         }
     }
 
-    fn mincore(&mut self, first: u64, n: u64) -> Option<&[u8]> {
-        let (addr, _) = self.map?;
-        // SAFETY: the range lies inside the mapping; vec has a byte per page.
+    /// Pages cached among the file's `n` pages from page `first`.
+    fn cached_in(&mut self, first: u64, n: u64) -> Option<u64> {
+        let Some((addr, _)) = self.map else { return kernel::cached_pages(&self.file, first * PAGE, n * PAGE) };
+        // SAFETY: the range lies inside the mapping (callers ask within the
+        // file's pages); vec has a byte per page.
         let r = unsafe {
             libc::mincore(
                 addr.cast::<u8>().add((first * PAGE) as usize).cast(),
@@ -247,24 +252,18 @@ impl Residency {
                 self.vec.as_mut_ptr().add(first as usize),
             )
         };
-        (r == 0).then(|| &self.vec[first as usize..(first + n) as usize])
+        let resident = &self.vec[first as usize..(first + n) as usize];
+        (r == 0).then(|| resident.iter().filter(|&&b| b & 1 == 1).count() as u64)
     }
 
     /// Whether page `index` is cached.
     fn cached(&mut self, index: u64) -> Option<bool> {
-        if self.map.is_none() {
-            return kernel::page_cached(&self.file, index * PAGE, PAGE);
-        }
-        self.mincore(index, 1).map(|v| v[0] & 1 == 1)
+        self.cached_in(index, 1).map(|n| n > 0)
     }
 
     /// Pages of the file cached.
     fn count(&mut self) -> Option<u64> {
-        if self.map.is_none() {
-            return kernel::cached_pages(&self.file, 0, self.pages * PAGE);
-        }
-        let pages = self.pages;
-        self.mincore(0, pages).map(|v| v.iter().filter(|&&b| b & 1 == 1).count() as u64)
+        self.cached_in(0, self.pages)
     }
 
     fn drop_cached(&self) {

@@ -57,24 +57,17 @@ fn time_checks(r: &ExperimentResult, b: &VariantResult, a: &VariantResult) -> Ve
             (Backend::File, Mode::Async) => "faster: Max ext3 +17%, ext4 +28%, xfs +83%, btrfs +0.2%",
             (_, Mode::Fdatasync) => "faster, smaller gain (sync figures not in the excerpt)",
         };
-        out.push(time_lower(
-            format!("{w}: accessed-v2 faster (Amean elapsed lower)"),
-            seed,
-            (r.mean(BEFORE, &metric), r.mean(AFTER, &metric)),
-            significant(b.samples(&metric), a.samples(&metric)),
-            (" better", ""),
-            // The seed's figures are async; its sync results are not shown.
-            m == Mode::Async,
-        ));
+        // Amean elapsed, counted where the seed has figures (async: its
+        // sync results are not shown), then the writer's CPU time.
         let cpu = format!("{w} cpu_s");
-        out.push(time_lower(
-            format!("{w}: writer CPU time lower (not preempted; not in the seed)"),
-            seed,
-            (r.mean(BEFORE, &cpu), r.mean(AFTER, &cpu)),
-            significant(b.samples(&cpu), a.samples(&cpu)),
-            (" better", ""),
-            false,
-        ));
+        for (name, metric, counts) in [
+            (format!("{w}: accessed-v2 faster (Amean elapsed lower)"), &metric, m == Mode::Async),
+            (format!("{w}: writer CPU time lower (not preempted; not in the seed)"), &cpu, false),
+        ] {
+            let means = (r.mean(BEFORE, metric), r.mean(AFTER, metric));
+            let sig = significant(b.samples(metric), a.samples(metric));
+            out.push(time_lower(name, seed, means, sig, (" better", ""), counts));
+        }
         if m == Mode::Async {
             out.push(time_lower(
                 format!("{w}: Max elapsed lower (the seed's row)"),

@@ -16,11 +16,9 @@ impl SeedKernel for Dd {
         std::fs::create_dir(&file_dir).map_err(|e| format!("cannot create {}: {e}", file_dir.display()))?;
         let mut dirs = serde_json::Map::new();
         // Holds the tmpfs directory until the worker is done.
-        let shm = if is_tmpfs(Path::new("/dev/shm")) {
-            tempfile::Builder::new().prefix("pcache-dd-").tempdir_in("/dev/shm").ok()
-        } else {
-            None
-        };
+        let shm = is_tmpfs(Path::new("/dev/shm"))
+            .then(|| tempfile::Builder::new().prefix("pcache-dd-").tempdir_in("/dev/shm").ok())
+            .flatten();
         match &shm {
             Some(d) => {
                 dirs.insert("tmpfs".into(), Value::from(d.path().to_string_lossy().into_owned()));

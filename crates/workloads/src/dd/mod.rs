@@ -159,17 +159,14 @@ impl DdParams {
     /// The sizes `opts` asks for, checked.
     pub fn from_opts(opts: &ExpOpts) -> Result<DdParams> {
         let c = opts.common(PRESETS, (QUICK_MEM, FULL_MEM), (QUICK_RUNS, FULL_RUNS), 64 << 30)?;
-        let (mem_bytes, runs, variants) = (c.mem_bytes, c.runs, c.variants);
         let page_size = Config::default().page_size;
-        let ps = page_size as u64;
-        let file_bytes = (mem_bytes / 10 / ps).max(1) * ps;
         Ok(DdParams {
-            mem_bytes,
-            file_bytes,
+            mem_bytes: c.mem_bytes,
+            file_bytes: (c.mem_bytes / 10 / page_size as u64).max(1) * page_size as u64,
             block_bytes: BLOCK,
             iterations: if opts.quick { QUICK_ITERATIONS } else { FULL_ITERATIONS },
-            runs,
-            variants,
+            runs: c.runs,
+            variants: c.variants,
             quick: opts.quick,
             page_size,
         })

@@ -36,17 +36,13 @@ impl SeedReport for Dd {
     /// The report's body: how times are taken, the seed's table, the cost per
     /// page, vmstat.
     fn report_body(r: &ExperimentResult, _: &DdParams) -> String {
-        let mut s = String::from("\n");
-        let _ = writeln!(
-            s,
-            "elapsed: open to the return of close (fdatasync included), unlink not timed; cpu: the writer thread's CPU \
-             time over the same span (not the flusher's; stops while the thread is preempted)"
+        // How times are taken, then the seed's table: Max elapsed (async),
+        // plus the means.
+        let mut s = String::from(
+            "\nelapsed: open to the return of close (fdatasync included), unlink not timed; cpu: the writer thread's \
+             CPU time over the same span (not the flusher's; stops while the thread is preempted)\n\nas the seed \
+             (elapsed in seconds; percentages against the first column, positive = better)\n",
         );
-
-        // The seed's table: Max elapsed (async), plus the means.
-        let _ = writeln!(s);
-        let _ =
-            writeln!(s, "as the seed (elapsed in seconds; percentages against the first column, positive = better)");
         let mut rows = Vec::new();
         for m in [Mode::Async, Mode::Fdatasync] {
             for be in [Backend::Tmpfs, Backend::File] {
@@ -77,10 +73,9 @@ impl SeedReport for Dd {
         s.push_str(&render::render_columns(r.variants.iter().map(|v| &v.name), rows));
 
         // Cost per page written (the seed's profile), pcache columns only.
-        let _ = writeln!(s);
         let _ = writeln!(
             s,
-            "cost per page written, mean over runs (the seed's profile: mark_page_accessed samples, vanilla against \
+            "\ncost per page written, mean over runs (the seed's profile: mark_page_accessed samples, vanilla against \
              accessed-v2)"
         );
         let metrics: Vec<String> = WORKLOADS

@@ -129,22 +129,20 @@ impl SparseParams {
     /// The sizes `opts` asks for, checked.
     pub fn from_opts(opts: &ExpOpts) -> Result<SparseParams> {
         let c = opts.common(PRESETS, (QUICK_MEM, FULL_MEM), (QUICK_RUNS, FULL_RUNS), 64 << 30)?;
-        let (mem_bytes, runs, variants) = (c.mem_bytes, c.runs, c.variants);
         let page_size = Config::default().page_size;
         let ps = page_size as u64;
-        let fill = (mem_bytes as f64 * FILL_RATIO) as u64;
+        let fill = (c.mem_bytes as f64 * FILL_RATIO) as u64;
         // 4 MiB files, or smaller so that a small cache still holds 16.
         let file_bytes = ((fill / 16).min(MAX_FILE_BYTES) / ps).max(1) * ps;
-        let files = ((fill / file_bytes) as usize).max(1);
         Ok(SparseParams {
-            mem_bytes,
+            mem_bytes: c.mem_bytes,
             file_bytes,
-            files,
+            files: ((fill / file_bytes) as usize).max(1),
             rounds: if opts.quick { QUICK_ROUNDS } else { FULL_ROUNDS },
-            runs,
+            runs: c.runs,
             fill_ratio: FILL_RATIO,
             read_bytes: READ_BYTES,
-            variants,
+            variants: c.variants,
             quick: opts.quick,
             page_size,
         })

@@ -20,9 +20,8 @@ pub(super) const VM_ITEMS: &[Item] = &[
 /// The seed's table for one backend: every row, one column per variant,
 /// percentages against the first (positive = better).
 pub(super) fn render_seed_table(r: &ExperimentResult, metric: &str) -> String {
-    let cols: Vec<(&str, Option<[f64; 17]>)> =
-        r.variants.iter().map(|v| (v.name.as_str(), seed_rows(v.samples(metric)))).collect();
-    let cols: Vec<(&str, [f64; 17])> = cols.into_iter().filter_map(|(n, v)| v.map(|v| (n, v))).collect();
+    let cols: Vec<(&str, [f64; 17])> =
+        r.variants.iter().filter_map(|v| Some((v.name.as_str(), seed_rows(v.samples(metric))?))).collect();
     let mut rows = Vec::new();
     for (i, label) in SEED_ROWS.iter().enumerate() {
         let mut row = vec![format!("{label} Time")];
@@ -45,30 +44,24 @@ impl SeedReport for Sparsetruncate {
     /// the mechanism per truncate, vmstat.
     fn report_body(r: &ExperimentResult, _: &SparseParams) -> String {
         let mut s = String::new();
-
-        for b in BACKENDS {
-            let _ = writeln!(s);
-            let _ = writeln!(
-                s,
-                "sparsetruncate ({}), time per truncate in us (wall clock, as the seed), lower is better; percentages \
-                 against the first column, positive = better",
-                b.name()
-            );
-            s.push_str(&render_seed_table(r, &format!("{} truncate_us", b.name())));
+        for (measure, what) in [
+            (
+                "truncate_us",
+                "time per truncate in us (wall clock, as the seed), lower is better; percentages against the first \
+                 column, positive = better",
+            ),
+            (
+                "truncate_cpu_us",
+                "thread CPU time per truncate in us (excludes time preempted by other load on the machine; not in \
+                 the seed)",
+            ),
+        ] {
+            for b in BACKENDS {
+                let _ = writeln!(s, "\nsparsetruncate ({}), {what}", b.name());
+                s.push_str(&render_seed_table(r, &format!("{} {measure}", b.name())));
+            }
         }
-        for b in BACKENDS {
-            let _ = writeln!(s);
-            let _ = writeln!(
-                s,
-                "sparsetruncate ({}), thread CPU time per truncate in us (excludes time preempted by other load on the \
-                 machine; not in the seed)",
-                b.name()
-            );
-            s.push_str(&render_seed_table(r, &format!("{} truncate_cpu_us", b.name())));
-        }
-
-        let _ = writeln!(s);
-        let _ = writeln!(s, "the mechanism, per truncate (mean over runs)");
+        let _ = writeln!(s, "\nthe mechanism, per truncate (mean over runs)");
         let metrics: Vec<String> = BACKENDS
             .iter()
             .flat_map(|b| PER_TRUNCATE.iter().map(move |(measure, _)| format!("{} {measure}", b.name())))

@@ -19,7 +19,12 @@
 //! returns, so the device reads the next window while the reader copies
 //! this one. Readers of a page in flight wait on its lock, as they wait on
 //! a locked folio in the kernel. With `io_threads = 0` every run is read by
-//! the caller (the synchronous readahead of earlier pcache).
+//! the caller (the synchronous readahead of earlier pcache). An
+//! asynchronous run goes to the device as soon as it is one request long,
+//! not when the whole window is inserted. A device's window is at least
+//! `Tunables::ra_device_requests` of its largest requests (deviation: the
+//! kernel uses read_ahead_kb alone), so that many requests are at the
+//! device while the reader copies the window before.
 //!
 //! Memory: each window asks kswapd to keep two windows' worth free
 //! above the high watermark (vmscan.rs `wakeup_kswapd_ra`), so that in a
@@ -270,6 +275,10 @@ impl Cache {
         let mut run_start = index;
         // The asynchronous part starts at the marker.
         let async_from = if lookahead > 0 { nr - lookahead.min(nr) } else { nr };
+        // An asynchronous run goes to the device as soon as it is one
+        // request long, so the device starts on a window's first request
+        // while the rest of the window's pages are still being inserted.
+        let max_req = self.read_request_pages(inode);
         let mut is_async = false;
         for i in 0..nr {
             let idx = index + i;
@@ -301,6 +310,9 @@ impl Cache {
             // Locked until its read completes (end_read).
             run.push(page.into_raw());
             self.vm.inc(Item::pgreadahead);
+            if is_async && run.len() >= max_req {
+                self.submit_ra_run(inode, run_start, &mut run, true);
+            }
         }
         self.submit_ra_run(inode, run_start, &mut run, is_async);
         // Frames left over (pages another reader inserted meanwhile).

@@ -16,8 +16,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let sets: Vec<(&str, &str)> = args.iter().skip(4).filter_map(|kv| kv.split_once('=')).collect();
     let t = Tunables::default().with_sets(sets)?;
     let cache = PageCache::new(Config { tunables: t, ..Config::with_memory(mem) })?;
+    // As seqread does: time the read on a resident arena, not its first touch.
+    cache.wait_arena_populated(std::time::Duration::from_secs(30));
     let f = cache.open(std::path::Path::new(path), OpenOptions { create: false, truncate: false, direct: true })?;
     let before = cache.vmstat();
+    let (thread0, proc0) = (cpu_secs(libc::RUSAGE_THREAD), cpu_secs(libc::RUSAGE_SELF));
     let mut buf = vec![0u8; call];
     let (mut pos, start) = (0u64, Instant::now());
     loop {
@@ -28,7 +31,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         pos += n as u64;
     }
     let secs = start.elapsed().as_secs_f64();
+    let (thread, all) = (cpu_secs(libc::RUSAGE_THREAD) - thread0, cpu_secs(libc::RUSAGE_SELF) - proc0);
     println!("{} MiB in {:.3} s: {:.0} MB/s", pos >> 20, secs, pos as f64 / secs / 1e6);
+    // CPU per MiB read: the reader's own, and every other thread's
+    // (kswapd, the I/O threads or the ring's reaper, the pre-fault).
+    let mib = (pos >> 20).max(1) as f64;
+    println!("  cpu us/MiB: reader {:.0}, other threads {:.0}", thread / mib * 1e6, (all - thread) / mib * 1e6);
     for (k, v) in cache.vmstat().delta(&before).iter() {
         if v != 0
             && (k.starts_with("ra_")
@@ -44,4 +52,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     f.close()?;
     Ok(())
+}
+
+/// User plus system CPU seconds of `who` (RUSAGE_THREAD or RUSAGE_SELF).
+fn cpu_secs(who: libc::c_int) -> f64 {
+    // SAFETY: getrusage writes one struct rusage into the zeroed value
+    // it is given and keeps no pointer to it.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(who, &mut ru);
+        ru
+    };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
 }

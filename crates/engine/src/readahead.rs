@@ -19,7 +19,12 @@
 //! returns, so the device reads the next window while the reader copies
 //! this one. Readers of a page in flight wait on its lock, as they wait on
 //! a locked folio in the kernel. With `io_threads = 0` every run is read by
-//! the caller (the synchronous readahead of earlier pcache).
+//! the caller (the synchronous readahead of earlier pcache). An
+//! asynchronous run goes to the device as soon as it is one request long,
+//! not when the whole window is inserted. A device's window is at least
+//! `Tunables::ra_device_requests` of its largest requests (deviation: the
+//! kernel uses read_ahead_kb alone), so that many requests are at the
+//! device while the reader copies the window before.
 //!
 //! Memory: each window asks kswapd to keep two windows' worth free
 //! above the high watermark (vmscan.rs `wakeup_kswapd_ra`), so that in a
@@ -126,13 +131,22 @@ impl Cache {
     /// bdi): at most 16 MiB, and at most an eighth of the cache, so one
     /// reader's window never crowds out the rest. (0, 0) when the device
     /// says nothing or `Tunables::ra_from_device` is off.
+    ///
+    /// Deviation: the window is at least `Tunables::ra_device_requests`
+    /// of the device's largest requests. The asynchronous window is what
+    /// the device has to work on while the reader copies the window
+    /// before it; the kernel's read_ahead_kb (8 MiB on the project's disk:
+    /// two 4 MiB requests) left the disk idle between windows whenever a
+    /// completion or the reader was late to run (a sequential read's
+    /// requests, traced: no request in flight most of the time).
     pub(crate) fn device_ra_pages(&self, dev: &dyn crate::backing::BackingDev) -> (u32, u32) {
         let Some(l) = dev.queue_limits().filter(|_| self.config.tunables.ra_from_device) else {
             return (0, 0);
         };
         let cap = (MAX_DEV_RA_BYTES >> self.page_shift()).min(self.arena.nr_pages / 8).max(1);
         let pages = |kb: u64| ((kb * 1024) >> self.page_shift()).min(cap) as u32;
-        (pages(l.read_ahead_kb), pages(l.max_sectors_kb))
+        let deep = l.max_sectors_kb.saturating_mul(self.config.tunables.ra_device_requests as u64);
+        (pages(l.read_ahead_kb.max(deep)), pages(l.max_sectors_kb))
     }
 
     /// The window a new handle on `inode` starts with (file_ra_state_init):
@@ -261,6 +275,10 @@ impl Cache {
         let mut run_start = index;
         // The asynchronous part starts at the marker.
         let async_from = if lookahead > 0 { nr - lookahead.min(nr) } else { nr };
+        // An asynchronous run goes to the device as soon as it is one
+        // request long, so the device starts on a window's first request
+        // while the rest of the window's pages are still being inserted.
+        let max_req = self.read_request_pages(inode);
         let mut is_async = false;
         for i in 0..nr {
             let idx = index + i;
@@ -292,6 +310,9 @@ impl Cache {
             // Locked until its read completes (end_read).
             run.push(page.into_raw());
             self.vm.inc(Item::pgreadahead);
+            if is_async && run.len() >= max_req {
+                self.submit_ra_run(inode, run_start, &mut run, true);
+            }
         }
         self.submit_ra_run(inode, run_start, &mut run, is_async);
         // Frames left over (pages another reader inserted meanwhile).

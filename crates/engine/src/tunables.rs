@@ -335,6 +335,13 @@ pub struct Tunables {
     /// of 64 pages).
     #[serde(default)]
     pub max_write_request_kb: u32,
+    /// Issue 13 (session 9): a device's readahead window covers at least
+    /// this many of its largest requests (max_sectors_kb), so that many
+    /// are at the device while the reader copies the window before
+    /// (readahead.rs `device_ra_pages`; still at most 16 MiB and an eighth
+    /// of the cache). 0: the device's read_ahead_kb alone, as the kernel.
+    #[serde(default = "default_ra_device_requests")]
+    pub ra_device_requests: u32,
     /// Issue 15: the classic two lists or the multi-gen LRU.
     #[serde(default)]
     pub lru: LruPolicy,
@@ -351,6 +358,10 @@ pub struct Tunables {
 
 fn default_true() -> bool {
     true
+}
+
+fn default_ra_device_requests() -> u32 {
+    4
 }
 
 fn default_io_threads() -> usize {
@@ -424,6 +435,7 @@ impl Default for Tunables {
             ra_from_device: true,
             max_read_request_kb: 0,
             max_write_request_kb: 0,
+            ra_device_requests: default_ra_device_requests(),
             lru: LruPolicy::Classic,
             lru_gen_min_ttl_ms: 0,
             arena_prefault: true,

@@ -53,6 +53,14 @@ use crate::LruList;
 
 pub const DEF_PRIORITY: i32 = 12;
 pub const SWAP_CLUSTER_MAX: u64 = 32;
+/// The inactive file pages kswapd isolates at once in a pass boosted by
+/// readahead (deviation: the kernel's kswapd isolates SWAP_CLUSTER_MAX).
+/// Removing a batch from the page cache costs one hazard scan and one
+/// membarrier (hazard.rs) whatever its size; in a cold stream, in 32-page
+/// batches, that was about half of kswapd's CPU. The pages a stream
+/// leaves are used once and come off the list's tail in order, so a
+/// larger batch changes which pages go by nothing but its size.
+pub const KSWAPD_RA_BATCH: u64 = 128;
 /// Shadow-node queue entries the shrinker looks at per shrink_node.
 const SHADOW_SCAN_BATCH: usize = 128;
 
@@ -67,6 +75,9 @@ pub struct ScanControl {
     pub kswapd: bool,
     /// sc->may_deactivate & DEACTIVATE_FILE (Linux6): set per shrink_node.
     pub may_deactivate_file: bool,
+    /// Inactive file pages isolated per shrink_inactive_list call
+    /// (SWAP_CLUSTER_MAX, except kswapd's boosted passes: `KSWAPD_RA_BATCH`).
+    pub file_batch: u64,
 }
 
 impl ScanControl {
@@ -79,6 +90,7 @@ impl ScanControl {
             last_scanned: 0,
             kswapd,
             may_deactivate_file: false,
+            file_batch: SWAP_CLUSTER_MAX,
         }
     }
 }
@@ -271,7 +283,7 @@ impl Cache {
                 }
             }
             if nr_inactive > 0 {
-                let n = nr_inactive.min(SWAP_CLUSTER_MAX);
+                let n = nr_inactive.min(sc.file_batch);
                 nr_inactive -= n;
                 self.shrink_inactive_list(n, LruList::InactiveFile, sc);
             }
@@ -854,7 +866,8 @@ impl Cache {
     pub fn balance_pgdat(&self) -> u64 {
         self.vm.inc(Item::pageoutrun);
         // Taken, not read: a window asking during this pass asks again.
-        let target = self.arena.watermarks.high + self.kswapd.boost.swap(0, std::sync::atomic::Ordering::Relaxed);
+        let boost = self.kswapd.boost.swap(0, std::sync::atomic::Ordering::Relaxed);
+        let target = self.arena.watermarks.high + boost;
         let mut total = 0;
         for prio in (0..=DEF_PRIORITY).rev() {
             let free = self.arena.nr_free();
@@ -863,6 +876,9 @@ impl Cache {
             }
             let mut sc = ScanControl::new((target - free).max(SWAP_CLUSTER_MAX), true);
             sc.priority = prio;
+            if boost > 0 {
+                sc.file_batch = KSWAPD_RA_BATCH;
+            }
             self.shrink_node(&mut sc);
             total += sc.nr_reclaimed;
         }

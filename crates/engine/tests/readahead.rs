@@ -812,6 +812,37 @@ fn window_and_large_reads_sized_from_the_device() {
     }
 }
 
+// Goal (issue 13, session 9): a device's window covers at least
+// `ra_device_requests` of its largest requests, so that many are at the
+// device while the reader copies the window before; with 0 it is the
+// device's read_ahead_kb alone, as the kernel's. Method: a device
+// reporting read_ahead_kb 128 (32 pages) and max_sectors_kb 256 (64
+// pages); page-by-page reads with the reader doing all I/O itself
+// (io_threads 0: no timing), tracking how far the cached front runs ahead
+// of the reader. Four requests make a 256-page window: the front leads by
+// more than one such window; with 0 it never leads by more than two
+// 32-page windows.
+#[test]
+fn window_covers_several_device_requests() {
+    use pcache::backing::QueueLimits;
+    for requests in [4, 0] {
+        let t = Tunables { ra_device_requests: requests, io_threads: 0, ..quiet() };
+        let cache = cache_with(t, 4096);
+        let limits = QueueLimits { read_ahead_kb: 128, max_sectors_kb: 256 };
+        let (f, _fi) = cold_device_file(&cache, "deep", 1024, Some(limits));
+        let mut lead = 0;
+        for i in 0..768 {
+            read_page(&f, i);
+            lead = lead.max(highest_cached(&f, 1024).unwrap_or(0) - i);
+        }
+        if requests > 0 {
+            assert!(lead >= 256, "a window of 4 requests of 64 pages: lead {lead}");
+        } else {
+            assert!(lead <= 2 * RA, "the device's 32-page window: lead {lead}");
+        }
+    }
+}
+
 // Goal (issue 13): concurrent misses from different threads go to the
 // device in parallel, not one after another behind a lock: 8 threads each
 // missing a different page of one file are all inside the device at once.

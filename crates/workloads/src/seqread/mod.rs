@@ -730,10 +730,12 @@ pub fn run(o: &SeqreadOpts) -> Result<SeqreadResult> {
 /// The note on the device's queue limits and the window pcache takes.
 fn queue_note(path: &Path, o: &SeqreadOpts) -> Option<String> {
     let (ra_kb, max_kb) = block_queue(path)?;
-    // What the engine takes from the device (readahead.rs): the window
-    // capped at 16 MiB and at an eighth of the cache.
+    // What the engine takes from the device (readahead.rs): the window,
+    // at least `ra_device_requests` of its largest requests, capped at
+    // 16 MiB and at an eighth of the cache.
     let pcache_kb = if o.tunables.ra_from_device && o.tunables.ra_pages > 0 {
-        ra_kb.min(16 << 10).min(o.mem_bytes / 8 / 1024)
+        let deep = max_kb.saturating_mul(o.tunables.ra_device_requests as u64);
+        ra_kb.max(deep).min(16 << 10).min(o.mem_bytes / 8 / 1024)
     } else {
         o.tunables.ra_pages as u64 * PAGE as u64 / 1024
     };

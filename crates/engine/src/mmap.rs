@@ -650,9 +650,13 @@ impl Mapping {
         // SAFETY: the cache's hazard table, alive as long as the mapping.
         let hazards = unsafe { &*f.hazards };
         let mask = (1u64 << f.page_shift) - 1;
-        crate::memory::pte_load_many(f, hazards, crate::percpu::thread_slot(), pos, out, |p| {
-            self.load_u64_slow(p >> f.page_shift, (p & mask) as usize)
-        })
+        let slow = |p: u64| self.load_u64_slow(p >> f.page_shift, (p & mask) as usize);
+        let row = crate::percpu::thread_slot();
+        // 4 KiB pages, the default: the page shift a constant.
+        if let Some(view) = crate::memory::ConstShift::<12>::new(f) {
+            return crate::memory::pte_load_many(&view, hazards, row, pos, out, slow);
+        }
+        crate::memory::pte_load_many(f, hazards, row, pos, out, slow)
     }
 
     /// `load_u64` through a guard: a fault, or an offset to refuse.

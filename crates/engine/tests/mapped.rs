@@ -890,7 +890,7 @@ fn load_u64_many_large_table_and_page_sizes() {
         let nr = bytes / ps;
         // 64 pages spread over the file, each stamped at both ends.
         let pages: Vec<u64> = (0..64).map(|i| i * (nr / 64) + i % 7).collect();
-        let want = |pos: u64| if pos % ps == 0 { pos / ps * 3 + 1 } else { pos / ps * 5 + 2 };
+        let want = |pos: u64| if pos.is_multiple_of(ps) { pos / ps * 3 + 1 } else { pos / ps * 5 + 2 };
         for &p in &pages {
             for pos in [p * ps, p * ps + ps - 8] {
                 f.write_at(&want(pos).to_ne_bytes(), pos).unwrap();

@@ -255,14 +255,15 @@ impl PteView for FastPath {
     }
 }
 
-/// A key of `pte_load_many`, one chunk ahead of its access: its slot and
-/// offset, and its entry as first loaded (0: not present, or a key past
-/// the mapping or unaligned, which the slow path refuses).
-#[derive(Clone, Copy, Default)]
-struct Ahead {
-    slot: usize,
-    offset: usize,
-    entry: Pte,
+/// The keys `pos[at..at + LOAD_BATCH]`, `u64::MAX` (a page past any
+/// mapping, which nothing loads) past the end: one bounds check per chunk
+/// while the chunk is whole, rather than one per key.
+#[inline(always)]
+fn chunk_keys(pos: &[u64], at: usize) -> [u64; LOAD_BATCH] {
+    match pos.get(at..).and_then(|s| s.first_chunk::<LOAD_BATCH>()) {
+        Some(keys) => *keys,
+        None => std::array::from_fn(|j| pos.get(at + j).copied().unwrap_or(u64::MAX)),
+    }
 }
 
 /// `Mapping::load_u64_many`: the aligned word at byte `pos[i]` of the
@@ -271,24 +272,27 @@ struct Ahead {
 ///
 /// ```text
 ///   key i + PTE_AHEAD*LOAD_BATCH   prefetch its entry and young byte
-///   key i + LOAD_BATCH             split it, load its entry, prefetch its word
+///   key i + LOAD_BATCH             check it, load its entry, prefetch its word
 ///   key i                          announce its frame (batch slot)
 ///   -- barrier, once per chunk --
 ///   key i                          re-load the entry (unchanged, else slow),
 ///                                  young byte, load the word
 /// ```
 ///
-/// Each key is split into page and offset once, its entry loaded once
-/// before the re-check, and the chunk's slots are announced over the last
-/// chunk's without clearing in between (`BatchPins`). A key not read this
-/// way (not present, changed, invalid) goes to `slow`, after the slots are
-/// cleared, which faults or returns the error; the first error stops the
-/// call. Sound as `pte_access_transient` is: each frame is read after its
-/// announcement, the barrier and a re-check that still saw its entry, and
-/// every path that frees a mapped frame clears the entry and then scans
-/// every slot, batch slots included; a slot is overwritten only after the
-/// reads of the frame it announced (release). loom_tests.rs runs this
-/// function.
+/// Each entry is loaded once before the re-check, and the chunk's slots are
+/// announced over the last chunk's without clearing in between
+/// (`BatchPins`). What crosses from one chunk to the next is only the 8
+/// entries (a key is split into page and offset where it is used, by a
+/// shift and a mask that the page size known at compile time makes
+/// immediates): a chunk's state fits in registers, where a struct per key
+/// spilled to the stack. A key not read this way (not present, changed,
+/// invalid) goes to `slow`, after the slots are cleared, which faults or
+/// returns the error; the first error stops the call. Sound as
+/// `pte_access_transient` is: each frame is read after its announcement,
+/// the barrier and a re-check that still saw its entry, and every path
+/// that frees a mapped frame clears the entry and then scans every slot,
+/// batch slots included; a slot is overwritten only after the reads of the
+/// frame it announced (release). loom_tests.rs runs this function.
 #[inline]
 pub(crate) fn pte_load_many<V: PteView>(
     view: &V,
@@ -307,55 +311,60 @@ pub(crate) fn pte_load_many<V: PteView>(
     };
     let (shift, nr_pages) = (view.page_shift(), view.nr_pages());
     let mask = (1u64 << shift) - 1;
-    // Past the end: a page past any mapping, which nothing loads.
-    let key = |i: usize| pos.get(i).copied().unwrap_or(u64::MAX);
-    let split = |i: usize| {
-        let k = key(i);
+    // A key's entry as first loaded, its word's line prefetched through
+    // it; 0 (not present) for a key past the mapping or unaligned, which
+    // the slow path refuses.
+    let load_ahead = |k: u64| -> Pte {
         let (page, offset) = (k >> shift, k & mask);
-        if page >= nr_pages || !offset.is_multiple_of(8) {
-            return Ahead::default();
+        if page >= nr_pages || offset & 7 != 0 {
+            return 0;
         }
         // SAFETY: page < nr_pages, just checked.
         let entry = unsafe { view.entry(page as usize) }.0.load(Ordering::Relaxed);
         if entry & PTE_PRESENT != 0 {
             view.prefetch_word(entry & PTE_PFN_MASK, offset);
         }
-        Ahead { slot: page as usize, offset: offset as usize, entry }
+        entry
     };
-    for i in 0..PTE_AHEAD * LOAD_BATCH {
-        view.prefetch_pte(key(i) >> shift);
+    for k in pos.iter().take(PTE_AHEAD * LOAD_BATCH) {
+        view.prefetch_pte(k >> shift);
     }
-    let mut next: [Ahead; LOAD_BATCH] = std::array::from_fn(split);
+    let mut next: [Pte; LOAD_BATCH] = chunk_keys(pos, 0).map(load_ahead);
     for (c, out) in out.chunks_mut(LOAD_BATCH).enumerate() {
         let base = c * LOAD_BATCH;
         let cur = next;
-        for (j, a) in cur.iter().enumerate() {
-            view.prefetch_pte(key(base + PTE_AHEAD * LOAD_BATCH + j) >> shift);
-            next[j] = split(base + LOAD_BATCH + j);
-            pins.announce(j, if a.entry & PTE_PRESENT != 0 { a.entry & PTE_PFN_MASK } else { NO_PFN });
+        let far = chunk_keys(pos, base + PTE_AHEAD * LOAD_BATCH);
+        let ahead = chunk_keys(pos, base + LOAD_BATCH);
+        for j in 0..LOAD_BATCH {
+            view.prefetch_pte(far[j] >> shift);
+            next[j] = load_ahead(ahead[j]);
+            let e = cur[j];
+            pins.announce(j, if e & PTE_PRESENT != 0 { e & PTE_PFN_MASK } else { NO_PFN });
         }
         pins.barrier();
+        let keys = chunk_keys(pos, base);
         let mut done = 0u32;
-        for (j, (o, a)) in out.iter_mut().zip(&cur).enumerate() {
-            if a.entry & PTE_PRESENT == 0 {
+        for (j, o) in out.iter_mut().enumerate() {
+            let (k, e) = (keys[j], cur[j]);
+            if e & PTE_PRESENT == 0 {
                 continue;
             }
-            // SAFETY: a present entry was loaded from this slot, so
-            // `split` found it below nr_pages.
-            let (pte, young) = unsafe { view.entry(a.slot) };
+            // SAFETY: a present entry was loaded for this key, so
+            // `load_ahead` found its page below nr_pages.
+            let (pte, young) = unsafe { view.entry((k >> shift) as usize) };
             // Acquire: pairs with finish_fault's Release store (as
             // pte_pin), so the page is uptodate; unchanged since the first
             // load, so the announcement above covers it.
-            if pte.load(Ordering::Acquire) != a.entry {
+            if pte.load(Ordering::Acquire) != e {
                 continue;
             }
             // The accessed bit, stored only when clear (as pte_pin).
             if young.load(Ordering::Relaxed) == 0 {
                 young.store(1, Ordering::Relaxed);
             }
-            // SAFETY: announced, barrier, re-checked: pinned; `split`
-            // checked the offset is an aligned word of a page.
-            *o = unsafe { view.load_word(a.entry & PTE_PFN_MASK, a.offset) };
+            // SAFETY: announced, barrier, re-checked: pinned;
+            // `load_ahead` checked the offset is an aligned word of a page.
+            *o = unsafe { view.load_word(e & PTE_PFN_MASK, (k & mask) as usize) };
             done |= 1 << j;
         }
         if done != (1 << out.len()) - 1 {
@@ -363,12 +372,77 @@ pub(crate) fn pte_load_many<V: PteView>(
             pins.clear();
             for (j, o) in out.iter_mut().enumerate() {
                 if done & (1 << j) == 0 {
-                    *o = slow(pos[base + j])?;
+                    *o = slow(keys[j])?;
                 }
             }
         }
     }
     Ok(())
+}
+
+/// A `FastPath` whose page shift is known at compile time (`SHIFT`), so
+/// `pte_load_many`'s splits of keys into page and offset are a shift and
+/// a mask by immediates, not by a register the loop must keep
+/// (`Mapping::load_u64_many` picks it for 4 KiB pages). The fields are
+/// copies, not a reference to the `FastPath`: the loop's stores (young
+/// bytes, hazard slots) cannot then make the compiler reload them.
+pub(crate) struct ConstShift<const SHIFT: u32> {
+    ptes: *const AtomicPte,
+    young: *const AtomicU8,
+    nr_pages: u64,
+    frames: *const u8,
+}
+
+impl<const SHIFT: u32> ConstShift<SHIFT> {
+    /// None unless `f`'s pages are `1 << SHIFT` bytes.
+    #[inline(always)]
+    pub(crate) fn new(f: &FastPath) -> Option<Self> {
+        (f.page_shift == SHIFT).then_some(ConstShift {
+            ptes: f.ptes,
+            young: f.young,
+            nr_pages: f.nr_pages,
+            frames: f.frames,
+        })
+    }
+}
+
+impl<const SHIFT: u32> PteView for ConstShift<SHIFT> {
+    #[inline(always)]
+    fn page_shift(&self) -> u32 {
+        SHIFT
+    }
+
+    #[inline(always)]
+    fn nr_pages(&self) -> u64 {
+        self.nr_pages
+    }
+
+    #[inline(always)]
+    unsafe fn entry(&self, slot: usize) -> (&AtomicPte, &AtomicU8) {
+        // SAFETY: as FastPath::entry, whose tables these are (`new`).
+        unsafe { (&*self.ptes.add(slot), &*self.young.add(slot)) }
+    }
+
+    #[inline(always)]
+    unsafe fn load_word(&self, pfn: Pfn, offset: usize) -> u64 {
+        // SAFETY: as FastPath::load_word, whose arena this is and whose
+        // page shift is SHIFT (`new`).
+        let word = unsafe { &*self.frames.add(((pfn as usize) << SHIFT) + offset).cast::<FrameWord>() };
+        word.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    #[inline(always)]
+    fn prefetch_pte(&self, page: u64) {
+        // Any address will do for a hint; a key past the mapping (the
+        // chunk's padding) wastes one.
+        crate::mmap::prefetch(self.ptes.wrapping_add(page as usize));
+        crate::mmap::prefetch(self.young.wrapping_add(page as usize));
+    }
+
+    #[inline(always)]
+    fn prefetch_word(&self, pfn: Pfn, offset: u64) {
+        crate::mmap::prefetch(self.frames.wrapping_add(((pfn as usize) << SHIFT) + offset as usize));
+    }
 }
 
 impl Cache {

@@ -190,15 +190,19 @@ pub enum Madvise {
 }
 
 /// A page table's array (the entries, or the young bytes): zeroed memory
-/// straight from mmap, advised onto transparent huge pages, so an access
-/// to a mapping of gigabytes does not pay a TLB miss (and a walk of the
-/// process's own page tables) for the entry before the one for the frame.
+/// straight from mmap, from 128 KiB up aligned to and rounded up to whole
+/// transparent huge pages (`map_table`), so an access to a mapping of
+/// gigabytes does not pay a TLB miss (and a walk of the process's own
+/// page tables) for the entry before the one for the frame.
 /// Derefs to a slice. Under loom, a boxed slice of loom's atomics.
 pub(crate) struct Table<T: ZeroInit> {
     #[cfg(not(loom))]
     ptr: std::ptr::NonNull<T>,
     #[cfg(not(loom))]
     len: usize,
+    /// The bytes mapped (`map_table`), at least `len` items.
+    #[cfg(not(loom))]
+    bytes: usize,
     #[cfg(loom)]
     items: Box<[T]>,
 }
@@ -234,14 +238,72 @@ unsafe impl ZeroInit for AtomicU8 {
     }
 }
 
+/// A transparent huge page.
+#[cfg(not(loom))]
+const HUGE: usize = 2 << 20;
+
+/// Tables of at least this many bytes (the entries of a 128 MiB mapping,
+/// the young bytes of a 512 MiB one) get whole huge pages of their own.
+/// THP backs only the 2 MiB-aligned blocks that lie wholly inside a
+/// mapping, so a table of 1 MiB (the young bytes of a 4 GiB mapping) from
+/// a plain mmap sits on 256 small pages, 256 TLB entries where one would
+/// do; rounding it up to a huge page wastes at most 2 MiB per mapping,
+/// under 2% of what the mapping maps. Smaller tables stay on small pages:
+/// a huge page for a few KiB of entries would be mostly waste.
+#[cfg(not(loom))]
+const HUGE_TABLE_MIN: usize = HUGE / 16;
+
+/// Zeroed memory for a table of `bytes`: the mapping and its length (what
+/// Drop unmaps). From `HUGE_TABLE_MIN` up, 2 MiB-aligned and a whole
+/// number of huge pages, advised onto them (over-map by one huge page,
+/// then unmap the unaligned head and tail). None if the kernel refuses.
+#[cfg(not(loom))]
+fn map_table(bytes: usize) -> Option<(std::ptr::NonNull<u8>, usize)> {
+    if bytes < HUGE_TABLE_MIN {
+        return crate::arena::map_zeroed(bytes).map(|p| (p, bytes));
+    }
+    let len = bytes.checked_next_multiple_of(HUGE)?;
+    let over = len.checked_add(HUGE)?;
+    // SAFETY: a fresh private anonymous mapping; no existing memory is
+    // affected.
+    let raw = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            over,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if raw == libc::MAP_FAILED {
+        return None;
+    }
+    let raw = raw as usize;
+    let start = raw.next_multiple_of(HUGE);
+    let (head, tail) = (start - raw, raw + over - (start + len));
+    // SAFETY: both ranges lie inside the mapping just made, outside
+    // [start, start + len), and nothing refers to them.
+    unsafe {
+        if head != 0 {
+            libc::munmap(raw as *mut libc::c_void, head);
+        }
+        if tail != 0 {
+            libc::munmap((start + len) as *mut libc::c_void, tail);
+        }
+    }
+    crate::arena::advise_huge(start as *mut u8, len);
+    Some((std::ptr::NonNull::new(start as *mut u8)?, len))
+}
+
 impl<T: ZeroInit> Table<T> {
     /// `len` zeroed items (at least one page of memory is mapped).
     #[cfg(not(loom))]
     pub(crate) fn zeroed(len: usize) -> Result<Table<T>> {
         let bytes = len.max(1).checked_mul(std::mem::size_of::<T>()).filter(|&b| b <= isize::MAX as usize);
         let bytes = bytes.ok_or_else(|| Error::InvalidArgument(format!("a page table of {len} entries")))?;
-        let ptr = crate::arena::map_zeroed(bytes).ok_or(Error::NoMemory { frames: 0 })?.cast::<T>();
-        Ok(Table { ptr, len })
+        let (ptr, bytes) = map_table(bytes).ok_or(Error::NoMemory { frames: 0 })?;
+        Ok(Table { ptr: ptr.cast::<T>(), len, bytes })
     }
 
     #[cfg(loom)]
@@ -272,10 +334,9 @@ impl<T: ZeroInit> std::ops::Deref for Table<T> {
 #[cfg(not(loom))]
 impl<T: ZeroInit> Drop for Table<T> {
     fn drop(&mut self) {
-        let bytes = self.len.max(1) * std::mem::size_of::<T>();
         // SAFETY: mapped in `zeroed` with this length; `&mut self` means no
         // reference into it is alive.
-        unsafe { libc::munmap(self.ptr.as_ptr().cast(), bytes) };
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.bytes) };
     }
 }
 
@@ -589,9 +650,13 @@ impl Mapping {
         // SAFETY: the cache's hazard table, alive as long as the mapping.
         let hazards = unsafe { &*f.hazards };
         let mask = (1u64 << f.page_shift) - 1;
-        crate::memory::pte_load_many(f, hazards, crate::percpu::thread_slot(), pos, out, |p| {
-            self.load_u64_slow(p >> f.page_shift, (p & mask) as usize)
-        })
+        let slow = |p: u64| self.load_u64_slow(p >> f.page_shift, (p & mask) as usize);
+        let row = crate::percpu::thread_slot();
+        // 4 KiB pages, the default: the page shift a constant.
+        if let Some(view) = crate::memory::ConstShift::<12>::new(f) {
+            return crate::memory::pte_load_many(&view, hazards, row, pos, out, slow);
+        }
+        crate::memory::pte_load_many(f, hazards, row, pos, out, slow)
     }
 
     /// `load_u64` through a guard: a fault, or an offset to refuse.

@@ -873,3 +873,55 @@ fn fault_around_maps_cached_neighbours_old() {
     assert_eq!(delta(&cache, &before, Item::pgfault), 8);
     assert_eq!(delta(&cache, &before, Item::pgfault_around), 0);
 }
+
+/// `load_u64_many` agrees with `load_u64` at every chunk boundary (8 keys
+/// a chunk, entries prefetched 3 chunks ahead) on a mapping whose page
+/// table has huge pages of its own (256 MiB: 256 KiB of entries, aligned
+/// and rounded up to a huge page) with 4 KiB pages (the page shift a
+/// constant), and on one with 16 KiB pages (the shift a variable).
+#[test]
+fn load_u64_many_large_table_and_page_sizes() {
+    for (ps, bytes) in [(4096u64, 256u64 << 20), (16384, 64 << 20)] {
+        let t = quiet(MappedActivation::UsedOnce);
+        let cfg = Config { memory_bytes: 256 * ps, page_size: ps as usize, nr_cpus: 1, tunables: t };
+        let cache = PageCache::new(cfg).unwrap();
+        let f = cache.open_memory("big").unwrap();
+        f.set_len(bytes).unwrap();
+        let nr = bytes / ps;
+        // 64 pages spread over the file, each stamped at both ends.
+        let pages: Vec<u64> = (0..64).map(|i| i * (nr / 64) + i % 7).collect();
+        let want = |pos: u64| if pos.is_multiple_of(ps) { pos / ps * 3 + 1 } else { pos / ps * 5 + 2 };
+        for &p in &pages {
+            for pos in [p * ps, p * ps + ps - 8] {
+                f.write_at(&want(pos).to_ne_bytes(), pos).unwrap();
+            }
+        }
+        let m = f.map(0, bytes, MapFlags::READ).unwrap();
+        let mut rng = StdRng::seed_from_u64(ps);
+        for n in [0, 1, 7, 8, 9, 23, 24, 25, 31, 32, 33, 40, 64, 100] {
+            let pos: Vec<u64> = (0..n)
+                .map(|_| {
+                    let p = pages[rng.gen_range(0..pages.len())];
+                    if rng.gen_bool(0.5) {
+                        p * ps
+                    } else {
+                        p * ps + ps - 8
+                    }
+                })
+                .collect();
+            let mut out = vec![0u64; n];
+            m.load_u64_many(&pos, &mut out).unwrap();
+            for (j, &q) in pos.iter().enumerate() {
+                assert_eq!(out[j], want(q), "page size {ps}, {n} keys: word {j} at {q}");
+                assert_eq!(m.load_u64(q / ps, (q % ps) as usize).unwrap(), want(q));
+            }
+        }
+        // A key past the mapping in the last, partial chunk: the error,
+        // with the words before it loaded.
+        let mut pos: Vec<u64> = pages.iter().take(11).map(|&p| p * ps).collect();
+        pos[10] = bytes;
+        let mut out = vec![0u64; 11];
+        assert!(matches!(m.load_u64_many(&pos, &mut out), Err(Error::InvalidArgument(_))));
+        assert_eq!(out[9], want(pos[9]));
+    }
+}

@@ -110,7 +110,10 @@ impl Cache {
     fn account_page_cleaned(&self, inode: &Inode) {
         self.wb.dec_dirty();
         inode.bdi.account_cleaned();
-        if inode.nr_dirty.fetch_sub(1, Ordering::Relaxed) == 1 {
+        // Release: pairs with dirty_inodes' Acquire, so sync_all that finds
+        // this inode clean also sees the writeback counted before it
+        // (start_writeback_locked).
+        if inode.nr_dirty.fetch_sub(1, Ordering::Release) == 1 {
             inode.dirtied_when.store(0, Ordering::Relaxed);
         }
     }
@@ -136,13 +139,17 @@ impl Cache {
         if !page.test_clear(PG_DIRTY, &self.vm) {
             return false;
         }
+        // PG_writeback and its count before the page leaves the dirty
+        // counts (the kernel keeps the dirty tag until the writeback tag is
+        // set): otherwise sync_all, between the two, finds the inode clean
+        // and no writeback in flight, and returns before this page's write.
+        page.set(PG_WRITEBACK, &self.vm);
+        self.account_page_writeback(inode);
         {
             let g = inode.tree_lock.lock();
             inode.tree.clear_mark(page.index(), MARK_DIRTY, &g);
         }
         self.account_page_cleaned(inode);
-        page.set(PG_WRITEBACK, &self.vm);
-        self.account_page_writeback(inode);
         true
     }
 
@@ -487,7 +494,7 @@ impl Cache {
     /// Inodes with dirty pages (of one device, if given), oldest first.
     fn dirty_inodes(&self, bdi: Option<&Bdi>) -> Vec<Arc<Inode>> {
         let mut v =
-            self.icache.collect(|i| i.nr_dirty.load(Ordering::Relaxed) > 0 && bdi.is_none_or(|b| b.id == i.bdi.id));
+            self.icache.collect(|i| i.nr_dirty.load(Ordering::Acquire) > 0 && bdi.is_none_or(|b| b.id == i.bdi.id));
         v.sort_by_key(|i| i.dirtied_when.load(Ordering::Relaxed));
         v
     }

@@ -28,6 +28,91 @@ pub struct ParamDoc {
     pub help: &'static str,
 }
 
+/// Declares an experiment's parameters once, one line each: the struct
+/// (serialised as the run's parameters, so the field names are JSON keys),
+/// its full default and, after `quick`, its quick one; after `param`, how
+/// `--param NAME=VALUE` parses it (`param_as`, `param_list`, `param_size`,
+/// `param_sizes`; NAME is the field's unless given in parentheses) and its
+/// help line; after `range`, the values it accepts (`each` for a list:
+/// non-empty, every element in range); after `opt`, the [`ExpOpts`] field
+/// it copies. Generates `PARAMS` (the help), `defaults(quick)`,
+/// `set_params(&ExpOpts)` and `check_ranges()`; checks across fields stay
+/// in the experiment's own `validate`.
+macro_rules! params {
+    (
+        $(#[$sm:meta])*
+        $vis:vis struct $name:ident {
+            $(
+                $(#[$fm:meta])*
+                $fvis:vis $f:ident : $t:ty = $full:expr
+                    $(, quick $quick:expr)?
+                    $(, param $parse:ident $(($pname:literal))? $help:literal
+                        $(, range $range:expr)? $(, each $each:expr)?)?
+                    $(, opt $opt:ident)?
+                ;
+            )*
+        }
+    ) => {
+        $(#[$sm])*
+        $vis struct $name {
+            $( $(#[$fm])* $fvis $f: $t, )*
+        }
+
+        impl $name {
+            /// Its own parameters (`--param NAME=VALUE`), with their help.
+            pub const PARAMS: &'static [$crate::experiment::ParamDoc] = &[
+                $($( $crate::experiment::ParamDoc {
+                    name: $crate::experiment::params!(@name $f $($pname)?),
+                    help: $help,
+                }, )?)*
+            ];
+
+            /// The defaults, at the quick sizes or the full ones.
+            pub fn defaults(quick: bool) -> Self {
+                let _ = quick;
+                $name { $( $f: $crate::experiment::params!(@pick quick, $full $(, $quick)?), )* }
+            }
+
+            /// Take what `opts` gives: its `--param`s, then the shared
+            /// options the fields copy.
+            pub fn set_params(&mut self, opts: &$crate::experiment::ExpOpts) -> $crate::Result<()> {
+                $($( if let Some(v) = opts.$parse($crate::experiment::params!(@name $f $($pname)?))? {
+                    self.$f = v;
+                } )?)*
+                $($( self.$f = ::std::clone::Clone::clone(&opts.$opt); )?)*
+                Ok(())
+            }
+
+            /// Refuse parameters outside their declared ranges.
+            pub fn check_ranges(&self) -> $crate::Result<()> {
+                $($(
+                    #[allow(unused_variables)]
+                    let name = $crate::experiment::params!(@name $f $($pname)?);
+                    $(
+                        let r = $range;
+                        if !r.contains(&self.$f) {
+                            return Err($crate::Error::Invalid(format!("{name} {:?} must be in {r:?}", self.$f)));
+                        }
+                    )?
+                    $(
+                        let r = $each;
+                        if self.$f.is_empty() || !self.$f.iter().all(|x| r.contains(x)) {
+                            let m = format!("{name} {:?} must be a non-empty list, each in {r:?}", self.$f);
+                            return Err($crate::Error::Invalid(m));
+                        }
+                    )?
+                )?)*
+                Ok(())
+            }
+        }
+    };
+    (@name $f:ident) => { stringify!($f) };
+    (@name $f:ident $p:literal) => { $p };
+    (@pick $q:ident, $full:expr) => { $full };
+    (@pick $q:ident, $full:expr, $quick:expr) => { if $q { $quick } else { $full } };
+}
+pub(crate) use params;
+
 /// Which sizes an experiment runs at in the main job (`pcache bench`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MainJob {
@@ -231,6 +316,19 @@ impl ExpOpts {
     pub fn param_size(&self, name: &str) -> Result<Option<u64>> {
         self.param(name)
             .map(|v| crate::render::parse_size(v).map_err(|e| Error::Invalid(format!("--param {name}: {e}"))))
+            .transpose()
+    }
+
+    /// Parameter `name` as a comma-separated list of sizes (`4K,1M`);
+    /// None when not given.
+    pub fn param_sizes(&self, name: &str) -> Result<Option<Vec<usize>>> {
+        self.param(name)
+            .map(|v| {
+                v.split(',')
+                    .map(|x| crate::render::parse_size(x.trim()).map(|b| b as usize))
+                    .collect::<std::result::Result<_, _>>()
+                    .map_err(|e| Error::Invalid(format!("--param {name}={v}: {e}")))
+            })
             .transpose()
     }
 

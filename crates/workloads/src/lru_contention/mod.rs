@@ -114,89 +114,55 @@ pub const PRESETS: &[Preset] = &[
     ),
 ];
 
-/// What to run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct LruContentionOpts {
-    /// Bytes of page cache (the arena).
-    pub mem_bytes: u64,
-    /// Variant names, the first the baseline column.
-    pub variants: Vec<String>,
-    /// Runs of every (thread count, variant).
-    pub runs: usize,
-    /// One workload per thread count.
-    pub threads: Vec<usize>,
-    /// Timed 4 KiB reads per thread.
-    pub ops_per_thread: u64,
-    /// Untimed Zipf reads before the timed ones, in multiples of the
-    /// working set's page count, split over the threads.
-    pub warm_ratio: f64,
-    /// The files' pages in all, in multiples of the cache.
-    pub working_set_ratio: f64,
-    /// Files the working set is spread over (every thread reads all).
-    pub files: usize,
-    /// The Zipf exponent of the keys (0 is uniform).
-    pub zipf_s: f64,
-    /// Per-CPU batch sets (`Config::nr_cpus`); 0 means the machine's CPUs.
-    pub nr_cpus: usize,
-    /// Timed reads per thread in the kernel column (its misses wait for
-    /// the disk, so it does fewer).
-    pub kernel_ops_per_thread: u64,
-    /// Seed of every random choice.
-    pub seed: u64,
-    /// A label: whether these are the reduced `quick` sizes.
-    pub quick: bool,
-}
-
-impl Default for LruContentionOpts {
-    fn default() -> Self {
-        LruContentionOpts {
-            mem_bytes: 128 * MIB,
-            variants: variants::defaults(PRESETS),
-            runs: 5,
-            threads: vec![1, 2, 4],
-            ops_per_thread: 1_000_000,
-            warm_ratio: 4.0,
-            working_set_ratio: 1.25,
-            files: 4,
-            zipf_s: 0.9,
-            nr_cpus: 0,
-            kernel_ops_per_thread: 100_000,
-            seed: 1,
-            quick: false,
-        }
+crate::experiment::params! {
+    /// What to run. Quick, for the main job and CI: a 16 MiB cache, 500k
+    /// reads per thread (50k in the kernel column), 3 runs.
+    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+    pub struct LruContentionOpts {
+        /// Bytes of page cache (the arena).
+        pub mem_bytes: u64 = 128 * MIB, quick 16 * MIB;
+        /// Variant names, the first the baseline column.
+        pub variants: Vec<String> = variants::defaults(PRESETS);
+        /// Runs of every (thread count, variant).
+        pub runs: usize = 5, quick 3;
+        /// One workload per thread count.
+        pub threads: Vec<usize> = vec![1, 2, 4],
+            param param_list "thread counts, one workload each, comma-separated [default: 1,2,4]", each 1..=256;
+        /// Timed 4 KiB reads per thread.
+        pub ops_per_thread: u64 = 1_000_000, quick 500_000,
+            param param_as "timed 4 KiB reads per thread [default: 1000000; quick: 500000]", range 1..=1_000_000_000;
+        /// Untimed Zipf reads before the timed ones, in multiples of the
+        /// working set's page count, split over the threads.
+        pub warm_ratio: f64 = 4.0,
+            param param_as "untimed Zipf reads first, in multiples of the working set's pages [default: 4]",
+            range 0.0..=100.0;
+        /// The files' pages in all, in multiples of the cache.
+        pub working_set_ratio: f64 = 1.25;
+        /// Files the working set is spread over (every thread reads all).
+        pub files: usize = 4;
+        /// The Zipf exponent of the keys (0 is uniform).
+        pub zipf_s: f64 = 0.9;
+        /// Per-CPU batch sets (`Config::nr_cpus`); 0 means the machine's CPUs.
+        pub nr_cpus: usize = 0;
+        /// Timed reads per thread in the kernel column (its misses wait for
+        /// the disk, so it does fewer).
+        pub kernel_ops_per_thread: u64 = 100_000, quick 50_000,
+            param param_as "timed reads per thread in the kernel column";
+        /// Seed of every random choice.
+        pub seed: u64 = 1, opt seed;
+        /// A label: whether these are the reduced `quick` sizes.
+        pub quick: bool = false, quick true;
     }
 }
 
 impl LruContentionOpts {
-    /// Reduced sizes for the main job and CI: a 16 MiB cache, 500k reads
-    /// per thread (50k in the kernel column), 3 runs.
-    pub fn quick() -> Self {
-        LruContentionOpts {
-            mem_bytes: 16 * MIB,
-            runs: 3,
-            ops_per_thread: 500_000,
-            kernel_ops_per_thread: 50_000,
-            quick: true,
-            ..Self::default()
-        }
-    }
-
     /// The options `o` asks for over the defaults (quick or full), checked.
     pub fn from_exp(o: &ExpOpts) -> Result<Self> {
-        let (quick, full) = (Self::quick(), Self::default());
-        let base = if o.quick { quick.clone() } else { full.clone() };
+        let (quick, full) = (Self::defaults(true), Self::defaults(false));
         let c = o.common(PRESETS, (quick.mem_bytes, full.mem_bytes), (quick.runs, full.runs), 64 << 30)?;
-        let opts = LruContentionOpts {
-            threads: o.param_list("threads")?.unwrap_or(base.threads.clone()),
-            ops_per_thread: o.param_as("ops_per_thread")?.unwrap_or(base.ops_per_thread),
-            warm_ratio: o.param_as("warm_ratio")?.unwrap_or(base.warm_ratio),
-            kernel_ops_per_thread: o.param_as("kernel_ops_per_thread")?.unwrap_or(base.kernel_ops_per_thread),
-            mem_bytes: c.mem_bytes,
-            variants: c.variants,
-            runs: c.runs,
-            seed: o.seed,
-            ..base
-        };
+        let mut opts =
+            LruContentionOpts { mem_bytes: c.mem_bytes, variants: c.variants, runs: c.runs, ..Self::defaults(o.quick) };
+        opts.set_params(o)?;
         opts.validate()?;
         Ok(opts)
     }
@@ -204,27 +170,19 @@ impl LruContentionOpts {
     /// Refuse sizes the experiment cannot run with (the memory, runs and
     /// variants are [`ExpOpts::common`]'s, checked in [`Self::from_exp`]).
     pub fn validate(&self) -> Result<()> {
+        self.check_ranges()?;
         let bad = |m: String| Err(Error::Invalid(m));
-        if self.threads.is_empty() || self.threads.iter().any(|&t| t == 0 || t > 256) {
-            return bad(format!("thread counts {:?} must be a non-empty list of 1 to 256", self.threads));
-        }
         let mut sorted = self.threads.clone();
         sorted.sort_unstable();
         sorted.dedup();
         if sorted.len() != self.threads.len() {
             return bad(format!("thread counts {:?} must not repeat", self.threads));
         }
-        if !(1..=1_000_000_000).contains(&self.ops_per_thread) {
-            return bad(format!("reads per thread {} must be from 1 to 10^9", self.ops_per_thread));
-        }
         if self.kernel_ops_per_thread > self.ops_per_thread || self.kernel_ops_per_thread == 0 {
             return bad(format!(
                 "kernel reads per thread {} must be from 1 to the reads per thread ({})",
                 self.kernel_ops_per_thread, self.ops_per_thread
             ));
-        }
-        if !(self.warm_ratio >= 0.0 && self.warm_ratio <= 100.0) {
-            return bad(format!("warm-up ratio {} must be from 0 to 100", self.warm_ratio));
         }
         if !(self.working_set_ratio > 0.0 && self.working_set_ratio <= 16.0) {
             return bad(format!("working set ratio {} must be above 0 and at most 16", self.working_set_ratio));
@@ -350,15 +308,7 @@ impl SeedExperiment for LruContention {
                                  batched mark_page_accessed.";
     const PRESETS: &'static [Preset] = PRESETS;
     const PARAMS_KEY: &'static str = "opts";
-    const PARAMS: &'static [ParamDoc] = &[
-        ParamDoc { name: "threads", help: "thread counts, one workload each, comma-separated [default: 1,2,4]" },
-        ParamDoc { name: "ops_per_thread", help: "timed 4 KiB reads per thread [default: 1000000; quick: 500000]" },
-        ParamDoc {
-            name: "warm_ratio",
-            help: "untimed Zipf reads first, in multiples of the working set's pages [default: 4]",
-        },
-        ParamDoc { name: "kernel_ops_per_thread", help: "timed reads per thread in the kernel column" },
-    ];
+    const PARAMS: &'static [ParamDoc] = LruContentionOpts::PARAMS;
 
     fn smoke() -> ExpOpts {
         ExpOpts::smoke(&[
@@ -377,8 +327,8 @@ mod tests {
 
     #[test]
     fn options() {
-        let t = LruContentionOpts::quick;
-        let ok = [LruContentionOpts::default(), t()];
+        let t = || LruContentionOpts::defaults(true);
+        let ok = [LruContentionOpts::defaults(false), t()];
         let bad = [
             LruContentionOpts { threads: vec![], ..t() },
             LruContentionOpts { threads: vec![0], ..t() },

@@ -35,9 +35,9 @@ pub struct ParamDoc {
 /// `param_sizes`; NAME is the field's unless given in parentheses) and its
 /// help line; after `range`, the values it accepts (`each` for a list:
 /// non-empty, every element in range); after `opt`, the [`ExpOpts`] field
-/// it copies. Generates `PARAMS` (the help), `defaults(quick)`,
-/// `set_params(&ExpOpts)` and `check_ranges()`; checks across fields stay
-/// in the experiment's own `validate`.
+/// it copies. Generates `PARAMS` (the help), `defaults(quick)` (`Default`
+/// is the full one), `set_params(&ExpOpts)` and `check_ranges()`; checks
+/// across fields stay in the experiment's own `validate`.
 macro_rules! params {
     (
         $(#[$sm:meta])*
@@ -56,6 +56,13 @@ macro_rules! params {
         $(#[$sm])*
         $vis struct $name {
             $( $(#[$fm])* $fvis $f: $t, )*
+        }
+
+        impl Default for $name {
+            /// The full sizes.
+            fn default() -> Self {
+                Self::defaults(false)
+            }
         }
 
         impl $name {

@@ -58,100 +58,64 @@ pub const TARGET_HOT_KERNEL_OVER_PCACHE: f64 = 4.0;
 pub const TARGET_HIT_NS_1THREAD: f64 = 25.0;
 pub const TARGET_SCALING_2THREADS: f64 = 1.8;
 
-/// What to run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct HitpathOpts {
-    /// Size of the host file for the read measurements, MiB.
-    pub file_mib: u64,
-    /// Pages of the memory-backed file for the hit path (4 KiB each).
-    pub hit_pages: u64,
-    /// Operations per measurement (per thread for the hit path).
-    pub ops: u64,
-    /// Thread counts for the hit path; 1 and 2 fill `hit_ns_1thread`,
-    /// `hit_ns_2threads` and `scaling_2threads`.
-    pub threads: Vec<usize>,
-    /// Seed of the offsets and keys.
-    pub seed: u64,
-    /// Repetitions of each measurement; the median is reported.
-    pub rounds: usize,
-    /// The Zipf exponent of the hit-path keys.
-    pub zipf_s: f64,
-    /// Where to make the temporary directory (the system's temp dir if
-    /// `None`). Not in the result's JSON, like `progress`.
-    #[serde(skip)]
-    pub dir: Option<PathBuf>,
-    /// Draw progress bars on stderr (only when it is a terminal).
-    #[serde(skip)]
-    pub progress: bool,
-    /// A label: whether these are the reduced `quick` sizes.
-    pub quick: bool,
-}
-
-impl Default for HitpathOpts {
-    fn default() -> Self {
-        HitpathOpts {
-            file_mib: 256,
-            hit_pages: 1 << 20,
-            ops: 2_000_000,
-            threads: vec![1, 2],
-            seed: 1,
-            rounds: 5,
-            zipf_s: 0.99,
-            dir: None,
-            progress: true,
-            quick: false,
-        }
+crate::experiment::params! {
+    /// What to run. Quick, for tests and CI: a 64 MiB file, 64 Ki hit
+    /// pages, 200 000 ops, 3 rounds.
+    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+    pub struct HitpathOpts {
+        /// Size of the host file for the read measurements, MiB.
+        pub file_mib: u64 = 256, quick 64,
+            param param_as "size of the host file for the read measurements, MiB [default: 256; quick: 64]",
+            range 1..=1 << 20;
+        /// Pages of the memory-backed file for the hit path (4 KiB each).
+        pub hit_pages: u64 = 1 << 20, quick 64 << 10,
+            param param_as "pages (4 KiB) of the memory-backed file for the hit path [default: 1048576; quick: 65536]",
+            range 1..=1 << 30;
+        /// Operations per measurement (per thread for the hit path).
+        pub ops: u64 = 2_000_000, quick 200_000,
+            param param_as "operations per measurement, per thread on the hit path [default: 2000000; quick: 200000]",
+            range 1..=1 << 32;
+        /// Thread counts for the hit path; 1 and 2 fill `hit_ns_1thread`,
+        /// `hit_ns_2threads` and `scaling_2threads`.
+        pub threads: Vec<usize> = vec![1, 2],
+            param param_list "hit-path thread counts, comma-separated [default: 1,2]", each 1..=256;
+        /// Seed of the offsets and keys.
+        pub seed: u64 = 1, opt seed;
+        /// Repetitions of each measurement; the median is reported.
+        pub rounds: usize = 5, quick 3;
+        /// The Zipf exponent of the hit-path keys.
+        pub zipf_s: f64 = 0.99;
+        /// Where to make the temporary directory (the system's temp dir if
+        /// `None`). Not in the result's JSON, like `progress`.
+        #[serde(skip)]
+        pub dir: Option<PathBuf> = None, opt dir;
+        /// Draw progress bars on stderr (only when it is a terminal).
+        #[serde(skip)]
+        pub progress: bool = true, opt progress;
+        /// A label: whether these are the reduced `quick` sizes.
+        pub quick: bool = false, quick true;
     }
 }
 
 impl HitpathOpts {
-    /// Reduced sizes for tests and CI: a 64 MiB file, 64 Ki hit pages,
-    /// 200 000 ops, 3 rounds.
-    pub fn quick() -> HitpathOpts {
-        HitpathOpts { file_mib: 64, hit_pages: 64 << 10, ops: 200_000, rounds: 3, quick: true, ..Self::default() }
-    }
-
     /// Refuse values the benchmark cannot run with.
     pub fn validate(&self) -> Result<()> {
-        let bad = |m: String| Err(Error::Invalid(m));
-        if self.file_mib == 0 || self.file_mib > 1 << 20 {
-            return bad(format!("file size {} MiB must be from 1 MiB to 1 TiB", self.file_mib));
-        }
-        if self.hit_pages == 0 || self.hit_pages > 1 << 30 {
-            return bad(format!("hit pages {} must be from 1 to 2^30", self.hit_pages));
-        }
-        if self.ops == 0 || self.ops > 1 << 32 {
-            return bad(format!("ops {} must be from 1 to 2^32", self.ops));
-        }
-        if self.rounds == 0 || self.rounds > 1000 {
-            return bad(format!("rounds {} must be from 1 to 1000", self.rounds));
-        }
-        if self.threads.is_empty() || self.threads.iter().any(|&t| t == 0 || t > 256) {
-            return bad(format!("thread counts {:?} must be a non-empty list of 1 to 256", self.threads));
+        self.check_ranges()?;
+        if !(1..=1000).contains(&self.rounds) {
+            return Err(Error::Invalid(format!("rounds {} must be from 1 to 1000", self.rounds)));
         }
         if !(self.zipf_s >= 0.0 && self.zipf_s.is_finite()) {
-            return bad(format!("zipf exponent {} must be finite and at least 0", self.zipf_s));
+            return Err(Error::Invalid(format!("zipf exponent {} must be finite and at least 0", self.zipf_s)));
         }
         Ok(())
     }
-}
 
-impl HitpathOpts {
     /// The options `pcache bench hitpath` asks for, checked (`--runs` is
     /// its rounds).
     pub fn from_exp(opts: &ExpOpts) -> Result<HitpathOpts> {
-        let d = if opts.quick { Self::quick() } else { Self::default() };
-        let o = HitpathOpts {
-            file_mib: opts.param_as("file_mib")?.unwrap_or(d.file_mib),
-            hit_pages: opts.param_as("hit_pages")?.unwrap_or(d.hit_pages),
-            ops: opts.param_as("ops")?.unwrap_or(d.ops),
-            threads: opts.param_list("threads")?.unwrap_or(d.threads),
-            rounds: opts.runs.unwrap_or(d.rounds),
-            seed: opts.seed,
-            dir: opts.dir.clone(),
-            progress: opts.progress,
-            ..d
-        };
+        let mut o = HitpathOpts::defaults(opts.quick);
+        o.set_params(opts)?;
+        o.rounds = opts.runs.unwrap_or(o.rounds);
         o.validate().map(|()| o)
     }
 }
@@ -301,14 +265,18 @@ mod tests {
     #[test]
     fn options() {
         let bad = [
-            HitpathOpts { file_mib: 0, ..HitpathOpts::quick() },
-            HitpathOpts { hit_pages: 0, ..HitpathOpts::quick() },
-            HitpathOpts { ops: 0, ..HitpathOpts::quick() },
-            HitpathOpts { rounds: 0, ..HitpathOpts::quick() },
-            HitpathOpts { threads: vec![], ..HitpathOpts::quick() },
-            HitpathOpts { threads: vec![1, 0], ..HitpathOpts::quick() },
-            HitpathOpts { zipf_s: f64::NAN, ..HitpathOpts::quick() },
+            HitpathOpts { file_mib: 0, ..HitpathOpts::defaults(true) },
+            HitpathOpts { hit_pages: 0, ..HitpathOpts::defaults(true) },
+            HitpathOpts { ops: 0, ..HitpathOpts::defaults(true) },
+            HitpathOpts { rounds: 0, ..HitpathOpts::defaults(true) },
+            HitpathOpts { threads: vec![], ..HitpathOpts::defaults(true) },
+            HitpathOpts { threads: vec![1, 0], ..HitpathOpts::defaults(true) },
+            HitpathOpts { zipf_s: f64::NAN, ..HitpathOpts::defaults(true) },
         ];
-        crate::experiment::assert_checked(&[HitpathOpts::default(), HitpathOpts::quick()], &bad, HitpathOpts::validate);
+        crate::experiment::assert_checked(
+            &[HitpathOpts::defaults(false), HitpathOpts::defaults(true)],
+            &bad,
+            HitpathOpts::validate,
+        );
     }
 }

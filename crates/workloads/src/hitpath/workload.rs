@@ -556,21 +556,7 @@ impl Experiment for Hitpath {
         MainJob::DefaultSize
     }
     fn params(&self) -> &'static [ParamDoc] {
-        &[
-            ParamDoc {
-                name: "file_mib",
-                help: "size of the host file for the read measurements, MiB [default: 256; quick: 64]",
-            },
-            ParamDoc {
-                name: "hit_pages",
-                help: "pages (4 KiB) of the memory-backed file for the hit path [default: 1048576; quick: 65536]",
-            },
-            ParamDoc {
-                name: "ops",
-                help: "operations per measurement, per thread on the hit path [default: 2000000; quick: 200000]",
-            },
-            ParamDoc { name: "threads", help: "hit-path thread counts, comma-separated [default: 1,2]" },
-        ]
+        HitpathOpts::PARAMS
     }
     fn smoke(&self) -> ExpOpts {
         let params = [("file_mib", "8"), ("hit_pages", "4096"), ("ops", "20000")];

@@ -66,35 +66,44 @@ const MAX_DEVICE_INFLIGHT: u64 = 256 * MIB;
 /// The target: pcache's best cold sequential read over the device limit.
 pub const TARGET_PCACHE_OVER_DEVICE: f64 = 0.90;
 
-/// What to run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SeqreadOpts {
-    pub file_mib: u64,
-    /// pcache's cache size, bytes (smaller than the file).
-    pub mem_bytes: u64,
-    /// Read sizes of the sequential reads, bytes.
-    pub sizes: Vec<usize>,
-    /// Queue depths of the device limit.
-    pub qds: Vec<usize>,
-    /// Request sizes of the device limit, bytes.
-    #[serde(default)]
-    pub blocks: Vec<usize>,
-    /// Run the kernel's columns (`--no-kernel` turns them off).
-    #[serde(default = "yes")]
-    pub kernel: bool,
-    /// Thread counts of the random form.
-    pub threads: Vec<usize>,
-    /// 4 KiB reads per thread in the random form.
-    pub rand_ops: u64,
-    pub runs: usize,
-    pub seed: u64,
-    pub quick: bool,
-    /// pcache's tunables (`--set`), e.g. `ra_pages`.
-    pub tunables: Tunables,
-    #[serde(skip)]
-    pub dir: Option<std::path::PathBuf>,
-    #[serde(skip)]
-    pub progress: bool,
+crate::experiment::params! {
+    /// What to run.
+    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+    pub struct SeqreadOpts {
+        pub file_mib: u64 = 2048, quick 64,
+            param param_as "size of the file, MiB [default: 2048; quick: 64]", range 1..=1 << 20;
+        /// pcache's cache size, bytes (smaller than the file).
+        pub mem_bytes: u64 = 256 * MIB, quick 16 * MIB;
+        /// Read sizes of the sequential reads, bytes.
+        pub sizes: Vec<usize> = vec![4 << 10, 128 << 10, 1 << 20],
+            param param_sizes "sequential read sizes, comma-separated [default: 4K,128K,1M]";
+        /// Queue depths of the device limit.
+        pub qds: Vec<usize> = vec![1, 2, 4, 8, 16, 32],
+            param param_list "queue depths of the device limit [default: 1,2,4,8,16,32]", each 1..=256;
+        /// Request sizes of the device limit, bytes.
+        #[serde(default)]
+        pub blocks: Vec<usize> = vec![1 << 20, 4 << 20, 8 << 20, 16 << 20], quick vec![1 << 20, 4 << 20],
+            param param_sizes
+                "request sizes of the device limit, comma-separated [default: 1M,4M,8M,16M; quick: 1M,4M]";
+        /// Run the kernel's columns (`--no-kernel` turns them off).
+        #[serde(default = "yes")]
+        pub kernel: bool = true, opt kernel;
+        /// Thread counts of the random form.
+        pub threads: Vec<usize> = vec![1, 4, 16],
+            param param_list "thread counts of the random reads [default: 1,4,16]", each 1..=256;
+        /// 4 KiB reads per thread in the random form.
+        pub rand_ops: u64 = 20_000, quick 500,
+            param param_as "random 4 KiB reads per thread [default: 20000; quick: 500]", range 1..=u64::MAX;
+        pub runs: usize = 3, quick 1;
+        pub seed: u64 = 1, opt seed;
+        pub quick: bool = false, quick true;
+        /// pcache's tunables (`--set`), e.g. `ra_pages`.
+        pub tunables: Tunables = Tunables::default();
+        #[serde(skip)]
+        pub dir: Option<std::path::PathBuf> = None, opt dir;
+        #[serde(skip)]
+        pub progress: bool = true, opt progress;
+    }
 }
 
 fn yes() -> bool {
@@ -103,60 +112,22 @@ fn yes() -> bool {
 
 impl SeqreadOpts {
     fn new(quick: bool) -> SeqreadOpts {
-        SeqreadOpts {
-            file_mib: if quick { 64 } else { 2048 },
-            mem_bytes: if quick { 16 * MIB } else { 256 * MIB },
-            sizes: vec![4 << 10, 128 << 10, 1 << 20],
-            qds: vec![1, 2, 4, 8, 16, 32],
-            blocks: if quick { vec![1 << 20, 4 << 20] } else { vec![1 << 20, 4 << 20, 8 << 20, 16 << 20] },
-            kernel: true,
-            threads: vec![1, 4, 16],
-            rand_ops: if quick { 500 } else { 20_000 },
-            runs: if quick { 1 } else { 3 },
-            seed: 1,
-            quick,
-            tunables: Tunables::default(),
-            dir: None,
-            progress: true,
-        }
+        SeqreadOpts::defaults(quick)
     }
 
     fn from_exp(opts: &ExpOpts) -> Result<SeqreadOpts> {
         let mut o = SeqreadOpts::new(opts.quick);
-        o.file_mib = opts.param_as("file_mib")?.unwrap_or(o.file_mib);
-        if let Some(v) = opts.param("sizes") {
-            o.sizes = v
-                .split(',')
-                .map(|s| crate::render::parse_size(s.trim()).map(|b| b as usize))
-                .collect::<std::result::Result<_, _>>()
-                .map_err(|e| Error::Invalid(format!("--param sizes={v}: {e}")))?;
-        }
-        if let Some(v) = opts.param("blocks") {
-            o.blocks = v
-                .split(',')
-                .map(|s| crate::render::parse_size(s.trim()).map(|b| b as usize))
-                .collect::<std::result::Result<_, _>>()
-                .map_err(|e| Error::Invalid(format!("--param blocks={v}: {e}")))?;
-        }
-        o.kernel = opts.kernel;
-        o.qds = opts.param_list("qds")?.unwrap_or(o.qds);
-        o.threads = opts.param_list("threads")?.unwrap_or(o.threads);
-        o.rand_ops = opts.param_as("rand_ops")?.unwrap_or(o.rand_ops);
+        o.set_params(opts)?;
         o.mem_bytes = opts.mem_bytes.unwrap_or(o.mem_bytes);
         o.runs = opts.runs.unwrap_or(o.runs);
-        o.seed = opts.seed;
         o.tunables = crate::experiment::apply_sets(Tunables::default(), &opts.set)?;
-        o.dir = opts.dir.clone();
-        o.progress = opts.progress;
         o.validate()?;
         Ok(o)
     }
 
     fn validate(&self) -> Result<()> {
+        self.check_ranges()?;
         let bad = |m: String| Err(Error::Invalid(m));
-        if !(1..=1 << 20).contains(&self.file_mib) {
-            return bad(format!("file_mib {} must be from 1 to 1048576", self.file_mib));
-        }
         if self.mem_bytes < 4 * MIB || self.mem_bytes >= self.file_mib * MIB {
             return bad(format!(
                 "the cache ({}) must be at least 4 MiB and smaller than the file ({} MiB): reads must be cold",
@@ -170,12 +141,7 @@ impl SeqreadOpts {
         if self.blocks.is_empty() || self.blocks.iter().any(|&s| s == 0 || s % PAGE != 0 || s > 64 << 20) {
             return bad(format!("blocks {:?} must be multiples of 4 KiB up to 64 MiB", self.blocks));
         }
-        for (what, v) in [("qds", &self.qds), ("threads", &self.threads)] {
-            if v.is_empty() || v.iter().any(|&k| k == 0 || k > 256) {
-                return bad(format!("{what} {v:?} must be a non-empty list of 1 to 256"));
-            }
-        }
-        if self.rand_ops == 0 || self.runs == 0 || self.runs > 1000 {
+        if self.runs == 0 || self.runs > 1000 {
             return bad(format!("rand_ops {} and runs {} must be above 0", self.rand_ops, self.runs));
         }
         Ok(())
@@ -926,17 +892,7 @@ impl Experiment for Seqread {
         MainJob::Quick
     }
     fn params(&self) -> &'static [ParamDoc] {
-        &[
-            ParamDoc { name: "file_mib", help: "size of the file, MiB [default: 2048; quick: 64]" },
-            ParamDoc { name: "sizes", help: "sequential read sizes, comma-separated [default: 4K,128K,1M]" },
-            ParamDoc { name: "qds", help: "queue depths of the device limit [default: 1,2,4,8,16,32]" },
-            ParamDoc {
-                name: "blocks",
-                help: "request sizes of the device limit, comma-separated [default: 1M,4M,8M,16M; quick: 1M,4M]",
-            },
-            ParamDoc { name: "threads", help: "thread counts of the random reads [default: 1,4,16]" },
-            ParamDoc { name: "rand_ops", help: "random 4 KiB reads per thread [default: 20000; quick: 500]" },
-        ]
+        SeqreadOpts::PARAMS
     }
     fn smoke(&self) -> ExpOpts {
         let params = [("file_mib", "8"), ("qds", "1,4"), ("blocks", "1M"), ("threads", "1,2"), ("rand_ops", "50")];

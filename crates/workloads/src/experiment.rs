@@ -35,7 +35,8 @@ pub struct ParamDoc {
 /// `param_sizes`; NAME is the field's unless given in parentheses) and its
 /// help line; after `range`, the values it accepts (`each` for a list:
 /// non-empty, every element in range); after `opt`, the [`ExpOpts`] field
-/// it copies. Generates `PARAMS` (the help), `defaults(quick)` (`Default`
+/// it copies; after the struct, `also [ParamDoc, ..]` lists parameters
+/// parsed elsewhere. Generates `PARAMS` (the help), `defaults(quick)` (`Default`
 /// is the full one), `set_params(&ExpOpts)` and `check_ranges()`; checks
 /// across fields stay in the experiment's own `validate`.
 macro_rules! params {
@@ -52,6 +53,7 @@ macro_rules! params {
                 ;
             )*
         }
+        $(also [$($also:expr),* $(,)?])?
     ) => {
         $(#[$sm])*
         $vis struct $name {
@@ -72,6 +74,7 @@ macro_rules! params {
                     name: $crate::experiment::params!(@name $f $($pname)?),
                     help: $help,
                 }, )?)*
+                $($($also,)*)?
             ];
 
             /// The defaults, at the quick sizes or the full ones.

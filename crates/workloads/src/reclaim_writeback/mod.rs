@@ -115,109 +115,88 @@ pub const PRESETS: &[Preset] = &[
     ),
 ];
 
-/// What to run.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ReclaimWritebackOpts {
-    /// Bytes of page cache (the arena).
-    pub mem_bytes: u64,
-    /// Variant names, the first the baseline column.
-    pub variants: Vec<String>,
-    /// Runs of every (workload, variant).
-    pub runs: usize,
-    /// fs_mark -s: bytes per file.
-    pub fsmark_file_bytes: u64,
-    /// fs_mark -t: one fsmark workload per thread count.
-    pub fsmark_threads: Vec<usize>,
-    /// fs_mark data, in multiples of the cache.
-    pub fsmark_ratio: f64,
-    /// simple-wb writers; 0 means one per CPU.
-    pub wb_threads: usize,
-    /// simple-wb data, in multiples of the cache.
-    pub wb_ratio: f64,
-    /// mmap-strm's streamed file, in multiples of the cache.
-    pub strm_ratio: f64,
-    /// mmap-strm's file mapping written with the anonymous region, in
-    /// multiples of the cache.
-    pub strm_mix_ratio: f64,
-    /// mmap-strm's anonymous region, in multiples of the cache: by default
-    /// as large as memory, so that with the file mapping beside it (0.5x)
-    /// the mix overcommits memory by half and anonymous pages must be
-    /// swapped.
-    pub strm_anon_ratio: f64,
-    /// Where to make the temporary directory (the system's temp dir if
-    /// `None`).
-    pub dir: Option<PathBuf>,
-    /// Draw progress bars on stderr (only when it is a terminal).
-    pub progress: bool,
-    /// A label: whether these are the reduced `quick` sizes.
-    pub quick: bool,
-    /// Tunables set by name for every variant, applied after the preset
-    /// (`--set NAME=VALUE`).
-    pub set: Vec<(String, String)>,
-    /// Write SVG plots of dirty, writeback and free pages over time here.
-    pub plot_dir: Option<PathBuf>,
-    /// Try the kernel column (the fsmark and simple-wb workloads through
-    /// the kernel's page cache in a memory cgroup of `mem_bytes`).
-    pub kernel: bool,
-    /// Run fsmark and simple-wb on a simulated slow device of this many
-    /// bytes a second (`--param device_rate=30M`), see [`DeviceOpts`].
-    pub device: DeviceOpts,
-}
-
-impl Default for ReclaimWritebackOpts {
-    fn default() -> Self {
-        ReclaimWritebackOpts {
-            mem_bytes: 128 * MIB,
-            variants: variants::defaults(PRESETS),
-            runs: 5,
-            fsmark_file_bytes: 10 * MIB,
-            fsmark_threads: vec![1, 4, 16],
-            fsmark_ratio: 3.0,
-            wb_threads: 0,
-            wb_ratio: 4.0,
-            strm_ratio: 1.5,
-            strm_mix_ratio: 0.5,
-            strm_anon_ratio: 1.0,
-            dir: None,
-            progress: true,
-            quick: false,
-            set: Vec::new(),
-            plot_dir: None,
-            kernel: true,
-            device: DeviceOpts::default(),
-        }
+crate::experiment::params! {
+    /// What to run. Quick, for the main job and CI: a 32 MiB cache, 1 MiB
+    /// files, 3 runs.
+    #[derive(Clone, Debug, PartialEq, Serialize)]
+    pub struct ReclaimWritebackOpts {
+        /// Bytes of page cache (the arena).
+        pub mem_bytes: u64 = 128 * MIB, quick 32 * MIB;
+        /// Variant names, the first the baseline column.
+        pub variants: Vec<String> = variants::defaults(PRESETS);
+        /// Runs of every (workload, variant).
+        pub runs: usize = 5, quick 3;
+        /// fs_mark -s: bytes per file.
+        pub fsmark_file_bytes: u64 = 10 * MIB, quick MIB,
+            param param_size("file_size") "fs_mark file size, e.g. 10M [default: 10M; quick: 1M]";
+        /// fs_mark -t: one fsmark workload per thread count.
+        pub fsmark_threads: Vec<usize> = vec![1, 4, 16],
+            param param_list "fs_mark thread counts, comma-separated [default: 1,4,16]", each 1..=256;
+        /// fs_mark data, in multiples of the cache.
+        pub fsmark_ratio: f64 = 3.0;
+        /// simple-wb writers; 0 means one per CPU.
+        pub wb_threads: usize = 0, param param_as "simple-wb writers [default: one per CPU]", range 0..=256;
+        /// simple-wb data, in multiples of the cache.
+        pub wb_ratio: f64 = 4.0;
+        /// mmap-strm's streamed file, in multiples of the cache.
+        pub strm_ratio: f64 = 1.5;
+        /// mmap-strm's file mapping written with the anonymous region, in
+        /// multiples of the cache.
+        pub strm_mix_ratio: f64 = 0.5,
+            param param_as "mmap-strm's file mapping written with it, in multiples of memory [default: 0.5]";
+        /// mmap-strm's anonymous region, in multiples of the cache: by default
+        /// as large as memory, so that with the file mapping beside it (0.5x)
+        /// the mix overcommits memory by half and anonymous pages must be
+        /// swapped.
+        pub strm_anon_ratio: f64 = 1.0,
+            param param_as "mmap-strm's anonymous region, in multiples of memory [default: 1.0]";
+        /// Where to make the temporary directory (the system's temp dir if
+        /// `None`).
+        pub dir: Option<PathBuf> = None, opt dir;
+        /// Draw progress bars on stderr (only when it is a terminal).
+        pub progress: bool = true, opt progress;
+        /// A label: whether these are the reduced `quick` sizes.
+        pub quick: bool = false, quick true;
+        /// Tunables set by name for every variant, applied after the preset
+        /// (`--set NAME=VALUE`).
+        pub set: Vec<(String, String)> = Vec::new(), opt set;
+        /// Write SVG plots of dirty, writeback and free pages over time here.
+        pub plot_dir: Option<PathBuf> = None, opt plot_dir;
+        /// Try the kernel column (the fsmark and simple-wb workloads through
+        /// the kernel's page cache in a memory cgroup of `mem_bytes`).
+        pub kernel: bool = true, opt kernel;
+        /// Run fsmark and simple-wb on a simulated slow device of this many
+        /// bytes a second (`--param device_rate=30M`), see [`DeviceOpts`].
+        pub device: DeviceOpts = DeviceOpts::default();
     }
+    also [
+        ParamDoc {
+            name: "device_rate",
+            help: "run fsmark and simple-wb on a simulated device of this bandwidth, reads and writes shared, \
+                   e.g. 30M or 30MiB/s [default: none, host files at disk speed]",
+        },
+        ParamDoc { name: "device_latency", help: "that device's time per request, e.g. 5ms [default: 0]" },
+        ParamDoc {
+            name: "resident",
+            help: "fsmark and simple-wb run beside a desktop holding this fraction of memory (mapped program text \
+                   kept in use), e.g. 0.65 [default: 0]",
+        },
+    ]
 }
 
 impl ReclaimWritebackOpts {
-    /// Reduced sizes for the main job and CI: a 32 MiB cache, 1 MiB files,
-    /// 3 runs.
-    pub fn quick() -> Self {
-        ReclaimWritebackOpts { mem_bytes: 32 * MIB, fsmark_file_bytes: MIB, runs: 3, quick: true, ..Self::default() }
-    }
-
     /// The options `pcache bench reclaim-writeback` asks for, checked.
     pub fn from_exp(opts: &ExpOpts) -> Result<ReclaimWritebackOpts> {
-        let (quick, full) = (Self::quick(), Self::default());
+        let (quick, full) = (Self::defaults(true), Self::defaults(false));
         let c = opts.common(PRESETS, (quick.mem_bytes, full.mem_bytes), (quick.runs, full.runs), 64 << 30)?;
-        let base = if opts.quick { quick } else { full };
-        let o = ReclaimWritebackOpts {
+        let mut o = ReclaimWritebackOpts {
             mem_bytes: c.mem_bytes,
             variants: c.variants,
             runs: c.runs,
-            fsmark_file_bytes: opts.param_size("file_size")?.unwrap_or(base.fsmark_file_bytes),
-            fsmark_threads: opts.param_list("fsmark_threads")?.unwrap_or(base.fsmark_threads.clone()),
-            wb_threads: opts.param_as("wb_threads")?.unwrap_or(base.wb_threads),
-            strm_anon_ratio: opts.param_as("strm_anon_ratio")?.unwrap_or(base.strm_anon_ratio),
-            strm_mix_ratio: opts.param_as("strm_mix_ratio")?.unwrap_or(base.strm_mix_ratio),
             device: DeviceOpts::from_exp(opts)?,
-            set: opts.set.clone(),
-            plot_dir: opts.plot_dir.clone(),
-            kernel: opts.kernel,
-            dir: opts.dir.clone(),
-            progress: opts.progress,
-            ..base
+            ..Self::defaults(opts.quick)
         };
+        o.set_params(opts)?;
         o.validate()?;
         Ok(o)
     }
@@ -225,18 +204,10 @@ impl ReclaimWritebackOpts {
     /// Refuse sizes the experiment cannot run with (the memory, runs and
     /// variants are [`ExpOpts::common`]'s, checked in [`Self::from_exp`]).
     pub fn validate(&self) -> Result<()> {
+        self.check_ranges()?;
         let bad = |m: String| Err(Error::Invalid(m));
         if !(4 * KIB..=self.mem_bytes.saturating_mul(64)).contains(&self.fsmark_file_bytes) {
             return bad(format!("fs_mark file size {} must be from 4 KiB to 64x memory", self.fsmark_file_bytes));
-        }
-        if self.fsmark_threads.is_empty() || self.fsmark_threads.iter().any(|&t| t == 0 || t > 256) {
-            return bad(format!(
-                "fs_mark thread counts {:?} must be a non-empty list of 1 to 256",
-                self.fsmark_threads
-            ));
-        }
-        if self.wb_threads > 256 {
-            return bad(format!("simple-wb threads {} must be at most 256", self.wb_threads));
         }
         for (what, r) in [
             ("fs_mark ratio", self.fsmark_ratio),
@@ -421,30 +392,7 @@ impl SeedExperiment for ReclaimWritebackExp {
                                  memory pressure, Linux 3.1 against 3.2, compare-kernels report.";
     const PRESETS: &'static [Preset] = PRESETS;
     const PARAMS_KEY: &'static str = "opts";
-    const PARAMS: &'static [ParamDoc] = &[
-        ParamDoc { name: "file_size", help: "fs_mark file size, e.g. 10M [default: 10M; quick: 1M]" },
-        ParamDoc { name: "fsmark_threads", help: "fs_mark thread counts, comma-separated [default: 1,4,16]" },
-        ParamDoc { name: "wb_threads", help: "simple-wb writers [default: one per CPU]" },
-        ParamDoc {
-            name: "strm_anon_ratio",
-            help: "mmap-strm's anonymous region, in multiples of memory [default: 1.0]",
-        },
-        ParamDoc {
-            name: "strm_mix_ratio",
-            help: "mmap-strm's file mapping written with it, in multiples of memory [default: 0.5]",
-        },
-        ParamDoc {
-            name: "device_rate",
-            help: "run fsmark and simple-wb on a simulated device of this bandwidth, reads and writes shared, \
-                   e.g. 30M or 30MiB/s [default: none, host files at disk speed]",
-        },
-        ParamDoc { name: "device_latency", help: "that device's time per request, e.g. 5ms [default: 0]" },
-        ParamDoc {
-            name: "resident",
-            help: "fsmark and simple-wb run beside a desktop holding this fraction of memory (mapped program text \
-                   kept in use), e.g. 0.65 [default: 0]",
-        },
-    ];
+    const PARAMS: &'static [ParamDoc] = ReclaimWritebackOpts::PARAMS;
 
     fn smoke() -> ExpOpts {
         ExpOpts::smoke(&[("file_size", "256K")])
@@ -460,7 +408,7 @@ mod tests {
     // shared options or from the experiment's own.
     #[test]
     fn options() {
-        let q = ReclaimWritebackOpts::quick;
+        let q = || ReclaimWritebackOpts::defaults(true);
         let bad = [
             ReclaimWritebackOpts { fsmark_file_bytes: 1, ..q() },
             ReclaimWritebackOpts { fsmark_threads: vec![], ..q() },

@@ -537,7 +537,7 @@ mod tests {
         }
         let bad = ReclaimWritebackOpts {
             device: DeviceOpts { rate: Some(1), ..DeviceOpts::default() },
-            ..ReclaimWritebackOpts::quick()
+            ..ReclaimWritebackOpts::defaults(true)
         };
         assert!(matches!(bad.validate(), Err(Error::Invalid(_))));
     }

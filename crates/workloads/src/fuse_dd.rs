@@ -391,13 +391,7 @@ impl Experiment for FuseDd {
         &[ParamDoc { name: "file_mib", help: "size of dd's file in MiB [default: 64; quick: 8]" }]
     }
     fn smoke(&self) -> ExpOpts {
-        ExpOpts {
-            mem_bytes: Some(16 << 20),
-            runs: Some(1),
-            quick: true,
-            params: vec![("file_mib".into(), "2".into())],
-            ..ExpOpts::default()
-        }
+        ExpOpts { mem_bytes: Some(16 << 20), ..ExpOpts::smoke(&[("file_mib", "2")]) }
     }
     fn run(&self, opts: &ExpOpts) -> Result<Outcome> {
         let o = FuseDdOpts::from_exp(opts)?;

@@ -560,12 +560,7 @@ impl Experiment for Hitpath {
     }
     fn smoke(&self) -> ExpOpts {
         let params = [("file_mib", "8"), ("hit_pages", "4096"), ("ops", "20000")];
-        ExpOpts {
-            runs: Some(2),
-            seed: 1,
-            params: params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-            ..ExpOpts::default()
-        }
+        ExpOpts { runs: Some(2), mem_bytes: None, quick: false, ..ExpOpts::smoke(&params) }
     }
     fn run(&self, opts: &ExpOpts) -> Result<Outcome> {
         let o = HitpathOpts::from_exp(opts)?;

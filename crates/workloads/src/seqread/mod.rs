@@ -896,14 +896,7 @@ impl Experiment for Seqread {
     }
     fn smoke(&self) -> ExpOpts {
         let params = [("file_mib", "8"), ("qds", "1,4"), ("blocks", "1M"), ("threads", "1,2"), ("rand_ops", "50")];
-        ExpOpts {
-            quick: true,
-            runs: Some(1),
-            mem_bytes: Some(4 << 20),
-            seed: 1,
-            params: params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-            ..ExpOpts::default()
-        }
+        ExpOpts { mem_bytes: Some(4 << 20), ..ExpOpts::smoke(&params) }
     }
     fn run(&self, opts: &ExpOpts) -> Result<Outcome> {
         let result = run(&SeqreadOpts::from_exp(opts)?)?;

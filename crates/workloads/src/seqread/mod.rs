@@ -135,14 +135,13 @@ impl SeqreadOpts {
                 self.file_mib
             ));
         }
-        if self.sizes.is_empty() || self.sizes.iter().any(|&s| s == 0 || s % PAGE != 0 || s > 64 << 20) {
-            return bad(format!("sizes {:?} must be multiples of 4 KiB up to 64 MiB", self.sizes));
-        }
-        if self.blocks.is_empty() || self.blocks.iter().any(|&s| s == 0 || s % PAGE != 0 || s > 64 << 20) {
-            return bad(format!("blocks {:?} must be multiples of 4 KiB up to 64 MiB", self.blocks));
+        for (what, v) in [("sizes", &self.sizes), ("blocks", &self.blocks)] {
+            if v.is_empty() || v.iter().any(|&s| s == 0 || s % PAGE != 0 || s > 64 << 20) {
+                return bad(format!("{what} {v:?} must be multiples of 4 KiB up to 64 MiB"));
+            }
         }
         if self.runs == 0 || self.runs > 1000 {
-            return bad(format!("rand_ops {} and runs {} must be above 0", self.rand_ops, self.runs));
+            return bad(format!("runs {} must be from 1 to 1000", self.runs));
         }
         Ok(())
     }

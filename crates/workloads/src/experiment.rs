@@ -33,12 +33,13 @@ pub struct ParamDoc {
 /// its full default and, after `quick`, its quick one; after `param`, how
 /// `--param NAME=VALUE` parses it (`param_as`, `param_list`, `param_size`,
 /// `param_sizes`; NAME is the field's unless given in parentheses) and its
-/// help line; after `range`, the values it accepts (`each` for a list:
-/// non-empty, every element in range); after `opt`, the [`ExpOpts`] field
-/// it copies; after the struct, `also [ParamDoc, ..]` lists parameters
-/// parsed elsewhere. Generates `PARAMS` (the help), `defaults(quick)` (`Default`
-/// is the full one), `set_params(&ExpOpts)` and `check_ranges()`; checks
-/// across fields stay in the experiment's own `validate`.
+/// help line, which is its doc too (a `///` only to say more); after
+/// `range`, the values it accepts (`each` for a list: non-empty, every
+/// element in range); after `opt`, the [`ExpOpts`] field it copies; after
+/// the struct, `also [ParamDoc, ..]` lists parameters parsed elsewhere.
+/// Generates `PARAMS` (the help), `defaults(quick)` (`Default` is the full
+/// one), `set_params(&ExpOpts)` and `check_ranges()`; checks across fields
+/// stay in the experiment's own `validate`.
 macro_rules! params {
     (
         $(#[$sm:meta])*

@@ -63,15 +63,12 @@ crate::experiment::params! {
     /// pages, 200 000 ops, 3 rounds.
     #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
     pub struct HitpathOpts {
-        /// Size of the host file for the read measurements, MiB.
         pub file_mib: u64 = 256, quick 64,
             param param_as "size of the host file for the read measurements, MiB [default: 256; quick: 64]",
             range 1..=1 << 20;
-        /// Pages of the memory-backed file for the hit path (4 KiB each).
         pub hit_pages: u64 = 1 << 20, quick 64 << 10,
             param param_as "pages (4 KiB) of the memory-backed file for the hit path [default: 1048576; quick: 65536]",
             range 1..=1 << 30;
-        /// Operations per measurement (per thread for the hit path).
         pub ops: u64 = 2_000_000, quick 200_000,
             param param_as "operations per measurement, per thread on the hit path [default: 2000000; quick: 200000]",
             range 1..=1 << 32;

@@ -125,14 +125,10 @@ crate::experiment::params! {
         pub variants: Vec<String> = variants::defaults(PRESETS);
         /// Runs of every (thread count, variant).
         pub runs: usize = 5, quick 3;
-        /// One workload per thread count.
         pub threads: Vec<usize> = vec![1, 2, 4],
             param param_list "thread counts, one workload each, comma-separated [default: 1,2,4]", each 1..=256;
-        /// Timed 4 KiB reads per thread.
         pub ops_per_thread: u64 = 1_000_000, quick 500_000,
             param param_as "timed 4 KiB reads per thread [default: 1000000; quick: 500000]", range 1..=1_000_000_000;
-        /// Untimed Zipf reads before the timed ones, in multiples of the
-        /// working set's page count, split over the threads.
         pub warm_ratio: f64 = 4.0,
             param param_as "untimed Zipf reads first, in multiples of the working set's pages [default: 4]",
             range 0.0..=100.0;

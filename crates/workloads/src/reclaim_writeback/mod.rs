@@ -126,22 +126,17 @@ crate::experiment::params! {
         pub variants: Vec<String> = variants::defaults(PRESETS);
         /// Runs of every (workload, variant).
         pub runs: usize = 5, quick 3;
-        /// fs_mark -s: bytes per file.
         pub fsmark_file_bytes: u64 = 10 * MIB, quick MIB,
             param param_size("file_size") "fs_mark file size, e.g. 10M [default: 10M; quick: 1M]";
-        /// fs_mark -t: one fsmark workload per thread count.
         pub fsmark_threads: Vec<usize> = vec![1, 4, 16],
             param param_list "fs_mark thread counts, comma-separated [default: 1,4,16]", each 1..=256;
         /// fs_mark data, in multiples of the cache.
         pub fsmark_ratio: f64 = 3.0;
-        /// simple-wb writers; 0 means one per CPU.
         pub wb_threads: usize = 0, param param_as "simple-wb writers [default: one per CPU]", range 0..=256;
         /// simple-wb data, in multiples of the cache.
         pub wb_ratio: f64 = 4.0;
         /// mmap-strm's streamed file, in multiples of the cache.
         pub strm_ratio: f64 = 1.5;
-        /// mmap-strm's file mapping written with the anonymous region, in
-        /// multiples of the cache.
         pub strm_mix_ratio: f64 = 0.5,
             param param_as "mmap-strm's file mapping written with it, in multiples of memory [default: 0.5]";
         /// mmap-strm's anonymous region, in multiples of the cache: by default

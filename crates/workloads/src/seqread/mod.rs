@@ -74,13 +74,10 @@ crate::experiment::params! {
             param param_as "size of the file, MiB [default: 2048; quick: 64]", range 1..=1 << 20;
         /// pcache's cache size, bytes (smaller than the file).
         pub mem_bytes: u64 = 256 * MIB, quick 16 * MIB;
-        /// Read sizes of the sequential reads, bytes.
         pub sizes: Vec<usize> = vec![4 << 10, 128 << 10, 1 << 20],
             param param_sizes "sequential read sizes, comma-separated [default: 4K,128K,1M]";
-        /// Queue depths of the device limit.
         pub qds: Vec<usize> = vec![1, 2, 4, 8, 16, 32],
             param param_list "queue depths of the device limit [default: 1,2,4,8,16,32]", each 1..=256;
-        /// Request sizes of the device limit, bytes.
         #[serde(default)]
         pub blocks: Vec<usize> = vec![1 << 20, 4 << 20, 8 << 20, 16 << 20], quick vec![1 << 20, 4 << 20],
             param param_sizes
@@ -88,10 +85,8 @@ crate::experiment::params! {
         /// Run the kernel's columns (`--no-kernel` turns them off).
         #[serde(default = "yes")]
         pub kernel: bool = true, opt kernel;
-        /// Thread counts of the random form.
         pub threads: Vec<usize> = vec![1, 4, 16],
             param param_list "thread counts of the random reads [default: 1,4,16]", each 1..=256;
-        /// 4 KiB reads per thread in the random form.
         pub rand_ops: u64 = 20_000, quick 500,
             param param_as "random 4 KiB reads per thread [default: 20000; quick: 500]", range 1..=u64::MAX;
         pub runs: usize = 3, quick 1;

@@ -5,14 +5,8 @@ use pcache_workloads::hitpath::{self, HitpathOpts};
 
 #[test]
 fn hitpath_tiny_json_has_every_key() {
-    let opts = HitpathOpts {
-        file_mib: 8,
-        hit_pages: 4096,
-        ops: 20_000,
-        rounds: 2,
-        progress: false,
-        ..HitpathOpts::defaults(false)
-    };
+    let opts =
+        HitpathOpts { file_mib: 8, hit_pages: 4096, ops: 20_000, rounds: 2, progress: false, ..HitpathOpts::default() };
     let result = hitpath::run(&opts).expect("hitpath runs");
     let json = serde_json::to_value(&result).expect("serialises");
 

@@ -271,7 +271,7 @@ mod tests {
             HitpathOpts { zipf_s: f64::NAN, ..HitpathOpts::defaults(true) },
         ];
         crate::experiment::assert_checked(
-            &[HitpathOpts::defaults(false), HitpathOpts::defaults(true)],
+            &[HitpathOpts::default(), HitpathOpts::defaults(true)],
             &bad,
             HitpathOpts::validate,
         );

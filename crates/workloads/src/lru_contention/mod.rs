@@ -324,7 +324,7 @@ mod tests {
     #[test]
     fn options() {
         let t = || LruContentionOpts::defaults(true);
-        let ok = [LruContentionOpts::defaults(false), t()];
+        let ok = [LruContentionOpts::default(), t()];
         let bad = [
             LruContentionOpts { threads: vec![], ..t() },
             LruContentionOpts { threads: vec![0], ..t() },

@@ -534,7 +534,7 @@ mod tests {
 
     #[test]
     fn sizes_and_streams() {
-        let o = LruContentionOpts::defaults(false);
+        let o = LruContentionOpts::default();
         // 128 MiB = 32768 pages; 1.25x = 40960 over 4 files.
         assert_eq!(o.pages_per_file(), 10240);
         assert_eq!(o.working_set_pages(), 40960);

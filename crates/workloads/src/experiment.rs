@@ -433,6 +433,36 @@ mod tests {
         assert!(matches!(o.param_as::<u64>("bad"), Err(Error::Invalid(m)) if m.contains("bad")));
     }
 
+    params! {
+        #[derive(Debug)]
+        struct Toy {
+            size: u64 = 10, quick 2, param param_size("size_bytes") "bytes", range 1..=1 << 20;
+            threads: Vec<usize> = vec![1], param param_list "thread counts", each 1..=4;
+            seed: u64 = 0, opt seed;
+        }
+    }
+
+    // Goal: params! gives each field its quick or full default, takes
+    // `--param`s under their names and the shared options it copies, and
+    // refuses values out of range naming the parameter.
+    #[test]
+    fn params_declared_once() {
+        assert_eq!(Toy::PARAMS.iter().map(|p| p.name).collect::<Vec<_>>(), ["size_bytes", "threads"]);
+        assert_eq!((Toy::defaults(true).size, Toy::default().size), (2, 10));
+        let with = |params: &[(&str, &str)]| {
+            let mut t = Toy::default();
+            t.set_params(&ExpOpts { seed: 7, ..ExpOpts::smoke(params) }).map(|()| t)
+        };
+        let t = with(&[("size_bytes", "1K"), ("threads", "2,4")]).unwrap();
+        assert_eq!((t.size, t.threads.as_slice(), t.seed), (1024, &[2, 4][..], 7));
+        assert!(t.check_ranges().is_ok());
+        assert!(with(&[("threads", "x")]).is_err());
+        for bad in [&[("size_bytes", "0")][..], &[("size_bytes", "2M")], &[("threads", "1,5")]] {
+            let refused = with(bad).and_then(|t| t.check_ranges());
+            assert!(matches!(&refused, Err(Error::Invalid(m)) if m.contains(bad[0].0)), "{bad:?}: {refused:?}");
+        }
+    }
+
     // Goal: the main job's JSON is one object keyed by experiment, each
     // part's field order kept.
     #[test]

@@ -71,44 +71,6 @@ impl Memcg {
     pub fn path(&self) -> &Path {
         &self.path
     }
-
-    /// A cgroup v1 memory group limited to `bytes`, made inside this
-    /// process's own memory cgroup (so its charges stay in the hierarchy
-    /// the process was started in), for threads to join one at a time
-    /// with [`Memcg::attach_thread`]. Errors where there is no v1 memory
-    /// controller (cgroup v2 moves whole processes, not threads).
-    pub fn create_for_threads(bytes: u64) -> Result<Memcg, String> {
-        let root = Path::new("/sys/fs/cgroup/memory");
-        if !root.join("tasks").exists() {
-            return Err("no cgroup v1 memory controller (threads cannot join a v2 group alone)".into());
-        }
-        let own = fs::read_to_string("/proc/self/cgroup")
-            .map_err(|e| format!("/proc/self/cgroup: {e}"))?
-            .lines()
-            .find_map(|l| {
-                let mut f = l.splitn(3, ':');
-                let (_, ctl, path) = (f.next()?, f.next()?, f.next()?);
-                ctl.split(',').any(|c| c == "memory").then(|| path.trim_start_matches('/').to_string())
-            })
-            .ok_or("this process is in no v1 memory cgroup")?;
-        let name = format!("pcache-kernel-{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
-        let dir = root.join(own).join(name);
-        fs::create_dir(&dir).map_err(|e| format!("cannot create a memory cgroup at {}: {e}", dir.display()))?;
-        let memcg = Memcg { path: dir };
-        fs::write(memcg.path.join("memory.limit_in_bytes"), bytes.to_string())
-            .map_err(|e| format!("cannot set memory.limit_in_bytes of {}: {e}", memcg.path.display()))?;
-        Ok(memcg)
-    }
-
-    /// Move the calling thread (only it) into this v1 group: its page
-    /// cache charges from now on are the group's. A thread that exits
-    /// leaves the group; one that lives on stays in it.
-    pub fn attach_thread(&self) -> Result<(), String> {
-        // SAFETY: gettid has no preconditions.
-        let tid = unsafe { libc::syscall(libc::SYS_gettid) };
-        fs::write(self.path.join("tasks"), tid.to_string())
-            .map_err(|e| format!("cannot move thread {tid} into {}: {e}", self.path.display()))
-    }
 }
 
 impl Drop for Memcg {

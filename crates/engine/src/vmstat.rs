@@ -193,6 +193,11 @@ items! {
     /// read itself before a worker took them (a subset of
     /// `ra_submit_async`); pcache's own.
     ra_reader_completed,
+    /// Asynchronous readahead windows inserted by the readahead thread
+    /// (readahead.rs `RaQueue`), and those their reader, reaching the
+    /// window before the thread did, inserted itself; pcache's own.
+    ra_async_thread,
+    ra_async_reader,
     /// io_uring completions run by a reader waiting on one of their pages
     /// (bio/uring.rs `uring_reap_for`), not by the reaper; pcache's own.
     uring_reader_reaped,

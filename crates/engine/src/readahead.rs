@@ -82,9 +82,11 @@ pub struct FileRaState {
     /// Mohr's counter of repeated hits on the same page (M7 every-32nd).
     pub repeat_hits: AtomicU32,
     pub mode: AtomicU32,
-    /// The last asynchronous window queued to the readahead thread from
-    /// this handle, until its reader needs a page of it.
-    pending: Mutex<Option<Arc<RaJob>>>,
+    /// Asynchronous windows queued to the readahead thread from this
+    /// handle and not known to be inserted: the reader can hit the marker
+    /// on a window's first page, and queue the next, while the thread is
+    /// still inserting the rest of that window.
+    pending: Mutex<Vec<Arc<RaJob>>>,
 }
 
 impl FileRaState {
@@ -97,7 +99,7 @@ impl FileRaState {
             prev_pos: AtomicU64::new(u64::MAX),
             repeat_hits: AtomicU32::new(0),
             mode: AtomicU32::new(0),
-            pending: Mutex::new(None),
+            pending: Mutex::new(Vec::new()),
         }
     }
 
@@ -475,6 +477,10 @@ impl RaJob {
         mine
     }
 
+    fn is_done(&self) -> bool {
+        *self.state.lock() == JobState::Done
+    }
+
     /// Wait until whoever claimed it has inserted and submitted it. A
     /// claimed job always ends (`FinishJob`); the bound is only a re-check.
     fn wait_done(&self) {
@@ -547,7 +553,11 @@ impl Cache {
         let job = Arc::new(RaJob { inode: owner, start, nr, state: Mutex::new(JobState::Queued), done: Condvar::new() });
         // The handle knows the job before the thread can see it, so a
         // reader that gets there first always finds it.
-        *ra.pending.lock() = Some(job.clone());
+        {
+            let mut p = ra.pending.lock();
+            p.retain(|j| !j.is_done());
+            p.push(job.clone());
+        }
         let queued = {
             let mut q = self.ra_queue.jobs.lock();
             if q.closed || q.jobs.len() >= RA_QUEUE_DEPTH || !(q.started || self.start_ra_thread()) {
@@ -559,7 +569,7 @@ impl Cache {
             }
         };
         if !queued {
-            *ra.pending.lock() = None;
+            ra.pending.lock().retain(|j| j.start != start || j.inode.id != inode.id);
             return false;
         }
         self.ra_queue.cv.notify_one();
@@ -609,22 +619,22 @@ impl Cache {
         self.vm.inc(item);
     }
 
-    /// A miss at `index`: if it is inside the window this handle last
-    /// queued, run that window here (the thread has not started it) or
+    /// A miss at `index`: if it is inside a window this handle queued and
+    /// that is not known to be inserted, run that window here (the thread has not started it) or
     /// wait until the thread has inserted it. True if `index` is then
     /// cached (the caller need not read ahead).
     fn ra_wait_pending(&self, inode: &Inode, ra: &FileRaState, index: u64) -> bool {
         let job = {
             let mut p = ra.pending.lock();
-            match p.as_ref() {
-                Some(j) if j.inode.id == inode.id && (j.start..j.start + j.nr).contains(&index) => p.take(),
-                _ => None,
-            }
+            p.iter()
+                .position(|j| j.inode.id == inode.id && (j.start..j.start + j.nr).contains(&index))
+                .map(|at| p.swap_remove(at))
         };
         let Some(job) = job else { return false };
         if job.claim() {
             self.ra_run_job(&job, Item::ra_async_reader);
         } else {
+            self.vm.inc(Item::ra_async_waited);
             job.wait_done();
         }
         entry_present(inode, index)

@@ -1087,8 +1087,9 @@ fn readahead_asks_kswapd_for_the_next_windows() {
 // 128-page window: four 32-page requests), a 2048-page file read in
 // 64 KiB calls through a 4096-page cache (no reclaim), I/O threads on.
 // No timing: whichever of the thread and the reader inserts a window, the
-// counts are the same, and the pair of counters says the windows went
-// through the queue. A window is queued only after the one before was
+// pages read are the same, the counters say the windows went through the
+// queue, and each window the reader met before it was inserted explains
+// at most one miss. A window is queued only after the one before was
 // inserted (its marker is in it), so the queue never fills.
 #[test]
 fn async_windows_are_inserted_off_the_reader() {
@@ -1110,8 +1111,13 @@ fn async_windows_are_inserted_off_the_reader() {
         }
         let d = cache.vmstat().delta(&before);
         let queued = d.get(Item::ra_async_thread) + d.get(Item::ra_async_reader);
+        // A reader that finds a queued window not yet inserted misses on
+        // it once (and runs it, or waits for it): a late window, not a
+        // new stream. Whether that happens is up to the scheduler.
+        let late = d.get(Item::ra_async_reader) + d.get(Item::ra_async_waited);
         assert_eq!(d.get(Item::pgpgin), pages * PS / 1024, "ra_async_thread {thread}: every page read exactly once");
-        assert!(d.get(Item::pgcache_miss) <= 2, "ra_async_thread {thread}: {} misses", d.get(Item::pgcache_miss));
+        let misses = d.get(Item::pgcache_miss);
+        assert!(misses <= 2 + late, "ra_async_thread {thread}: {misses} misses, {late} windows met late");
         assert!(fi.calls(FaultOp::Read) - calls >= pages / 32, "requests of at most 32 pages");
         if thread {
             // 2048 pages in 128-page windows: all but the first one or two

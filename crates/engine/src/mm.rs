@@ -406,7 +406,7 @@ impl Cache {
         self.kswapd.wake();
         self.wakeup_flusher_threads();
         self.bio.close();
-        self.ra_queue.close();
+        self.ra_queue_close();
         let threads: Vec<JoinHandle<()>> = self.life.threads.lock().drain(..).collect();
         for t in threads {
             let _ = t.join();

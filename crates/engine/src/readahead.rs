@@ -457,7 +457,10 @@ enum JobState {
 }
 
 /// One asynchronous window for the readahead thread: what
-/// `do_page_cache_ra` would have been called with, and who has it.
+/// `do_page_cache_ra` would have been called with, and who has it. A job
+/// holds a handle on its inode (`handles`), as the kernel's readahead runs
+/// under the reader's open file, so the file cannot be evicted, and its id
+/// reused, under the window's insertion; whoever claims the job drops it.
 pub(crate) struct RaJob {
     inode: Arc<Inode>,
     start: u64,
@@ -522,22 +525,38 @@ pub struct RaQueue {
     cv: Condvar,
 }
 
-impl RaQueue {
-    /// Stop queueing and let the thread leave; windows still queued are
-    /// dropped (readahead is a hint: their pages were never inserted, and
-    /// a reader finds its page missing and reads it).
-    pub(crate) fn close(&self) {
+impl Cache {
+    /// Stop queueing windows and let the readahead thread leave; windows
+    /// still queued are dropped (readahead is a hint: their pages were
+    /// never inserted, and a reader finds its page missing and reads it),
+    /// each claimed so that no reader runs it later, and its inode handle
+    /// given back.
+    pub(crate) fn ra_queue_close(&self) {
         let dropped = {
-            let mut q = self.jobs.lock();
+            let mut q = self.ra_queue.jobs.lock();
             q.closed = true;
             std::mem::take(&mut q.jobs)
         };
-        self.cv.notify_all();
-        drop(dropped);
+        self.ra_queue.cv.notify_all();
+        for job in dropped {
+            if job.claim() {
+                let _done = FinishJob(&job);
+                self.ra_job_put(&job.inode);
+            }
+        }
     }
-}
 
-impl Cache {
+    /// Give back a job's handle on its inode, as closing a `File` does.
+    fn ra_job_put(&self, inode: &Arc<Inode>) {
+        if inode.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            if inode.unlinked.load(Ordering::Acquire) {
+                self.evict_inode(inode);
+            } else {
+                self.iput(inode);
+            }
+        }
+    }
+
     /// Hand the asynchronous window `[start, start + nr)` (marker on its
     /// first page) to the readahead thread. False, and nothing queued,
     /// when it should be read here: no I/O threads (synchronous I/O), the
@@ -550,7 +569,11 @@ impl Cache {
             return false;
         }
         let Some(owner) = self.inode_by_id(inode.id) else { return false };
-        let job = Arc::new(RaJob { inode: owner, start, nr, state: Mutex::new(JobState::Queued), done: Condvar::new() });
+        // The reader's own handle is open, so the count is not 0 here and
+        // the inode cannot be freed between the lookup and this.
+        owner.handles.fetch_add(1, Ordering::AcqRel);
+        let job =
+            Arc::new(RaJob { inode: owner, start, nr, state: Mutex::new(JobState::Queued), done: Condvar::new() });
         // The handle knows the job before the thread can see it, so a
         // reader that gets there first always finds it.
         {
@@ -569,7 +592,16 @@ impl Cache {
             }
         };
         if !queued {
-            ra.pending.lock().retain(|j| j.start != start || j.inode.id != inode.id);
+            let mut p = ra.pending.lock();
+            if let Some(at) = p.iter().position(|j| j.start == start && j.inode.id == inode.id) {
+                let job = p.swap_remove(at);
+                drop(p);
+                // Not visible to the thread: ours to give back.
+                if job.claim() {
+                    let _done = FinishJob(&job);
+                    self.ra_job_put(&job.inode);
+                }
+            }
             return false;
         }
         self.ra_queue.cv.notify_one();
@@ -609,14 +641,18 @@ impl Cache {
         }
     }
 
-    /// Insert and submit a claimed window, then mark it done.
+    /// Insert and submit a claimed window, then mark it done and give
+    /// back its handle on the inode.
     fn ra_run_job(&self, job: &RaJob, item: Item) {
-        let _done = FinishJob(job);
-        self.do_page_cache_ra(&job.inode, job.start, job.nr, job.nr);
-        // The window's pages sit in this thread's CPU's LRU batch; the
-        // thread may not run again for a while, so apply it now.
-        self.lru_add_drain();
-        self.vm.inc(item);
+        {
+            let _done = FinishJob(job);
+            self.do_page_cache_ra(&job.inode, job.start, job.nr, job.nr);
+            // The window's pages sit in this thread's CPU's LRU batch; the
+            // thread may not run again for a while, so apply it now.
+            self.lru_add_drain();
+            self.vm.inc(item);
+        }
+        self.ra_job_put(&job.inode);
     }
 
     /// A miss at `index`: if it is inside a window this handle queued and

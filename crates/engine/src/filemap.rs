@@ -771,7 +771,7 @@ impl Cache {
             };
             if let Some(ra) = ra {
                 if self.page(pfn).test(PG_READAHEAD) {
-                    self.page_cache_async_readahead(inode, ra, pfn, index, req);
+                    self.page_cache_async_readahead_file(inode, ra, pfn, index, req);
                 }
             }
             match self.wait_page_uptodate(inode, pfn) {

@@ -55,6 +55,8 @@ pub struct Cache {
     pub(crate) kswapd: crate::vmscan::Kswapd,
     /// The read queue of asynchronous readahead and its workers (bio.rs).
     pub(crate) bio: crate::bio::IoQueue,
+    /// Asynchronous readahead windows for the readahead thread (readahead.rs).
+    pub(crate) ra_queue: crate::readahead::RaQueue,
     /// Backing devices, each with its flusher (backing_dev.rs).
     pub(crate) bdis: BdiList,
     /// Signalled when frames are freed or writeback ends, for allocators
@@ -192,6 +194,7 @@ impl Cache {
             node_cache: Arc::new(NodeCache::new(hazards.clone())),
             kswapd: crate::vmscan::Kswapd::default(),
             bio: crate::bio::IoQueue::default(),
+            ra_queue: crate::readahead::RaQueue::default(),
             bdis: BdiList::default(),
             progress: Wakeup::default(),
             life: Lifecycle {
@@ -403,6 +406,7 @@ impl Cache {
         self.kswapd.wake();
         self.wakeup_flusher_threads();
         self.bio.close();
+        self.ra_queue_close();
         let threads: Vec<JoinHandle<()>> = self.life.threads.lock().drain(..).collect();
         for t in threads {
             let _ = t.join();

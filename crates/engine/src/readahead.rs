@@ -38,9 +38,25 @@
 //! so its requests cover a few long runs of memory rather than a page
 //! each, as the kernel's large folios do.
 //!
+//! Off the reader (issue 13, session 10): an asynchronous window the
+//! reader's `read` hits the marker of, on a device that reports queue
+//! limits, is allocated, inserted and submitted by the cache's readahead
+//! thread (`RaQueue`, started with the first such window), so the reader
+//! only queues it and goes back to copying. The kernel inserts it in the
+//! reader's context; its large folios make that a few dozen insertions,
+//! where here a 16 MiB window is 4,096. A reader that misses inside a
+//! window still queued runs it itself; one still being inserted, it waits
+//! for (the job's own lock and condition variable, no new lock-free state).
+//!
 //! The state is a handful of relaxed atomics, not locked: like the kernel's
 //! `struct file_ra_state`, concurrent users of one handle may race on it
 //! harmlessly.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
 
 use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -66,6 +82,11 @@ pub struct FileRaState {
     /// Mohr's counter of repeated hits on the same page (M7 every-32nd).
     pub repeat_hits: AtomicU32,
     pub mode: AtomicU32,
+    /// Asynchronous windows queued to the readahead thread from this
+    /// handle and not known to be inserted: the reader can hit the marker
+    /// on a window's first page, and queue the next, while the thread is
+    /// still inserting the rest of that window.
+    pending: Mutex<Vec<Arc<RaJob>>>,
 }
 
 impl FileRaState {
@@ -78,6 +99,7 @@ impl FileRaState {
             prev_pos: AtomicU64::new(u64::MAX),
             repeat_hits: AtomicU32::new(0),
             mode: AtomicU32::new(0),
+            pending: Mutex::new(Vec::new()),
         }
     }
 
@@ -163,6 +185,11 @@ impl Cache {
 
     /// page_cache_sync_readahead: a miss at `index` for a read of `req` pages.
     pub fn page_cache_sync_readahead(&self, inode: &Inode, ra: &FileRaState, index: u64, req: u64) {
+        // A miss inside a window queued to the readahead thread is that
+        // window late, not a new stream.
+        if self.ra_wait_pending(inode, ra, index) {
+            return;
+        }
         if ra.mode.load(Ordering::Relaxed) & FMODE_RANDOM != 0 {
             self.force_page_cache_readahead(inode, index, req);
             return;
@@ -170,11 +197,22 @@ impl Cache {
         if ra.ra_pages.load(Ordering::Relaxed) == 0 {
             return;
         }
-        self.ondemand_readahead(inode, ra, false, index, req);
+        self.ondemand_readahead(inode, ra, false, false, index, req);
     }
 
     /// page_cache_async_readahead: the reader hit the PG_readahead marker.
     pub fn page_cache_async_readahead(&self, inode: &Inode, ra: &FileRaState, pfn: Pfn, index: u64, req: u64) {
+        self.async_readahead(inode, ra, pfn, index, req, false);
+    }
+
+    /// page_cache_async_readahead for `read` (filemap_read): the window
+    /// may go to the readahead thread. A fault's readahead stays on the
+    /// faulting thread, which should not wait on another.
+    pub fn page_cache_async_readahead_file(&self, inode: &Inode, ra: &FileRaState, pfn: Pfn, index: u64, req: u64) {
+        self.async_readahead(inode, ra, pfn, index, req, true);
+    }
+
+    fn async_readahead(&self, inode: &Inode, ra: &FileRaState, pfn: Pfn, index: u64, req: u64, defer: bool) {
         if ra.ra_pages.load(Ordering::Relaxed) == 0 {
             return;
         }
@@ -183,11 +221,12 @@ impl Cache {
             return;
         }
         page.clear(PG_READAHEAD, &self.vm);
-        self.ondemand_readahead(inode, ra, true, index, req);
+        self.ondemand_readahead(inode, ra, true, defer, index, req);
     }
 
-    /// ondemand_readahead: decide the window and read it.
-    fn ondemand_readahead(&self, inode: &Inode, ra: &FileRaState, hit_marker: bool, index: u64, req: u64) {
+    /// ondemand_readahead: decide the window and read it (`defer`: an
+    /// asynchronous window may be handed to the readahead thread).
+    fn ondemand_readahead(&self, inode: &Inode, ra: &FileRaState, hit_marker: bool, defer: bool, index: u64, req: u64) {
         let mut max = ra.ra_pages.load(Ordering::Relaxed) as u64;
         // A read larger than the window may take up to the device's
         // largest request in one go (4.10's bdi->io_pages).
@@ -242,6 +281,9 @@ impl Cache {
         }
         if start < index && !hit_marker {
             start = index;
+        }
+        if defer && hit_marker && size == async_size && self.ra_queue_window(inode, ra, start, size) {
+            return;
         }
         self.do_page_cache_ra(inode, start, size, async_size);
     }
@@ -403,6 +445,235 @@ impl Cache {
             }
         }
         self.end_page_read(inode, first, &pages);
+    }
+}
+
+/// Where a queued window is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum JobState {
+    Queued,
+    Running,
+    Done,
+}
+
+/// One asynchronous window for the readahead thread: what
+/// `do_page_cache_ra` would have been called with, and who has it. A job
+/// holds a handle on its inode (`handles`), as the kernel's readahead runs
+/// under the reader's open file, so the file cannot be evicted, and its id
+/// reused, under the window's insertion; whoever claims the job drops it.
+pub(crate) struct RaJob {
+    inode: Arc<Inode>,
+    start: u64,
+    nr: u64,
+    state: Mutex<JobState>,
+    done: Condvar,
+}
+
+impl RaJob {
+    /// Take the job to run it: only one of the thread and the reader does.
+    fn claim(&self) -> bool {
+        let mut st = self.state.lock();
+        let mine = *st == JobState::Queued;
+        if mine {
+            *st = JobState::Running;
+        }
+        mine
+    }
+
+    fn is_done(&self) -> bool {
+        *self.state.lock() == JobState::Done
+    }
+
+    /// Wait until whoever claimed it has inserted and submitted it. A
+    /// claimed job always ends (`FinishJob`); the bound is only a re-check.
+    fn wait_done(&self) {
+        let mut st = self.state.lock();
+        while *st != JobState::Done {
+            self.done.wait_for(&mut st, Duration::from_millis(100));
+        }
+    }
+}
+
+/// Marks a job done when its runner leaves, however it leaves, so that a
+/// reader waiting for it cannot wait forever.
+struct FinishJob<'a>(&'a RaJob);
+
+impl Drop for FinishJob<'_> {
+    fn drop(&mut self) {
+        *self.0.state.lock() = JobState::Done;
+        self.0.done.notify_all();
+    }
+}
+
+/// Windows queued at most: one per stream is the usual (a stream's next
+/// window is queued only once this one's marker is inserted); past this
+/// the reader inserts its window itself, as before.
+const RA_QUEUE_DEPTH: usize = 16;
+
+#[derive(Default)]
+struct RaJobs {
+    jobs: VecDeque<Arc<RaJob>>,
+    started: bool,
+    closed: bool,
+}
+
+/// The readahead thread's queue (`pcache-ra`, started by the first window
+/// queued, joined at shutdown).
+#[derive(Default)]
+pub struct RaQueue {
+    jobs: Mutex<RaJobs>,
+    cv: Condvar,
+}
+
+impl Cache {
+    /// Stop queueing windows and let the readahead thread leave; windows
+    /// still queued are dropped (readahead is a hint: their pages were
+    /// never inserted, and a reader finds its page missing and reads it),
+    /// each claimed so that no reader runs it later, and its inode handle
+    /// given back.
+    pub(crate) fn ra_queue_close(&self) {
+        let dropped = {
+            let mut q = self.ra_queue.jobs.lock();
+            q.closed = true;
+            std::mem::take(&mut q.jobs)
+        };
+        self.ra_queue.cv.notify_all();
+        for job in dropped {
+            if job.claim() {
+                let _done = FinishJob(&job);
+                self.ra_job_put(&job.inode);
+            }
+        }
+    }
+
+    /// Give back a job's handle on its inode, as closing a `File` does.
+    fn ra_job_put(&self, inode: &Arc<Inode>) {
+        if inode.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            if inode.unlinked.load(Ordering::Acquire) {
+                self.evict_inode(inode);
+            } else {
+                self.iput(inode);
+            }
+        }
+    }
+
+    /// Hand the asynchronous window `[start, start + nr)` (marker on its
+    /// first page) to the readahead thread. False, and nothing queued,
+    /// when it should be read here: no I/O threads (synchronous I/O), the
+    /// tunable off, a device reporting no queue limits (a memory device:
+    /// small windows whose insertion costs less than the hand-off), the
+    /// queue full or closed.
+    fn ra_queue_window(&self, inode: &Inode, ra: &FileRaState, start: u64, nr: u64) -> bool {
+        let t = &self.config.tunables;
+        if !t.ra_async_thread || t.io_threads == 0 || inode.dev_io_pages == 0 || self.shutting_down() {
+            return false;
+        }
+        let Some(owner) = self.inode_by_id(inode.id) else { return false };
+        // The reader's own handle is open, so the count is not 0 here and
+        // the inode cannot be freed between the lookup and this.
+        owner.handles.fetch_add(1, Ordering::AcqRel);
+        let job =
+            Arc::new(RaJob { inode: owner, start, nr, state: Mutex::new(JobState::Queued), done: Condvar::new() });
+        // The handle knows the job before the thread can see it, so a
+        // reader that gets there first always finds it.
+        {
+            let mut p = ra.pending.lock();
+            p.retain(|j| !j.is_done());
+            p.push(job.clone());
+        }
+        let queued = {
+            let mut q = self.ra_queue.jobs.lock();
+            if q.closed || q.jobs.len() >= RA_QUEUE_DEPTH || !(q.started || self.start_ra_thread()) {
+                false
+            } else {
+                q.started = true;
+                q.jobs.push_back(job);
+                true
+            }
+        };
+        if !queued {
+            let mut p = ra.pending.lock();
+            if let Some(at) = p.iter().position(|j| j.start == start && j.inode.id == inode.id) {
+                let job = p.swap_remove(at);
+                drop(p);
+                // Not visible to the thread: ours to give back.
+                if job.claim() {
+                    let _done = FinishJob(&job);
+                    self.ra_job_put(&job.inode);
+                }
+            }
+            return false;
+        }
+        self.ra_queue.cv.notify_one();
+        true
+    }
+
+    /// Start the readahead thread; whether it started.
+    fn start_ra_thread(&self) -> bool {
+        let Some(cache) = self.arc() else { return false };
+        match std::thread::Builder::new().name("pcache-ra".into()).spawn(move || cache.ra_thread()) {
+            Ok(h) => {
+                self.kthread_add(h);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// The readahead thread: run queued windows until the cache shuts down.
+    fn ra_thread(self: Arc<Self>) {
+        loop {
+            let job = {
+                let mut q = self.ra_queue.jobs.lock();
+                loop {
+                    if q.closed || self.shutting_down() {
+                        return;
+                    }
+                    if let Some(j) = q.jobs.pop_front() {
+                        break j;
+                    }
+                    self.ra_queue.cv.wait_for(&mut q, Duration::from_millis(100));
+                }
+            };
+            if job.claim() {
+                self.ra_run_job(&job, Item::ra_async_thread);
+            }
+        }
+    }
+
+    /// Insert and submit a claimed window, then mark it done and give
+    /// back its handle on the inode.
+    fn ra_run_job(&self, job: &RaJob, item: Item) {
+        {
+            let _done = FinishJob(job);
+            self.do_page_cache_ra(&job.inode, job.start, job.nr, job.nr);
+            // The window's pages sit in this thread's CPU's LRU batch; the
+            // thread may not run again for a while, so apply it now.
+            self.lru_add_drain();
+            self.vm.inc(item);
+        }
+        self.ra_job_put(&job.inode);
+    }
+
+    /// A miss at `index`: if it is inside a window this handle queued and
+    /// that is not known to be inserted, run that window here (the thread has not started it) or
+    /// wait until the thread has inserted it. True if `index` is then
+    /// cached (the caller need not read ahead).
+    fn ra_wait_pending(&self, inode: &Inode, ra: &FileRaState, index: u64) -> bool {
+        let job = {
+            let mut p = ra.pending.lock();
+            p.iter()
+                .position(|j| j.inode.id == inode.id && (j.start..j.start + j.nr).contains(&index))
+                .map(|at| p.swap_remove(at))
+        };
+        let Some(job) = job else { return false };
+        if job.claim() {
+            self.ra_run_job(&job, Item::ra_async_reader);
+        } else {
+            self.vm.inc(Item::ra_async_waited);
+            job.wait_done();
+        }
+        entry_present(inode, index)
     }
 }
 

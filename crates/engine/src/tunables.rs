@@ -342,6 +342,12 @@ pub struct Tunables {
     /// of the cache). 0: the device's read_ahead_kb alone, as the kernel.
     #[serde(default = "default_ra_device_requests")]
     pub ra_device_requests: u32,
+    /// Issue 13 (session 10): an asynchronous readahead window on a device
+    /// that reports queue limits is allocated, inserted and submitted by
+    /// the cache's readahead thread, not by the reader that hit its marker
+    /// (readahead.rs `RaQueue`). Needs `io_threads > 0`.
+    #[serde(default = "default_true")]
+    pub ra_async_thread: bool,
     /// Issue 15: the classic two lists or the multi-gen LRU.
     #[serde(default)]
     pub lru: LruPolicy,
@@ -436,6 +442,7 @@ impl Default for Tunables {
             max_read_request_kb: 0,
             max_write_request_kb: 0,
             ra_device_requests: default_ra_device_requests(),
+            ra_async_thread: true,
             lru: LruPolicy::Classic,
             lru_gen_min_ttl_ms: 0,
             arena_prefault: true,

@@ -193,6 +193,14 @@ items! {
     /// read itself before a worker took them (a subset of
     /// `ra_submit_async`); pcache's own.
     ra_reader_completed,
+    /// Asynchronous readahead windows inserted by the readahead thread
+    /// (readahead.rs `RaQueue`); those their reader, missing in the window
+    /// before the thread took it, inserted itself; and those the reader
+    /// missed in while the thread was inserting them, and waited for
+    /// (each such miss counted in `pgcache_miss`); pcache's own.
+    ra_async_thread,
+    ra_async_reader,
+    ra_async_waited,
     /// io_uring completions run by a reader waiting on one of their pages
     /// (bio/uring.rs `uring_reap_for`), not by the reaper; pcache's own.
     uring_reader_reaped,

@@ -461,7 +461,6 @@ mod tests {
                 assert!(seen.binary_search(&(1000 + k as Pfn)).is_ok(), "row {row}'s pin missed by the scan");
             }
         }
-        assert!(rows.iter().all(|&r| r < crate::percpu::MAX_SLOTS), "test threads ran out of slots");
         assert_eq!(oldest, 1, "the walks' epoch missed by walk_sync");
         let mut after = Vec::new();
         hz.scan(&mut after);

@@ -28,12 +28,19 @@ fn main() -> Res<()> {
             let (threads, ops) = (*nums.first().ok_or(usage)? as usize, *nums.get(1).ok_or(usage)?);
             mem = nums.get(2).copied().unwrap_or(128) << 20;
             cache = PageCache::new(Config { tunables: t, ..Config::with_memory(mem) })?;
+            // As seqread does: time the reads on a resident arena, not its
+            // first touches (the host zeroing huge pages).
+            cache.wait_arena_populated(std::time::Duration::from_secs(30));
+            // Cold in the host's cache too: a device reading through it
+            // (dev_read_mode=Dontcache) must not find pages cached there.
+            drop_host_cache(path)?;
             let f = cache.open(path, OpenOptions { create: false, truncate: false, direct: true })?;
             let pages = std::fs::metadata(path)?.len() / 4096;
             // A multiplicative permutation of the pages: no page twice.
             let step = (0..).map(|k| 0x9e37_79b9u64 + 2 * k).find(|s| gcd(*s, pages) == 1).unwrap_or(1);
             let handles = (0..threads).map(|_| f.reopen()).collect::<pcache::Result<Vec<_>>>()?;
             let ops = ops.min(pages / threads as u64);
+            let cpu0 = cpu_secs();
             start = Instant::now();
             std::thread::scope(|s| -> Res<()> {
                 let joins: Vec<_> = handles
@@ -57,7 +64,12 @@ fn main() -> Res<()> {
             })?;
             bytes = ops * threads as u64 * 4096;
             let secs = start.elapsed().as_secs_f64();
-            println!("{} reads in {secs:.3} s: {:.1} k reads/s", bytes / 4096, bytes as f64 / 4096.0 / secs / 1e3);
+            let reads = bytes / 4096;
+            let cpu_us = (cpu_secs() - cpu0) * 1e6 / reads as f64;
+            println!(
+                "{reads} reads in {secs:.3} s: {:.1} k reads/s, {cpu_us:.1} us CPU per read",
+                reads as f64 / secs / 1e3
+            );
         }
         "dd" => {
             let mib = *nums.first().ok_or(usage)?;
@@ -102,4 +114,28 @@ fn gcd(a: u64, b: u64) -> u64 {
     } else {
         gcd(b, a % b)
     }
+}
+
+/// The process's user and system CPU time so far, seconds.
+fn cpu_secs() -> f64 {
+    // SAFETY: an all-zero rusage is a valid value of the plain C struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes only the struct it is given.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return 0.0;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// Drop `path`'s pages from the host's page cache.
+fn drop_host_cache(path: &std::path::Path) -> Res<()> {
+    use std::os::unix::io::AsRawFd;
+    let f = std::fs::File::open(path)?;
+    // SAFETY: advice on our own descriptor; no memory is passed.
+    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    if rc != 0 {
+        return Err(std::io::Error::from_raw_os_error(rc).into());
+    }
+    Ok(())
 }

@@ -74,8 +74,8 @@ pub use signal::Interrupt;
 pub use swapfile::{SwapBacking, SwapConfig};
 pub use sysctl::SYSCTL_NAMES;
 pub use tunables::{
-    AccessedInit, Admission, Advice, AnonLru, Config, IoEngine, LruBatching, LruPolicy, MappedActivation, PagevecDrain,
-    ReclaimWriteback, RemarkRule, Tunables, WorkingsetVersion, MAX_PAGE_SIZE, MIN_PAGE_SIZE,
+    AccessedInit, Admission, Advice, AnonLru, Config, DevReadMode, IoEngine, LruBatching, LruPolicy, MappedActivation,
+    PagevecDrain, ReclaimWriteback, RemarkRule, Tunables, WorkingsetVersion, MAX_PAGE_SIZE, MIN_PAGE_SIZE,
 };
 pub use vmstat::{Item, VmStat};
 
@@ -295,6 +295,10 @@ impl PageCache {
                 // case another open cached the file meanwhile).
                 let dev = FileDev::open_in(&cache.fds, path, opts.create, false, opts.direct, self.page_size())
                     .map_err(|e| Error::io(&name, e))?;
+                if cache.config.tunables.dev_read_mode == DevReadMode::Dontcache {
+                    // A refusal leaves reads on O_DIRECT, said once.
+                    dev.use_dontcache_reads();
+                }
                 let key = dev.identity().map_or_else(|| name.clone(), |(d, i)| host_key(d, i));
                 cache.iget(&key, &name, || Ok(Arc::new(dev) as Arc<dyn BackingDev>))?
             }

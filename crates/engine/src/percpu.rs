@@ -64,6 +64,14 @@ thread_local! {
     static FAST: Cell<usize> = const { Cell::new(usize::MAX) };
 }
 
+/// How many slots have ever been handed out (at most [`MAX_SLOTS`]):
+/// every thread's slot is below it, or is [`OVERFLOW_SLOT`]. It only
+/// grows, so a scan of per-slot data may stop there (hazard.rs `scan`).
+#[inline]
+pub fn slots_in_use() -> usize {
+    (NEXT_SLOT.load(Ordering::Acquire) as usize).min(MAX_SLOTS)
+}
+
 /// This thread's slot number: `0..MAX_SLOTS`, or [`OVERFLOW_SLOT`].
 #[inline]
 pub fn thread_slot() -> usize {

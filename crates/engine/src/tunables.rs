@@ -37,6 +37,21 @@ pub enum IoEngine {
     Threads,
 }
 
+/// How a host file's pages are read from it (backing/file.rs). Writes
+/// are O_DIRECT either way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum DevReadMode {
+    /// O_DIRECT: no copy in the host's page cache.
+    #[default]
+    Direct,
+    /// Buffered reads with RWF_DONTCACHE (Linux 6.14+) on a descriptor
+    /// advised POSIX_FADV_RANDOM: the host's buffered read path, its
+    /// folios dropped once copied. Probed when a file is opened; where
+    /// refused, O_DIRECT (said once). Measured slower than O_DIRECT on
+    /// this project's virtio disk (BENCHMARKS.md, "seqread, session 10").
+    Dontcache,
+}
+
 /// M5 (seed 002): how `mark_page_accessed` activates a page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum LruBatching {
@@ -328,6 +343,10 @@ pub struct Tunables {
     /// one (and `ra_from_device` is on), else 1 MiB.
     #[serde(default)]
     pub max_read_request_kb: u32,
+    /// How host files are read: O_DIRECT, or buffered with RWF_DONTCACHE
+    /// (`DevReadMode`).
+    #[serde(default)]
+    pub dev_read_mode: DevReadMode,
     /// Issue 13 (session 8): the largest writeback request, KiB (the
     /// flushers and fsync gather a contiguous dirty run up to this before
     /// one device write). 0: the device's max_sectors_kb where it reports
@@ -440,6 +459,7 @@ impl Default for Tunables {
             io_engine: IoEngine::default(),
             ra_from_device: true,
             max_read_request_kb: 0,
+            dev_read_mode: DevReadMode::Direct,
             max_write_request_kb: 0,
             ra_device_requests: default_ra_device_requests(),
             ra_async_thread: true,

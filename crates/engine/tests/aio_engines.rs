@@ -20,7 +20,7 @@ use std::thread;
 use std::time::Duration;
 
 use pcache::backing::{BackingDev, Fault, FaultInjector, FaultOp, FileDev};
-use pcache::{Advice, Config, File, IoEngine, Item, OpenOptions, PageCache, Tunables, VmStat};
+use pcache::{Advice, Config, DevReadMode, File, IoEngine, Item, OpenOptions, PageCache, Tunables, VmStat};
 
 const PS: u64 = 4096;
 
@@ -43,6 +43,8 @@ both_engines!(
     punch_races_in_flight_readahead_and_writeback,
     fsync_under_concurrent_writers,
     reclaim_rotation_on_write_completion,
+    dontcache_reads_return_the_files_bytes,
+    truncate_races_dontcache_reads,
 );
 
 /// A cache of `pages` pages on `engine`; None (skip) if io_uring is refused.
@@ -203,13 +205,16 @@ enum Cut {
 /// an in-flight read or write), and restores it. Readers accept only the
 /// page's bytes or zeroes. At the end: the file's bytes, on disk too, no
 /// page dirty or under writeback, no frame leaked, shutdown clean.
-fn race_cut(engine: IoEngine, cut: Cut) {
+fn race_cut(engine: IoEngine, cut: Cut, tunables: Tunables) {
     const PAGES: u64 = 1024;
     const CACHE: u64 = 256;
     const ROUNDS: u64 = 60;
     let dir = scratch();
     let path = write_stamped_file(dir.path(), "race", 7, PAGES);
-    let Some(cache) = cache_on(engine, CACHE, Tunables::default()) else { return };
+    if tunables.dev_read_mode == DevReadMode::Dontcache && !dontcache_supported(&path) {
+        return;
+    }
+    let Some(cache) = cache_on(engine, CACHE, tunables) else { return };
     let Some(f) = open_direct(&cache, &path) else { return };
     let before = cache.vmstat();
     let stop = AtomicBool::new(false);
@@ -306,12 +311,107 @@ fn race_cut(engine: IoEngine, cut: Cut) {
 // Goal: truncation racing in-flight readahead and writeback loses nothing,
 // resurrects no page and leaks no frame (race_cut).
 fn truncate_races_in_flight_readahead_and_writeback(engine: IoEngine) {
-    race_cut(engine, Cut::Truncate);
+    race_cut(engine, Cut::Truncate, Tunables::default());
 }
 
 // Goal: as above for punch_hole.
 fn punch_races_in_flight_readahead_and_writeback(engine: IoEngine) {
-    race_cut(engine, Cut::Punch);
+    race_cut(engine, Cut::Punch, Tunables::default());
+}
+
+// Goal: as above with the device's reads buffered with RWF_DONTCACHE
+// (`DevReadMode::Dontcache`) and its writes O_DIRECT: the host's cache
+// between them keeps no stale page.
+fn truncate_races_dontcache_reads(engine: IoEngine) {
+    race_cut(engine, Cut::Truncate, Tunables { dev_read_mode: DevReadMode::Dontcache, ..Tunables::default() });
+}
+
+/// Whether the host reads `path` with RWF_DONTCACHE; says so if not.
+fn dontcache_supported(path: &Path) -> bool {
+    let Some(dev) = direct_dev(path) else { return false };
+    let ok = dev.use_dontcache_reads();
+    if !ok {
+        eprintln!("skipped: the host refuses RWF_DONTCACHE reads on {}", path.display());
+    }
+    ok
+}
+
+/// Pages of `path` resident in the host's page cache (mincore).
+fn host_resident_pages(path: &Path) -> usize {
+    use std::os::unix::io::AsRawFd;
+    let file = std::fs::File::open(path).unwrap();
+    let len = file.metadata().unwrap().len() as usize;
+    // SAFETY: a fresh shared read-only mapping of the whole file, used
+    // only by mincore below and unmapped before return; nothing reads it.
+    let addr = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, file.as_raw_fd(), 0) };
+    assert_ne!(addr, libc::MAP_FAILED, "mmap: {}", std::io::Error::last_os_error());
+    let mut vec = vec![0u8; len.div_ceil(PS as usize)];
+    // SAFETY: `addr..addr + len` is the mapping made above; `vec` has one
+    // byte per page of it.
+    let rc = unsafe { libc::mincore(addr, len, vec.as_mut_ptr()) };
+    let err = std::io::Error::last_os_error();
+    // SAFETY: the mapping made above, no longer used.
+    unsafe { libc::munmap(addr, len) };
+    assert_eq!(rc, 0, "mincore: {err}");
+    vec.iter().filter(|&&b| b & 1 != 0).count()
+}
+
+// Goal: with `DevReadMode::Dontcache` the cache reads the file's bytes
+// (sequential reads with readahead through the engine, random single
+// pages on the caller), leaves the host's cache without a copy of them,
+// and writes still reach the file. Method: a 512-page stamped host file,
+// dropped from the host's cache, read through a 128-page cache, then
+// 64 pages rewritten and fsynced and the host file read directly.
+fn dontcache_reads_return_the_files_bytes(engine: IoEngine) {
+    const PAGES: u64 = 512;
+    let dir = scratch();
+    let path = write_stamped_file(dir.path(), "dontcache", 11, PAGES);
+    if !dontcache_supported(&path) {
+        return;
+    }
+    {
+        use std::os::unix::io::AsRawFd;
+        let file = std::fs::File::open(&path).unwrap();
+        file.sync_all().unwrap();
+        // SAFETY: advice on our own descriptor; no memory is passed.
+        assert_eq!(unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) }, 0);
+    }
+    let t = Tunables { dev_read_mode: DevReadMode::Dontcache, ..quiet() };
+    let Some(cache) = cache_on(engine, 128, t) else { return };
+    let Some(f) = open_direct(&cache, &path) else { return };
+    let before = cache.vmstat();
+    let mut buf = vec![0u8; 16 * PS as usize];
+    for call in 0..PAGES / 16 {
+        assert_eq!(f.read_at(&mut buf, call * 16 * PS).unwrap(), buf.len());
+        for (k, page) in buf.chunks(PS as usize).enumerate() {
+            let i = call * 16 + k as u64;
+            assert!(page == stamped_page(11, i), "sequential read: page {i} wrong");
+        }
+    }
+    check_ring_used(engine, &cache, &before, Item::ra_submit_uring);
+    // Random single pages, most of them evicted by now (128-page cache).
+    let mut one = vec![0u8; PS as usize];
+    for k in 0..PAGES {
+        let i = (k * 197) % PAGES;
+        assert_eq!(f.read_at(&mut one, i * PS).unwrap(), one.len());
+        assert!(one == stamped_page(11, i), "random read: page {i} wrong");
+    }
+    let resident = host_resident_pages(&path);
+    assert!(
+        resident < PAGES as usize / 2,
+        "{resident} of {PAGES} pages left in the host's cache: the reads were not uncached"
+    );
+    for i in 0..64 {
+        f.write_at(&stamped_page(12, i), i * PS).unwrap();
+    }
+    f.fsync().unwrap();
+    drop(f);
+    cache.shutdown().unwrap();
+    let disk = std::fs::read(&path).unwrap();
+    for i in 0..PAGES {
+        let want = if i < 64 { stamped_page(12, i) } else { stamped_page(11, i) };
+        assert!(disk[(i * PS) as usize..((i + 1) * PS) as usize] == want[..], "page {i} on disk");
+    }
 }
 
 // Goal: fsync with writers running submits every page dirtied before it

@@ -5,6 +5,15 @@
 //! time) the device switches to buffered I/O for good and follows every
 //! read and write with `POSIX_FADV_DONTNEED`, so the host does not keep a
 //! second copy of the data this cache already holds.
+//!
+//! Reads may instead go through the host's page cache without staying in
+//! it (`FileDev::use_dontcache_reads`, `Tunables::dev_read_mode`): a
+//! second descriptor, buffered, advised POSIX_FADV_RANDOM (no host
+//! readahead), read with `preadv2(RWF_DONTCACHE)` (Linux 6.14's uncached
+//! buffered I/O: the host drops each folio once it is copied out). Writes
+//! stay on the O_DIRECT descriptor. A probe read at start decides; a
+//! kernel or file system that refuses the flag (EOPNOTSUPP, or EINVAL
+//! before 6.14) leaves reads on O_DIRECT, said once per process.
 
 use std::alloc::{self, Layout};
 use std::fs::{File, OpenOptions};
@@ -37,6 +46,26 @@ fn fallback_notice(name: &str) {
     FALLBACK_NOTICE.call_once(|| {
         eprintln!("pcache: {name}: O_DIRECT not supported, using buffered I/O + POSIX_FADV_DONTNEED");
     });
+}
+
+/// `RWF_DONTCACHE` (linux/fs.h, 6.14): uncached buffered I/O. Not in the
+/// libc crate yet.
+pub const RWF_DONTCACHE: libc::c_int = 0x80;
+
+/// Set the first time a device's RWF_DONTCACHE reads are refused.
+static DONTCACHE_NOTICE: Once = Once::new();
+
+fn dontcache_notice(name: &str, err: &io::Error) {
+    DONTCACHE_NOTICE.call_once(|| {
+        eprintln!("pcache: {name}: RWF_DONTCACHE reads refused ({err}), reading with O_DIRECT");
+    });
+}
+
+/// Whether an error says the kernel or file system does not do
+/// RWF_DONTCACHE: EOPNOTSUPP from 6.14 on (no FOP_DONTCACHE, or DAX),
+/// EINVAL or EOPNOTSUPP for an unknown flag before.
+fn dontcache_refused(err: &io::Error) -> bool {
+    matches!(err.raw_os_error(), Some(libc::EOPNOTSUPP) | Some(libc::EINVAL))
 }
 
 fn invalid_input(msg: &'static str) -> io::Error {
@@ -100,6 +129,12 @@ pub struct FileDev {
     /// O_DIRECT was asked for but is not available: drop the host's copy of
     /// the data after every transfer.
     dontneed: AtomicBool,
+    /// Reads go through `read_fd_id`'s buffered descriptor with
+    /// RWF_DONTCACHE (`use_dontcache_reads`). Only ever goes from true to
+    /// false: a refusal at I/O time, or the file pinned (unlinked).
+    dontcache: AtomicBool,
+    /// The buffered read descriptor's key in `fds`.
+    read_fd_id: u64,
     /// Taken shared by writes that cannot change the file's length beyond
     /// what the caller asked for, and exclusively by O_DIRECT tail writes
     /// (which grow the file and cut it back) and `set_len`, so that the
@@ -277,9 +312,12 @@ impl FileDev {
         let bdi = format!("dev:{}:{}", libc::major(ident.0), libc::minor(ident.0));
         let fd_id = fds.new_id();
         fds.insert(fd_id, file);
+        let read_fd_id = fds.new_id();
         Ok(FileDev {
             fds: fds.clone(),
             fd_id,
+            read_fd_id,
+            dontcache: AtomicBool::new(false),
             reopen,
             ident,
             pinned: Mutex::new(None),
@@ -301,28 +339,92 @@ impl FileDev {
         if let Some(fd) = self.pinned.lock().as_ref() {
             return Ok(fd.clone());
         }
-        self.fds.get(self.fd_id, || {
-            let flags = if self.is_direct() { libc::O_DIRECT } else { 0 };
-            let file = match &self.reopen {
-                Reopen::Path => {
-                    let path = self.path.lock().clone();
-                    OpenOptions::new().read(true).write(true).custom_flags(flags).open(path)?
-                }
-                Reopen::With(opener) => opener(flags)?,
-            };
-            if identity(&file)? != self.ident {
-                // The name now leads to another file: never write there.
-                return Err(io::Error::from_raw_os_error(libc::ESTALE));
+        self.fds.get(self.fd_id, || self.reopen_file(if self.is_direct() { libc::O_DIRECT } else { 0 }))
+    }
+
+    /// The file opened again by its path or opener, with `flags` added,
+    /// checked to be the same inode.
+    fn reopen_file(&self, flags: libc::c_int) -> io::Result<File> {
+        let file = match &self.reopen {
+            Reopen::Path => {
+                let path = self.path.lock().clone();
+                OpenOptions::new().read(true).write(true).custom_flags(flags).open(path)?
             }
-            Ok(file)
-        })
+            Reopen::With(opener) => opener(flags)?,
+        };
+        if identity(&file)? != self.ident {
+            // The name now leads to another file: never write there.
+            return Err(io::Error::from_raw_os_error(libc::ESTALE));
+        }
+        Ok(file)
+    }
+
+    /// A buffered descriptor of the file for RWF_DONTCACHE reads, advised
+    /// POSIX_FADV_RANDOM: the cache asks for exactly the pages it wants,
+    /// so host readahead would only read pages it then drops.
+    fn open_read_file(&self) -> io::Result<File> {
+        let file = self.reopen_file(0)?;
+        // SAFETY: an advisory call on a descriptor we own; no memory is
+        // passed. Failing it only leaves the host's readahead on.
+        let _ = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+        Ok(file)
+    }
+
+    /// The RWF_DONTCACHE read descriptor, cached or reopened.
+    fn read_file(&self) -> io::Result<Arc<CachedFd>> {
+        self.fds.get(self.read_fd_id, || self.open_read_file())
+    }
+
+    /// Read with RWF_DONTCACHE on a buffered descriptor from now on, if
+    /// the host does it: a one-page probe read at offset 0 decides (a
+    /// refusal says so once and leaves reads on O_DIRECT). Whether reads
+    /// now take that path. Writes are not affected. A device already
+    /// buffered (O_DIRECT refused) or pinned keeps its one descriptor.
+    pub fn use_dontcache_reads(&self) -> bool {
+        if !self.is_direct() || self.pinned.lock().is_some() {
+            return false;
+        }
+        let probe = || -> io::Result<()> {
+            let file = self.open_read_file()?;
+            let mut buf = AlignedBuf::zeroed(self.page_size, self.page_size)?;
+            let iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+            // SAFETY: one iovec over our own buffer, which lives across the
+            // call; the descriptor is open.
+            let n = unsafe { libc::preadv2(file.as_raw_fd(), &iov, 1, 0, RWF_DONTCACHE) };
+            if n < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            self.fds.insert(self.read_fd_id, file);
+            Ok(())
+        };
+        match probe() {
+            Ok(()) => {
+                self.dontcache.store(true, Ordering::Release);
+                true
+            }
+            Err(e) => {
+                if dontcache_refused(&e) {
+                    dontcache_notice(&self.name, &e);
+                }
+                false
+            }
+        }
+    }
+
+    /// Whether reads take the RWF_DONTCACHE path.
+    pub fn dontcache_reads(&self) -> bool {
+        self.dontcache.load(Ordering::Acquire)
     }
 
     /// Hold the descriptor for the rest of the device's life: the file is
-    /// about to lose its last name and could not be reopened.
+    /// about to lose its last name and could not be reopened. Reads go
+    /// back to it (O_DIRECT): the buffered one could not be reopened
+    /// either.
     pub fn pin(&self) -> io::Result<()> {
         let fd = self.file()?;
         *self.pinned.lock() = Some(fd);
+        self.dontcache.store(false, Ordering::Release);
+        self.fds.forget(self.read_fd_id);
         Ok(())
     }
 
@@ -391,11 +493,24 @@ impl FileDev {
         ptrs.all(|p| (p as usize).is_multiple_of(self.page_size))
     }
 
+    /// `read_pages` through the buffered descriptor with RWF_DONTCACHE:
+    /// any alignment will do, a short read means end of file.
+    fn read_dontcache(&self, pos: u64, bufs: &mut [&mut [u8]]) -> io::Result<usize> {
+        let fd = self.read_file()?;
+        self.transfer_flags(&fd, pos, &Segs::for_read(bufs), RWF_DONTCACHE)
+    }
+
     /// The core loop: move every byte of `segs` at file offset `pos`,
     /// resuming after short transfers and EINTR, and switching to buffered
     /// I/O if O_DIRECT turns out to be refused (EINVAL). Returns the bytes
     /// transferred, which for reads is fewer than asked only at end of file.
     fn transfer(&self, fd: &CachedFd, pos: u64, segs: &Segs<'_>) -> io::Result<usize> {
+        self.transfer_flags(fd, pos, segs, 0)
+    }
+
+    /// `transfer` with `preadv2`/`pwritev2` flags (`rw_flags`, 0 for none;
+    /// nonzero only on a buffered descriptor).
+    fn transfer_flags(&self, fd: &CachedFd, pos: u64, segs: &Segs<'_>, rw_flags: libc::c_int) -> io::Result<usize> {
         let ps = self.page_size;
         let mut done = 0usize;
         // The first segment not yet fully transferred, and how much of it was.
@@ -412,7 +527,8 @@ impl FileDev {
                 });
             }
             let off = file_offset(pos, done)?;
-            let direct = self.is_direct();
+            // The RWF_DONTCACHE descriptor is buffered whatever the device's.
+            let direct = rw_flags == 0 && self.is_direct();
             let count = iov.len() as libc::c_int; // <= IOV_MAX
                                                   // SAFETY: every iovec lies inside one of the caller's buffers
                                                   // (the `Segs` invariant: `skip` is less than the first segment's
@@ -422,8 +538,8 @@ impl FileDev {
                                                   // the array and the descriptor is open.
             let n = unsafe {
                 match segs.dir {
-                    Dir::Read => libc::preadv(fd.as_raw_fd(), iov.as_ptr(), count, off),
-                    Dir::Write => libc::pwritev(fd.as_raw_fd(), iov.as_ptr(), count, off),
+                    Dir::Read => libc::preadv2(fd.as_raw_fd(), iov.as_ptr(), count, off, rw_flags),
+                    Dir::Write => libc::pwritev2(fd.as_raw_fd(), iov.as_ptr(), count, off, rw_flags),
                 }
             };
             if n < 0 {
@@ -616,9 +732,10 @@ impl FileDev {
 impl Drop for FileDev {
     fn drop(&mut self) {
         self.release_reserved_tail();
-        // Close the cached descriptor now rather than when the cache next
+        // Close the cached descriptors now rather than when the cache next
         // needs room.
         self.fds.forget(self.fd_id);
+        self.fds.forget(self.read_fd_id);
     }
 }
 
@@ -635,6 +752,17 @@ impl BackingDev for FileDev {
         let total: usize = bufs.iter().map(|b| b.len()).sum();
         if total == 0 {
             return Ok(0);
+        }
+        if self.dontcache_reads() {
+            match self.read_dontcache(pos, bufs) {
+                Err(e) if dontcache_refused(&e) => {
+                    // Refused after the probe passed (the file moved to a
+                    // file system without it?): O_DIRECT from now on.
+                    self.dontcache.store(false, Ordering::Release);
+                    dontcache_notice(&self.name, &e);
+                }
+                res => return res,
+            }
         }
         let fd = self.file()?;
         let direct = self.is_direct();
@@ -859,9 +987,10 @@ impl BackingDev for FileDev {
         self.limits
     }
 
-    /// Only the plain O_DIRECT transfer: buffered mode must drop the
-    /// host's copy afterwards, and a write reaching past `file_size` must
-    /// cut the file back (both stay on `read_pages`/`write_pages`). A write
+    /// Only the plain O_DIRECT transfer, or a read with RWF_DONTCACHE on
+    /// the buffered read descriptor: buffered mode must drop the host's
+    /// copy afterwards, and a write reaching past `file_size` must cut the
+    /// file back (both stay on `read_pages`/`write_pages`). A write
     /// holds the size lock shared until it completes, as `write_pages`
     /// does for its call, so no tail write's cut-back discards it. Written
     /// ranges are not recorded as reserved: that only saves a fallocate.
@@ -872,6 +1001,12 @@ impl BackingDev for FileDev {
         }
         let end = pos.checked_add(len)?;
         file_offset(end, 0).ok()?;
+        if dir == IoDir::Read && self.dontcache_reads() {
+            // A refusal comes back as the CQE's error, and the engine's
+            // fix-up through `read_pages` then falls back to O_DIRECT.
+            let fd = self.read_file().ok()?;
+            return Some(AsyncIo { fd, hold: None, rw_flags: RWF_DONTCACHE });
+        }
         // An error here is the synchronous path's to report.
         let fd = self.file().ok()?;
         let hold: Option<Box<dyn Send>> = match dir {
@@ -879,7 +1014,7 @@ impl BackingDev for FileDev {
             IoDir::Write if end <= file_size => Some(Box::new(SharedSizeHold::new(&self.size_lock))),
             IoDir::Write => return None,
         };
-        Some(AsyncIo { fd, hold })
+        Some(AsyncIo { fd, hold, rw_flags: 0 })
     }
 }
 
@@ -1047,6 +1182,76 @@ mod tests {
         let flags = unsafe { libc::fcntl(dev.file().unwrap().as_raw_fd(), libc::F_GETFL) };
         assert!(flags >= 0);
         flags & libc::O_DIRECT != 0
+    }
+
+    /// `open`, then reads switched to RWF_DONTCACHE; None (the caller
+    /// skips, saying so) where the host refuses it.
+    fn open_dontcache(dir: &Path, name: &str) -> Option<FileDev> {
+        let dev = open(dir, name, true);
+        if !dev.use_dontcache_reads() {
+            eprintln!("skipped: RWF_DONTCACHE refused here");
+            return None;
+        }
+        Some(dev)
+    }
+
+    #[test]
+    fn dontcache_reads_return_the_bytes_and_leave_writes_direct() {
+        let dir = tempfile::tempdir().unwrap();
+        let Some(dev) = open_dontcache(dir.path(), "f") else { return };
+        assert!(dev.dontcache_reads());
+        // Written O_DIRECT, read buffered: 3.5 pages of file.
+        let data = pages(4, 7);
+        write(&dev, 0, &data, 3 * PS as u64 + 100).unwrap();
+        assert!(has_o_direct(&dev), "writes left O_DIRECT");
+        assert_eq!(dev.len().unwrap(), 3 * PS as u64 + 100);
+        let (n, back) = read(&dev, 0, 4);
+        assert_eq!(n, 3 * PS + 100, "a short read at end of file");
+        for (i, (a, b)) in data.iter().zip(&back).enumerate().take(3) {
+            assert!(a[..] == b[..], "page {i}");
+        }
+        assert!(back[3][..100] == data[3][..100], "the tail page's bytes");
+        // Rewritten O_DIRECT after a buffered read: the new bytes come back.
+        let newer = pages(1, 90);
+        write(&dev, PS as u64, &newer, 3 * PS as u64 + 100).unwrap();
+        let (n, back) = read(&dev, PS as u64, 1);
+        assert_eq!(n, PS);
+        assert!(back[0][..] == newer[0][..], "a stale page after an O_DIRECT write");
+        // Unaligned memory needs no bounce on this path.
+        let mut odd = vec![0u8; PS + 1];
+        let got = dev.read_pages(0, &mut [&mut odd[1..]]).unwrap();
+        assert_eq!(got, PS);
+        assert!(odd[1..] == data[0][..]);
+        assert!(dev.dontcache_reads());
+    }
+
+    // A refusal at I/O time (the probe passed) falls back to O_DIRECT for
+    // good and still returns the file's bytes: the read descriptor is
+    // swapped for one of /dev/zero, whose reads refuse RWF_DONTCACHE.
+    #[test]
+    fn dontcache_refusal_falls_back_to_direct() {
+        let dir = tempfile::tempdir().unwrap();
+        let Some(dev) = open_dontcache(dir.path(), "f") else { return };
+        let data = pages(2, 40);
+        write(&dev, 0, &data, 2 * PS as u64).unwrap();
+        let zero = File::open("/dev/zero").unwrap();
+        dev.fds.forget(dev.read_fd_id);
+        dev.fds.insert(dev.read_fd_id, zero);
+        let (n, back) = read(&dev, 0, 2);
+        assert_eq!(n, 2 * PS);
+        assert!(back[0][..] == data[0][..] && back[1][..] == data[1][..], "the fallback read other bytes");
+        assert!(!dev.dontcache_reads(), "still reading with RWF_DONTCACHE after a refusal");
+        assert!(dev.is_direct());
+    }
+
+    // The probe refuses where the host does: a device already buffered
+    // (O_DIRECT not asked for) keeps its one descriptor.
+    #[test]
+    fn dontcache_only_beside_direct() {
+        let dir = tempfile::tempdir().unwrap();
+        let dev = open(dir.path(), "f", false);
+        assert!(!dev.use_dontcache_reads());
+        assert!(!dev.dontcache_reads());
     }
 
     #[test]

@@ -47,6 +47,10 @@ pub struct AsyncIo {
     /// Dropped when the transfer completes, before the engine calls the
     /// device again (a synchronous fix-up may need what it holds).
     pub hold: Option<Box<dyn Send>>,
+    /// `preadv2`/`pwritev2` flags for the transfer (the SQE's rw_flags):
+    /// `RWF_DONTCACHE` for a device reading through the host's cache
+    /// without staying in it, else 0.
+    pub rw_flags: libc::c_int,
 }
 
 /// A store of bytes behind one cached file.

@@ -158,7 +158,7 @@ impl Uring {
                 return Err(op);
             };
             let sqe = match op {
-                Op::Read(_) => opcode::Readv::new(fd, ptr, count).offset(pos).build(),
+                Op::Read(_) => opcode::Readv::new(fd, ptr, count).offset(pos).rw_flags(io.rw_flags).build(),
                 Op::Write(_) => opcode::Writev::new(fd, ptr, count).offset(pos).build(),
             }
             .user_data(idx as u64);

@@ -264,22 +264,10 @@ fn map_table(bytes: usize) -> Option<(std::ptr::NonNull<u8>, usize)> {
     }
     let len = bytes.checked_next_multiple_of(HUGE)?;
     let over = len.checked_add(HUGE)?;
-    // SAFETY: a fresh private anonymous mapping; no existing memory is
-    // affected.
-    let raw = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            over,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    if raw == libc::MAP_FAILED {
-        return None;
-    }
-    let raw = raw as usize;
+    // One piece of code makes anonymous memory (map_zeroed, which also
+    // advises its aligned part onto huge pages: here all of [start,
+    // start + len)); the unaligned head and tail are given back.
+    let raw = crate::arena::map_zeroed(over)?.as_ptr() as usize;
     let start = raw.next_multiple_of(HUGE);
     let (head, tail) = (start - raw, raw + over - (start + len));
     // SAFETY: both ranges lie inside the mapping just made, outside
@@ -292,7 +280,6 @@ fn map_table(bytes: usize) -> Option<(std::ptr::NonNull<u8>, usize)> {
             libc::munmap((start + len) as *mut libc::c_void, tail);
         }
     }
-    crate::arena::advise_huge(start as *mut u8, len);
     Some((std::ptr::NonNull::new(start as *mut u8)?, len))
 }
 

@@ -125,8 +125,8 @@ pub(crate) fn ptep_get_and_clear(pte: &AtomicPte) -> Pte {
 /// multiple of 8 and below the page size.
 #[inline(always)]
 pub(crate) unsafe fn follow_pte_load_u64(f: &FastPath, slot: usize, offset: usize) -> Option<u64> {
-    // SAFETY: the page table has nr_pages slots and `slot` is below it;
-    // they live as long as the mapping (the caller's promise).
+    // SAFETY: both arrays of the page table have nr_pages items and `slot`
+    // is below it; they live as long as the mapping (the caller's promise).
     let (pte, young) = unsafe { (&*f.ptes.add(slot), &*f.young.add(slot)) };
     // SAFETY: the cache's hazard table, alive as long as the mapping.
     let hazards = unsafe { &*f.hazards };

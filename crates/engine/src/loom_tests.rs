@@ -11,7 +11,7 @@ use crate::errseq::{errseq_check_and_advance, errseq_sample, errseq_set};
 use crate::hazard::HazardTable;
 use crate::highmem::{copy_to_words, fill_words, seqcount_read, write_section};
 use crate::memory::{pte_access_transient, pte_load_many, pte_pin, ptep_get_and_clear, PteView};
-use crate::mmap::{mk_pte, pte_pfn, pte_swap_slot, swp_pte, AtomicPte, PTE_DIRTY};
+use crate::mmap::{mk_pte, pte_pfn, pte_swap_slot, swp_pte, AtomicPte, PageTable, PTE_DIRTY};
 
 // Goal: the lock-free free stack never hands one frame to two allocators
 // and loses none, whatever the interleaving of alloc and free (ABA included:
@@ -216,18 +216,22 @@ fn pte_clear_vs_access_never_uses_a_reused_frame() {
     loom::model(|| {
         let hz = Arc::new(HazardTable::new());
         const PFN: u32 = 5;
-        let pte = Arc::new(AtomicPte::new(mk_pte(PFN)));
-        let young = Arc::new(AtomicU8::new(0));
+        // The entry and its young byte in one line of a page table, as
+        // mappings have them.
+        let table = Arc::new(PageTable::zeroed(1).expect("table"));
+        table.pte(0).store(mk_pte(PFN), Ordering::Relaxed);
         let generation = Arc::new(AtomicU32::new(0));
-        let (hz2, pte2, young2, gen2) = (hz.clone(), pte.clone(), young.clone(), generation.clone());
+        let (hz2, table2, gen2) = (hz.clone(), table.clone(), generation.clone());
         let reader = thread::spawn(move || {
-            if let Some((pfn, h)) = pte_pin(&hz2, 1, &pte2, &young2) {
+            let (pte, young) = table2.entry(0);
+            if let Some((pfn, h)) = pte_pin(&hz2, 1, pte, young) {
                 assert_eq!(pfn, PFN);
                 assert_eq!(gen2.load(Ordering::Acquire), 0, "an access used a reused frame");
                 hz2.unpin(h);
             }
         });
-        unmap_and_free(&hz, &pte, Some(&young), PFN, &generation);
+        let (pte, young) = table.entry(0);
+        unmap_and_free(&hz, pte, Some(young), PFN, &generation);
         reader.join().unwrap();
         assert_eq!(pte.load(Ordering::Relaxed), 0, "a cleared entry came back");
     });
@@ -242,28 +246,30 @@ fn pte_clear_vs_transient_access_never_uses_a_reused_frame() {
     loom::model(|| {
         let hz = Arc::new(HazardTable::new());
         const PFN: u32 = 5;
-        let pte = Arc::new(AtomicPte::new(mk_pte(PFN)));
-        let young = Arc::new(AtomicU8::new(0));
+        let table = Arc::new(PageTable::zeroed(1).expect("table"));
+        table.pte(0).store(mk_pte(PFN), Ordering::Relaxed);
         let generation = Arc::new(AtomicU32::new(0));
-        let (hz2, pte2, young2, gen2) = (hz.clone(), pte.clone(), young.clone(), generation.clone());
+        let (hz2, table2, gen2) = (hz.clone(), table.clone(), generation.clone());
         let reader = thread::spawn(move || {
-            pte_access_transient(&hz2, 1, &pte2, &young2, |pfn| {
+            let (pte, young) = table2.entry(0);
+            pte_access_transient(&hz2, 1, pte, young, |pfn| {
                 assert_eq!(pfn, PFN);
                 assert_eq!(gen2.load(Ordering::Acquire), 0, "an access used a reused frame");
             });
         });
-        unmap_and_free(&hz, &pte, Some(&young), PFN, &generation);
+        let (pte, young) = table.entry(0);
+        unmap_and_free(&hz, pte, Some(young), PFN, &generation);
         reader.join().unwrap();
         assert_eq!(pte.load(Ordering::Relaxed), 0, "a cleared entry came back");
     });
 }
 
-// A two-slot page table over frames 5 and 6 for `pte_load_many`, whose
-// "frames" are checked rather than read: a load from frame 5 + i asserts
-// it was not reused (bit i of `generation` clear) and returns its pfn.
+// A two-slot page table (mmap.rs `PageTable`, its lines of entries and
+// young bytes) over frames 5 and 6 for `pte_load_many`, whose "frames"
+// are checked rather than read: a load from frame 5 + i asserts it was
+// not reused (bit i of `generation` clear) and returns its pfn.
 struct LoomView {
-    ptes: [AtomicPte; 2],
-    young: [AtomicU8; 2],
+    table: PageTable,
     generation: AtomicU32,
 }
 
@@ -275,7 +281,7 @@ impl PteView for LoomView {
         2
     }
     unsafe fn entry(&self, slot: usize) -> (&AtomicPte, &AtomicU8) {
-        (&self.ptes[slot], &self.young[slot])
+        self.table.entry(slot)
     }
     unsafe fn load_word(&self, pfn: u32, _offset: usize) -> u64 {
         let reused = self.generation.load(Ordering::Acquire) & (1 << (pfn - 5));
@@ -302,11 +308,10 @@ fn batched_access_model(cleared: usize) {
     loom::model(move || {
         let hz = Arc::new(HazardTable::new());
         const PFNS: [u32; 2] = [5, 6];
-        let view = Arc::new(LoomView {
-            ptes: [AtomicPte::new(mk_pte(PFNS[0])), AtomicPte::new(mk_pte(PFNS[1]))],
-            young: [AtomicU8::new(0), AtomicU8::new(0)],
-            generation: AtomicU32::new(0),
-        });
+        let view = Arc::new(LoomView { table: PageTable::zeroed(2).expect("table"), generation: AtomicU32::new(0) });
+        for (slot, pfn) in PFNS.into_iter().enumerate() {
+            view.table.pte(slot).store(mk_pte(pfn), Ordering::Relaxed);
+        }
         let (hz2, view2) = (hz.clone(), view.clone());
         let reader = thread::spawn(move || {
             let pos = [0, 1 << 12, 1 << 12];
@@ -319,7 +324,7 @@ fn batched_access_model(cleared: usize) {
             }
         });
         // The remover: as unmap_and_free, with its generation in the view.
-        let old = ptep_get_and_clear(&view.ptes[cleared]);
+        let old = ptep_get_and_clear(view.table.pte(cleared));
         assert_eq!(pte_pfn(old), Some(PFNS[cleared]));
         let mut pinned = Vec::new();
         hz.scan(&mut pinned);
@@ -327,7 +332,7 @@ fn batched_access_model(cleared: usize) {
             view.generation.store(1 << cleared, Ordering::Release);
         }
         reader.join().unwrap();
-        assert_eq!(view.ptes[cleared].load(Ordering::Relaxed), 0, "a cleared entry came back");
+        assert_eq!(view.table.pte(cleared).load(Ordering::Relaxed), 0, "a cleared entry came back");
     });
 }
 

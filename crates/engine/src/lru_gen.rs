@@ -1488,12 +1488,11 @@ impl Cache {
     /// page an entry found young maps, with a reference; None if the entry
     /// is old, not present, or changed under us.
     fn young_pfn(&self, vma: &Vma, slot: usize) -> Option<Pfn> {
-        let young = vma.young.get(slot)?;
+        let (pte, young) = vma.table.get(slot)?;
         // Look first, so an old entry's byte is not written.
         if young.load(Ordering::Relaxed) == 0 {
             return None;
         }
-        let pte = &vma.ptes[slot];
         let pfn = pte_pfn(pte.load(Ordering::Acquire))?;
         if young.swap(0, Ordering::Relaxed) == 0 {
             return None;

@@ -125,8 +125,8 @@ pub(crate) fn ptep_get_and_clear(pte: &AtomicPte) -> Pte {
 /// multiple of 8 and below the page size.
 #[inline(always)]
 pub(crate) unsafe fn follow_pte_load_u64(f: &FastPath, slot: usize, offset: usize) -> Option<u64> {
-    // SAFETY: both tables have nr_pages entries and `slot` is below it;
-    // they live as long as the mapping (the caller's promise).
+    // SAFETY: both arrays of the page table have nr_pages items and `slot`
+    // is below it; they live as long as the mapping (the caller's promise).
     let (pte, young) = unsafe { (&*f.ptes.add(slot), &*f.young.add(slot)) };
     // SAFETY: the cache's hazard table, alive as long as the mapping.
     let hazards = unsafe { &*f.hazards };
@@ -189,7 +189,7 @@ pub(crate) const LOAD_BATCH: usize = crate::hazard::BATCH_PINS;
 const PTE_AHEAD: usize = 3;
 
 /// What `pte_load_many` reads a page table and its frames through: the
-/// mapping's `FastPath`, or loom_tests.rs's arrays.
+/// mapping's `FastPath`, or loom_tests.rs's `PageTable`.
 pub(crate) trait PteView {
     fn page_shift(&self) -> u32;
     fn nr_pages(&self) -> u64;
@@ -211,10 +211,37 @@ pub(crate) trait PteView {
     fn prefetch_word(&self, pfn: Pfn, offset: u64);
 }
 
-impl PteView for FastPath {
+/// A page shift, for `FastPath`: a `u32` known at run time, or a
+/// constant (`ConstShift`).
+pub(crate) trait PageShift: Copy {
+    fn get(self) -> u32;
+}
+
+impl PageShift for u32 {
+    #[inline(always)]
+    fn get(self) -> u32 {
+        self
+    }
+}
+
+/// A page shift known at compile time, so `pte_load_many`'s splits of keys
+/// into page and offset are a shift and a mask by immediates, not by a
+/// register the loop must keep (`Mapping::load_u64_many` picks it for
+/// 4 KiB pages, `FastPath::const_shift`).
+#[derive(Clone, Copy)]
+pub(crate) struct ConstShift<const SHIFT: u32>;
+
+impl<const SHIFT: u32> PageShift for ConstShift<SHIFT> {
+    #[inline(always)]
+    fn get(self) -> u32 {
+        SHIFT
+    }
+}
+
+impl<S: PageShift> PteView for FastPath<S> {
     #[inline(always)]
     fn page_shift(&self) -> u32 {
-        self.page_shift
+        self.page_shift.get()
     }
 
     #[inline(always)]
@@ -224,9 +251,9 @@ impl PteView for FastPath {
 
     #[inline(always)]
     unsafe fn entry(&self, slot: usize) -> (&AtomicPte, &AtomicU8) {
-        // SAFETY: both tables have nr_pages entries and `slot` is below it
-        // (the caller's promise); they live as long as the mapping whose
-        // view this is.
+        // SAFETY: both arrays of the page table have nr_pages items and
+        // `slot` is below it (the caller's promise); they live as long as
+        // the mapping whose view this is.
         unsafe { (&*self.ptes.add(slot), &*self.young.add(slot)) }
     }
 
@@ -237,21 +264,21 @@ impl PteView for FastPath {
         // promise) and uptodate (finish_fault maps only uptodate pages),
         // so no `&mut` of it exists; `offset` is an aligned word inside
         // the frame, and frames are page aligned.
-        let word = unsafe { &*self.frames.add(((pfn as usize) << self.page_shift) + offset).cast::<FrameWord>() };
+        let word = unsafe { &*self.frames.add(((pfn as usize) << self.page_shift.get()) + offset).cast::<FrameWord>() };
         word.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     #[inline(always)]
     fn prefetch_pte(&self, page: u64) {
-        if page < self.nr_pages {
-            crate::mmap::prefetch(self.ptes.wrapping_add(page as usize));
-            crate::mmap::prefetch(self.young.wrapping_add(page as usize));
-        }
+        // Any address will do for a hint; a key past the mapping (the
+        // chunk's padding) wastes one.
+        crate::mmap::prefetch(self.ptes.wrapping_add(page as usize));
+        crate::mmap::prefetch(self.young.wrapping_add(page as usize));
     }
 
     #[inline(always)]
     fn prefetch_word(&self, pfn: Pfn, offset: u64) {
-        crate::mmap::prefetch(self.frames.wrapping_add(((pfn as usize) << self.page_shift) + offset as usize));
+        crate::mmap::prefetch(self.frames.wrapping_add(((pfn as usize) << self.page_shift.get()) + offset as usize));
     }
 }
 
@@ -380,84 +407,19 @@ pub(crate) fn pte_load_many<V: PteView>(
     Ok(())
 }
 
-/// A `FastPath` whose page shift is known at compile time (`SHIFT`), so
-/// `pte_load_many`'s splits of keys into page and offset are a shift and
-/// a mask by immediates, not by a register the loop must keep
-/// (`Mapping::load_u64_many` picks it for 4 KiB pages). The fields are
-/// copies, not a reference to the `FastPath`: the loop's stores (young
-/// bytes, hazard slots) cannot then make the compiler reload them.
-pub(crate) struct ConstShift<const SHIFT: u32> {
-    ptes: *const AtomicPte,
-    young: *const AtomicU8,
-    nr_pages: u64,
-    frames: *const u8,
-}
-
-impl<const SHIFT: u32> ConstShift<SHIFT> {
-    /// None unless `f`'s pages are `1 << SHIFT` bytes.
-    #[inline(always)]
-    pub(crate) fn new(f: &FastPath) -> Option<Self> {
-        (f.page_shift == SHIFT).then_some(ConstShift {
-            ptes: f.ptes,
-            young: f.young,
-            nr_pages: f.nr_pages,
-            frames: f.frames,
-        })
-    }
-}
-
-impl<const SHIFT: u32> PteView for ConstShift<SHIFT> {
-    #[inline(always)]
-    fn page_shift(&self) -> u32 {
-        SHIFT
-    }
-
-    #[inline(always)]
-    fn nr_pages(&self) -> u64 {
-        self.nr_pages
-    }
-
-    #[inline(always)]
-    unsafe fn entry(&self, slot: usize) -> (&AtomicPte, &AtomicU8) {
-        // SAFETY: as FastPath::entry, whose tables these are (`new`).
-        unsafe { (&*self.ptes.add(slot), &*self.young.add(slot)) }
-    }
-
-    #[inline(always)]
-    unsafe fn load_word(&self, pfn: Pfn, offset: usize) -> u64 {
-        // SAFETY: as FastPath::load_word, whose arena this is and whose
-        // page shift is SHIFT (`new`).
-        let word = unsafe { &*self.frames.add(((pfn as usize) << SHIFT) + offset).cast::<FrameWord>() };
-        word.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    #[inline(always)]
-    fn prefetch_pte(&self, page: u64) {
-        // Any address will do for a hint; a key past the mapping (the
-        // chunk's padding) wastes one.
-        crate::mmap::prefetch(self.ptes.wrapping_add(page as usize));
-        crate::mmap::prefetch(self.young.wrapping_add(page as usize));
-    }
-
-    #[inline(always)]
-    fn prefetch_word(&self, pfn: Pfn, offset: u64) {
-        crate::mmap::prefetch(self.frames.wrapping_add(((pfn as usize) << SHIFT) + offset as usize));
-    }
-}
-
 impl Cache {
     /// An access to slot `slot` of `vma` whose entry is present: the frame,
     /// pinned. None: fault.
     ///
     /// # Safety
-    /// `slot < vma.nr_pages`. Both of the VMA's arrays have exactly
-    /// `nr_pages` entries (Mapping::new), so the two bounds checks are
-    /// skipped: the access path stays short.
+    /// `slot < vma.nr_pages`. The VMA's page table has exactly
+    /// `nr_pages` slots (Mapping::new), so the bounds check is skipped:
+    /// the access path stays short.
     #[inline(always)]
     pub(crate) unsafe fn follow_pte(&self, vma: &Vma, slot: usize) -> Option<(Pfn, Hazard)> {
-        debug_assert!(slot < vma.ptes.len() && slot < vma.young.len());
-        // SAFETY: in bounds, by the caller's promise and the arrays' length.
-        let (pte, young) = unsafe { (vma.ptes.get_unchecked(slot), vma.young.get_unchecked(slot)) };
+        // SAFETY: in bounds, by the caller's promise and the table's
+        // length (nr_pages slots).
+        let (pte, young) = unsafe { vma.table.get_unchecked(slot) };
         pte_pin(&self.hazards, crate::percpu::thread_slot(), pte, young)
     }
 
@@ -655,7 +617,7 @@ impl Cache {
                 break;
             }
             // Any entry, present or (a private mapping's) swap entry.
-            if vma.ptes[s].load(Ordering::Relaxed) != 0 {
+            if vma.table.pte(s).load(Ordering::Relaxed) != 0 {
                 continue;
             }
             let Some(pfn) = entry_pfn(inode.tree.load(index)) else { continue };
@@ -708,7 +670,7 @@ impl Cache {
     /// entry meanwhile (the caller keeps its reference).
     fn set_pte_old(&self, vma: &Vma, slot: usize, page: &LockedPage) -> bool {
         let pfn = page.pfn();
-        let pte = &vma.ptes[slot];
+        let pte = vma.table.pte(slot);
         let _ptl = vma.ptl.lock();
         if pte.load(Ordering::Relaxed) != 0 {
             return false;
@@ -716,7 +678,7 @@ impl Cache {
         self.page_add_file_rmap(pfn);
         // Old: a young byte left behind by an access racing an earlier
         // unmap of this slot (mmap.rs) must not count as a reference.
-        vma.young[slot].store(0, Ordering::Relaxed);
+        vma.table.young(slot).store(0, Ordering::Relaxed);
         // Release: pairs with pte_pin's Acquire load.
         pte.store(mk_pte(pfn), Ordering::Release);
         true
@@ -728,7 +690,7 @@ impl Cache {
     /// faulted is the page's first reference through this mapping.
     pub(crate) fn finish_fault(&self, vma: &Vma, slot: usize, page: &LockedPage, write: bool) {
         let pfn = page.pfn();
-        let pte = &vma.ptes[slot];
+        let pte = vma.table.pte(slot);
         let bits = if write { PTE_WRITE | PTE_DIRTY } else { 0 };
         {
             let _ptl = vma.ptl.lock();
@@ -751,7 +713,7 @@ impl Cache {
                 }
             }
         }
-        let young = &vma.young[slot];
+        let young = vma.table.young(slot);
         if young.load(Ordering::Relaxed) == 0 {
             young.store(1, Ordering::Relaxed);
         }
@@ -790,7 +752,7 @@ impl Cache {
         }
         let index = vma.pgoff + slot as u64;
         let pos = index << self.page_shift();
-        let pte = &vma.ptes[slot];
+        let pte = vma.table.pte(slot);
         let granted = |e: Pte| pte_pfn(e) == Some(pfn) && e & PTE_WRITE != 0;
         let mut reserved = false;
         // At most two rounds: the second runs with the space reserved.
@@ -891,7 +853,7 @@ impl Cache {
         write: bool,
         mut do_none: impl FnMut() -> Result<Option<Pfn>>,
     ) -> Option<Result<Pfn>> {
-        let pte = &vma.ptes[slot];
+        let pte = vma.table.pte(slot);
         for _ in 0..16 {
             let e = pte.load(Ordering::Acquire);
             if let Some(pfn) = pte_pfn(e) {
@@ -928,7 +890,7 @@ impl Cache {
         self.memzero_page(pfn, 0, self.page_size());
         {
             let _ptl = vma.ptl.lock();
-            let pte = &vma.ptes[slot];
+            let pte = vma.table.pte(slot);
             if pte.load(Ordering::Relaxed) != 0 {
                 drop(_ptl);
                 // Never visible: no waiters, a plain store unlocks.
@@ -941,7 +903,7 @@ impl Cache {
             // Release: pairs with pte_pin's Acquire load.
             pte.store(mk_pte(pfn) | PTE_WRITE | PTE_DIRTY, Ordering::Release);
         }
-        vma.young[slot].store(1, Ordering::Relaxed);
+        vma.table.young(slot).store(1, Ordering::Relaxed);
         page.unlock();
         // lru_cache_add_active_or_unevictable (3.x), lru_cache_add (5.9+).
         self.lru_cache_add(pfn);
@@ -964,7 +926,7 @@ impl Cache {
                 None => return Ok(None),
             },
         };
-        let pte = &vma.ptes[slot];
+        let pte = vma.table.pte(slot);
         let page = self.lock_page(pfn);
         if !page.test(PG_SWAPCACHE) || page.swap_slot() != Some(swap) || pte.load(Ordering::Acquire) != swp_pte(swap) {
             // Reclaimed and reused, or the entry was faulted in by
@@ -1009,7 +971,7 @@ impl Cache {
             // Swap is filling up: keep no second copy of a page in memory.
             self.try_to_free_swap(&page);
         }
-        vma.young[slot].store(1, Ordering::Relaxed);
+        vma.table.young(slot).store(1, Ordering::Relaxed);
         page.unlock();
         Ok(Some(pfn))
     }
@@ -1021,7 +983,7 @@ impl Cache {
     /// mapped there (swapped out or zapped since it was pinned); the
     /// caller faults it in and retries.
     fn anon_mapped_write(&self, vma: &Vma, slot: usize, pfn: Pfn, offset: usize, data: &[u8]) -> bool {
-        let pte = &vma.ptes[slot];
+        let pte = vma.table.pte(slot);
         let page = self.lock_page(pfn);
         let e = pte.load(Ordering::Acquire);
         if pte_pfn(e) != Some(pfn) || page.mapping() != vma.anon_mapping() {
@@ -1080,7 +1042,7 @@ impl Cache {
             self.vm.inc(Item::pgmajfault);
         }
         let pfn = page.pfn();
-        let pte = &vma.ptes[slot];
+        let pte = vma.table.pte(slot);
         let installed = {
             let _ptl = vma.ptl.lock();
             // Any entry (a copy, a swap entry, the file's page) wins.
@@ -1094,7 +1056,7 @@ impl Cache {
             empty
         };
         if installed {
-            vma.young[slot].store(1, Ordering::Relaxed);
+            vma.table.young(slot).store(1, Ordering::Relaxed);
         }
         page.unlock();
         if !installed {
@@ -1135,7 +1097,7 @@ impl Cache {
     pub(crate) fn wp_page_copy(&self, vma: &Vma, slot: usize, old: Pfn) -> Result<Option<Pfn>> {
         // do_wp_page runs inside handle_mm_fault in the kernel.
         let _lru_fault = crate::lru_gen::lru_gen_enter_fault(vma);
-        let pte = &vma.ptes[slot];
+        let pte = vma.table.pte(slot);
         if pte_pfn(pte.load(Ordering::Acquire)) != Some(old) {
             return Ok(None);
         }
@@ -1168,7 +1130,7 @@ impl Cache {
         let new = LockedPage::adopt(new, copy, &self.vm);
         new.set_anon(vma.anon_mapping(), anon_index(slot, None));
         self.copy_user_highpage(&new, src);
-        let pte = &vma.ptes[slot];
+        let pte = vma.table.pte(slot);
         let installed = {
             let _ptl = vma.ptl.lock();
             let e = pte.load(Ordering::Relaxed);
@@ -1193,7 +1155,7 @@ impl Cache {
             self.put_page(copy);
             return false;
         }
-        vma.young[slot].store(1, Ordering::Relaxed);
+        vma.table.young(slot).store(1, Ordering::Relaxed);
         new.unlock();
         self.lru_cache_add(copy);
         true

@@ -4,7 +4,7 @@
 //! A [`Mapping`] is a VMA: a page range of one file, read-only or
 //! writable, maybe VM_EXEC. It has its own page table, a flat array of
 //! entries indexed by the page's offset in the mapping (no levels: a
-//! mapping of N pages costs 5N bytes up front):
+//! mapping of N pages costs 5N bytes up front), a `PageTable`:
 //!
 //! ```text
 //!   ptes[i]:  | SWAP | DIRTY | WRITE | PRESENT | pfn or swap slot (28) |   (AtomicU32)
@@ -17,6 +17,12 @@
 //! resurrect an entry `try_to_unmap` cleared meanwhile. As a byte of its
 //! own, a racing store can at worst leave a stale young byte behind a
 //! cleared entry: a lost or extra reference, never a corrupt mapping.
+//! (Entries and young bytes never overlap: Rust forbids racing atomics of
+//! different sizes on the same bytes.) The young bytes are an array of
+//! their own rather than beside their entries in each cache line: that
+//! layout was tried in session 10 and measured slower on the batched
+//! access, whose pipeline prefetches both lines anyway (BENCHMARKS.md,
+//! "Mapped access, session 10").
 //!
 //! Who touches what (the invariants of ARCHITECTURE.md, "Mapped pages"):
 //!
@@ -48,8 +54,10 @@
 //! to the page, or be a copy's swap entry). memory.rs has the faults.
 //!
 //! Both arrays are `Table`s: zeroed memory straight from mmap, advised
-//! onto huge pages. `Mapping::load_u64` reads them through a `FastPath`,
-//! raw views copied at map time, so an access loads as little as it can.
+//! onto huge pages. Every path reads and writes them through `PageTable`'s
+//! methods (`pte`, `young`, `get`), the access paths through a
+//! `FastPath`, raw views copied at map time, so an access loads as little
+//! as it can.
 
 use crate::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use std::marker::PhantomData;
@@ -238,6 +246,73 @@ unsafe impl ZeroInit for AtomicU8 {
     }
 }
 
+/// A mapping's page table: `len` slots, each an entry and its young byte.
+/// Every reader and writer of entries and young bytes goes through its
+/// methods (the access paths through `FastPath`, a raw view of its
+/// arrays), so the layout is this type's business alone. Two arrays: a
+/// session-10 layout with each line's entries followed by their young
+/// bytes measured slower (BENCHMARKS.md, "Mapped access, session 10").
+pub(crate) struct PageTable {
+    ptes: Table<AtomicPte>,
+    young: Table<AtomicU8>,
+}
+
+impl PageTable {
+    /// `len` empty, old slots.
+    pub(crate) fn zeroed(len: usize) -> Result<PageTable> {
+        Ok(PageTable { ptes: Table::zeroed(len)?, young: Table::zeroed(len)? })
+    }
+
+    /// The entry and young byte of `slot`, if it is a slot of the table.
+    #[inline]
+    pub(crate) fn get(&self, slot: usize) -> Option<(&AtomicPte, &AtomicU8)> {
+        Some((self.ptes.get(slot)?, self.young.get(slot)?))
+    }
+
+    /// The entry and young byte of `slot`. Panics past the table, as a
+    /// slice index does (slots come from `Vma::slot_of` or checks against
+    /// `nr_pages`).
+    #[cfg(any(test, loom))]
+    pub(crate) fn entry(&self, slot: usize) -> (&AtomicPte, &AtomicU8) {
+        (&self.ptes[slot], &self.young[slot])
+    }
+
+    /// The entry of `slot`. Panics past the table.
+    #[inline]
+    pub(crate) fn pte(&self, slot: usize) -> &AtomicPte {
+        &self.ptes[slot]
+    }
+
+    /// The young byte of `slot`. Panics past the table.
+    #[inline]
+    pub(crate) fn young(&self, slot: usize) -> &AtomicU8 {
+        &self.young[slot]
+    }
+
+    /// The entry and young byte of `slot`, unchecked.
+    ///
+    /// # Safety
+    /// `slot` is below the table's length (the mapping's `nr_pages`).
+    #[inline(always)]
+    pub(crate) unsafe fn get_unchecked(&self, slot: usize) -> (&AtomicPte, &AtomicU8) {
+        debug_assert!(slot < self.ptes.len() && slot < self.young.len());
+        // SAFETY: both arrays have the table's length, above `slot` (the
+        // caller's promise).
+        unsafe { (self.ptes.get_unchecked(slot), self.young.get_unchecked(slot)) }
+    }
+
+    /// The arrays, for `FastPath`'s raw view.
+    #[inline]
+    pub(crate) fn ptes_ptr(&self) -> *const AtomicPte {
+        self.ptes.as_ptr()
+    }
+
+    #[inline]
+    pub(crate) fn young_ptr(&self) -> *const AtomicU8 {
+        self.young.as_ptr()
+    }
+}
+
 /// A transparent huge page.
 #[cfg(not(loom))]
 const HUGE: usize = 2 << 20;
@@ -264,22 +339,10 @@ fn map_table(bytes: usize) -> Option<(std::ptr::NonNull<u8>, usize)> {
     }
     let len = bytes.checked_next_multiple_of(HUGE)?;
     let over = len.checked_add(HUGE)?;
-    // SAFETY: a fresh private anonymous mapping; no existing memory is
-    // affected.
-    let raw = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            over,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    if raw == libc::MAP_FAILED {
-        return None;
-    }
-    let raw = raw as usize;
+    // One piece of code makes anonymous memory (map_zeroed, which also
+    // advises its aligned part onto huge pages: here all of [start,
+    // start + len)); the unaligned head and tail are given back.
+    let raw = crate::arena::map_zeroed(over)?.as_ptr() as usize;
     let start = raw.next_multiple_of(HUGE);
     let (head, tail) = (start - raw, raw + over - (start + len));
     // SAFETY: both ranges lie inside the mapping just made, outside
@@ -292,7 +355,6 @@ fn map_table(bytes: usize) -> Option<(std::ptr::NonNull<u8>, usize)> {
             libc::munmap((start + len) as *mut libc::c_void, tail);
         }
     }
-    crate::arena::advise_huge(start as *mut u8, len);
     Some((std::ptr::NonNull::new(start as *mut u8)?, len))
 }
 
@@ -366,8 +428,8 @@ pub struct Vma {
     pub mmap_miss: AtomicU32,
     /// The page table lock: held to change an entry (with the page lock).
     pub ptl: Mutex<()>,
-    pub(crate) ptes: Table<AtomicPte>,
-    pub(crate) young: Table<AtomicU8>,
+    /// The page table: an entry and a young byte per page.
+    pub(crate) table: PageTable,
     /// An anonymous region's id (its pages' `mapping` is
     /// `PAGE_MAPPING_ANON | anon_id`); `NO_MAPPING` for a file mapping.
     pub(crate) anon_id: u32,
@@ -445,13 +507,18 @@ pub struct Mapping {
 /// load an access needs is a slot of the CPU's load queue, and the number
 /// of accesses whose cache misses overlap is bounded by it
 /// (BENCHMARKS.md, "Mapped access: the instruction budget").
+///
+/// The page shift is an `S`: a `u32` in the mapping's copy, or, for the
+/// batched access's loop over 4 KiB pages, `memory::ConstShift<12>`, a
+/// constant, so splitting a key into page and offset is a shift and a
+/// mask by immediates (`FastPath::const_shift`).
 #[derive(Clone, Copy)]
-pub(crate) struct FastPath {
+pub(crate) struct FastPath<S = u32> {
     pub(crate) ptes: *const AtomicPte,
     pub(crate) young: *const AtomicU8,
     pub(crate) nr_pages: u64,
     pub(crate) frames: *const u8,
-    pub(crate) page_shift: u32,
+    pub(crate) page_shift: S,
     pub(crate) hazards: *const crate::hazard::HazardTable,
 }
 
@@ -459,20 +526,36 @@ pub(crate) struct FastPath {
 // through its `Arc`s (the VMA's tables, the cache's arena and hazard
 // table), all of which are themselves Send and Sync (atomics, or frames
 // accessed only through atomics); the view adds no access of its own.
-unsafe impl Send for FastPath {}
+unsafe impl<S: Send> Send for FastPath<S> {}
 // SAFETY: as above.
-unsafe impl Sync for FastPath {}
+unsafe impl<S: Sync> Sync for FastPath<S> {}
 
 impl FastPath {
     fn new(cache: &Cache, vma: &Vma) -> FastPath {
         FastPath {
-            ptes: vma.ptes.as_ptr(),
-            young: vma.young.as_ptr(),
+            ptes: vma.table.ptes_ptr(),
+            young: vma.table.young_ptr(),
             nr_pages: vma.nr_pages,
             frames: cache.arena.frame_ptr(0),
             page_shift: cache.page_shift(),
             hazards: &*cache.hazards,
         }
+    }
+
+    /// A copy whose page shift is the constant `SHIFT`, if the pages are
+    /// `1 << SHIFT` bytes. A copy, not a reference: the batched loop's
+    /// stores (young bytes, hazard slots) cannot then make the compiler
+    /// reload its fields.
+    #[inline(always)]
+    pub(crate) fn const_shift<const SHIFT: u32>(&self) -> Option<FastPath<crate::memory::ConstShift<SHIFT>>> {
+        (self.page_shift == SHIFT).then_some(FastPath {
+            ptes: self.ptes,
+            young: self.young,
+            nr_pages: self.nr_pages,
+            frames: self.frames,
+            page_shift: crate::memory::ConstShift,
+            hazards: self.hazards,
+        })
     }
 }
 
@@ -509,7 +592,7 @@ impl Mapping {
             return Err(Error::InvalidArgument(format!("map: {nr_pages} pages is more than {MAX_MAP_PAGES}")));
         }
         check_pte_reach(&cache)?;
-        let (ptes, young) = (Table::zeroed(nr_pages as usize)?, Table::zeroed(nr_pages as usize)?);
+        let table = PageTable::zeroed(nr_pages as usize)?;
         let ra = FileRaState::new(cache.default_ra_pages(&inode));
         let make = |anon_id| Vma {
             pgoff: offset / ps,
@@ -519,8 +602,7 @@ impl Mapping {
             ra,
             mmap_miss: AtomicU32::new(0),
             ptl: Mutex::new(()),
-            ptes,
-            young,
+            table,
             anon_id,
         };
         // A private mapping's copies are anonymous pages: it registers as
@@ -551,7 +633,7 @@ impl Mapping {
         }
         check_pte_reach(&cache)?;
         let inode = cache.anon_inode();
-        let (ptes, young) = (Table::zeroed(nr_pages as usize)?, Table::zeroed(nr_pages as usize)?);
+        let table = PageTable::zeroed(nr_pages as usize)?;
         let vma = cache.anon_vma_register(|anon_id| Vma {
             pgoff: 0,
             nr_pages,
@@ -560,8 +642,7 @@ impl Mapping {
             ra: FileRaState::new(0),
             mmap_miss: AtomicU32::new(0),
             ptl: Mutex::new(()),
-            ptes,
-            young,
+            table,
             anon_id,
         })?;
         let fast = FastPath::new(&cache, &vma);
@@ -653,7 +734,7 @@ impl Mapping {
         let slow = |p: u64| self.load_u64_slow(p >> f.page_shift, (p & mask) as usize);
         let row = crate::percpu::thread_slot();
         // 4 KiB pages, the default: the page shift a constant.
-        if let Some(view) = crate::memory::ConstShift::<12>::new(f) {
+        if let Some(view) = f.const_shift::<12>() {
             return crate::memory::pte_load_many(&view, hazards, row, pos, out, slow);
         }
         crate::memory::pte_load_many(f, hazards, row, pos, out, slow)
@@ -992,5 +1073,86 @@ impl AnonVmas {
     /// Every registered region, appended to `out`.
     pub(crate) fn collect(&self, out: &mut Vec<Arc<Vma>>) {
         out.extend(self.table.read().vmas.iter().flatten().cloned());
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::{Config, PageCache, Tunables};
+
+    /// A table of pages neither a power of two nor a multiple of a cache
+    /// line's worth of entries (16) or young bytes (64).
+    const LEN: usize = 3 * 64 + 5;
+    /// The first and last slots, both sides of a cache line's worth of
+    /// entries and of young bytes, the last slot.
+    const EDGES: [usize; 9] = [0, 1, 15, 16, 17, 63, 64, 65, LEN - 1];
+
+    // Goal: `PageTable`'s accessors. Every slot has its own entry and
+    // young byte (no two slots share one), `get`, `entry`, `pte`, `young`
+    // and the raw view `FastPath` uses (`get_unchecked`, the arrays'
+    // pointers) agree on each, and the table ends at its length.
+    #[test]
+    fn page_table_slots_are_distinct_and_agree() {
+        let t = PageTable::zeroed(LEN).expect("table");
+        for slot in 0..LEN {
+            t.pte(slot).store(slot as u32 + 1, Ordering::Relaxed);
+            t.young(slot).store(slot as u8 + 1, Ordering::Relaxed);
+        }
+        for slot in 0..LEN {
+            assert_eq!(t.pte(slot).load(Ordering::Relaxed), slot as u32 + 1, "entry {slot}");
+            assert_eq!(t.young(slot).load(Ordering::Relaxed), slot as u8 + 1, "young {slot}");
+        }
+        for slot in EDGES {
+            let (pte, young) = t.get(slot).expect("a slot");
+            assert!(std::ptr::eq(pte, t.pte(slot)) && std::ptr::eq(young, t.young(slot)), "get({slot})");
+            let (e_pte, e_young) = t.entry(slot);
+            assert!(std::ptr::eq(pte, e_pte) && std::ptr::eq(young, e_young), "entry({slot})");
+            // SAFETY: slot < LEN.
+            let (u_pte, u_young) = unsafe { t.get_unchecked(slot) };
+            assert!(std::ptr::eq(pte, u_pte) && std::ptr::eq(young, u_young), "get_unchecked({slot})");
+            // SAFETY: slot < LEN, the arrays' length.
+            let (r_pte, r_young) = unsafe { (&*t.ptes_ptr().add(slot), &*t.young_ptr().add(slot)) };
+            assert!(std::ptr::eq(pte, r_pte) && std::ptr::eq(young, r_young), "raw view of {slot}");
+        }
+        assert!(t.get(LEN).is_none(), "past the last slot");
+    }
+
+    // Goal: page_referenced test-and-clears exactly the young byte of the
+    // slot that maps the page it was asked about (first slot, both sides
+    // of a line's worth of entries and young bytes, last slot); every
+    // other slot keeps its young byte; a second call finds the page
+    // unreferenced.
+    #[test]
+    fn page_referenced_clears_only_its_slot() {
+        let pc = PageCache::new(Config {
+            memory_bytes: 512 * 4096,
+            tunables: Tunables { kswapd: false, ..Tunables::default() },
+            ..Config::default()
+        })
+        .expect("cache");
+        let f = pc.open_memory("young").expect("file");
+        let bytes = LEN as u64 * 4096;
+        f.set_len(bytes).expect("set_len");
+        let m = f.map(0, bytes, MapFlags::READ).expect("map");
+        let table = &m.vma.table;
+        for page in 0..LEN as u64 {
+            // Faulted in, or mapped old by fault-around and then accessed:
+            // present and young either way.
+            drop(m.page(page).expect("access"));
+        }
+        let young = |slot: usize| table.young(slot).load(Ordering::Relaxed) != 0;
+        assert!((0..LEN).all(young), "every accessed slot is young");
+        for slot in EDGES {
+            let pfn = pte_pfn(table.pte(slot).load(Ordering::Relaxed)).expect("present");
+            assert_eq!(m.cache.page_referenced(&m.inode, pfn), (1, false), "slot {slot}");
+            for other in 0..LEN {
+                assert_eq!(young(other), other != slot, "slot {other} after page_referenced of slot {slot}");
+            }
+            assert_eq!(m.cache.page_referenced(&m.inode, pfn), (0, false), "slot {slot} again");
+            // Young again for the next round.
+            drop(m.page(slot as u64).expect("access"));
+            assert!(young(slot));
+        }
     }
 }

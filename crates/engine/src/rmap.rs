@@ -78,12 +78,12 @@ impl Cache {
         let (mut referenced, mut exec) = (0, false);
         for vma in inode.i_mmap.read().iter() {
             let Some(slot) = vma.slot_of(index) else { continue };
-            if pte_pfn(vma.ptes[slot].load(Ordering::Acquire)) != Some(pfn) {
+            if pte_pfn(vma.table.pte(slot).load(Ordering::Acquire)) != Some(pfn) {
                 continue;
             }
             // ptep_clear_flush_young: look first, so an old entry's byte
             // is not written (no cache line taken from the readers).
-            let young = &vma.young[slot];
+            let young = vma.table.young(slot);
             if young.load(Ordering::Relaxed) != 0 && young.swap(0, Ordering::Relaxed) != 0 && !vma.seq_read() {
                 referenced += 1;
                 exec |= vma.is_exec();
@@ -110,11 +110,11 @@ impl Cache {
         for vma in inode.i_mmap.read().iter() {
             let Some(slot) = vma.slot_of(index) else { continue };
             let _ptl = vma.ptl.lock();
-            let pte = &vma.ptes[slot];
+            let pte = vma.table.pte(slot);
             if pte_pfn(pte.load(Ordering::Relaxed)) != Some(pfn) {
                 continue;
             }
-            let young = vma.young[slot].swap(0, Ordering::Relaxed) != 0;
+            let young = vma.table.young(slot).swap(0, Ordering::Relaxed) != 0;
             if young && !ignore_access {
                 unmapped = false;
                 break;
@@ -145,7 +145,7 @@ impl Cache {
         for vma in inode.i_mmap.read().iter() {
             let Some(slot) = vma.slot_of(index) else { continue };
             let _ptl = vma.ptl.lock();
-            let pte = &vma.ptes[slot];
+            let pte = vma.table.pte(slot);
             let e = pte.load(Ordering::Relaxed);
             if pte_pfn(e) == Some(pfn) && e & (PTE_WRITE | PTE_DIRTY) != 0 {
                 pte.store(e & !(PTE_WRITE | PTE_DIRTY), Ordering::Release);
@@ -162,7 +162,7 @@ impl Cache {
     /// (zap_pte_range), so a reference is not lost with the mapping.
     pub(crate) fn zap_page_range(&self, inode: &Inode, vma: &Vma, first: usize, end: usize) {
         for slot in first..end {
-            let Some(pfn) = pte_pfn(vma.ptes[slot].load(Ordering::Acquire)) else { continue };
+            let Some(pfn) = pte_pfn(vma.table.pte(slot).load(Ordering::Acquire)) else { continue };
             let page = self.page(pfn);
             // A count of 0 means the frame is free or frozen, and a frame
             // an entry maps is neither: the entry is gone already.
@@ -172,12 +172,12 @@ impl Cache {
             let page = self.lock_page(pfn);
             let old = {
                 let _ptl = vma.ptl.lock();
-                let pte = &vma.ptes[slot];
+                let pte = vma.table.pte(slot);
                 (pte_pfn(pte.load(Ordering::Relaxed)) == Some(pfn)).then(|| ptep_get_and_clear(pte))
             };
             let mut accessed = false;
             if let Some(old) = old {
-                let young = vma.young[slot].swap(0, Ordering::Relaxed) != 0;
+                let young = vma.table.young(slot).swap(0, Ordering::Relaxed) != 0;
                 let cached = page.mapping() == inode.id;
                 if old & PTE_DIRTY != 0 && cached && !page.test(PG_DIRTY) {
                     self.set_page_dirty(inode, pfn);
@@ -199,13 +199,13 @@ impl Cache {
     /// tail (lru_deactivate_file_fn's move), not the head.
     pub(crate) fn madvise_cold(&self, inode: &Inode, vma: &Vma, first: usize, end: usize) {
         for slot in first..end {
-            let Some(pfn) = pte_pfn(vma.ptes[slot].load(Ordering::Acquire)) else { continue };
-            vma.young[slot].store(0, Ordering::Relaxed);
+            let Some(pfn) = pte_pfn(vma.table.pte(slot).load(Ordering::Acquire)) else { continue };
+            vma.table.young(slot).store(0, Ordering::Relaxed);
             let page = self.page(pfn);
             if !page.get_unless_zero() {
                 continue;
             }
-            let still = pte_pfn(vma.ptes[slot].load(Ordering::Acquire)) == Some(pfn);
+            let still = pte_pfn(vma.table.pte(slot).load(Ordering::Acquire)) == Some(pfn);
             if still && page.mapcount.load(Ordering::Relaxed) == 1 {
                 if page.test(PG_REFERENCED) {
                     page.clear(PG_REFERENCED, &self.vm);
@@ -263,10 +263,10 @@ impl Cache {
     /// young byte. 1 if it was young.
     pub(crate) fn page_referenced_anon(&self, vma: &Vma, pfn: Pfn) -> u32 {
         let slot = self.page(pfn).anon_slot();
-        if slot >= vma.nr_pages as usize || pte_pfn(vma.ptes[slot].load(Ordering::Acquire)) != Some(pfn) {
+        if slot >= vma.nr_pages as usize || pte_pfn(vma.table.pte(slot).load(Ordering::Acquire)) != Some(pfn) {
             return 0;
         }
-        let young = &vma.young[slot];
+        let young = vma.table.young(slot);
         let referenced = young.load(Ordering::Relaxed) != 0 && young.swap(0, Ordering::Relaxed) != 0;
         if referenced {
             self.lru_gen_look_around(vma, slot);
@@ -292,11 +292,11 @@ impl Cache {
         }
         let old = {
             let _ptl = vma.ptl.lock();
-            let pte = &vma.ptes[slot];
+            let pte = vma.table.pte(slot);
             if pte_pfn(pte.load(Ordering::Relaxed)) != Some(pfn) {
                 return true;
             }
-            if vma.young[slot].swap(0, Ordering::Relaxed) != 0 {
+            if vma.table.young(slot).swap(0, Ordering::Relaxed) != 0 {
                 return false;
             }
             si.lock().swap_duplicate(swap);
@@ -325,7 +325,7 @@ impl Cache {
     /// by a racing fault or reclaim; a region being dropped has neither
     /// faults nor (after one swap-out) further changes.
     fn zap_anon_pte(&self, vma: &Vma, slot: usize) {
-        let pte = &vma.ptes[slot];
+        let pte = vma.table.pte(slot);
         for _ in 0..8 {
             let e = pte.load(Ordering::Acquire);
             if let Some(pfn) = pte_pfn(e) {
@@ -340,7 +340,7 @@ impl Cache {
                 };
                 let mut accessed = false;
                 if cleared.is_some() {
-                    let young = vma.young[slot].swap(0, Ordering::Relaxed) != 0;
+                    let young = vma.table.young(slot).swap(0, Ordering::Relaxed) != 0;
                     if page.anon() {
                         self.page_remove_anon_rmap(pfn);
                         if page.test(PG_SWAPCACHE) {
@@ -370,7 +370,7 @@ impl Cache {
                     pte.compare_exchange(e, 0, Ordering::AcqRel, Ordering::Relaxed).is_ok()
                 };
                 if cleared {
-                    vma.young[slot].store(0, Ordering::Relaxed);
+                    vma.table.young(slot).store(0, Ordering::Relaxed);
                     self.free_swap_and_cache(swap);
                     return;
                 }

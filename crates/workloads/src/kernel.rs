@@ -157,15 +157,31 @@ pub fn run(experiment: &str, mem_bytes: u64, params: &Value) -> Result<Value, St
     run_with(Command::new(worker_exe()?), experiment, mem_bytes, params)
 }
 
+/// Set in a worker's environment: a worker never starts another.
+const IN_WORKER_ENV: &str = "PCACHE_KERNEL_WORKER";
+
 /// This executable, if it is the `pcache` binary (which has the worker
 /// subcommand); else why the kernel column cannot run from here.
 pub fn worker_exe() -> Result<PathBuf, String> {
+    if std::env::var_os(IN_WORKER_ENV).is_some() {
+        return Err("a kernel worker does not start another".into());
+    }
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
-    // A binary rebuilt while it runs shows as "pcache (deleted)".
-    if !exe.file_name().and_then(|s| s.to_str()).is_some_and(|n| n.starts_with("pcache")) {
+    // A binary rebuilt while it runs shows as "pcache (deleted)"; copies
+    // may be renamed `pcache-NAME`. A cargo test binary (`pcache-HASH`,
+    // `pcache_workloads-HASH`) has no worker subcommand: its harness would
+    // take the worker's arguments as test filters and run the tests again.
+    let name = exe.file_name().and_then(|s| s.to_str()).unwrap_or("");
+    if !name.starts_with("pcache") || is_test_binary(name) {
         return Err("the kernel column runs only from the pcache binary".into());
     }
     Ok(exe)
+}
+
+/// Whether `name` is cargo's name for a test binary: `NAME-` and 16 hex
+/// digits.
+fn is_test_binary(name: &str) -> bool {
+    name.rsplit_once('-').is_some_and(|(_, h)| h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// [`run`] with another worker program: `program` is run with the
@@ -175,6 +191,7 @@ pub fn worker_exe() -> Result<PathBuf, String> {
 pub fn run_with(mut program: Command, experiment: &str, mem_bytes: u64, params: &Value) -> Result<Value, String> {
     let memcg = Memcg::create(mem_bytes)?;
     let mut child = program
+        .env(IN_WORKER_ENV, "1")
         .arg(WORKER_SUBCOMMAND)
         .arg(experiment)
         .arg(memcg.path())
@@ -263,6 +280,20 @@ pub fn cached_pages(file: &fs::File, offset: u64, len: u64) -> Option<u64> {
 mod tests {
     use super::*;
     use std::io::Write;
+
+    // Goal: a test binary (whose harness would read a worker's arguments
+    // as test filters and run the tests again, each starting workers) and
+    // a worker never start a kernel worker.
+    #[test]
+    fn test_binaries_start_no_worker() {
+        assert!(is_test_binary("pcache_workloads-ac57c75be6d678ad"));
+        assert!(is_test_binary("pcache-0123456789abcdef"));
+        assert!(!is_test_binary("pcache"));
+        assert!(!is_test_binary("pcache-end"));
+        assert!(!is_test_binary("pcache (deleted)"));
+        // This very process is a test binary: no worker from here.
+        assert!(worker_exe().is_err());
+    }
 
     // Goal: cachestat tells a page that was just written (cached) from one
     // whose cache was dropped after being synced.

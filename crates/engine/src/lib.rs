@@ -963,6 +963,7 @@ impl File {
     }
 
     fn release(&self) {
+        self.cache.ra_forget_pending(&self.ra);
         if self.inode.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
             if self.inode.unlinked.load(Ordering::Acquire) {
                 self.cache.evict_inode(&self.inode);

@@ -641,18 +641,37 @@ impl Cache {
         }
     }
 
-    /// Insert and submit a claimed window, then mark it done and give
-    /// back its handle on the inode.
+    /// Insert and submit a claimed window, give back its handle on the
+    /// inode, then mark it done: a reader that waited for the job and
+    /// then closes and unlinks the file finds no handle but its own, so
+    /// the file's pages go with its last close, as with a window the
+    /// reader inserted itself.
     fn ra_run_job(&self, job: &RaJob, item: Item) {
-        {
-            let _done = FinishJob(job);
-            self.do_page_cache_ra(&job.inode, job.start, job.nr, job.nr);
-            // The window's pages sit in this thread's CPU's LRU batch; the
-            // thread may not run again for a while, so apply it now.
-            self.lru_add_drain();
-            self.vm.inc(item);
-        }
+        let _done = FinishJob(job);
+        self.do_page_cache_ra(&job.inode, job.start, job.nr, job.nr);
+        // The window's pages sit in this thread's CPU's LRU batch; the
+        // thread may not run again for a while, so apply it now
+        // (uncounted: a drain an experiment counts per truncate or per
+        // reclaim pass is one its caller asked for).
+        self.drain_this_cpu();
+        self.vm.inc(item);
         self.ra_job_put(&job.inode);
+    }
+
+    /// A handle closes: its windows not yet started are dropped (the
+    /// thread finds them claimed and skips them), the running ones waited
+    /// for. After this no queued window holds the inode for the handle,
+    /// so its last close still evicts an unlinked file at once.
+    pub(crate) fn ra_forget_pending(&self, ra: &FileRaState) {
+        let jobs = std::mem::take(&mut *ra.pending.lock());
+        for job in jobs {
+            if job.claim() {
+                let _done = FinishJob(&job);
+                self.ra_job_put(&job.inode);
+            } else {
+                job.wait_done();
+            }
+        }
     }
 
     /// A miss at `index`: if it is inside a window this handle queued and

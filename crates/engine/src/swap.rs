@@ -328,6 +328,14 @@ impl Cache {
     /// lru_add_drain: apply this CPU's batches.
     pub fn lru_add_drain(&self) {
         self.vm.inc(Item::lru_drain);
+        self.drain_this_cpu();
+    }
+
+    /// Apply this CPU's batches, not counted in `lru_drain`: for a
+    /// background thread's own bookkeeping (the readahead thread after a
+    /// window), which the drains an experiment counts per truncate or per
+    /// reclaim pass must not include.
+    pub(crate) fn drain_this_cpu(&self) {
         let mut b = self.this_cpu().batches.lock();
         self.drain_batches(&mut b);
     }

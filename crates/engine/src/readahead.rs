@@ -539,11 +539,19 @@ impl Cache {
         };
         self.ra_queue.cv.notify_all();
         for job in dropped {
-            if job.claim() {
-                let _done = FinishJob(&job);
-                self.ra_job_put(&job.inode);
-            }
+            self.ra_job_cancel(&job);
         }
+    }
+
+    /// Drop a job nobody has started: claim it (the thread then skips it),
+    /// give back its handle, mark it done. False if someone else runs it.
+    fn ra_job_cancel(&self, job: &RaJob) -> bool {
+        if !job.claim() {
+            return false;
+        }
+        let _done = FinishJob(job);
+        self.ra_job_put(&job.inode);
+        true
     }
 
     /// Give back a job's handle on its inode, as closing a `File` does.
@@ -597,10 +605,7 @@ impl Cache {
                 let job = p.swap_remove(at);
                 drop(p);
                 // Not visible to the thread: ours to give back.
-                if job.claim() {
-                    let _done = FinishJob(&job);
-                    self.ra_job_put(&job.inode);
-                }
+                self.ra_job_cancel(&job);
             }
             return false;
         }
@@ -665,10 +670,7 @@ impl Cache {
     pub(crate) fn ra_forget_pending(&self, ra: &FileRaState) {
         let jobs = std::mem::take(&mut *ra.pending.lock());
         for job in jobs {
-            if job.claim() {
-                let _done = FinishJob(&job);
-                self.ra_job_put(&job.inode);
-            } else {
+            if !self.ra_job_cancel(&job) {
                 job.wait_done();
             }
         }

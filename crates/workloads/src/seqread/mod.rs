@@ -300,27 +300,22 @@ fn kernel_random(path: &Path, threads: usize, ops: u64, pages: u64, seed: u64) -
     random_reads(threads, ops, pages, seed, read)
 }
 
-/// What the kernel worker runs (`form` `seq` or `rand`), in its
-/// parameters' form.
+/// What the kernel worker runs, in its parameters' form.
 #[derive(Debug, Serialize, Deserialize)]
-struct KernelJob {
-    form: String,
-    path: std::path::PathBuf,
-    len: u64,
-    size: usize,
-    check: bool,
-    threads: usize,
-    ops: u64,
-    pages: u64,
-    seed: u64,
+#[serde(tag = "form", rename_all = "lowercase")]
+enum KernelJob {
+    /// The buffered cold read of `len` bytes in `size` calls.
+    Seq { path: std::path::PathBuf, len: u64, size: usize, check: bool },
+    /// `threads` threads of `ops` cold random 4 KiB reads of `pages` pages.
+    Rand { path: std::path::PathBuf, threads: usize, ops: u64, pages: u64, seed: u64 },
 }
 
 impl KernelJob {
     /// Run it here, in this process.
     fn run_here(&self) -> Result<f64> {
-        match self.form.as_str() {
-            "seq" => kernel_read(&self.path, self.len, self.size, self.check),
-            _ => kernel_random(&self.path, self.threads, self.ops, self.pages, self.seed),
+        match self {
+            KernelJob::Seq { path, len, size, check } => kernel_read(path, *len, *size, *check),
+            KernelJob::Rand { path, threads, ops, pages, seed } => kernel_random(path, *threads, *ops, *pages, *seed),
         }
     }
 }
@@ -545,12 +540,6 @@ fn kernel_memcg(o: &SeqreadOpts) -> (bool, String) {
 }
 
 impl Bench<'_> {
-    /// A kernel job on this bench's file.
-    fn job(&self, form: &str, size: usize, check: bool, threads: usize, seed: u64) -> KernelJob {
-        let (path, len, pages) = (self.path.clone(), self.len, self.pages);
-        KernelJob { form: form.into(), path, len, size, check, threads, ops: self.o.rand_ops, pages, seed }
-    }
-
     /// Run `job` where the kernel reads: in the worker, or here.
     fn kernel_rate(&self, job: &KernelJob) -> Result<f64> {
         if !self.kernel_worker {
@@ -583,7 +572,9 @@ impl Bench<'_> {
         for (i, &size) in o.sizes.iter().enumerate() {
             self.phase.set_message(format!("run {}: sequential {}", r + 1, fmt_size(size as u64)));
             let kernel = || -> Result<Option<f64>> {
-                o.kernel.then(|| self.kernel_rate(&self.job("seq", size, check, 0, 0))).transpose()
+                o.kernel
+                    .then(|| self.kernel_rate(&KernelJob::Seq { path: self.path.clone(), len: self.len, size, check }))
+                    .transpose()
             };
             // Alternate which goes first, so a trend in the load is shared.
             let (k, (p, vm)) = if r.is_multiple_of(2) {
@@ -617,8 +608,8 @@ impl Bench<'_> {
                 s.rnd[i][0].push(random_reads(threads, o.rand_ops, self.pages, seed, read)?);
             }
             if o.kernel {
-                let job = self.job("rand", 0, false, threads, seed);
-                s.rnd[i][1].push(self.kernel_rate(&job)?);
+                let (path, ops, pages) = (self.path.clone(), o.rand_ops, self.pages);
+                s.rnd[i][1].push(self.kernel_rate(&KernelJob::Rand { path, threads, ops, pages, seed })?);
             }
             let (cache, pf) = pcache_open(&self.path, o.mem_bytes, o.tunables)?;
             let before = cache.vmstat();

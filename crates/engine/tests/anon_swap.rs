@@ -370,9 +370,8 @@ fn swap_read_eio_reaches_the_faulting_accessor_and_loses_nothing() {
     // reads swap; it must come early and be the one that fails.
     dev.fail_next(FaultOp::Read, Fault::Eio, 1);
     let pswpin = pc.vmstat().get(Item::pswpin);
-    let (failed, err) = (0..512u64)
-        .find_map(|i| m.page(i).err().map(|e| (i, e)))
-        .expect("no access in the first 512 pages read swap");
+    let (failed, err) =
+        (0..512u64).find_map(|i| m.page(i).err().map(|e| (i, e))).expect("no access in the first 512 pages read swap");
     assert!(matches!(err, Error::Io { .. }), "{err:?}");
     assert_eq!(err.errno(), libc::EIO);
     assert_eq!(dev.faults_injected(), 1);

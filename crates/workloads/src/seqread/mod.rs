@@ -8,7 +8,12 @@
 //! 1. The device limit (device.rs): O_DIRECT reads in requests of 1 MiB
 //!    up to 16 MiB (`blocks`) at queue depths 1 to 32, issued by threads
 //!    (one request in flight each) and by one io_uring, into ordinary and
-//!    (io_uring) huge-page buffers. The best setting is the limit.
+//!    (io_uring) huge-page buffers. The best setting is the limit. The
+//!    limit as MISSION.md and issue 13 define it, the best 1 MiB setting
+//!    over queue depths, is reported beside it: this device does more
+//!    with fewer, larger requests, and pcache sends its own requests at
+//!    the device's `max_sectors_kb`, so the best of every size is the
+//!    stricter bar and stays the headline.
 //! 2. The kernel's buffered cold read (after fsync and
 //!    POSIX_FADV_DONTNEED) in 4 KiB, 128 KiB and 1 MiB `read` calls.
 //! 3. pcache's cold `read_at` in the same sizes: a fresh cache smaller
@@ -170,12 +175,19 @@ pub struct SeqreadResult {
     pub device: Vec<Measured>,
     /// The best of `device`, MB/s (None where O_DIRECT is refused).
     pub device_best_mbps: Option<f64>,
+    /// The best of `device`'s 1 MiB requests, MB/s: the limit as
+    /// MISSION.md defines it (None where none ran).
+    #[serde(default)]
+    pub device_1mib_mbps: Option<f64>,
     /// Cold sequential reads by read size, MB/s, kernel and pcache.
     pub sequential: Vec<Measured>,
     /// Random 4 KiB reads by threads, thousands of reads per second.
     pub random: Vec<Measured>,
     /// pcache's best sequential read over the device limit.
     pub pcache_over_device: Option<f64>,
+    /// pcache's best sequential read over `device_1mib_mbps`.
+    #[serde(default)]
+    pub pcache_over_device_1mib: Option<f64>,
     /// The kernel's best buffered cold read over the device limit.
     pub kernel_over_device: Option<f64>,
     /// pcache's best sequential read over the kernel's best.
@@ -742,6 +754,8 @@ fn summarise(
         .map(|(d, runs)| row(&format!("device {} {}", fmt_size(d.block as u64), d.engine.name()), d.qd, runs))
         .collect();
     let device_best_mbps = device.iter().map(|m| m.median).reduce(f64::max);
+    let device_1mib_mbps =
+        devs.iter().zip(&device).filter(|(d, _)| d.block == 1 << 20).map(|(_, m)| m.median).reduce(f64::max);
     let mut sequential = Vec::new();
     for (&size, [k, p]) in o.sizes.iter().zip(s.seq) {
         if !k.is_empty() {
@@ -760,6 +774,7 @@ fn summarise(
     let best = |src: &str| sequential.iter().filter(|m| m.source == src).map(|m| m.median).reduce(f64::max);
     let over = |src: &str| best(src).zip(device_best_mbps).map(|(v, d)| stats::ratio(v, d));
     let (pcache_over_device, kernel_over_device) = (over("pcache"), over("kernel"));
+    let pcache_over_device_1mib = best("pcache").zip(device_1mib_mbps).map(|(v, d)| stats::ratio(v, d));
     let pcache_over_kernel = best("pcache").zip(best("kernel")).map(|(p, k)| stats::ratio(p, k));
     if kernel_over_device.is_some_and(|v| v > 1.05) {
         notes.push(
@@ -778,9 +793,11 @@ fn summarise(
         params: o.clone(),
         device,
         device_best_mbps,
+        device_1mib_mbps,
         sequential,
         random,
         pcache_over_device,
+        pcache_over_device_1mib,
         kernel_over_device,
         pcache_over_kernel,
         device_read_mbps: device_best_mbps,
@@ -878,6 +895,15 @@ impl SeqreadResult {
             None => {
                 let _ = writeln!(s, "target: not measured (no device limit)");
             }
+        }
+        if let (Some(v), Some(d)) = (self.pcache_over_device_1mib, self.device_1mib_mbps) {
+            let _ = writeln!(
+                s,
+                "target against the limit as MISSION.md defines it (best O_DIRECT 1 MiB over queue depths, {d:.0} MB/s): \
+                 {:.0}% {}",
+                100.0 * v,
+                if v >= TARGET_PCACHE_OVER_DEVICE { "PASS" } else { "MISS" }
+            );
         }
         if let Some(v) = self.pcache_over_kernel {
             let _ = writeln!(s, "pcache's best cold sequential read is {:.0}% of the kernel's", 100.0 * v);

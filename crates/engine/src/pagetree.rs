@@ -796,7 +796,16 @@ impl PageTree {
             for (level, &n) in path.iter().enumerate().take(height + 1) {
                 let bit = 1 << offset(index, level);
                 // SAFETY: live node.
-                let left = unsafe { node(n) }.marks[m].fetch_and(!bit, Ordering::Relaxed) & !bit;
+                let marks = &unsafe { node(n) }.marks[m];
+                // Not set here: nothing changes at this level, and a level
+                // above holds its bit only while this one holds some (marks
+                // change only under the tree lock, which we hold). Most
+                // removals are of clean pages: no atomic write to the nodes
+                // every CPU shares near the root.
+                if marks.load(Ordering::Relaxed) & bit == 0 {
+                    break;
+                }
+                let left = marks.fetch_and(!bit, Ordering::Relaxed) & !bit;
                 if left != 0 {
                     break;
                 }
@@ -982,6 +991,35 @@ mod tests {
         assert_eq!(ranged, vec![63, 64, 4095]);
         assert_eq!(t.store(64, 0, &locked()), 4);
         assert_eq!(t.load(64), 0);
+    }
+
+    // Goal: clearing the mark of an entry that has none (the common
+    // removal, of a clean page) changes nothing, at its leaf or above;
+    // clearing a leaf's last mark clears it up to the root.
+    #[test]
+    fn clear_mark_of_an_unmarked_entry_keeps_the_marked() {
+        let t = PageTree::detached();
+        for i in [64u64, 65, 1 << 20] {
+            t.store(i, i as usize + 1, &locked());
+        }
+        let marked = |t: &PageTree| {
+            let mut v = vec![];
+            t.for_each(0, u64::MAX, Some(MARK_DIRTY), &mut |i, _| {
+                v.push(i);
+                true
+            });
+            v
+        };
+        t.set_mark(65, MARK_DIRTY, &locked());
+        t.clear_mark(64, MARK_DIRTY, &locked());
+        t.clear_mark(1 << 20, MARK_DIRTY, &locked());
+        assert_eq!(marked(&t), vec![65]);
+        assert!(t.get_mark(65, MARK_DIRTY) && !t.get_mark(64, MARK_DIRTY));
+        t.clear_mark(65, MARK_DIRTY, &locked());
+        assert_eq!(marked(&t), Vec::<u64>::new());
+        t.set_mark(1 << 20, MARK_DIRTY, &locked());
+        t.clear_mark(65, MARK_DIRTY, &locked());
+        assert_eq!(marked(&t), vec![1 << 20]);
     }
 
     // Goal: a leaf is on the shadow-node list exactly while it holds shadow

@@ -25,7 +25,7 @@ use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Once};
+use std::sync::{Arc, Once, OnceLock};
 
 use parking_lot::{Mutex, RwLock};
 
@@ -113,8 +113,9 @@ pub struct FileDev {
     reopen: Reopen,
     /// `(st_dev, st_ino)` of the file, checked at every reopen.
     ident: (u64, u64),
-    /// A descriptor held for the device's life (after `remove`).
-    pinned: Mutex<Option<Arc<CachedFd>>>,
+    /// A descriptor held for the device's life (after `remove`): set once,
+    /// never taken back, so every transfer reads it without a lock.
+    pinned: OnceLock<Arc<CachedFd>>,
     bdi: String,
     /// The host block device's queue limits, read once from sysfs.
     limits: Option<QueueLimits>,
@@ -320,7 +321,7 @@ impl FileDev {
             dontcache: AtomicBool::new(false),
             reopen,
             ident,
-            pinned: Mutex::new(None),
+            pinned: OnceLock::new(),
             bdi,
             path: Mutex::new(path),
             name,
@@ -336,7 +337,7 @@ impl FileDev {
     /// The device's descriptor: pinned, cached, or reopened (and checked to
     /// be the same inode). It stays open while the caller holds it.
     fn file(&self) -> io::Result<Arc<CachedFd>> {
-        if let Some(fd) = self.pinned.lock().as_ref() {
+        if let Some(fd) = self.pinned.get() {
             return Ok(fd.clone());
         }
         self.fds.get(self.fd_id, || self.reopen_file(if self.is_direct() { libc::O_DIRECT } else { 0 }))
@@ -381,7 +382,7 @@ impl FileDev {
     /// now take that path. Writes are not affected. A device already
     /// buffered (O_DIRECT refused) or pinned keeps its one descriptor.
     pub fn use_dontcache_reads(&self) -> bool {
-        if !self.is_direct() || self.pinned.lock().is_some() {
+        if !self.is_direct() || self.pinned.get().is_some() {
             return false;
         }
         let probe = || -> io::Result<()> {
@@ -422,7 +423,8 @@ impl FileDev {
     /// either.
     pub fn pin(&self) -> io::Result<()> {
         let fd = self.file()?;
-        *self.pinned.lock() = Some(fd);
+        // Pinned twice: the first descriptor stays (the same file).
+        let _ = self.pinned.set(fd);
         self.dontcache.store(false, Ordering::Release);
         self.fds.forget(self.read_fd_id);
         Ok(())
@@ -516,16 +518,25 @@ impl FileDev {
         // The first segment not yet fully transferred, and how much of it was.
         let mut idx = 0usize;
         let mut skip = 0usize;
-        let mut iov: Vec<libc::iovec> = Vec::with_capacity(segs.iov.len().min(IOV_MAX));
+        // Built only to resume inside a segment; otherwise the call takes
+        // `segs`' own iovecs (no allocation for a whole transfer, the
+        // common case: a random miss is one page).
+        let mut resumed: Vec<libc::iovec> = Vec::new();
         while done < segs.total {
-            iov.clear();
-            for (k, seg) in segs.iov[idx..].iter().take(IOV_MAX).enumerate() {
-                let off = if k == 0 { skip } else { 0 };
-                iov.push(libc::iovec {
-                    iov_base: seg.iov_base.cast::<u8>().wrapping_add(off).cast(),
-                    iov_len: seg.iov_len - off,
-                });
-            }
+            let rest = &segs.iov[idx..segs.iov.len().min(idx + IOV_MAX)];
+            let iov: &[libc::iovec] = if skip == 0 {
+                rest
+            } else {
+                resumed.clear();
+                for (k, seg) in rest.iter().enumerate() {
+                    let off = if k == 0 { skip } else { 0 };
+                    resumed.push(libc::iovec {
+                        iov_base: seg.iov_base.cast::<u8>().wrapping_add(off).cast(),
+                        iov_len: seg.iov_len - off,
+                    });
+                }
+                &resumed
+            };
             let off = file_offset(pos, done)?;
             // The RWF_DONTCACHE descriptor is buffered whatever the device's.
             let direct = rw_flags == 0 && self.is_direct();

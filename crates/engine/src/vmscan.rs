@@ -937,19 +937,6 @@ pub struct Kswapd {
     /// Pages readahead wants free above `high` (`wakeup_kswapd_ra`);
     /// taken by the next pass. (std's atomic: no loom model covers it.)
     boost: std::sync::atomic::AtomicU64,
-    /// A waker has rung for a sleeping kswapd and that wake is not
-    /// consumed yet: later wakers skip the doorbell's mutex. With 16
-    /// random readers the sleeping kswapd was rung by many of them at
-    /// once, each taking the mutex (27% of their yields after the
-    /// readahead boost stopped ringing it). Set only by a waker that then
-    /// rings (`wake_if_sleeping`), cleared by kswapd after every wait
-    /// returns (`sleep`): so while it is set a wake is pending or being
-    /// made, and kswapd's next wait returns at once and clears it; no
-    /// waker skips a kswapd that nothing will wake. A waker that rings a
-    /// kswapd which woke meanwhile costs it one early return. (std's
-    /// atomic, like `boost`: a liveness hint, no loom model; the 100 ms
-    /// timeout bounds any missed wake.)
-    kicked: std::sync::atomic::AtomicBool,
 }
 
 impl Kswapd {
@@ -957,16 +944,7 @@ impl Kswapd {
     /// to sleep re-checks the watermark within 100 ms.
     #[inline]
     pub fn wake_if_sleeping(&self) {
-        if self.wait.has_waiters() && !self.kicked.swap(true, std::sync::atomic::Ordering::AcqRel) {
-            self.wait.wake();
-        }
-    }
-
-    /// kswapd's sleep: until woken or `timeout`; whoever rings next rings
-    /// again (see `kicked`).
-    fn sleep(&self, timeout: Duration) {
-        self.wait.wait(timeout);
-        self.kicked.store(false, std::sync::atomic::Ordering::Release);
+        self.wait.wake_if_waiting();
     }
 
     /// Whether a readahead boost waits for a pass.
@@ -985,7 +963,7 @@ pub fn kswapd_thread(cache: Arc<Cache>) {
     let wm = cache.arena.watermarks;
     while !cache.shutting_down() {
         if cache.arena.nr_free() > wm.low && !cache.kswapd.boosted() {
-            cache.kswapd.sleep(Duration::from_millis(100));
+            cache.kswapd.wait.wait(Duration::from_millis(100));
             continue;
         }
         let reclaimed = cache.balance_pgdat();
@@ -993,7 +971,7 @@ pub fn kswapd_thread(cache: Arc<Cache>) {
             // Nothing reclaimable now (all dirty, pinned or under
             // writeback): let the flushers work before trying again.
             cache.wakeup_flusher_threads();
-            cache.kswapd.sleep(Duration::from_millis(10));
+            cache.kswapd.wait.wait(Duration::from_millis(10));
         }
     }
 }

@@ -35,13 +35,6 @@ impl Wakeup {
         }
     }
 
-    /// Whether someone sleeps here now (a hint: it may wake or sleep
-    /// right after).
-    #[inline]
-    pub fn has_waiters(&self) -> bool {
-        self.waiters.load(Ordering::Acquire) > 0
-    }
-
     /// Sleep until woken or `timeout`; returns whether woken.
     pub fn wait(&self, timeout: Duration) -> bool {
         let mut p = self.pending.lock();

@@ -10,7 +10,7 @@ use crate::arena::Arena;
 use crate::errseq::{errseq_check_and_advance, errseq_sample, errseq_set};
 use crate::hazard::HazardTable;
 use crate::highmem::{copy_to_words, fill_words, seqcount_read, write_section};
-use crate::memory::{pte_access_transient, pte_load_many, pte_pin, ptep_get_and_clear, PteView};
+use crate::memory::{pte_access_transient, pte_load_many, pte_pin, ptep_get_and_clear, LoadSteps, PteView};
 use crate::mmap::{mk_pte, pte_pfn, pte_swap_slot, swp_pte, AtomicPte, PageTable, PTE_DIRTY};
 
 // Goal: the lock-free free stack never hands one frame to two allocators
@@ -289,6 +289,7 @@ impl PteView for LoomView {
         pfn as u64
     }
     fn prefetch_pte(&self, _page: u64) {}
+    fn prefetch_young(&self, _page: u64) {}
     fn prefetch_word(&self, _pfn: u32, _offset: u64) {}
 }
 
@@ -317,7 +318,9 @@ fn batched_access_model(cleared: usize) {
             let pos = [0, 1 << 12, 1 << 12];
             let mut out = [0u64; 3];
             let slow = |p: u64| Ok(100 + (p >> 12));
-            pte_load_many(&*view2, &hz2, 1, &pos, &mut out, slow).expect("no error");
+            // SAFETY: every step of the protocol.
+            unsafe { pte_load_many::<_, { LoadSteps::ALL }>(&*view2, &hz2, 1, &pos, &mut out, slow) }
+                .expect("no error");
             for (&p, &w) in pos.iter().zip(&out) {
                 let slot = (p >> 12) as usize;
                 assert!(w == PFNS[slot] as u64 || w == 100 + slot as u64, "word {w} for slot {slot}");

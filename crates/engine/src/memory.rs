@@ -205,9 +205,10 @@ pub(crate) trait PteView {
     /// the entry re-checked); `offset` is a multiple of 8 below the page
     /// size.
     unsafe fn load_word(&self, pfn: Pfn, offset: usize) -> u64;
-    /// Hints: start loading `page`'s entry and young byte (any `page`),
+    /// Hints: start loading `page`'s entry, its young byte (any `page`),
     /// or the word at `offset` of frame `pfn` (any frame).
     fn prefetch_pte(&self, page: u64);
+    fn prefetch_young(&self, page: u64);
     fn prefetch_word(&self, pfn: Pfn, offset: u64);
 }
 
@@ -273,6 +274,10 @@ impl<S: PageShift> PteView for FastPath<S> {
         // Any address will do for a hint; a key past the mapping (the
         // chunk's padding) wastes one.
         crate::mmap::prefetch(self.ptes.wrapping_add(page as usize));
+    }
+
+    #[inline(always)]
+    fn prefetch_young(&self, page: u64) {
         crate::mmap::prefetch(self.young.wrapping_add(page as usize));
     }
 
@@ -291,6 +296,26 @@ fn chunk_keys(pos: &[u64], at: usize) -> [u64; LOAD_BATCH] {
         Some(keys) => *keys,
         None => std::array::from_fn(|j| pos.get(at + j).copied().unwrap_or(u64::MAX)),
     }
+}
+
+/// The steps of `pte_load_many` beyond what any software page table must
+/// do (load the entry, load the word, each prefetched on the same
+/// schedule), as bits of `pte_load_many`'s `STEPS`, so a benchmark
+/// can leave them out one at a time and measure what each costs
+/// (`Mapping::load_u64_many_steps`; BENCHMARKS.md, "Mapped access,
+/// session 11"). Only `ALL` is sound while anything can unmap a page.
+#[doc(hidden)]
+pub struct LoadSteps;
+
+impl LoadSteps {
+    /// The young byte: prefetched with the entry, stored if clear.
+    pub const YOUNG: u8 = 1;
+    /// The entry re-loaded after the barrier and compared.
+    pub const RECHECK: u8 = 2;
+    /// The chunk's frames announced in the batch slots, then the barrier.
+    pub const ANNOUNCE: u8 = 4;
+    /// All of them: `pte_load_many`.
+    pub const ALL: u8 = 7;
 }
 
 /// `Mapping::load_u64_many`: the aligned word at byte `pos[i]` of the
@@ -320,8 +345,17 @@ fn chunk_keys(pos: &[u64], at: usize) -> [u64; LOAD_BATCH] {
 /// that frees a mapped frame clears the entry and then scans every slot,
 /// batch slots included; a slot is overwritten only after the reads of the
 /// frame it announced (release). loom_tests.rs runs this function.
+///
+/// `STEPS` (bits of `LoadSteps`) is `LoadSteps::ALL` but in benches/mapped.rs's
+/// ablations, which leave steps out.
+///
+/// # Safety
+/// Without `LoadSteps::RECHECK` and `LoadSteps::ANNOUNCE`, a frame may be
+/// read after it was unmapped and reused: unless `STEPS` is
+/// `LoadSteps::ALL`, nothing may unmap, reclaim or truncate a page of the
+/// mapping during the call.
 #[inline]
-pub(crate) fn pte_load_many<V: PteView>(
+pub(crate) unsafe fn pte_load_many<V: PteView, const STEPS: u8>(
     view: &V,
     hazards: &HazardTable,
     row: usize,
@@ -329,6 +363,9 @@ pub(crate) fn pte_load_many<V: PteView>(
     out: &mut [u64],
     mut slow: impl FnMut(u64) -> Result<u64>,
 ) -> Result<()> {
+    let young_on = STEPS & LoadSteps::YOUNG != 0;
+    let recheck_on = STEPS & LoadSteps::RECHECK != 0;
+    let announce_on = STEPS & LoadSteps::ANNOUNCE != 0;
     debug_assert_eq!(pos.len(), out.len());
     let Some(pins) = hazards.batch_pins(row) else {
         for (o, &p) in out.iter_mut().zip(pos) {
@@ -336,14 +373,17 @@ pub(crate) fn pte_load_many<V: PteView>(
         }
         return Ok(());
     };
-    let (shift, nr_pages) = (view.page_shift(), view.nr_pages());
-    let mask = (1u64 << shift) - 1;
+    let (shift, mask) = (view.page_shift(), (1u64 << view.page_shift()) - 1);
     // A key's entry as first loaded, its word's line prefetched through
     // it; 0 (not present) for a key past the mapping or unaligned, which
-    // the slow path refuses.
-    let load_ahead = |k: u64| -> Pte {
-        let (page, offset) = (k >> shift, k & mask);
-        if page >= nr_pages || offset & 7 != 0 {
+    // the slow path refuses. A function, not a closure: a closure's
+    // captures (the page shift among them) went to the stack when
+    // `array::map` of it was not inlined, and the loop reloaded them from
+    // there (the shift a `shr %cl`, not an immediate).
+    #[inline(always)]
+    fn load_ahead<V: PteView>(view: &V, k: u64) -> Pte {
+        let (page, offset) = (k >> view.page_shift(), k & ((1u64 << view.page_shift()) - 1));
+        if page >= view.nr_pages() || offset & 7 != 0 {
             return 0;
         }
         // SAFETY: page < nr_pages, just checked.
@@ -352,11 +392,18 @@ pub(crate) fn pte_load_many<V: PteView>(
             view.prefetch_word(entry & PTE_PFN_MASK, offset);
         }
         entry
-    };
+    }
     for k in pos.iter().take(PTE_AHEAD * LOAD_BATCH) {
         view.prefetch_pte(k >> shift);
+        if young_on {
+            view.prefetch_young(k >> shift);
+        }
     }
-    let mut next: [Pte; LOAD_BATCH] = chunk_keys(pos, 0).map(load_ahead);
+    let first = chunk_keys(pos, 0);
+    let mut next: [Pte; LOAD_BATCH] = [0; LOAD_BATCH];
+    for j in 0..LOAD_BATCH {
+        next[j] = load_ahead(view, first[j]);
+    }
     for (c, out) in out.chunks_mut(LOAD_BATCH).enumerate() {
         let base = c * LOAD_BATCH;
         let cur = next;
@@ -364,15 +411,21 @@ pub(crate) fn pte_load_many<V: PteView>(
         let ahead = chunk_keys(pos, base + LOAD_BATCH);
         for j in 0..LOAD_BATCH {
             view.prefetch_pte(far[j] >> shift);
-            next[j] = load_ahead(ahead[j]);
+            if young_on {
+                view.prefetch_young(far[j] >> shift);
+            }
+            next[j] = load_ahead(view, ahead[j]);
             let e = cur[j];
-            pins.announce(j, if e & PTE_PRESENT != 0 { e & PTE_PFN_MASK } else { NO_PFN });
+            if announce_on {
+                pins.announce(j, if e & PTE_PRESENT != 0 { e & PTE_PFN_MASK } else { NO_PFN });
+            }
         }
-        pins.barrier();
+        if announce_on {
+            pins.barrier();
+        }
         let keys = chunk_keys(pos, base);
         let mut done = 0u32;
-        for (j, o) in out.iter_mut().enumerate() {
-            let (k, e) = (keys[j], cur[j]);
+        for (j, ((o, &k), &e)) in out.iter_mut().zip(&keys).zip(&cur).enumerate() {
             if e & PTE_PRESENT == 0 {
                 continue;
             }
@@ -382,15 +435,17 @@ pub(crate) fn pte_load_many<V: PteView>(
             // Acquire: pairs with finish_fault's Release store (as
             // pte_pin), so the page is uptodate; unchanged since the first
             // load, so the announcement above covers it.
-            if pte.load(Ordering::Acquire) != e {
+            if recheck_on && pte.load(Ordering::Acquire) != e {
                 continue;
             }
             // The accessed bit, stored only when clear (as pte_pin).
-            if young.load(Ordering::Relaxed) == 0 {
+            if young_on && young.load(Ordering::Relaxed) == 0 {
                 young.store(1, Ordering::Relaxed);
             }
-            // SAFETY: announced, barrier, re-checked: pinned;
-            // `load_ahead` checked the offset is an aligned word of a page.
+            // SAFETY: announced, barrier, re-checked: pinned (with a step
+            // left out, nothing unmaps the page during the call: the
+            // caller's promise); `load_ahead` checked the offset is an
+            // aligned word of a page.
             *o = unsafe { view.load_word(e & PTE_PFN_MASK, (k & mask) as usize) };
             done |= 1 << j;
         }

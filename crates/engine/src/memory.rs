@@ -186,7 +186,7 @@ pub(crate) const LOAD_BATCH: usize = crate::hazard::BATCH_PINS;
 /// many chunks less one to arrive: two chunks, some 500 ns at 4 GiB,
 /// against a 345 ns miss (3 measured a little better than 2 on 4 GiB,
 /// within the noise: BENCHMARKS.md, "Mapped access, session 8").
-const PTE_AHEAD: usize = 3;
+const PTE_AHEAD: usize = 4;
 
 /// What `pte_load_many` reads a page table and its frames through: the
 /// mapping's `FastPath`, or loom_tests.rs's `PageTable`.
@@ -318,6 +318,41 @@ impl LoadSteps {
     pub const ALL: u8 = 7;
 }
 
+/// The word of key `k` whose entry `e` was loaded a chunk or two before
+/// and announced since (behind the barrier): re-check the entry, set the
+/// young byte, load the word (the steps in `STEPS`, as `pte_load_many`).
+/// None: not present, or changed since (the slow path's).
+///
+/// # Safety
+/// As `pte_load_many`: with every step, `e` was announced in the caller's
+/// batch slot and the barrier issued since; with a step left out, nothing
+/// unmaps the page during the call.
+#[inline(always)]
+unsafe fn read_pinned<V: PteView, const STEPS: u8>(view: &V, k: u64, e: Pte) -> Option<u64> {
+    if e & PTE_PRESENT == 0 {
+        return None;
+    }
+    let shift = view.page_shift();
+    // SAFETY: a present entry was loaded for this key, so `load_ahead`
+    // found its page below nr_pages.
+    let (pte, young) = unsafe { view.entry((k >> shift) as usize) };
+    // Acquire: pairs with finish_fault's Release store (as pte_pin), so
+    // the page is uptodate; unchanged since the first load, so the
+    // announcement covers it.
+    if STEPS & LoadSteps::RECHECK != 0 && pte.load(Ordering::Acquire) != e {
+        return None;
+    }
+    // The accessed bit, stored only when clear (as pte_pin).
+    if STEPS & LoadSteps::YOUNG != 0 && young.load(Ordering::Relaxed) == 0 {
+        young.store(1, Ordering::Relaxed);
+    }
+    // SAFETY: announced, barrier, re-checked: pinned (with a step left
+    // out, nothing unmaps the page during the call: the caller's
+    // promise); `load_ahead` checked the offset is an aligned word of a
+    // page.
+    Some(unsafe { view.load_word(e & PTE_PFN_MASK, (k & ((1u64 << shift) - 1)) as usize) })
+}
+
 /// `Mapping::load_u64_many`: the aligned word at byte `pos[i]` of the
 /// mapping into `out[i]` (as long as `pos`), through the transient
 /// protocol by chunks of `LOAD_BATCH`, software-pipelined:
@@ -364,7 +399,6 @@ pub(crate) unsafe fn pte_load_many<V: PteView, const STEPS: u8>(
     mut slow: impl FnMut(u64) -> Result<u64>,
 ) -> Result<()> {
     let young_on = STEPS & LoadSteps::YOUNG != 0;
-    let recheck_on = STEPS & LoadSteps::RECHECK != 0;
     let announce_on = STEPS & LoadSteps::ANNOUNCE != 0;
     debug_assert_eq!(pos.len(), out.len());
     let Some(pins) = hazards.batch_pins(row) else {
@@ -373,7 +407,7 @@ pub(crate) unsafe fn pte_load_many<V: PteView, const STEPS: u8>(
         }
         return Ok(());
     };
-    let (shift, mask) = (view.page_shift(), (1u64 << view.page_shift()) - 1);
+    let shift = view.page_shift();
     // A key's entry as first loaded, its word's line prefetched through
     // it; 0 (not present) for a key past the mapping or unaligned, which
     // the slow path refuses. A function, not a closure: a closure's
@@ -399,22 +433,25 @@ pub(crate) unsafe fn pte_load_many<V: PteView, const STEPS: u8>(
             view.prefetch_young(k >> shift);
         }
     }
-    let first = chunk_keys(pos, 0);
+    let (first, second) = (chunk_keys(pos, 0), chunk_keys(pos, LOAD_BATCH));
     let mut next: [Pte; LOAD_BATCH] = [0; LOAD_BATCH];
+    let mut next2: [Pte; LOAD_BATCH] = [0; LOAD_BATCH];
     for j in 0..LOAD_BATCH {
         next[j] = load_ahead(view, first[j]);
+        next2[j] = load_ahead(view, second[j]);
     }
     for (c, out) in out.chunks_mut(LOAD_BATCH).enumerate() {
         let base = c * LOAD_BATCH;
         let cur = next;
+        next = next2;
         let far = chunk_keys(pos, base + PTE_AHEAD * LOAD_BATCH);
-        let ahead = chunk_keys(pos, base + LOAD_BATCH);
+        let ahead = chunk_keys(pos, base + 2 * LOAD_BATCH);
         for j in 0..LOAD_BATCH {
             view.prefetch_pte(far[j] >> shift);
             if young_on {
                 view.prefetch_young(far[j] >> shift);
             }
-            next[j] = load_ahead(view, ahead[j]);
+            next2[j] = load_ahead(view, ahead[j]);
             let e = cur[j];
             if announce_on {
                 pins.announce(j, if e & PTE_PRESENT != 0 { e & PTE_PFN_MASK } else { NO_PFN });
@@ -425,29 +462,30 @@ pub(crate) unsafe fn pte_load_many<V: PteView, const STEPS: u8>(
         }
         let keys = chunk_keys(pos, base);
         let mut done = 0u32;
-        for (j, ((o, &k), &e)) in out.iter_mut().zip(&keys).zip(&cur).enumerate() {
-            if e & PTE_PRESENT == 0 {
-                continue;
+        // A whole chunk by a loop of constant length, which the compiler
+        // unrolls (one as long as `out` compiled to a loop that scanned for
+        // the next present entry, some 35 instructions a key); the last,
+        // partial chunk by the same steps, in a loop.
+        match <&mut [u64; LOAD_BATCH]>::try_from(&mut *out) {
+            Ok(whole) => {
+                for j in 0..LOAD_BATCH {
+                    // SAFETY: `cur[j]` announced, then the barrier (or the
+                    // caller's promise, with steps left out).
+                    if let Some(w) = unsafe { read_pinned::<V, STEPS>(view, keys[j], cur[j]) } {
+                        whole[j] = w;
+                        done |= 1 << j;
+                    }
+                }
             }
-            // SAFETY: a present entry was loaded for this key, so
-            // `load_ahead` found its page below nr_pages.
-            let (pte, young) = unsafe { view.entry((k >> shift) as usize) };
-            // Acquire: pairs with finish_fault's Release store (as
-            // pte_pin), so the page is uptodate; unchanged since the first
-            // load, so the announcement above covers it.
-            if recheck_on && pte.load(Ordering::Acquire) != e {
-                continue;
+            Err(_) => {
+                for (j, ((o, &k), &e)) in out.iter_mut().zip(&keys).zip(&cur).enumerate() {
+                    // SAFETY: as above.
+                    if let Some(w) = unsafe { read_pinned::<V, STEPS>(view, k, e) } {
+                        *o = w;
+                        done |= 1 << j;
+                    }
+                }
             }
-            // The accessed bit, stored only when clear (as pte_pin).
-            if young_on && young.load(Ordering::Relaxed) == 0 {
-                young.store(1, Ordering::Relaxed);
-            }
-            // SAFETY: announced, barrier, re-checked: pinned (with a step
-            // left out, nothing unmaps the page during the call: the
-            // caller's promise); `load_ahead` checked the offset is an
-            // aligned word of a page.
-            *o = unsafe { view.load_word(e & PTE_PFN_MASK, (k & mask) as usize) };
-            done |= 1 << j;
         }
         if done != (1 << out.len()) - 1 {
             // No announcement is held across a fault.

@@ -11,7 +11,12 @@
 //! `load_u64` row, printed, beside the kernel's own mapped page cache on
 //! the same keys (an 8-byte load from a populated shared mapping of a
 //! memfd of the same size), so the two figures come from the same run,
-//! and `Mapping::load_u64_many` on the same keys, 64 per call.
+//! and `Mapping::load_u64_many` on the same keys, 64 per call. Beside it,
+//! the batched access's floor (`Mapping::load_u64_many_steps` with no
+//! step of the pin protocol: the entry and the word alone, on the same
+//! prefetch schedule, which any software page table must do) and the
+//! access with one step left out at a time (young byte, re-check,
+//! announcement), so each step's cost shows against the kernel's.
 //!
 //! `MAPPED_BENCH_MIB` sets the mapping's size (a power of two, default
 //! 64); `hitpath`'s rows use 4 GiB, where the page table and the frames

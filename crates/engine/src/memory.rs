@@ -181,11 +181,11 @@ pub(crate) fn pte_access_transient<R>(
 pub(crate) const LOAD_BATCH: usize = crate::hazard::BATCH_PINS;
 
 /// How many chunks ahead of its access `pte_load_many` prefetches a key's
-/// entry and young byte. The entry itself is loaded one chunk ahead (and
+/// entry and young byte. The entry itself is loaded two chunks ahead (and
 /// the word's line prefetched through it), so by then it has had this
-/// many chunks less one to arrive: two chunks, some 500 ns at 4 GiB,
-/// against a 345 ns miss (3 measured a little better than 2 on 4 GiB,
-/// within the noise: BENCHMARKS.md, "Mapped access, session 8").
+/// many chunks less two to arrive: two chunks, as in sessions 8 to 10,
+/// where entries were loaded one chunk ahead and prefetched three
+/// (BENCHMARKS.md, "Mapped access, session 8" and "session 11").
 const PTE_AHEAD: usize = 4;
 
 /// What `pte_load_many` reads a page table and its frames through: the
@@ -359,17 +359,19 @@ unsafe fn read_pinned<V: PteView, const STEPS: u8>(view: &V, k: u64, e: Pte) -> 
 ///
 /// ```text
 ///   key i + PTE_AHEAD*LOAD_BATCH   prefetch its entry and young byte
-///   key i + LOAD_BATCH             check it, load its entry, prefetch its word
+///   key i + 2*LOAD_BATCH           check it, load its entry, prefetch its word
 ///   key i                          announce its frame (batch slot)
 ///   -- barrier, once per chunk --
 ///   key i                          re-load the entry (unchanged, else slow),
-///                                  young byte, load the word
+///                                  young byte, load the word (`read_pinned`)
 /// ```
 ///
 /// Each entry is loaded once before the re-check, and the chunk's slots are
 /// announced over the last chunk's without clearing in between
-/// (`BatchPins`). What crosses from one chunk to the next is only the 8
-/// entries (a key is split into page and offset where it is used, by a
+/// (`BatchPins`). The word's line is prefetched two chunks (16 keys)
+/// before its load: one chunk, some 250 ns at 4 GiB, was under a miss
+/// (session 11 measured two a little faster). What crosses from one chunk
+/// to the next is only the 16 entries of the next two chunks (a key is split into page and offset where it is used, by a
 /// shift and a mask that the page size known at compile time makes
 /// immediates): a chunk's state fits in registers, where a struct per key
 /// spilled to the stack. A key not read this way (not present, changed,

@@ -11,7 +11,12 @@
 //! `load_u64` row, printed, beside the kernel's own mapped page cache on
 //! the same keys (an 8-byte load from a populated shared mapping of a
 //! memfd of the same size), so the two figures come from the same run,
-//! and `Mapping::load_u64_many` on the same keys, 64 per call.
+//! and `Mapping::load_u64_many` on the same keys, 64 per call. Beside it,
+//! the batched access's floor (`Mapping::load_u64_many_steps` with no
+//! step of the pin protocol: the entry and the word alone, on the same
+//! prefetch schedule, which any software page table must do) and the
+//! access with one step left out at a time (young byte, re-check,
+//! announcement), so each step's cost shows against the kernel's.
 //!
 //! `MAPPED_BENCH_MIB` sets the mapping's size (a power of two, default
 //! 64); `hitpath`'s rows use 4 GiB, where the page table and the frames
@@ -27,7 +32,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use pcache::{Config, MapFlags, Mapping, PageCache, Tunables};
+use pcache::{Config, LoadSteps, MapFlags, Mapping, PageCache, Tunables};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -223,6 +228,14 @@ const MANY: usize = 64;
 /// As `run_cpu` for `Mapping::load_u64_many`: each thread loads its keys
 /// (as byte positions) `MANY` per call; CPU time summed.
 fn run_cpu_many(m: &Mapping, pos: &[Vec<u64>], threads: usize, iters: u64) -> Duration {
+    run_cpu_steps::<{ LoadSteps::ALL }>(m, pos, threads, iters)
+}
+
+/// As `run_cpu_many`, with only the protocol's steps in `STEPS`
+/// (`Mapping::load_u64_many_steps`): `STEPS` = 0 is the floor, what any
+/// software page table must do on the same prefetch schedule (the entry
+/// and the word); the others leave out one step each.
+fn run_cpu_steps<const STEPS: u8>(m: &Mapping, pos: &[Vec<u64>], threads: usize, iters: u64) -> Duration {
     std::thread::scope(|s| {
         let hs: Vec<_> = (0..threads)
             .map(|t| {
@@ -233,7 +246,10 @@ fn run_cpu_many(m: &Mapping, pos: &[Vec<u64>], threads: usize, iters: u64) -> Du
                     let mut out = [0u64; MANY];
                     for n in (0..iters as usize).step_by(MANY) {
                         let at = n & (KEYS - 1);
-                        m.load_u64_many(&pos[at..at + MANY], &mut out).expect("mapped");
+                        // SAFETY: nothing unmaps, reclaims or truncates
+                        // (kswapd off, every page fits the cache, the file
+                        // and mapping held until the end).
+                        unsafe { m.load_u64_many_steps::<STEPS>(&pos[at..at + MANY], &mut out) }.expect("mapped");
                         acc = out.iter().fold(acc, |a, &w| a.wrapping_add(w));
                     }
                     black_box(acc);
@@ -287,6 +303,8 @@ fn best_of_rounds(_c: &mut Criterion) {
     let pos: Vec<Vec<u64>> = keys.iter().map(|k| k.iter().map(|&p| p * 4096).collect()).collect();
     let (mut one, mut two, mut direct, mut direct2, mut kernel) = (vec![], vec![], vec![], vec![], vec![]);
     let (mut many, mut many2) = (vec![], vec![]);
+    // The floor and one step left out at a time (`run_cpu_steps`).
+    let (mut floor, mut no_young, mut no_recheck, mut no_announce) = (vec![], vec![], vec![], vec![]);
     // MAPPED_BENCH_ONLY=many: only the kernel's and the batched rows (the
     // others print 0), for quick comparisons of two builds on a loaded
     // machine.
@@ -298,6 +316,10 @@ fn best_of_rounds(_c: &mut Criterion) {
         kernel.push(ns(run_cpu(&k, &keys, 1, KEYS as u64, kernel_load), 1));
         many.push(ns(run_cpu_many(&m, &pos, 1, KEYS as u64), 1));
         many2.push(ns(run_cpu_many(&m, &pos, 2, KEYS as u64), 2));
+        floor.push(ns(run_cpu_steps::<0>(&m, &pos, 1, KEYS as u64), 1));
+        no_young.push(ns(run_cpu_steps::<{ LoadSteps::ALL & !LoadSteps::YOUNG }>(&m, &pos, 1, KEYS as u64), 1));
+        no_recheck.push(ns(run_cpu_steps::<{ LoadSteps::ALL & !LoadSteps::RECHECK }>(&m, &pos, 1, KEYS as u64), 1));
+        no_announce.push(ns(run_cpu_steps::<{ LoadSteps::ALL & !LoadSteps::ANNOUNCE }>(&m, &pos, 1, KEYS as u64), 1));
         if only_many {
             continue;
         }
@@ -313,6 +335,8 @@ fn best_of_rounds(_c: &mut Criterion) {
     let ((t1, m1), (t2, m2), (tk, mk)) = (stats(&mut one), stats(&mut two), stats(&mut kernel));
     let ((d1, dm1), (d2, dm2)) = (stats(&mut direct), stats(&mut direct2));
     let ((b1, bm1), (b2, bm2)) = (stats(&mut many), stats(&mut many2));
+    let ((f1, fm1), (y1, ym1)) = (stats(&mut floor), stats(&mut no_young));
+    let ((r1, rm1), (a1, am1)) = (stats(&mut no_recheck), stats(&mut no_announce));
     eprintln!(
         "mapped_hit over {} MiB, CPU ns per access, best / median of 15 rounds:\n  \
          kernel mmap, 1 thread:             {tk:.1} / {mk:.1}\n  \
@@ -321,7 +345,11 @@ fn best_of_rounds(_c: &mut Criterion) {
          page() + load_u64, 2 threads:      {t2:.1} / {m2:.1}\n  \
          Mapping::load_u64, 2 threads:      {d2:.1} / {dm2:.1}\n  \
          Mapping::load_u64_many, 1 thread:  {b1:.1} / {bm1:.1}\n  \
-         Mapping::load_u64_many, 2 threads: {b2:.1} / {bm2:.1}",
+         Mapping::load_u64_many, 2 threads: {b2:.1} / {bm2:.1}\n  \
+         floor (entry + word), 1 thread:    {f1:.1} / {fm1:.1}\n  \
+         many without young, 1 thread:      {y1:.1} / {ym1:.1}\n  \
+         many without re-check, 1 thread:   {r1:.1} / {rm1:.1}\n  \
+         many without announce, 1 thread:   {a1:.1} / {am1:.1}",
         pages / 256,
     );
 }

@@ -69,6 +69,8 @@ mod writeback;
 pub use backing::BackingDev;
 pub use error::{Error, Result, UnwrittenFile};
 pub use lru_gen::{LruGenGeneration, LruGenPage, LruGenStats};
+#[doc(hidden)]
+pub use memory::LoadSteps;
 pub use mmap::{Madvise, MapFlags, MappedPage, Mapping};
 pub use signal::Interrupt;
 pub use swapfile::{SwapBacking, SwapConfig};

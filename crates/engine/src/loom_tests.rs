@@ -10,7 +10,7 @@ use crate::arena::Arena;
 use crate::errseq::{errseq_check_and_advance, errseq_sample, errseq_set};
 use crate::hazard::HazardTable;
 use crate::highmem::{copy_to_words, fill_words, seqcount_read, write_section};
-use crate::memory::{pte_access_transient, pte_load_many, pte_pin, ptep_get_and_clear, PteView};
+use crate::memory::{pte_access_transient, pte_load_many, pte_pin, ptep_get_and_clear, LoadSteps, PteView};
 use crate::mmap::{mk_pte, pte_pfn, pte_swap_slot, swp_pte, AtomicPte, PageTable, PTE_DIRTY};
 
 // Goal: the lock-free free stack never hands one frame to two allocators
@@ -289,11 +289,12 @@ impl PteView for LoomView {
         pfn as u64
     }
     fn prefetch_pte(&self, _page: u64) {}
+    fn prefetch_young(&self, _page: u64) {}
     fn prefetch_word(&self, _pfn: u32, _offset: u64) {}
 }
 
 // Goal (memory.rs, `pte_load_many`, which `Mapping::load_u64_many` runs):
-// the pipelined batch protocol (entries loaded a chunk ahead, a chunk's
+// the pipelined batch protocol (entries loaded two chunks ahead, a chunk's
 // frames announced over the last chunk's announcements behind one
 // barrier, each re-checked and read, the slots cleared only at the end or
 // before the slow path) never reads a reused frame while a remover clears
@@ -301,7 +302,9 @@ impl PteView for LoomView {
 // slot 0 (frame 5), then slot 1 twice, so the second chunk's
 // announcement of frame 6 replaces the one of frame 5 in batch slot 0;
 // and `clear_second` has the remover clear slot 1 instead, whose entry
-// was loaded a chunk before its announcement. Every word read is the
+// was loaded before the first chunk's announcements (two chunks ahead of
+// its own; the second chunk is partial, so both of `pte_load_many`'s
+// loops over a chunk's words run). Every word read is the
 // frame its slot maps or went to the slow path, and the cleared entry
 // never comes back.
 fn batched_access_model(cleared: usize) {
@@ -317,7 +320,9 @@ fn batched_access_model(cleared: usize) {
             let pos = [0, 1 << 12, 1 << 12];
             let mut out = [0u64; 3];
             let slow = |p: u64| Ok(100 + (p >> 12));
-            pte_load_many(&*view2, &hz2, 1, &pos, &mut out, slow).expect("no error");
+            // SAFETY: every step of the protocol.
+            unsafe { pte_load_many::<_, { LoadSteps::ALL }>(&*view2, &hz2, 1, &pos, &mut out, slow) }
+                .expect("no error");
             for (&p, &w) in pos.iter().zip(&out) {
                 let slot = (p >> 12) as usize;
                 assert!(w == PFNS[slot] as u64 || w == 100 + slot as u64, "word {w} for slot {slot}");

@@ -181,12 +181,12 @@ pub(crate) fn pte_access_transient<R>(
 pub(crate) const LOAD_BATCH: usize = crate::hazard::BATCH_PINS;
 
 /// How many chunks ahead of its access `pte_load_many` prefetches a key's
-/// entry and young byte. The entry itself is loaded one chunk ahead (and
+/// entry and young byte. The entry itself is loaded two chunks ahead (and
 /// the word's line prefetched through it), so by then it has had this
-/// many chunks less one to arrive: two chunks, some 500 ns at 4 GiB,
-/// against a 345 ns miss (3 measured a little better than 2 on 4 GiB,
-/// within the noise: BENCHMARKS.md, "Mapped access, session 8").
-const PTE_AHEAD: usize = 3;
+/// many chunks less two to arrive: two chunks, as in sessions 8 to 10,
+/// where entries were loaded one chunk ahead and prefetched three
+/// (BENCHMARKS.md, "Mapped access, session 8" and "session 11").
+const PTE_AHEAD: usize = 4;
 
 /// What `pte_load_many` reads a page table and its frames through: the
 /// mapping's `FastPath`, or loom_tests.rs's `PageTable`.
@@ -205,9 +205,10 @@ pub(crate) trait PteView {
     /// the entry re-checked); `offset` is a multiple of 8 below the page
     /// size.
     unsafe fn load_word(&self, pfn: Pfn, offset: usize) -> u64;
-    /// Hints: start loading `page`'s entry and young byte (any `page`),
+    /// Hints: start loading `page`'s entry, its young byte (any `page`),
     /// or the word at `offset` of frame `pfn` (any frame).
     fn prefetch_pte(&self, page: u64);
+    fn prefetch_young(&self, page: u64);
     fn prefetch_word(&self, pfn: Pfn, offset: u64);
 }
 
@@ -273,6 +274,10 @@ impl<S: PageShift> PteView for FastPath<S> {
         // Any address will do for a hint; a key past the mapping (the
         // chunk's padding) wastes one.
         crate::mmap::prefetch(self.ptes.wrapping_add(page as usize));
+    }
+
+    #[inline(always)]
+    fn prefetch_young(&self, page: u64) {
         crate::mmap::prefetch(self.young.wrapping_add(page as usize));
     }
 
@@ -293,23 +298,80 @@ fn chunk_keys(pos: &[u64], at: usize) -> [u64; LOAD_BATCH] {
     }
 }
 
+/// The steps of `pte_load_many` beyond what any software page table must
+/// do (load the entry, load the word, each prefetched on the same
+/// schedule), as bits of `pte_load_many`'s `STEPS`, so a benchmark
+/// can leave them out one at a time and measure what each costs
+/// (`Mapping::load_u64_many_steps`; BENCHMARKS.md, "Mapped access,
+/// session 11"). Only `ALL` is sound while anything can unmap a page.
+#[doc(hidden)]
+pub struct LoadSteps;
+
+impl LoadSteps {
+    /// The young byte: prefetched with the entry, stored if clear.
+    pub const YOUNG: u8 = 1;
+    /// The entry re-loaded after the barrier and compared.
+    pub const RECHECK: u8 = 2;
+    /// The chunk's frames announced in the batch slots, then the barrier.
+    pub const ANNOUNCE: u8 = 4;
+    /// All of them: `pte_load_many`.
+    pub const ALL: u8 = 7;
+}
+
+/// The word of key `k` whose entry `e` was loaded a chunk or two before
+/// and announced since (behind the barrier): re-check the entry, set the
+/// young byte, load the word (the steps in `STEPS`, as `pte_load_many`).
+/// None: not present, or changed since (the slow path's).
+///
+/// # Safety
+/// As `pte_load_many`: with every step, `e` was announced in the caller's
+/// batch slot and the barrier issued since; with a step left out, nothing
+/// unmaps the page during the call.
+#[inline(always)]
+unsafe fn read_pinned<V: PteView, const STEPS: u8>(view: &V, k: u64, e: Pte) -> Option<u64> {
+    if e & PTE_PRESENT == 0 {
+        return None;
+    }
+    let shift = view.page_shift();
+    // SAFETY: a present entry was loaded for this key, so `load_ahead`
+    // found its page below nr_pages.
+    let (pte, young) = unsafe { view.entry((k >> shift) as usize) };
+    // Acquire: pairs with finish_fault's Release store (as pte_pin), so
+    // the page is uptodate; unchanged since the first load, so the
+    // announcement covers it.
+    if STEPS & LoadSteps::RECHECK != 0 && pte.load(Ordering::Acquire) != e {
+        return None;
+    }
+    // The accessed bit, stored only when clear (as pte_pin).
+    if STEPS & LoadSteps::YOUNG != 0 && young.load(Ordering::Relaxed) == 0 {
+        young.store(1, Ordering::Relaxed);
+    }
+    // SAFETY: announced, barrier, re-checked: pinned (with a step left
+    // out, nothing unmaps the page during the call: the caller's
+    // promise); `load_ahead` checked the offset is an aligned word of a
+    // page.
+    Some(unsafe { view.load_word(e & PTE_PFN_MASK, (k & ((1u64 << shift) - 1)) as usize) })
+}
+
 /// `Mapping::load_u64_many`: the aligned word at byte `pos[i]` of the
 /// mapping into `out[i]` (as long as `pos`), through the transient
 /// protocol by chunks of `LOAD_BATCH`, software-pipelined:
 ///
 /// ```text
 ///   key i + PTE_AHEAD*LOAD_BATCH   prefetch its entry and young byte
-///   key i + LOAD_BATCH             check it, load its entry, prefetch its word
+///   key i + 2*LOAD_BATCH           check it, load its entry, prefetch its word
 ///   key i                          announce its frame (batch slot)
 ///   -- barrier, once per chunk --
 ///   key i                          re-load the entry (unchanged, else slow),
-///                                  young byte, load the word
+///                                  young byte, load the word (`read_pinned`)
 /// ```
 ///
 /// Each entry is loaded once before the re-check, and the chunk's slots are
 /// announced over the last chunk's without clearing in between
-/// (`BatchPins`). What crosses from one chunk to the next is only the 8
-/// entries (a key is split into page and offset where it is used, by a
+/// (`BatchPins`). The word's line is prefetched two chunks (16 keys)
+/// before its load: one chunk, some 250 ns at 4 GiB, was under a miss
+/// (session 11 measured two a little faster). What crosses from one chunk
+/// to the next is only the 16 entries of the next two chunks (a key is split into page and offset where it is used, by a
 /// shift and a mask that the page size known at compile time makes
 /// immediates): a chunk's state fits in registers, where a struct per key
 /// spilled to the stack. A key not read this way (not present, changed,
@@ -320,8 +382,17 @@ fn chunk_keys(pos: &[u64], at: usize) -> [u64; LOAD_BATCH] {
 /// that frees a mapped frame clears the entry and then scans every slot,
 /// batch slots included; a slot is overwritten only after the reads of the
 /// frame it announced (release). loom_tests.rs runs this function.
+///
+/// `STEPS` (bits of `LoadSteps`) is `LoadSteps::ALL` but in benches/mapped.rs's
+/// ablations, which leave steps out.
+///
+/// # Safety
+/// Without `LoadSteps::RECHECK` and `LoadSteps::ANNOUNCE`, a frame may be
+/// read after it was unmapped and reused: unless `STEPS` is
+/// `LoadSteps::ALL`, nothing may unmap, reclaim or truncate a page of the
+/// mapping during the call.
 #[inline]
-pub(crate) fn pte_load_many<V: PteView>(
+pub(crate) unsafe fn pte_load_many<V: PteView, const STEPS: u8>(
     view: &V,
     hazards: &HazardTable,
     row: usize,
@@ -329,6 +400,8 @@ pub(crate) fn pte_load_many<V: PteView>(
     out: &mut [u64],
     mut slow: impl FnMut(u64) -> Result<u64>,
 ) -> Result<()> {
+    let young_on = STEPS & LoadSteps::YOUNG != 0;
+    let announce_on = STEPS & LoadSteps::ANNOUNCE != 0;
     debug_assert_eq!(pos.len(), out.len());
     let Some(pins) = hazards.batch_pins(row) else {
         for (o, &p) in out.iter_mut().zip(pos) {
@@ -336,14 +409,17 @@ pub(crate) fn pte_load_many<V: PteView>(
         }
         return Ok(());
     };
-    let (shift, nr_pages) = (view.page_shift(), view.nr_pages());
-    let mask = (1u64 << shift) - 1;
+    let shift = view.page_shift();
     // A key's entry as first loaded, its word's line prefetched through
     // it; 0 (not present) for a key past the mapping or unaligned, which
-    // the slow path refuses.
-    let load_ahead = |k: u64| -> Pte {
-        let (page, offset) = (k >> shift, k & mask);
-        if page >= nr_pages || offset & 7 != 0 {
+    // the slow path refuses. A function, not a closure: a closure's
+    // captures (the page shift among them) went to the stack when
+    // `array::map` of it was not inlined, and the loop reloaded them from
+    // there (the shift a `shr %cl`, not an immediate).
+    #[inline(always)]
+    fn load_ahead<V: PteView>(view: &V, k: u64) -> Pte {
+        let (page, offset) = (k >> view.page_shift(), k & ((1u64 << view.page_shift()) - 1));
+        if page >= view.nr_pages() || offset & 7 != 0 {
             return 0;
         }
         // SAFETY: page < nr_pages, just checked.
@@ -352,47 +428,66 @@ pub(crate) fn pte_load_many<V: PteView>(
             view.prefetch_word(entry & PTE_PFN_MASK, offset);
         }
         entry
-    };
+    }
     for k in pos.iter().take(PTE_AHEAD * LOAD_BATCH) {
         view.prefetch_pte(k >> shift);
+        if young_on {
+            view.prefetch_young(k >> shift);
+        }
     }
-    let mut next: [Pte; LOAD_BATCH] = chunk_keys(pos, 0).map(load_ahead);
+    let (first, second) = (chunk_keys(pos, 0), chunk_keys(pos, LOAD_BATCH));
+    let mut next: [Pte; LOAD_BATCH] = [0; LOAD_BATCH];
+    let mut next2: [Pte; LOAD_BATCH] = [0; LOAD_BATCH];
+    for j in 0..LOAD_BATCH {
+        next[j] = load_ahead(view, first[j]);
+        next2[j] = load_ahead(view, second[j]);
+    }
     for (c, out) in out.chunks_mut(LOAD_BATCH).enumerate() {
         let base = c * LOAD_BATCH;
         let cur = next;
+        next = next2;
         let far = chunk_keys(pos, base + PTE_AHEAD * LOAD_BATCH);
-        let ahead = chunk_keys(pos, base + LOAD_BATCH);
+        let ahead = chunk_keys(pos, base + 2 * LOAD_BATCH);
         for j in 0..LOAD_BATCH {
             view.prefetch_pte(far[j] >> shift);
-            next[j] = load_ahead(ahead[j]);
+            if young_on {
+                view.prefetch_young(far[j] >> shift);
+            }
+            next2[j] = load_ahead(view, ahead[j]);
             let e = cur[j];
-            pins.announce(j, if e & PTE_PRESENT != 0 { e & PTE_PFN_MASK } else { NO_PFN });
+            if announce_on {
+                pins.announce(j, if e & PTE_PRESENT != 0 { e & PTE_PFN_MASK } else { NO_PFN });
+            }
         }
-        pins.barrier();
+        if announce_on {
+            pins.barrier();
+        }
         let keys = chunk_keys(pos, base);
         let mut done = 0u32;
-        for (j, o) in out.iter_mut().enumerate() {
-            let (k, e) = (keys[j], cur[j]);
-            if e & PTE_PRESENT == 0 {
-                continue;
+        // A whole chunk by a loop of constant length, which the compiler
+        // unrolls (one as long as `out` compiled to a loop that scanned for
+        // the next present entry, some 35 instructions a key); the last,
+        // partial chunk by the same steps, in a loop.
+        match <&mut [u64; LOAD_BATCH]>::try_from(&mut *out) {
+            Ok(whole) => {
+                for j in 0..LOAD_BATCH {
+                    // SAFETY: `cur[j]` announced, then the barrier (or the
+                    // caller's promise, with steps left out).
+                    if let Some(w) = unsafe { read_pinned::<V, STEPS>(view, keys[j], cur[j]) } {
+                        whole[j] = w;
+                        done |= 1 << j;
+                    }
+                }
             }
-            // SAFETY: a present entry was loaded for this key, so
-            // `load_ahead` found its page below nr_pages.
-            let (pte, young) = unsafe { view.entry((k >> shift) as usize) };
-            // Acquire: pairs with finish_fault's Release store (as
-            // pte_pin), so the page is uptodate; unchanged since the first
-            // load, so the announcement above covers it.
-            if pte.load(Ordering::Acquire) != e {
-                continue;
+            Err(_) => {
+                for (j, ((o, &k), &e)) in out.iter_mut().zip(&keys).zip(&cur).enumerate() {
+                    // SAFETY: as above.
+                    if let Some(w) = unsafe { read_pinned::<V, STEPS>(view, k, e) } {
+                        *o = w;
+                        done |= 1 << j;
+                    }
+                }
             }
-            // The accessed bit, stored only when clear (as pte_pin).
-            if young.load(Ordering::Relaxed) == 0 {
-                young.store(1, Ordering::Relaxed);
-            }
-            // SAFETY: announced, barrier, re-checked: pinned;
-            // `load_ahead` checked the offset is an aligned word of a page.
-            *o = unsafe { view.load_word(e & PTE_PFN_MASK, (k & mask) as usize) };
-            done |= 1 << j;
         }
         if done != (1 << out.len()) - 1 {
             // No announcement is held across a fault.

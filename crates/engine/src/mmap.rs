@@ -714,8 +714,8 @@ impl Mapping {
     /// the mapping (a multiple of 8) into `out[j]`, as
     /// [`Mapping::load_u64`] of its page and offset would load it. Present
     /// pages are taken `LOAD_BATCH` at a time, software-pipelined: entries
-    /// prefetched three chunks ahead, loaded (and their words prefetched)
-    /// one chunk ahead, then a chunk's frames announced behind one barrier,
+    /// prefetched four chunks ahead, loaded (and their words prefetched)
+    /// two chunks ahead, then a chunk's frames announced behind one barrier,
     /// each re-checked and read (memory.rs, `pte_load_many`), so the cache
     /// misses of many accesses overlap where separate accesses would wait
     /// for each in turn (on a mapping larger than the CPU's caches,
@@ -724,6 +724,22 @@ impl Mapping {
     /// or past EOF), with the words before it loaded (and maybe some
     /// after); [`Error::InvalidArgument`] if the slices' lengths differ.
     pub fn load_u64_many(&self, pos: &[u64], out: &mut [u64]) -> Result<()> {
+        // SAFETY: every step of the protocol.
+        unsafe { self.load_u64_many_steps::<{ crate::memory::LoadSteps::ALL }>(pos, out) }
+    }
+
+    /// `load_u64_many` with only the protocol's steps in `STEPS` (bits of
+    /// `LoadSteps`): for benches/mapped.rs, which measures what each step
+    /// costs against the floor (`STEPS` = 0: the entries and the words
+    /// alone, on the same prefetch schedule).
+    ///
+    /// # Safety
+    /// Unless `STEPS` is `LoadSteps::ALL`, nothing may unmap, reclaim or
+    /// truncate a page of the mapping during the call (a frame could be
+    /// read after its reuse).
+    #[doc(hidden)]
+    #[inline]
+    pub unsafe fn load_u64_many_steps<const STEPS: u8>(&self, pos: &[u64], out: &mut [u64]) -> Result<()> {
         if pos.len() != out.len() {
             return Err(Error::InvalidArgument(format!("{} positions for {} words", pos.len(), out.len())));
         }
@@ -734,10 +750,12 @@ impl Mapping {
         let slow = |p: u64| self.load_u64_slow(p >> f.page_shift, (p & mask) as usize);
         let row = crate::percpu::thread_slot();
         // 4 KiB pages, the default: the page shift a constant.
+        // SAFETY: the caller's promise, passed on.
         if let Some(view) = f.const_shift::<12>() {
-            return crate::memory::pte_load_many(&view, hazards, row, pos, out, slow);
+            return unsafe { crate::memory::pte_load_many::<_, STEPS>(&view, hazards, row, pos, out, slow) };
         }
-        crate::memory::pte_load_many(f, hazards, row, pos, out, slow)
+        // SAFETY: as above.
+        unsafe { crate::memory::pte_load_many::<_, STEPS>(f, hazards, row, pos, out, slow) }
     }
 
     /// `load_u64` through a guard: a fault, or an offset to refuse.

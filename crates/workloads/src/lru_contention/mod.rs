@@ -12,29 +12,14 @@
 //! and Tosatti: batching changes the order of pages on the LRU lists, and
 //! so the efficiency of VM scanning, mostly kswapd's.
 //!
-//! The workload, reaim/kernbench-like: `files` shared files whose pages
-//! total `working_set_ratio` (1.25) times the cache; T threads (each of
-//! `threads`, oversubscribing the CPUs on purpose) each open their own
-//! handles on every file (POSIX_FADV_RANDOM, so a miss reads one page) and
-//! read 4 KiB pages through [`File::read_at`] at Zipf(`zipf_s`) keys
-//! scrambled over the whole working set, `ops_per_thread` reads each. The
-//! working set does not fit, so misses keep coming, reclaim runs and pages
-//! keep moving between the lists.
-//!
-//! Every (run, thread count, variant) gets a fresh cache: every page of
-//! the working set is read once in file order (the cache ends full, its
-//! pages inactive), each thread then reads `warm_ratio` times the working
-//! set's page count (split over the threads) of its own Zipf keys untimed,
-//! and then the timed reads start together on a barrier. Counters are
-//! deltas over the timed part (kswapd's work included). Key streams depend
-//! on the run, the thread count and the thread, not on the variant: every
-//! variant reads the same keys. Runs alternate the order of the variants.
-//!
-//! Misses are served by a synthetic device that fills the frame in memory
-//! (no I/O wait), so throughput is the CPU cost of hits, marking, list
-//! moves and reclaim, which is where the variants differ; the hit ratio is
-//! reported on its own. The kernel column (`kernel_side.rs`) reads real
-//! files, whose misses wait for the disk.
+//! The workload (`LruContentionOpts::describe`): threads, oversubscribing
+//! the CPUs on purpose, read 4 KiB pages at Zipf keys over a working set
+//! that does not fit, so reclaim runs and pages keep moving between the
+//! lists; every variant reads the same keys. Misses are served by a
+//! synthetic device that fills the frame in memory (no I/O wait), so
+//! throughput is the CPU cost of hits, marking, list moves and reclaim,
+//! where the variants differ. The kernel column reads real files, whose
+//! misses wait for the disk.
 
 use std::fmt::Write as _;
 use std::io;

@@ -6,51 +6,22 @@
 //! marked accessed only on its first read through a descriptor, so however
 //! hot it is it never reaches the active list and goes out with the
 //! streaming data; marking on every read raised his throughput from 868 to
-//! 1111 Mbps (+28%; "as much as 20%"). The thread then worried about the
-//! opposite case: a large file read in small chunks must not look hot (Xiaoning
-//! Ding, Andrew Morton), and the 2.6.11 changelog's test of 128-byte random
-//! reads of a 64 MiB file during streaming writes, which the page-aligned
-//! rule before it got wrong. This experiment runs all three, each on a cache
-//! too small for everything, once per rule (the presets below) and run,
-//! every run on a fresh cache:
+//! 1111 Mbps (+28%). The thread then worried about the opposite case: a
+//! large file read in small chunks must not look hot (Xiaoning Ding, Andrew
+//! Morton), and the 2.6.11 changelog's 128-byte random reads of a 64 MiB
+//! file during streaming writes, which the page-aligned rule before it got
+//! wrong. So three workloads (`Params::describe`), each on a cache too
+//! small for everything: **server** (a SPECweb99 fileset served by 2
+//! threads beside a streamer, in lockstep rounds so every rule sees the
+//! same pressure; hits are asked of `File::cached_pages`, which touches
+//! nothing), **scan** (an active working set, then a file read in 512-byte
+//! chunks) and **random** (the changelog's test).
 //!
-//! 1. **server**: a SPECweb99 static fileset (36 files per directory in 4
-//!    classes: 102 B to 922 B, 35% of requests; 1 to 9 KiB, 50%; 10 to
-//!    90 KiB, 14%; 100 to 900 KiB, 1%; within a class the popularity peaks
-//!    at the 5th size, directories are Zipf(1)), about twice the cache,
-//!    served by 2 threads that read whole files at offset 0 through one
-//!    long-lived handle per file, while a third thread streams a file of
-//!    twice the cache sequentially in 128 KiB reads. The three advance in
-//!    rounds (a barrier), the streamer reading a fixed number of pages per
-//!    request, so every rule sees the same pressure. Requests/s is the
-//!    measured requests over the servers' own time (the longer of the two
-//!    threads per round, waiting for the streamer not counted). Hit ratios:
-//!    `hit_ratio` is pgcache_hit / (pgcache_hit + pgcache_miss) of the whole
-//!    cache (the streamer included); `files_hit_ratio` counts the server's
-//!    pages found cached before each read (`File::cached_pages`, which
-//!    touches nothing); `small_hit_ratio` the same for files of one page.
-//! 2. **scan**: a working set (about a third of the cache) is read twice
-//!    with page-sized reads, so it is active; then a file of twice the cache
-//!    is read sequentially in 512-byte chunks. `ws_cached_%` is how much of
-//!    the working set is still cached after; `pgactivate` the activations
-//!    during the scan.
-//! 3. **random**: 128-byte reads at random offsets of a file half the cache
-//!    (the changelog: 64 MiB, 128 MiB of memory), 64000 reads per 64 MiB,
-//!    from a cold cache, while a writer thread creates files of 10/128 of
-//!    the cache (10 MB at 128 MB), syncs and re-reads each (`dd`, `sync`,
-//!    `cat`), in lockstep with the reader (one file per slice of the
-//!    reads). `elapsed_s` is the reader's time, `hit_ratio` the share of
-//!    reads whose page was cached.
-//!
-//! The kernel column (`--no-kernel` to skip) runs the server workload with
-//! `pread` through this machine's page cache in a memory cgroup of the same
-//! size. A kernel has one rule, and today's is not the prev_pos fix merged
-//! in 2.6.23: the folio-era `filemap_read` marks a folio unless the read
-//! starts in the folio where the previous one ended
-//! (`!pos_same_folio(ki_pos, prev_pos - 1)`), which for a one-page file
-//! re-read from offset 0 is 2.6.20's prev_index rule. Its hit ratios are
-//! asked of cachestat(2) before each read, as pcache's are of
-//! `cached_pages`.
+//! The kernel column runs the server workload with `pread` in a memory
+//! cgroup. Today's kernel is not the prev_pos fix merged in 2.6.23: the
+//! folio-era `filemap_read` marks a folio unless the read starts in the
+//! folio where the previous one ended, which for a one-page file re-read
+//! from offset 0 is 2.6.20's prev_index rule.
 
 use std::fmt::Write as _;
 use std::os::fd::AsRawFd;

@@ -10,32 +10,14 @@
 //! It reported the truncate times' distribution: Max 254 -> 208 µs, Stddev
 //! 12.74 -> 9.62, Amean 145.12 -> 144.30.
 //!
-//! Here, per run and backend, every variant (see [`PRESETS`]) gets a fresh
-//! cache of `mem_bytes`; `rounds` times, every cache is filled to
-//! `fill_ratio` (60%) with sparse files of `file_bytes` (4 MiB, 1024 pages,
-//! as in Jan Kara's truncation benchmark of the same series; smaller for
-//! small caches), set with `set_len` and read 16 bytes at every page, the
-//! handles closed; then the files are unlinked one by one, each unlink
-//! timed, the variants alternating file by file so that drifts of the
-//! machine fall on both alike. Backends:
-//!
-//! * **tmpfs**: memory-only files ([`PageCache::open_memory`]);
-//! * **file**: host files in the temporary directory (the seed's case; the
-//!   host's unlink is inside the timing, as it was in the seed).
-//!
-//! Metrics: every truncate's wall time in µs (pooled over rounds and runs:
-//! `truncate_us` has one sample per truncate) and its thread CPU time
-//! (`truncate_cpu_us`, which leaves out the time the thread was preempted:
-//! on a shared machine that is most of the wall-time tail), and per run the
-//! drains, the pagevec releases and the lru_lock acquisitions per truncate,
-//! from the vmstat deltas of the truncation phases. The report prints the
-//! seed's rows (Min, quartiles, Max-90/95/99%, Max, Amean, Stddev, Coeff,
-//! Best99%..Best25%Amean) for both times, and the cost of one drain implied
-//! by the difference of the CPU-time Best50%Amean.
-//!
-//! With `opts.kernel`, the same read-then-unlink of sparse files runs
-//! through `std::fs` on host files in a memory cgroup of `mem_bytes`
-//! (`kernel_side.rs`), shown as the "kernel" column of the file backend.
+//! Here every cache is filled to `fill_ratio` with sparse files of 4 MiB
+//! (as in Jan Kara's truncation benchmark of the same series), memory-only
+//! and host files (the host's unlink inside the timing, as in the seed),
+//! then unlinked one by one, the variants alternating file by file. Every
+//! truncate's wall time and its thread CPU time (which leaves out
+//! preemption, on a shared machine most of the wall-time tail) are pooled
+//! over rounds and runs; the report prints the seed's rows for both and the
+//! cost of one drain implied by the difference of the CPU times.
 
 use std::fmt::Write as _;
 use std::os::unix::fs::FileExt;

@@ -28,6 +28,7 @@ use serde_json::Value;
 
 use crate::kernel;
 use crate::sys::kernel_release;
+use crate::sys::Mmap;
 
 pub const KERNEL: &str = "kernel";
 
@@ -166,7 +167,7 @@ fn write_pages(path: &Path, pages: u64) -> Result<(), String> {
 struct Residency {
     file: File,
     pages: u64,
-    map: Option<(*mut libc::c_void, usize)>,
+    map: Option<Mmap>,
     /// mincore's output for the whole file, allocated up front.
     vec: Vec<u8>,
 }
@@ -180,16 +181,10 @@ impl Residency {
         unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
         let mut r = Residency { file, pages, map: None, vec: Vec::new() };
         if kernel::cached_pages(&r.file, 0, PAGE).is_none() {
-            let len = (pages * PAGE) as usize;
-            // SAFETY: a fresh read-only shared mapping of a file we hold
-            // open; it is only passed to mincore and unmapped on drop.
-            let addr = unsafe {
-                libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, r.file.as_raw_fd(), 0)
-            };
-            if addr == libc::MAP_FAILED {
-                return Err(format!("mapping {}: {}", path.display(), std::io::Error::last_os_error()));
-            }
-            r.map = Some((addr, len));
+            // Read-only and never touched: only passed to mincore.
+            let map = Mmap::new((pages * PAGE) as usize, libc::PROT_READ, libc::MAP_SHARED, r.file.as_raw_fd())
+                .map_err(|e| format!("mapping {}: {e}", path.display()))?;
+            r.map = Some(map);
             r.vec = vec![0u8; pages as usize];
         }
         Ok(r)
@@ -205,12 +200,12 @@ impl Residency {
 
     /// Pages cached among the file's `n` pages from page `first`.
     fn cached_in(&mut self, first: u64, n: u64) -> Option<u64> {
-        let Some((addr, _)) = self.map else { return kernel::cached_pages(&self.file, first * PAGE, n * PAGE) };
+        let Some(map) = &self.map else { return kernel::cached_pages(&self.file, first * PAGE, n * PAGE) };
         // SAFETY: the range lies inside the mapping (callers ask within the
         // file's pages); vec has a byte per page.
         let r = unsafe {
             libc::mincore(
-                addr.cast::<u8>().add((first * PAGE) as usize).cast(),
+                map.as_ptr().add((first * PAGE) as usize).cast(),
                 (n * PAGE) as usize,
                 self.vec.as_mut_ptr().add(first as usize),
             )
@@ -231,15 +226,6 @@ impl Residency {
 
     fn drop_cached(&self) {
         kernel::drop_cached(&self.file);
-    }
-}
-
-impl Drop for Residency {
-    fn drop(&mut self) {
-        if let Some((addr, len)) = self.map {
-            // SAFETY: the mapping made in open, unmapped once.
-            unsafe { libc::munmap(addr, len) };
-        }
     }
 }
 

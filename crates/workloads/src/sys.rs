@@ -48,13 +48,16 @@ pub fn tempdir_in(dir: Option<&Path>, prefix: &str) -> Result<tempfile::TempDir>
 /// Whether `path` is on tmpfs, whose pages the kernel cannot reclaim
 /// without swap (a limited memory cgroup would kill its user instead).
 pub fn is_tmpfs(path: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    const TMPFS_MAGIC: i64 = 0x0102_1994;
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return false };
-    // SAFETY: statfs fills the zeroed struct; c is a valid C string.
+    fs_magic(path) == Some(0x0102_1994)
+}
+
+/// The statfs(2) magic of the file system `path` is on.
+pub fn fs_magic(path: &Path) -> Option<i64> {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
+    // SAFETY: `struct statfs` is plain old data, all zeroes valid; `c` is
+    // NUL-terminated and `st` writable.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    let r = unsafe { libc::statfs(c.as_ptr(), &mut st) };
-    r == 0 && st.f_type as i64 == TMPFS_MAGIC
+    (unsafe { libc::statfs(c.as_ptr(), &mut st) } == 0).then_some(st.f_type as i64)
 }
 
 /// This thread's CPU time, seconds (NaN if unknown): unlike the wall clock
@@ -148,5 +151,54 @@ impl Aligned {
 
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         &mut self.v[self.start..self.start + self.len]
+    }
+}
+
+/// A mapping mmap(2) made at an address the kernel picked, unmapped on drop.
+pub struct Mmap {
+    ptr: *mut u8,
+    size: usize,
+}
+
+impl Mmap {
+    /// `size` bytes of `fd` (-1 with `MAP_ANONYMOUS`) from offset 0.
+    pub fn new(size: usize, prot: i32, flags: i32, fd: i32) -> std::io::Result<Mmap> {
+        // SAFETY: a fresh mapping at an address the kernel picks; no
+        // existing memory is affected.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), size, prot, flags, fd, 0) };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Mmap { ptr: p.cast(), size })
+    }
+
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Copy `data` to `off` (the mapping must be writable).
+    pub fn write(&self, off: usize, data: &[u8]) {
+        assert!(off + data.len() <= self.size, "write past the mapping");
+        // SAFETY: in bounds (checked); a file mapping's file is at least
+        // `size` long.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.add(off), data.len()) }
+    }
+
+    pub fn load_u64(&self, off: usize) -> u64 {
+        assert!(off + 8 <= self.size, "read past the mapping");
+        // SAFETY: in bounds (checked), as for write.
+        unsafe { std::ptr::read_unaligned(self.ptr.add(off).cast::<u64>()) }
+    }
+}
+
+impl Drop for Mmap {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in new, unmapped once; nothing borrows
+        // its memory past `self`.
+        unsafe { libc::munmap(self.ptr.cast(), self.size) };
     }
 }

@@ -3,6 +3,7 @@
 
 use super::workload::parallel;
 use super::*;
+use crate::sys::Mmap;
 
 impl SeedKernel for ReclaimWritebackExp {
     fn kernel_workload() -> Option<kernel::Workload> {
@@ -353,49 +354,11 @@ fn cpath(p: &Path) -> std::result::Result<std::ffi::CString, String> {
     std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(|_| format!("{}: a NUL in the path", p.display()))
 }
 
-/// A shared file mapping or an anonymous one, unmapped on drop.
-struct Mmap {
-    ptr: *mut u8,
-    len: usize,
-}
-
-impl Mmap {
-    /// mmap(2): `fd` `Some` for a shared writable mapping of that file,
-    /// `None` for private anonymous memory.
-    fn new(fd: Option<i32>, len: usize) -> std::result::Result<Mmap, String> {
-        let (flags, fd) = match fd {
-            Some(fd) => (libc::MAP_SHARED, fd),
-            None => (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1),
-        };
-        // SAFETY: a fresh mapping at an address the kernel picks; no
-        // existing memory is affected.
-        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, fd, 0) };
-        if p == libc::MAP_FAILED {
-            return Err(format!("mmap of {len} bytes: {}", std::io::Error::last_os_error()));
-        }
-        Ok(Mmap { ptr: p.cast(), len })
-    }
-
-    /// Copy `data` to `off`, as mmap-strm's stamped block.
-    fn write(&self, off: usize, data: &[u8]) {
-        assert!(off + data.len() <= self.len, "write past the mapping");
-        // SAFETY: in bounds (checked); the mapping is ours, readable and
-        // writable, and a file mapping's file is at least `len` long.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.add(off), data.len()) }
-    }
-
-    fn load_u64(&self, off: usize) -> u64 {
-        assert!(off + 8 <= self.len, "read past the mapping");
-        // SAFETY: in bounds (checked), as for write.
-        unsafe { std::ptr::read_unaligned(self.ptr.add(off).cast::<u64>()) }
-    }
-}
-
-impl Drop for Mmap {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in new, unmapped once.
-        unsafe { libc::munmap(self.ptr.cast(), self.len) };
-    }
+/// mmap(2), read and write: `fd` `Some` for a shared mapping of that file,
+/// `None` for private anonymous memory.
+fn map(fd: Option<i32>, len: usize) -> std::result::Result<Mmap, String> {
+    let (flags, fd) = fd.map_or((libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1), |fd| (libc::MAP_SHARED, fd));
+    Mmap::new(len, libc::PROT_READ | libc::PROT_WRITE, flags, fd).map_err(|e| format!("mmap of {len} bytes: {e}"))
 }
 
 /// A counter of `/proc/vmstat` (host-wide).
@@ -429,7 +392,7 @@ pub(super) fn kernel_mmap_strm(
             .open(&path)
             .map_err(|e| format!("{}: {e}", path.display()))?;
         f.set_len(blocks * BLOCK).map_err(|e| format!("{}: {e}", path.display()))?;
-        let m = Mmap::new(Some(f.as_raw_fd()), (blocks * BLOCK) as usize)?;
+        let m = map(Some(f.as_raw_fd()), (blocks * BLOCK) as usize)?;
         Ok((f, m))
     };
     let mut buf = pat.clone();
@@ -445,7 +408,7 @@ pub(super) fn kernel_mmap_strm(
     }
     drop(large_map);
     let (mix, mix_map) = file("strm-mix", mix_blocks)?;
-    let anon = Mmap::new(None, (anon_blocks * BLOCK) as usize)?;
+    let anon = map(None, (anon_blocks * BLOCK) as usize)?;
     for pass in 1..=MIX_PASSES {
         let mut j = 0u64;
         for i in 0..anon_blocks {

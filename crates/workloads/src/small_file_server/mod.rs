@@ -57,7 +57,6 @@ mod workload;
 
 pub const EXPERIMENT: &str = "small-file-server";
 
-/// The variant names the checks compare.
 pub const PREV_INDEX: &str = "2.6.20-prev-index";
 pub const PAGE_ALIGNED: &str = "2.6.10-page-aligned";
 pub const PIGGIN: &str = "piggin-offset0";
@@ -67,27 +66,22 @@ pub const PREV_POS: &str = "prev-pos";
 /// Linux 6.1+'s multi-gen LRU (issue 15), with the prev-pos rule.
 pub const MGLRU: &str = "mglru";
 
-/// The workloads, in run order.
 pub const WORKLOADS: [&str; 3] = ["server", "scan", "random"];
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
 /// The streamer's and `cat`'s read size.
 const STREAM_CHUNK: u64 = 128 * KIB;
-/// The writer's block (dd bs=1M).
 const WRITE_BLOCK: u64 = MIB;
-/// The scan's read size.
 const SCAN_CHUNK: u64 = 512;
-/// The random reads' size.
 const RR_READ: u64 = 128;
-/// The working set's read size.
 const WS_CHUNK: u64 = 4 * KIB;
 
 fn with_rule(rule: RemarkRule) -> Tunables {
     Tunables { remark_rule: rule, ..Tunables::default() }
 }
-/// This experiment's variants: one per M7 rule, named for its kernel or
-/// patch; 2.6.20-prev-index (the kernel Harji measured) is the baseline.
+/// One per M7 rule; 2.6.20-prev-index (the kernel Harji measured) is the
+/// baseline.
 pub const PRESETS: &[Preset] = &[
     Preset::new(
         EXPERIMENT,
@@ -139,21 +133,15 @@ pub const PRESETS: &[Preset] = &[
     ),
 ];
 
-// ---------------------------------------------------------------------------
-// The SPECweb99 fileset (here: the parameters derive from its size).
-
-/// Share of requests per class.
+// The SPECweb99 fileset: the share of requests per class, the size of each
+// class's first file (file `i` is `i + 1` times it), the popularity of the 9
+// files within a class (percent).
 pub(super) const CLASS_MIX: [f64; 4] = [0.35, 0.50, 0.14, 0.01];
-
-/// Size of the first file of each class; file `i` (0-based) is `(i+1)` times it.
 pub(super) const CLASS_BASE: [u64; 4] = [102, 1024, 10240, 102400];
-
-/// Popularity of the 9 files within a class, percent (SPECweb99).
 pub(super) const IN_CLASS: [f64; 9] = [3.9, 5.9, 8.8, 17.7, 35.3, 11.8, 7.4, 5.3, 4.2];
 
 pub(super) const FILES_PER_DIR: usize = 36;
 
-/// Size of file `k` (0..36) of a directory.
 pub(super) fn file_size(k: usize) -> u64 {
     CLASS_BASE[k / 9] * (k % 9 + 1) as u64
 }
@@ -162,9 +150,6 @@ pub(super) fn file_size(k: usize) -> u64 {
 pub(super) fn dir_bytes() -> u64 {
     (0..FILES_PER_DIR).map(file_size).sum()
 }
-
-// ---------------------------------------------------------------------------
-// Parameters.
 
 /// Everything a run needs, derived from [`ExpOpts`] and the cache size.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -175,25 +160,18 @@ pub struct Params {
     pub quick: bool,
     pub seed: u64,
     pub variants: Vec<String>,
-    /// Server threads.
     pub server_threads: usize,
-    /// Directories of 36 files.
     pub dirs: usize,
-    /// Zipf exponent of the directories' popularity.
     pub dir_zipf_s: f64,
-    /// Requests per run, all threads, warm-up included.
+    /// All threads, warm-up included.
     pub requests: usize,
-    /// The first requests, not measured.
     pub warmup_requests: usize,
-    /// Requests per round, all threads.
     pub round_requests: usize,
     /// Pages the streamer reads per request served.
     pub stream_pages_per_request: u64,
-    /// The streamed file (also the scan's file).
+    /// Also the scan's file.
     pub stream_bytes: u64,
-    /// The scan's working set.
     pub ws_bytes: u64,
-    /// The random reads' file.
     pub rr_file_bytes: u64,
     pub rr_reads: usize,
     /// Each streaming write's file (10 MB at 128 MB).

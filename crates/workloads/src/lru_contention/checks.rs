@@ -39,7 +39,6 @@ pub(super) fn short(w: &str) -> &str {
 }
 
 impl SeedChecks for LruContention {
-    /// The seed's claims against this run.
     fn checks(r: &ExperimentResult) -> Vec<Check> {
         let workloads = &r.workloads()[..];
         let mut out = Vec::new();
@@ -55,7 +54,6 @@ impl SeedChecks for LruContention {
 /// Batching cuts lru_lock acquisitions: the seed's claim.
 fn lock_checks(r: &ExperimentResult, workloads: &[&str], out: &mut Vec<Check>) {
     let have = |n: &str| r.variant(n).is_some();
-    // 1. Batching cuts lru_lock acquisitions (Danilov's motive).
     let lock_seed = "batching decreases contention on zone->lru_lock (Danilov)";
     if have(BEFORE) && have(TODAY) {
         let (measured, agrees) = every_workload(r, workloads, (BEFORE, TODAY), "lru_lock/access", Better::Lower);
@@ -106,7 +104,6 @@ fn mglru_checks(r: &ExperimentResult, workloads: &[&str], out: &mut Vec<Check>) 
 /// Danilov's batch costs atomic ops: Morton's objection.
 fn atomic_checks(r: &ExperimentResult, workloads: &[&str], out: &mut Vec<Check>) {
     let have = |n: &str| r.variant(n).is_some();
-    // 2. Danilov's batch costs atomic ops (Andrew Morton).
     if have(DANILOV) && have(TODAY) {
         let (measured, agrees) = every_workload(r, workloads, (TODAY, DANILOV), "atomic_ops/access", Better::Higher);
         out.push(Check {
@@ -135,7 +132,6 @@ fn atomic_checks(r: &ExperimentResult, workloads: &[&str], out: &mut Vec<Check>)
 /// nothing counts.
 fn throughput_checks(r: &ExperimentResult, workloads: &[&str], out: &mut Vec<Check>) {
     let most = workloads.last().copied().unwrap_or_default();
-    // 3. Throughput: the seed's evidence is mixed; not counted.
     let metric = format!("{most} ops/s");
     for (after, seed) in [
         (DANILOV, "reaim +6.4% peak jobs/min (8-way); reaim compute -0.6%; kernbench -j4 12% slower: mixed"),
@@ -156,11 +152,9 @@ fn throughput_checks(r: &ExperimentResult, workloads: &[&str], out: &mut Vec<Che
 }
 
 /// The LRU order: hit ratio and kswapd efficiency move, in no claimed
-/// direction.
+/// direction, so told as "changed" only when significant and at least
+/// CHANGE_POINTS.
 fn order_checks(r: &ExperimentResult, workloads: &[&str], out: &mut Vec<Check>) {
-    // 4. LRU order: hit ratio and kswapd efficiency move; no direction
-    //    claimed, so told as "changed" only when significant and at least
-    //    CHANGE_POINTS.
     for (measure, label, seed) in [
         (
             "hit_ratio_%",

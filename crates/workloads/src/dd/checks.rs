@@ -1,5 +1,3 @@
-//! The seed's claims against this run.
-
 use super::*;
 
 pub(super) fn max_of(v: &[f64]) -> f64 {

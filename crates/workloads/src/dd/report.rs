@@ -1,6 +1,3 @@
-//! The report's body (the seed's table, the cost per page, vmstat) and
-//! the plots.
-
 use super::checks::max_of;
 use super::workload::PER_PAGE;
 use super::*;

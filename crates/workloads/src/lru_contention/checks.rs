@@ -1,5 +1,3 @@
-//! The seed's claims against this run.
-
 use super::*;
 
 /// A hit ratio or kswapd efficiency must move this many points (and

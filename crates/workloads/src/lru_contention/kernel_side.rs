@@ -1,6 +1,3 @@
-//! The kernel column: the same workload through the kernel's page cache in a memory
-//! cgroup, and the worker's side.
-
 use super::workload::*;
 use super::*;
 

@@ -1,5 +1,3 @@
-//! The report's title and body, and the plots.
-
 use super::workload::*;
 use super::*;
 

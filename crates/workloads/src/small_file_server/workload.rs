@@ -1,5 +1,3 @@
-//! The workload through pcache and the measurement of every run.
-
 use super::*;
 
 /// Path of file `k` of directory `d`.

@@ -1,5 +1,3 @@
-//! The seed's claims against this run.
-
 use super::*;
 
 impl SeedChecks for Sparsetruncate {

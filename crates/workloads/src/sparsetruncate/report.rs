@@ -1,6 +1,3 @@
-//! The report's body (the seed's tables, the mechanism, vmstat) and the
-//! plots.
-
 use super::workload::PER_TRUNCATE;
 use super::*;
 

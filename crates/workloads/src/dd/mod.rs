@@ -46,18 +46,15 @@ mod report;
 mod workload;
 
 pub const EXPERIMENT: &str = "dd";
-/// The variants the checks compare: the seed's before and after.
 pub const BEFORE: &str = "3.15-vanilla";
 pub const AFTER: &str = "accessed-v2";
 
 const MIB: u64 = 1 << 20;
-/// dd's block size.
 pub const BLOCK: u64 = MIB;
 /// mark_page_accessed calls per page must fall by this fraction for the
 /// "drops sharply" check (the seed's tmpfs profile fell by 98%).
 pub const SHARP_DROP: f64 = 0.9;
 
-/// This experiment's variants.
 pub const PRESETS: &[Preset] = &[
     Preset::new(
         EXPERIMENT,
@@ -77,12 +74,10 @@ pub const PRESETS: &[Preset] = &[
     ),
 ];
 
-/// How dd ends each file.
+/// How dd ends each file: dirty, or `conv=fdatasync` (timed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Mode {
-    /// No sync: dd returns with the data dirty in the cache.
     Async,
-    /// `conv=fdatasync`: fdatasync before the close, timed.
     Fdatasync,
 }
 
@@ -95,7 +90,6 @@ impl Mode {
     }
 }
 
-/// The four workloads, in run order.
 pub const WORKLOADS: [(Backend, Mode); 4] = [
     (Backend::Tmpfs, Mode::Async),
     (Backend::Tmpfs, Mode::Fdatasync),
@@ -103,20 +97,17 @@ pub const WORKLOADS: [(Backend, Mode); 4] = [
     (Backend::File, Mode::Fdatasync),
 ];
 
-/// A workload's name: `BACKEND-MODE`.
 pub fn workload_name(b: Backend, m: Mode) -> String {
     format!("{}-{}", b.name(), m.name())
 }
 
-/// The sizes of a run, from [`ExpOpts`] and the defaults.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DdParams {
-    /// Bytes of page cache.
     pub mem_bytes: u64,
-    /// Bytes of each dd file: a tenth of the cache, whole pages.
+    /// A tenth of the cache, whole pages.
     pub file_bytes: u64,
     pub block_bytes: u64,
-    /// Timed iterations per workload and run (after one untimed warm-up).
+    /// Timed, after one untimed warm-up.
     pub iterations: usize,
     pub runs: usize,
     pub variants: Vec<String>,
@@ -134,7 +125,6 @@ pub const QUICK_ITERATIONS: usize = 3;
 pub const QUICK_RUNS: usize = 3;
 
 impl DdParams {
-    /// The sizes `opts` asks for, checked.
     pub fn from_opts(opts: &ExpOpts) -> Result<DdParams> {
         let c = opts.common(PRESETS, (QUICK_MEM, FULL_MEM), (QUICK_RUNS, FULL_RUNS), 64 << 30)?;
         let page_size = Config::default().page_size;
@@ -155,7 +145,6 @@ impl DdParams {
     }
 }
 
-/// `pcache bench dd`.
 pub struct Dd;
 
 impl SeedExperiment for Dd {

@@ -47,7 +47,6 @@ mod report;
 mod workload;
 
 pub const EXPERIMENT: &str = "sparsetruncate";
-/// The variants the checks compare: the seed's before and after.
 pub const BEFORE: &str = "batchshadow";
 pub const AFTER: &str = "onedrain";
 
@@ -59,7 +58,6 @@ pub const FILL_RATIO: f64 = 0.6;
 /// The largest file: 4 MiB.
 pub const MAX_FILE_BYTES: u64 = 4 * MIB;
 
-/// This experiment's variants.
 pub const PRESETS: &[Preset] = &[
     Preset::new(
         EXPERIMENT,
@@ -77,18 +75,13 @@ pub const PRESETS: &[Preset] = &[
     ),
 ];
 
-/// The workloads, in run order.
 pub const BACKENDS: [Backend; 2] = [Backend::Tmpfs, Backend::File];
 
-/// The sizes of a run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SparseParams {
     pub mem_bytes: u64,
-    /// Bytes of each sparse file (whole pages).
     pub file_bytes: u64,
-    /// Files per round: `fill_ratio` of the cache.
     pub files: usize,
-    /// Fill-and-truncate rounds per run.
     pub rounds: usize,
     pub runs: usize,
     pub fill_ratio: f64,
@@ -108,7 +101,6 @@ pub const QUICK_ROUNDS: usize = 5;
 pub const QUICK_RUNS: usize = 2;
 
 impl SparseParams {
-    /// The sizes `opts` asks for, checked.
     pub fn from_opts(opts: &ExpOpts) -> Result<SparseParams> {
         let c = opts.common(PRESETS, (QUICK_MEM, FULL_MEM), (QUICK_RUNS, FULL_RUNS), 64 << 30)?;
         let page_size = Config::default().page_size;
@@ -135,7 +127,6 @@ impl SparseParams {
     }
 }
 
-/// The seed's rows, in its order.
 pub const SEED_ROWS: [&str; 17] = [
     "Min",
     "1st-qrtle",
@@ -193,7 +184,6 @@ fn row_index(label: &str) -> usize {
     SEED_ROWS.iter().position(|r| *r == label).unwrap_or(0)
 }
 
-/// `pcache bench sparsetruncate`.
 pub struct Sparsetruncate;
 
 impl SeedExperiment for Sparsetruncate {

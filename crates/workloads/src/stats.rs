@@ -197,7 +197,7 @@ pub fn median(samples: &[f64]) -> f64 {
 
 /// The mean of the best `frac` of the sorted samples (`floor(frac * n)`
 /// of them, at least one).
-fn best_mean_sorted(sorted: &[f64], frac: f64, better: Better) -> f64 {
+pub(crate) fn best_mean_sorted(sorted: &[f64], frac: f64, better: Better) -> f64 {
     let n = sorted.len();
     let k = ((frac * n as f64).floor() as usize).clamp(1, n);
     match better {

@@ -35,7 +35,7 @@ use crate::render::{self, fmt_count, fmt_size, vmstat_section};
 use crate::report::{amean, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult};
 use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, SeedMeasure};
 use crate::runner::{SeedReport, Variant};
-use crate::stats::{pct_better, quantile_sorted, Better, Summary};
+use crate::stats::{best_mean_sorted, pct_better, quantile_sorted, Better, Summary};
 use crate::sys::kernel_release;
 pub use crate::sys::Backend;
 use crate::variants::Preset;
@@ -155,18 +155,15 @@ pub fn seed_rows(samples: &[f64]) -> Option<[f64; 17]> {
     let s = Summary::of(samples, Better::Lower)?;
     let mut v: Vec<f64> = samples.iter().copied().filter(|x| !x.is_nan()).collect();
     v.sort_by(f64::total_cmp);
-    let best = |f: f64| {
-        let k = ((f * v.len() as f64).floor() as usize).clamp(1, v.len());
-        v[..k].iter().sum::<f64>() / k as f64
-    };
+    let best = |f: f64| best_mean_sorted(&v, f, Better::Lower);
     Some([
         s.min,
         s.q1,
         s.q2,
         s.q3,
-        quantile_sorted(&v, 0.90),
-        quantile_sorted(&v, 0.95),
-        quantile_sorted(&v, 0.99),
+        s.max90,
+        s.max95,
+        s.max99,
         s.max,
         s.amean,
         s.stddev,

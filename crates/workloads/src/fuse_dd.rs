@@ -344,6 +344,7 @@ impl FuseDdResult {
         s
     }
 }
+
 pub struct FuseDd;
 
 impl Experiment for FuseDd {

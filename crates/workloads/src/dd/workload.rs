@@ -102,6 +102,7 @@ pub(super) fn mbps(bytes: u64, secs: f64) -> f64 {
         f64::NAN
     }
 }
+
 impl SeedMeasure for Dd {
     fn measure(ctx: &Ctx<'_>, p: &DdParams) -> Result<(Measured, ())> {
         let buf = pattern(p.block_bytes as usize);

@@ -5,7 +5,6 @@ use std::path::Path;
 
 use crate::{Error, Result};
 
-/// The running kernel's release (`uname -r`).
 pub fn kernel_release() -> String {
     std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default()
 }
@@ -18,12 +17,10 @@ pub fn loadavg() -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-/// The CPUs this process may run on (1 if unknown).
 pub fn cpus() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
 
-/// A note on the other load on the machine during a run.
 pub fn load_note(before: f64, after: f64) -> String {
     let cpus = cpus();
     format!(
@@ -36,7 +33,6 @@ pub fn load_note(before: f64, after: f64) -> String {
     )
 }
 
-/// A temporary directory in `dir` (the system's if None).
 pub fn tempdir_in(dir: Option<&Path>, prefix: &str) -> Result<tempfile::TempDir> {
     match dir {
         Some(d) => tempfile::Builder::new().prefix(prefix).tempdir_in(d),
@@ -79,8 +75,6 @@ pub fn pattern(len: usize) -> Vec<u8> {
     (0..len).map(|i| ((i * 31 + 7) % 251 + 1) as u8).collect()
 }
 
-/// Write `len` bytes of `f` from offset 0 in `chunk`-sized writes of
-/// `buf`'s start; a short write is a failed check.
 pub fn write_seq(f: &pcache::File, len: u64, chunk: u64, buf: &[u8]) -> Result<()> {
     let mut off = 0;
     while off < len {
@@ -94,8 +88,6 @@ pub fn write_seq(f: &pcache::File, len: u64, chunk: u64, buf: &[u8]) -> Result<(
     Ok(())
 }
 
-/// Read `len` bytes of `f` from offset 0 in `chunk`-sized reads into
-/// `buf`; a short read is a failed check.
 pub fn read_seq(f: &pcache::File, len: u64, chunk: u64, buf: &mut [u8]) -> Result<()> {
     let mut off = 0;
     while off < len {
@@ -121,7 +113,6 @@ pub enum Backend {
 }
 
 impl Backend {
-    /// The backend's name in workload names and reports.
     pub fn name(self) -> &'static str {
         match self {
             Backend::Tmpfs => "tmpfs",

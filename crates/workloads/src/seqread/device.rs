@@ -25,12 +25,10 @@ use crate::hitpath::Aligned;
 use crate::sys::Mmap;
 use crate::{Error, Result};
 
-/// How the device limit's requests are issued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum DevEngine {
     Threads,
     Uring,
-    /// io_uring into huge-page buffers.
     UringHuge,
 }
 

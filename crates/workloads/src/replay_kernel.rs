@@ -16,7 +16,6 @@
 //! `usable`).
 
 use std::fs::File;
-use std::io::Write as _;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -116,8 +115,10 @@ pub fn run(
         let file = tmp.path().join(format!("trace-{cache_pages}"));
         let calib = tmp.path().join(format!("calib-{cache_pages}"));
         let calib_pages = 2 * cache_pages + 256;
-        write_pages(&file, file_pages)?;
-        write_pages(&calib, calib_pages)?;
+        for (path, pages) in [(&file, file_pages), (&calib, calib_pages)] {
+            crate::sys::write_numbered_pages(path, pages, || ())
+                .map_err(|e| format!("writing {}: {e}", path.display()))?;
+        }
         let params = Params {
             file: file.clone(),
             file_pages,
@@ -140,26 +141,6 @@ pub fn run(
         let _ = std::fs::remove_file(&calib);
     }
     Ok(KernelColumn { release: kernel_release(), dir: tmp.path().to_path_buf(), runs })
-}
-
-/// Pages each starting with its index (so a read can be checked), cold.
-fn write_pages(path: &Path, pages: u64) -> Result<(), String> {
-    let ctx = |e: std::io::Error| format!("writing {}: {e}", path.display());
-    let mut f = File::create(path).map_err(ctx)?;
-    const CHUNK: u64 = 256;
-    let mut buf = vec![0x5au8; (CHUNK * PAGE) as usize];
-    let mut i = 0;
-    while i < pages {
-        let n = CHUNK.min(pages - i);
-        for (k, page) in buf.chunks_mut(PAGE as usize).take(n as usize).enumerate() {
-            page[..8].copy_from_slice(&(i + k as u64).to_le_bytes());
-        }
-        f.write_all(&buf[..(n * PAGE) as usize]).map_err(ctx)?;
-        i += n;
-    }
-    f.sync_all().map_err(ctx)?;
-    kernel::drop_cached(&f);
-    Ok(())
 }
 
 /// Tells which pages of a file are cached: cachestat, or mincore on a

@@ -101,6 +101,28 @@ pub fn read_seq(f: &pcache::File, len: u64, chunk: u64, buf: &mut [u8]) -> Resul
     Ok(())
 }
 
+/// A new file of `pages` 4 KiB pages, each starting with its index (so a
+/// read can be checked cheaply) over [`pattern`], written a MiB at a time
+/// (`each_mib` after each), synced and dropped from the kernel's cache.
+pub fn write_numbered_pages(path: &Path, pages: u64, mut each_mib: impl FnMut()) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    const PAGE: u64 = 4096;
+    const CHUNK: u64 = 256;
+    let f = std::fs::File::create(path)?;
+    let mut buf = pattern((CHUNK * PAGE) as usize);
+    for first in (0..pages).step_by(CHUNK as usize) {
+        let n = CHUNK.min(pages - first);
+        for (k, page) in buf.chunks_mut(PAGE as usize).take(n as usize).enumerate() {
+            page[..8].copy_from_slice(&(first + k as u64).to_le_bytes());
+        }
+        f.write_all_at(&buf[..(n * PAGE) as usize], first * PAGE)?;
+        each_mib();
+    }
+    f.sync_all()?;
+    crate::kernel::drop_cached(&f);
+    Ok(())
+}
+
 /// Where an experiment's files live. The seeds ran on tmpfs and on disk
 /// file systems; here a memory-only file stands for the one, a host file
 /// written back with O_DIRECT for the other.

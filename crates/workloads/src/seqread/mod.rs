@@ -191,24 +191,6 @@ fn by_setting(rows: &[Measured], source: &str, scale: f64) -> BTreeMap<String, f
     rows.iter().filter(|m| m.source == source).map(|m| (m.setting.to_string(), m.median * scale)).collect()
 }
 
-/// The file's bytes: each 4 KiB page starts with its page number, so a
-/// read can be checked cheaply.
-fn write_file(path: &Path, mib: u64, phase: &crate::progress::Phase) -> Result<()> {
-    let io = |context: &str, source| Error::io(format!("{context} {}", path.display()), source);
-    let f = std::fs::File::create(path).map_err(|e| io("create", e))?;
-    let mut chunk = sys::pattern(MIB as usize);
-    for m in 0..mib {
-        for (i, page) in chunk.chunks_mut(PAGE).enumerate() {
-            page[..8].copy_from_slice(&(m * (MIB / PAGE as u64) + i as u64).to_le_bytes());
-        }
-        f.write_all_at(&chunk, m * MIB).map_err(|e| io("write", e))?;
-        phase.inc(1);
-    }
-    f.sync_all().map_err(|e| io("fsync", e))?;
-    kernel::drop_cached(&f);
-    Ok(())
-}
-
 fn check_pages(buf: &[u8], pos: u64, what: &str) -> Result<()> {
     for (i, page) in buf.chunks(PAGE).enumerate() {
         let want = pos / PAGE as u64 + i as u64;
@@ -585,7 +567,8 @@ pub fn run(o: &SeqreadOpts) -> Result<SeqreadResult> {
     let mut notes = Vec::new();
 
     let phase = progress.phase("seqread: write", o.file_mib);
-    write_file(&path, o.file_mib, &phase)?;
+    sys::write_numbered_pages(&path, o.file_mib * (MIB / PAGE as u64), || phase.inc(1))
+        .map_err(|e| Error::io(format!("write {}", path.display()), e))?;
     phase.finish();
     let direct = open_direct(&path).is_ok();
     if !direct {

@@ -26,15 +26,7 @@ pub(super) fn dd_once(
         Backend::Tmpfs => cache.open_memory(&name)?,
         Backend::File => cache.open(&path, CREATE)?,
     };
-    let mut off = 0;
-    while off < p.file_bytes {
-        let n = p.block_bytes.min(p.file_bytes - off) as usize;
-        let done = f.write_at(&buf[..n], off)?;
-        if done != n {
-            return Err(Error::Check(format!("{}: wrote {done} of {n} bytes at {off}", f.name())));
-        }
-        off += n as u64;
-    }
+    crate::sys::write_seq(&f, p.file_bytes, p.block_bytes, buf)?;
     if m == Mode::Fdatasync {
         f.fdatasync()?;
     }

@@ -56,7 +56,6 @@ pub const AFTER: &str = "3.2";
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
 const FSMARK_CHUNK: u64 = 64 * KIB;
-/// dd's and the streaming writer's block.
 const BLOCK: u64 = MIB;
 /// Kswapd efficiency may move this many points and still be "unchanged".
 pub const EFFICIENCY_TOLERANCE_POINTS: f64 = 10.0;

@@ -1,12 +1,7 @@
-//! The experiment framework's contract: the [`Experiment`] trait every
-//! `pcache bench NAME` implements, the one set of options every experiment
-//! takes ([`ExpOpts`], with its own parameters as `--param NAME=VALUE`),
-//! tunables set by name (`--set NAME=VALUE`), and what a run gives back
-//! ([`Outcome`]: the report and the JSON).
-//!
-//! The registry ([`crate::registry`]) lists the experiments; the seed
-//! experiments implement [`crate::runner::SeedExperiment`] instead, and the
-//! runner turns that into an [`Experiment`].
+//! The [`Experiment`] trait every `pcache bench NAME` implements, the
+//! options every experiment takes ([`ExpOpts`]; `--param`, `--set`) and
+//! what a run gives back ([`Outcome`]). Seed experiments implement
+//! [`crate::runner::SeedExperiment`] instead.
 
 use std::fmt::Display;
 use std::path::PathBuf;
@@ -18,28 +13,21 @@ use crate::kernel;
 use crate::variants::Preset;
 use crate::{Error, Result};
 
-/// One parameter of an experiment's own (`--param NAME=VALUE`).
+/// `--param NAME=VALUE` (snake_case; kebab-case is accepted too, as the
+/// older per-experiment flags were spelled).
 #[derive(Clone, Copy, Debug)]
 pub struct ParamDoc {
-    /// The name `--param` takes (snake_case); `--NAME` in kebab-case is
-    /// accepted too, as the older per-experiment flags were spelled.
     pub name: &'static str,
-    /// What it sets, with its defaults.
     pub help: &'static str,
 }
 
-/// Declares an experiment's parameters once, one line each: the struct
-/// (serialised as the run's parameters, so the field names are JSON keys),
-/// its full default and, after `quick`, its quick one; after `param`, how
-/// `--param NAME=VALUE` parses it (`param_as`, `param_list`, `param_size`,
-/// `param_sizes`; NAME is the field's unless given in parentheses) and its
-/// help line, which is its doc too (a `///` only to say more); after
-/// `range`, the values it accepts (`each` for a list: non-empty, every
-/// element in range); after `opt`, the [`ExpOpts`] field it copies; after
-/// the struct, `also [ParamDoc, ..]` lists parameters parsed elsewhere.
-/// Generates `PARAMS` (the help), `defaults(quick)` (`Default` is the full
-/// one), `set_params(&ExpOpts)` and `check_ranges()`; checks across fields
-/// stay in the experiment's own `validate`.
+/// Declares an experiment's parameters once, one line each: field, full
+/// default, `quick` default; `param` and its parser (`param_as`,
+/// `param_list`, `param_size`, `param_sizes`; NAME in parentheses if not
+/// the field's) and help line; `range` (`each` for a non-empty list); `opt`,
+/// the [`ExpOpts`] field it copies; `also [ParamDoc, ..]` for parameters
+/// parsed elsewhere. Generates `PARAMS`, `defaults(quick)`, `Default` (the
+/// full sizes), `set_params(&ExpOpts)` and `check_ranges()`.
 macro_rules! params {
     (
         $(#[$sm:meta])*
@@ -62,14 +50,12 @@ macro_rules! params {
         }
 
         impl Default for $name {
-            /// The full sizes.
             fn default() -> Self {
                 Self::defaults(false)
             }
         }
 
         impl $name {
-            /// Its own parameters (`--param NAME=VALUE`), with their help.
             pub const PARAMS: &'static [$crate::experiment::ParamDoc] = &[
                 $($( $crate::experiment::ParamDoc {
                     name: $crate::experiment::params!(@name $f $($pname)?),
@@ -78,14 +64,11 @@ macro_rules! params {
                 $($($also,)*)?
             ];
 
-            /// The defaults, at the quick sizes or the full ones.
             pub fn defaults(quick: bool) -> Self {
                 let _ = quick;
                 $name { $( $f: $crate::experiment::params!(@pick quick, $full $(, $quick)?), )* }
             }
 
-            /// Take what `opts` gives: its `--param`s, then the shared
-            /// options the fields copy.
             pub fn set_params(&mut self, opts: &$crate::experiment::ExpOpts) -> $crate::Result<()> {
                 $($( if let Some(v) = opts.$parse($crate::experiment::params!(@name $f $($pname)?))? {
                     self.$f = v;
@@ -94,7 +77,6 @@ macro_rules! params {
                 Ok(())
             }
 
-            /// Refuse parameters outside their declared ranges.
             pub fn check_ranges(&self) -> $crate::Result<()> {
                 $($(
                     #[allow(unused_variables)]
@@ -124,78 +106,63 @@ macro_rules! params {
 }
 pub(crate) use params;
 
-/// Which sizes an experiment runs at in the main job (`pcache bench`).
+/// How the main job (`pcache bench`) runs an experiment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MainJob {
-    /// Not in the main job.
     No,
     /// At its default size (unless `--quick`).
     DefaultSize,
-    /// Always at its quick size.
     Quick,
 }
 
-/// An experiment `pcache bench NAME` runs. Object safe: the registry holds
-/// `&'static dyn Experiment`.
+/// An experiment `pcache bench NAME` runs (object safe: the registry holds
+/// `&'static dyn Experiment`).
 pub trait Experiment: Sync {
-    /// `pcache bench NAME`.
     fn name(&self) -> &'static str;
     /// One paragraph for `--list` and `--help`.
     fn about(&self) -> &'static str;
-    /// Whether and how the main job runs it.
     fn main_job(&self) -> MainJob {
         MainJob::No
     }
-    /// Its named variants (`--variants`); empty if it compares none.
     fn presets(&self) -> &'static [Preset] {
         &[]
     }
-
-    /// Whether `--set NAME=VALUE` means something to it: to every
-    /// experiment that compares presets, and to those that build their
-    /// caches from tunables themselves.
+    /// To those that compare presets, and those that build their caches
+    /// from tunables themselves.
     fn takes_set(&self) -> bool {
         !self.presets().is_empty()
     }
-    /// Its own parameters (`--param NAME=VALUE`).
     fn params(&self) -> &'static [ParamDoc] {
         &[]
     }
-    /// The workload its kernel column runs in the worker process.
+    /// What its kernel column runs in the worker process.
     fn kernel_workload(&self) -> Option<kernel::Workload> {
         None
     }
-    /// The smallest run that still takes every path (every workload,
-    /// variant, check and report section), without the kernel column: what
-    /// the registry's contract test runs.
+    /// The smallest run that still takes every path, without the kernel
+    /// column: what the contract test runs.
     fn smoke(&self) -> ExpOpts {
         ExpOpts::smoke(&[])
     }
-    /// Run with `opts` (checked against [`Experiment::params`] and
-    /// [`Experiment::presets`] by [`run`]).
     fn run(&self, opts: &ExpOpts) -> Result<Outcome>;
 }
 
-/// What one experiment gives back.
+/// The report, and pretty JSON in the result struct's field order.
 #[derive(Clone, Debug)]
 pub struct Outcome {
-    /// The readable report.
     pub report: String,
-    /// Pretty JSON, fields in the order the result struct declares them.
     pub json: String,
 }
 
 impl Outcome {
-    /// The report and the pretty JSON of `result`.
     pub fn new(report: String, result: &impl serde::Serialize) -> Result<Outcome> {
         let json = serde_json::to_string_pretty(result).map_err(|e| Error::Invalid(format!("serialising: {e}")))?;
         Ok(Outcome { report, json })
     }
 }
 
-/// Run `exp` with `opts`, first refusing what it does not take: a
-/// parameter it does not have, variants or tunables where it compares no
-/// presets.
+/// Run `exp`, first refusing parameters, variants or tunables it does not
+/// take.
 pub fn run(exp: &dyn Experiment, opts: &ExpOpts) -> Result<Outcome> {
     for (name, _) in &opts.params {
         if !exp.params().iter().any(|p| p.name == name.replace('-', "_")) {
@@ -216,8 +183,7 @@ pub fn run(exp: &dyn Experiment, opts: &ExpOpts) -> Result<Outcome> {
     exp.run(opts)
 }
 
-/// `{"name": {...}, ...}` from pretty-printed JSON texts, keeping each
-/// text's field order: the main job's JSON, one object per experiment.
+/// The main job's JSON, `{"name": {...}, ...}`, each text's field order kept.
 pub fn keyed_json(parts: &[(&str, String)]) -> String {
     let mut s = String::from("{\n");
     for (i, (name, text)) in parts.iter().enumerate() {
@@ -230,39 +196,26 @@ pub fn keyed_json(parts: &[(&str, String)]) -> String {
     s
 }
 
-/// Options of `pcache bench EXPERIMENT`.
+/// Options of `pcache bench EXPERIMENT` (None: the experiment's default).
 #[derive(Clone, Debug, Default)]
 pub struct ExpOpts {
-    /// Bytes of page cache; None means the experiment's default (quick or
-    /// full).
     pub mem_bytes: Option<u64>,
-    /// Variant names, the first the baseline; None means the defaults.
+    /// The first is the baseline.
     pub variants: Option<Vec<String>>,
-    /// Runs of every measurement; None means the experiment's default.
     pub runs: Option<usize>,
-    /// Reduced sizes for tests and CI.
     pub quick: bool,
-    /// Where to make the temporary directory.
     pub dir: Option<PathBuf>,
-    /// Draw progress bars (when stderr is a terminal).
     pub progress: bool,
-    /// Seed of every random choice.
     pub seed: u64,
-    /// Write SVG plots here.
     pub plot_dir: Option<PathBuf>,
-    /// Tunables set by name for every variant, applied after the preset.
+    /// `--set`, applied after each preset.
     pub set: Vec<(String, String)>,
-    /// Try the kernel column (a memory cgroup running the same workload
-    /// through the kernel's page cache).
     pub kernel: bool,
-    /// The experiment's own parameters, `NAME=VALUE` (see
-    /// [`Experiment::params`]); the last of a name wins.
+    /// `--param`; the last of a name wins.
     pub params: Vec<(String, String)>,
 }
 
-/// The memory, runs and variant names every seed experiment resolves the
-/// same way: `opts`' values or the experiment's quick/full defaults,
-/// checked, with the variants looked up.
+/// What every seed experiment resolves alike (see [`ExpOpts::common`]).
 pub struct Common {
     pub mem_bytes: u64,
     pub runs: usize,
@@ -270,16 +223,13 @@ pub struct Common {
 }
 
 impl ExpOpts {
-    /// The smoke sizes (8 MiB of cache, one run, quick, seed 1) with the
-    /// experiment's own `params`: what [`Experiment::smoke`] starts from.
+    /// 8 MiB of cache, one run, quick, seed 1, and `params`.
     pub fn smoke(params: &[(&str, &str)]) -> ExpOpts {
         let params = params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         ExpOpts { mem_bytes: Some(8 << 20), runs: Some(1), quick: true, seed: 1, params, ..ExpOpts::default() }
     }
 
-    /// Resolve [`Common`] for the experiment whose variants are `presets`:
-    /// `mem` and `runs` are its (quick, full) defaults, `max_mem` the
-    /// largest cache it accepts.
+    /// `mem` and `runs` are the (quick, full) defaults.
     pub fn common(
         &self,
         presets: &'static [Preset],
@@ -306,13 +256,12 @@ impl ExpOpts {
         Ok(Common { mem_bytes, runs, variants })
     }
 
-    /// The value of parameter `name` (`-` and `_` alike), the last given.
+    /// `-` and `_` alike, the last given.
     pub fn param(&self, name: &str) -> Option<&str> {
         let want = name.replace('-', "_");
         self.params.iter().rev().find(|(k, _)| k.replace('-', "_") == want).map(|(_, v)| v.as_str())
     }
 
-    /// Parameter `name` parsed as `T`; None when not given.
     pub fn param_as<T: FromStr>(&self, name: &str) -> Result<Option<T>>
     where
         T::Err: Display,
@@ -322,16 +271,14 @@ impl ExpOpts {
             .transpose()
     }
 
-    /// Parameter `name` as a size (`128M`, `1G`, bytes); None when not
-    /// given.
+    /// `128M`, `1G`, bytes.
     pub fn param_size(&self, name: &str) -> Result<Option<u64>> {
         self.param(name)
             .map(|v| crate::render::parse_size(v).map_err(|e| Error::Invalid(format!("--param {name}: {e}"))))
             .transpose()
     }
 
-    /// Parameter `name` as a comma-separated list of sizes (`4K,1M`);
-    /// None when not given.
+    /// `4K,1M`.
     pub fn param_sizes(&self, name: &str) -> Result<Option<Vec<usize>>> {
         self.param(name)
             .map(|v| {
@@ -343,8 +290,6 @@ impl ExpOpts {
             .transpose()
     }
 
-    /// Parameter `name` as a comma-separated list of `T`; None when not
-    /// given.
     pub fn param_list<T: FromStr>(&self, name: &str) -> Result<Option<Vec<T>>>
     where
         T::Err: Display,
@@ -359,9 +304,8 @@ impl ExpOpts {
     }
 }
 
-/// For the options' unit tests: every one of `ok` passes `check`, every
-/// one of `bad` is refused as invalid (`Error::Invalid`, the error that
-/// names the option), not by some other failure.
+/// Every one of `ok` passes `check`, every one of `bad` is refused as
+/// `Error::Invalid` (the error that names the option), not otherwise.
 #[cfg(test)]
 pub(crate) fn assert_checked<T: std::fmt::Debug>(ok: &[T], bad: &[T], check: impl Fn(&T) -> Result<()>) {
     for o in ok {
@@ -374,19 +318,15 @@ pub(crate) fn assert_checked<T: std::fmt::Debug>(ok: &[T], bad: &[T], check: imp
     }
 }
 
-/// Parse `NAME=VALUE`.
 pub fn parse_set(s: &str) -> std::result::Result<(String, String), String> {
     let (k, v) = s.split_once('=').ok_or_else(|| format!("{s:?} is not NAME=VALUE"))?;
     Ok((k.trim().to_string(), v.trim().to_string()))
 }
 
-/// Set tunables by their field names (`dirty_ratio=40`,
-/// `remark_rule=PrevIndex`), refusing unknown names and bad values.
 pub fn apply_sets(t: Tunables, sets: &[(String, String)]) -> Result<Tunables> {
     t.with_sets(sets.iter().map(|(k, v)| (k.as_str(), v.as_str()))).map_err(|e| Error::Invalid(e.to_string()))
 }
 
-/// A variant's tunables: its preset, then the `--set` overrides.
 pub fn variant_tunables(p: &Preset, opts: &ExpOpts) -> Result<Tunables> {
     apply_sets((p.tunables)(), &opts.set)
 }

@@ -2,28 +2,15 @@
 //! a `pcache mount`, beside the same dd through the library and through
 //! the kernel's page cache: what the FUSE layer costs.
 //!
-//! Three columns, each on a file of `file_bytes` (by default 1/8 of the
-//! cache, as the seed keeps its file out of dirty balancing):
-//!
-//! * **library**: `PageCache::open` on a host file, 1 MiB `write_at`s
-//!   from offset 0, then `close` (in-process, no system call per block);
-//! * **fuse**: `/bin/dd bs=1M` on a `pcache mount` of the same size
-//!   (`mount_exe mount BACKING MNT --mem SIZE`), every block a FUSE request
-//!   served by the same engine;
-//! * **kernel**: `/bin/dd bs=1M` on the backing directory itself, through
-//!   the kernel's page cache (no memory limit: a reference, not a match).
-//!
-//! Three workloads per column: **write** (dd of `/dev/zero`, async),
-//! **write-fdatasync** (`conv=fdatasync`: writeback and the disk flush
-//! included) and **read-cached** (the file just written, read whole; every
-//! page a hit). Each run deletes and rewrites the file; the columns take
-//! turns inside a run so that drifts of the machine fall on all alike.
-//! Elapsed is the wall time from before the open to after the close (for
-//! dd: from the spawn to its exit, about a millisecond more); MB/s is
-//! 10^6 bytes per second of the median elapsed.
-//!
-//! Without FUSE (no /dev/fuse, no fusermount3) the fuse column is skipped
-//! and the report says why.
+//! Columns: **library** (`write_at`s in-process, no system call per
+//! block), **fuse** (`/bin/dd bs=1M` on a `pcache mount`, every block a
+//! FUSE request served by the same engine), **kernel** (the same dd on the
+//! backing directory, no memory limit: a reference, not a match); each
+//! writes async and with fdatasync and reads the cached file back, the
+//! file 1/8 of the cache (out of dirty balancing, as the seed kept it).
+//! The columns take turns inside a run so that drifts of the machine fall
+//! on all alike. Without FUSE the fuse column is skipped and the report
+//! says why.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -39,33 +26,24 @@ use crate::{Error, Result};
 
 pub const EXPERIMENT: &str = "fuse-dd";
 const MIB: u64 = 1 << 20;
-/// dd's block size.
 const BLOCK: usize = MIB as usize;
-/// The workloads, in report order.
 pub const WORKLOADS: [&str; 3] = ["write", "write-fdatasync", "read-cached"];
 
-/// Options of `pcache bench fuse-dd`.
 #[derive(Clone, Debug)]
 pub struct FuseDdOpts {
-    /// Cache size of the library and the mount.
+    /// Of the library and the mount alike, as `set`.
     pub mem_bytes: u64,
-    /// The file dd writes and reads, a multiple of 1 MiB.
+    /// A multiple of 1 MiB.
     pub file_bytes: u64,
     pub runs: usize,
-    /// Where the temporary directories go.
     pub dir: Option<PathBuf>,
     /// The `pcache` binary, whose `mount` subcommand serves the mount.
     pub mount_exe: PathBuf,
-    /// Tunables set by name (`--set`) for the library's cache and the
-    /// mount's alike.
     pub set: Vec<(String, String)>,
 }
 
 impl FuseDdOpts {
-    /// The options `pcache bench fuse-dd` asks for (`--mem` the cache of
-    /// the library and the mount, default 512M, quick 64M; `--runs` default
-    /// 5, quick 3; `file_mib` 64, quick 8), with the running binary as the
-    /// mount daemon.
+    /// The running binary is the mount daemon.
     pub fn from_exp(opts: &ExpOpts) -> Result<FuseDdOpts> {
         let mount_exe = std::env::current_exe().map_err(|e| Error::io("finding this executable", e))?;
         let (mem_bytes, file_mib, runs) = if opts.quick { (64 * MIB, 8, 3) } else { (512 * MIB, 64, 5) };
@@ -118,7 +96,6 @@ pub struct FuseDdResult {
     pub load_note: String,
 }
 
-/// Why FUSE cannot be used here, or None.
 pub fn fuse_unavailable() -> Option<String> {
     if let Err(e) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/fuse") {
         return Some(format!("/dev/fuse cannot be opened: {e}"));
@@ -130,12 +107,7 @@ pub fn fuse_unavailable() -> Option<String> {
 }
 
 fn is_fuse_mount(path: &Path) -> bool {
-    const FUSE_SUPER_MAGIC: i64 = 0x6573_5546;
-    let Ok(p) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else { return false };
-    // SAFETY: `struct statfs` is plain old data; all zeroes is valid.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `p` is NUL-terminated; `st` is valid and writable.
-    unsafe { libc::statfs(p.as_ptr(), &mut st) == 0 && st.f_type as i64 == FUSE_SUPER_MAGIC }
+    crate::sys::fs_magic(path) == Some(0x6573_5546)
 }
 
 /// A `pcache mount` daemon, unmounted (lazily if need be) when dropped.
@@ -372,7 +344,7 @@ impl FuseDdResult {
         s
     }
 }
-/// `pcache bench fuse-dd`.
+
 pub struct FuseDd;
 
 impl Experiment for FuseDd {

@@ -3,27 +3,16 @@
 //! pcache's arena, so the two can be set side by side.
 //!
 //! The workload runs in a child process (this executable, hidden
-//! subcommand `__kernel-worker`) that first joins a fresh memory cgroup: the
-//! benchmark process itself must stay outside, or pcache's arena would be
-//! charged to the limit. The child prints one JSON object on stdout. Each
-//! experiment names its kernel workload in its registry entry
-//! ([`crate::registry`]); this module names none, so that experiments can
-//! use it without an import cycle.
+//! subcommand `__kernel-worker`) that joins a fresh memory cgroup: the
+//! benchmark process must stay outside, or pcache's arena would be charged
+//! to the limit. Each experiment names its kernel workload in its registry
+//! entry; this module names none, so that there is no import cycle. Where
+//! the column cannot be had (not root, no memory cgroup, not the `pcache`
+//! binary) [`run`] says why and the experiment goes on without it.
 //!
-//! Where this is not possible (not root, no writable memory cgroup, not
-//! running from the `pcache` binary) [`run`] says why, and the experiment
-//! goes on without the column.
-//!
-//! [`page_cached`] tells whether a page of a file is in the kernel's page
-//! cache without disturbing its LRU (cachestat(2); callers that must work
-//! without it fall back to mincore(2) on a mapping), for hit ratios
-//! measured the way pcache counts them.
-//!
-//! A workload that must size its cache exactly (replay) cannot take the
-//! limit as given: the child's own memory (heap, stacks, page tables) is
-//! charged to the group too. It finds its group with [`current_memcg`],
-//! reads its charge with [`memcg_usage`] and moves the limit itself with
-//! [`set_memcg_limit`].
+//! The child's own memory is charged to the group too, so a workload that
+//! must size its cache exactly (replay) moves the limit itself
+//! ([`current_memcg`], [`memcg_usage`], [`set_memcg_limit`]).
 
 use std::fs;
 use std::io::Read;
@@ -35,10 +24,8 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
-/// A kernel workload: parameters in, results out.
 pub type Workload = fn(&Value) -> Result<Value, String>;
 
-/// The hidden subcommand the child runs.
 pub const WORKER_SUBCOMMAND: &str = "__kernel-worker";
 
 /// A memory cgroup made for one run, removed on drop.
@@ -49,8 +36,6 @@ pub struct Memcg {
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
 impl Memcg {
-    /// Make a memory cgroup limited to `bytes` (v2 `memory.max` or v1
-    /// `memory.limit_in_bytes`).
     pub fn create(bytes: u64) -> Result<Memcg, String> {
         let name = format!("pcache-kernel-{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
         let v2 = Path::new("/sys/fs/cgroup/cgroup.controllers");
@@ -82,10 +67,8 @@ impl Drop for Memcg {
     }
 }
 
-/// The memory cgroup this process joined with [`join`] (the worker's).
 static JOINED: OnceLock<PathBuf> = OnceLock::new();
 
-/// Join the memory cgroup at `path` (called in the child).
 pub fn join(path: &Path) -> Result<(), String> {
     fs::write(path.join("cgroup.procs"), std::process::id().to_string())
         .map_err(|e| format!("cannot join {}: {e}", path.display()))?;
@@ -93,7 +76,6 @@ pub fn join(path: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Pin the calling thread (the worker's only one) to the CPU it runs on.
 fn pin_to_this_cpu() -> Result<(), String> {
     // SAFETY: sched_getcpu has no preconditions; the cpu_set_t is zeroed
     // and filled with CPU_SET before sched_setaffinity reads it.
@@ -111,57 +93,47 @@ fn pin_to_this_cpu() -> Result<(), String> {
     Ok(())
 }
 
-/// The memory cgroup the worker joined, if it did.
 pub fn current_memcg() -> Option<&'static Path> {
     JOINED.get().map(PathBuf::as_path)
 }
 
-/// Whether the group at `path` is a cgroup v2 one (else v1).
 fn is_v2(path: &Path) -> bool {
     path.join("memory.max").exists()
 }
 
-/// Bytes charged to the memory cgroup at `path` (v2 `memory.current`, v1
-/// `memory.usage_in_bytes`). Both include the charges cached per CPU that
-/// no page uses yet, so they are an upper bound of what is in use.
+/// Bytes charged, including the charges cached per CPU that no page uses
+/// yet: an upper bound of what is in use.
 pub fn memcg_usage(path: &Path) -> Result<u64, String> {
     let file = path.join(if is_v2(path) { "memory.current" } else { "memory.usage_in_bytes" });
     let s = fs::read_to_string(&file).map_err(|e| format!("reading {}: {e}", file.display()))?;
     s.trim().parse().map_err(|_| format!("{}: {:?} is not a number", file.display(), s.trim()))
 }
 
-/// Set the limit of the memory cgroup at `path` (v2 `memory.max`, v1
-/// `memory.limit_in_bytes`). The kernel reclaims down to a lower limit
-/// before it returns.
+/// The kernel reclaims down to a lower limit before it returns.
 pub fn set_memcg_limit(path: &Path, bytes: u64) -> Result<(), String> {
     let file = path.join(if is_v2(path) { "memory.max" } else { "memory.limit_in_bytes" });
     fs::write(&file, bytes.to_string()).map_err(|e| format!("writing {bytes} to {}: {e}", file.display()))
 }
 
-/// One counter of the group's `memory.stat` (None if it has no such key).
 pub fn memcg_stat(path: &Path, key: &str) -> Option<u64> {
     let s = fs::read_to_string(path.join("memory.stat")).ok()?;
     s.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
-/// A list of numbers from a worker's JSON, each non-number as NaN; empty
-/// when `v` is no list.
+/// Numbers from a worker's JSON, non-numbers as NaN.
 pub fn samples(v: &Value) -> Vec<f64> {
     v.as_array().map(|a| a.iter().map(|x| x.as_f64().unwrap_or(f64::NAN)).collect()).unwrap_or_default()
 }
 
-/// Run `experiment`'s kernel workload with `params` in a child process
-/// inside a memory cgroup of `mem_bytes`. Returns its JSON result, or why
-/// the kernel column cannot be had here.
+/// `experiment`'s kernel workload in a child in a memory cgroup of
+/// `mem_bytes`: its JSON, or why the column cannot be had here.
 pub fn run(experiment: &str, mem_bytes: u64, params: &Value) -> Result<Value, String> {
     run_with(Command::new(worker_exe()?), experiment, mem_bytes, params)
 }
 
-/// Set in a worker's environment: a worker never starts another.
+/// A worker never starts another.
 const IN_WORKER_ENV: &str = "PCACHE_KERNEL_WORKER";
 
-/// This executable, if it is the `pcache` binary (which has the worker
-/// subcommand); else why the kernel column cannot run from here.
 pub fn worker_exe() -> Result<PathBuf, String> {
     if std::env::var_os(IN_WORKER_ENV).is_some() {
         return Err("a kernel worker does not start another".into());
@@ -178,16 +150,14 @@ pub fn worker_exe() -> Result<PathBuf, String> {
     Ok(exe)
 }
 
-/// Whether `name` is cargo's name for a test binary: `NAME-` and 16 hex
-/// digits.
+/// Cargo's name for a test binary: `NAME-` and 16 hex digits.
 fn is_test_binary(name: &str) -> bool {
     name.rsplit_once('-').is_some_and(|(_, h)| h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
-/// [`run`] with another worker program: `program` is run with the
-/// arguments `__kernel-worker EXPERIMENT CGROUP PARAMS` appended and must
-/// call [`worker_main`] with them and print its JSON on a line of its own
-/// (a test binary does, with its harness's lines around it).
+/// [`run`] with another worker program, which gets `__kernel-worker
+/// EXPERIMENT CGROUP PARAMS`, calls [`worker_main`] and prints its JSON on a
+/// line of its own (a test binary does, among its harness's lines).
 pub fn run_with(mut program: Command, experiment: &str, mem_bytes: u64, params: &Value) -> Result<Value, String> {
     let memcg = Memcg::create(mem_bytes)?;
     let mut child = program
@@ -213,12 +183,10 @@ pub fn run_with(mut program: Command, experiment: &str, mem_bytes: u64, params: 
     serde_json::from_str(line).map_err(|e| format!("the kernel worker's output is not JSON: {e}"))
 }
 
-/// The child's side: join the cgroup, run `workload` (the experiment's,
-/// looked up by [`crate::registry::kernel_worker`]), return its JSON.
-/// `"pin_cpu": true` in the parameters pins the worker to the CPU it is on
-/// before it joins: the kernel keeps up to 64 pages of charge cached per CPU
-/// and group, and a worker that moved between CPUs would leave some behind,
-/// charged but unusable, shrinking its cache by that much for a while.
+/// The child's side. `"pin_cpu": true` pins the worker to its CPU before it
+/// joins: the kernel keeps up to 64 pages of charge cached per CPU and
+/// group, and a worker that moved between CPUs would leave some behind,
+/// charged but unusable, shrinking its cache for a while.
 pub fn worker_main(workload: Workload, cgroup: &Path, params: &str) -> Result<Value, String> {
     let params: Value = serde_json::from_str(params).map_err(|e| format!("bad worker parameters: {e}"))?;
     if params.get("pin_cpu").and_then(Value::as_bool) == Some(true) {
@@ -228,8 +196,7 @@ pub fn worker_main(workload: Workload, cgroup: &Path, params: &str) -> Result<Va
     workload(&params)
 }
 
-/// Drop the kernel's cached pages of a file (POSIX_FADV_DONTNEED), so a run
-/// starts cold.
+/// POSIX_FADV_DONTNEED, so a run starts cold.
 pub fn drop_cached(file: &fs::File) {
     // SAFETY: a valid fd; fadvise only gives advice.
     unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
@@ -254,24 +221,18 @@ struct Cachestat {
 
 const SYS_CACHESTAT: libc::c_long = 451;
 
-/// Whether the page of `file` holding byte `offset` is in the kernel's
-/// page cache, asked without touching it (cachestat, Linux 6.5+). None if
-/// the kernel cannot say.
+/// Whether the page holding byte `offset` is in the kernel's page cache,
+/// asked without touching it; None if the kernel cannot say.
 pub fn page_cached(file: &fs::File, offset: u64, page_size: u64) -> Option<bool> {
-    let range = CachestatRange { off: offset - offset % page_size, len: page_size };
-    let mut cs = Cachestat::default();
-    // SAFETY: both structs are repr(C) as the syscall expects and live
-    // across the call.
-    let r = unsafe { libc::syscall(SYS_CACHESTAT, file.as_raw_fd(), &range, &mut cs, 0u32) };
-    (r == 0).then_some(cs.nr_cache > 0)
+    cached_pages(file, offset - offset % page_size, page_size).map(|n| n > 0)
 }
 
-/// Pages of `file` in the kernel's page cache within `len` bytes from
-/// `offset` (cachestat; None if the kernel cannot say).
+/// Pages cached within `len` bytes from `offset` (cachestat, Linux 6.5+).
 pub fn cached_pages(file: &fs::File, offset: u64, len: u64) -> Option<u64> {
     let range = CachestatRange { off: offset, len };
     let mut cs = Cachestat::default();
-    // SAFETY: as in page_cached.
+    // SAFETY: both structs are repr(C) as the syscall expects and live
+    // across the call.
     let r = unsafe { libc::syscall(SYS_CACHESTAT, file.as_raw_fd(), &range, &mut cs, 0u32) };
     (r == 0).then_some(cs.nr_cache)
 }

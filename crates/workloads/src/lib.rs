@@ -1,23 +1,8 @@
-//! Experiments and benchmarks for pcache.
-//!
-//! The framework:
-//! * [`registry`]: the one list of experiments (`pcache bench NAME`), read
-//!   by the CLI, the main job and the kernel worker.
-//! * [`experiment`]: the `Experiment` trait and the options every
-//!   experiment takes (`ExpOpts`, `--param NAME=VALUE`, `--set`).
-//! * [`runner`]: the seed experiments' skeleton, written once
-//!   (`SeedExperiment` and one trait per job: `SeedMeasure`, `SeedKernel`,
-//!   `SeedChecks`, `SeedReport`; `runner::run`).
-//! * [`report`]: the result and its JSON schema; [`render`]: how results
-//!   are shown; [`stats`]: summary statistics; [`variants`]: named
-//!   presets of `Tunables`; [`kernel`]: the kernel column's memory cgroup
-//!   and worker; [`sys`], [`plot`], [`zipf`].
-//!
-//! The experiments, each a folder split by job (workload, kernel side,
-//! checks, report), each file implementing its job's trait: [`dd`] (seed 000), [`sparsetruncate`] (001),
-//! [`lru_contention`] (002), [`small_file_server`] (003),
-//! [`reclaim_writeback`] (004); and [`hitpath`], [`fuse_dd`], [`replay`]
-//! ([`replay_kernel`]).
+//! Experiments and benchmarks for pcache: the framework ([`registry`], the
+//! one list of experiments; [`experiment`], the contract and options;
+//! [`runner`], the seed experiments' skeleton; [`report`], [`render`],
+//! [`stats`]) and the experiments, each seed a folder split by job
+//! (ARCHITECTURE.md, "Adding an experiment").
 
 pub mod dd;
 pub mod experiment;

@@ -6,7 +6,6 @@ use plotters::prelude::*;
 
 use crate::{Error, Result};
 
-/// One named series of (x, y) points.
 pub struct Series {
     pub name: String,
     pub points: Vec<(f64, f64)>,

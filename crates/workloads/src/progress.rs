@@ -19,7 +19,6 @@ impl Progress {
         Progress { enabled }
     }
 
-    /// A bar for a phase of `len` steps.
     pub(crate) fn phase(&self, name: &str, len: u64) -> Phase {
         let bar = if self.enabled { ProgressBar::new(len) } else { ProgressBar::hidden() };
         let style = ProgressStyle::with_template("{prefix:>20} [{bar:30}] {pos}/{len} {msg} ({elapsed})")

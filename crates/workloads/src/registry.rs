@@ -33,7 +33,6 @@ pub static EXPERIMENTS: &[&dyn Experiment] = &[
     &replay::Replay,
 ];
 
-/// The experiment called `name`.
 pub fn find(name: &str) -> Option<&'static dyn Experiment> {
     EXPERIMENTS.iter().copied().find(|e| e.name() == name)
 }
@@ -49,13 +48,11 @@ pub fn main_job_opts(exp: &dyn Experiment, opts: &ExpOpts) -> ExpOpts {
     ExpOpts { quick: opts.quick || exp.main_job() == MainJob::Quick, ..opts.clone() }
 }
 
-/// Run `name` with `opts` (see [`experiment::run`]).
 pub fn run(name: &str, opts: &ExpOpts) -> Result<Outcome> {
     let exp = find(name).ok_or_else(|| Error::Invalid(format!("no experiment {name:?}; see --list")))?;
     experiment::run(exp, opts)
 }
 
-/// The presets of `name`.
 pub fn presets(name: &str) -> &'static [Preset] {
     find(name).map(|e| e.presets()).unwrap_or(&[])
 }

@@ -1,8 +1,5 @@
-//! How results are shown: compare-kernels tables with significance marks,
-//! plain aligned tables, values, sizes, counts and percentages, and the
-//! parts every seed report shares (its set-up, its compare section, and the
-//! checks, notes and wall time at its end). One copy of each, so that every
-//! experiment's report reads alike.
+//! How results are shown, one copy of each piece (tables, values, the
+//! sections every seed report shares), so that every report reads alike.
 
 use std::fmt::Write as _;
 
@@ -11,21 +8,16 @@ use pcache::Item;
 use crate::report::{amean, significant, Check, ExperimentResult, Mean, MetricSpec, VariantResult};
 use crate::stats::{pct_better, Better, Comparison, Row, Summary};
 
-/// Counter groups the seed reports' vmstat sections share, named once so
-/// that the same counters read alike in every report: page lookups and
-/// LRU marking.
+/// Counter groups the seed reports' vmstat sections share: page lookups and
+/// LRU marking; reclaim's scanning and the allocations that stalled for it.
 pub const VM_MARKING: &[Item] =
     &[Item::pgcache_hit, Item::pgcache_miss, Item::mark_page_accessed_calls, Item::pgactivate, Item::pgdeactivate];
 
-/// Reclaim's scanning, by kswapd and direct, and the allocations that
-/// stalled for it.
 pub const VM_RECLAIM: &[Item] =
     &[Item::pgscan_kswapd, Item::pgsteal_kswapd, Item::pgscan_direct, Item::pgsteal_direct, Item::allocstall];
 
 impl ExperimentResult {
-    /// The start of every report after its title: a warning for an
-    /// unoptimised build, the variants and what each stands for, and the
-    /// workloads with their descriptions (from `params.workloads`).
+    /// After the title: the variants and the workloads, described.
     pub fn render_setup(&self) -> String {
         let mut s = String::new();
         if !self.optimized {
@@ -49,7 +41,6 @@ impl ExperimentResult {
         s
     }
 
-    /// The compare-kernels table of every metric, with its legend.
     pub fn render_compare_section(&self) -> String {
         let mut s = String::from("\n");
         let _ = writeln!(
@@ -62,8 +53,6 @@ impl ExperimentResult {
         s
     }
 
-    /// The end of every report: the checks against the seed, the notes
-    /// and the wall time.
     pub fn render_tail(&self) -> String {
         let mut s = String::from("\n");
         s.push_str(&self.render_checks());
@@ -74,7 +63,6 @@ impl ExperimentResult {
         s
     }
 
-    /// The seed's claim, each check, and the verdict.
     pub fn render_checks(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "seed {} reported: {}", self.seed, self.seed_claim);
@@ -131,20 +119,15 @@ pub fn fmt_cell(value: f64, pct: f64, significant: bool) -> String {
 /// The rows of the seeds' compare-kernels tables (mmtests' short form).
 pub const SEED_ROWS: [Row; 6] = [Row::Min, Row::Amean, Row::Stddev, Row::CoeffVar, Row::Max, Row::BAmean95];
 
-/// Render a comparison as mmtests' compare-kernels with the seeds' rows
-/// ([`SEED_ROWS`]); see [`render_compare_rows`].
 pub fn render_compare(cmp: &Comparison, means: &[Mean]) -> String {
     render_compare_rows(cmp, means, &SEED_ROWS)
 }
 
-/// Render a comparison as mmtests' compare-kernels: for each metric the
-/// given `rows` ([`Row::ALL`] for every quantile), one column per variant,
-/// each value followed by its difference against the first column in
-/// percent, positive = better (Stddev and CoeffVar: less is better). The
-/// Amean row is the Hmean for a metric whose `means` entry is
-/// [`Mean::Harmonic`]; on it a significant difference of means (Welch's
-/// t-test at 95%, see [`significant`]) is marked `value *  pct%*`. `means`
-/// is parallel to `cmp.metrics` (arithmetic where missing).
+/// mmtests' compare-kernels: per metric the `rows`, a column per variant,
+/// each value with its difference against the first column (positive =
+/// better). The Amean row is the Hmean where `means` (parallel to
+/// `cmp.metrics`) says [`Mean::Harmonic`], and marks a significant
+/// difference of means (Welch) `value *  pct%*`.
 pub fn render_compare_rows(cmp: &Comparison, means: &[Mean], rows: &[Row]) -> String {
     const CELL_W: usize = 12 + 11;
     let label_w = rows.iter().map(|r| r.label().len()).max().unwrap_or(0);
@@ -280,9 +263,7 @@ pub fn fmt_count(v: f64) -> String {
     }
 }
 
-/// The rows of one workload's vmstat table: a header of variant names, then
-/// one row per counter with each variant's delta divided by `per(variant)`
-/// (runs, truncates, ...).
+/// One workload's vmstat rows, each delta divided by `per(variant)`.
 pub fn vmstat_rows(
     workload: &str,
     variants: &[&VariantResult],
@@ -300,9 +281,7 @@ pub fn vmstat_rows(
     rows
 }
 
-/// A table with a column per name: a header row of the names (over the
-/// row labels' empty corner), then `rows`; the labels left-aligned, every
-/// other column right-aligned.
+/// A table with a column per name over `rows`, the labels left-aligned.
 pub fn render_columns<S: ToString>(names: impl IntoIterator<Item = S>, rows: Vec<Vec<String>>) -> String {
     let mut all = vec![std::iter::once(String::new()).chain(names.into_iter().map(|n| n.to_string())).collect()];
     all.extend(rows);
@@ -315,10 +294,8 @@ pub fn pcache_columns(r: &ExperimentResult) -> Vec<&VariantResult> {
     r.variants.iter().filter(|v| !v.vmstat.is_empty()).collect()
 }
 
-/// A row of a summary: `label`, then each variant's mean of `metric` (its
-/// own kind of mean) with its difference against the first column, positive
-/// = better, and `*` where the difference of means is significant; `-`
-/// where nothing was measured.
+/// `label`, then each variant's mean of `metric` with its difference
+/// against the first column (`*`: significant).
 pub fn mean_row(r: &ExperimentResult, label: String, metric: &str, better: Better) -> Vec<String> {
     let Some(first) = r.variants.first() else { return vec![label] };
     let base = r.mean(&first.name, metric);
@@ -333,8 +310,6 @@ pub fn mean_row(r: &ExperimentResult, label: String, metric: &str, better: Bette
     std::iter::once(label).chain(r.variants.iter().map(cell)).collect()
 }
 
-/// A summary of means: a heading, then a [`mean_row`] per metric of
-/// `specs` (`name (unit)`).
 pub fn means_table(r: &ExperimentResult, specs: &[&MetricSpec]) -> String {
     let mut s = String::from("\nsummary (means over runs; percentages against the first column, positive = better)\n");
     if r.variants.is_empty() {
@@ -345,18 +320,14 @@ pub fn means_table(r: &ExperimentResult, specs: &[&MetricSpec]) -> String {
     s
 }
 
-/// The pcache columns' means over runs of each of `metrics`, shown by
-/// `fmt`: a row per metric.
 pub fn pcache_means(r: &ExperimentResult, metrics: &[String], fmt: fn(f64) -> String) -> String {
     let pc = pcache_columns(r);
     let row = |m: &String| std::iter::once(m.clone()).chain(pc.iter().map(|v| fmt(amean(v.samples(m))))).collect();
     render_columns(pc.iter().map(|v| &v.name), metrics.iter().map(row).collect())
 }
 
-/// The vmstat section of a report: a heading, then per workload (in the
-/// order of the pcache columns' deltas) one row per counter in `items`,
-/// each variant's delta divided by `per(workload, variant)`. Columns
-/// without vmstat (the kernel's) are left out.
+/// Per workload one row per counter in `items`, each delta divided by
+/// `per(workload, variant)`; the kernel's column has no vmstat.
 pub fn vmstat_section(
     r: &ExperimentResult,
     heading: &str,

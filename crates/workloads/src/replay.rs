@@ -1,44 +1,18 @@
 //! `replay`: miss-ratio curves of recorded block traces through pcache.
 //!
-//! A trace is read into a list of page accesses (one page index each):
-//!
-//! * LIRS text traces (`*.trace`, optionally gzipped): one decimal block
-//!   number per line, each one page; CRLF line ends are accepted, a line
-//!   `*` (a checkpoint marker) and empty lines are skipped.
-//! * libCacheSim csv: a header naming the columns; the id is the column
-//!   named like `obj_id`/`key`/`block` (`lbn`, `lba`, `addr` also do), the
-//!   size the column named like `size` (optional). A request of `size`
-//!   bytes at id `b` touches pages `b .. b + ceil(size / 4096)` (at least
-//!   one), each counted as one access. Ids that are not integers are hashed.
-//! * libCacheSim oracleGeneral binary: 24-byte little-endian records (u32
-//!   timestamp, u64 obj_id, u32 obj_size, i64 next_access_vtime), sizes
-//!   treated as in csv.
-//!
-//! Any of them may be gzipped (detected by the gzip magic). When the page
-//! indices are sparse (the largest is above 16 times the distinct count
-//! plus 1024, as with hashed object ids), they are renumbered densely in
-//! order of first touch; with readahead off the cache does not care about
-//! the numbers, only about their identity.
+//! Traces (any of them gzipped): LIRS text, one block (page) per line, `*`
+//! and blank lines skipped; libCacheSim csv, the id column named like
+//! `obj_id`/`key`/`block`/`lba`, an optional `size` column; oracleGeneral,
+//! 24-byte records. A request of `size` bytes touches `ceil(size / 4096)`
+//! pages; ids that are not integers are hashed, and sparse ids renumbered
+//! densely in order of first touch (with readahead off only identity counts).
 //!
 //! Every (variant, cache size) replays the whole trace through a fresh
-//! [`PageCache`] of `cache_pages` frames (`memory_bytes = cache_pages *
-//! 4096`), readahead off (`ra_pages` 0), kswapd off (reclaim is direct,
-//! hence deterministic), one per-CPU batch set, and one memory-backed file
-//! long enough for the largest page; each access is a 4 KiB `read_at` of
-//! its page. Misses and hits are `pgcache_miss`/`pgcache_hit` deltas.
-//! The arena keeps a free reserve (its watermarks), so the pages that can
-//! actually be cached are fewer than `cache_pages`: the most pages resident
-//! at once during the replay is counted exactly and reported as `usable`.
-//!
-//! With `threads` > 1, thread `i` replays accesses `i, i + N, i + 2N, ...`
-//! through the same cache at the same time (one per-CPU batch set per
-//! thread). Misses then depend on how the threads interleave, so the counts
-//! are not deterministic from run to run; `usable` is sampled per thread.
-//!
-//! Optional columns: the kernel's page cache on the same trace
-//! ([`crate::replay_kernel`]), and baselines merged from JSON files in this
-//! schema (`scripts/libcachesim_replay.py` writes libCacheSim's policies),
-//! matched by trace name and cache size ([`merge_baselines`]).
+//! cache, readahead and kswapd off (reclaim is direct, hence deterministic),
+//! as 4 KiB `read_at`s; misses are `pgcache_miss` deltas. The watermarks keep
+//! a free reserve, so the most pages resident at once is reported as
+//! `usable`. With `threads` > 1, thread `i` replays accesses `i, i + N, ...`
+//! through one cache, and the counts depend on the interleaving.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
@@ -114,12 +88,10 @@ pub const PRESETS: &[Preset] = &[
     ),
 ];
 
-/// The default variant names.
 pub fn default_variants() -> Vec<String> {
     variants::defaults(PRESETS)
 }
 
-/// Look up variant names, refusing unknown ones, duplicates and none.
 pub fn resolve(names: &[String]) -> Result<Vec<&'static Preset>> {
     variants::resolve(PRESETS, names)
 }
@@ -142,8 +114,7 @@ impl Format {
         }
     }
 
-    /// Guess from the file name: `.csv` is csv, `oracleGeneral` in the name
-    /// is oracleGeneral, anything else LIRS.
+    /// Guess from the file name (`.csv`, `oracleGeneral`, else LIRS).
     pub fn guess(path: &Path) -> Format {
         let name = path.file_name().map(|n| n.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
         let name = name.strip_suffix(".gz").unwrap_or(&name);
@@ -169,27 +140,20 @@ impl FromStr for Format {
     }
 }
 
-/// A trace as page accesses.
+/// A trace as page accesses (a csv/oracleGeneral record may touch several).
 #[derive(Clone, Debug, Default)]
 pub struct Trace {
-    /// Its name (the file name without `.gz` and `.trace`).
     pub name: String,
-    /// Records read from the file (a csv/oracleGeneral record may touch
-    /// several pages).
     pub records: u64,
-    /// The page index of every access, in order.
     pub accesses: Vec<u64>,
-    /// Whether page indices were renumbered densely.
     pub renumbered: bool,
 }
 
 impl Trace {
-    /// A trace of these page indices (one record each), as they are.
     pub fn from_pages(name: &str, pages: Vec<u64>) -> Trace {
         Trace { name: name.to_string(), records: pages.len() as u64, accesses: pages, renumbered: false }
     }
 
-    /// Distinct pages touched.
     pub fn distinct_pages(&self) -> u64 {
         self.accesses.iter().collect::<HashSet<_>>().len() as u64
     }
@@ -232,7 +196,6 @@ fn open_maybe_gz(path: &Path) -> Result<Box<dyn Read>> {
     }
 }
 
-/// Read a trace file (`format` guessed from the name when `None`).
 pub fn read_trace(path: &Path, format: Option<Format>) -> Result<Trace> {
     let format = format.unwrap_or_else(|| Format::guess(path));
     let r = open_maybe_gz(path)?;
@@ -242,7 +205,6 @@ pub fn read_trace(path: &Path, format: Option<Format>) -> Result<Trace> {
     Ok(t)
 }
 
-/// Parse a trace from a reader; `ctx` names it in errors.
 pub fn parse(r: impl Read, format: Format, ctx: &str) -> Result<Trace> {
     let mut t = match format {
         Format::Lirs => parse_lirs(BufReader::new(r), ctx)?,
@@ -269,7 +231,6 @@ fn parse_lirs(r: impl BufRead, ctx: &str) -> Result<Trace> {
     Ok(t)
 }
 
-/// Push the pages a request of `size` bytes at page `id` covers.
 fn push_request(t: &mut Trace, id: u64, size: Option<u64>) {
     let n = size.map(|s| s.div_ceil(PAGE)).unwrap_or(1).max(1);
     for k in 0..n {
@@ -321,7 +282,6 @@ fn parse_csv(r: impl BufRead, ctx: &str) -> Result<Trace> {
     Ok(t)
 }
 
-/// Bytes of one oracleGeneral record.
 pub const ORACLE_RECORD: usize = 24;
 
 fn parse_oracle(mut r: impl Read, ctx: &str) -> Result<Trace> {
@@ -349,7 +309,8 @@ fn parse_oracle(mut r: impl Read, ctx: &str) -> Result<Trace> {
     Ok(t)
 }
 
-/// Encode one oracleGeneral record (for tests and tools).
+/// One oracleGeneral record (u32 timestamp, u64 obj_id, u32 obj_size, i64
+/// next_access_vtime, little-endian), for tests and tools.
 pub fn oracle_record(timestamp: u32, obj_id: u64, obj_size: u32, next_access_vtime: i64) -> [u8; ORACLE_RECORD] {
     let mut b = [0u8; ORACLE_RECORD];
     b[0..4].copy_from_slice(&timestamp.to_le_bytes());
@@ -359,12 +320,10 @@ pub fn oracle_record(timestamp: u32, obj_id: u64, obj_size: u32, next_access_vti
     b
 }
 
-/// Which cache sizes to replay at.
+/// Cache sizes: percentages of the trace's distinct pages, or page counts.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Sizes {
-    /// Percentages of the trace's distinct pages.
     Percent(Vec<f64>),
-    /// Exact page counts.
     Pages(Vec<u64>),
 }
 
@@ -375,8 +334,7 @@ impl Default for Sizes {
 }
 
 impl Sizes {
-    /// The cache sizes in pages for a trace of `distinct` pages, at least
-    /// [`MIN_CACHE_PAGES`] each, ascending, without repeats.
+    /// In pages for `distinct` pages: at least [`MIN_CACHE_PAGES`], sorted, deduplicated.
     pub fn pages(&self, distinct: u64) -> Vec<u64> {
         let mut v: Vec<u64> = match self {
             Sizes::Percent(p) => p.iter().map(|&pct| (distinct as f64 * pct / 100.0).round() as u64).collect(),
@@ -389,25 +347,19 @@ impl Sizes {
     }
 }
 
-/// What to run.
 #[derive(Clone, Debug)]
 pub struct ReplayOpts {
     pub sizes: Sizes,
     pub variants: Vec<String>,
-    /// Write a miss-ratio curve per trace here (SVG).
+    /// A miss-ratio curve per trace (SVG) goes here.
     pub plot_dir: Option<PathBuf>,
-    /// Threads replaying interleaved slices through one cache (1: the
-    /// deterministic replay).
     pub threads: usize,
-    /// Also replay through the kernel's page cache (the `kernel` column).
+    /// The `kernel` column, its files in `kernel_dir` (not tmpfs).
     pub kernel: bool,
-    /// Where the kernel column's files go (the system's temporary
-    /// directory if None; must not be tmpfs).
     pub kernel_dir: Option<PathBuf>,
-    /// Size each arena so that its usable pages (frames minus the free
-    /// reserve its watermarks keep) equal the nominal cache size, for
-    /// comparisons at equal capacity with the kernel's memory cgroup and
-    /// libCacheSim, which keep no reserve.
+    /// Size each arena so that its usable pages equal the nominal size, for
+    /// equal capacity with the kernel's memory cgroup and libCacheSim, which
+    /// keep no free reserve.
     pub usable_equals_nominal: bool,
 }
 
@@ -429,13 +381,11 @@ impl Default for ReplayOpts {
 #[derive(Clone, Debug, Serialize)]
 pub struct RunResult {
     pub variant: String,
-    /// The nominal cache size in pages: the arena's frames, or with
-    /// `usable_equals_nominal` the pages it can cache.
+    /// The nominal size: the frames, or with `usable_equals_nominal` the
+    /// pages it can cache.
     pub cache_pages: u64,
-    /// Frames in the arena (`memory_bytes / 4096`).
     pub frames: u64,
-    /// The most pages resident at once: the usable cache (frames minus
-    /// the free reserve the watermarks keep).
+    /// The most pages resident at once.
     pub usable_pages: u64,
     pub watermark_min: u64,
     pub watermark_low: u64,
@@ -450,12 +400,10 @@ pub struct RunResult {
     pub workingset_activate: u64,
 }
 
-/// The kernel column as replay results: written here, beside [`RunResult`],
-/// so that [`crate::replay_kernel`] needs nothing of this module.
+/// Here, beside [`RunResult`], so that [`crate::replay_kernel`] needs
+/// nothing of this module.
 impl KernelColumn {
-    /// The runs as replay results (variant [`KERNEL`]; `usable_pages` is
-    /// the effective cache, the watermarks are 0: the kernel has none per
-    /// group).
+    /// The runs as replay results (the kernel keeps no watermarks per group).
     pub fn results(&self, trace: &Trace) -> Vec<RunResult> {
         let compulsory = trace.distinct_pages();
         self.runs
@@ -463,7 +411,6 @@ impl KernelColumn {
             .map(|r| RunResult {
                 variant: KERNEL.into(),
                 cache_pages: r.cache_pages,
-                // The cgroup's nominal pages (it keeps no free reserve).
                 frames: r.cache_pages,
                 usable_pages: r.effective_pages,
                 watermark_min: 0,
@@ -496,19 +443,15 @@ pub struct ReplayResult {
     pub compulsory_miss_ratio: f64,
     pub variants: Vec<String>,
     pub sizes: Vec<u64>,
-    /// Every run: the variants', then the kernel's (variant `kernel`).
+    /// The variants' runs, then the kernel's.
     pub results: Vec<RunResult>,
-    /// Threads that replayed (1: deterministic).
     pub threads: usize,
-    /// How the kernel column ran, if it did.
     pub kernel: Option<KernelColumn>,
-    /// Why there is no kernel column, if it was asked for.
     pub kernel_skipped: Option<String>,
-    /// Runs merged from baseline files (`--baseline`).
+    /// Runs merged from `--baseline` files.
     pub baselines: Vec<BaselineRun>,
 }
 
-/// A run of another simulator, merged from a baseline file.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct BaselineRun {
     pub variant: String,
@@ -526,10 +469,9 @@ fn ratio(a: u64, b: u64) -> f64 {
     }
 }
 
-/// The frames that leave `usable` pages cacheable: the arena keeps its
-/// low watermark free when kswapd is off (the replays' setting), so
-/// frames = usable + low(frames), found by fixed-point iteration (the
-/// watermarks grow with the frames; a few rounds converge).
+/// The frames that leave `usable` pages cacheable: with kswapd off the
+/// arena keeps its low watermark free, so frames = usable + low(frames), a
+/// fixed point a few rounds reach.
 pub fn frames_for_usable(usable: u64, tunables: Tunables) -> Result<u64> {
     let mut frames = usable;
     for _ in 0..8 {
@@ -545,11 +487,9 @@ pub fn frames_for_usable(usable: u64, tunables: Tunables) -> Result<u64> {
     Ok(frames)
 }
 
-/// Replay `trace` through a fresh cache of `frames` frames, reported as
-/// the cache size `cache_pages`, with `threads` threads at once: thread
-/// `i` reads accesses `i, i + threads, i + 2 * threads, ...`. With more
-/// than one thread the counts depend on how the threads interleave (not
-/// deterministic), and `usable` is the most any thread saw resident.
+/// Replay `trace` through a fresh cache of `frames` frames (reported as
+/// `cache_pages`) with `threads` threads; `usable` is the most any thread
+/// saw resident.
 pub fn replay_threads(
     trace: &Trace,
     tunables: Tunables,
@@ -615,7 +555,6 @@ pub fn replay_threads(
     })
 }
 
-/// Replay `trace` at every size for every variant.
 pub fn run(trace: &Trace, format: Format, opts: &ReplayOpts) -> Result<ReplayResult> {
     let presets = resolve(&opts.variants)?;
     if trace.accesses.is_empty() {
@@ -671,7 +610,6 @@ pub fn run(trace: &Trace, format: Format, opts: &ReplayOpts) -> Result<ReplayRes
     Ok(res)
 }
 
-/// Read and replay the trace at `path`.
 pub fn run_file(path: &Path, format: Option<Format>, opts: &ReplayOpts) -> Result<ReplayResult> {
     let format = format.unwrap_or_else(|| Format::guess(path));
     let trace = read_trace(path, Some(format))?;
@@ -679,23 +617,19 @@ pub fn run_file(path: &Path, format: Option<Format>, opts: &ReplayOpts) -> Resul
 }
 
 impl ReplayResult {
-    /// The run of `variant` at `cache_pages`.
     pub fn get(&self, variant: &str, cache_pages: u64) -> Option<&RunResult> {
         self.results.iter().find(|r| r.variant == variant && r.cache_pages == cache_pages)
     }
 
-    /// The miss ratio of baseline `variant` at `cache_pages`.
     fn baseline_miss_ratio(&self, variant: &str, cache_pages: u64) -> Option<f64> {
         self.baselines.iter().find(|b| b.variant == variant && b.cache_pages == cache_pages).map(|b| b.miss_ratio)
     }
 
-    /// The miss ratio of any column at `cache_pages`: a run's, else a
-    /// baseline's.
+    /// A run's, else a baseline's.
     fn miss_ratio(&self, column: &str, cache_pages: u64) -> Option<f64> {
         self.get(column, cache_pages).map(|r| r.miss_ratio).or_else(|| self.baseline_miss_ratio(column, cache_pages))
     }
 
-    /// Baseline variant names, in the order first merged.
     pub fn baseline_variants(&self) -> Vec<&str> {
         let mut v: Vec<&str> = Vec::new();
         for b in &self.baselines {
@@ -706,9 +640,6 @@ impl ReplayResult {
         v
     }
 
-    /// The table: a row per cache size, a miss-ratio column per variant,
-    /// then the kernel's (and the pages it held at most), the baselines',
-    /// the compulsory miss ratio last.
     pub fn render(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(
@@ -727,7 +658,8 @@ impl ReplayResult {
         out
     }
 
-    /// The table's header and a row per cache size.
+    /// A row per cache size: the variants' miss ratios, the kernel's (and
+    /// the pages it held at most), the baselines', the compulsory one.
     fn table(&self) -> Vec<Vec<String>> {
         let kernel = self.results.iter().any(|r| r.variant == KERNEL);
         let baselines = self.baseline_variants();
@@ -758,8 +690,6 @@ impl ReplayResult {
         rows
     }
 
-    /// What the columns mean: usable pages, the kernel's method, the
-    /// baselines, threads.
     fn footnotes(&self, out: &mut String) {
         let baselines = self.baseline_variants();
         if let Some(r) = self.results.first() {
@@ -807,12 +737,10 @@ impl ReplayResult {
     }
 }
 
-/// Write `DIR/replay-TRACE.svg`: miss ratio (%) against cache pages, one
-/// line per variant and one for the compulsory misses.
+/// `DIR/replay-TRACE.svg`: miss ratio (%) against cache pages per column.
 pub fn plot_result(res: &ReplayResult, dir: &Path) -> Result<PathBuf> {
     let safe: String =
         res.trace.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
-    // One curve per column: (cache pages, miss ratio) of its runs, in %.
     let curve = |name: &str, runs: &mut dyn Iterator<Item = (u64, f64)>| plot::Series {
         name: name.to_string(),
         points: runs.map(|(pages, miss)| (pages as f64, 100.0 * miss)).collect(),
@@ -840,12 +768,10 @@ pub fn plot_result(res: &ReplayResult, dir: &Path) -> Result<PathBuf> {
     Ok(PathBuf::from(path))
 }
 
-/// Merge baseline runs (another simulator's, in replay's JSON schema: one
-/// trace's `{"trace", "pages", "results": [{"variant", "cache_pages",
-/// "requests", "misses", "miss_ratio"}]}` or an array of them) into `res`
-/// where they are of its trace (by name) and its cache sizes. A trace
-/// whose distinct pages differ was numbered differently: refused. `ctx`
-/// names the source in errors. Returns the runs merged.
+/// Merge another simulator's runs (replay's JSON schema, one trace's object
+/// or an array) into `res` where trace name and cache size match; a trace of
+/// other distinct pages was numbered differently and is refused. Returns the
+/// runs merged.
 pub fn merge_baselines(res: &mut ReplayResult, v: &serde_json::Value, ctx: &str) -> Result<usize> {
     #[derive(serde::Deserialize)]
     struct Doc {
@@ -886,9 +812,8 @@ pub fn merge_baselines(res: &mut ReplayResult, v: &serde_json::Value, ctx: &str)
     Ok(merged)
 }
 
-/// Read baseline files (`--baseline`), refusing one that is missing or not
-/// JSON before anything is replayed: each path, its JSON, and 0 runs
-/// merged so far.
+/// Read `--baseline` files before anything is replayed: (path, JSON, runs
+/// merged so far).
 fn load_baselines(paths: &[PathBuf]) -> Result<Vec<(String, serde_json::Value, usize)>> {
     let load = |p: &PathBuf| {
         let name = p.display().to_string();
@@ -899,9 +824,8 @@ fn load_baselines(paths: &[PathBuf]) -> Result<Vec<(String, serde_json::Value, u
     paths.iter().map(load).collect()
 }
 
-/// One Markdown table for many traces (BENCHMARKS.md's): a row per trace
-/// and cache size, miss ratios in % per variant, the kernel, each baseline
-/// and the compulsory misses; "-" where a column has no run.
+/// One Markdown table for many traces (BENCHMARKS.md's), "-" where a column
+/// has no run.
 pub fn markdown_table(results: &[ReplayResult]) -> String {
     let mut cols: Vec<String> = Vec::new();
     let mut push = |v: &str| {
@@ -932,11 +856,9 @@ pub fn markdown_table(results: &[ReplayResult]) -> String {
     render::markdown_table(&rows)
 }
 
-/// `pcache replay TRACE...` (and `pcache bench replay --param trace=...`):
-/// replay as a registered experiment, its presets and kernel workload
-/// found through the registry like every other's. Its JSON keeps its own
-/// schema (`pcache replay --json`: one trace's object, or an array), which
-/// the Python package and the sweep read.
+/// `pcache replay TRACE...` = `pcache bench replay --param trace=...`. Its
+/// JSON keeps its own schema (one trace's object, or an array), which the
+/// Python package and the sweep read.
 pub struct Replay;
 
 const PARAMS: &[ParamDoc] = &[
@@ -955,8 +877,6 @@ const PARAMS: &[ParamDoc] = &[
 ];
 
 impl Replay {
-    /// The sizes asked for: one in pages (`pages` or `--mem`), else the
-    /// percentages.
     fn sizes(opts: &ExpOpts) -> Result<Sizes> {
         if let Some(n) = opts.param_as::<u64>("pages")? {
             return Ok(Sizes::Pages(vec![n]));
@@ -986,7 +906,6 @@ impl Experiment for Replay {
         PRESETS
     }
 
-    /// The presets are replayed as they are (readahead and kswapd off).
     fn takes_set(&self) -> bool {
         false
     }
@@ -999,7 +918,6 @@ impl Experiment for Replay {
         Some(replay_kernel::kernel_workload)
     }
 
-    /// A 288-access LIRS trace of two loops, at two sizes.
     fn smoke(&self) -> ExpOpts {
         let trace = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/smoke.trace");
         let params = vec![("trace".into(), trace.into()), ("sizes".into(), "20,80".into())];
@@ -1015,7 +933,6 @@ impl Experiment for Replay {
         let baseline_files = opts.param_list::<PathBuf>("baseline")?.unwrap_or_default();
         let replay_opts = ReplayOpts {
             sizes: Self::sizes(opts)?,
-            // Presets marked default, so a new one needs no change here.
             variants: opts.variants.clone().unwrap_or_else(default_variants),
             // Plots are drawn below, after the baselines are merged.
             plot_dir: None,
@@ -1044,7 +961,6 @@ impl Experiment for Replay {
         for (name, _, _) in baselines.iter().filter(|b| b.2 == 0) {
             let _ = writeln!(report, "warning: {name} matched no trace and cache size here");
         }
-        // One trace's object, or an array of several (keys sorted, as ever).
         match results.as_slice() {
             [one] => Outcome::new(report, &one.to_json()),
             all => Outcome::new(report, &all.iter().map(ReplayResult::to_json).collect::<Vec<_>>()),

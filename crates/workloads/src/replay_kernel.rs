@@ -1,37 +1,21 @@
 //! The kernel column of `pcache replay`: the same trace through the host
 //! kernel's page cache, in a memory cgroup sized to the same cache.
 //!
-//! For each cache size the parent writes a fresh file holding the trace's
-//! pages (page `i` at byte `i * 4096`, the numbering replay uses; fresh, so
-//! no shadow entry of an earlier size is left in its tree) and a
-//! calibration file, syncs both, drops their cached pages, and runs
-//! [`kernel_workload`] in a child inside a fresh memory cgroup
-//! ([`kernel::run`]). The access list travels as a temporary file of
-//! little-endian u64 page indices named in the parameters, not on the
-//! command line.
-//!
-//! The child:
-//!
-//! 1. loads the access list, maps what it needs and drops the list file's
-//!    pages, so that its own memory is charged before it measures;
-//! 2. sets the limit to its charge plus the cache's bytes and calibrates,
-//!    because the group is also charged for things that are not the
-//!    file's pages (per-CPU charge caches of up to 64 pages, tree nodes,
-//!    whatever the child allocates): it reads the calibration file once
-//!    through (twice the cache plus 256 pages), takes the most of its pages
-//!    resident at once, and moves the limit by the difference to the
-//!    nominal size, until within 1% (at least 2 pages) or 6 rounds; then
-//!    drops the calibration file's pages;
-//! 3. replays: `POSIX_FADV_RANDOM` on the trace file (readahead off, so a
-//!    miss reads exactly one page), and for each access asks cachestat(2)
-//!    (mincore(2) on a mapping where cachestat is missing) whether the page
-//!    is cached, then preads it and checks it is the right page. The
-//!    file's resident pages are sampled every `cache / 128` accesses; the
-//!    most at once is reported as the effective cache (as pcache's
-//!    `usable`).
+//! For each cache size a fresh file of the trace's pages (fresh, so no
+//! shadow entry of an earlier size is left in its tree) and a calibration
+//! file, cold, and [`kernel_workload`] in a child in a fresh memory cgroup.
+//! The child first loads the access list so that its own memory is charged,
+//! then calibrates the limit, because the group is also charged for what is
+//! not the file's pages (per-CPU charge caches of up to 64 pages, tree
+//! nodes, the child's allocations): it reads the calibration file through,
+//! takes the most of its pages resident at once, and moves the limit by the
+//! difference to the nominal size, until within 1% or 6 rounds. Then it
+//! replays with `POSIX_FADV_RANDOM` (a miss reads one page), asking
+//! cachestat(2) (or mincore(2)) before each pread whether the page is cached;
+//! the most pages resident at once is the effective cache (pcache's
+//! `usable`).
 
 use std::fs::File;
-use std::io::Write as _;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -43,44 +27,32 @@ use serde_json::Value;
 
 use crate::kernel;
 use crate::sys::kernel_release;
+use crate::sys::Mmap;
 
-/// The kernel column's variant name in replay's results.
 pub const KERNEL: &str = "kernel";
 
-/// `pcache replay`'s name, by which the kernel worker finds
-/// [`kernel_workload`] (re-exported as `replay::EXPERIMENT`). It lives on
-/// this side so that this module needs nothing of replay's: the replay
-/// runs this column, never the other way round.
+/// On this side so that this module needs nothing of replay's.
 pub const EXPERIMENT: &str = "replay";
-/// The page size of every cache here, and the read size (re-exported as
-/// `replay::PAGE`).
 pub const PAGE: u64 = 4096;
 
-/// Calibration rounds at most.
 const CALIBRATION_ROUNDS: u32 = 6;
 
-/// What the child is told.
+/// What the child is told (the accesses as a file of little-endian u64s,
+/// not on the command line).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct Params {
-    /// The trace's pages, cold.
     file: PathBuf,
-    /// Pages in `file`.
     file_pages: u64,
-    /// The calibration file, cold.
     calib: PathBuf,
     calib_pages: u64,
-    /// Little-endian u64 page indices, one per access.
     accesses: PathBuf,
     cache_pages: u64,
-    /// Always true: the worker pins itself to one CPU before it joins the
-    /// group (see [`kernel::worker_main`]).
+    /// Always true (see [`kernel::worker_main`]).
     pin_cpu: bool,
 }
 
-/// One size's run in the kernel, as the child reports it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct KernelRun {
-    /// The nominal cache size.
     pub cache_pages: u64,
     pub requests: u64,
     pub misses: u64,
@@ -89,37 +61,29 @@ pub struct KernelRun {
     pub unknown: u64,
     /// "cachestat" or "mincore".
     pub method: String,
-    /// The most trace pages resident at once during the replay (sampled).
+    /// The most trace pages resident at once (sampled).
     pub effective_pages: u64,
     /// The most calibration pages resident at once in the last round.
     pub calibrated_pages: u64,
     pub calibration_rounds: u32,
     /// The group's charge before any file page was read.
     pub baseline_bytes: u64,
-    /// The limit the replay ran under.
     pub limit_bytes: u64,
-    /// From the group's memory.stat, where it has them.
     pub workingset_refault: Option<u64>,
     pub workingset_activate: Option<u64>,
-    /// Seconds of the replay loop (residency checks included).
     pub replay_s: f64,
 }
 
-/// The kernel column of one trace.
 #[derive(Clone, Debug, Serialize)]
 pub struct KernelColumn {
-    /// `uname -r`.
     pub release: String,
-    /// Where the files lived.
     pub dir: PathBuf,
     pub runs: Vec<KernelRun>,
 }
 
-/// Replay `accesses` (a trace's page indices, in order) through the kernel
-/// at each of `sizes` (pages), files in
-/// a temporary directory in `dir` (the system's if None). `worker` makes
-/// the child's command (None: this executable, which must be `pcache`).
-/// Err says why the column cannot be had here.
+/// Replay `accesses` through the kernel at each of `sizes`, files in a
+/// temporary directory in `dir`. `worker` makes the child's command (None:
+/// this executable, which must be `pcache`). Err says why not.
 pub fn run(
     accesses: &[u64],
     sizes: &[u64],
@@ -151,8 +115,10 @@ pub fn run(
         let file = tmp.path().join(format!("trace-{cache_pages}"));
         let calib = tmp.path().join(format!("calib-{cache_pages}"));
         let calib_pages = 2 * cache_pages + 256;
-        write_pages(&file, file_pages)?;
-        write_pages(&calib, calib_pages)?;
+        for (path, pages) in [(&file, file_pages), (&calib, calib_pages)] {
+            crate::sys::write_numbered_pages(path, pages, || ())
+                .map_err(|e| format!("writing {}: {e}", path.display()))?;
+        }
         let params = Params {
             file: file.clone(),
             file_pages,
@@ -177,33 +143,12 @@ pub fn run(
     Ok(KernelColumn { release: kernel_release(), dir: tmp.path().to_path_buf(), runs })
 }
 
-/// Write `pages` pages to a new file at `path`, each starting with its
-/// index (so a read can be checked), sync it and drop its cached pages.
-fn write_pages(path: &Path, pages: u64) -> Result<(), String> {
-    let ctx = |e: std::io::Error| format!("writing {}: {e}", path.display());
-    let mut f = File::create(path).map_err(ctx)?;
-    const CHUNK: u64 = 256;
-    let mut buf = vec![0x5au8; (CHUNK * PAGE) as usize];
-    let mut i = 0;
-    while i < pages {
-        let n = CHUNK.min(pages - i);
-        for (k, page) in buf.chunks_mut(PAGE as usize).take(n as usize).enumerate() {
-            page[..8].copy_from_slice(&(i + k as u64).to_le_bytes());
-        }
-        f.write_all(&buf[..(n * PAGE) as usize]).map_err(ctx)?;
-        i += n;
-    }
-    f.sync_all().map_err(ctx)?;
-    kernel::drop_cached(&f);
-    Ok(())
-}
-
 /// Tells which pages of a file are cached: cachestat, or mincore on a
 /// read-only shared mapping (never touched, so nothing is faulted in).
 struct Residency {
     file: File,
     pages: u64,
-    map: Option<(*mut libc::c_void, usize)>,
+    map: Option<Mmap>,
     /// mincore's output for the whole file, allocated up front.
     vec: Vec<u8>,
 }
@@ -217,16 +162,10 @@ impl Residency {
         unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
         let mut r = Residency { file, pages, map: None, vec: Vec::new() };
         if kernel::cached_pages(&r.file, 0, PAGE).is_none() {
-            let len = (pages * PAGE) as usize;
-            // SAFETY: a fresh read-only shared mapping of a file we hold
-            // open; it is only passed to mincore and unmapped on drop.
-            let addr = unsafe {
-                libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, r.file.as_raw_fd(), 0)
-            };
-            if addr == libc::MAP_FAILED {
-                return Err(format!("mapping {}: {}", path.display(), std::io::Error::last_os_error()));
-            }
-            r.map = Some((addr, len));
+            // Read-only and never touched: only passed to mincore.
+            let map = Mmap::new((pages * PAGE) as usize, libc::PROT_READ, libc::MAP_SHARED, r.file.as_raw_fd())
+                .map_err(|e| format!("mapping {}: {e}", path.display()))?;
+            r.map = Some(map);
             r.vec = vec![0u8; pages as usize];
         }
         Ok(r)
@@ -242,12 +181,12 @@ impl Residency {
 
     /// Pages cached among the file's `n` pages from page `first`.
     fn cached_in(&mut self, first: u64, n: u64) -> Option<u64> {
-        let Some((addr, _)) = self.map else { return kernel::cached_pages(&self.file, first * PAGE, n * PAGE) };
+        let Some(map) = &self.map else { return kernel::cached_pages(&self.file, first * PAGE, n * PAGE) };
         // SAFETY: the range lies inside the mapping (callers ask within the
         // file's pages); vec has a byte per page.
         let r = unsafe {
             libc::mincore(
-                addr.cast::<u8>().add((first * PAGE) as usize).cast(),
+                map.as_ptr().add((first * PAGE) as usize).cast(),
                 (n * PAGE) as usize,
                 self.vec.as_mut_ptr().add(first as usize),
             )
@@ -268,15 +207,6 @@ impl Residency {
 
     fn drop_cached(&self) {
         kernel::drop_cached(&self.file);
-    }
-}
-
-impl Drop for Residency {
-    fn drop(&mut self) {
-        if let Some((addr, len)) = self.map {
-            // SAFETY: the mapping made in open, unmapped once.
-            unsafe { libc::munmap(addr, len) };
-        }
     }
 }
 

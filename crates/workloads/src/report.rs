@@ -1,24 +1,7 @@
-//! The result of a seed experiment that compares named variants (see
-//! [`crate::variants`]), its JSON and the pieces of its report.
-//!
-//! Every such experiment produces an [`ExperimentResult`]:
-//!
-//! ```json
-//! {"experiment": "reclaim-writeback", "seed": "004", "seed_claim": "...",
-//!  "same_direction": true,
-//!  "variants": [{"name": "3.1", "stands_for": "...",
-//!                "metrics": {"fsmark-1t files/s": [1.0, 2.0], ...},
-//!                "vmstat": {"fsmark-1t": {"pgscan_kswapd": 12, ...}, ...}}],
-//!  "metric_specs": [...], "checks": [...], "params": {...}, "notes": [...], ...}
-//! ```
-//!
-//! `metrics` holds one sample per run (NaN, written as `null`, where a run
-//! had nothing to measure, e.g. a ratio over zero); `vmstat` holds counter
-//! deltas keyed by workload (see [`sum_vmstat`]). Maps keep the order the
-//! experiment built them in.
-//!
-//! How a result is shown (compare-kernels tables, the checks against the
-//! seed's claim, values and sizes) is in [`crate::render`].
+//! The result of a seed experiment ([`ExperimentResult`], its JSON): per
+//! variant one sample per run and metric (NaN, written as `null`, where a
+//! run had nothing to measure) and vmstat deltas per workload, maps in the
+//! order the experiment built them. How it is shown is in [`crate::render`].
 
 use pcache::{Item, VmStat};
 use serde::de::{MapAccess, Visitor};
@@ -101,8 +84,7 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for Named<V> {
     }
 }
 
-/// One metric's samples, one per run. NaN is written as `null` and read
-/// back as NaN.
+/// One sample per run; NaN is written as `null` and read back as NaN.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Samples(pub Vec<f64>);
 
@@ -119,12 +101,10 @@ impl<'de> Deserialize<'de> for Samples {
     }
 }
 
-/// Which mean a metric is summarised by.
+/// Harmonic for rates, as mmtests does for operations per second.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Mean {
-    /// The arithmetic mean (times, counts).
     Arithmetic,
-    /// The harmonic mean (rates, as mmtests does for operations per second).
     Harmonic,
 }
 
@@ -136,7 +116,6 @@ impl Mean {
         }
     }
 
-    /// This mean of the samples, NaNs dropped; NaN when none are left.
     pub fn of(self, samples: &[f64]) -> f64 {
         match self {
             Mean::Arithmetic => amean(samples),
@@ -145,7 +124,6 @@ impl Mean {
     }
 }
 
-/// What one metric is.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MetricSpec {
     /// `"WORKLOAD MEASURE"`, e.g. `"fsmark-1t files/s"`.
@@ -155,12 +133,11 @@ pub struct MetricSpec {
     pub unit: String,
     pub better: Better,
     pub mean: Mean,
-    /// Whether it is in the compare-kernels table.
+    /// In the compare-kernels table.
     pub table: bool,
 }
 
 impl MetricSpec {
-    /// The metric `measure` of `workload`, named `"WORKLOAD MEASURE"`.
     pub fn new(workload: &str, measure: &str, unit: &str, better: Better, mean: Mean, table: bool) -> MetricSpec {
         MetricSpec {
             name: format!("{workload} {measure}"),
@@ -174,15 +151,13 @@ impl MetricSpec {
     }
 }
 
-/// One variant's results.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct VariantResult {
     pub name: String,
     /// Which kernel or patch it stands for.
     pub stands_for: String,
-    /// Metric name to its samples, one per run.
     pub metrics: Named<Samples>,
-    /// Workload to its vmstat deltas (see [`sum_vmstat`]).
+    /// By workload (see [`sum_vmstat`]).
     pub vmstat: Named<serde_json::Value>,
 }
 
@@ -191,13 +166,11 @@ impl VariantResult {
         self.metrics.get(metric).map(|s| s.0.as_slice()).unwrap_or(&[])
     }
 
-    /// A counter of a workload's vmstat deltas; None when absent.
     pub fn vm(&self, workload: &str, item: Item) -> Option<u64> {
         self.vmstat.get(workload)?.get(item.name())?.as_u64()
     }
 
-    /// Kswapd's efficiency in `workload`: pages stolen over pages scanned,
-    /// in percent; NaN when kswapd scanned nothing.
+    /// Pages stolen over pages scanned by kswapd, in percent.
     pub fn kswapd_efficiency(&self, workload: &str) -> f64 {
         let count = |i: Item| self.vm(workload, i).unwrap_or(0) as f64;
         100.0 * ratio(count(Item::pgsteal_kswapd), count(Item::pgscan_kswapd))
@@ -208,47 +181,35 @@ impl VariantResult {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Check {
     pub name: String,
-    /// What the seed reported.
     pub seed: String,
-    /// What this run measured.
     pub measured: String,
-    /// Whether this run goes the seed's way; None when it could not be
-    /// told (a variant missing, nothing measured).
+    /// None when it could not be told (a variant missing, nothing measured).
     pub agrees: Option<bool>,
-    /// Whether it counts towards `same_direction`.
+    /// Towards `same_direction`.
     pub counts: bool,
 }
 
-/// A seed experiment's result; serialises to the JSON `--json` writes.
+/// A seed experiment's result, the JSON `--json` writes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ExperimentResult {
     pub experiment: String,
-    /// The seed's number, e.g. `"004"`.
     pub seed: String,
-    /// What the seed reported, in a line.
     pub seed_claim: String,
-    /// Whether every counted check that could be told agrees with the seed
-    /// (and at least one could).
     pub same_direction: bool,
     pub variants: Vec<VariantResult>,
     pub metric_specs: Vec<MetricSpec>,
     pub checks: Vec<Check>,
-    /// The experiment's options.
     pub params: serde_json::Value,
-    /// Experiment-specific findings beyond the metrics.
+    /// Findings beyond the metrics.
     pub extra: serde_json::Value,
     pub runs: usize,
     pub quick: bool,
-    /// Whether this was an optimised build.
     pub optimized: bool,
-    /// Wall time of the whole experiment, seconds.
     pub total_s: f64,
-    /// Anything that bears on the numbers.
     pub notes: Vec<String>,
 }
 
-/// Whether the checks say "same direction": every counted check that
-/// could be told agrees, and at least one could.
+/// Every counted check that could be told agrees, and at least one could.
 pub fn same_direction(checks: &[Check]) -> bool {
     let told: Vec<bool> = checks.iter().filter(|c| c.counts).filter_map(|c| c.agrees).collect();
     !told.is_empty() && told.iter().all(|&a| a)
@@ -259,8 +220,7 @@ impl ExperimentResult {
         self.variants.iter().find(|v| v.name == name)
     }
 
-    /// The variants `a` and `b`, or the check saying one of them did not
-    /// run (the seed's claims compare the two).
+    /// The variants `a` and `b`, or the check saying one did not run.
     pub fn pair(&self, a: &str, b: &str) -> Result<(&VariantResult, &VariantResult), Check> {
         match (self.variant(a), self.variant(b)) {
             (Some(x), Some(y)) => Ok((x, y)),
@@ -274,7 +234,6 @@ impl ExperimentResult {
         }
     }
 
-    /// The workloads the metrics are of, in order.
     pub fn workloads(&self) -> Vec<&str> {
         let mut out: Vec<&str> = Vec::new();
         for s in &self.metric_specs {
@@ -289,14 +248,12 @@ impl ExperimentResult {
         self.metric_specs.iter().find(|m| m.name == metric)
     }
 
-    /// The metric's mean (its own kind of mean) in a variant.
     pub fn mean(&self, variant: &str, metric: &str) -> f64 {
         let mean = self.spec(metric).map(|s| s.mean).unwrap_or(Mean::Arithmetic);
         self.variant(variant).map(|v| mean.of(v.samples(metric))).unwrap_or(f64::NAN)
     }
 
-    /// The compare-kernels table of the metrics marked `table`, one column
-    /// per variant.
+    /// The compare-kernels table of the metrics marked `table`.
     pub fn comparison(&self) -> (Comparison, Vec<Mean>) {
         let mut cmp = Comparison::new(self.variants.iter().map(|v| v.name.clone()));
         let mut means = Vec::new();
@@ -307,7 +264,6 @@ impl ExperimentResult {
         (cmp, means)
     }
 
-    /// Pretty JSON, fields in declaration order.
     pub fn to_json_pretty(&self) -> serde_json::Result<String> {
         serde_json::to_string_pretty(self)
     }
@@ -332,7 +288,7 @@ fn clean(samples: &[f64]) -> Vec<f64> {
     samples.iter().copied().filter(|x| !x.is_nan()).collect()
 }
 
-/// The arithmetic mean, NaNs dropped; NaN when none are left.
+/// NaNs dropped; NaN when none are left.
 pub fn amean(samples: &[f64]) -> f64 {
     let v = clean(samples);
     if v.is_empty() {
@@ -342,8 +298,7 @@ pub fn amean(samples: &[f64]) -> f64 {
     }
 }
 
-/// The harmonic mean, NaNs dropped; NaN when none are left or any is not
-/// positive.
+/// NaNs dropped; NaN when none are left or any is not positive.
 pub fn hmean(samples: &[f64]) -> f64 {
     let v = clean(samples);
     if v.is_empty() || v.iter().any(|&x| x <= 0.0) {
@@ -352,9 +307,7 @@ pub fn hmean(samples: &[f64]) -> f64 {
     v.len() as f64 / v.iter().map(|x| 1.0 / x).sum::<f64>()
 }
 
-/// The 97.5% quantile of Student's t with `dof` degrees of freedom
-/// (rounded down, so on the safe side): the critical value of a two-sided
-/// test at 95%.
+/// The 97.5% quantile of Student's t (`dof` rounded down, the safe side).
 pub fn t_critical_95(dof: f64) -> f64 {
     const T: [f64; 30] = [
         12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
@@ -371,12 +324,9 @@ pub fn t_critical_95(dof: f64) -> f64 {
     }
 }
 
-/// Whether the means of `a` and `b` differ significantly: Welch's t-test,
-/// two-sided at 95% (the difference of means exceeds `t * se`, with
-/// `se = sqrt(var_a/n_a + var_b/n_b)` from the sample variances, `t` the
-/// critical value at the Welch-Satterthwaite degrees of freedom; about two
-/// standard errors for many samples, more for few). Needs two samples in
-/// each; false otherwise. With no spread at all, any difference counts.
+/// Welch's t-test, two-sided at 95%, at the Welch-Satterthwaite degrees of
+/// freedom; false with fewer than two samples each; with no spread at all,
+/// any difference counts.
 pub fn significant(a: &[f64], b: &[f64]) -> bool {
     let (a, b) = (clean(a), clean(b));
     if a.len() < 2 || b.len() < 2 {

@@ -1,29 +1,9 @@
 //! The generic runner of the seed experiments: the skeleton they share,
-//! written once.
-//!
-//! A seed experiment implements [`SeedExperiment`] (its seed and claim,
-//! typed parameters resolved from the shared options, its presets) and one
-//! trait per job, each in its folder's file of that name: the measurement
-//! of the pcache columns ([`SeedMeasure`]), the kernel column
-//! ([`SeedKernel`]), the checks against the seed's claim ([`SeedChecks`]),
-//! the title, body and plots of its report ([`SeedReport`]). [`run`] owns
-//! the rest, in this order:
-//!
-//! 1. parameters, presets and `--set` values, every one checked before
-//!    anything runs;
-//! 2. the temporary directory, the load average and the wall clock;
-//! 3. the measurement, with a progress bar and the
-//!    `outs[variant][workload][run]` matrix ([`Ctx::side_by_side`] when
-//!    one cell measures every variant in turn, [`Ctx::each_variant`] when
-//!    a cell is one variant's);
-//! 4. the kernel column where asked for (or the note why not);
-//! 5. the result: the JSON schema of [`ExperimentResult`], the checks, the
-//!    `same_direction` verdict, the experiment's last findings, then the
-//!    plots where asked for (or the note why not);
-//! 6. the report: title, set-up, compare-kernels table, the experiment's
-//!    body, then checks, notes and time ([`crate::render`]).
-//!
-//! [`Seed`] turns such an experiment ([`Seeded`]) into a registry entry.
+//! written once (ARCHITECTURE.md, "Adding an experiment"). [`run`] resolves
+//! and checks every parameter, preset and `--set` before anything runs,
+//! measures ([`SeedMeasure`] through [`Ctx`]), adds the kernel column,
+//! builds the [`ExperimentResult`] with its checks and verdict, and plots;
+//! [`report`] renders it; [`Seed`] makes it a registry entry.
 
 use std::marker::PhantomData;
 use std::path::Path;
@@ -42,8 +22,7 @@ use crate::sys::{load_note, loadavg, tempdir_in};
 use crate::variants::{self, Preset};
 use crate::Result;
 
-/// One variant as run: its preset and its tunables (the preset's, then
-/// `--set`).
+/// A preset and its tunables (the preset's, then `--set`).
 #[derive(Clone, Debug)]
 pub struct Variant {
     pub preset: &'static Preset,
@@ -51,13 +30,11 @@ pub struct Variant {
 }
 
 impl Variant {
-    /// This variant's column of the result.
     pub fn column(&self, metrics: Named<Samples>, vmstat: Named<Value>) -> VariantResult {
         VariantResult { name: self.preset.name.into(), stands_for: self.preset.stands_for.into(), metrics, vmstat }
     }
 }
 
-/// The name of the kernel column.
 pub const KERNEL_COLUMN: &str = "kernel";
 
 /// The samples of a run, `outs[variant][workload][run]`.
@@ -65,27 +42,22 @@ pub const KERNEL_COLUMN: &str = "kernel";
 pub struct Matrix<T>(Vec<Vec<Vec<T>>>);
 
 impl<T> Matrix<T> {
-    /// How many variants ran.
     pub fn variants(&self) -> usize {
         self.0.len()
     }
 
-    /// How many workloads ran.
     pub fn workloads(&self) -> usize {
         self.0.first().map_or(0, Vec::len)
     }
 
-    /// Every run of `workload` under `variant`.
     pub fn runs(&self, variant: usize, workload: usize) -> &[T] {
         &self.0[variant][workload]
     }
 
-    /// Every run of `workload` under `variant`, to take from.
     pub fn runs_mut(&mut self, variant: usize, workload: usize) -> &mut [T] {
         &mut self.0[variant][workload]
     }
 
-    /// Every run of `workload` under every variant.
     pub fn workload(&self, workload: usize) -> impl Iterator<Item = &T> {
         self.0.iter().flat_map(move |v| v[workload].iter())
     }
@@ -94,21 +66,18 @@ impl<T> Matrix<T> {
 /// What an experiment's measurement hands the runner.
 #[derive(Debug, Default)]
 pub struct Measured {
-    /// The pcache columns, one per variant, in variant order.
+    /// The pcache columns, in variant order.
     pub variants: Vec<VariantResult>,
     pub specs: Vec<MetricSpec>,
-    /// `params` fields beside the typed parameters: `workloads` (each
-    /// `name` and `description`, shown in the report's set-up), how times
-    /// and samples are taken.
+    /// `params` beside the typed parameters: `workloads` (each `name` and
+    /// `description`, shown in the set-up), how times are taken.
     pub params: serde_json::Map<String, Value>,
     /// Findings beyond the metrics (the runner adds `kernel`).
     pub extra: serde_json::Map<String, Value>,
-    /// Notes on this run's numbers.
     pub notes: Vec<String>,
 }
 
-/// A JSON object's map (empty for anything else), for [`Measured::params`]
-/// written with `serde_json::json!`.
+/// A JSON object's map (empty for anything else).
 pub fn into_map(v: Value) -> serde_json::Map<String, Value> {
     match v {
         Value::Object(m) => m,
@@ -116,7 +85,6 @@ pub fn into_map(v: Value) -> serde_json::Map<String, Value> {
     }
 }
 
-/// The kernel column: the column, the worker's raw JSON and notes.
 #[derive(Debug)]
 pub struct KernelColumn {
     pub column: VariantResult,
@@ -125,9 +93,7 @@ pub struct KernelColumn {
 }
 
 impl KernelColumn {
-    /// The column [`KERNEL_COLUMN`], which stands for `stands_for`: its
-    /// metrics (no vmstat: the kernel's counters are the whole machine's),
-    /// the worker's JSON and notes.
+    /// No vmstat: the kernel's counters are the whole machine's.
     pub fn new(stands_for: String, metrics: Named<Samples>, raw: Value, notes: Vec<String>) -> KernelColumn {
         KernelColumn {
             column: VariantResult { name: KERNEL_COLUMN.into(), stands_for, metrics, vmstat: Named::new() },
@@ -136,15 +102,12 @@ impl KernelColumn {
         }
     }
 
-    /// What the column stands for, said alike in every experiment: this
-    /// machine's kernel doing `what` in a memory cgroup of `mem_bytes`.
     pub fn stands_for(what: &str, mem_bytes: u64) -> String {
         let release = crate::sys::kernel_release();
         format!("the host kernel's page cache (Linux {release}), {what} in a memory cgroup of {}", fmt_size(mem_bytes))
     }
 }
 
-/// What a measurement runs with.
 pub struct Ctx<'a> {
     pub opts: &'a ExpOpts,
     pub variants: Vec<Variant>,
@@ -155,9 +118,8 @@ pub struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    /// Run every workload `runs` times with the variants side by side:
-    /// `f(run, workload)` measures every variant and returns one result per
-    /// variant, in variant order. A progress bar counts the cells.
+    /// Every workload `runs` times with the variants side by side:
+    /// `f(run, workload)` returns one result per variant, in variant order.
     pub fn side_by_side<T>(
         &self,
         runs: usize,
@@ -184,10 +146,8 @@ impl Ctx<'_> {
         Ok(Matrix(outs))
     }
 
-    /// The pcache columns of `outs`, one per variant, in variant order:
-    /// `fill(variant, workload, runs, metrics)` adds a workload's metrics
-    /// from its runs and returns their vmstat deltas, summed
-    /// ([`sum_vmstat`]) into the column's vmstat of that workload.
+    /// The pcache columns of `outs`: `fill(variant, workload, runs,
+    /// metrics)` adds a workload's metrics and returns its vmstat deltas.
     pub fn columns<T>(
         &self,
         outs: &Matrix<T>,
@@ -205,10 +165,9 @@ impl Ctx<'_> {
         columns.collect()
     }
 
-    /// Run every workload `runs` times, one variant at a time:
-    /// `f(run, workload, variant)` measures one cell. The variants' order
-    /// alternates from one run to the next, so that drifts of the machine
-    /// fall on all alike.
+    /// Every workload `runs` times, one variant at a time: `f(run,
+    /// workload, variant)`. The order alternates from run to run, so that
+    /// drifts of the machine fall on all alike.
     pub fn each_variant<T>(
         &self,
         runs: usize,
@@ -234,63 +193,45 @@ impl Ctx<'_> {
     }
 }
 
-/// What the runner needs to know of a run's parameters.
+/// What the runner needs to know of a run's parameters (the first variant
+/// is the baseline).
 pub struct Shape<'a> {
-    /// The variant names, the first the baseline.
     pub variants: &'a [String],
     pub runs: usize,
-    /// Whether these are the reduced quick sizes.
     pub quick: bool,
-    /// Bytes of page cache, for the title.
     pub mem_bytes: u64,
 }
 
-/// A seed experiment: what differs from one seed to the next, declared in
-/// its folder's `mod.rs`. The jobs are four more traits, one per file of
-/// the folder, so each file holds its part of the experiment itself and
-/// nothing forwards to it: [`SeedMeasure`] (`workload.rs`),
-/// [`SeedKernel`] (`kernel_side.rs`), [`SeedChecks`] (`checks.rs`) and
-/// [`SeedReport`] (`report.rs`). [`run`] needs all five ([`Seeded`]).
+/// A seed experiment: what differs from one seed to the next, in its
+/// folder's `mod.rs`; the four job traits are each implemented in the
+/// folder's file of that name, so nothing forwards (ARCHITECTURE.md).
 pub trait SeedExperiment: Sync + 'static {
-    /// The sizes of a run, resolved from the shared options; serialised
-    /// into the JSON's `params[PARAMS_KEY]`.
+    /// Serialised into the JSON's `params[PARAMS_KEY]`.
     type Params: Serialize;
-    /// What the measurement keeps for the plots beyond the columns (`()`
-    /// when the columns are enough).
+    /// What the plots need beyond the columns.
     type Raw;
 
-    /// `pcache bench NAME`.
     const NAME: &'static str;
-    /// The seed's number, e.g. `"000"`.
+    /// E.g. `"000"`.
     const SEED: &'static str;
-    /// What the seed reported, in a line.
     const CLAIM: &'static str;
     /// The seed's patch or question in a few words, for the title.
     const SUBJECT: &'static str;
-    /// A paragraph for `--list` and `--help`.
     const ABOUT: &'static str;
-    /// The variants it compares.
     const PRESETS: &'static [Preset];
-    /// Where the typed parameters go in the JSON's `params`.
     const PARAMS_KEY: &'static str;
-    /// Its own parameters (`--param NAME=VALUE`).
+    /// `--param NAME=VALUE`.
     const PARAMS: &'static [ParamDoc] = &[];
 
-    /// The smallest run that takes every path (see [`Experiment::smoke`]).
     fn smoke() -> ExpOpts {
         ExpOpts::smoke(&[])
     }
-    /// Resolve and check the parameters `opts` asks for.
     fn params(opts: &ExpOpts) -> Result<Self::Params>;
-    /// The variants, runs, cache size and whether these are the quick
-    /// sizes.
     fn shape(p: &Self::Params) -> Shape<'_>;
 }
 
-/// [`SeedExperiment::params`] through the parameters' own constructor
-/// `Self::Params::$new(opts)`, and [`SeedExperiment::shape`] from their
-/// fields `variants`, `runs`, `quick` and `mem_bytes` (every seed's
-/// parameters have them): `params_from!(from_opts);` in the impl.
+/// [`SeedExperiment::params`] by `Self::Params::$new(opts)`, and
+/// [`SeedExperiment::shape`] from the fields every seed's parameters have.
 macro_rules! params_from {
     ($new:ident) => {
         fn params(opts: &$crate::experiment::ExpOpts) -> $crate::Result<Self::Params> {
@@ -303,65 +244,49 @@ macro_rules! params_from {
 }
 pub(crate) use params_from;
 
-/// The measurement of a seed experiment (its `workload.rs`).
 pub trait SeedMeasure: SeedExperiment {
-    /// Measure the pcache columns.
     fn measure(ctx: &Ctx<'_>, p: &Self::Params) -> Result<(Measured, Self::Raw)>;
 }
 
-/// The kernel column of a seed experiment (its `kernel_side.rs`).
 pub trait SeedKernel: SeedExperiment {
-    /// The workload its kernel column runs in the worker process.
+    /// What the kernel column runs in the worker process.
     fn kernel_workload() -> Option<kernel::Workload>;
-    /// Run the kernel column (with `--kernel`; the temporary directory
-    /// still exists), or say why it cannot be had.
+    /// The temporary directory still exists; Err says why there is none.
     fn kernel_column(ctx: &Ctx<'_>, p: &Self::Params) -> std::result::Result<KernelColumn, String>;
 }
 
-/// The seed's claims against a result (its `checks.rs`).
 pub trait SeedChecks: SeedExperiment {
-    /// The seed's claims against this run.
     fn checks(r: &ExperimentResult) -> Vec<Check>;
-    /// Findings from the whole result, after the checks and the verdict:
-    /// notes, `extra` entries.
+    /// Findings after the checks and the verdict.
     fn finish(_r: &mut ExperimentResult) {}
 }
 
-/// How a seed experiment's result is shown (its `report.rs`).
 pub trait SeedReport: SeedExperiment {
-    /// The report's title line: the experiment, its seed and
-    /// [`SeedExperiment::SUBJECT`], the cache, [`SeedReport::sizes`] and
-    /// whether these were the quick sizes.
     fn title(r: &ExperimentResult, p: &Self::Params) -> String {
         let (mem, sizes) = (fmt_size(Self::shape(p).mem_bytes), Self::sizes(r, p));
         let quick = if r.quick { " (quick)" } else { "" };
         format!("{} (seed {}: {}): {mem} of cache, {sizes}{quick}", Self::NAME, r.seed, Self::SUBJECT)
     }
-    /// The run's sizes in the title, after the cache: by default the runs.
+    /// The sizes in the title, after the cache.
     fn sizes(r: &ExperimentResult, _: &Self::Params) -> String {
         format!("{} run{}", r.runs, if r.runs == 1 { "" } else { "s" })
     }
-    /// The report between the compare-kernels table and the checks: the
-    /// seed's own tables, vmstat.
+    /// Between the compare-kernels table and the checks.
     fn report_body(r: &ExperimentResult, p: &Self::Params) -> String;
-    /// Write plots into `dir` (with `--plot`), from the finished result and
-    /// the measurement's raw data; the files written.
+    /// The files written.
     fn plot(dir: &Path, r: &ExperimentResult, raw: &Self::Raw, p: &Self::Params) -> Result<Vec<String>>;
 }
 
-/// A seed experiment with all its jobs: what [`run`] and [`Seed`] take.
 pub trait Seeded: SeedMeasure + SeedKernel + SeedChecks + SeedReport {}
 
 impl<E: SeedMeasure + SeedKernel + SeedChecks + SeedReport> Seeded for E {}
 
-/// Run `E` with `opts`: the result and its typed parameters.
 pub fn run<E: Seeded>(opts: &ExpOpts) -> Result<(ExperimentResult, E::Params)> {
     let p = E::params(opts)?;
     run_with::<E>(opts, p)
 }
 
-/// Run `E` with parameters already resolved (`opts` gives the variants'
-/// `--set`, the directory, progress, kernel column and plots).
+/// Run `E` with parameters already resolved.
 pub fn run_with<E: Seeded>(opts: &ExpOpts, p: E::Params) -> Result<(ExperimentResult, E::Params)> {
     let Shape { variants: names, runs, quick, .. } = E::shape(&p);
     // Refuse unknown variants and bad --set values before anything runs.
@@ -401,8 +326,6 @@ pub fn run_with<E: Seeded>(opts: &ExpOpts, p: E::Params) -> Result<(ExperimentRe
     params.insert(E::PARAMS_KEY.into(), serde_json::to_value(&p).unwrap_or(Value::Null));
     params.append(&mut m.params);
     params.insert("kernel_column".into(), Value::from(opts.kernel));
-    // The tunables set by name for every variant (`--set`), whatever the
-    // experiment's own parameters record.
     if !opts.set.is_empty() {
         params.insert("set".into(), serde_json::json!(opts.set));
     }
@@ -437,8 +360,6 @@ pub fn run_with<E: Seeded>(opts: &ExpOpts, p: E::Params) -> Result<(ExperimentRe
     Ok((result, p))
 }
 
-/// The readable report of `E`'s result: title, set-up, compare-kernels,
-/// the experiment's body, checks, notes and time.
 pub fn report<E: Seeded>(r: &ExperimentResult, p: &E::Params) -> String {
     let mut s = E::title(r, p);
     s.push('\n');
@@ -453,7 +374,6 @@ pub fn report<E: Seeded>(r: &ExperimentResult, p: &E::Params) -> String {
 pub struct Seed<E>(PhantomData<E>);
 
 impl<E> Seed<E> {
-    /// The entry of `E`, for the registry's static list.
     pub const ENTRY: Seed<E> = Seed(PhantomData);
 }
 

@@ -32,7 +32,6 @@ pub enum Better {
     Higher,
 }
 
-/// The rows of a summary, in report order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Row {
     Min,
@@ -65,7 +64,6 @@ impl Row {
         Row::BAmean95,
     ];
 
-    /// The label mmtests prints for this row.
     pub fn label(self) -> &'static str {
         match self {
             Row::Min => "Min",
@@ -93,7 +91,6 @@ impl Row {
     }
 }
 
-/// The summary of one column of samples.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     pub n: usize,
@@ -182,7 +179,6 @@ pub fn quantile_sorted(sorted: &[f64], q: f64) -> f64 {
     sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo])
 }
 
-/// The `q`-quantile (0..=1) of `samples` in any order. NaN for no samples.
 pub fn quantile(samples: &[f64], q: f64) -> f64 {
     let mut v = samples.to_vec();
     v.sort_by(f64::total_cmp);
@@ -197,7 +193,7 @@ pub fn median(samples: &[f64]) -> f64 {
 
 /// The mean of the best `frac` of the sorted samples (`floor(frac * n)`
 /// of them, at least one).
-fn best_mean_sorted(sorted: &[f64], frac: f64, better: Better) -> f64 {
+pub(crate) fn best_mean_sorted(sorted: &[f64], frac: f64, better: Better) -> f64 {
     let n = sorted.len();
     let k = ((frac * n as f64).floor() as usize).clamp(1, n);
     match better {
@@ -260,7 +256,6 @@ impl Comparison {
         Comparison { columns: columns.into_iter().map(Into::into).collect(), metrics: Vec::new() }
     }
 
-    /// Add a metric with one sample vector per column, in column order.
     pub fn metric(&mut self, name: impl Into<String>, better: Better, columns: Vec<Vec<f64>>) -> &mut Self {
         self.metrics.push(Metric { name: name.into(), better, columns });
         self

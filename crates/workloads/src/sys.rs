@@ -5,7 +5,6 @@ use std::path::Path;
 
 use crate::{Error, Result};
 
-/// The running kernel's release (`uname -r`).
 pub fn kernel_release() -> String {
     std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default()
 }
@@ -18,12 +17,10 @@ pub fn loadavg() -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-/// The CPUs this process may run on (1 if unknown).
 pub fn cpus() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
 
-/// A note on the other load on the machine during a run.
 pub fn load_note(before: f64, after: f64) -> String {
     let cpus = cpus();
     format!(
@@ -36,7 +33,6 @@ pub fn load_note(before: f64, after: f64) -> String {
     )
 }
 
-/// A temporary directory in `dir` (the system's if None).
 pub fn tempdir_in(dir: Option<&Path>, prefix: &str) -> Result<tempfile::TempDir> {
     match dir {
         Some(d) => tempfile::Builder::new().prefix(prefix).tempdir_in(d),
@@ -48,13 +44,16 @@ pub fn tempdir_in(dir: Option<&Path>, prefix: &str) -> Result<tempfile::TempDir>
 /// Whether `path` is on tmpfs, whose pages the kernel cannot reclaim
 /// without swap (a limited memory cgroup would kill its user instead).
 pub fn is_tmpfs(path: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    const TMPFS_MAGIC: i64 = 0x0102_1994;
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return false };
-    // SAFETY: statfs fills the zeroed struct; c is a valid C string.
+    fs_magic(path) == Some(0x0102_1994)
+}
+
+/// The statfs(2) magic of the file system `path` is on.
+pub fn fs_magic(path: &Path) -> Option<i64> {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
+    // SAFETY: `struct statfs` is plain old data, all zeroes valid; `c` is
+    // NUL-terminated and `st` writable.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    let r = unsafe { libc::statfs(c.as_ptr(), &mut st) };
-    r == 0 && st.f_type as i64 == TMPFS_MAGIC
+    (unsafe { libc::statfs(c.as_ptr(), &mut st) } == 0).then_some(st.f_type as i64)
 }
 
 /// This thread's CPU time, seconds (NaN if unknown): unlike the wall clock
@@ -76,8 +75,6 @@ pub fn pattern(len: usize) -> Vec<u8> {
     (0..len).map(|i| ((i * 31 + 7) % 251 + 1) as u8).collect()
 }
 
-/// Write `len` bytes of `f` from offset 0 in `chunk`-sized writes of
-/// `buf`'s start; a short write is a failed check.
 pub fn write_seq(f: &pcache::File, len: u64, chunk: u64, buf: &[u8]) -> Result<()> {
     let mut off = 0;
     while off < len {
@@ -91,8 +88,6 @@ pub fn write_seq(f: &pcache::File, len: u64, chunk: u64, buf: &[u8]) -> Result<(
     Ok(())
 }
 
-/// Read `len` bytes of `f` from offset 0 in `chunk`-sized reads into
-/// `buf`; a short read is a failed check.
 pub fn read_seq(f: &pcache::File, len: u64, chunk: u64, buf: &mut [u8]) -> Result<()> {
     let mut off = 0;
     while off < len {
@@ -103,6 +98,28 @@ pub fn read_seq(f: &pcache::File, len: u64, chunk: u64, buf: &mut [u8]) -> Resul
         }
         off += n as u64;
     }
+    Ok(())
+}
+
+/// A new file of `pages` 4 KiB pages, each starting with its index (so a
+/// read can be checked cheaply) over [`pattern`], written a MiB at a time
+/// (`each_mib` after each), synced and dropped from the kernel's cache.
+pub fn write_numbered_pages(path: &Path, pages: u64, mut each_mib: impl FnMut()) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    const PAGE: u64 = 4096;
+    const CHUNK: u64 = 256;
+    let f = std::fs::File::create(path)?;
+    let mut buf = pattern((CHUNK * PAGE) as usize);
+    for first in (0..pages).step_by(CHUNK as usize) {
+        let n = CHUNK.min(pages - first);
+        for (k, page) in buf.chunks_mut(PAGE as usize).take(n as usize).enumerate() {
+            page[..8].copy_from_slice(&(first + k as u64).to_le_bytes());
+        }
+        f.write_all_at(&buf[..(n * PAGE) as usize], first * PAGE)?;
+        each_mib();
+    }
+    f.sync_all()?;
+    crate::kernel::drop_cached(&f);
     Ok(())
 }
 
@@ -118,7 +135,6 @@ pub enum Backend {
 }
 
 impl Backend {
-    /// The backend's name in workload names and reports.
     pub fn name(self) -> &'static str {
         match self {
             Backend::Tmpfs => "tmpfs",
@@ -148,5 +164,54 @@ impl Aligned {
 
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         &mut self.v[self.start..self.start + self.len]
+    }
+}
+
+/// A mapping mmap(2) made at an address the kernel picked, unmapped on drop.
+pub struct Mmap {
+    ptr: *mut u8,
+    size: usize,
+}
+
+impl Mmap {
+    /// `size` bytes of `fd` (-1 with `MAP_ANONYMOUS`) from offset 0.
+    pub fn new(size: usize, prot: i32, flags: i32, fd: i32) -> std::io::Result<Mmap> {
+        // SAFETY: a fresh mapping at an address the kernel picks; no
+        // existing memory is affected.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), size, prot, flags, fd, 0) };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Mmap { ptr: p.cast(), size })
+    }
+
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Copy `data` to `off` (the mapping must be writable).
+    pub fn write(&self, off: usize, data: &[u8]) {
+        assert!(off + data.len() <= self.size, "write past the mapping");
+        // SAFETY: in bounds (checked); a file mapping's file is at least
+        // `size` long.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.add(off), data.len()) }
+    }
+
+    pub fn load_u64(&self, off: usize) -> u64 {
+        assert!(off + 8 <= self.size, "read past the mapping");
+        // SAFETY: in bounds (checked), as for write.
+        unsafe { std::ptr::read_unaligned(self.ptr.add(off).cast::<u64>()) }
+    }
+}
+
+impl Drop for Mmap {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in new, unmapped once; nothing borrows
+        // its memory past `self`.
+        unsafe { libc::munmap(self.ptr.cast(), self.size) };
     }
 }

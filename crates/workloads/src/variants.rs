@@ -1,34 +1,23 @@
 //! Named variants: the kernels (or patch sets) the seeds compare, as
-//! presets of [`Tunables`].
-//!
-//! Each [`Preset`] belongs to one experiment and has a short name (what
-//! `--variants` takes and what report columns are called), a line saying
-//! which kernel or patch it stands for, and a function producing its
-//! tunables. Each experiment keeps its own table (its `PRESETS`, which the
-//! registry lists); [`resolve`] and [`defaults`] serve any table, so that
-//! this module names no experiment.
+//! presets of [`Tunables`]. Each experiment keeps its own table;
+//! [`resolve`] and [`defaults`] serve any, so this module names none.
 
 use pcache::Tunables;
 
 use crate::{Error, Result};
 
-/// One named variant of an experiment.
 #[derive(Clone, Copy, Debug)]
 pub struct Preset {
-    /// The experiment it belongs to (`pcache bench NAME`).
     pub experiment: &'static str,
-    /// Short name: the `--variants` value and the report column.
+    /// The `--variants` value and the report column.
     pub name: &'static str,
-    /// Which kernel or patch set it stands for.
     pub stands_for: &'static str,
-    /// Whether the experiment runs it when no `--variants` are given.
+    /// Run when no `--variants` are given.
     pub default: bool,
-    /// Its tunables.
     pub tunables: fn() -> Tunables,
 }
 
 impl Preset {
-    /// A variant of `experiment`, run when no `--variants` are given.
     pub const fn new(
         experiment: &'static str,
         name: &'static str,

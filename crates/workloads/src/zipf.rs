@@ -50,19 +50,16 @@ impl ZipfKeys {
         u64::from(self.perm[rank.min(self.n - 1) as usize])
     }
 
-    /// Draw a rank, 0-based: 0 is the most popular.
     pub fn sample_rank<R: Rng + ?Sized>(&self, rng: &mut R) -> u64 {
         // Zipf yields an integral float in [1, n].
         let r = self.dist.sample(rng) as u64;
         r.clamp(1, self.n) - 1
     }
 
-    /// Draw a key.
     pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> u64 {
         self.key_of_rank(self.sample_rank(rng))
     }
 
-    /// `count` keys drawn with a generator seeded by `seed`.
     pub fn generate(&self, count: usize, seed: u64) -> Vec<u64> {
         let mut rng = StdRng::seed_from_u64(seed);
         (0..count).map(|_| self.sample(&mut rng)).collect()

@@ -1,5 +1,3 @@
-//! The seed's claims against this run.
-
 use super::*;
 
 pub(super) fn max_of(v: &[f64]) -> f64 {
@@ -33,7 +31,6 @@ fn time_lower(
 }
 
 impl SeedChecks for Dd {
-    /// The seed's claims against this run: the times, then the profile.
     fn checks(r: &ExperimentResult) -> Vec<Check> {
         let (b, a) = match r.pair(BEFORE, AFTER) {
             Ok(pair) => pair,

@@ -8,8 +8,6 @@ impl SeedKernel for Dd {
         Some(kernel_workload)
     }
 
-    /// Run the kernel column; the column, the worker's JSON and notes, or why
-    /// not.
     fn kernel_column(ctx: &Ctx<'_>, p: &DdParams) -> std::result::Result<KernelColumn, String> {
         let mut notes = Vec::new();
         let file_dir = ctx.tmp.path().join("kernel");
@@ -55,10 +53,7 @@ impl SeedKernel for Dd {
     }
 }
 
-/// The same dd through the kernel's page cache (run in the memory cgroup
-/// by [`kernel::run`]). Parameters: `dirs` (backend name to directory) and
-/// `params` ([`DdParams`]). Returns
-/// `{"workloads": {"tmpfs-async": {"elapsed_s": [...]}, ...}}`.
+/// The same dd through the kernel's page cache, in the memory cgroup.
 pub fn kernel_workload(params: &Value) -> std::result::Result<Value, String> {
     use std::io::Write;
     let p: DdParams = serde_json::from_value(params["params"].clone()).map_err(|e| format!("bad params: {e}"))?;

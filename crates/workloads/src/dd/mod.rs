@@ -4,42 +4,20 @@
 //!
 //! The seed timed "a simple dd of a large file done multiple times with the
 //! file deleted on each iteration", the file 1/10 of physical memory to keep
-//! out of dirty balancing, on tmpfs, ext3, ext4, xfs and btrfs, in async
-//! mode and with `conv=fdatasync`; it reported the async Max elapsed time
-//! (accessed-v2 faster everywhere: tmpfs 3.9%, ext3 17%, ext4 28%) and
-//! oprofile samples in `mark_page_accessed` (tmpfs 59562 in vanilla against
-//! 94 + 1210 in `init_page_accessed` with the patch).
+//! out of dirty balancing, async and with `conv=fdatasync`; it reported the
+//! async Max elapsed time (accessed-v2 faster everywhere: tmpfs 3.9%, ext3
+//! 17%, ext4 28%) and oprofile samples in `mark_page_accessed` (tmpfs 59562
+//! in vanilla against 94 + 1210 in `init_page_accessed` with the patch).
 //!
-//! Here, per run, four workloads, each with a fresh cache of `mem_bytes` per
-//! variant (see [`PRESETS`]):
-//!
-//! * **tmpfs-async**, **tmpfs-fdatasync**: a memory-only file
-//!   ([`PageCache::open_memory`], the tmpfs case);
-//! * **file-async**, **file-fdatasync**: a host file in the temporary
-//!   directory ([`PageCache::open`], written back with O_DIRECT).
-//!
-//! Each writes a file of `mem_bytes / 10` from offset 0 in 1 MiB blocks
-//! (`fdatasync` at the end in the fdatasync mode), closes it and unlinks it,
-//! `iterations` times after one untimed warm-up iteration (which faults the
-//! arena in). Elapsed runs from the open to the return of the close (the
-//! fdatasync included), as dd's own timing; the unlink is outside it. MB/s is
-//! the file's bytes (10^6) over elapsed; `cpu_s` is the writer thread's CPU
-//! time over the same span (not the flusher's; it stops while the thread is
-//! preempted, which on a shared machine is most of the wall-time noise).
-//! The cost counters are the vmstat deltas of the timed iterations (their
-//! unlinks included) per page written: `atomic_flag_rmw`,
-//! `mark_page_accessed_calls` and `init_page_accessed_calls` (vanilla marks
-//! the visible page with an atomic RMW; accessed-v2 initialises it with a
-//! plain store before it is visible).
-//!
-//! The variants run side by side: in each workload every variant's cache is
-//! built and warmed up, then each iteration runs one dd per variant, the
-//! order alternating from one iteration (and run) to the next, so that
-//! drifts of the machine (other load, frequency) fall on both alike.
-//!
-//! With `opts.kernel`, the same dd runs through `std::fs` (buffered) in a
-//! memory cgroup of `mem_bytes` (`kernel_side.rs`) and is shown as one
-//! more column, "kernel", for elapsed and MB/s.
+//! Here four workloads, memory-only files (tmpfs) and host files, each
+//! async and fdatasync, `iterations` times after an untimed warm-up that
+//! faults the arena in. Elapsed runs from the open to the return of the
+//! close, as dd's own timing; `cpu_s` is the writer thread's CPU time,
+//! which stops while the thread is preempted (on a shared machine most of
+//! the wall-time noise). The cost counters per page written tell vanilla's
+//! atomic RMW on the visible page from accessed-v2's plain store before it
+//! is visible. The variants run side by side, the order alternating from
+//! one iteration to the next, so that drifts of the machine fall on both.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -68,18 +46,15 @@ mod report;
 mod workload;
 
 pub const EXPERIMENT: &str = "dd";
-/// The variants the checks compare: the seed's before and after.
 pub const BEFORE: &str = "3.15-vanilla";
 pub const AFTER: &str = "accessed-v2";
 
 const MIB: u64 = 1 << 20;
-/// dd's block size.
 pub const BLOCK: u64 = MIB;
 /// mark_page_accessed calls per page must fall by this fraction for the
 /// "drops sharply" check (the seed's tmpfs profile fell by 98%).
 pub const SHARP_DROP: f64 = 0.9;
 
-/// This experiment's variants.
 pub const PRESETS: &[Preset] = &[
     Preset::new(
         EXPERIMENT,
@@ -99,12 +74,10 @@ pub const PRESETS: &[Preset] = &[
     ),
 ];
 
-/// How dd ends each file.
+/// How dd ends each file: dirty, or `conv=fdatasync` (timed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Mode {
-    /// No sync: dd returns with the data dirty in the cache.
     Async,
-    /// `conv=fdatasync`: fdatasync before the close, timed.
     Fdatasync,
 }
 
@@ -117,7 +90,6 @@ impl Mode {
     }
 }
 
-/// The four workloads, in run order.
 pub const WORKLOADS: [(Backend, Mode); 4] = [
     (Backend::Tmpfs, Mode::Async),
     (Backend::Tmpfs, Mode::Fdatasync),
@@ -125,20 +97,17 @@ pub const WORKLOADS: [(Backend, Mode); 4] = [
     (Backend::File, Mode::Fdatasync),
 ];
 
-/// A workload's name: `BACKEND-MODE`.
 pub fn workload_name(b: Backend, m: Mode) -> String {
     format!("{}-{}", b.name(), m.name())
 }
 
-/// The sizes of a run, from [`ExpOpts`] and the defaults.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DdParams {
-    /// Bytes of page cache.
     pub mem_bytes: u64,
-    /// Bytes of each dd file: a tenth of the cache, whole pages.
+    /// A tenth of the cache, whole pages.
     pub file_bytes: u64,
     pub block_bytes: u64,
-    /// Timed iterations per workload and run (after one untimed warm-up).
+    /// Timed, after one untimed warm-up.
     pub iterations: usize,
     pub runs: usize,
     pub variants: Vec<String>,
@@ -156,7 +125,6 @@ pub const QUICK_ITERATIONS: usize = 3;
 pub const QUICK_RUNS: usize = 3;
 
 impl DdParams {
-    /// The sizes `opts` asks for, checked.
     pub fn from_opts(opts: &ExpOpts) -> Result<DdParams> {
         let c = opts.common(PRESETS, (QUICK_MEM, FULL_MEM), (QUICK_RUNS, FULL_RUNS), 64 << 30)?;
         let page_size = Config::default().page_size;
@@ -177,7 +145,6 @@ impl DdParams {
     }
 }
 
-/// `pcache bench dd`.
 pub struct Dd;
 
 impl SeedExperiment for Dd {

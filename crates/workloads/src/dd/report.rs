@@ -1,11 +1,7 @@
-//! The report's body (the seed's table, the cost per page, vmstat) and
-//! the plots.
-
 use super::checks::max_of;
 use super::workload::PER_PAGE;
 use super::*;
 
-/// The vmstat counters the report shows per workload.
 pub(super) const VM_ITEMS: &[Item] = &[
     Item::atomic_flag_rmw,
     Item::mark_page_accessed_calls,
@@ -26,15 +22,12 @@ pub(super) const VM_ITEMS: &[Item] = &[
 ];
 
 impl SeedReport for Dd {
-    /// The title's sizes: the files, the blocks, runs and iterations.
     fn sizes(r: &ExperimentResult, p: &DdParams) -> String {
         let (file, block) = (fmt_size(p.file_bytes), fmt_size(p.block_bytes));
         let runs = format!("{} run{}", r.runs, if r.runs == 1 { "" } else { "s" });
         format!("files of {file} in {block} blocks, {runs} x {} iterations", p.iterations)
     }
 
-    /// The report's body: how times are taken, the seed's table, the cost per
-    /// page, vmstat.
     fn report_body(r: &ExperimentResult, _: &DdParams) -> String {
         // How times are taken, then the seed's table: Max elapsed (async),
         // plus the means.

@@ -1,22 +1,15 @@
-//! The dd workload through pcache: one dd, one workload in one run with
-//! the variants side by side, and the metrics of every run.
-
 use super::*;
 
-/// One workload, one run, one variant.
 pub(super) struct RunOut {
-    /// Seconds per timed iteration.
     elapsed: Vec<f64>,
-    /// The writer thread's CPU seconds per timed iteration.
     cpu: Vec<f64>,
     vm: VmStat,
 }
 
 pub(super) const CREATE: OpenOptions = OpenOptions { create: true, truncate: true, direct: true };
 
-/// One dd: open, write the file in blocks, fdatasync (if asked), close;
-/// timed: (wall seconds, this thread's CPU seconds). Then the unlink,
-/// untimed.
+/// One dd, timed from the open to the close: (wall, this thread's CPU
+/// seconds). The unlink is untimed.
 pub(super) fn dd_once(
     cache: &PageCache,
     b: Backend,
@@ -33,15 +26,7 @@ pub(super) fn dd_once(
         Backend::Tmpfs => cache.open_memory(&name)?,
         Backend::File => cache.open(&path, CREATE)?,
     };
-    let mut off = 0;
-    while off < p.file_bytes {
-        let n = p.block_bytes.min(p.file_bytes - off) as usize;
-        let done = f.write_at(&buf[..n], off)?;
-        if done != n {
-            return Err(Error::Check(format!("{}: wrote {done} of {n} bytes at {off}", f.name())));
-        }
-        off += n as u64;
-    }
+    crate::sys::write_seq(&f, p.file_bytes, p.block_bytes, buf)?;
     if m == Mode::Fdatasync {
         f.fdatasync()?;
     }
@@ -56,9 +41,7 @@ pub(super) fn dd_once(
 }
 
 /// One workload in one run: a fresh, warmed-up cache per variant, then
-/// `iterations` rounds in which every variant runs one dd, in alternating
-/// order, so that the variants are measured side by side in time. Returns
-/// one [`RunOut`] per variant.
+/// `iterations` rounds of one dd per variant, in alternating order.
 pub(super) fn run_workload(
     variants: &[Variant],
     run: usize,
@@ -98,7 +81,6 @@ pub(super) fn run_workload(
         .collect())
 }
 
-/// The per-page cost counters: (measure, item).
 pub(super) const PER_PAGE: [(&str, Item); 3] = [
     ("atomic_flag_rmw/page", Item::atomic_flag_rmw),
     ("mark_page_accessed/page", Item::mark_page_accessed_calls),
@@ -112,8 +94,8 @@ pub(super) fn mbps(bytes: u64, secs: f64) -> f64 {
         f64::NAN
     }
 }
+
 impl SeedMeasure for Dd {
-    /// Measure every workload, the variants side by side: the pcache columns.
     fn measure(ctx: &Ctx<'_>, p: &DdParams) -> Result<(Measured, ())> {
         let buf = pattern(p.block_bytes as usize);
         let names: Vec<String> = WORKLOADS.iter().map(|&(b, m)| workload_name(b, m)).collect();

@@ -3,6 +3,7 @@
 //! `Mapping` on the same keys.
 
 use super::PAGE;
+use crate::sys::Mmap;
 use crate::{Error, Result};
 
 /// A memfd of `len` bytes mapped shared and populated, every page
@@ -10,54 +11,39 @@ use crate::{Error, Result};
 pub(super) struct KernelMapping {
     ptr: *mut u8,
     len: usize,
-    fd: libc::c_int,
+    _map: Mmap,
+    _memfd: std::fs::File,
 }
 
 // SAFETY: the mapping is only read (with plain loads of whole words that
-// nobody writes after `new`) and unmapped by Drop; a raw pointer to shared
+// nobody writes after `new`) and unmapped on drop; a raw pointer to shared
 // memory is as sendable and shareable as the `&[u64]` it stands for.
 unsafe impl Sync for KernelMapping {}
 
 impl KernelMapping {
     pub(super) fn new(len: usize) -> Result<KernelMapping> {
-        let name = c"pcache-hitpath";
-        // SAFETY: a valid NUL-terminated name; the fd is owned by the result.
-        let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        let io = |what: &str| {
+            let context = format!("{what} of a {len}-byte memfd");
+            move |source| Error::Io { context, source }
+        };
+        // SAFETY: a valid NUL-terminated name.
+        let fd = unsafe { libc::memfd_create(c"pcache-hitpath".as_ptr(), libc::MFD_CLOEXEC) };
         if fd < 0 {
             return Err(Error::Io { context: "memfd_create".into(), source: std::io::Error::last_os_error() });
         }
-        let fail = |fd, what: &str| {
-            let source = std::io::Error::last_os_error();
-            // SAFETY: our fd, closed once.
-            unsafe { libc::close(fd) };
-            Err(Error::Io { context: format!("{what} of a {len}-byte memfd"), source })
-        };
-        // SAFETY: an fd we own; a length that fits off_t on 64-bit Linux.
-        if unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
-            return fail(fd, "ftruncate");
-        }
-        // SAFETY: a fresh shared mapping of our memfd, length `len`; no
-        // Rust object aliases it.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_POPULATE,
-                fd,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return fail(fd, "mmap");
-        }
-        let ptr = ptr.cast::<u8>();
+        // SAFETY: a fresh descriptor, owned from here on.
+        let memfd = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        memfd.set_len(len as u64).map_err(io("ftruncate"))?;
+        let (prot, flags) = (libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_POPULATE);
+        let map = Mmap::new(len, prot, flags, memfd.as_raw_fd()).map_err(io("mmap"))?;
+        let ptr = map.as_ptr();
         for page in 0..len / PAGE {
             // SAFETY: inside the mapping, 8-aligned (page aligned); nothing
             // else accesses it yet.
             unsafe { ptr.add(page * PAGE).cast::<u64>().write(page as u64 + 1) };
         }
-        Ok(KernelMapping { ptr, len, fd })
+        Ok(KernelMapping { ptr, len, _map: map, _memfd: memfd })
     }
 
     /// The first word of page `page`: a load through the MMU.
@@ -67,16 +53,5 @@ impl KernelMapping {
         // SAFETY: in bounds (checked), page aligned, initialised by `new`,
         // and never written after it: no data race.
         Some(unsafe { self.ptr.add(off).cast::<u64>().read() })
-    }
-}
-
-impl Drop for KernelMapping {
-    fn drop(&mut self) {
-        // SAFETY: the mapping and fd `new` made, released once; no borrow
-        // of the memory outlives `self`.
-        unsafe {
-            libc::munmap(self.ptr.cast(), self.len);
-            libc::close(self.fd);
-        }
     }
 }

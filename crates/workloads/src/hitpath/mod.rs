@@ -1,36 +1,19 @@
-//! `hitpath`: how fast is a page cache hit?
+//! `hitpath`: how fast is a page cache hit? Every figure the median of
+//! several rounds:
 //!
-//! Measured in one run, every figure the median of several rounds:
+//! 1. random 4 KiB reads of a fully cached file: pcache's `read_at`, the
+//!    kernel's `pread(2)` and a bare 4 KiB copy (the physical limit),
+//!    interleaved round by round; and hot reads of one page;
+//! 2. the hit path alone: `find_page` and drop on a memory-backed file,
+//!    keys Zipf(0.99) scrambled over it, with 1 and more threads;
+//! 3. mapped access ([`pcache::Mapping`]) on the same keys, against the
+//!    kernel's own mapped page cache (a populated shared mapping of a
+//!    memfd): the kernel row is the hardware's cost of touching those
+//!    pages, the difference what pcache's software page table adds.
 //!
-//! 1. Random 4 KiB reads of a fully cached host file at seeded page-aligned
-//!    offsets: pcache's [`File::read_at`] against the kernel's `pread(2)` on
-//!    the same file (also fully cached, by the kernel) against a bare
-//!    `copy_from_slice` of 4 KiB out of an in-memory copy of the file, the
-//!    physical limit. The three are interleaved round by round.
-//! 2. Hot reads: the same 4 KiB page again and again, pcache against pread.
-//! 3. The hit path alone: [`File::find_page`] and drop of the [`PageRef`]
-//!    (look up, pin, mark accessed, unpin) on a memory-backed file whose
-//!    every page is cached, keys Zipf(0.99) scrambled over the file, with
-//!    one thread and with several (each with its own key stream and its own
-//!    handle), all started together on a barrier.
-//!
-//! 4. Mapped access: [`pcache::Mapping::page`] of a present entry and an
-//!    8-byte load, on the same keys, against the kernel's own mapped page
-//!    cache: a memfd of the same size, mapped shared and populated, read
-//!    with the same 8-byte loads. The kernel row is the hardware's cost of
-//!    touching those pages (cache and TLB misses); the difference is what
-//!    pcache's software page table adds. `mapped_load` is the same access
-//!    without a guard ([`pcache::Mapping::load_u64`]).
-//!
-//! [`PageRef`]: pcache::PageRef
-//!
-//! The folder, split by job: `workload.rs` (the timed phases: the reads
-//! through one rounds loop over the readers, the hit rows through
-//! `Rows::time`; and the result's assembly), `kernel_side.rs` (the kernel's
-//! mapped page cache for the mapped rows), `report.rs` (the report, the
-//! targets, the notes). This file holds what they share: the options, the
-//! result's types, the targets' values; it re-exports `run` and
-//! `BATCH_KEYS` and imports nothing else of its files.
+//! `workload.rs` times the phases, `kernel_side.rs` is the kernel's
+//! mapping, `report.rs` the report and targets; this file holds what they
+//! share.
 
 mod kernel_side;
 mod report;
@@ -45,13 +28,11 @@ pub(crate) use crate::sys::Aligned;
 use crate::{Error, Result};
 pub use workload::{run, BATCH_KEYS};
 
-/// The page size of every cache in this benchmark, and the read size.
 pub const PAGE: usize = 4096;
 const MIB: u64 = 1 << 20;
 /// Frames beyond the data, so that neither cache needs to reclaim.
 const SLACK_BYTES: u64 = 64 * MIB;
 
-/// The targets, as `(ratio or ns, comparison)`.
 pub const TARGET_KERNEL_OVER_PCACHE: f64 = 1.5;
 pub const TARGET_PCACHE_OVER_MEMCPY: f64 = 1.25;
 pub const TARGET_HOT_KERNEL_OVER_PCACHE: f64 = 4.0;
@@ -59,8 +40,6 @@ pub const TARGET_HIT_NS_1THREAD: f64 = 25.0;
 pub const TARGET_SCALING_2THREADS: f64 = 1.8;
 
 crate::experiment::params! {
-    /// What to run. Quick, for tests and CI: a 64 MiB file, 64 Ki hit
-    /// pages, 200 000 ops, 3 rounds.
     #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
     pub struct HitpathOpts {
         pub file_mib: u64 = 256, quick 64,
@@ -72,30 +51,21 @@ crate::experiment::params! {
         pub ops: u64 = 2_000_000, quick 200_000,
             param param_as "operations per measurement, per thread on the hit path [default: 2000000; quick: 200000]",
             range 1..=1 << 32;
-        /// Thread counts for the hit path; 1 and 2 fill `hit_ns_1thread`,
-        /// `hit_ns_2threads` and `scaling_2threads`.
+        /// 1 and 2 fill `hit_ns_1thread`, `hit_ns_2threads` and `scaling_2threads`.
         pub threads: Vec<usize> = vec![1, 2],
             param param_list "hit-path thread counts, comma-separated [default: 1,2]", each 1..=256;
-        /// Seed of the offsets and keys.
         pub seed: u64 = 1, opt seed;
-        /// Repetitions of each measurement; the median is reported.
         pub rounds: usize = 5, quick 3;
-        /// The Zipf exponent of the hit-path keys.
         pub zipf_s: f64 = 0.99;
-        /// Where to make the temporary directory (the system's temp dir if
-        /// `None`). Not in the result's JSON, like `progress`.
         #[serde(skip)]
         pub dir: Option<PathBuf> = None, opt dir;
-        /// Draw progress bars on stderr (only when it is a terminal).
         #[serde(skip)]
         pub progress: bool = true, opt progress;
-        /// A label: whether these are the reduced `quick` sizes.
         pub quick: bool = false, quick true;
     }
 }
 
 impl HitpathOpts {
-    /// Refuse values the benchmark cannot run with.
     pub fn validate(&self) -> Result<()> {
         self.check_ranges()?;
         if !(1..=1000).contains(&self.rounds) {
@@ -107,8 +77,7 @@ impl HitpathOpts {
         Ok(())
     }
 
-    /// The options `pcache bench hitpath` asks for, checked (`--runs` is
-    /// its rounds).
+    /// `--runs` is its rounds.
     pub fn from_exp(opts: &ExpOpts) -> Result<HitpathOpts> {
         let mut o = HitpathOpts::defaults(opts.quick);
         o.set_params(opts)?;
@@ -139,7 +108,6 @@ pub struct HitRun {
     pub rounds_mops: Vec<f64>,
 }
 
-/// Per-round samples of the read measurements, ns per op.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ReadSamples {
     pub pcache_read_ns: Vec<f64>,
@@ -149,20 +117,18 @@ pub struct ReadSamples {
     pub kernel_hot_pread_ns: Vec<f64>,
 }
 
-/// One target and whether it was met.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Target {
     pub name: String,
     /// The key of the measured value in this result.
     pub key: String,
     pub value: Option<f64>,
-    /// The goal, e.g. `>= 1.5`.
+    /// E.g. `>= 1.5`.
     pub goal: String,
-    /// `PASS`, `MISS`, or `NOT RUN` when the value was not measured.
+    /// `PASS`, `MISS` or `NOT RUN`.
     pub status: String,
 }
 
-/// Wall time of each phase, seconds.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PhaseSecs {
     pub setup: f64,
@@ -173,18 +139,15 @@ pub struct PhaseSecs {
     pub total: f64,
 }
 
-/// The result; serialises to the JSON that `pcache bench hitpath --json`
-/// writes. Reads back results of older versions, which lacked some rows.
+/// `pcache bench hitpath --json`; reads back older results, which lacked
+/// some rows.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct HitpathResult {
     pub experiment: String,
-    /// The parameters, as keys of the result.
     #[serde(flatten)]
     pub opts: HitpathOpts,
     pub page_size: usize,
-    /// Whether this was an optimised build (timings of a debug build mean
-    /// little).
     pub optimized: bool,
     // Medians, ns per op.
     pub pcache_read_ns: f64,
@@ -244,7 +207,6 @@ pub struct HitpathResult {
     /// hit-path cache), `hit` (the timed lookups), `hit_mglru` (the timed
     /// lookups of the multi-gen LRU's rows).
     pub vmstat: serde_json::Value,
-    /// Anything the run noticed that bears on the numbers.
     pub notes: Vec<String>,
 }
 
@@ -252,7 +214,6 @@ fn find_page_access() -> String {
     "find_page".into()
 }
 
-/// `pcache bench hitpath`.
 pub struct Hitpath;
 
 #[cfg(test)]

@@ -10,13 +10,10 @@ use crate::render;
 use crate::stats::{Better, Comparison, Row};
 
 impl HitpathResult {
-    /// The targets met, of those measured.
     pub fn passed(&self) -> usize {
         self.targets.iter().filter(|t| t.status == "PASS").count()
     }
 
-    /// A readable report: parameters, the targets table, and the per-round
-    /// samples as an mmtests-style comparison.
     pub fn report(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(
@@ -118,7 +115,6 @@ fn target(name: &str, key: &str, value: Option<f64>, goal: &str, pass: impl Fn(f
     Target { name: name.into(), key: key.into(), value, goal: goal.into(), status: status.into() }
 }
 
-/// The targets, judged on the finished result.
 pub(super) fn targets(r: &HitpathResult) -> Vec<Target> {
     let at_least = |name: &str, key: &str, value: Option<f64>, goal: f64| {
         target(name, key, value, &format!(">= {goal:.2}x"), |v| v >= goal)

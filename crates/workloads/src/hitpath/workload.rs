@@ -21,7 +21,6 @@ use crate::stats;
 use crate::zipf::{uniform_page_offsets, ZipfKeys};
 use crate::{Error, Result};
 
-/// Non-zero pseudo-random bytes.
 fn fill_nonzero(buf: &mut [u8], seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     for chunk in buf.chunks_mut(8) {
@@ -34,8 +33,7 @@ fn ns_per_op(elapsed: Duration, ops: usize) -> f64 {
     elapsed.as_nanos() as f64 / ops.max(1) as f64
 }
 
-/// Time `read` of `buf.len()` bytes at each of `offsets`, each read checked
-/// to be whole; ns per read. `what` names the read in errors.
+/// ns per whole read of `buf.len()` bytes at each of `offsets`.
 fn time_reads(
     what: &str,
     offsets: &[u64],
@@ -53,14 +51,10 @@ fn time_reads(
     Ok(ns_per_op(t.elapsed(), offsets.len()))
 }
 
-/// A reader of the read phases: `read(buf, offset)` gives the bytes read.
 type Reader<'a> = &'a dyn Fn(&mut [u8], u64) -> Result<usize>;
 
-/// The read phases' measuring loop: `rounds` rounds in which each of
-/// `readers` (named for errors) reads `buf.len()` bytes at every one of
-/// `offsets` in turn, interleaved so that drift on the machine falls on
-/// all alike. Each reader's ns per read, a sample per round, and the
-/// phase's seconds.
+/// The read phases' measuring loop: the readers take turns within each
+/// round, so that drift on the machine falls on all alike.
 fn read_rounds<const N: usize>(
     phase: Phase,
     rounds: usize,
@@ -79,8 +73,8 @@ fn read_rounds<const N: usize>(
     Ok((samples, phase.finish()))
 }
 
-/// Read the whole file through `read` in 1 MiB chunks (warming its cache),
-/// checking every byte against `mem`, the file's data.
+/// Read the whole file through `read` (warming its cache), every byte
+/// checked against `mem`.
 fn read_whole(what: &str, mem: &[u8], read: impl Fn(&mut [u8], u64) -> Result<usize>) -> Result<()> {
     const CHUNK: usize = 1 << 20;
     let mut chunk = Aligned::new(CHUNK);
@@ -106,7 +100,6 @@ fn vm_delta(now: &VmStat, earlier: &VmStat) -> serde_json::Value {
     now.delta(earlier).to_json()
 }
 
-/// Results of the read phases.
 struct ReadPhase {
     samples: ReadSamples,
     vm_setup: serde_json::Value,
@@ -322,10 +315,8 @@ impl Rows<'_> {
 /// Keys per `load_u64_many` call in the `mapped_batch` row.
 pub const BATCH_KEYS: usize = 64;
 
-/// A cache of `pages` frames (and slack) built with `tunables`, holding
-/// every page of the memory-backed file `name`, each added through
-/// `get_page` (`tick` after each) and the per-CPU batches drained; and its
-/// vmstat before.
+/// A cache holding every page of the memory-backed file `name`, the
+/// per-CPU batches drained; and its vmstat before.
 fn populated(tunables: Tunables, name: &str, pages: u64, tick: impl Fn(u64)) -> Result<(PageCache, File, VmStat)> {
     let cache = PageCache::new(Config { tunables, ..Config::with_memory(pages * PAGE as u64 + SLACK_BYTES) })?;
     let vm0 = cache.vmstat();
@@ -470,10 +461,8 @@ fn mglru_rows(opts: &HitpathOpts, pages: u64, streams: &[Vec<u64>], rows: &mut R
     Ok(vm_delta(&vm1, &vm0))
 }
 
-/// The access name of the multi-gen LRU's find_page rows.
 const MGLRU_ACCESS: &str = "find_page_mglru";
 
-/// Run the benchmark.
 pub fn run(opts: &HitpathOpts) -> Result<HitpathResult> {
     opts.validate()?;
     let start = Instant::now();

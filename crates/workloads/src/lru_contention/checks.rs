@@ -1,5 +1,3 @@
-//! The seed's claims against this run.
-
 use super::*;
 
 /// A hit ratio or kswapd efficiency must move this many points (and
@@ -39,7 +37,6 @@ pub(super) fn short(w: &str) -> &str {
 }
 
 impl SeedChecks for LruContention {
-    /// The seed's claims against this run.
     fn checks(r: &ExperimentResult) -> Vec<Check> {
         let workloads = &r.workloads()[..];
         let mut out = Vec::new();
@@ -52,82 +49,62 @@ impl SeedChecks for LruContention {
     }
 }
 
+/// What a claim compares: the measure, its better way, and the claim's
+/// words ("`b` WORDS per access than `a`").
+type Claim = (&'static str, Better, &'static str);
+const LOCKS: Claim = ("lru_lock/access", Better::Lower, "takes fewer lru_lock acquisitions");
+const ATOMICS: Claim = ("atomic_ops/access", Better::Higher, "spends more atomic ops");
+
+/// The check that `b` goes the claim's way against `a` in every workload.
+fn claim(r: &ExperimentResult, workloads: &[&str], (a, b): (&str, &str), c: Claim, seed: &str, counts: bool) -> Check {
+    let (measured, agrees) = every_workload(r, workloads, (a, b), c.0, c.1);
+    Check { name: format!("{b} {} per access than {a}", c.2), seed: seed.into(), measured, agrees, counts }
+}
+
 /// Batching cuts lru_lock acquisitions: the seed's claim.
 fn lock_checks(r: &ExperimentResult, workloads: &[&str], out: &mut Vec<Check>) {
     let have = |n: &str| r.variant(n).is_some();
-    // 1. Batching cuts lru_lock acquisitions (Danilov's motive).
     let lock_seed = "batching decreases contention on zone->lru_lock (Danilov)";
     if have(BEFORE) && have(TODAY) {
-        let (measured, agrees) = every_workload(r, workloads, (BEFORE, TODAY), "lru_lock/access", Better::Lower);
-        out.push(Check {
-            name: format!("{TODAY} takes fewer lru_lock acquisitions per access than {BEFORE}"),
-            seed: lock_seed.into(),
-            measured,
-            agrees,
-            counts: true,
-        });
+        out.push(claim(r, workloads, (BEFORE, TODAY), LOCKS, lock_seed, true));
     } else {
         out.extend(r.pair(BEFORE, TODAY).err());
     }
     if have(BEFORE) && have(DANILOV) {
-        let (measured, agrees) = every_workload(r, workloads, (BEFORE, DANILOV), "lru_lock/access", Better::Lower);
+        let mut c = claim(r, workloads, (BEFORE, DANILOV), LOCKS, lock_seed, false);
         let activations: Vec<String> =
             workloads.iter().map(|w| fmt_value(r.mean(BEFORE, &format!("{w} pgactivate/access")))).collect();
-        out.push(Check {
-            name: format!("{DANILOV} takes fewer lru_lock acquisitions per access than {BEFORE}"),
-            seed: lock_seed.into(),
-            measured: format!(
-                "{measured} (not counted: Danilov takes the lock once per 15 marks whatever they do, 2.6.10 once \
-                 per activation, so which is fewer depends on how many marks activate; here pgactivate/access {})",
-                activations.join(", ")
-            ),
-            agrees,
-            counts: false,
-        });
+        c.measured = format!(
+            "{} (not counted: Danilov takes the lock once per 15 marks whatever they do, 2.6.10 once per \
+             activation, so which is fewer depends on how many marks activate; here pgactivate/access {})",
+            c.measured,
+            activations.join(", ")
+        );
+        out.push(c);
     }
 }
 
 /// The multi-gen LRU's marking takes no lru_lock: not in the seed, so
 /// not counted.
 fn mglru_checks(r: &ExperimentResult, workloads: &[&str], out: &mut Vec<Check>) {
-    if r.variant(MGLRU).is_none() || r.variant(TODAY).is_none() {
-        return;
+    if r.variant(MGLRU).is_some() && r.variant(TODAY).is_some() {
+        let seed = "not in the seed: Linux 6.1+'s folio_inc_refs never activates, so hits take no lock";
+        out.push(claim(r, workloads, (TODAY, MGLRU), LOCKS, seed, false));
     }
-    let (measured, agrees) = every_workload(r, workloads, (TODAY, MGLRU), "lru_lock/access", Better::Lower);
-    out.push(Check {
-        name: format!("{MGLRU} takes fewer lru_lock acquisitions per access than {TODAY}"),
-        seed: "not in the seed: Linux 6.1+'s folio_inc_refs never activates, so hits take no lock".into(),
-        measured,
-        agrees,
-        counts: false,
-    });
 }
 
 /// Danilov's batch costs atomic ops: Morton's objection.
 fn atomic_checks(r: &ExperimentResult, workloads: &[&str], out: &mut Vec<Check>) {
     let have = |n: &str| r.variant(n).is_some();
-    // 2. Danilov's batch costs atomic ops (Andrew Morton).
     if have(DANILOV) && have(TODAY) {
-        let (measured, agrees) = every_workload(r, workloads, (TODAY, DANILOV), "atomic_ops/access", Better::Higher);
-        out.push(Check {
-            name: format!("{DANILOV} spends more atomic ops per access than {TODAY}"),
-            seed: "the extra get_page/put_page adds atomic ops (Morton); kernbench -j4 12% slower (Tosatti)".into(),
-            measured,
-            agrees,
-            counts: true,
-        });
+        let seed = "the extra get_page/put_page adds atomic ops (Morton); kernbench -j4 12% slower (Tosatti)";
+        out.push(claim(r, workloads, (TODAY, DANILOV), ATOMICS, seed, true));
     } else {
         out.extend(r.pair(DANILOV, TODAY).err());
     }
     if have(BEFORE) && have(DANILOV) {
-        let (measured, agrees) = every_workload(r, workloads, (BEFORE, DANILOV), "atomic_ops/access", Better::Higher);
-        out.push(Check {
-            name: format!("{DANILOV} spends more atomic ops per access than {BEFORE}"),
-            seed: "the extra get_page/put_page adds atomic ops (Morton)".into(),
-            measured,
-            agrees,
-            counts: true,
-        });
+        let seed = "the extra get_page/put_page adds atomic ops (Morton)";
+        out.push(claim(r, workloads, (BEFORE, DANILOV), ATOMICS, seed, true));
     }
 }
 
@@ -135,7 +112,6 @@ fn atomic_checks(r: &ExperimentResult, workloads: &[&str], out: &mut Vec<Check>)
 /// nothing counts.
 fn throughput_checks(r: &ExperimentResult, workloads: &[&str], out: &mut Vec<Check>) {
     let most = workloads.last().copied().unwrap_or_default();
-    // 3. Throughput: the seed's evidence is mixed; not counted.
     let metric = format!("{most} ops/s");
     for (after, seed) in [
         (DANILOV, "reaim +6.4% peak jobs/min (8-way); reaim compute -0.6%; kernbench -j4 12% slower: mixed"),
@@ -156,11 +132,9 @@ fn throughput_checks(r: &ExperimentResult, workloads: &[&str], out: &mut Vec<Che
 }
 
 /// The LRU order: hit ratio and kswapd efficiency move, in no claimed
-/// direction.
+/// direction, so told as "changed" only when significant and at least
+/// CHANGE_POINTS.
 fn order_checks(r: &ExperimentResult, workloads: &[&str], out: &mut Vec<Check>) {
-    // 4. LRU order: hit ratio and kswapd efficiency move; no direction
-    //    claimed, so told as "changed" only when significant and at least
-    //    CHANGE_POINTS.
     for (measure, label, seed) in [
         (
             "hit_ratio_%",

@@ -1,10 +1,6 @@
-//! The kernel column: the same workload through the kernel's page cache in a memory
-//! cgroup, and the worker's side.
-
 use super::workload::*;
 use super::*;
 
-/// The measures the kernel column has.
 pub(super) const KERNEL_MEASURES: [&str; 2] = ["ops/s", "hit_ratio_%"];
 
 /// The kernel workload's parameters.
@@ -27,8 +23,6 @@ impl SeedKernel for LruContention {
         Some(kernel_workload)
     }
 
-    /// Make the kernel column's files, run the workload in a memory cgroup,
-    /// and turn its answer into a column: (column, raw JSON, notes).
     fn kernel_column(ctx: &Ctx<'_>, opts: &LruContentionOpts) -> std::result::Result<KernelColumn, String> {
         let workloads: Vec<String> = opts.threads.iter().map(|&t| workload_name(t)).collect();
         let tmp = &ctx.tmp;
@@ -98,13 +92,10 @@ impl SeedKernel for LruContention {
     }
 }
 
-/// The same workload through the kernel's page cache, run by
-/// `kernel::run` in a child process inside a memory cgroup: parameters in,
-/// measurements out (JSON). For each run and thread count: drop the files'
-/// cached pages, read every page once in file order, then the threads (each
-/// with its own descriptors, POSIX_FADV_RANDOM) read their warm-up keys and
-/// their timed keys, the same streams pcache reads, asking cachestat(2)
-/// before each timed read whether the page is cached.
+/// The same workload through the kernel's page cache, in the memory
+/// cgroup: the same key streams pcache reads, each thread with its own
+/// POSIX_FADV_RANDOM descriptors, asking cachestat(2) before each timed
+/// read whether the page is cached.
 pub fn kernel_workload(params: &Value) -> std::result::Result<Value, String> {
     let p: KernelParams = serde_json::from_value(params.clone()).map_err(|e| format!("bad parameters: {e}"))?;
     if p.page_size == 0 || p.pages_per_file == 0 || p.files.is_empty() || p.warm_ops_per_thread.len() != p.threads.len()

@@ -12,29 +12,14 @@
 //! and Tosatti: batching changes the order of pages on the LRU lists, and
 //! so the efficiency of VM scanning, mostly kswapd's.
 //!
-//! The workload, reaim/kernbench-like: `files` shared files whose pages
-//! total `working_set_ratio` (1.25) times the cache; T threads (each of
-//! `threads`, oversubscribing the CPUs on purpose) each open their own
-//! handles on every file (POSIX_FADV_RANDOM, so a miss reads one page) and
-//! read 4 KiB pages through [`File::read_at`] at Zipf(`zipf_s`) keys
-//! scrambled over the whole working set, `ops_per_thread` reads each. The
-//! working set does not fit, so misses keep coming, reclaim runs and pages
-//! keep moving between the lists.
-//!
-//! Every (run, thread count, variant) gets a fresh cache: every page of
-//! the working set is read once in file order (the cache ends full, its
-//! pages inactive), each thread then reads `warm_ratio` times the working
-//! set's page count (split over the threads) of its own Zipf keys untimed,
-//! and then the timed reads start together on a barrier. Counters are
-//! deltas over the timed part (kswapd's work included). Key streams depend
-//! on the run, the thread count and the thread, not on the variant: every
-//! variant reads the same keys. Runs alternate the order of the variants.
-//!
-//! Misses are served by a synthetic device that fills the frame in memory
-//! (no I/O wait), so throughput is the CPU cost of hits, marking, list
-//! moves and reclaim, which is where the variants differ; the hit ratio is
-//! reported on its own. The kernel column (`kernel_side.rs`) reads real
-//! files, whose misses wait for the disk.
+//! The workload (`LruContentionOpts::describe`): threads, oversubscribing
+//! the CPUs on purpose, read 4 KiB pages at Zipf keys over a working set
+//! that does not fit, so reclaim runs and pages keep moving between the
+//! lists; every variant reads the same keys. Misses are served by a
+//! synthetic device that fills the frame in memory (no I/O wait), so
+//! throughput is the CPU cost of hits, marking, list moves and reclaim,
+//! where the variants differ. The kernel column reads real files, whose
+//! misses wait for the disk.
 
 use std::fmt::Write as _;
 use std::io;
@@ -78,10 +63,8 @@ pub const TODAY: &str = "batched";
 pub const MGLRU: &str = "mglru";
 
 const MIB: u64 = 1 << 20;
-/// The page size of every cache here, and the read size.
 const PAGE: u64 = 4096;
 
-/// This experiment's variants.
 pub const PRESETS: &[Preset] = &[
     Preset::new(
         EXPERIMENT,
@@ -115,15 +98,10 @@ pub const PRESETS: &[Preset] = &[
 ];
 
 crate::experiment::params! {
-    /// What to run. Quick, for the main job and CI: a 16 MiB cache, 500k
-    /// reads per thread (50k in the kernel column), 3 runs.
     #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
     pub struct LruContentionOpts {
-        /// Bytes of page cache (the arena).
         pub mem_bytes: u64 = 128 * MIB, quick 16 * MIB;
-        /// Variant names, the first the baseline column.
         pub variants: Vec<String> = variants::defaults(PRESETS);
-        /// Runs of every (thread count, variant).
         pub runs: usize = 5, quick 3;
         pub threads: Vec<usize> = vec![1, 2, 4],
             param param_list "thread counts, one workload each, comma-separated [default: 1,2,4]", each 1..=256;
@@ -134,25 +112,20 @@ crate::experiment::params! {
             range 0.0..=100.0;
         /// The files' pages in all, in multiples of the cache.
         pub working_set_ratio: f64 = 1.25;
-        /// Files the working set is spread over (every thread reads all).
+        /// Every thread reads all.
         pub files: usize = 4;
-        /// The Zipf exponent of the keys (0 is uniform).
         pub zipf_s: f64 = 0.9;
-        /// Per-CPU batch sets (`Config::nr_cpus`); 0 means the machine's CPUs.
+        /// `Config::nr_cpus`; 0 means the machine's CPUs.
         pub nr_cpus: usize = 0;
-        /// Timed reads per thread in the kernel column (its misses wait for
-        /// the disk, so it does fewer).
+        /// Fewer: its misses wait for the disk.
         pub kernel_ops_per_thread: u64 = 100_000, quick 50_000,
             param param_as "timed reads per thread in the kernel column";
-        /// Seed of every random choice.
         pub seed: u64 = 1, opt seed;
-        /// A label: whether these are the reduced `quick` sizes.
         pub quick: bool = false, quick true;
     }
 }
 
 impl LruContentionOpts {
-    /// The options `o` asks for over the defaults (quick or full), checked.
     pub fn from_exp(o: &ExpOpts) -> Result<Self> {
         let (quick, full) = (Self::defaults(true), Self::defaults(false));
         let c = o.common(PRESETS, (quick.mem_bytes, full.mem_bytes), (quick.runs, full.runs), 64 << 30)?;
@@ -163,8 +136,6 @@ impl LruContentionOpts {
         Ok(opts)
     }
 
-    /// Refuse sizes the experiment cannot run with (the memory, runs and
-    /// variants are [`ExpOpts::common`]'s, checked in [`Self::from_exp`]).
     pub fn validate(&self) -> Result<()> {
         self.check_ranges()?;
         let bad = |m: String| Err(Error::Invalid(m));

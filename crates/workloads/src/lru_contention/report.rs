@@ -1,5 +1,3 @@
-//! The report's title and body, and the plots.
-
 use super::workload::*;
 use super::*;
 
@@ -92,7 +90,6 @@ pub(super) fn plots(
     Ok(out)
 }
 
-/// The vmstat counters the report shows per workload.
 fn vm_items() -> Vec<Item> {
     let lru = [Item::pgrefill, Item::lru_lock_acquire, Item::atomic_flag_rmw, Item::lru_drain];
     let wakeups_and_refaults = [Item::pageoutrun, Item::workingset_refault, Item::workingset_activate];
@@ -104,14 +101,11 @@ impl SeedReport for LruContention {
         plots(r, p, dir, sampled_threads(p), &raw.0)
     }
 
-    /// The title's sizes: the runs and the machine's CPUs.
     fn sizes(r: &ExperimentResult, _: &LruContentionOpts) -> String {
         let cpus = r.params["machine_cpus"].as_u64().unwrap_or(0);
         format!("{} run{}, {cpus} CPUs", r.runs, if r.runs == 1 { "" } else { "s" })
     }
 
-    /// The report's body: the workload and timing, the seed's summary,
-    /// vmstat.
     fn report_body(r: &ExperimentResult, _: &LruContentionOpts) -> String {
         let mut s = String::from("\n");
         if let Some(w) = r.params["workload"].as_str() {

@@ -1,9 +1,6 @@
-//! The workload through pcache and the measurement of every run.
-
 use super::*;
 use crate::runner::Matrix;
 
-/// SplitMix64: a well-mixed 64-bit value from `x`.
 pub(super) fn splitmix64(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -22,7 +19,6 @@ pub(super) fn perm_seed(seed: u64) -> u64 {
 
 /// Which stream: warm-up or timed.
 pub(super) const WARM: u64 = 1;
-
 pub(super) const TIMED: u64 = 2;
 
 /// The seed of thread `thread`'s key stream in run `run` with `threads`
@@ -42,7 +38,6 @@ pub(super) fn stamp(file: usize, index: u64) -> u64 {
     ((file as u64) << 40) | index
 }
 
-/// The contents of page `index` of file `file`.
 pub(super) fn fill_page(buf: &mut [u8], file: usize, index: u64) {
     buf.fill((index % 251 + 1) as u8);
     let n = buf.len().min(8);
@@ -118,28 +113,21 @@ pub(super) struct CellOut {
     pub(super) elapsed_s: f64,
     pub(super) ops: u64,
     pub(super) vm: VmStat,
-    /// The LRU list sizes over the timed reads, if this cell was sampled.
+    /// If this cell was sampled.
     pub(super) lru: Vec<LruSample>,
 }
 
-/// How often the LRU sampler looks when plots are asked for, and otherwise
-/// (the series then only go to the JSON, so it looks less often).
+/// How often the LRU sampler looks with plots, and without (the series
+/// then only go to the JSON).
 pub(super) const SAMPLE_MS_PLOT: u64 = 2;
 pub(super) const SAMPLE_MS: u64 = 5;
-
-/// At most this many points of each sampled series go into the JSON.
 pub(super) const MAX_JSON_POINTS: usize = 200;
 
 /// The LRU sampler: passes both start barriers with the workers, then
-/// takes a [`LruSample`] every `interval` until `stop` is set.
-///
-/// It hardly disturbs the measurement: it sleeps between looks, and a look
-/// is one `cache.vmstat()`, which takes no lock and touches no page: it
-/// reads the lists' length atomics and the free-page counters and sums the
-/// event counters' per-thread rows (relaxed loads, some microseconds), so
-/// at one look per 2-5 ms it costs well under 1% of one CPU, never makes a
-/// worker wait for a lock, and at most costs a worker a cache miss on a
-/// counter row it just read.
+/// takes a [`LruSample`] every `interval` until `stop` is set. A look is
+/// one `cache.vmstat()`, which takes no lock and touches no page (relaxed
+/// loads, some microseconds): well under 1% of one CPU, and no worker ever
+/// waits for it.
 pub(super) fn sampler(cache: &PageCache, barrier: &Barrier, stop: &AtomicBool, interval: Duration) -> Vec<LruSample> {
     barrier.wait();
     barrier.wait();
@@ -164,8 +152,6 @@ pub(super) fn downsample<T: Copy>(v: &[T], max: usize) -> Vec<T> {
     (0..max).map(|i| v[(i * last + (max - 1) / 2) / (max - 1)]).collect()
 }
 
-/// Read page `key` of the working set through `handles` into `buf` and
-/// check what came back.
 pub(super) fn read_key(handles: &[File], pages_per_file: u64, key: u32, buf: &mut [u8]) -> Result<()> {
     let (file, index) = ((key as u64 / pages_per_file) as usize, key as u64 % pages_per_file);
     let n = handles[file].read_at(buf, index * PAGE)?;
@@ -208,8 +194,7 @@ pub(super) fn worker(
     Ok(())
 }
 
-/// One cell; with `sample_ms`, a sampler thread records the LRU list sizes
-/// every so many ms during the timed reads.
+/// One cell; with `sample_ms`, the LRU list sizes during the timed reads.
 pub(super) fn run_cell(
     tunables: Tunables,
     opts: &LruContentionOpts,
@@ -321,7 +306,6 @@ pub(super) fn pct(num: u64, den: u64) -> f64 {
     100.0 * ratio(num as f64, den as f64)
 }
 
-/// The value of each of [`MEASURES`] in one cell.
 pub(super) fn measure_values(o: &CellOut, mode: LruBatching) -> Vec<f64> {
     let vm = &o.vm;
     let per = |x: u64| x as f64 / o.ops.max(1) as f64;
@@ -340,14 +324,11 @@ pub(super) fn measure_values(o: &CellOut, mode: LruBatching) -> Vec<f64> {
     ]
 }
 
-/// The thread count whose first run samples the LRU list sizes.
 pub(super) fn sampled_threads(opts: &LruContentionOpts) -> usize {
     opts.threads.iter().copied().max().unwrap_or(1)
 }
 
 impl SeedMeasure for LruContention {
-    /// Run every thread count, one variant at a time: the pcache columns and
-    /// the sampled LRU list sizes.
     fn measure(ctx: &Ctx<'_>, opts: &LruContentionOpts) -> Result<(Measured, LruSeries)> {
         let zipf =
             ZipfKeys::new(opts.working_set_pages(), opts.zipf_s, perm_seed(opts.seed)).map_err(Error::Invalid)?;
@@ -396,8 +377,7 @@ impl SeedMeasure for LruContention {
     }
 }
 
-/// The sampled cells' LRU list sizes, taken out of `outs`: (variant,
-/// samples) per variant, in variant order.
+/// The sampled cells' LRU list sizes, taken out of `outs`, per variant.
 fn take_lru_series(ctx: &Ctx<'_>, outs: &mut Matrix<CellOut>) -> Vec<(String, Vec<LruSample>)> {
     let nw = outs.workloads();
     ctx.variants
@@ -459,9 +439,7 @@ fn notes(opts: &LruContentionOpts, interval_ms: u64) -> Vec<String> {
     notes
 }
 
-/// `params` beside the options: the sizes derived from them, each
-/// variant's batching mode, the workloads, how times and counters are
-/// taken.
+/// `params` beside the options.
 fn params_json(ctx: &Ctx<'_>, opts: &LruContentionOpts) -> Value {
     let lru_modes: serde_json::Map<String, Value> = ctx
         .variants
@@ -491,8 +469,7 @@ fn params_json(ctx: &Ctx<'_>, opts: &LruContentionOpts) -> Value {
     })
 }
 
-/// The sampled LRU list sizes for the JSON: per variant, the series
-/// downsampled to at most [`MAX_JSON_POINTS`] points.
+/// Per variant, downsampled to at most [`MAX_JSON_POINTS`] points.
 pub(super) fn lru_sizes_json(
     opts: &LruContentionOpts,
     threads: usize,

@@ -1,10 +1,7 @@
-//! The seed's claims against this run.
-
 use super::*;
 
 impl SeedChecks for ReclaimWritebackExp {
-    /// The seed's claims against this run, 3.1 against 3.2. Checks of
-    /// workloads that did not exercise the mechanism do not count.
+    /// Checks of workloads that did not exercise the mechanism do not count.
     fn checks(r: &ExperimentResult) -> Vec<Check> {
         let workloads = &exercised_workloads(r)[..];
         let (b, a) = match r.pair(BEFORE, AFTER) {
@@ -33,7 +30,6 @@ impl SeedChecks for ReclaimWritebackExp {
                 counts: ex,
             })
         };
-        // Files/s and elapsed.
         for (w, ex) in workloads {
             let files_seed = "up in all 13 configs (+0.7% to +14.4%)";
             out.extend(better(format!("{w} files/s up"), files_seed, &format!("{w} files/s"), "", *ex));
@@ -74,7 +70,6 @@ impl SeedChecks for ReclaimWritebackExp {
             }
             out.push(swaps_more_check(r, b, a, w, *ex));
         }
-        // Kswapd efficiency unchanged, per workload.
         for (w, ex) in workloads {
             let (eb, ea) = (b.kswapd_efficiency(w), a.kswapd_efficiency(w));
             let d = ea - eb;
@@ -125,7 +120,6 @@ impl SeedChecks for ReclaimWritebackExp {
     }
 }
 
-/// The workloads in order, with whether reclaim met dirty pages in them.
 pub(super) fn exercised_workloads(r: &ExperimentResult) -> Vec<(String, bool)> {
     r.workloads().into_iter().map(|w| (w.to_string(), exercised(r, w))).collect()
 }

@@ -1,16 +1,12 @@
-//! The kernel column: the same workload through the kernel's page cache in a memory
-//! cgroup, and the worker's side.
-
 use super::workload::parallel;
 use super::*;
+use crate::sys::Mmap;
 
 impl SeedKernel for ReclaimWritebackExp {
     fn kernel_workload() -> Option<kernel::Workload> {
         Some(kernel_workload)
     }
 
-    /// Run the kernel column (fsmark and simple-wb): the column, the
-    /// worker's JSON and notes, or why not.
     fn kernel_column(ctx: &Ctx<'_>, opts: &ReclaimWritebackOpts) -> std::result::Result<KernelColumn, String> {
         let (workloads, tmp) = (&opts.workloads()[..], ctx.tmp.path());
         let dir = tmp.join("kernel");
@@ -92,8 +88,7 @@ impl SeedKernel for ReclaimWritebackExp {
     }
 }
 
-/// The workloads the kernel worker runs, in its parameters' form
-/// (mmap-strm only when `strm_ok`: the host has swap for it).
+/// The kernel worker's workloads (mmap-strm only where there is swap).
 fn worker_workloads(opts: &ReclaimWritebackOpts, workloads: &[Workload], strm_ok: bool) -> Vec<Value> {
     workloads
         .iter()
@@ -116,7 +111,6 @@ fn worker_workloads(opts: &ReclaimWritebackOpts, workloads: &[Workload], strm_ok
         .collect()
 }
 
-/// The kernel column's samples from the worker's JSON `v`.
 fn kernel_metrics(workloads: &[Workload], v: &Value) -> std::result::Result<Named<Samples>, String> {
     let out = v.get("workloads").and_then(|w| w.as_object()).ok_or("the kernel worker returned no workloads")?;
     let mut metrics: Named<Samples> = Named::new();
@@ -146,14 +140,8 @@ fn kernel_metrics(workloads: &[Workload], v: &Value) -> std::result::Result<Name
     Ok(metrics)
 }
 
-/// The fsmark and simple-wb workloads through the kernel's page cache (run
-/// in the memory cgroup by [`kernel::run`]), as fs_mark -S0 runs them:
-/// every thread creates its files with `std::fs`, writes them in chunks and
-/// closes them without fsync, timed; then a syncfs of the directory,
-/// timed apart, and the files are removed. Parameters: `dir`, `runs`,
-/// `workloads` (each `name`, `threads`, `files` per thread, `file_bytes`,
-/// `chunk_bytes`). Returns `{"workloads": {"fsmark-1t": {"files": n,
-/// "elapsed_s": [...], "sync_s": [...]}, ...}, "file_fs": "..."}`.
+/// The workloads through `std::fs` in the memory cgroup, as fs_mark -S0
+/// runs them: closed without fsync, timed; then a syncfs, timed apart.
 pub fn kernel_workload(params: &Value) -> std::result::Result<Value, String> {
     use std::io::Write;
     use std::os::fd::AsRawFd;
@@ -241,18 +229,16 @@ pub(super) struct HostSwap {
 }
 
 impl HostSwap {
-    /// The swap file's name carries the pid of the run that made it, so a
-    /// later run can tell a file left on by a killed run (no such process)
-    /// from one that another run is using.
+    /// With the pid of its run, so that a later run can tell a file left on
+    /// by a killed run from one another run is using.
     const PREFIX: &'static str = "pcache-kernel-swap-";
 
     fn file_name() -> String {
         format!("{}{}", Self::PREFIX, std::process::id())
     }
 
-    /// swapoff and remove every swap file in /proc/swaps that a pcache run
-    /// made and whose process is gone (killed before its drop ran). Returns
-    /// a note per file, saying what was done.
+    /// swapoff and remove the swap files of pcache runs that were killed;
+    /// a note per file.
     pub(super) fn reap_stale() -> Vec<String> {
         let Ok(swaps) = std::fs::read_to_string("/proc/swaps") else { return Vec::new() };
         let mut notes = Vec::new();
@@ -285,8 +271,7 @@ impl HostSwap {
         notes
     }
 
-    /// Make, format and swapon a file of `bytes` at `path`: needs root,
-    /// `mkswap`, and a file system that can hold swap.
+    /// Needs root, `mkswap`, and a file system that can hold swap.
     pub(super) fn on(path: &Path, bytes: u64) -> std::result::Result<HostSwap, String> {
         use std::os::unix::fs::PermissionsExt;
         // SAFETY: geteuid has no preconditions.
@@ -317,7 +302,7 @@ impl HostSwap {
         Ok(swap)
     }
 
-    /// swapoff and remove the file; the error says if swap stayed on.
+    /// The error says if swap stayed on.
     pub(super) fn off(mut self) -> std::result::Result<(), String> {
         self.off_inner()
     }
@@ -353,52 +338,13 @@ fn cpath(p: &Path) -> std::result::Result<std::ffi::CString, String> {
     std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(|_| format!("{}: a NUL in the path", p.display()))
 }
 
-/// A shared file mapping or an anonymous one, unmapped on drop.
-struct Mmap {
-    ptr: *mut u8,
-    len: usize,
+/// mmap(2), read and write: `fd` `Some` for a shared mapping of that file,
+/// `None` for private anonymous memory.
+fn map(fd: Option<i32>, len: usize) -> std::result::Result<Mmap, String> {
+    let (flags, fd) = fd.map_or((libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1), |fd| (libc::MAP_SHARED, fd));
+    Mmap::new(len, libc::PROT_READ | libc::PROT_WRITE, flags, fd).map_err(|e| format!("mmap of {len} bytes: {e}"))
 }
 
-impl Mmap {
-    /// mmap(2): `fd` `Some` for a shared writable mapping of that file,
-    /// `None` for private anonymous memory.
-    fn new(fd: Option<i32>, len: usize) -> std::result::Result<Mmap, String> {
-        let (flags, fd) = match fd {
-            Some(fd) => (libc::MAP_SHARED, fd),
-            None => (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1),
-        };
-        // SAFETY: a fresh mapping at an address the kernel picks; no
-        // existing memory is affected.
-        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, fd, 0) };
-        if p == libc::MAP_FAILED {
-            return Err(format!("mmap of {len} bytes: {}", std::io::Error::last_os_error()));
-        }
-        Ok(Mmap { ptr: p.cast(), len })
-    }
-
-    /// Copy `data` to `off`, as mmap-strm's stamped block.
-    fn write(&self, off: usize, data: &[u8]) {
-        assert!(off + data.len() <= self.len, "write past the mapping");
-        // SAFETY: in bounds (checked); the mapping is ours, readable and
-        // writable, and a file mapping's file is at least `len` long.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.add(off), data.len()) }
-    }
-
-    fn load_u64(&self, off: usize) -> u64 {
-        assert!(off + 8 <= self.len, "read past the mapping");
-        // SAFETY: in bounds (checked), as for write.
-        unsafe { std::ptr::read_unaligned(self.ptr.add(off).cast::<u64>()) }
-    }
-}
-
-impl Drop for Mmap {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in new, unmapped once.
-        unsafe { libc::munmap(self.ptr.cast(), self.len) };
-    }
-}
-
-/// A counter of `/proc/vmstat` (host-wide).
 fn proc_vmstat(key: &str) -> u64 {
     std::fs::read_to_string("/proc/vmstat")
         .ok()
@@ -406,9 +352,8 @@ fn proc_vmstat(key: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// mmap-strm through the kernel's mmap, in the worker: the same regions,
-/// order and stamps as [`mmap_strm::run`], then a sample read back.
-/// Returns (elapsed, sync, pswpout, pswpin) of one run.
+/// mmap-strm through mmap(2), as [`mmap_strm::run`]: (elapsed, sync,
+/// pswpout, pswpin) of one run.
 pub(super) fn kernel_mmap_strm(
     dir: &Path,
     blocks: u64,
@@ -429,7 +374,7 @@ pub(super) fn kernel_mmap_strm(
             .open(&path)
             .map_err(|e| format!("{}: {e}", path.display()))?;
         f.set_len(blocks * BLOCK).map_err(|e| format!("{}: {e}", path.display()))?;
-        let m = Mmap::new(Some(f.as_raw_fd()), (blocks * BLOCK) as usize)?;
+        let m = map(Some(f.as_raw_fd()), (blocks * BLOCK) as usize)?;
         Ok((f, m))
     };
     let mut buf = pat.clone();
@@ -445,7 +390,7 @@ pub(super) fn kernel_mmap_strm(
     }
     drop(large_map);
     let (mix, mix_map) = file("strm-mix", mix_blocks)?;
-    let anon = Mmap::new(None, (anon_blocks * BLOCK) as usize)?;
+    let anon = map(None, (anon_blocks * BLOCK) as usize)?;
     for pass in 1..=MIX_PASSES {
         let mut j = 0u64;
         for i in 0..anon_blocks {

@@ -3,21 +3,12 @@
 //! anonymous and file-backed mappings", sized so that anonymous pages must
 //! go to swap.
 //!
-//! 1. A file of `strm_ratio` x memory is mapped shared and writable and
-//!    written once from start to end through the mapping (write faults,
-//!    young entries, dirty pages the flushers or reclaim must clean); the
-//!    mapping is then dropped (munmap).
-//! 2. An anonymous region of `strm_anon_ratio` x memory and a second file
-//!    mapping of `strm_mix_ratio` x memory are written together, a block of
-//!    one then, in proportion, of the other, [`MIX_PASSES`] times. Their
-//!    sum is above memory, so reclaim must swap anonymous pages out in the
-//!    first pass; the second pass rewrites them, faulting the swapped ones
-//!    back in (pswpin).
-//!
-//! Every page written carries a stamp (region, page, pass) in its first
-//! word; after the run (outside the timing and the counters) a sample of
-//! pages of every region is read back and checked, so that a page lost or
-//! swapped in from the wrong slot fails the run.
+//! A file mapping written once through (dirty pages the flushers or
+//! reclaim must clean), then an anonymous region and a second file mapping
+//! written together, in proportion, [`MIX_PASSES`] times: their sum is above
+//! memory, so the first pass swaps out and the second back in. Every page
+//! carries a stamp (region, page, pass), and a sample is read back after the
+//! run, so that a page lost or swapped in from the wrong slot fails it.
 
 use pcache::{MapFlags, Mapping, SwapConfig};
 
@@ -30,8 +21,6 @@ pub(super) const VERIFY_SAMPLES: u64 = 64;
 /// Marks a stamped word (a zero-filled or foreign page never matches).
 const STAMP_TAG: u64 = 0x5a << 56;
 
-/// The word page `page` of region `region` holds at offset 0 after pass
-/// `pass`.
 pub(super) fn stamp(region: u64, page: u64, pass: u64) -> u64 {
     STAMP_TAG | (region << 52) | (pass << 44) | page
 }
@@ -43,7 +32,6 @@ pub(super) struct Strm {
     anon: (u64, Mapping, u64),
 }
 
-/// Region numbers in stamps.
 pub(super) const LARGE: u64 = 1;
 pub(super) const MIX_FILE: u64 = 2;
 pub(super) const ANON: u64 = 3;
@@ -65,14 +53,11 @@ pub(super) fn stamp_block(buf: &mut [u8], ps: u64, region: u64, block: u64, pass
     }
 }
 
-/// The pattern's word at the end of page `page` (what every page holds
-/// there).
 pub(super) fn pattern_tail(pattern: &[u8], ps: u64, page: u64) -> u64 {
     let off = ((page * ps) % BLOCK + ps - 8) as usize;
     u64::from_ne_bytes(pattern[off..off + 8].try_into().unwrap_or_default())
 }
 
-/// A host file of `blocks` blocks, mapped shared and writable.
 fn file_mapping(cache: &PageCache, path: &Path, blocks: u64) -> Result<(File, Mapping)> {
     let f = cache.open(path, CREATE)?;
     let len = blocks * BLOCK;
@@ -94,9 +79,8 @@ pub(super) fn swapon(cache: &PageCache, dir: &Path, anon_blocks: u64) -> Result<
     Ok(path)
 }
 
-/// The timed part: the streaming write, then the mix. Returns the seconds
-/// from the first write to the last, the paths of the files, and what to
-/// verify.
+/// The timed part: seconds from the first write to the last, the paths,
+/// and what to verify.
 pub(super) fn run(
     cache: &PageCache,
     dir: &Path,
@@ -135,7 +119,6 @@ pub(super) fn run(
     Ok((secs, paths, strm))
 }
 
-/// The sampled pages of a region of `pages` pages.
 pub(super) fn samples(pages: u64) -> impl Iterator<Item = u64> {
     let n = VERIFY_SAMPLES.min(pages);
     (0..n).map(move |k| if k + 1 == n { pages - 1 } else { k * pages / n })

@@ -1,46 +1,22 @@
 //! `reclaim-writeback`: seed 004, Mel Gorman's "do not writeback
-//! filesystem pages in direct reclaim" series, Linux 3.1 against 3.2.
+//! filesystem pages in direct reclaim" series, Linux 3.1 against 3.2. The
+//! seed's three workloads (XFS, dirty_ratio 40), scaled to `mem_bytes`, on
+//! host files opened O_DIRECT:
 //!
-//! The seed ran three workloads on XFS with dirty_ratio 40 and reported
-//! that with the series fs_mark created files 4-14% faster, every test
-//! finished sooner (mmap-strm not always), no page was written from direct
-//! reclaim, and kswapd's efficiency (pages stolen over pages scanned) did
-//! not change. This experiment runs the same three, scaled to a cache of
-//! `mem_bytes`, on host files opened through [`PageCache::open`] (O_DIRECT),
-//! once per variant (see [`crate::variants`]) and run:
-//!
-//! 1. **fsmark**, as `fs_mark -S0 -s FILE -n N -t T`: each of T threads
-//!    creates its own files of `fsmark_file_bytes`, written in 64 KiB
-//!    chunks and closed without fsync, about `fsmark_ratio` times the
-//!    cache in all; once for each T of `fsmark_threads`. Files/s = files
-//!    created / elapsed.
-//! 2. **simple-wb**, parallel dd: `wb_threads` threads (default: one per
-//!    CPU) each writing one file in 1 MiB blocks, `wb_ratio` times the
-//!    cache in all.
+//! 1. **fsmark**, as `fs_mark -S0`: T threads each create files of
+//!    `fsmark_file_bytes` in 64 KiB chunks, closed without fsync,
+//!    `fsmark_ratio` times the cache in all, for each T of `fsmark_threads`;
+//! 2. **simple-wb**, parallel dd: `wb_threads` writers of 1 MiB blocks;
 //! 3. **mmap-strm** ([`mmap_strm`]): a streaming write through a shared
-//!    writable mapping of a file `strm_ratio` times the cache, then
-//!    [`MIX_PASSES`] passes of writes to an anonymous region
-//!    (`strm_anon_ratio`) and a second file mapping (`strm_mix_ratio`)
-//!    together, with a swap file in the temporary directory, so that
-//!    reclaim swaps anonymous pages out (and the second pass back in).
+//!    file mapping, then [`MIX_PASSES`] passes over an anonymous region and
+//!    a second file mapping, with swap, so that reclaim swaps out (and the
+//!    second pass back in).
 //!
-//! Elapsed time runs from the first write to the return of the last (files
-//! closed), as fs_mark -S0 times it; the dirty data left is then synced
-//! outside the timing and that time reported as `sync_s`. Every run gets a
-//! fresh cache and its files are unlinked after it. Runs alternate the
-//! order of the variants (even runs in the given order, odd runs reversed).
-//!
-//! `opts.set` sets tunables by name for every variant, after its preset
-//! ([`crate::experiment::apply_sets`]). With `opts.plot_dir`, a sampler thread
-//! reads `nr_dirty + nr_writeback` and `nr_free_pages` every
-//! [`SAMPLE_INTERVAL_MS`] ms during the first run of each workload (its
-//! sync included), drawn as one chart per workload and counter, one line
-//! per variant. With `opts.kernel`, the fsmark and simple-wb workloads
-//! also run through `std::fs` (buffered, no fsync, syncfs after, untimed)
-//! in a memory cgroup of `mem_bytes` (`kernel_side.rs`), shown as one
-//! more column, "kernel", for elapsed and files/s; mmap-strm too, through
-//! mmap(2), when the host has swap or lets us swapon a file for that run
-//! (root), with its pswpout and pswpin.
+//! Elapsed time runs from the first write to the return of the last, as
+//! fs_mark -S0 times it; the dirty data left is synced after, untimed, as
+//! `sync_s`. The kernel column (`kernel_side.rs`) runs the same through
+//! std::fs, and mmap-strm through mmap(2) where the host has or lets us
+//! make swap.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -74,28 +50,22 @@ pub const EXPERIMENT: &str = "reclaim-writeback";
 pub const SEED: &str = "004";
 pub const SEED_CLAIM: &str = "3.2 against 3.1: fs_mark files/s up 4-14%, elapsed times down, no writes from direct \
                               reclaim, kswapd efficiency unchanged";
-/// The variants the checks compare: the seed's before and after.
 pub const BEFORE: &str = "3.1";
 pub const AFTER: &str = "3.2";
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
-/// fs_mark writes in 64 KiB chunks here.
 const FSMARK_CHUNK: u64 = 64 * KIB;
-/// dd's and the streaming writer's block.
 const BLOCK: u64 = MIB;
 /// Kswapd efficiency may move this many points and still be "unchanged".
 pub const EFFICIENCY_TOLERANCE_POINTS: f64 = 10.0;
-/// The plots' sampler reads the counters this often.
 pub const SAMPLE_INTERVAL_MS: u64 = 2;
 
-/// Seed 004 ran with dirty_ratio 40 (instead of 20) and the default
-/// dirty_background_ratio of 10.
+/// Seed 004 ran with dirty_ratio 40 (instead of 20).
 fn seed004(mode: ReclaimWriteback) -> Tunables {
     Tunables { reclaim_writeback: mode, dirty_ratio: 40, dirty_background_ratio: 10, ..Tunables::default() }
 }
 
-/// This experiment's variants.
 pub const PRESETS: &[Preset] = &[
     Preset::new(
         EXPERIMENT,
@@ -116,52 +86,32 @@ pub const PRESETS: &[Preset] = &[
 ];
 
 crate::experiment::params! {
-    /// What to run. Quick, for the main job and CI: a 32 MiB cache, 1 MiB
-    /// files, 3 runs.
     #[derive(Clone, Debug, PartialEq, Serialize)]
     pub struct ReclaimWritebackOpts {
-        /// Bytes of page cache (the arena).
         pub mem_bytes: u64 = 128 * MIB, quick 32 * MIB;
-        /// Variant names, the first the baseline column.
         pub variants: Vec<String> = variants::defaults(PRESETS);
-        /// Runs of every (workload, variant).
         pub runs: usize = 5, quick 3;
         pub fsmark_file_bytes: u64 = 10 * MIB, quick MIB,
             param param_size("file_size") "fs_mark file size, e.g. 10M [default: 10M; quick: 1M]";
         pub fsmark_threads: Vec<usize> = vec![1, 4, 16],
             param param_list "fs_mark thread counts, comma-separated [default: 1,4,16]", each 1..=256;
-        /// fs_mark data, in multiples of the cache.
+        /// Data, in multiples of the cache.
         pub fsmark_ratio: f64 = 3.0;
         pub wb_threads: usize = 0, param param_as "simple-wb writers [default: one per CPU]", range 0..=256;
-        /// simple-wb data, in multiples of the cache.
         pub wb_ratio: f64 = 4.0;
-        /// mmap-strm's streamed file, in multiples of the cache.
         pub strm_ratio: f64 = 1.5;
         pub strm_mix_ratio: f64 = 0.5,
             param param_as "mmap-strm's file mapping written with it, in multiples of memory [default: 0.5]";
-        /// mmap-strm's anonymous region, in multiples of the cache: by default
-        /// as large as memory, so that with the file mapping beside it (0.5x)
-        /// the mix overcommits memory by half and anonymous pages must be
-        /// swapped.
+        /// As large as memory: with the file mapping beside it the mix
+        /// overcommits memory by half, and anonymous pages must be swapped.
         pub strm_anon_ratio: f64 = 1.0,
             param param_as "mmap-strm's anonymous region, in multiples of memory [default: 1.0]";
-        /// Where to make the temporary directory (the system's temp dir if
-        /// `None`).
         pub dir: Option<PathBuf> = None, opt dir;
-        /// Draw progress bars on stderr (only when it is a terminal).
         pub progress: bool = true, opt progress;
-        /// A label: whether these are the reduced `quick` sizes.
         pub quick: bool = false, quick true;
-        /// Tunables set by name for every variant, applied after the preset
-        /// (`--set NAME=VALUE`).
         pub set: Vec<(String, String)> = Vec::new(), opt set;
-        /// Write SVG plots of dirty, writeback and free pages over time here.
         pub plot_dir: Option<PathBuf> = None, opt plot_dir;
-        /// Try the kernel column (the fsmark and simple-wb workloads through
-        /// the kernel's page cache in a memory cgroup of `mem_bytes`).
         pub kernel: bool = true, opt kernel;
-        /// Run fsmark and simple-wb on a simulated slow device of this many
-        /// bytes a second (`--param device_rate=30M`), see [`DeviceOpts`].
         pub device: DeviceOpts = DeviceOpts::default();
     }
     also [
@@ -180,7 +130,6 @@ crate::experiment::params! {
 }
 
 impl ReclaimWritebackOpts {
-    /// The options `pcache bench reclaim-writeback` asks for, checked.
     pub fn from_exp(opts: &ExpOpts) -> Result<ReclaimWritebackOpts> {
         let (quick, full) = (Self::defaults(true), Self::defaults(false));
         let c = opts.common(PRESETS, (quick.mem_bytes, full.mem_bytes), (quick.runs, full.runs), 64 << 30)?;
@@ -196,8 +145,6 @@ impl ReclaimWritebackOpts {
         Ok(o)
     }
 
-    /// Refuse sizes the experiment cannot run with (the memory, runs and
-    /// variants are [`ExpOpts::common`]'s, checked in [`Self::from_exp`]).
     pub fn validate(&self) -> Result<()> {
         self.check_ranges()?;
         let bad = |m: String| Err(Error::Invalid(m));
@@ -230,7 +177,6 @@ impl ReclaimWritebackOpts {
         (self.mem_bytes as f64 * ratio).round() as u64
     }
 
-    /// The workloads, in run order.
     fn workloads(&self) -> Vec<Workload> {
         let mut w: Vec<Workload> = self
             .fsmark_threads
@@ -253,7 +199,6 @@ impl ReclaimWritebackOpts {
     }
 }
 
-/// One workload at its computed size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Workload {
     Fsmark { threads: usize, per_thread: usize },
@@ -271,29 +216,25 @@ impl Workload {
     }
 }
 
-/// The simulated slow device fsmark and simple-wb run on (`--param
-/// device_rate=30M --param device_latency=5ms`): a [`RateLimit`] in front
-/// of the same host files, one per run, shared by all of that run's files
-/// (one device, one flusher), reads and writes on one budget. Seed 004's
-/// machines met dirty pages in reclaim on slow storage (a RAID of 4 disks,
-/// a USB stick); at memory speed the flushers keep the LRU tail clean.
+/// The simulated slow device fsmark and simple-wb run on: a [`RateLimit`]
+/// in front of the host files, one per run, shared by all its files, reads
+/// and writes on one budget. Seed 004's machines met dirty pages in reclaim
+/// on slow storage (a RAID of 4 disks, a USB stick); at memory speed the
+/// flushers keep the LRU tail clean.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct DeviceOpts {
     /// Bytes a second; `None`: host files at their own speed.
     pub rate: Option<u64>,
-    /// Device time per request besides the transfer.
     pub latency: Duration,
-    /// What else holds the memory meanwhile, as a fraction of it: the
-    /// seed's USB-stick run had a desktop running (`--param resident=0.6`,
-    /// see `workload::Resident`). 0: nothing.
+    /// The fraction of memory a desktop holds meanwhile (the seed's
+    /// USB-stick run had one; see `workload::Resident`).
     pub resident: f64,
 }
 
-/// The largest `resident` fraction: the workloads need room to run.
+/// The workloads need room to run.
 pub const MAX_RESIDENT: f64 = 0.8;
 
 impl DeviceOpts {
-    /// The device's spec, `None` without a rate.
     pub fn spec(&self) -> Result<Option<RateSpec>> {
         match self.rate {
             None if !self.latency.is_zero() => {
@@ -314,7 +255,6 @@ impl DeviceOpts {
         self.spec().map(drop)
     }
 
-    /// `device_rate` and `device_latency` from `--param`.
     fn from_exp(opts: &ExpOpts) -> Result<DeviceOpts> {
         let rate = opts.param("device_rate").map(parse_rate).transpose().map_err(invalid("device_rate"))?;
         let latency = opts.param("device_latency").map(parse_latency).transpose().map_err(invalid("device_latency"))?;
@@ -324,14 +264,12 @@ impl DeviceOpts {
         Ok(d)
     }
 
-    /// The device for one run.
     fn start(&self) -> Result<Option<Arc<RateLimit>>> {
         Ok(self.spec()?.map(|spec| RateLimit::new(EXPERIMENT, spec)))
     }
 }
 
-/// A parameter refused by the engine's parser, as an option error naming
-/// the parameter.
+/// The engine parser's refusal as an error naming the parameter.
 fn invalid(name: &'static str) -> impl Fn(pcache::Error) -> Error {
     move |e| match e {
         pcache::Error::InvalidArgument(m) => Error::Invalid(format!("--param {name}: {m}")),
@@ -339,30 +277,26 @@ fn invalid(name: &'static str) -> impl Fn(pcache::Error) -> Error {
     }
 }
 
-/// One run of one workload under one variant.
 pub struct RunOut {
     pub(super) elapsed_s: f64,
     pub(super) sync_s: f64,
     pub(super) files: u64,
     pub(super) vm: VmStat,
-    /// The sampler's readings, when asked for.
     pub(super) timeline: Vec<Sample>,
-    /// The simulated device's counters, when the run had one.
     pub(super) io: Option<IoStat>,
 }
 
-/// One reading of the plots' sampler.
+/// One reading of the plots' sampler, since the workload started.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Sample {
-    /// Milliseconds since the workload started.
     pub(super) ms: f64,
     /// nr_dirty + nr_writeback.
     pub(super) dirty_wb: u64,
     pub(super) nr_free: u64,
 }
 
-/// Passes over the mix of anonymous and file mappings. The second is what
-/// swaps pages back in, as a program working on its data again does.
+/// The second pass swaps pages back in, as a program working on its data
+/// again does.
 pub const MIX_PASSES: u64 = 2;
 
 /// The swap file's size for an anonymous region of `anon` bytes: room for
@@ -373,7 +307,6 @@ pub fn swap_bytes(anon: u64) -> u64 {
     anon + anon / 4 + MIB
 }
 
-/// `pcache bench reclaim-writeback`.
 pub struct ReclaimWritebackExp;
 
 impl SeedExperiment for ReclaimWritebackExp {

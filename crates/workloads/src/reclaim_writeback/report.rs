@@ -1,8 +1,5 @@
-//! The report's title and body, and the plots.
-
 use super::*;
 
-/// The vmstat counters the report shows per workload.
 pub(super) const VM_ITEMS: &[Item] = &[
     Item::pgscan_kswapd,
     Item::pgsteal_kswapd,
@@ -78,8 +75,6 @@ impl SeedReport for ReclaimWritebackExp {
         Ok(files)
     }
 
-    /// The report's body: how times are taken, the seed's summary, vmstat per
-    /// workload, which workloads reclaim met dirty pages in.
     fn report_body(r: &ExperimentResult, opts: &ReclaimWritebackOpts) -> String {
         let mut s = String::from(
             "\nelapsed: first write to the return of the last, files closed, no sync (as fs_mark -S0); the dirty data \
@@ -93,9 +88,7 @@ impl SeedReport for ReclaimWritebackExp {
     }
 }
 
-/// The seed's summary table: its rows (files/s, elapsed, sync, the
-/// USB-stick rows, kswapd efficiency, reclaim writes, throttling, swap) per
-/// workload, a column per variant.
+/// The seed's summary table, a column per variant.
 fn summary(r: &ExperimentResult, opts: &ReclaimWritebackOpts) -> String {
     let mut s = String::from("\nsummary (means over runs; percentages against the first column, positive = better)\n");
     let mem_label = format!("{}M", opts.mem_bytes / MIB);

@@ -1,5 +1,3 @@
-//! The workload through pcache and the measurement of every run.
-
 use std::sync::Arc;
 
 use pcache::backing::{FileDev, RateLimitedDev};
@@ -7,7 +5,6 @@ use pcache::{BackingDev, MapFlags, Mapping};
 
 use super::*;
 
-/// How often the desktop's thread touches every page of its program text.
 pub const RESIDENT_TOUCH_MS: u64 = 20;
 
 /// The desktop beside the workload in the seed's USB-stick run ("firefox
@@ -29,7 +26,7 @@ pub(super) struct Resident {
 }
 
 impl Resident {
-    /// Create, write back and fault in the resident set (untimed).
+    /// Untimed.
     pub(super) fn start(cache: &PageCache, fraction: f64) -> Result<Option<Resident>> {
         let ps = cache.page_size() as u64;
         let bytes = (cache.config().memory_bytes as f64 * fraction) as u64 / ps * ps;
@@ -46,7 +43,6 @@ impl Resident {
         Ok(Some(r))
     }
 
-    /// One access to every page.
     fn touch(&self) -> Result<()> {
         let mut sum = 0u64;
         for i in 0..self.map.nr_pages() {
@@ -66,9 +62,7 @@ impl Resident {
     }
 }
 
-/// Open (creating, truncating) a workload's file: a host file, behind the
-/// run's device when there is one (keyed then by its path, see
-/// [`remove_file`]).
+/// Create a workload's file, behind the run's device when there is one.
 pub(super) fn create_file(cache: &PageCache, path: &Path, dev: Option<&Arc<RateLimit>>) -> Result<File> {
     let Some(limit) = dev else {
         return Ok(cache.open(path, CREATE)?);
@@ -82,7 +76,6 @@ pub(super) fn create_file(cache: &PageCache, path: &Path, dev: Option<&Arc<RateL
     })?)
 }
 
-/// Unlink a file [`create_file`] made.
 pub(super) fn remove_file(cache: &PageCache, path: &Path, dev: Option<&Arc<RateLimit>>) -> Result<()> {
     match dev {
         None => Ok(cache.unlink(path)?),
@@ -102,8 +95,6 @@ pub(super) fn sample_now(cache: &PageCache, t0: Instant) -> Sample {
     }
 }
 
-/// Read the counters every [`SAMPLE_INTERVAL_MS`] until `stop`, then once
-/// more.
 pub(super) fn sampler(cache: &PageCache, stop: &AtomicBool, t0: Instant) -> Vec<Sample> {
     let mut out = Vec::new();
     while !stop.load(Ordering::Acquire) {
@@ -116,9 +107,8 @@ pub(super) fn sampler(cache: &PageCache, stop: &AtomicBool, t0: Instant) -> Vec<
 
 pub(super) const CREATE: OpenOptions = OpenOptions { create: true, truncate: true, direct: true };
 
-/// Run `work(t)` on `threads` threads started together; returns the
-/// seconds from the start until the last returned, and every path they
-/// created.
+/// `work(t)` on `threads` threads started together: the seconds until the
+/// last returned, and every path they created.
 pub(super) fn parallel<F>(threads: usize, work: F) -> Result<(f64, Vec<PathBuf>)>
 where
     F: Fn(usize, &mut Vec<PathBuf>) -> Result<()> + Sync,
@@ -156,8 +146,6 @@ where
     }
 }
 
-/// The timed part of a workload: (seconds, files created, their paths,
-/// and for mmap-strm what to verify after the counters are read).
 pub(super) fn run_workload(
     cache: &PageCache,
     w: Workload,
@@ -200,9 +188,7 @@ pub(super) fn run_workload(
     }
 }
 
-/// One run of `w` in a fresh cache; with `sample`, a sampler thread reads
-/// the dirty, writeback and free pages from the start of the workload to
-/// the end of its sync.
+/// One run of `w` in a fresh cache, sampled to the end of its sync.
 pub(super) fn run_one(
     variant: &Variant,
     w: Workload,
@@ -270,7 +256,6 @@ pub(super) fn run_one(
     Ok(RunOut { elapsed_s, sync_s, files, vm, timeline, io })
 }
 
-/// The counters reported per run beyond the times and kswapd's efficiency:
 /// (measure, unit, counter, divisor).
 pub(super) const COUNTER_MEASURES: [(&str, &str, Item, f64); 8] = [
     ("nr_vmscan_write_direct", "pages", Item::nr_vmscan_write_direct, 1.0),
@@ -283,26 +268,21 @@ pub(super) const COUNTER_MEASURES: [(&str, &str, Item, f64); 8] = [
     ("congestion_waits", "events", Item::congestion_waits, 1.0),
 ];
 
-/// The simulated device's measures, per run of a workload on it: (measure,
-/// unit, better).
 pub(super) const DEVICE_MEASURES: [(&str, &str, Better); 3] = [
     ("avg_wait_ms", "ms", Better::Lower),
     ("device_writes", "requests", Better::Lower),
     ("avgrq_kib", "KiB", Better::Higher),
 ];
 
-/// The values of [`DEVICE_MEASURES`]: iostat's await (arrival to
-/// completion, queueing included, reads and writes), write requests, and
-/// the mean request size (avgrq-sz).
+/// iostat's await (queueing included), write requests, avgrq-sz.
 pub(super) fn device_values(io: &IoStat) -> [f64; 3] {
     let ios = io.rd_ios + io.wr_ios;
     let avgrq = if ios == 0 { f64::NAN } else { (io.rd_bytes + io.wr_bytes) as f64 / ios as f64 / 1024.0 };
     [io.await_ms(), io.wr_ios as f64, avgrq]
 }
 
-/// mmap-strm's swap measures, per run: (measure, unit, counter). Pages
-/// swapped out and in, and the anonymous share of reclaim's scanning and
-/// stealing (seed 004: "anonymous pages are still written").
+/// mmap-strm's swap measures (seed 004: "anonymous pages are still
+/// written").
 pub(super) const SWAP_MEASURES: [(&str, &str, Item); 4] = [
     ("pswpout", "pages", Item::pswpout),
     ("pswpin", "pages", Item::pswpin),
@@ -310,18 +290,14 @@ pub(super) const SWAP_MEASURES: [(&str, &str, Item); 4] = [
     ("pgsteal_anon", "pages", Item::pgsteal_anon),
 ];
 
-/// Whether workload `w` has anonymous memory and swap.
 pub(super) fn swaps(w: Workload) -> bool {
     matches!(w, Workload::MmapStrm { .. })
 }
 
-/// Whether workload `w` ran on the simulated device.
 pub(super) fn on_device(opts: &ReclaimWritebackOpts, w: Workload) -> bool {
     opts.device.rate.is_some() && !matches!(w, Workload::MmapStrm { .. })
 }
 
-/// Measure every workload, one variant at a time: the pcache columns, and
-/// the runs (their timelines) for the plots.
 impl SeedMeasure for ReclaimWritebackExp {
     fn measure(ctx: &Ctx<'_>, opts: &ReclaimWritebackOpts) -> Result<(Measured, Matrix<RunOut>)> {
         let workloads = opts.workloads();
@@ -357,13 +333,11 @@ impl SeedMeasure for ReclaimWritebackExp {
     }
 }
 
-/// One metric of a workload: its spec, and its value in one run.
 struct Measure {
     spec: MetricSpec,
     value: Box<dyn Fn(&RunOut) -> f64>,
 }
 
-/// Workload `w`'s metrics, in the order the report lists them.
 fn measures(opts: &ReclaimWritebackOpts, w: Workload) -> Vec<Measure> {
     let n = w.name();
     let mut out = Vec::new();
@@ -402,7 +376,6 @@ fn measures(opts: &ReclaimWritebackOpts, w: Workload) -> Vec<Measure> {
     out
 }
 
-/// What the reader should know about how the runs were made.
 fn notes(opts: &ReclaimWritebackOpts) -> Result<Vec<String>> {
     let mut notes = vec![
         format!(

@@ -22,14 +22,13 @@ use io_uring::{opcode, types, IoUring};
 
 use super::mbps;
 use crate::hitpath::Aligned;
+use crate::sys::Mmap;
 use crate::{Error, Result};
 
-/// How the device limit's requests are issued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum DevEngine {
     Threads,
     Uring,
-    /// io_uring into huge-page buffers.
     UringHuge,
 }
 
@@ -51,7 +50,7 @@ const HUGE: usize = 2 << 20;
 /// onto transparent huge pages (MADV_HUGEPAGE) and aligned to one.
 enum Buf {
     Small(Aligned),
-    Huge { base: std::ptr::NonNull<u8>, map_len: usize, start: usize, len: usize },
+    Huge { map: Mmap, start: usize, len: usize },
 }
 
 impl Buf {
@@ -59,27 +58,14 @@ impl Buf {
         if !huge {
             return Ok(Buf::Small(Aligned::new(len)));
         }
-        let map_len = len + HUGE;
-        // SAFETY: an anonymous private mapping with no address hint has no
-        // preconditions; the result is checked for MAP_FAILED.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        let base = std::ptr::NonNull::new(p.cast::<u8>())
-            .filter(|_| p != libc::MAP_FAILED)
-            .ok_or_else(|| Error::Io { context: "mmap".into(), source: std::io::Error::last_os_error() })?;
-        let start = base.as_ptr().align_offset(HUGE);
+        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+        let map = Mmap::new(len + HUGE, libc::PROT_READ | libc::PROT_WRITE, flags, -1)
+            .map_err(|source| Error::Io { context: "mmap".into(), source })?;
+        let start = map.as_ptr().align_offset(HUGE);
         // SAFETY: the range lies inside the mapping just made; the advice
         // only changes how it is backed (failure leaves small pages).
-        unsafe { libc::madvise(base.as_ptr().cast(), map_len, libc::MADV_HUGEPAGE) };
-        let mut b = Buf::Huge { base, map_len, start, len };
+        unsafe { libc::madvise(map.as_ptr().cast(), map.size(), libc::MADV_HUGEPAGE) };
+        let mut b = Buf::Huge { map, start, len };
         // Fault it in now, so the reads time the device, not the zeroing.
         for i in (0..len).step_by(4096) {
             // SAFETY: i < len, inside the mapping at `start`.
@@ -94,18 +80,10 @@ impl Buf {
                 let s = a.as_mut_slice();
                 (s.as_mut_ptr(), s.len())
             }
-            // SAFETY: start + len <= map_len (start < HUGE).
-            Buf::Huge { base, start, len, .. } => (unsafe { base.as_ptr().add(*start) }, *len),
-        }
-    }
-}
-
-impl Drop for Buf {
-    fn drop(&mut self) {
-        if let Buf::Huge { base, map_len, .. } = *self {
-            // SAFETY: the mapping made in `new`, unmapped once; no request
-            // uses it any more (see device_read_uring).
-            unsafe { libc::munmap(base.as_ptr().cast(), map_len) };
+            // SAFETY: start + len <= the mapping's size (start < HUGE).
+            // No request uses a buffer once it is dropped (see
+            // device_read_uring).
+            Buf::Huge { map, start, len } => (unsafe { map.as_ptr().add(*start) }, *len),
         }
     }
 }

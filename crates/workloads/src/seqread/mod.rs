@@ -1,47 +1,24 @@
 //! `seqread`: cold reads of a file larger than the cache, against the
-//! device's own limit (the benchmark of issue 13, asynchronous I/O).
+//! device's own limit (issue 13). Every figure is the median of `runs`
+//! runs, the sources alternated inside each run so that drift in the load
+//! touches all alike:
 //!
-//! In one run, on one host file in the temporary directory, every figure
-//! the median of `runs` runs with the sources alternated inside each run
-//! (so drift in the machine's load touches all of them alike):
+//! 1. the device limit (device.rs): O_DIRECT reads of `blocks` at queue
+//!    depths `qds`, by threads and by io_uring (ordinary and huge-page
+//!    buffers). The best setting is the headline (pcache sends requests at
+//!    the device's `max_sectors_kb`); the limit as MISSION.md defines it,
+//!    the best 1 MiB setting, is reported beside it;
+//! 2. the kernel's buffered cold read (after POSIX_FADV_DONTNEED) and
+//!    3. pcache's cold `read_at` (O_DIRECT host file), in each of `sizes`;
+//! 4. random 4 KiB reads by `threads` threads, cold: no page is read twice
+//!    (one seeded permutation of the pages, dealt out);
+//! 5. dd of 4x pcache's memory in 1 MiB writes and an fdatasync.
 //!
-//! 1. The device limit (device.rs): O_DIRECT reads in requests of 1 MiB
-//!    up to 16 MiB (`blocks`) at queue depths 1 to 32, issued by threads
-//!    (one request in flight each) and by one io_uring, into ordinary and
-//!    (io_uring) huge-page buffers. The best setting is the limit. The
-//!    limit as MISSION.md and issue 13 define it, the best 1 MiB setting
-//!    over queue depths, is reported beside it: this device does more
-//!    with fewer, larger requests, and pcache sends its own requests at
-//!    the device's `max_sectors_kb`, so the best of every size is the
-//!    stricter bar and stays the headline.
-//! 2. The kernel's buffered cold read (after fsync and
-//!    POSIX_FADV_DONTNEED) in 4 KiB, 128 KiB and 1 MiB `read` calls.
-//! 3. pcache's cold `read_at` in the same sizes: a fresh cache smaller
-//!    than the file, the host file opened O_DIRECT, default readahead.
-//! 4. The random form: `threads` threads, each doing `rand_ops` 4 KiB
-//!    reads at uniform page offsets, cold: the device (O_DIRECT, queue
-//!    depth = threads), the kernel (buffered, after DONTNEED) and pcache.
-//!    Cold means no page is read twice: the offsets are one seeded
-//!    permutation of the file's pages, dealt out to the threads (at most
-//!    the file's pages in all, so fewer than `rand_ops` each when they
-//!    would not fit).
-//! 5. The write form: dd of 4x pcache's memory in 1 MiB writes and an
-//!    fdatasync, by pcache, the kernel and O_DIRECT.
-//!
-//! The kernel's reads run in a worker process (`pcache __kernel-worker`)
-//! inside a memory cgroup limited to pcache's cache size, where the host
-//! has one, so both caches hold the same amount (otherwise the kernel keeps
-//! all of the host's memory, and readahead's neighbours of a random read
-//! stay cached for it when they could not for pcache). A whole process,
-//! not threads: the kernel charges page cache to the group of the
-//! process's mm owner, so a thread moved into a group alone is not held to
-//! it. Where no group or worker can be had (a test binary, no memory
-//! controller) the kernel runs unlimited in this process, and the JSON's
-//! `kernel_memory` says which.
-//! `--no-kernel` skips the kernel's columns.
-//!
-//! The target of MISSION.md: pcache's cold sequential read at 90% or more
-//! of the device's bandwidth.
+//! The kernel's reads run in a worker process (`pcache __kernel-worker`) in
+//! a memory cgroup of pcache's cache size, so both caches hold the same: a
+//! whole process, since the kernel charges page cache to the group of the
+//! mm owner. Without one (a test binary, no memory controller) they run
+//! here, unlimited; `kernel_memory` says which.
 
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -68,16 +45,12 @@ use device::{device_read, open_direct, uring_available, DevEngine};
 
 const PAGE: usize = 4096;
 const MIB: u64 = 1 << 20;
-/// The write form's call size.
 const DIRECT_BLOCK: usize = 1 << 20;
-/// The most bytes the device limit keeps in flight (queue depth x request
-/// size); larger settings are skipped.
+/// Device settings with more in flight (depth x request size) are skipped.
 const MAX_DEVICE_INFLIGHT: u64 = 256 * MIB;
-/// The target: pcache's best cold sequential read over the device limit.
 pub const TARGET_PCACHE_OVER_DEVICE: f64 = 0.90;
 
 crate::experiment::params! {
-    /// What to run.
     #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
     pub struct SeqreadOpts {
         pub file_mib: u64 = 2048, quick 64,
@@ -92,7 +65,6 @@ crate::experiment::params! {
         pub blocks: Vec<usize> = vec![1 << 20, 4 << 20, 8 << 20, 16 << 20], quick vec![1 << 20, 4 << 20],
             param param_sizes
                 "request sizes of the device limit, comma-separated [default: 1M,4M,8M,16M; quick: 1M,4M]";
-        /// Run the kernel's columns (`--no-kernel` turns them off).
         #[serde(default = "yes")]
         pub kernel: bool = true, opt kernel;
         pub threads: Vec<usize> = vec![1, 4, 16],
@@ -102,7 +74,6 @@ crate::experiment::params! {
         pub runs: usize = 3, quick 1;
         pub seed: u64 = 1, opt seed;
         pub quick: bool = false, quick true;
-        /// pcache's tunables (`--set`), e.g. `ra_pages`.
         pub tunables: Tunables = Tunables::default();
         #[serde(skip)]
         pub dir: Option<std::path::PathBuf> = None, opt dir;
@@ -152,73 +123,55 @@ impl SeqreadOpts {
     }
 }
 
-/// One measured row: a source at a setting, its median and its runs.
+/// A source at a setting (queue depth, read size or threads): MB/s or
+/// thousands of reads per second.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Measured {
-    /// `device`, `kernel` or `pcache`.
     pub source: String,
-    /// Queue depth (device), read size in bytes (sequential) or threads
-    /// (random).
     pub setting: usize,
-    /// MB/s (sequential) or thousands of reads per second (random).
     pub median: f64,
     pub runs: Vec<f64>,
 }
 
-/// The result; serialises to the JSON `pcache bench seqread --json` writes.
+/// `pcache bench seqread --json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SeqreadResult {
     pub experiment: String,
     pub params: SeqreadOpts,
-    /// O_DIRECT reads by request size and engine (`device 4 MiB
-    /// io_uring`) and queue depth, MB/s.
+    /// By request size, engine (`device 4 MiB io_uring`) and queue depth.
     pub device: Vec<Measured>,
-    /// The best of `device`, MB/s (None where O_DIRECT is refused).
+    /// None where O_DIRECT is refused.
     pub device_best_mbps: Option<f64>,
-    /// The best of `device`'s 1 MiB requests, MB/s: the limit as
-    /// MISSION.md defines it (None where none ran).
+    /// The best 1 MiB setting: the limit as MISSION.md defines it.
     #[serde(default)]
     pub device_1mib_mbps: Option<f64>,
-    /// Cold sequential reads by read size, MB/s, kernel and pcache.
     pub sequential: Vec<Measured>,
-    /// Random 4 KiB reads by threads, thousands of reads per second.
     pub random: Vec<Measured>,
-    /// pcache's best sequential read over the device limit.
+    /// Best sequential reads over each other.
     pub pcache_over_device: Option<f64>,
-    /// pcache's best sequential read over `device_1mib_mbps`.
     #[serde(default)]
     pub pcache_over_device_1mib: Option<f64>,
-    /// The kernel's best buffered cold read over the device limit.
     pub kernel_over_device: Option<f64>,
-    /// pcache's best sequential read over the kernel's best.
     pub pcache_over_kernel: Option<f64>,
-    /// The issue's keys, flat: the device limit (MB/s); the kernel's and
-    /// pcache's cold sequential reads by call size in bytes (MB/s); their
-    /// random 4 KiB reads by thread count (reads per second).
+    /// The issue's keys, flat: MB/s, and reads per second by thread count.
     pub device_read_mbps: Option<f64>,
     pub kernel_seq_read_mbps: BTreeMap<String, f64>,
     pub pcache_seq_read_mbps: BTreeMap<String, f64>,
     pub kernel_rand_read_iops: BTreeMap<String, f64>,
     pub pcache_rand_read_iops: BTreeMap<String, f64>,
-    /// The write form, dd of 4x pcache's memory in 1 MiB writes and an
-    /// fdatasync, MB/s (medians): pcache's `write_at`, the kernel's
-    /// buffered write, O_DIRECT writes (None where refused).
+    /// The write form (medians; `device` is O_DIRECT).
     pub pcache_write_mbps: f64,
     pub kernel_write_mbps: Option<f64>,
     pub device_write_mbps: Option<f64>,
-    /// Where the kernel's reads ran: `memcg, N bytes, a worker process`
-    /// (a memory group of pcache's cache size), `host memory (why)` or
-    /// `not run`.
+    /// `memcg, N bytes, a worker process`, `host memory (why)` or `not run`.
     pub kernel_memory: String,
-    /// pcache's counters over each of its runs (non-zero ones).
     pub vmstat: Vec<RunCounters>,
     pub notes: Vec<String>,
     pub secs: f64,
 }
 
-/// One pcache run's counters: run number (from 0), the form
-/// (`sequential`, `random`, `write`) and its setting (call size in bytes,
-/// threads, bytes written).
+/// One pcache run's non-zero counters: the form (`sequential`, `random`,
+/// `write`) and its setting (call size, threads, bytes written).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunCounters {
     pub run: usize,
@@ -234,30 +187,10 @@ impl RunCounters {
     }
 }
 
-/// `source`'s medians by setting, as `{setting: value * scale}`.
 fn by_setting(rows: &[Measured], source: &str, scale: f64) -> BTreeMap<String, f64> {
     rows.iter().filter(|m| m.source == source).map(|m| (m.setting.to_string(), m.median * scale)).collect()
 }
 
-/// The file's bytes: each 4 KiB page starts with its page number, so a
-/// read can be checked cheaply.
-fn write_file(path: &Path, mib: u64, phase: &crate::progress::Phase) -> Result<()> {
-    let io = |context: &str, source| Error::io(format!("{context} {}", path.display()), source);
-    let f = std::fs::File::create(path).map_err(|e| io("create", e))?;
-    let mut chunk = sys::pattern(MIB as usize);
-    for m in 0..mib {
-        for (i, page) in chunk.chunks_mut(PAGE).enumerate() {
-            page[..8].copy_from_slice(&(m * (MIB / PAGE as u64) + i as u64).to_le_bytes());
-        }
-        f.write_all_at(&chunk, m * MIB).map_err(|e| io("write", e))?;
-        phase.inc(1);
-    }
-    f.sync_all().map_err(|e| io("fsync", e))?;
-    kernel::drop_cached(&f);
-    Ok(())
-}
-
-/// Check the page numbers of the pages in `buf`, read at byte `pos`.
 fn check_pages(buf: &[u8], pos: u64, what: &str) -> Result<()> {
     for (i, page) in buf.chunks(PAGE).enumerate() {
         let want = pos / PAGE as u64 + i as u64;
@@ -273,16 +206,13 @@ fn mbps(bytes: u64, t: Instant) -> f64 {
     bytes as f64 / t.elapsed().as_secs_f64().max(1e-9) / 1e6
 }
 
-/// The block device under `path`: its `read_ahead_kb` and
-/// `max_sectors_kb` (the largest request it takes), as the engine reads
-/// them for its own readahead.
+/// `read_ahead_kb` and `max_sectors_kb` of the device under `path`.
 fn block_queue(path: &Path) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
     let l = pcache::backing::host_queue_limits(std::fs::metadata(path).ok()?.dev())?;
     Some((l.read_ahead_kb, l.max_sectors_kb))
 }
 
-/// The kernel's buffered cold read in `size` read calls; MB/s.
 fn kernel_read(path: &Path, len: u64, size: usize, check: bool) -> Result<f64> {
     let io = |source| Error::Io { context: format!("kernel read of {}", path.display()), source };
     let mut f = std::fs::File::open(path).map_err(io)?;
@@ -300,8 +230,6 @@ fn kernel_read(path: &Path, len: u64, size: usize, check: bool) -> Result<f64> {
     Ok(mbps(len, t))
 }
 
-/// The kernel's cold random 4 KiB reads by `threads` threads; thousands of
-/// reads per second.
 fn kernel_random(path: &Path, threads: usize, ops: u64, pages: u64, seed: u64) -> Result<f64> {
     let f = std::fs::File::open(path).map_err(|e| Error::Io { context: "open".into(), source: e })?;
     kernel::drop_cached(&f);
@@ -316,14 +244,11 @@ fn kernel_random(path: &Path, threads: usize, ops: u64, pages: u64, seed: u64) -
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "form", rename_all = "lowercase")]
 enum KernelJob {
-    /// The buffered cold read of `len` bytes in `size` calls.
     Seq { path: std::path::PathBuf, len: u64, size: usize, check: bool },
-    /// `threads` threads of `ops` cold random 4 KiB reads of `pages` pages.
     Rand { path: std::path::PathBuf, threads: usize, ops: u64, pages: u64, seed: u64 },
 }
 
 impl KernelJob {
-    /// Run it here, in this process.
     fn run_here(&self) -> Result<f64> {
         match self {
             KernelJob::Seq { path, len, size, check } => kernel_read(path, *len, *size, *check),
@@ -332,14 +257,12 @@ impl KernelJob {
     }
 }
 
-/// The kernel worker's side: one job in the memory group, `{"rate": x}`.
 fn kernel_worker(params: &Value) -> std::result::Result<Value, String> {
     let job: KernelJob = serde_json::from_value(params.clone()).map_err(|e| format!("bad seqread job: {e}"))?;
     let rate = job.run_here().map_err(|e| e.to_string())?;
     Ok(serde_json::json!({ "rate": rate }))
 }
 
-/// A fresh pcache over the file, cold.
 fn pcache_open(path: &Path, mem: u64, tunables: Tunables) -> Result<(PageCache, pcache::File)> {
     let cache = PageCache::new(Config { tunables, ..Config::with_memory(mem) })?;
     // The kernel's page cache memory is resident before a cold read; so
@@ -350,7 +273,6 @@ fn pcache_open(path: &Path, mem: u64, tunables: Tunables) -> Result<(PageCache, 
     Ok((cache, f))
 }
 
-/// pcache's cold read_at in `size` calls; MB/s and the counters it moved.
 fn pcache_read(path: &Path, len: u64, size: usize, o: &SeqreadOpts, check: bool) -> Result<(f64, VmStat)> {
     let (cache, f) = pcache_open(path, o.mem_bytes, o.tunables)?;
     let before = cache.vmstat();
@@ -372,9 +294,7 @@ fn pcache_read(path: &Path, len: u64, size: usize, o: &SeqreadOpts, check: bool)
     Ok((rate, vm))
 }
 
-/// The write form: `len` bytes written in 1 MiB calls to a new file at
-/// `path`, then fdatasync, by `how`; MB/s over the writes and the sync,
-/// and pcache's counters when pcache wrote. The file is removed after.
+/// `len` bytes in 1 MiB writes and an fdatasync; pcache's counters if it wrote.
 fn dd_write(path: &Path, len: u64, how: WriteBy, o: &SeqreadOpts) -> Result<(f64, Option<VmStat>)> {
     let chunk = sys::pattern(DIRECT_BLOCK);
     let io = |what: &str, source| Error::io(format!("{what} {}", path.display()), source);
@@ -417,18 +337,14 @@ fn dd_write(path: &Path, len: u64, how: WriteBy, o: &SeqreadOpts) -> Result<(f64
     Ok((rate, vm))
 }
 
-/// Who writes in the write form.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum WriteBy {
     Pcache,
-    /// The kernel's buffered write.
     Kernel,
-    /// O_DIRECT writes: the device's write limit.
     Direct,
 }
 
-/// `threads` threads of `ops` random 4 KiB reads each through `read`;
-/// thousands of reads per second.
+/// Thousands of reads per second.
 fn random_reads<R>(threads: usize, ops: u64, pages: u64, seed: u64, read: R) -> Result<f64>
 where
     R: Fn(usize, u64, &mut [u8]) -> Result<()> + Sync,
@@ -472,7 +388,6 @@ fn row(source: &str, setting: usize, runs: Vec<f64>) -> Measured {
     Measured { source: source.into(), setting, median: stats::median(&runs), runs }
 }
 
-/// One device-limit setting: request size, queue depth, engine.
 #[derive(Clone, Copy, Debug)]
 struct DevSetting {
     block: usize,
@@ -480,36 +395,26 @@ struct DevSetting {
     engine: DevEngine,
 }
 
-/// Everything measured so far, run by run.
+/// Run by run: per device setting; per call size kernel, pcache; per
+/// thread count device, kernel, pcache; writes by pcache, kernel, O_DIRECT.
 struct Samples {
-    /// Per device setting.
     dev: Vec<Vec<f64>>,
-    /// Per call size: kernel, pcache.
     seq: Vec<[Vec<f64>; 2]>,
-    /// Per thread count: device, kernel, pcache.
     rnd: Vec<[Vec<f64>; 3]>,
-    /// pcache, kernel, O_DIRECT.
     wr: [Vec<f64>; 3],
     vmstat: Vec<RunCounters>,
 }
 
-/// What every round needs to know.
 struct Bench<'a> {
     o: &'a SeqreadOpts,
     path: std::path::PathBuf,
     len: u64,
     pages: u64,
-    /// The host file system takes O_DIRECT.
     direct: bool,
-    /// The kernel's reads run in a worker process in a memory group of
-    /// pcache's cache size (else here, unlimited).
     kernel_worker: bool,
     phase: crate::progress::Phase,
 }
 
-/// The device's settings to measure: each request size at each queue
-/// depth, by threads and (where the kernel allows) by io_uring, skipping
-/// those with more than `MAX_DEVICE_INFLIGHT` in flight.
 fn device_settings(o: &SeqreadOpts, direct: bool, notes: &mut Vec<String>) -> Vec<DevSetting> {
     if !direct {
         return Vec::new();
@@ -538,9 +443,7 @@ fn device_settings(o: &SeqreadOpts, direct: bool, notes: &mut Vec<String>) -> Ve
     out
 }
 
-/// Where the kernel reads: in a worker process in a memory group of
-/// pcache's cache size (true), checked by making one; else here, with the
-/// host's memory, and why.
+/// In a worker in a memory group (true, checked by making one), or here.
 fn kernel_memcg(o: &SeqreadOpts) -> (bool, String) {
     if !o.kernel {
         return (false, "not run".into());
@@ -552,7 +455,6 @@ fn kernel_memcg(o: &SeqreadOpts) -> (bool, String) {
 }
 
 impl Bench<'_> {
-    /// Run `job` where the kernel reads: in the worker, or here.
     fn kernel_rate(&self, job: &KernelJob) -> Result<f64> {
         if !self.kernel_worker {
             return job.run_here();
@@ -562,7 +464,6 @@ impl Bench<'_> {
         v.get("rate").and_then(Value::as_f64).ok_or_else(|| Error::Invalid(format!("the kernel worker gave {v}")))
     }
 
-    /// The device limit, every setting once.
     fn device_round(&self, r: usize, devs: &[DevSetting], s: &mut Samples) -> Result<()> {
         for (i, d) in devs.iter().enumerate() {
             self.phase.set_message(format!(
@@ -578,7 +479,6 @@ impl Bench<'_> {
         Ok(())
     }
 
-    /// The cold sequential reads, kernel and pcache, at each call size.
     fn sequential_round(&self, r: usize, s: &mut Samples) -> Result<()> {
         let (o, check) = (self.o, r == 0);
         for (i, &size) in o.sizes.iter().enumerate() {
@@ -604,8 +504,6 @@ impl Bench<'_> {
         Ok(())
     }
 
-    /// The cold random reads, device, kernel and pcache, at each thread
-    /// count.
     fn random_round(&self, r: usize, s: &mut Samples) -> Result<()> {
         let o = self.o;
         for (i, &threads) in o.threads.iter().enumerate() {
@@ -640,8 +538,6 @@ impl Bench<'_> {
         Ok(())
     }
 
-    /// The write form: dd of 4x pcache's memory with fdatasync at the
-    /// end, by each writer in turn.
     fn write_round(&self, r: usize, wpath: &Path, s: &mut Samples) -> Result<()> {
         let o = self.o;
         for (k, how) in [WriteBy::Pcache, WriteBy::Kernel, WriteBy::Direct].into_iter().enumerate() {
@@ -660,7 +556,6 @@ impl Bench<'_> {
     }
 }
 
-/// Run the benchmark.
 pub fn run(o: &SeqreadOpts) -> Result<SeqreadResult> {
     o.validate()?;
     let start = Instant::now();
@@ -672,7 +567,8 @@ pub fn run(o: &SeqreadOpts) -> Result<SeqreadResult> {
     let mut notes = Vec::new();
 
     let phase = progress.phase("seqread: write", o.file_mib);
-    write_file(&path, o.file_mib, &phase)?;
+    sys::write_numbered_pages(&path, o.file_mib * (MIB / PAGE as u64), || phase.inc(1))
+        .map_err(|e| Error::io(format!("write {}", path.display()), e))?;
     phase.finish();
     let direct = open_direct(&path).is_ok();
     if !direct {
@@ -721,7 +617,6 @@ pub fn run(o: &SeqreadOpts) -> Result<SeqreadResult> {
     Ok(summarise(o, &devs, s, kernel_memory, notes, start))
 }
 
-/// The note on the device's queue limits and the window pcache takes.
 fn queue_note(path: &Path, o: &SeqreadOpts) -> Option<String> {
     let (ra_kb, max_kb) = block_queue(path)?;
     // What the engine takes from the device (readahead.rs): the window,
@@ -739,7 +634,6 @@ fn queue_note(path: &Path, o: &SeqreadOpts) -> Option<String> {
     ))
 }
 
-/// Medians, ratios and the issue's flat keys from the samples.
 fn summarise(
     o: &SeqreadOpts,
     devs: &[DevSetting],
@@ -816,7 +710,6 @@ fn summarise(
 }
 
 impl SeqreadResult {
-    /// The readable report.
     pub fn report(&self) -> String {
         let p = &self.params;
         let mut s = String::new();
@@ -916,7 +809,6 @@ impl SeqreadResult {
     }
 }
 
-/// `pcache bench seqread`.
 pub struct Seqread;
 
 impl Experiment for Seqread {

@@ -1,9 +1,6 @@
-//! The seed's claims against this run.
-
 use super::*;
 
 impl SeedChecks for SmallFileServer {
-    /// The seed's claims against this run.
     fn checks(r: &ExperimentResult) -> Vec<Check> {
         let mut out = vec![
             compare_check(

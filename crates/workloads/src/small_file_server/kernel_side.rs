@@ -1,6 +1,3 @@
-//! The kernel column: the same workload through the kernel's page cache in a memory
-//! cgroup, and the worker's side.
-
 use super::workload::*;
 use super::*;
 
@@ -36,8 +33,7 @@ pub(super) const KERNEL_MEASURES: [Measure; 5] = [
 ];
 
 /// The server workload through the kernel's page cache (buffered `pread`),
-/// in the memory cgroup `kernel::run` made: parameters `{"params":
-/// Params, "root": DIR}` in, `{"runs": [{measure: value}], ...}` out.
+/// in the memory cgroup.
 pub fn kernel_workload(params: &Value) -> std::result::Result<Value, String> {
     let p: Params = serde_json::from_value(params["params"].clone()).map_err(|e| format!("bad params: {e}"))?;
     let root = PathBuf::from(params["root"].as_str().ok_or("no root")?);
@@ -72,7 +68,6 @@ impl SeedKernel for SmallFileServer {
         Some(kernel_workload)
     }
 
-    /// The kernel column, or why there is none.
     fn kernel_column(ctx: &Ctx<'_>, p: &Params) -> std::result::Result<KernelColumn, String> {
         let root = ctx.tmp.path();
         let v = kernel::run(EXPERIMENT, p.mem_bytes, &serde_json::json!({"params": p, "root": root}))?;

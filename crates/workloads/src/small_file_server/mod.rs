@@ -6,51 +6,22 @@
 //! marked accessed only on its first read through a descriptor, so however
 //! hot it is it never reaches the active list and goes out with the
 //! streaming data; marking on every read raised his throughput from 868 to
-//! 1111 Mbps (+28%; "as much as 20%"). The thread then worried about the
-//! opposite case: a large file read in small chunks must not look hot (Xiaoning
-//! Ding, Andrew Morton), and the 2.6.11 changelog's test of 128-byte random
-//! reads of a 64 MiB file during streaming writes, which the page-aligned
-//! rule before it got wrong. This experiment runs all three, each on a cache
-//! too small for everything, once per rule (the presets below) and run,
-//! every run on a fresh cache:
+//! 1111 Mbps (+28%). The thread then worried about the opposite case: a
+//! large file read in small chunks must not look hot (Xiaoning Ding, Andrew
+//! Morton), and the 2.6.11 changelog's 128-byte random reads of a 64 MiB
+//! file during streaming writes, which the page-aligned rule before it got
+//! wrong. So three workloads (`Params::describe`), each on a cache too
+//! small for everything: **server** (a SPECweb99 fileset served by 2
+//! threads beside a streamer, in lockstep rounds so every rule sees the
+//! same pressure; hits are asked of `File::cached_pages`, which touches
+//! nothing), **scan** (an active working set, then a file read in 512-byte
+//! chunks) and **random** (the changelog's test).
 //!
-//! 1. **server**: a SPECweb99 static fileset (36 files per directory in 4
-//!    classes: 102 B to 922 B, 35% of requests; 1 to 9 KiB, 50%; 10 to
-//!    90 KiB, 14%; 100 to 900 KiB, 1%; within a class the popularity peaks
-//!    at the 5th size, directories are Zipf(1)), about twice the cache,
-//!    served by 2 threads that read whole files at offset 0 through one
-//!    long-lived handle per file, while a third thread streams a file of
-//!    twice the cache sequentially in 128 KiB reads. The three advance in
-//!    rounds (a barrier), the streamer reading a fixed number of pages per
-//!    request, so every rule sees the same pressure. Requests/s is the
-//!    measured requests over the servers' own time (the longer of the two
-//!    threads per round, waiting for the streamer not counted). Hit ratios:
-//!    `hit_ratio` is pgcache_hit / (pgcache_hit + pgcache_miss) of the whole
-//!    cache (the streamer included); `files_hit_ratio` counts the server's
-//!    pages found cached before each read (`File::cached_pages`, which
-//!    touches nothing); `small_hit_ratio` the same for files of one page.
-//! 2. **scan**: a working set (about a third of the cache) is read twice
-//!    with page-sized reads, so it is active; then a file of twice the cache
-//!    is read sequentially in 512-byte chunks. `ws_cached_%` is how much of
-//!    the working set is still cached after; `pgactivate` the activations
-//!    during the scan.
-//! 3. **random**: 128-byte reads at random offsets of a file half the cache
-//!    (the changelog: 64 MiB, 128 MiB of memory), 64000 reads per 64 MiB,
-//!    from a cold cache, while a writer thread creates files of 10/128 of
-//!    the cache (10 MB at 128 MB), syncs and re-reads each (`dd`, `sync`,
-//!    `cat`), in lockstep with the reader (one file per slice of the
-//!    reads). `elapsed_s` is the reader's time, `hit_ratio` the share of
-//!    reads whose page was cached.
-//!
-//! The kernel column (`--no-kernel` to skip) runs the server workload with
-//! `pread` through this machine's page cache in a memory cgroup of the same
-//! size. A kernel has one rule, and today's is not the prev_pos fix merged
-//! in 2.6.23: the folio-era `filemap_read` marks a folio unless the read
-//! starts in the folio where the previous one ended
-//! (`!pos_same_folio(ki_pos, prev_pos - 1)`), which for a one-page file
-//! re-read from offset 0 is 2.6.20's prev_index rule. Its hit ratios are
-//! asked of cachestat(2) before each read, as pcache's are of
-//! `cached_pages`.
+//! The kernel column runs the server workload with `pread` in a memory
+//! cgroup. Today's kernel is not the prev_pos fix merged in 2.6.23: the
+//! folio-era `filemap_read` marks a folio unless the read starts in the
+//! folio where the previous one ended, which for a one-page file re-read
+//! from offset 0 is 2.6.20's prev_index rule.
 
 use std::fmt::Write as _;
 use std::os::fd::AsRawFd;
@@ -86,7 +57,6 @@ mod workload;
 
 pub const EXPERIMENT: &str = "small-file-server";
 
-/// The variant names the checks compare.
 pub const PREV_INDEX: &str = "2.6.20-prev-index";
 pub const PAGE_ALIGNED: &str = "2.6.10-page-aligned";
 pub const PIGGIN: &str = "piggin-offset0";
@@ -96,27 +66,22 @@ pub const PREV_POS: &str = "prev-pos";
 /// Linux 6.1+'s multi-gen LRU (issue 15), with the prev-pos rule.
 pub const MGLRU: &str = "mglru";
 
-/// The workloads, in run order.
 pub const WORKLOADS: [&str; 3] = ["server", "scan", "random"];
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
 /// The streamer's and `cat`'s read size.
 const STREAM_CHUNK: u64 = 128 * KIB;
-/// The writer's block (dd bs=1M).
 const WRITE_BLOCK: u64 = MIB;
-/// The scan's read size.
 const SCAN_CHUNK: u64 = 512;
-/// The random reads' size.
 const RR_READ: u64 = 128;
-/// The working set's read size.
 const WS_CHUNK: u64 = 4 * KIB;
 
 fn with_rule(rule: RemarkRule) -> Tunables {
     Tunables { remark_rule: rule, ..Tunables::default() }
 }
-/// This experiment's variants: one per M7 rule, named for its kernel or
-/// patch; 2.6.20-prev-index (the kernel Harji measured) is the baseline.
+/// One per M7 rule; 2.6.20-prev-index (the kernel Harji measured) is the
+/// baseline.
 pub const PRESETS: &[Preset] = &[
     Preset::new(
         EXPERIMENT,
@@ -168,21 +133,15 @@ pub const PRESETS: &[Preset] = &[
     ),
 ];
 
-// ---------------------------------------------------------------------------
-// The SPECweb99 fileset (here: the parameters derive from its size).
-
-/// Share of requests per class.
+// The SPECweb99 fileset: the share of requests per class, the size of each
+// class's first file (file `i` is `i + 1` times it), the popularity of the 9
+// files within a class (percent).
 pub(super) const CLASS_MIX: [f64; 4] = [0.35, 0.50, 0.14, 0.01];
-
-/// Size of the first file of each class; file `i` (0-based) is `(i+1)` times it.
 pub(super) const CLASS_BASE: [u64; 4] = [102, 1024, 10240, 102400];
-
-/// Popularity of the 9 files within a class, percent (SPECweb99).
 pub(super) const IN_CLASS: [f64; 9] = [3.9, 5.9, 8.8, 17.7, 35.3, 11.8, 7.4, 5.3, 4.2];
 
 pub(super) const FILES_PER_DIR: usize = 36;
 
-/// Size of file `k` (0..36) of a directory.
 pub(super) fn file_size(k: usize) -> u64 {
     CLASS_BASE[k / 9] * (k % 9 + 1) as u64
 }
@@ -191,9 +150,6 @@ pub(super) fn file_size(k: usize) -> u64 {
 pub(super) fn dir_bytes() -> u64 {
     (0..FILES_PER_DIR).map(file_size).sum()
 }
-
-// ---------------------------------------------------------------------------
-// Parameters.
 
 /// Everything a run needs, derived from [`ExpOpts`] and the cache size.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -204,25 +160,18 @@ pub struct Params {
     pub quick: bool,
     pub seed: u64,
     pub variants: Vec<String>,
-    /// Server threads.
     pub server_threads: usize,
-    /// Directories of 36 files.
     pub dirs: usize,
-    /// Zipf exponent of the directories' popularity.
     pub dir_zipf_s: f64,
-    /// Requests per run, all threads, warm-up included.
+    /// All threads, warm-up included.
     pub requests: usize,
-    /// The first requests, not measured.
     pub warmup_requests: usize,
-    /// Requests per round, all threads.
     pub round_requests: usize,
     /// Pages the streamer reads per request served.
     pub stream_pages_per_request: u64,
-    /// The streamed file (also the scan's file).
+    /// Also the scan's file.
     pub stream_bytes: u64,
-    /// The scan's working set.
     pub ws_bytes: u64,
-    /// The random reads' file.
     pub rr_file_bytes: u64,
     pub rr_reads: usize,
     /// Each streaming write's file (10 MB at 128 MB).

@@ -1,10 +1,7 @@
-//! The report's title and body, and the plots.
-
 use super::workload::*;
 use super::*;
 
 impl SeedReport for SmallFileServer {
-    /// The report's body: a summary of means, vmstat per workload.
     fn report_body(r: &ExperimentResult, _: &Params) -> String {
         let mut s = String::new();
 
@@ -41,7 +38,6 @@ impl SeedReport for SmallFileServer {
     }
 }
 
-/// The vmstat counters the report shows per workload.
 fn vm_items() -> Vec<Item> {
     [render::VM_MARKING, &[Item::pgpgin, Item::pgpgout], render::VM_RECLAIM].concat()
 }

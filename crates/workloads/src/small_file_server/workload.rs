@@ -1,8 +1,5 @@
-//! The workload through pcache and the measurement of every run.
-
 use super::*;
 
-/// Path of file `k` of directory `d`.
 pub(super) fn server_path(root: &Path, d: usize, k: usize) -> PathBuf {
     root.join("fileset").join(format!("dir{d:05}")).join(format!("class{}_{}", k / 9, k % 9 + 1))
 }
@@ -24,7 +21,6 @@ pub(super) fn tag(id: usize) -> u8 {
     (id % 251) as u8 + 1
 }
 
-/// Write `len` bytes of a pattern starting with `first` to a new file.
 pub(super) fn write_file(path: &Path, len: u64, first: u8, buf: &mut [u8]) -> Result<()> {
     use std::io::Write;
     let mut f = std::fs::File::create(path).map_err(|e| Error::io(path.display().to_string(), e))?;
@@ -38,10 +34,10 @@ pub(super) fn write_file(path: &Path, len: u64, first: u8, buf: &mut [u8]) -> Re
     Ok(())
 }
 
-/// Create every file the workloads read, sync them and drop them from the
-/// host's page cache (pcache reads them with O_DIRECT).
+/// Every file the workloads read, synced and dropped from the host's page
+/// cache (pcache reads them with O_DIRECT).
 pub(super) fn create_files(root: &Path, p: &Params) -> Result<()> {
-    let mut buf: Vec<u8> = (0..MIB as usize).map(|i| ((i * 31 + 7) % 251 + 1) as u8).collect();
+    let mut buf = crate::sys::pattern(MIB as usize);
     for d in 0..p.dirs {
         let dir = server_path(root, d, 0).parent().map(Path::to_path_buf).unwrap_or_default();
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
@@ -74,8 +70,7 @@ pub(super) fn all_paths(root: &Path, p: &Params) -> Vec<PathBuf> {
     v
 }
 
-/// Raise the open-file limit to what the fileset needs (one handle per
-/// file), if the hard limit allows.
+/// One handle per file: raise the open-file limit to `need`.
 pub(super) fn ensure_fd_limit(need: u64) -> Result<()> {
     let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: rl is a valid rlimit to fill.
@@ -96,12 +91,10 @@ pub(super) fn ensure_fd_limit(need: u64) -> Result<()> {
 
 /// What the server loop reads through.
 pub(super) trait ServerBackend: Sync {
-    /// Pages of file `id` cached now, asked without touching them; None if
-    /// it cannot be told.
+    /// Asked without touching them; None if it cannot be told.
     fn cached_pages(&self, id: usize) -> Option<u64>;
-    /// Read file `id` whole (its size is `buf.len()`) at offset 0.
+    /// File `id` whole (its size is `buf.len()`).
     fn serve(&self, id: usize, buf: &mut [u8]) -> Result<usize>;
-    /// The streamer's read.
     fn stream_read(&self, buf: &mut [u8], off: u64) -> Result<usize>;
 }
 
@@ -122,7 +115,6 @@ impl ServerBackend for PcacheServer {
     }
 }
 
-/// The fileset's shape: sizes, pages, and which files are one page.
 pub(super) struct Fileset {
     pub(super) sizes: Vec<u64>,
     pub(super) pages: Vec<u64>,
@@ -138,7 +130,6 @@ impl Fileset {
     }
 }
 
-/// Draw an index by weights.
 pub(super) fn pick(weights: &[f64], total: f64, rng: &mut StdRng) -> usize {
     let mut x = rng.gen::<f64>() * total;
     for (i, w) in weights.iter().enumerate() {
@@ -150,8 +141,8 @@ pub(super) fn pick(weights: &[f64], total: f64, rng: &mut StdRng) -> usize {
     weights.len() - 1
 }
 
-/// Every thread's requests (file ids) of run `run`: the same for every
-/// variant and for the kernel.
+/// Every thread's file ids in run `run`, alike for every variant and the
+/// kernel.
 pub(super) fn request_plan(p: &Params, run: usize) -> Result<Vec<Vec<u32>>> {
     let seed = p.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (run as u64).wrapping_add(0x5eed);
     let dirs = ZipfKeys::new(p.dirs as u64, p.dir_zipf_s, seed).map_err(Error::Invalid)?;
@@ -172,15 +163,11 @@ pub(super) fn request_plan(p: &Params, run: usize) -> Result<Vec<Vec<u32>>> {
         .collect())
 }
 
-/// One round of the server workload: (requests so far, files hit ratio,
-/// small-file hit ratio).
+/// (requests so far, files hit ratio, small-file hit ratio).
 pub(super) type RoundPoint = (f64, f64, f64);
-
-/// A variant's rounds, by name.
 pub(super) type NamedSeries = (String, Vec<RoundPoint>);
 
-/// One server thread's counts in one round, or their sum over threads and
-/// rounds ([`RoundStat::add`]).
+/// One server thread's counts in one round, or their sum.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct RoundStat {
     pub(super) busy_s: f64,
@@ -194,13 +181,11 @@ pub(super) struct RoundStat {
     /// Requests for one-page files that missed, and their seconds.
     pub(super) miss_reqs: u64,
     pub(super) miss_req_s: f64,
-    /// Whether the hits could be told.
     pub(super) told: bool,
 }
 
 impl RoundStat {
-    /// Add `o`'s counts; busy time adds up too (the caller takes the
-    /// slowest thread of a round, see [`summarize`]).
+    /// Busy time adds up too (a round's is its slowest thread's).
     fn add(&mut self, o: &RoundStat) {
         self.busy_s += o.busy_s;
         self.hits += o.hits;
@@ -215,15 +200,12 @@ impl RoundStat {
     }
 }
 
-/// What the server workload measured (after the warm-up).
+/// What the server workload measured after the warm-up; the series has
+/// every round.
 #[derive(Clone, Debug, Default)]
 pub(super) struct ServerOut {
     pub(super) requests: u64,
-    /// The measured rounds' counts; `busy_s` sums each round's slowest
-    /// thread.
     pub(super) sum: RoundStat,
-    /// Per round, warm-up included: (requests so far, files hit ratio,
-    /// small-file hit ratio).
     pub(super) series: Vec<RoundPoint>,
 }
 
@@ -252,11 +234,9 @@ impl ServerOut {
     pub(super) fn small_hit_ratio(&self) -> f64 {
         told(&self.sum, ratio(self.sum.small_hits, self.sum.small_hits + self.sum.small_misses))
     }
-    /// Mean microseconds of a request that found all its pages cached.
     pub(super) fn hit_request_us(&self) -> f64 {
         mean_us(self.sum.hit_req_s, self.sum.hit_reqs)
     }
-    /// Mean microseconds of a request for a one-page file that missed.
     pub(super) fn small_miss_us(&self) -> f64 {
         mean_us(self.sum.miss_req_s, self.sum.miss_reqs)
     }
@@ -273,8 +253,8 @@ pub(super) fn ratio(a: u64, b: u64) -> f64 {
     crate::stats::ratio(a as f64, b as f64)
 }
 
-/// What every thread of the server workload shares: the rounds, the
-/// barrier that starts each, and the flag that stops all after an error.
+/// What the server's threads share: the barrier that starts each round,
+/// the flag that stops all after an error.
 struct Rounds<'a> {
     rounds: usize,
     /// The first measured round.
@@ -285,9 +265,8 @@ struct Rounds<'a> {
 }
 
 impl Rounds<'_> {
-    /// Start round `r`; at the end of the warm-up the leader calls
-    /// `at_measure` while everyone waits at a second barrier. Whether to
-    /// go on (no thread has failed).
+    /// At the end of the warm-up the leader calls `at_measure` while
+    /// everyone waits at a second barrier. False once a thread failed.
     fn start(&self, r: usize) -> bool {
         let lead = self.barrier.wait().is_leader();
         if r == self.warm {
@@ -299,16 +278,14 @@ impl Rounds<'_> {
         !self.failed.load(Ordering::Relaxed)
     }
 
-    /// Record `e`, so that every thread stops at its next round.
     fn fail<T>(&self, e: Error) -> Result<T> {
         self.failed.store(true, Ordering::Relaxed);
         Err(e)
     }
 }
 
-/// Run the server workload: the server threads and the streamer advance
-/// in rounds; `at_measure` is called once, with every thread idle, when the
-/// warm-up ends.
+/// The server threads and the streamer advance in rounds; `at_measure` is
+/// called with every thread idle when the warm-up ends.
 pub(super) fn run_server<B: ServerBackend>(
     b: &B,
     p: &Params,
@@ -342,7 +319,6 @@ pub(super) fn run_server<B: ServerBackend>(
     Ok(summarize(&per_thread, (per * threads) as u64, warm))
 }
 
-/// One server thread: `per` requests of `reqs` a round, every round.
 fn server_thread<B: ServerBackend>(
     b: &B,
     fs: &Fileset,
@@ -371,8 +347,7 @@ fn server_thread<B: ServerBackend>(
     res.map(|()| out)
 }
 
-/// Serve file `id` whole, counting into `st` whether its pages were
-/// cached before the read and how long it took.
+/// Serve file `id` whole, counting whether its pages were cached before.
 fn serve_one<B: ServerBackend>(b: &B, fs: &Fileset, id: usize, buf: &mut [u8], st: &mut RoundStat) -> Result<()> {
     let pages = fs.pages[id];
     let tr = Instant::now();
@@ -407,8 +382,6 @@ fn serve_one<B: ServerBackend>(b: &B, fs: &Fileset, id: usize, buf: &mut [u8], s
     Ok(())
 }
 
-/// The streamer: `round_bytes` of the stream file a round, in
-/// [`STREAM_CHUNK`] reads, wrapping at `stream_len`.
 fn stream<B: ServerBackend>(b: &B, round_bytes: u64, stream_len: u64, shared: &Rounds<'_>) -> Result<()> {
     let mut buf = vec![0u8; STREAM_CHUNK as usize];
     let (mut pos, mut res) = (0u64, Ok(()));
@@ -437,9 +410,6 @@ fn stream<B: ServerBackend>(b: &B, round_bytes: u64, stream_len: u64, shared: &R
     res
 }
 
-/// The threads' rounds as one [`ServerOut`]: every round's hit ratios in
-/// the series, the measured rounds (from `warm`) summed, each round's time
-/// its slowest thread's.
 fn summarize(per_thread: &[Vec<RoundStat>], round_requests: u64, warm: usize) -> ServerOut {
     let rounds = per_thread.iter().map(Vec::len).min().unwrap_or(0);
     let mut out = ServerOut { sum: RoundStat { told: true, ..RoundStat::default() }, ..ServerOut::default() };

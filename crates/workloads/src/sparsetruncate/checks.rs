@@ -1,9 +1,6 @@
-//! The seed's claims against this run.
-
 use super::*;
 
 impl SeedChecks for Sparsetruncate {
-    /// The seed's claims against this run, per backend.
     fn checks(r: &ExperimentResult) -> Vec<Check> {
         let (b, a) = match r.pair(BEFORE, AFTER) {
             Ok(pair) => pair,

@@ -8,8 +8,6 @@ impl SeedKernel for Sparsetruncate {
         Some(kernel_workload)
     }
 
-    /// The kernel column (file backend only): the column, the worker's JSON
-    /// and a note, or why not.
     fn kernel_column(ctx: &Ctx<'_>, p: &SparseParams) -> std::result::Result<KernelColumn, String> {
         let dir = ctx.tmp.path().join("kernel");
         std::fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
@@ -35,12 +33,7 @@ impl SeedKernel for Sparsetruncate {
     }
 }
 
-/// The same workload through the kernel's page cache (run in the memory
-/// cgroup by [`kernel::run`]): sparse host files in `dir`, `ftruncate`d to
-/// `file_bytes`, read `read_bytes` at every page, closed, then each
-/// unlinked and timed; `files` per round, `rounds` per run, `runs` (those
-/// of `params`, a [`SparseParams`]). Returns
-/// `{"workloads": {"file": {"truncate_us": [...]}}, "cached_fraction": F}`.
+/// The same workload through the kernel's page cache, in the memory cgroup.
 pub fn kernel_workload(params: &Value) -> std::result::Result<Value, String> {
     let dir = PathBuf::from(params.get("dir").and_then(|d| d.as_str()).ok_or("parameter dir missing")?);
     let p: SparseParams = serde_json::from_value(params["params"].clone()).map_err(|e| format!("bad params: {e}"))?;

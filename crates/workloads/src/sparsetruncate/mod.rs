@@ -10,32 +10,14 @@
 //! It reported the truncate times' distribution: Max 254 -> 208 µs, Stddev
 //! 12.74 -> 9.62, Amean 145.12 -> 144.30.
 //!
-//! Here, per run and backend, every variant (see [`PRESETS`]) gets a fresh
-//! cache of `mem_bytes`; `rounds` times, every cache is filled to
-//! `fill_ratio` (60%) with sparse files of `file_bytes` (4 MiB, 1024 pages,
-//! as in Jan Kara's truncation benchmark of the same series; smaller for
-//! small caches), set with `set_len` and read 16 bytes at every page, the
-//! handles closed; then the files are unlinked one by one, each unlink
-//! timed, the variants alternating file by file so that drifts of the
-//! machine fall on both alike. Backends:
-//!
-//! * **tmpfs**: memory-only files ([`PageCache::open_memory`]);
-//! * **file**: host files in the temporary directory (the seed's case; the
-//!   host's unlink is inside the timing, as it was in the seed).
-//!
-//! Metrics: every truncate's wall time in µs (pooled over rounds and runs:
-//! `truncate_us` has one sample per truncate) and its thread CPU time
-//! (`truncate_cpu_us`, which leaves out the time the thread was preempted:
-//! on a shared machine that is most of the wall-time tail), and per run the
-//! drains, the pagevec releases and the lru_lock acquisitions per truncate,
-//! from the vmstat deltas of the truncation phases. The report prints the
-//! seed's rows (Min, quartiles, Max-90/95/99%, Max, Amean, Stddev, Coeff,
-//! Best99%..Best25%Amean) for both times, and the cost of one drain implied
-//! by the difference of the CPU-time Best50%Amean.
-//!
-//! With `opts.kernel`, the same read-then-unlink of sparse files runs
-//! through `std::fs` on host files in a memory cgroup of `mem_bytes`
-//! (`kernel_side.rs`), shown as the "kernel" column of the file backend.
+//! Here every cache is filled to `fill_ratio` with sparse files of 4 MiB
+//! (as in Jan Kara's truncation benchmark of the same series), memory-only
+//! and host files (the host's unlink inside the timing, as in the seed),
+//! then unlinked one by one, the variants alternating file by file. Every
+//! truncate's wall time and its thread CPU time (which leaves out
+//! preemption, on a shared machine most of the wall-time tail) are pooled
+//! over rounds and runs; the report prints the seed's rows for both and the
+//! cost of one drain implied by the difference of the CPU times.
 
 use std::fmt::Write as _;
 use std::os::unix::fs::FileExt;
@@ -53,7 +35,7 @@ use crate::render::{self, fmt_count, fmt_size, vmstat_section};
 use crate::report::{amean, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult};
 use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, SeedMeasure};
 use crate::runner::{SeedReport, Variant};
-use crate::stats::{pct_better, quantile_sorted, Better, Summary};
+use crate::stats::{best_mean_sorted, pct_better, quantile_sorted, Better, Summary};
 use crate::sys::kernel_release;
 pub use crate::sys::Backend;
 use crate::variants::Preset;
@@ -65,7 +47,6 @@ mod report;
 mod workload;
 
 pub const EXPERIMENT: &str = "sparsetruncate";
-/// The variants the checks compare: the seed's before and after.
 pub const BEFORE: &str = "batchshadow";
 pub const AFTER: &str = "onedrain";
 
@@ -77,7 +58,6 @@ pub const FILL_RATIO: f64 = 0.6;
 /// The largest file: 4 MiB.
 pub const MAX_FILE_BYTES: u64 = 4 * MIB;
 
-/// This experiment's variants.
 pub const PRESETS: &[Preset] = &[
     Preset::new(
         EXPERIMENT,
@@ -95,18 +75,13 @@ pub const PRESETS: &[Preset] = &[
     ),
 ];
 
-/// The workloads, in run order.
 pub const BACKENDS: [Backend; 2] = [Backend::Tmpfs, Backend::File];
 
-/// The sizes of a run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SparseParams {
     pub mem_bytes: u64,
-    /// Bytes of each sparse file (whole pages).
     pub file_bytes: u64,
-    /// Files per round: `fill_ratio` of the cache.
     pub files: usize,
-    /// Fill-and-truncate rounds per run.
     pub rounds: usize,
     pub runs: usize,
     pub fill_ratio: f64,
@@ -126,7 +101,6 @@ pub const QUICK_ROUNDS: usize = 5;
 pub const QUICK_RUNS: usize = 2;
 
 impl SparseParams {
-    /// The sizes `opts` asks for, checked.
     pub fn from_opts(opts: &ExpOpts) -> Result<SparseParams> {
         let c = opts.common(PRESETS, (QUICK_MEM, FULL_MEM), (QUICK_RUNS, FULL_RUNS), 64 << 30)?;
         let page_size = Config::default().page_size;
@@ -153,7 +127,6 @@ impl SparseParams {
     }
 }
 
-/// The seed's rows, in its order.
 pub const SEED_ROWS: [&str; 17] = [
     "Min",
     "1st-qrtle",
@@ -182,18 +155,15 @@ pub fn seed_rows(samples: &[f64]) -> Option<[f64; 17]> {
     let s = Summary::of(samples, Better::Lower)?;
     let mut v: Vec<f64> = samples.iter().copied().filter(|x| !x.is_nan()).collect();
     v.sort_by(f64::total_cmp);
-    let best = |f: f64| {
-        let k = ((f * v.len() as f64).floor() as usize).clamp(1, v.len());
-        v[..k].iter().sum::<f64>() / k as f64
-    };
+    let best = |f: f64| best_mean_sorted(&v, f, Better::Lower);
     Some([
         s.min,
         s.q1,
         s.q2,
         s.q3,
-        quantile_sorted(&v, 0.90),
-        quantile_sorted(&v, 0.95),
-        quantile_sorted(&v, 0.99),
+        s.max90,
+        s.max95,
+        s.max99,
         s.max,
         s.amean,
         s.stddev,
@@ -211,7 +181,6 @@ fn row_index(label: &str) -> usize {
     SEED_ROWS.iter().position(|r| *r == label).unwrap_or(0)
 }
 
-/// `pcache bench sparsetruncate`.
 pub struct Sparsetruncate;
 
 impl SeedExperiment for Sparsetruncate {

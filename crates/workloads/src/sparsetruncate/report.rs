@@ -1,10 +1,6 @@
-//! The report's body (the seed's tables, the mechanism, vmstat) and the
-//! plots.
-
 use super::workload::PER_TRUNCATE;
 use super::*;
 
-/// The vmstat counters the report shows per backend.
 pub(super) const VM_ITEMS: &[Item] = &[
     Item::lru_drain,
     Item::lru_drain_all,
@@ -35,13 +31,10 @@ pub(super) fn render_seed_table(r: &ExperimentResult, metric: &str) -> String {
 }
 
 impl SeedReport for Sparsetruncate {
-    /// The title's sizes: runs, rounds and files.
     fn sizes(r: &ExperimentResult, p: &SparseParams) -> String {
         format!("{} runs x {} rounds x {} files of {}", r.runs, p.rounds, p.files, fmt_size(p.file_bytes))
     }
 
-    /// The report's body: the seed's table per backend (wall and CPU time),
-    /// the mechanism per truncate, vmstat.
     fn report_body(r: &ExperimentResult, _: &SparseParams) -> String {
         let mut s = String::new();
         for (measure, what) in [

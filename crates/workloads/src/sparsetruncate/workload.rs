@@ -1,16 +1,11 @@
-//! The workload through pcache: sparse files filled, then truncated with
-//! the variants side by side, and the metrics of every run.
-
 use super::*;
 
-/// One backend, one run, one variant.
 #[derive(Default)]
 pub(super) struct RunOut {
     /// µs per truncate, wall clock.
     times: Vec<f64>,
     /// µs per truncate, this thread's CPU time.
     cpu: Vec<f64>,
-    /// The truncation phases' deltas, one per round.
     vm: Vec<VmStat>,
 }
 
@@ -26,7 +21,6 @@ impl RunOut {
 
 pub(super) const CREATE: OpenOptions = OpenOptions { create: true, truncate: true, direct: true };
 
-/// One variant's cache and where its host files go.
 pub(super) struct Subject {
     cache: PageCache,
     dir: PathBuf,
@@ -74,7 +68,6 @@ impl Subject {
         Ok(())
     }
 
-    /// Unlink file `j`, timed: (wall µs, thread CPU µs).
     fn truncate(&self, b: Backend, j: usize) -> Result<(f64, f64)> {
         let (name, path) = self.name(j);
         let cpu0 = crate::sys::thread_cpu_s();
@@ -89,9 +82,8 @@ impl Subject {
     }
 }
 
-/// One backend in one run: a fresh cache per variant, `rounds` of fill then
-/// truncate, the variants alternating file by file. One [`RunOut`] per
-/// variant.
+/// One backend in one run: `rounds` of fill then truncate, the variants
+/// alternating file by file.
 pub(super) fn run_backend(
     variants: &[Variant],
     run: usize,
@@ -129,7 +121,6 @@ pub(super) fn run_backend(
     Ok(outs)
 }
 
-/// The per-truncate counters: (measure, item).
 pub(super) const PER_TRUNCATE: [(&str, Item); 3] = [
     ("lru_drain/truncate", Item::lru_drain),
     ("pagevec_release/truncate", Item::pagevec_release),
@@ -137,7 +128,6 @@ pub(super) const PER_TRUNCATE: [(&str, Item); 3] = [
 ];
 
 impl SeedMeasure for Sparsetruncate {
-    /// Measure both backends, the variants side by side: the pcache columns.
     fn measure(ctx: &Ctx<'_>, p: &SparseParams) -> Result<(Measured, ())> {
         let names: Vec<String> = BACKENDS.iter().map(|b| b.name().to_string()).collect();
         let outs =

@@ -14,9 +14,7 @@ use serde_json::{Map, Value};
 
 /// A finished tiny run.
 pub struct Tiny {
-    /// The result as the JSON `--json` writes.
     pub json: Value,
-    /// The readable report.
     pub report: String,
     /// Where the plots went.
     pub plots: tempfile::TempDir,
@@ -50,12 +48,10 @@ impl Tiny {
         self.json["variants"].as_array().expect("variants")
     }
 
-    /// The columns' names, in order.
     pub fn variant_names(&self) -> Vec<&str> {
         self.variants().iter().map(|v| v["name"].as_str().expect("a name")).collect()
     }
 
-    /// The checks, as JSON.
     pub fn checks(&self) -> &[Value] {
         self.json["checks"].as_array().expect("checks")
     }
@@ -100,7 +96,6 @@ impl Tiny {
         vm
     }
 
-    /// The plot `file`, an SVG.
     pub fn svg(&self, file: &str) -> String {
         let path = self.plots.path().join(file);
         let svg = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));

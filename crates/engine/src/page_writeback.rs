@@ -181,12 +181,16 @@ impl Cache {
                 self.set_page_dirty(inode, pfn);
             }
         }
+        // Rotated before PG_writeback is cleared, as folio_end_writeback
+        // does: whoever waited for the writeback (fsync, then a drain of
+        // the CPU batches) then finds the page in a rotate batch, not
+        // still on its way there.
+        if ok && page.test_clear(PG_RECLAIM, &self.vm) {
+            self.rotate_reclaimable_page(pfn);
+        }
         self.test_clear_page_writeback(inode, page);
         if ok {
             inode.bdi.account_written();
-        }
-        if ok && page.test_clear(PG_RECLAIM, &self.vm) {
-            self.rotate_reclaimable_page(pfn);
         }
         self.progress.wake_if_waiting();
     }

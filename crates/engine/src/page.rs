@@ -650,6 +650,10 @@ mod tests {
 
     #[test]
     #[should_panic(expected = "active and unevictable")]
+    #[cfg_attr(
+        not(any(debug_assertions, feature = "debug_vm")),
+        ignore = "a release build without --features debug_vm compiles the checks out"
+    )]
     fn active_and_unevictable_is_caught() {
         let page = Page::new();
         page.set_nonatomic(PG_ACTIVE | PG_UNEVICTABLE);
@@ -658,6 +662,10 @@ mod tests {
 
     #[test]
     #[should_panic(expected = "swap cache but not anonymous")]
+    #[cfg_attr(
+        not(any(debug_assertions, feature = "debug_vm")),
+        ignore = "a release build without --features debug_vm compiles the checks out"
+    )]
     fn swapcache_on_a_file_page_is_caught() {
         let page = Page::new();
         page.set_nonatomic(PG_SWAPCACHE);

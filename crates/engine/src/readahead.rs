@@ -304,10 +304,6 @@ impl Cache {
     /// `[index, index + nr)` below EOF, mark the page where the async part
     /// starts, and read each contiguous run with one device call.
     pub fn do_page_cache_ra(&self, inode: &Inode, index: u64, nr: u64, lookahead: u64) {
-        if nr == 1 && lookahead == 0 {
-            self.do_page_cache_ra_one(inode, index);
-            return;
-        }
         self.ra_make_room(inode, index, nr);
         let _inval = inode.invalidate_lock.read();
         let size = inode.size.load(Ordering::Acquire);
@@ -365,33 +361,6 @@ impl Cache {
         for pfn in frames {
             self.put_page(pfn);
         }
-    }
-
-    /// `do_page_cache_ra` for one page and no marker (a random miss, read
-    /// by the caller): the same steps (room, a frame above the min
-    /// watermark, insertion, the read), without the window's vectors. The
-    /// submitter's reference goes before the read, as for a window.
-    fn do_page_cache_ra_one(&self, inode: &Inode, index: u64) {
-        self.ra_make_room(inode, index, 1);
-        let _inval = inode.invalidate_lock.read();
-        let size = inode.size.load(Ordering::Acquire);
-        if size == 0 || index > (size - 1) >> self.page_shift() || entry_present(inode, index) {
-            return;
-        }
-        if self.arena.nr_free() <= self.arena.watermarks.min {
-            return;
-        }
-        let Some(pfn) = self.arena.alloc() else { return };
-        self.vm.inc(Item::pgalloc);
-        let Some(page) = self.add_to_page_cache_lru(pfn, inode, index) else {
-            self.put_page(pfn);
-            return;
-        };
-        self.vm.inc(Item::pgreadahead);
-        // Locked until its read completes (end_page_read).
-        let pages = [page.into_raw()];
-        self.release_pages(&pages);
-        self.end_page_read(inode, index, &pages);
     }
 
     /// The frames for the missing pages of `[index, index + nr)` (up to

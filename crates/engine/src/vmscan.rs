@@ -901,27 +901,19 @@ impl Cache {
         if self.arena.nr_free() >= self.arena.watermarks.high + want {
             return;
         }
-        if nr < SWAP_CLUSTER_MAX {
-            // A random miss (one page, or a few): boosted as a window is,
-            // but the doorbell rung only for a sleeping kswapd, as the
-            // kernel's wakeup_kswapd rings it. Ringing it kept, per miss,
-            // took its mutex at every miss after each pass had taken the
-            // boost: 18% of 16 random readers' yields (a holder preempted
-            // on 2 CPUs). A kswapd between its check and its sleep misses
-            // this miss's boost, not the next one's: the next miss finds it
-            // waiting and wakes it (and alloc_page's doorbell rings at
-            // `low` in any case).
-            if self.kswapd.boost.fetch_max(want, std::sync::atomic::Ordering::Relaxed) < want {
-                self.vm.inc(Item::kswapd_ra_boost);
-            }
-            self.kswapd.wake_if_sleeping();
-            return;
-        }
-        if self.kswapd.boost.fetch_max(want, std::sync::atomic::Ordering::Relaxed) < want {
+        let raised = self.kswapd.boost.fetch_max(want, std::sync::atomic::Ordering::Relaxed) < want;
+        if raised {
             self.vm.inc(Item::kswapd_ra_boost);
+        }
+        if raised && nr >= SWAP_CLUSTER_MAX {
             // The doorbell kept (not only rung for a sleeper): a kswapd
             // between its check and its sleep must not nap 100 ms on it.
-            // Once per window, so the mutex costs nothing.
+            // Once per window, so the mutex costs nothing. A random miss
+            // (a page or a few) rings only a sleeping kswapd, as the
+            // kernel's wakeup_kswapd does: ringing it at every miss took
+            // the doorbell's mutex per read (18% of 16 random readers'
+            // yields); a kswapd about to sleep meets the next miss's ring,
+            // and alloc_page's at `low`.
             self.kswapd.wake();
         } else {
             self.kswapd.wake_if_sleeping();

@@ -127,7 +127,7 @@ pub fn samples(v: &Value) -> Vec<f64> {
 
 /// `experiment`'s kernel workload in a child in a memory cgroup of
 /// `mem_bytes`: its JSON, or why the column cannot be had here.
-pub fn run(experiment: &str, mem_bytes: u64, params: &Value) -> Result<Value, String> {
+pub fn run(experiment: &str, mem_bytes: u64, params: &impl serde::Serialize) -> Result<Value, String> {
     run_with(Command::new(worker_exe()?), experiment, mem_bytes, params)
 }
 
@@ -158,14 +158,20 @@ fn is_test_binary(name: &str) -> bool {
 /// [`run`] with another worker program, which gets `__kernel-worker
 /// EXPERIMENT CGROUP PARAMS`, calls [`worker_main`] and prints its JSON on a
 /// line of its own (a test binary does, among its harness's lines).
-pub fn run_with(mut program: Command, experiment: &str, mem_bytes: u64, params: &Value) -> Result<Value, String> {
+pub fn run_with(
+    mut program: Command,
+    experiment: &str,
+    mem_bytes: u64,
+    params: &impl serde::Serialize,
+) -> Result<Value, String> {
+    let params = serde_json::to_string(params).map_err(|e| format!("the kernel worker's parameters: {e}"))?;
     let memcg = Memcg::create(mem_bytes)?;
     let mut child = program
         .env(IN_WORKER_ENV, "1")
         .arg(WORKER_SUBCOMMAND)
         .arg(experiment)
         .arg(memcg.path())
-        .arg(params.to_string())
+        .arg(params)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

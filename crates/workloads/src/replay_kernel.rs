@@ -128,7 +128,6 @@ pub fn run(
             cache_pages,
             pin_cpu: true,
         };
-        let params = serde_json::to_value(&params).map_err(|e| format!("kernel parameters: {e}"))?;
         // The child sets its own limit; this one only bounds it until then.
         let start_limit = cache_pages * PAGE + (256 << 20);
         let v = match worker {

@@ -75,28 +75,65 @@ pub fn pattern(len: usize) -> Vec<u8> {
     (0..len).map(|i| ((i * 31 + 7) % 251 + 1) as u8).collect()
 }
 
-pub fn write_seq(f: &pcache::File, len: u64, chunk: u64, buf: &[u8]) -> Result<()> {
+/// The positioned reads and writes a workload body needs, from pcache's
+/// file or the kernel's, so that one body serves both columns.
+pub trait FileIo {
+    fn write_at(&self, buf: &[u8], off: u64) -> Result<usize>;
+    fn read_at(&self, buf: &mut [u8], off: u64) -> Result<usize>;
+}
+
+impl FileIo for pcache::File {
+    fn write_at(&self, buf: &[u8], off: u64) -> Result<usize> {
+        Ok(pcache::File::write_at(self, buf, off)?)
+    }
+    fn read_at(&self, buf: &mut [u8], off: u64) -> Result<usize> {
+        Ok(pcache::File::read_at(self, buf, off)?)
+    }
+}
+
+impl FileIo for std::fs::File {
+    fn write_at(&self, buf: &[u8], off: u64) -> Result<usize> {
+        std::os::unix::fs::FileExt::write_at(self, buf, off).map_err(|e| Error::io(format!("pwrite at {off}"), e))
+    }
+    fn read_at(&self, buf: &mut [u8], off: u64) -> Result<usize> {
+        std::os::unix::fs::FileExt::read_at(self, buf, off).map_err(|e| Error::io(format!("pread at {off}"), e))
+    }
+}
+
+/// `len` bytes from offset 0 in `chunk`-byte writes of `buf`'s start.
+pub fn write_seq(f: &impl FileIo, len: u64, chunk: u64, buf: &[u8]) -> Result<()> {
     let mut off = 0;
     while off < len {
         let n = chunk.min(len - off) as usize;
         let done = f.write_at(&buf[..n], off)?;
         if done != n {
-            return Err(Error::Check(format!("{}: wrote {done} of {n} bytes at {off}", f.name())));
+            return Err(Error::Check(format!("wrote {done} of {n} bytes at {off}")));
         }
         off += n as u64;
     }
     Ok(())
 }
 
-pub fn read_seq(f: &pcache::File, len: u64, chunk: u64, buf: &mut [u8]) -> Result<()> {
+pub fn read_seq(f: &impl FileIo, len: u64, chunk: u64, buf: &mut [u8]) -> Result<()> {
     let mut off = 0;
     while off < len {
         let n = chunk.min(len - off) as usize;
         let got = f.read_at(&mut buf[..n], off)?;
         if got != n {
-            return Err(Error::Check(format!("{}: read {got} of {n} bytes at {off}", f.name())));
+            return Err(Error::Check(format!("read {got} of {n} bytes at {off}")));
         }
         off += n as u64;
+    }
+    Ok(())
+}
+
+/// syncfs(2) of the file system `dir` is on.
+pub fn syncfs(dir: &Path) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
+    // SAFETY: a valid fd of an open file; syncfs only flushes.
+    if unsafe { libc::syncfs(f.as_raw_fd()) } != 0 {
+        return Err(Error::io(format!("syncfs {}", dir.display()), std::io::Error::last_os_error()));
     }
     Ok(())
 }

@@ -55,7 +55,6 @@ impl SeedKernel for Dd {
 
 /// The same dd through the kernel's page cache, in the memory cgroup.
 pub fn kernel_workload(params: &Value) -> std::result::Result<Value, String> {
-    use std::io::Write;
     let p: DdParams = serde_json::from_value(params["params"].clone()).map_err(|e| format!("bad params: {e}"))?;
     let (file_bytes, block, iterations, runs) = (p.file_bytes, p.block_bytes.max(1), p.iterations, p.runs.max(1));
     let dirs = params.get("dirs").and_then(|d| d.as_object()).ok_or("parameter dirs missing")?;
@@ -72,13 +71,8 @@ pub fn kernel_workload(params: &Value) -> std::result::Result<Value, String> {
         let once = || -> std::result::Result<f64, String> {
             let err = |e: std::io::Error| format!("{}: {e}", path.display());
             let start = Instant::now();
-            let mut f = std::fs::File::create(&path).map_err(err)?;
-            let mut off = 0;
-            while off < file_bytes {
-                let n = block.min(file_bytes - off) as usize;
-                f.write_all(&buf[..n]).map_err(err)?;
-                off += n as u64;
-            }
+            let f = std::fs::File::create(&path).map_err(err)?;
+            crate::sys::write_seq(&f, file_bytes, block, &buf).map_err(|e| format!("{}: {e}", path.display()))?;
             if m == Mode::Fdatasync {
                 f.sync_data().map_err(err)?;
             }

@@ -59,7 +59,6 @@ impl SeedKernel for LruContention {
             ops_per_thread: opts.kernel_ops_per_thread,
             warm_ops_per_thread: opts.threads.iter().map(|&t| opts.warm_ops_per_thread(t)).collect(),
         };
-        let params = serde_json::to_value(&params).map_err(|e| format!("kernel parameters: {e}"))?;
         let v = kernel::run(EXPERIMENT, opts.mem_bytes, &params)?;
         let cells = v.get("cells").and_then(|c| c.as_array()).ok_or("the kernel worker returned no cells")?;
         let mut metrics: Named<Samples> = Named::new();

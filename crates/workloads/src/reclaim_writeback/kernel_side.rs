@@ -1,4 +1,4 @@
-use super::workload::parallel;
+use super::workload::write_files;
 use super::*;
 use crate::sys::Mmap;
 
@@ -32,11 +32,16 @@ impl SeedKernel for ReclaimWritebackExp {
             None => (None, None),
         };
         let strm_ok = strm_swap.is_some() && (swap.is_some() || host_swap_total() > 0);
-        let params = serde_json::json!({
-            "dir": dir.to_string_lossy(),
-            "runs": opts.runs,
-            "workloads": worker_workloads(opts, workloads, strm_ok),
-        });
+        let params = WorkerParams {
+            dir: dir.clone(),
+            runs: opts.runs,
+            fsmark_file_bytes: opts.fsmark_file_bytes,
+            workloads: workloads
+                .iter()
+                .copied()
+                .filter(|w| strm_ok || !matches!(w, Workload::MmapStrm { .. }))
+                .collect(),
+        };
         let v = kernel::run(EXPERIMENT, opts.mem_bytes, &params);
         // Off before anything else can fail: the host is left without swap.
         if let Some(s) = swap {
@@ -88,27 +93,13 @@ impl SeedKernel for ReclaimWritebackExp {
     }
 }
 
-/// The kernel worker's workloads (mmap-strm only where there is swap).
-fn worker_workloads(opts: &ReclaimWritebackOpts, workloads: &[Workload], strm_ok: bool) -> Vec<Value> {
-    workloads
-        .iter()
-        .filter_map(|&w| match w {
-            Workload::Fsmark { threads, per_thread } => Some(serde_json::json!({
-                "name": w.name(), "kind": "fsmark", "threads": threads, "files": per_thread,
-                "file_bytes": opts.fsmark_file_bytes, "chunk_bytes": FSMARK_CHUNK,
-            })),
-            Workload::SimpleWb { threads, blocks } => Some(serde_json::json!({
-                "name": w.name(), "kind": "simple-wb", "threads": threads, "files": 1,
-                "file_bytes": blocks as u64 * BLOCK, "chunk_bytes": BLOCK,
-            })),
-            Workload::MmapStrm { blocks, mix_blocks, anon_blocks } => strm_ok.then(|| {
-                serde_json::json!({
-                    "name": w.name(), "kind": "mmap-strm", "blocks": blocks, "mix_blocks": mix_blocks,
-                    "anon_blocks": anon_blocks,
-                })
-            }),
-        })
-        .collect()
+/// The kernel worker's parameters (mmap-strm only where there is swap).
+#[derive(Serialize, Deserialize)]
+pub(super) struct WorkerParams {
+    dir: PathBuf,
+    runs: usize,
+    fsmark_file_bytes: u64,
+    workloads: Vec<Workload>,
 }
 
 fn kernel_metrics(workloads: &[Workload], v: &Value) -> std::result::Result<Named<Samples>, String> {
@@ -143,79 +134,45 @@ fn kernel_metrics(workloads: &[Workload], v: &Value) -> std::result::Result<Name
 /// The workloads through `std::fs` in the memory cgroup, as fs_mark -S0
 /// runs them: closed without fsync, timed; then a syncfs, timed apart.
 pub fn kernel_workload(params: &Value) -> std::result::Result<Value, String> {
-    use std::io::Write;
-    use std::os::fd::AsRawFd;
-    let dir = PathBuf::from(params.get("dir").and_then(|d| d.as_str()).ok_or("parameter dir missing")?);
-    let runs = params.get("runs").and_then(|r| r.as_u64()).ok_or("parameter runs missing")?.max(1);
-    let ws = params.get("workloads").and_then(|w| w.as_array()).ok_or("parameter workloads missing")?;
-    let dir_file = std::fs::File::open(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let syncfs = || -> std::result::Result<(), String> {
-        // SAFETY: a valid fd of an open directory.
-        if unsafe { libc::syncfs(dir_file.as_raw_fd()) } != 0 {
-            return Err(format!("syncfs {}: {}", dir.display(), std::io::Error::last_os_error()));
-        }
-        Ok(())
-    };
+    let p: WorkerParams = serde_json::from_value(params.clone()).map_err(|e| format!("bad parameters: {e}"))?;
+    let (dir, runs) = (&p.dir, p.runs.max(1));
+    let syncfs = || crate::sys::syncfs(dir).map_err(|e| e.to_string());
     // Start from a clean filesystem.
     syncfs()?;
     let mut out = serde_json::Map::new();
-    for w in ws {
-        let num = |k: &str| w.get(k).and_then(|x| x.as_u64()).ok_or_else(|| format!("workload parameter {k} missing"));
-        let name = w.get("name").and_then(|x| x.as_str()).ok_or("workload parameter name missing")?;
-        if w.get("kind").and_then(|k| k.as_str()) == Some("mmap-strm") {
-            let (blocks, mix, anon) = (num("blocks")?, num("mix_blocks")?, num("anon_blocks")?);
+    for &w in &p.workloads {
+        if let Workload::MmapStrm { blocks, mix_blocks, anon_blocks } = w {
             let mut cols: [Vec<f64>; 4] = Default::default();
             for _ in 0..runs {
-                let r = kernel_mmap_strm(&dir, blocks, mix, anon, &syncfs)?;
+                let r = kernel_mmap_strm(dir, blocks, mix_blocks, anon_blocks, &syncfs)?;
                 for (c, x) in cols.iter_mut().zip(r) {
                     c.push(x);
                 }
             }
             let [elapsed, sync, pswpout, pswpin] = cols;
-            out.insert(
-                name.to_string(),
-                serde_json::json!({ "elapsed_s": elapsed, "sync_s": sync, "pswpout": pswpout, "pswpin": pswpin }),
-            );
+            let v = serde_json::json!({ "elapsed_s": elapsed, "sync_s": sync, "pswpout": pswpout, "pswpin": pswpin });
+            out.insert(w.name(), v);
             continue;
         }
-        let threads = num("threads")?.clamp(1, 256) as usize;
-        let files = num("files")? as usize;
-        let file_bytes = num("file_bytes")?;
-        let chunk = num("chunk_bytes")?.clamp(1, 64 * MIB);
-        let buf = pattern(chunk as usize);
-        let (mut elapsed, mut sync) = (Vec::new(), Vec::new());
+        let buf = pattern(MIB as usize);
+        let (mut elapsed, mut sync, mut files) = (Vec::new(), Vec::new(), 0);
         for _ in 0..runs {
-            let timed = parallel(threads, |t, paths| {
-                for i in 0..files {
-                    let path = dir.join(format!("{name}-{t:03}-{i:05}"));
-                    let err = |e: std::io::Error| Error::io(format!("writing {}", path.display()), e);
-                    let mut f = std::fs::File::create(&path).map_err(err)?;
-                    paths.push(path.clone());
-                    let mut off = 0;
-                    while off < file_bytes {
-                        let n = chunk.min(file_bytes - off) as usize;
-                        f.write_all(&buf[..n]).map_err(err)?;
-                        off += n as u64;
-                    }
-                    drop(f);
-                }
-                Ok(())
-            });
-            let (secs, paths) = timed.map_err(|e| e.to_string())?;
+            let create =
+                |path: &Path| std::fs::File::create(path).map_err(|e| Error::io(path.display().to_string(), e));
+            let (secs, paths) =
+                write_files(w, p.fsmark_file_bytes, dir, &buf, create, |_| Ok(())).map_err(|e| e.to_string())?;
             let t = Instant::now();
             syncfs()?;
             sync.push(t.elapsed().as_secs_f64());
             elapsed.push(secs);
+            files = paths.len();
             for p in &paths {
                 std::fs::remove_file(p).map_err(|e| format!("removing {}: {e}", p.display()))?;
             }
         }
-        out.insert(
-            name.to_string(),
-            serde_json::json!({ "files": threads * files, "elapsed_s": elapsed, "sync_s": sync }),
-        );
+        out.insert(w.name(), serde_json::json!({ "files": files, "elapsed_s": elapsed, "sync_s": sync }));
     }
-    let file_fs = if is_tmpfs(&dir) { "tmpfs" } else { "a disk filesystem" };
+    let file_fs = if is_tmpfs(dir) { "tmpfs" } else { "a disk filesystem" };
     Ok(serde_json::json!({ "workloads": out, "file_fs": file_fs }))
 }
 
@@ -455,15 +412,10 @@ mod tests {
     #[test]
     fn kernel_workload_times_every_run() {
         let dir = tempfile::tempdir().unwrap();
-        let params = serde_json::json!({
-            "dir": dir.path().to_string_lossy(),
-            "runs": 2,
-            "workloads": [
-                {"name": "fsmark-2t", "threads": 2, "files": 3, "file_bytes": 100_000, "chunk_bytes": FSMARK_CHUNK},
-                {"name": "simple-wb", "threads": 2, "files": 1, "file_bytes": 2 * MIB, "chunk_bytes": BLOCK},
-            ],
-        });
-        let v = kernel_workload(&params).unwrap();
+        let params =
+            |workloads| WorkerParams { dir: dir.path().into(), runs: 2, fsmark_file_bytes: 100_000, workloads };
+        let ws = vec![Workload::Fsmark { threads: 2, per_thread: 3 }, Workload::SimpleWb { threads: 2, blocks: 2 }];
+        let v = kernel_workload(&serde_json::to_value(params(ws)).unwrap()).unwrap();
         for (w, files) in [("fsmark-2t", 6), ("simple-wb", 2)] {
             assert_eq!(v["workloads"][w]["files"], files, "{v}");
             for k in ["elapsed_s", "sync_s"] {
@@ -482,24 +434,17 @@ mod tests {
     #[test]
     fn kernel_mmap_strm_times_and_verifies() {
         let dir = tempfile::tempdir().unwrap();
-        let params = serde_json::json!({
-            "dir": dir.path().to_string_lossy(),
-            "runs": 2,
-            "workloads": [
-                {"name": "mmap-strm", "kind": "mmap-strm", "blocks": 3, "mix_blocks": 1, "anon_blocks": 2},
-            ],
-        });
-        let v = kernel_workload(&params).unwrap();
+        let strm = Workload::MmapStrm { blocks: 3, mix_blocks: 1, anon_blocks: 2 };
+        let params = WorkerParams { dir: dir.path().into(), runs: 2, fsmark_file_bytes: 0, workloads: vec![strm] };
+        let v = kernel_workload(&serde_json::to_value(&params).unwrap()).unwrap();
         for k in ["elapsed_s", "sync_s", "pswpout", "pswpin"] {
             let x = v["workloads"]["mmap-strm"][k].as_array().unwrap();
             assert_eq!(x.len(), 2, "{k}: {v}");
             assert!(x.iter().all(|x| x.as_f64().is_some_and(|x| x >= 0.0)), "{k}: {v}");
         }
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-        let bad = serde_json::json!({
-            "dir": dir.path().to_string_lossy(), "runs": 1,
-            "workloads": [{"name": "mmap-strm", "kind": "mmap-strm", "blocks": 1}],
-        });
+        let mut bad = serde_json::to_value(&params).unwrap();
+        bad["workloads"][0]["MmapStrm"].as_object_mut().unwrap().remove("mix_blocks");
         assert!(kernel_workload(&bad).is_err());
     }
 

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use pcache::backing::{parse_latency, parse_rate, IoStat, RateLimit, RateSpec};
 use pcache::{Config, File, Item, OpenOptions, PageCache, ReclaimWriteback, Tunables, VmStat};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::experiment::{ExpOpts, ParamDoc};
@@ -36,7 +36,7 @@ use crate::report::{significant, Check, ExperimentResult, Mean, MetricSpec, Name
 use crate::runner::{into_map, Ctx, KernelColumn, Matrix, Measured, SeedChecks, SeedExperiment, SeedKernel};
 use crate::runner::{SeedMeasure, SeedReport, Variant};
 use crate::stats::{pct_better, ratio, Better};
-use crate::sys::{is_tmpfs, kernel_release, pattern, write_seq};
+use crate::sys::{is_tmpfs, kernel_release, pattern, write_seq, FileIo};
 use crate::variants::{self, Preset};
 use crate::{Error, Result};
 
@@ -199,7 +199,7 @@ impl ReclaimWritebackOpts {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 enum Workload {
     Fsmark { threads: usize, per_thread: usize },
     SimpleWb { threads: usize, blocks: usize },

@@ -146,6 +146,38 @@ where
     }
 }
 
+/// fsmark's or simple-wb's writers (`w` is one of them), on pcache's files
+/// or the kernel's: `create` makes a file, `close` closes it (a kernel
+/// file is closed when dropped). The time of
+/// the writes, and the files made.
+pub(super) fn write_files<F: FileIo>(
+    w: Workload,
+    fsmark_file_bytes: u64,
+    dir: &Path,
+    buf: &[u8],
+    create: impl Fn(&Path) -> Result<F> + Sync,
+    close: impl Fn(&F) -> Result<()> + Sync,
+) -> Result<(f64, Vec<PathBuf>)> {
+    let (threads, files, name, file_bytes, chunk) = match w {
+        Workload::Fsmark { threads, per_thread } => (threads, per_thread, "fsmark", fsmark_file_bytes, FSMARK_CHUNK),
+        Workload::SimpleWb { threads, blocks } => (threads, 1, "dd", blocks as u64 * BLOCK, BLOCK),
+        Workload::MmapStrm { .. } => return Err(Error::Invalid("mmap-strm writes no files".into())),
+    };
+    parallel(threads, |t, paths| {
+        for i in 0..files {
+            let path = match w {
+                Workload::SimpleWb { .. } => dir.join(format!("{name}-{t:03}")),
+                _ => dir.join(format!("{name}-{t:03}-{i:05}")),
+            };
+            let f = create(&path)?;
+            paths.push(path);
+            write_seq(&f, file_bytes, chunk, buf)?;
+            close(&f)?;
+        }
+        Ok(())
+    })
+}
+
 pub(super) fn run_workload(
     cache: &PageCache,
     w: Workload,
@@ -155,29 +187,9 @@ pub(super) fn run_workload(
     dev: Option<&Arc<RateLimit>>,
 ) -> Result<(f64, u64, Vec<PathBuf>, Option<mmap_strm::Strm>)> {
     match w {
-        Workload::Fsmark { threads, per_thread } => {
-            let (secs, paths) = parallel(threads, |t, paths| {
-                for i in 0..per_thread {
-                    let path = dir.join(format!("fsmark-{t:03}-{i:05}"));
-                    let f = create_file(cache, &path, dev)?;
-                    paths.push(path);
-                    write_seq(&f, opts.fsmark_file_bytes, FSMARK_CHUNK, buf)?;
-                    f.close()?;
-                }
-                Ok(())
-            })?;
-            let n = paths.len() as u64;
-            Ok((secs, n, paths, None))
-        }
-        Workload::SimpleWb { threads, blocks } => {
-            let (secs, paths) = parallel(threads, |t, paths| {
-                let path = dir.join(format!("dd-{t:03}"));
-                let f = create_file(cache, &path, dev)?;
-                paths.push(path);
-                write_seq(&f, blocks as u64 * BLOCK, BLOCK, buf)?;
-                f.close()?;
-                Ok(())
-            })?;
+        Workload::Fsmark { .. } | Workload::SimpleWb { .. } => {
+            let create = |path: &Path| create_file(cache, path, dev);
+            let (secs, paths) = write_files(w, opts.fsmark_file_bytes, dir, buf, create, |f: &File| Ok(f.close()?))?;
             let n = paths.len() as u64;
             Ok((secs, n, paths, None))
         }

@@ -24,7 +24,6 @@
 //! from offset 0 is 2.6.20's prev_index rule.
 
 use std::fmt::Write as _;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};

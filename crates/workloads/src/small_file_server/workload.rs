@@ -48,11 +48,7 @@ pub(super) fn create_files(root: &Path, p: &Params) -> Result<()> {
     write_file(&stream_path(root), p.stream_bytes, 1, &mut buf)?;
     write_file(&ws_path(root), p.ws_bytes, 1, &mut buf)?;
     write_file(&rr_path(root), p.rr_file_bytes, 1, &mut buf)?;
-    let dirf = std::fs::File::open(root).map_err(|e| Error::io(root.display().to_string(), e))?;
-    // SAFETY: a valid fd; syncfs only flushes.
-    if unsafe { libc::syncfs(dirf.as_raw_fd()) } != 0 {
-        return Err(Error::io("syncfs", std::io::Error::last_os_error()));
-    }
+    crate::sys::syncfs(root)?;
     for path in all_paths(root, p) {
         if let Ok(f) = std::fs::File::open(&path) {
             kernel::drop_cached(&f);

@@ -111,16 +111,10 @@ pub fn kernel_workload(params: &Value) -> std::result::Result<Value, String> {
     for run in 0..p.runs {
         for (ti, &threads) in p.threads.iter().enumerate() {
             // Cold, then every page once in file order.
-            for (fi, path) in p.files.iter().enumerate() {
-                let f = open(path)?;
-                kernel::drop_cached(&f);
-                for index in 0..p.pages_per_file {
-                    let got = f.read_at(&mut buf, index * p.page_size).map_err(|e| format!("pread: {e}"))?;
-                    if got != buf.len() {
-                        return Err(format!("populate: short read of file {fi} page {index}"));
-                    }
-                }
-            }
+            let fds = p.files.iter().map(open).collect::<std::result::Result<Vec<_>, String>>()?;
+            fds.iter().for_each(kernel::drop_cached);
+            populate(&fds, p.pages_per_file, &mut buf).map_err(|e| e.to_string())?;
+            drop(fds);
             let barrier = Barrier::new(threads + 1);
             let warm_n = p.warm_ops_per_thread[ti];
             let (wall_s, outs) = std::thread::scope(|s| {
@@ -152,19 +146,12 @@ pub fn kernel_workload(params: &Value) -> std::result::Result<Value, String> {
             r.2.push(if told == 0 { f64::NAN } else { hits as f64 / told as f64 * 100.0 });
         }
     }
-    let num = |x: f64| if x.is_finite() { Value::from(x) } else { Value::Null };
+    // serde_json writes NaN (no hit told) as null.
     let cells: Vec<Value> = p
         .threads
         .iter()
         .zip(&results)
-        .map(|(&t, (rate, wall, hit))| {
-            serde_json::json!({
-                "threads": t,
-                "ops_s": rate.iter().map(|&x| num(x)).collect::<Vec<_>>(),
-                "ops_s_wall": wall.iter().map(|&x| num(x)).collect::<Vec<_>>(),
-                "hit_ratio_%": hit.iter().map(|&x| num(x)).collect::<Vec<_>>(),
-            })
-        })
+        .map(|(&t, (rate, wall, hit))| serde_json::json!({ "threads": t, "ops_s": rate, "ops_s_wall": wall, "hit_ratio_%": hit }))
         .collect();
     Ok(serde_json::json!({
         "kernel": kernel_release(),
@@ -198,13 +185,8 @@ pub(super) fn kernel_thread(
 ) -> std::result::Result<KernelThreadOut, String> {
     let ps = p.page_size;
     let mut buf = vec![0u8; ps as usize];
-    let read = |fds: &[std::fs::File], key: u64, buf: &mut [u8]| -> std::result::Result<(), String> {
-        let (file, index) = ((key / p.pages_per_file) as usize, key % p.pages_per_file);
-        let got = fds[file].read_at(buf, index * ps).map_err(|e| format!("pread: {e}"))?;
-        if got != buf.len() {
-            return Err(format!("short read of file {file} page {index}"));
-        }
-        check_page(buf, file, index, "kernel")
+    let read = |fds: &[std::fs::File], key: u64, buf: &mut [u8]| {
+        read_key(fds, p.pages_per_file, key, buf, "kernel").map_err(|e| e.to_string())
     };
     let locate = |key: u64| ((key / p.pages_per_file) as usize, (key % p.pages_per_file) * ps);
     let setup = (|| -> std::result::Result<Vec<std::fs::File>, String> {

@@ -1,5 +1,6 @@
 use super::*;
 use crate::runner::Matrix;
+use crate::sys::FileIo;
 
 pub(super) fn splitmix64(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
@@ -152,13 +153,26 @@ pub(super) fn downsample<T: Copy>(v: &[T], max: usize) -> Vec<T> {
     (0..max).map(|i| v[(i * last + (max - 1) / 2) / (max - 1)]).collect()
 }
 
-pub(super) fn read_key(handles: &[File], pages_per_file: u64, key: u32, buf: &mut [u8]) -> Result<()> {
-    let (file, index) = ((key as u64 / pages_per_file) as usize, key as u64 % pages_per_file);
-    let n = handles[file].read_at(buf, index * PAGE)?;
+/// Read the page `key` names and check what it holds (the page size is
+/// `buf`'s length).
+pub(super) fn read_key(
+    handles: &[impl FileIo],
+    pages_per_file: u64,
+    key: u64,
+    buf: &mut [u8],
+    what: &str,
+) -> Result<()> {
+    let (file, index) = ((key / pages_per_file) as usize, key % pages_per_file);
+    let n = handles[file].read_at(buf, index * buf.len() as u64)?;
     if n != buf.len() {
-        return Err(Error::Check(format!("file {file} page {index}: read {n} of {} bytes", buf.len())));
+        return Err(Error::Check(format!("{what}: file {file} page {index}: read {n} of {} bytes", buf.len())));
     }
-    check_page(buf, file, index, "pcache").map_err(Error::Check)
+    check_page(buf, file, index, what).map_err(Error::Check)
+}
+
+/// Every page once, in file order: the cache ends full of inactive pages.
+pub(super) fn populate(files: &[impl FileIo], pages_per_file: u64, buf: &mut [u8]) -> Result<()> {
+    (0..files.len() as u64 * pages_per_file).try_for_each(|key| read_key(files, pages_per_file, key, buf, "populate"))
 }
 
 /// One worker: its handles, its warm-up reads, the two barriers, its timed
@@ -181,7 +195,7 @@ pub(super) fn worker(
             })
             .collect::<Result<Vec<File>>>()?;
         for &k in warm {
-            read_key(&handles, pages_per_file, k, &mut buf)?;
+            read_key(&handles, pages_per_file, k as u64, &mut buf, "pcache")?;
         }
         Ok(handles)
     })();
@@ -189,7 +203,7 @@ pub(super) fn worker(
     barrier.wait();
     let handles = setup?;
     for &k in timed {
-        read_key(&handles, pages_per_file, k, &mut buf)?;
+        read_key(&handles, pages_per_file, k as u64, &mut buf, "pcache")?;
     }
     Ok(())
 }
@@ -217,17 +231,7 @@ pub(super) fn run_cell(
             cache.open_dev(Arc::new(dev))
         })
         .collect::<pcache::Result<Vec<File>>>()?;
-    // Every page once, in file order: the cache ends full of inactive pages.
-    let mut buf = vec![0u8; PAGE as usize];
-    for (fi, f) in files.iter().enumerate() {
-        for index in 0..ppf {
-            let n = f.read_at(&mut buf, index * PAGE)?;
-            if n != buf.len() {
-                return Err(Error::Check(format!("populate: file {fi} page {index}: read {n} bytes")));
-            }
-            check_page(&buf, fi, index, "populate").map_err(Error::Check)?;
-        }
-    }
+    populate(&files, ppf, &mut vec![0u8; PAGE as usize])?;
     let warm_n = opts.warm_ops_per_thread(threads);
     let barrier = Barrier::new(threads + 1 + sample_ms.is_some() as usize);
     let stop = AtomicBool::new(false);
@@ -469,25 +473,25 @@ fn params_json(ctx: &Ctx<'_>, opts: &LruContentionOpts) -> Value {
     })
 }
 
-/// Per variant, downsampled to at most [`MAX_JSON_POINTS`] points.
+/// Per variant, downsampled to at most [`MAX_JSON_POINTS`] points (NaN
+/// written as null, as serde_json does).
 pub(super) fn lru_sizes_json(
     opts: &LruContentionOpts,
     threads: usize,
     interval_ms: u64,
     series: &[(String, Vec<LruSample>)],
 ) -> Value {
-    let num = |x: f64| if x.is_finite() { Value::from(x) } else { Value::Null };
     let variants: serde_json::Map<String, Value> = series
         .iter()
         .map(|(name, samples)| {
             let d = downsample(samples, MAX_JSON_POINTS);
             let v = serde_json::json!({
                 "samples": samples.len(),
-                "t_ms": d.iter().map(|x| num((x.t_s * 1e6).round() / 1e3)).collect::<Vec<_>>(),
+                "t_ms": d.iter().map(|x| (x.t_s * 1e6).round() / 1e3).collect::<Vec<_>>(),
                 "nr_active_file": d.iter().map(|x| x.active).collect::<Vec<_>>(),
                 "nr_inactive_file": d.iter().map(|x| x.inactive).collect::<Vec<_>>(),
                 "nr_free_pages": d.iter().map(|x| x.free).collect::<Vec<_>>(),
-                "active_fraction": d.iter().map(|x| num(x.active_fraction())).collect::<Vec<_>>(),
+                "active_fraction": d.iter().map(LruSample::active_fraction).collect::<Vec<_>>(),
             });
             (name.clone(), v)
         })

@@ -39,10 +39,7 @@ pub fn kernel_workload(params: &Value) -> std::result::Result<Value, String> {
     let root = PathBuf::from(params["root"].as_str().ok_or("no root")?);
     let fs = Fileset::new(&p);
     let open = |path: PathBuf| std::fs::File::open(&path).map_err(|e| format!("{}: {e}", path.display()));
-    let files = (0..p.dirs)
-        .flat_map(|d| (0..FILES_PER_DIR).map(move |k| (d, k)))
-        .map(|(d, k)| open(server_path(&root, d, k)))
-        .collect::<std::result::Result<Vec<_>, String>>()?;
+    let files = server_paths(&root, &p).map(open).collect::<std::result::Result<Vec<_>, String>>()?;
     let lens = fs.pages.iter().map(|n| n * p.page_size).collect();
     let backend = KernelServer { files, lens, stream: open(stream_path(&root))? };
     let mut runs = Vec::new();

@@ -57,13 +57,13 @@ pub(super) fn create_files(root: &Path, p: &Params) -> Result<()> {
     Ok(())
 }
 
+/// The server's files, by id.
+pub(super) fn server_paths<'a>(root: &'a Path, p: &Params) -> impl Iterator<Item = PathBuf> + 'a {
+    (0..p.dirs).flat_map(move |d| (0..FILES_PER_DIR).map(move |k| server_path(root, d, k)))
+}
+
 pub(super) fn all_paths(root: &Path, p: &Params) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = (0..p.dirs)
-        .flat_map(|d| (0..FILES_PER_DIR).map(move |k| (d, k)))
-        .map(|(d, k)| server_path(root, d, k))
-        .collect();
-    v.extend([stream_path(root), ws_path(root), rr_path(root)]);
-    v
+    server_paths(root, p).chain([stream_path(root), ws_path(root), rr_path(root)]).collect()
 }
 
 /// One handle per file: raise the open-file limit to `need`.
@@ -442,10 +442,7 @@ pub(super) struct RunOut {
 }
 
 pub(super) fn pcache_server(cache: &PageCache, p: &Params, root: &Path, fs: &Fileset, run: usize) -> Result<RunOut> {
-    let files = (0..p.dirs)
-        .flat_map(|d| (0..FILES_PER_DIR).map(move |k| (d, k)))
-        .map(|(d, k)| cache.open(server_path(root, d, k), READ_ONLY))
-        .collect::<pcache::Result<Vec<File>>>()?;
+    let files = server_paths(root, p).map(|path| cache.open(path, READ_ONLY)).collect::<pcache::Result<Vec<File>>>()?;
     let backend = PcacheServer { files, stream: cache.open(stream_path(root), READ_ONLY)? };
     let plan = request_plan(p, run)?;
     let before = Mutex::new(cache.vmstat());
@@ -699,23 +696,15 @@ impl SeedMeasure for SmallFileServer {
 }
 
 /// A series as JSON: `[[requests, files hit ratio, small-file hit ratio],
-/// ...]`, `null` for what was not measured.
+/// ...]`, `null` for what was not measured (serde_json writes NaN so).
 pub(super) fn series_json(pts: &[RoundPoint]) -> Value {
-    Value::from(pts.iter().map(|&(x, a, b)| serde_json::json!([x, finite(a), finite(b)])).collect::<Vec<_>>())
+    Value::from(pts.iter().map(|&(x, a, b)| serde_json::json!([x, a, b])).collect::<Vec<_>>())
 }
 
 /// A series back from [`series_json`].
 pub(super) fn series_from_json(v: &Value) -> Vec<RoundPoint> {
     let num = |x: &Value| x.as_f64().unwrap_or(f64::NAN);
     v.as_array().map(|a| a.iter().map(|p| (num(&p[0]), num(&p[1]), num(&p[2]))).collect()).unwrap_or_default()
-}
-
-pub(super) fn finite(x: f64) -> Value {
-    if x.is_finite() {
-        Value::from(x)
-    } else {
-        Value::Null
-    }
 }
 
 /// About this many points of the server's hit ratios over time are kept.

@@ -335,29 +335,19 @@ pub(super) fn kernel_mmap_strm(
         Ok((f, m))
     };
     let mut buf = pat.clone();
-    let put = |m: &Mmap, region: u64, block: u64, pass: u64, buf: &mut [u8]| {
-        mmap_strm::stamp_block(buf, ps, region, block, pass);
-        m.write((block * BLOCK) as usize, buf);
+    let put = |m: &Mmap, region: u64, block: u64, pass: u64| {
+        mmap_strm::stamp_block(&mut buf, ps, region, block, pass);
+        m.write((block * BLOCK) as usize, &buf);
+        Ok(())
     };
     let (out0, in0) = (proc_vmstat("pswpout"), proc_vmstat("pswpin"));
     let (large, large_map) = file("strm-large", blocks)?;
     let start = Instant::now();
-    for b in 0..blocks {
-        put(&large_map, mmap_strm::LARGE, b, 1, &mut buf);
-    }
-    drop(large_map);
-    let (mix, mix_map) = file("strm-mix", mix_blocks)?;
-    let anon = map(None, (anon_blocks * BLOCK) as usize)?;
-    for pass in 1..=MIX_PASSES {
-        let mut j = 0u64;
-        for i in 0..anon_blocks {
-            put(&anon, mmap_strm::ANON, i, pass, &mut buf);
-            while j < mix_blocks && j * anon_blocks < (i + 1) * mix_blocks {
-                put(&mix_map, mmap_strm::MIX_FILE, j, pass, &mut buf);
-                j += 1;
-            }
-        }
-    }
+    let mix = || -> std::result::Result<_, String> {
+        let (mix, mix_map) = file("strm-mix", mix_blocks)?;
+        Ok((mix_map, map(None, (anon_blocks * BLOCK) as usize)?, mix))
+    };
+    let (mix_map, anon, mix) = mmap_strm::write_regions((blocks, mix_blocks, anon_blocks), large_map, mix, put)?;
     let elapsed = start.elapsed().as_secs_f64();
     drop(mix_map);
     let t = Instant::now();
@@ -365,27 +355,11 @@ pub(super) fn kernel_mmap_strm(
     let sync_s = t.elapsed().as_secs_f64();
     let (swpout, swpin) = (proc_vmstat("pswpout") - out0, proc_vmstat("pswpin") - in0);
     // The read-back, as the pcache side's.
-    let tail = |page: u64| mmap_strm::pattern_tail(&pat, ps, page);
-    for page in mmap_strm::samples(anon_blocks * BLOCK / ps) {
-        let (first, last) = (anon.load_u64((page * ps) as usize), anon.load_u64((page * ps + ps - 8) as usize));
-        if (first, last) != (mmap_strm::stamp(mmap_strm::ANON, page, MIX_PASSES), tail(page)) {
-            return Err(format!("kernel mmap-strm anonymous page {page}: read {first:#x}/{last:#x}"));
-        }
-    }
-    for (f, region, pass, blocks) in
-        [(&large, mmap_strm::LARGE, 1, blocks), (&mix, mmap_strm::MIX_FILE, MIX_PASSES, mix_blocks)]
-    {
-        use std::os::unix::fs::FileExt;
-        let mut w = [0u8; 8];
-        for page in mmap_strm::samples(blocks * BLOCK / ps) {
-            f.read_exact_at(&mut w, page * ps).map_err(|e| format!("reading back: {e}"))?;
-            let first = u64::from_ne_bytes(w);
-            f.read_exact_at(&mut w, page * ps + ps - 8).map_err(|e| format!("reading back: {e}"))?;
-            if (first, u64::from_ne_bytes(w)) != (mmap_strm::stamp(region, page, pass), tail(page)) {
-                return Err(format!("kernel mmap-strm file region {region} page {page}: read {first:#x}"));
-            }
-        }
-    }
+    let word = |page: u64, off: u64| Ok(anon.load_u64((page * ps + off) as usize));
+    let pages = |blocks: u64| blocks * BLOCK / ps;
+    let files: [(u64, &dyn FileIo, u64, u64); 2] =
+        [(mmap_strm::LARGE, &large, pages(blocks), 1), (mmap_strm::MIX_FILE, &mix, pages(mix_blocks), MIX_PASSES)];
+    mmap_strm::verify_regions(&pat, ps, (pages(anon_blocks), &word), &files).map_err(|e| format!("kernel {e}"))?;
     drop(anon);
     for name in ["strm-large", "strm-mix"] {
         std::fs::remove_file(dir.join(name)).map_err(|e| format!("removing {name}: {e}"))?;

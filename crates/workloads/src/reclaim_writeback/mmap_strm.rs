@@ -28,8 +28,9 @@ pub(super) fn stamp(region: u64, page: u64, pass: u64) -> u64 {
 /// The run's regions, kept after the timing for [`Strm::verify`]: the
 /// files (whose mappings are gone by then) and the anonymous region.
 pub(super) struct Strm {
+    /// (region, file, pass).
     files: Vec<(u64, File, u64)>,
-    anon: (u64, Mapping, u64),
+    anon: Mapping,
 }
 
 pub(super) const LARGE: u64 = 1;
@@ -97,26 +98,81 @@ pub(super) fn run(
     let (large, large_map) = file_mapping(cache, &large_path, blocks)?;
     let paths = vec![large_path, mix_path.clone()];
     let start = Instant::now();
+    let mix = || -> Result<_> {
+        let (mix, mix_map) = file_mapping(cache, &mix_path, mix_blocks)?;
+        Ok((mix_map, cache.map_anon(anon_blocks * BLOCK)?, mix))
+    };
+    let put = |m: &Mapping, region, block, pass| write_block_stamped(m, ps, region, block, pass, &mut buf);
+    let (mix_map, anon, mix) = write_regions((blocks, mix_blocks, anon_blocks), large_map, mix, put)?;
+    let secs = start.elapsed().as_secs_f64();
+    drop(mix_map);
+    let strm = Strm { files: vec![(LARGE, large, 1), (MIX_FILE, mix, MIX_PASSES)], anon };
+    Ok((secs, paths, strm))
+}
+
+/// The timed writes, on either column's mappings: `large` once through,
+/// then, on the mappings `mix` makes (the second file's and the anonymous
+/// region, and the file), [`MIX_PASSES`] passes over the anonymous region
+/// with the file's blocks in proportion. `put(mapping, region, block,
+/// pass)` writes one block.
+pub(super) fn write_regions<M, F, E>(
+    (blocks, mix_blocks, anon_blocks): (u64, u64, u64),
+    large: M,
+    mix: impl FnOnce() -> std::result::Result<(M, M, F), E>,
+    mut put: impl FnMut(&M, u64, u64, u64) -> std::result::Result<(), E>,
+) -> std::result::Result<(M, M, F), E> {
     for b in 0..blocks {
-        write_block_stamped(&large_map, ps, LARGE, b, 1, &mut buf)?;
+        put(&large, LARGE, b, 1)?;
     }
-    drop(large_map);
-    let (mix, mix_map) = file_mapping(cache, &mix_path, mix_blocks)?;
-    let anon = cache.map_anon(anon_blocks * BLOCK)?;
+    drop(large);
+    let (mix_map, anon, mix_file) = mix()?;
     for pass in 1..=MIX_PASSES {
         let mut j = 0u64;
         for i in 0..anon_blocks {
-            write_block_stamped(&anon, ps, ANON, i, pass, &mut buf)?;
+            put(&anon, ANON, i, pass)?;
             while j < mix_blocks && j * anon_blocks < (i + 1) * mix_blocks {
-                write_block_stamped(&mix_map, ps, MIX_FILE, j, pass, &mut buf)?;
+                put(&mix_map, MIX_FILE, j, pass)?;
                 j += 1;
             }
         }
     }
-    let secs = start.elapsed().as_secs_f64();
-    drop(mix_map);
-    let strm = Strm { files: vec![(LARGE, large, 1), (MIX_FILE, mix, MIX_PASSES)], anon: (ANON, anon, MIX_PASSES) };
-    Ok((secs, paths, strm))
+    Ok((mix_map, anon, mix_file))
+}
+
+/// Read back [`VERIFY_SAMPLES`] pages of every region, on either column:
+/// the last pass's stamp in each page's first word, the pattern in its
+/// last. `anon_word(page, offset)` reads the anonymous region of
+/// `anon_pages`; `files` are (region, file, pages, pass).
+pub(super) fn verify_regions(
+    pattern: &[u8],
+    ps: u64,
+    (anon_pages, anon_word): (u64, &dyn Fn(u64, u64) -> Result<u64>),
+    files: &[(u64, &dyn FileIo, u64, u64)],
+) -> Result<()> {
+    let tail = |page: u64| pattern_tail(pattern, ps, page);
+    let check = |what: &str, page: u64, first: u64, last: u64, want: u64| {
+        if first != want || last != tail(page) {
+            return Err(Error::Check(format!(
+                "mmap-strm {what} page {page}: read {first:#x}/{last:#x}, wrote {want:#x}/{:#x}",
+                tail(page)
+            )));
+        }
+        Ok(())
+    };
+    for page in samples(anon_pages) {
+        check("anonymous", page, anon_word(page, 0)?, anon_word(page, ps - 8)?, stamp(ANON, page, MIX_PASSES))?;
+    }
+    for &(region, f, pages, pass) in files {
+        let mut word = [0u8; 8];
+        for page in samples(pages) {
+            f.read_at(&mut word, page * ps)?;
+            let first = u64::from_ne_bytes(word);
+            f.read_at(&mut word, page * ps + ps - 8)?;
+            let what = format!("file region {region}");
+            check(&what, page, first, u64::from_ne_bytes(word), stamp(region, page, pass))?;
+        }
+    }
+    Ok(())
 }
 
 pub(super) fn samples(pages: u64) -> impl Iterator<Item = u64> {
@@ -128,32 +184,10 @@ impl Strm {
     /// Read back [`VERIFY_SAMPLES`] pages of every region: the stamp of
     /// the last pass in the first word and the pattern in the last.
     pub(super) fn verify(&self, pattern: &[u8]) -> Result<()> {
-        let (region, anon, pass) = &self.anon;
-        let ps = anon.len() / anon.nr_pages().max(1);
-        let tail = |page: u64| pattern_tail(pattern, ps, page);
-        let check = |what: &str, page: u64, first: u64, last: u64, want: u64| {
-            if first != want || last != tail(page) {
-                return Err(Error::Check(format!(
-                    "mmap-strm {what} page {page}: read {first:#x}/{last:#x}, wrote {want:#x}/{:#x}",
-                    tail(page)
-                )));
-            }
-            Ok(())
-        };
-        for page in samples(anon.nr_pages()) {
-            let p = anon.page(page)?;
-            check("anonymous", page, p.load_u64(0)?, p.load_u64(ps as usize - 8)?, stamp(*region, page, *pass))?;
-        }
-        for (region, f, pass) in &self.files {
-            let mut word = [0u8; 8];
-            for page in samples(f.len()? / ps) {
-                f.read_at(&mut word, page * ps)?;
-                let first = u64::from_ne_bytes(word);
-                f.read_at(&mut word, page * ps + ps - 8)?;
-                check(f.name(), page, first, u64::from_ne_bytes(word), stamp(*region, page, *pass))?;
-            }
-        }
-        Ok(())
+        let ps = self.anon.len() / self.anon.nr_pages().max(1);
+        let word = |page, off: u64| Ok(self.anon.load_u64(page, off as usize)?);
+        let files = self.files.iter().map(|(r, f, pass)| Ok((*r, f as &dyn FileIo, f.len()? / ps, *pass)));
+        verify_regions(pattern, ps, (self.anon.nr_pages(), &word), &files.collect::<Result<Vec<_>>>()?)
     }
 
     /// Close the files (the anonymous region goes with `self`, its frames
@@ -192,7 +226,7 @@ mod tests {
         assert!(cache.vmstat().get(Item::pswpout) > 0);
         strm.verify(&pat).unwrap();
         // Page 32 is sampled (64 of 2048 pages: every 32nd).
-        strm.anon.1.write(cache.page_size() as u64 * 32, &[0u8; 8]).unwrap();
+        strm.anon.write(cache.page_size() as u64 * 32, &[0u8; 8]).unwrap();
         assert!(matches!(strm.verify(&pat), Err(Error::Check(_))));
         strm.close().unwrap();
         for p in &paths {

@@ -84,15 +84,11 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for Named<V> {
     }
 }
 
-/// One sample per run; NaN is written as `null` and read back as NaN.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// One sample per run; NaN is written as `null` (as serde_json writes any
+/// non-finite number) and read back as NaN.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(transparent)]
 pub struct Samples(pub Vec<f64>);
-
-impl Serialize for Samples {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.0.iter().map(|x| if x.is_finite() { Some(*x) } else { None }))
-    }
-}
 
 impl<'de> Deserialize<'de> for Samples {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

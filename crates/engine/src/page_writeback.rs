@@ -460,9 +460,17 @@ impl Cache {
         if raw(self) <= bg {
             return Ok(());
         }
-        // Over the background threshold: the flushers start (all of them:
-        // the threshold is global).
-        self.wakeup_flusher_threads();
+        // Dirty pages over the background threshold: the flushers start
+        // (all of them: the threshold is global). Counted without the
+        // pages already under writeback, as balance_dirty_pages tests
+        // nr_dirty against bg_thresh and the flusher's own test
+        // (`wb_do_writeback`, wb_over_bg_thresh) does: a ring for pages
+        // in flight wakes a flusher that has nothing to write, at every
+        // ratelimit period, and on a busy machine each wake-up costs the
+        // writer its CPU.
+        if self.wb.nr_dirty() > bg {
+            self.wakeup_flusher_threads();
+        }
         let nr = |c: &Cache| raw(c).saturating_sub(c.nr_dirty_failing());
         if raw(self) <= limit || nr(self) <= limit {
             return Ok(());

@@ -12,9 +12,12 @@
 //!    3. pcache's cold `read_at` (O_DIRECT host file), in each of `sizes`;
 //! 4. random 4 KiB reads by `threads` threads, cold: no page is read twice
 //!    (one seeded permutation of the pages, dealt out);
-//! 5. dd of 4x pcache's memory in 1 MiB writes and an fdatasync.
+//! 5. dd of 4x pcache's memory in 1 MiB writes and an fdatasync, by
+//!    pcache, the kernel and O_DIRECT, each into a new file of its own
+//!    after the device has drained the writes before it, in an order
+//!    that turns each round.
 //!
-//! The kernel's reads run in a worker process (`pcache __kernel-worker`) in
+//! The kernel's reads and its dd run in a worker process (`pcache __kernel-worker`) in
 //! a memory cgroup of pcache's cache size, so both caches hold the same: a
 //! whole process, since the kernel charges page cache to the group of the
 //! mm owner. Without one (a test binary, no memory controller) they run
@@ -246,6 +249,7 @@ fn kernel_random(path: &Path, threads: usize, ops: u64, pages: u64, seed: u64) -
 enum KernelJob {
     Seq { path: std::path::PathBuf, len: u64, size: usize, check: bool },
     Rand { path: std::path::PathBuf, threads: usize, ops: u64, pages: u64, seed: u64 },
+    Write { path: std::path::PathBuf, len: u64 },
 }
 
 impl KernelJob {
@@ -253,6 +257,7 @@ impl KernelJob {
         match self {
             KernelJob::Seq { path, len, size, check } => kernel_read(path, *len, *size, *check),
             KernelJob::Rand { path, threads, ops, pages, seed } => kernel_random(path, *threads, *ops, *pages, *seed),
+            KernelJob::Write { path, len } => host_write(path, *len, false),
         }
     }
 }
@@ -263,18 +268,21 @@ fn kernel_worker(params: &Value) -> std::result::Result<Value, String> {
     Ok(serde_json::json!({ "rate": rate }))
 }
 
-fn pcache_open(path: &Path, mem: u64, tunables: Tunables) -> Result<(PageCache, pcache::File)> {
+/// A cache of `mem` with its arena resident, and `path` open in it (made
+/// new and empty with `create`).
+fn pcache_open(path: &Path, mem: u64, tunables: Tunables, create: bool) -> Result<(PageCache, pcache::File)> {
     let cache = PageCache::new(Config { tunables, ..Config::with_memory(mem) })?;
-    // The kernel's page cache memory is resident before a cold read; so
-    // is pcache's once its arena is pre-faulted (arena.rs). Bounded: a
-    // pass that is slower still only leaves some first touches timed.
+    // The kernel's page cache memory is resident before a cold read or a
+    // dd; so is pcache's once its arena is pre-faulted (arena.rs).
+    // Bounded: a pass that is slower still only leaves some first touches
+    // timed.
     cache.wait_arena_populated(std::time::Duration::from_secs(30));
-    let f = cache.open(path, OpenOptions { create: false, truncate: false, direct: true })?;
+    let f = cache.open(path, OpenOptions { create, truncate: create, direct: true })?;
     Ok((cache, f))
 }
 
 fn pcache_read(path: &Path, len: u64, size: usize, o: &SeqreadOpts, check: bool) -> Result<(f64, VmStat)> {
-    let (cache, f) = pcache_open(path, o.mem_bytes, o.tunables)?;
+    let (cache, f) = pcache_open(path, o.mem_bytes, o.tunables, false)?;
     let before = cache.vmstat();
     let mut buf = vec![0u8; size];
     let (mut pos, t) = (0u64, Instant::now());
@@ -294,55 +302,79 @@ fn pcache_read(path: &Path, len: u64, size: usize, o: &SeqreadOpts, check: bool)
     Ok((rate, vm))
 }
 
-/// `len` bytes in 1 MiB writes and an fdatasync; pcache's counters if it wrote.
-fn dd_write(path: &Path, len: u64, how: WriteBy, o: &SeqreadOpts) -> Result<(f64, Option<VmStat>)> {
+/// pcache's dd: `len` bytes in 1 MiB writes and an fdatasync into a new
+/// file, timed from the first write, as the host's (the cache made and
+/// its arena resident first, as for the reads); its counters.
+fn pcache_write(path: &Path, len: u64, o: &SeqreadOpts) -> Result<(f64, VmStat)> {
     let chunk = sys::pattern(DIRECT_BLOCK);
-    let io = |what: &str, source| Error::io(format!("{what} {}", path.display()), source);
+    let (cache, f) = pcache_open(path, o.mem_bytes, o.tunables, true)?;
+    let before = cache.vmstat();
     let t = Instant::now();
-    let mut vm = None;
-    match how {
-        WriteBy::Pcache => {
-            let cache = PageCache::new(Config { tunables: o.tunables, ..Config::with_memory(o.mem_bytes) })?;
-            let before = cache.vmstat();
-            let f = cache.open(path, OpenOptions { create: true, truncate: true, direct: true })?;
-            let mut pos = 0;
-            while pos < len {
-                f.write_at(&chunk, pos)?;
-                pos += chunk.len() as u64;
-            }
-            f.fdatasync()?;
-            f.close()?;
-            vm = Some(cache.vmstat().delta(&before));
-        }
-        WriteBy::Kernel | WriteBy::Direct => {
-            let mut opts = std::fs::OpenOptions::new();
-            opts.write(true).create(true).truncate(true);
-            if how == WriteBy::Direct {
-                opts.custom_flags(libc::O_DIRECT);
-            }
-            let f = opts.open(path).map_err(|e| io("create", e))?;
-            // O_DIRECT needs an aligned buffer.
-            let mut buf = Aligned::new(DIRECT_BLOCK);
-            buf.as_mut_slice().copy_from_slice(&chunk);
-            let mut pos = 0;
-            while pos < len {
-                f.write_all_at(buf.as_slice(), pos).map_err(|e| io("write", e))?;
-                pos += DIRECT_BLOCK as u64;
-            }
-            f.sync_data().map_err(|e| io("fdatasync", e))?;
-        }
+    let mut pos = 0;
+    while pos < len {
+        f.write_at(&chunk, pos)?;
+        pos += chunk.len() as u64;
     }
-    let rate = mbps(len, t);
-    std::fs::remove_file(path).map_err(|e| io("remove", e))?;
-    Ok((rate, vm))
+    f.fdatasync()?;
+    f.close()?;
+    Ok((mbps(len, t), cache.vmstat().delta(&before)))
 }
 
+/// The host's dd, buffered (the kernel's page cache) or O_DIRECT: the same
+/// writes and fdatasync.
+fn host_write(path: &Path, len: u64, direct: bool) -> Result<f64> {
+    let io = |what: &str, source| Error::io(format!("{what} {}", path.display()), source);
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    if direct {
+        opts.custom_flags(libc::O_DIRECT);
+    }
+    let f = opts.open(path).map_err(|e| io("create", e))?;
+    // O_DIRECT needs an aligned buffer.
+    let mut buf = Aligned::new(DIRECT_BLOCK);
+    buf.as_mut_slice().copy_from_slice(&sys::pattern(DIRECT_BLOCK));
+    let t = Instant::now();
+    let mut pos = 0;
+    while pos < len {
+        f.write_all_at(buf.as_slice(), pos).map_err(|e| io("write", e))?;
+        pos += DIRECT_BLOCK as u64;
+    }
+    f.sync_data().map_err(|e| io("fdatasync", e))?;
+    Ok(mbps(len, t))
+}
+
+/// Before each dd: everything written before it on the file system's
+/// device is on the device (syncfs: the last writer's data, the
+/// journal's commit of the removals and their discards, the disk being
+/// mounted with `discard`), and the device has no write left in flight
+/// (polled, at most `SETTLE_MAX`), so no writer pays for the one before.
+fn settle(dir: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::io::AsRawFd;
+    if let Ok(d) = std::fs::File::open(dir) {
+        // SAFETY: a valid descriptor of ours; syncfs only flushes.
+        unsafe { libc::syncfs(d.as_raw_fd()) };
+    }
+    let Ok(meta) = std::fs::metadata(dir) else { return };
+    let inflight = format!("/sys/dev/block/{}:{}/inflight", libc::major(meta.dev()), libc::minor(meta.dev()));
+    let writes = || -> Option<u64> { std::fs::read_to_string(&inflight).ok()?.split_whitespace().nth(1)?.parse().ok() };
+    let (t, mut idle) = (Instant::now(), 0);
+    while idle < 5 && t.elapsed() < SETTLE_MAX {
+        idle = if writes().unwrap_or(0) == 0 { idle + 1 } else { 0 };
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// The dd's writers, by their place in `Samples::wr`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum WriteBy {
-    Pcache,
-    Kernel,
-    Direct,
+    Pcache = 0,
+    Kernel = 1,
+    Direct = 2,
 }
+
+/// The longest `settle` waits for the device's writes to drain.
+const SETTLE_MAX: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Thousands of reads per second.
 fn random_reads<R>(threads: usize, ops: u64, pages: u64, seed: u64, read: R) -> Result<f64>
@@ -521,7 +553,7 @@ impl Bench<'_> {
                 let (path, ops, pages) = (self.path.clone(), o.rand_ops, self.pages);
                 s.rnd[i][1].push(self.kernel_rate(&KernelJob::Rand { path, threads, ops, pages, seed })?);
             }
-            let (cache, pf) = pcache_open(&self.path, o.mem_bytes, o.tunables)?;
+            let (cache, pf) = pcache_open(&self.path, o.mem_bytes, o.tunables, false)?;
             let before = cache.vmstat();
             let handles = (0..threads).map(|_| pf.reopen()).collect::<pcache::Result<Vec<_>>>()?;
             let read = |k: usize, page: u64, buf: &mut [u8]| -> Result<()> {
@@ -538,19 +570,39 @@ impl Bench<'_> {
         Ok(())
     }
 
-    fn write_round(&self, r: usize, wpath: &Path, s: &mut Samples) -> Result<()> {
+    /// The dd by pcache, the kernel (in its worker's memory group, as its
+    /// reads: the same memory as pcache's, so 4x memory is 4x for both)
+    /// and O_DIRECT. Each writes a new file of its own, after `settle`;
+    /// the order turns by one each round, so over rounds each writer
+    /// follows each other one; the files go at the round's end.
+    fn write_round(&self, r: usize, dir: &Path, s: &mut Samples) -> Result<()> {
         let o = self.o;
-        for (k, how) in [WriteBy::Pcache, WriteBy::Kernel, WriteBy::Direct].into_iter().enumerate() {
+        let len = 4 * o.mem_bytes;
+        let mut order = [WriteBy::Pcache, WriteBy::Kernel, WriteBy::Direct];
+        order.rotate_left(r % 3);
+        let mut written = Vec::new();
+        for how in order {
             self.phase.set_message(format!("run {}: dd write, {how:?}", r + 1));
+            let path = dir.join(format!("seqwrite-{how:?}.dat").to_lowercase());
             let skip = (how == WriteBy::Direct && !self.direct) || (how == WriteBy::Kernel && !o.kernel);
             if !skip {
-                let (rate, vm) = dd_write(wpath, 4 * o.mem_bytes, how, o)?;
-                s.wr[k].push(rate);
-                if let Some(vm) = vm {
-                    s.vmstat.push(RunCounters::new(r, "write", (4 * o.mem_bytes) as usize, &vm));
-                }
+                settle(dir);
+                written.push(path.clone());
+                let rate = match how {
+                    WriteBy::Pcache => {
+                        let (rate, vm) = pcache_write(&path, len, o)?;
+                        s.vmstat.push(RunCounters::new(r, "write", len as usize, &vm));
+                        rate
+                    }
+                    WriteBy::Kernel => self.kernel_rate(&KernelJob::Write { path, len })?,
+                    WriteBy::Direct => host_write(&path, len, true)?,
+                };
+                s.wr[how as usize].push(rate);
             }
             self.phase.inc(1);
+        }
+        for path in written {
+            std::fs::remove_file(&path).map_err(|e| Error::io(format!("remove {}", path.display()), e))?;
         }
         Ok(())
     }
@@ -583,7 +635,7 @@ pub fn run(o: &SeqreadOpts) -> Result<SeqreadResult> {
     let devs = device_settings(o, direct, &mut notes);
     let (kernel_worker, kernel_memory) = kernel_memcg(o);
     if o.kernel {
-        notes.push(format!("the kernel's reads ran in: {kernel_memory}"));
+        notes.push(format!("the kernel's reads and dd ran in: {kernel_memory}"));
     }
     let nsteps = o.runs * (devs.len() + 2 * o.sizes.len() + 3 * o.threads.len() + 3);
     let bench = Bench {
@@ -602,12 +654,11 @@ pub fn run(o: &SeqreadOpts) -> Result<SeqreadResult> {
         wr: Default::default(),
         vmstat: Vec::new(),
     };
-    let wpath = tmp.path().join("seqwrite.dat");
     for r in 0..o.runs {
         bench.device_round(r, &devs, &mut s)?;
         bench.sequential_round(r, &mut s)?;
         bench.random_round(r, &mut s)?;
-        bench.write_round(r, &wpath, &mut s)?;
+        bench.write_round(r, tmp.path(), &mut s)?;
     }
     bench.phase.finish();
     notes.push(sys::load_note(load0, sys::loadavg()));

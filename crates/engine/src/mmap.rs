@@ -714,8 +714,8 @@ impl Mapping {
     /// the mapping (a multiple of 8) into `out[j]`, as
     /// [`Mapping::load_u64`] of its page and offset would load it. Present
     /// pages are taken `LOAD_BATCH` at a time, software-pipelined: entries
-    /// prefetched four chunks ahead, loaded (and their words prefetched)
-    /// two chunks ahead, then a chunk's frames announced behind one barrier,
+    /// prefetched twelve chunks ahead, loaded (and their words prefetched)
+    /// eight chunks (64 keys) ahead, then a chunk's frames announced behind one barrier,
     /// each re-checked and read (memory.rs, `pte_load_many`), so the cache
     /// misses of many accesses overlap where separate accesses would wait
     /// for each in turn (on a mapping larger than the CPU's caches,

@@ -4,7 +4,7 @@
 //! the guard's drop (unpin), on Zipf(0.99) keys scrambled over 16 Ki
 //! mapped pages (64 MiB), as benches/hit.rs and `pcache bench hitpath`
 //! draw them, each key reading the word at a hashed offset of its page
-//! (`word_offset`, as hitpath). From 1 thread and from 2 threads at once: each "iteration"
+//! (`Mapping::bench_word_offset`, as hitpath). From 1 thread and from 2 threads at once: each "iteration"
 //! of the 2-thread row is one access on each thread, so the throughput
 //! ratio of 2 threads to 1 is `2 * t(1 thread) / t(2 threads)`. Then the
 //! same with a validated 4 KiB copy (`read_into`), for comparison with
@@ -47,25 +47,12 @@ fn pages() -> u64 {
 /// Keys drawn per thread, cycled (a power of two).
 const KEYS: usize = 1 << 20;
 
-/// The byte offset in its page that key `page` reads: an aligned word
-/// picked by a hash of the key (splitmix64's finaliser), the same for
-/// every row, the kernel's included, as `pcache bench hitpath` picks it.
-/// Real keys spread over their pages; had every key read offset 0, every
-/// word's line would fall in one L1 set (8 ways), and a schedule that
-/// prefetches more than 8 words ahead would lose its lines before their
-/// loads (BENCHMARKS.md, "Mapped access, session 12").
-fn word_offset(page: u64) -> u64 {
-    let mut z = page;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    ((z ^ (z >> 31)) >> 55) * 8
-}
-
 /// Each key's byte position in the mapping: its page's start plus
-/// `word_offset`. Every row reads these (the single accesses split them
+/// `Mapping::bench_word_offset` (a hashed word of the page, as hitpath
+/// reads: keys spread over their pages, not all in one L1 set). Every row reads these (the single accesses split them
 /// into page and offset), so none pays for the hash in its loop.
 fn positions(keys: &[u64]) -> Vec<u64> {
-    keys.iter().map(|&p| p * 4096 + word_offset(p)).collect()
+    keys.iter().map(|&p| p * 4096 + Mapping::bench_word_offset(p)).collect()
 }
 
 /// Zipf(s) ranks over `n` keys by inverse CDF, scrambled by an odd

@@ -8,7 +8,7 @@ use std::os::unix::fs::FileExt;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use pcache::{Config, File, LruPolicy, OpenOptions, PageCache, Tunables, VmStat};
+use pcache::{Config, File, LruPolicy, Mapping, OpenOptions, PageCache, Tunables, VmStat};
 use rand::rngs::StdRng;
 use rand::{RngCore, SeedableRng};
 
@@ -321,25 +321,12 @@ impl Rows<'_> {
 /// Keys per `load_u64_many` call in the `mapped_batch` row.
 pub const BATCH_KEYS: usize = 64;
 
-/// The byte offset in its page that key `page` reads in the mapped rows,
-/// the kernel's and the PageRef's: an aligned word picked by a hash of the
-/// key (splitmix64's finaliser), as benches/mapped.rs picks it. Real keys
-/// spread over their pages; had every key read offset 0 (as before session
-/// 12), every word's line would fall in one L1 set (8 ways), and the
-/// batched access, which prefetches words well ahead of their loads, would
-/// lose its lines before the loads (BENCHMARKS.md, "Mapped access, session
-/// 12").
-fn word_offset(page: u64) -> u64 {
-    let mut z = page;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    ((z ^ (z >> 31)) >> 55) * 8
-}
-
-/// Each key's byte position: its page's start plus `word_offset`,
-/// computed before the timing so no row pays for the hash in its loop.
+/// Each key's byte position: its page's start plus a hashed aligned word
+/// of it, as benches/mapped.rs reads (`Mapping::bench_word_offset`: keys
+/// spread over their pages, not all in one L1 set), computed before the
+/// timing so no row pays for the hash in its loop.
 fn positions(keys: &[u64]) -> Vec<u64> {
-    keys.iter().map(|&k| k * PAGE as u64 + word_offset(k)).collect()
+    keys.iter().map(|&k| k * PAGE as u64 + Mapping::bench_word_offset(k)).collect()
 }
 
 /// A cache holding every page of the memory-backed file `name`, the
@@ -615,7 +602,7 @@ mod tests {
 
     #[test]
     fn word_offsets_spread_over_the_page() {
-        let offsets: Vec<u64> = (0..4096).map(word_offset).collect();
+        let offsets: Vec<u64> = (0..4096).map(Mapping::bench_word_offset).collect();
         assert!(offsets.iter().all(|&o| o % 8 == 0 && o + 8 <= PAGE as u64));
         // The words' lines fall in every one of the L1's 64 sets, about
         // evenly (4096 keys, 64 a set on average), not all in one.
@@ -624,7 +611,10 @@ mod tests {
             sets[(o / 64) as usize] += 1;
         }
         assert!(sets.iter().all(|&n| (32..=96).contains(&n)), "{sets:?}");
-        assert_eq!(positions(&[0, 3]), vec![word_offset(0), 3 * PAGE as u64 + word_offset(3)]);
+        assert_eq!(
+            positions(&[0, 3]),
+            vec![Mapping::bench_word_offset(0), 3 * PAGE as u64 + Mapping::bench_word_offset(3)]
+        );
     }
 
     #[test]

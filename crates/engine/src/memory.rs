@@ -191,10 +191,10 @@ pub(crate) const LOAD_BATCH: usize = crate::hazard::BATCH_PINS;
 const WORD_AHEAD: usize = 8;
 
 /// How many chunks ahead of its access `pte_load_many` prefetches a key's
-/// entry and young byte: four chunks before the entry's load, as in
-/// sessions 8 to 11 (two); prefetched only as it was loaded, as at 8,
-/// a long call measured slower (BENCHMARKS.md, "Mapped access, session
-/// 12").
+/// entry and young byte: four chunks before the entry's load (two in
+/// sessions 8 to 11). Prefetched no earlier than loaded (12 = 8 here),
+/// calls of 512 keys measured some 1.5x slower (BENCHMARKS.md, "Mapped
+/// access, session 12").
 const PTE_AHEAD: usize = WORD_AHEAD + 4;
 
 /// What `pte_load_many` reads a page table and its frames through: the

@@ -3,7 +3,8 @@
 //! byte), one 8-byte load through the guard (`MappedPage::load_u64`), and
 //! the guard's drop (unpin), on Zipf(0.99) keys scrambled over 16 Ki
 //! mapped pages (64 MiB), as benches/hit.rs and `pcache bench hitpath`
-//! draw them. From 1 thread and from 2 threads at once: each "iteration"
+//! draw them, each key reading the word at a hashed offset of its page
+//! (`Mapping::bench_word_offset`, as hitpath). From 1 thread and from 2 threads at once: each "iteration"
 //! of the 2-thread row is one access on each thread, so the throughput
 //! ratio of 2 threads to 1 is `2 * t(1 thread) / t(2 threads)`. Then the
 //! same with a validated 4 KiB copy (`read_into`), for comparison with
@@ -46,6 +47,14 @@ fn pages() -> u64 {
 /// Keys drawn per thread, cycled (a power of two).
 const KEYS: usize = 1 << 20;
 
+/// Each key's byte position in the mapping: its page's start plus
+/// `Mapping::bench_word_offset` (a hashed word of the page, as hitpath
+/// reads: keys spread over their pages, not all in one L1 set). Every row reads these (the single accesses split them
+/// into page and offset), so none pays for the hash in its loop.
+fn positions(keys: &[u64]) -> Vec<u64> {
+    keys.iter().map(|&p| p * 4096 + Mapping::bench_word_offset(p)).collect()
+}
+
 /// Zipf(s) ranks over `n` keys by inverse CDF, scrambled by an odd
 /// multiplier modulo the power of two `n` (a permutation), so hot keys are
 /// spread over the mapping rather than clustered at its start.
@@ -84,7 +93,8 @@ fn mapped_cache(pages: u64) -> (PageCache, pcache::File, Mapping) {
 }
 
 /// The kernel's mapped page cache: a memfd of `pages` pages, mapped
-/// shared and populated, each page's first word written once.
+/// shared and populated, each page's first word written once (the pages
+/// `MAP_POPULATE` mapped; the words read are zero or that one).
 struct KernelMap {
     ptr: *mut u64,
     len: usize,
@@ -124,11 +134,13 @@ impl KernelMap {
         KernelMap { ptr, len }
     }
 
+    /// The aligned word at byte `pos` (a `positions` entry).
     #[inline]
-    fn load(&self, page: u64) -> u64 {
-        let word = page as usize * 512;
+    fn load(&self, pos: u64) -> u64 {
+        let word = pos as usize / 8;
         assert!(word * 8 < self.len, "in the mapping");
-        // SAFETY: in bounds (checked), aligned, never written after `new`.
+        // SAFETY: in bounds (checked), aligned (a word index), never
+        // written after `new`.
         unsafe { self.ptr.add(word).read() }
     }
 }
@@ -164,23 +176,24 @@ fn run<M: Sync>(m: &M, keys: &[Vec<u64>], threads: usize, iters: u64, body: fn(&
     })
 }
 
+/// The word at byte position `pos` through a guard.
 #[inline(always)]
-fn load_word(m: &Mapping, key: u64) -> u64 {
-    let p = m.page(key).expect("mapped");
-    p.load_u64(0).expect("word")
+fn load_word(m: &Mapping, pos: u64) -> u64 {
+    let p = m.page(pos >> 12).expect("mapped");
+    p.load_u64(pos as usize & 4095).expect("word")
 }
 
 /// The same access without a guard: `Mapping::load_u64`.
 #[inline(always)]
-fn load_word_direct(m: &Mapping, key: u64) -> u64 {
-    m.load_u64(key, 0).expect("mapped")
+fn load_word_direct(m: &Mapping, pos: u64) -> u64 {
+    m.load_u64(pos >> 12, pos as usize & 4095).expect("mapped")
 }
 
-fn copy_page(m: &Mapping, key: u64) -> u64 {
+fn copy_page(m: &Mapping, pos: u64) -> u64 {
     let mut buf = [0u8; 4096];
-    let p = m.page(key).expect("mapped");
+    let p = m.page(pos >> 12).expect("mapped");
     p.read_into(0, &mut buf).expect("in the page");
-    buf[key as usize & 4095] as u64
+    buf[pos as usize & 4095] as u64
 }
 
 /// The calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID).
@@ -269,7 +282,7 @@ fn kernel_load(k: &KernelMap, key: u64) -> u64 {
 fn mapped(c: &mut Criterion) {
     let pages = pages();
     let (_cache, _f, m) = mapped_cache(pages);
-    let keys: Vec<Vec<u64>> = (0..2).map(|t| zipf_keys(pages, 0.99, KEYS, 11 + t)).collect();
+    let keys: Vec<Vec<u64>> = (0..2).map(|t| positions(&zipf_keys(pages, 0.99, KEYS, 11 + t))).collect();
     let mut g = c.benchmark_group("mapped_hit");
     let rows = [
         ("load_u64", load_word as fn(&Mapping, u64) -> u64),
@@ -298,9 +311,10 @@ fn best_of_rounds(_c: &mut Criterion) {
     let pages = pages();
     let (_cache, _f, m) = mapped_cache(pages);
     let k = KernelMap::new(pages);
-    let keys: Vec<Vec<u64>> = (0..2).map(|t| zipf_keys(pages, 0.99, KEYS, 11 + t)).collect();
+    // Byte positions (`positions`), for every row.
+    let keys: Vec<Vec<u64>> = (0..2).map(|t| positions(&zipf_keys(pages, 0.99, KEYS, 11 + t))).collect();
     let ns = |d: Duration, threads: usize| d.as_nanos() as f64 / (threads * KEYS) as f64;
-    let pos: Vec<Vec<u64>> = keys.iter().map(|k| k.iter().map(|&p| p * 4096).collect()).collect();
+    let pos = &keys;
     let (mut one, mut two, mut direct, mut direct2, mut kernel) = (vec![], vec![], vec![], vec![], vec![]);
     let (mut many, mut many2) = (vec![], vec![]);
     // The floor and one step left out at a time (`run_cpu_steps`).
@@ -314,12 +328,12 @@ fn best_of_rounds(_c: &mut Criterion) {
         // into its loop as a caller's would be (the criterion rows call
         // through a function pointer).
         kernel.push(ns(run_cpu(&k, &keys, 1, KEYS as u64, kernel_load), 1));
-        many.push(ns(run_cpu_many(&m, &pos, 1, KEYS as u64), 1));
-        many2.push(ns(run_cpu_many(&m, &pos, 2, KEYS as u64), 2));
-        floor.push(ns(run_cpu_steps::<0>(&m, &pos, 1, KEYS as u64), 1));
-        no_young.push(ns(run_cpu_steps::<{ LoadSteps::ALL & !LoadSteps::YOUNG }>(&m, &pos, 1, KEYS as u64), 1));
-        no_recheck.push(ns(run_cpu_steps::<{ LoadSteps::ALL & !LoadSteps::RECHECK }>(&m, &pos, 1, KEYS as u64), 1));
-        no_announce.push(ns(run_cpu_steps::<{ LoadSteps::ALL & !LoadSteps::ANNOUNCE }>(&m, &pos, 1, KEYS as u64), 1));
+        many.push(ns(run_cpu_many(&m, pos, 1, KEYS as u64), 1));
+        many2.push(ns(run_cpu_many(&m, pos, 2, KEYS as u64), 2));
+        floor.push(ns(run_cpu_steps::<0>(&m, pos, 1, KEYS as u64), 1));
+        no_young.push(ns(run_cpu_steps::<{ LoadSteps::ALL & !LoadSteps::YOUNG }>(&m, pos, 1, KEYS as u64), 1));
+        no_recheck.push(ns(run_cpu_steps::<{ LoadSteps::ALL & !LoadSteps::RECHECK }>(&m, pos, 1, KEYS as u64), 1));
+        no_announce.push(ns(run_cpu_steps::<{ LoadSteps::ALL & !LoadSteps::ANNOUNCE }>(&m, pos, 1, KEYS as u64), 1));
         if only_many {
             continue;
         }

@@ -294,7 +294,9 @@ impl PteView for LoomView {
 }
 
 // Goal (memory.rs, `pte_load_many`, which `Mapping::load_u64_many` runs):
-// the pipelined batch protocol (entries loaded two chunks ahead, a chunk's
+// the pipelined batch protocol (entries loaded `WORD_AHEAD` chunks ahead,
+// since session 12 further than this call's keys reach, so all of them
+// before the first announcement; a chunk's
 // frames announced over the last chunk's announcements behind one
 // barrier, each re-checked and read, the slots cleared only at the end or
 // before the slow path) never reads a reused frame while a remover clears
@@ -302,8 +304,8 @@ impl PteView for LoomView {
 // slot 0 (frame 5), then slot 1 twice, so the second chunk's
 // announcement of frame 6 replaces the one of frame 5 in batch slot 0;
 // and `clear_second` has the remover clear slot 1 instead, whose entry
-// was loaded before the first chunk's announcements (two chunks ahead of
-// its own; the second chunk is partial, so both of `pte_load_many`'s
+// was loaded before the first chunk's announcements (a chunk ahead of
+// its own or more; the second chunk is partial, so both of `pte_load_many`'s
 // loops over a chunk's words run). Every word read is the
 // frame its slot maps or went to the slow path, and the cleared entry
 // never comes back.

@@ -180,13 +180,22 @@ pub(crate) fn pte_access_transient<R>(
 /// batch hazard slots.
 pub(crate) const LOAD_BATCH: usize = crate::hazard::BATCH_PINS;
 
+/// How many chunks ahead of its access `pte_load_many` loads a key's entry
+/// (and prefetches its word's line through it): 8 chunks, 64 keys, since
+/// session 12 (2 before). With keys spread over their pages, the words'
+/// lines no longer evict each other from one L1 set, and the further
+/// ahead the better up to a whole call of 64 keys, where the loop's first
+/// chunk starts every entry load and word prefetch of the call at once
+/// (BENCHMARKS.md, "Mapped access, session 12": 4 and 6 chunks measured
+/// between 2 and 8).
+const WORD_AHEAD: usize = 8;
+
 /// How many chunks ahead of its access `pte_load_many` prefetches a key's
-/// entry and young byte. The entry itself is loaded two chunks ahead (and
-/// the word's line prefetched through it), so by then it has had this
-/// many chunks less two to arrive: two chunks, as in sessions 8 to 10,
-/// where entries were loaded one chunk ahead and prefetched three
-/// (BENCHMARKS.md, "Mapped access, session 8" and "session 11").
-const PTE_AHEAD: usize = 4;
+/// entry and young byte: four chunks before the entry's load (two in
+/// sessions 8 to 11). Prefetched no earlier than loaded (12 = 8 here),
+/// calls of 512 keys measured some 1.5x slower (BENCHMARKS.md, "Mapped
+/// access, session 12").
+const PTE_AHEAD: usize = WORD_AHEAD + 4;
 
 /// What `pte_load_many` reads a page table and its frames through: the
 /// mapping's `FastPath`, or loom_tests.rs's `PageTable`.
@@ -359,7 +368,7 @@ unsafe fn read_pinned<V: PteView, const STEPS: u8>(view: &V, k: u64, e: Pte) -> 
 ///
 /// ```text
 ///   key i + PTE_AHEAD*LOAD_BATCH   prefetch its entry and young byte
-///   key i + 2*LOAD_BATCH           check it, load its entry, prefetch its word
+///   key i + WORD_AHEAD*LOAD_BATCH  check it, load its entry, prefetch its word
 ///   key i                          announce its frame (batch slot)
 ///   -- barrier, once per chunk --
 ///   key i                          re-load the entry (unchanged, else slow),
@@ -368,13 +377,14 @@ unsafe fn read_pinned<V: PteView, const STEPS: u8>(view: &V, k: u64, e: Pte) -> 
 ///
 /// Each entry is loaded once before the re-check, and the chunk's slots are
 /// announced over the last chunk's without clearing in between
-/// (`BatchPins`). The word's line is prefetched two chunks (16 keys)
-/// before its load: one chunk, some 250 ns at 4 GiB, was under a miss
-/// (session 11 measured two a little faster). What crosses from one chunk
-/// to the next is only the 16 entries of the next two chunks (a key is split into page and offset where it is used, by a
-/// shift and a mask that the page size known at compile time makes
-/// immediates): a chunk's state fits in registers, where a struct per key
-/// spilled to the stack. A key not read this way (not present, changed,
+/// (`BatchPins`). The word's line is prefetched `WORD_AHEAD` chunks (64
+/// keys) before its load, so in a call of up to 64 keys every entry load
+/// and word prefetch is started before the first announcement; the loop
+/// stops looking ahead at the end of `pos`. What crosses from one chunk
+/// to the next is only the entries loaded ahead, in a ring of
+/// `WORD_AHEAD` chunks (a key is split into page and offset where it is
+/// used, by a shift and a mask that the page size known at compile time
+/// makes immediates). A key not read this way (not present, changed,
 /// invalid) goes to `slow`, after the slots are cleared, which faults or
 /// returns the error; the first error stops the call. Sound as
 /// `pte_access_transient` is: each frame is read after its announcement,
@@ -435,31 +445,41 @@ pub(crate) unsafe fn pte_load_many<V: PteView, const STEPS: u8>(
             view.prefetch_young(k >> shift);
         }
     }
-    let (first, second) = (chunk_keys(pos, 0), chunk_keys(pos, LOAD_BATCH));
-    let mut next: [Pte; LOAD_BATCH] = [0; LOAD_BATCH];
-    let mut next2: [Pte; LOAD_BATCH] = [0; LOAD_BATCH];
-    for j in 0..LOAD_BATCH {
-        next[j] = load_ahead(view, first[j]);
-        next2[j] = load_ahead(view, second[j]);
+    // Chunk c's entries in ring[c % WORD_AHEAD], from their load (and
+    // their words' prefetch) until their announcement WORD_AHEAD chunks
+    // later.
+    let mut ring: [[Pte; LOAD_BATCH]; WORD_AHEAD] = [[0; LOAD_BATCH]; WORD_AHEAD];
+    for (c, r) in ring.iter_mut().enumerate().take(pos.len().div_ceil(LOAD_BATCH)) {
+        let keys = chunk_keys(pos, c * LOAD_BATCH);
+        for j in 0..LOAD_BATCH {
+            r[j] = load_ahead(view, keys[j]);
+        }
     }
     for (c, out) in out.chunks_mut(LOAD_BATCH).enumerate() {
         let base = c * LOAD_BATCH;
-        let cur = next;
-        next = next2;
-        let far = chunk_keys(pos, base + PTE_AHEAD * LOAD_BATCH);
-        let ahead = chunk_keys(pos, base + 2 * LOAD_BATCH);
-        for j in 0..LOAD_BATCH {
-            view.prefetch_pte(far[j] >> shift);
-            if young_on {
-                view.prefetch_young(far[j] >> shift);
+        let cur = ring[c % WORD_AHEAD];
+        // The look-ahead stops at the end of `pos` (a chunk at a time): a
+        // padded chunk would cost hints at wild addresses, in a call of
+        // 64 keys most of the loop.
+        if base + PTE_AHEAD * LOAD_BATCH < pos.len() {
+            let far = chunk_keys(pos, base + PTE_AHEAD * LOAD_BATCH);
+            for k in far {
+                view.prefetch_pte(k >> shift);
+                if young_on {
+                    view.prefetch_young(k >> shift);
+                }
             }
-            next2[j] = load_ahead(view, ahead[j]);
-            let e = cur[j];
-            if announce_on {
-                pins.announce(j, if e & PTE_PRESENT != 0 { e & PTE_PFN_MASK } else { NO_PFN });
+        }
+        if base + WORD_AHEAD * LOAD_BATCH < pos.len() {
+            let ahead = chunk_keys(pos, base + WORD_AHEAD * LOAD_BATCH);
+            for j in 0..LOAD_BATCH {
+                ring[c % WORD_AHEAD][j] = load_ahead(view, ahead[j]);
             }
         }
         if announce_on {
+            for (j, &e) in cur.iter().enumerate() {
+                pins.announce(j, if e & PTE_PRESENT != 0 { e & PTE_PFN_MASK } else { NO_PFN });
+            }
             pins.barrier();
         }
         let keys = chunk_keys(pos, base);

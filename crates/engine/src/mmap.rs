@@ -714,8 +714,8 @@ impl Mapping {
     /// the mapping (a multiple of 8) into `out[j]`, as
     /// [`Mapping::load_u64`] of its page and offset would load it. Present
     /// pages are taken `LOAD_BATCH` at a time, software-pipelined: entries
-    /// prefetched four chunks ahead, loaded (and their words prefetched)
-    /// two chunks ahead, then a chunk's frames announced behind one barrier,
+    /// prefetched twelve chunks ahead, loaded (and their words prefetched)
+    /// eight chunks (64 keys) ahead, then a chunk's frames announced behind one barrier,
     /// each re-checked and read (memory.rs, `pte_load_many`), so the cache
     /// misses of many accesses overlap where separate accesses would wait
     /// for each in turn (on a mapping larger than the CPU's caches,
@@ -756,6 +756,23 @@ impl Mapping {
         }
         // SAFETY: as above.
         unsafe { crate::memory::pte_load_many::<_, STEPS>(f, hazards, row, pos, out, slow) }
+    }
+
+    /// For benchmarks (benches/mapped.rs, `pcache bench hitpath`): the
+    /// byte offset in its page that key `page` reads, an aligned word of a
+    /// 4 KiB page picked by a hash of the key (splitmix64's finaliser), the
+    /// same in both benchmarks and for every row, the kernel's included.
+    /// Real keys spread over their pages; had every key read offset 0 (as
+    /// before session 12), every word's line would fall in one L1 set (8
+    /// ways), and a schedule that prefetches more than 8 words ahead would
+    /// lose its lines before their loads (BENCHMARKS.md, "Mapped access,
+    /// session 12").
+    #[doc(hidden)]
+    pub fn bench_word_offset(page: u64) -> u64 {
+        let mut z = page;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) >> 55) * 8
     }
 
     /// `load_u64` through a guard: a fault, or an offset to refuse.

@@ -46,12 +46,14 @@ impl KernelMapping {
         Ok(KernelMapping { ptr, len, _map: map, _memfd: memfd })
     }
 
-    /// The first word of page `page`: a load through the MMU.
+    /// The word at byte `pos` (a multiple of 8): a load through the MMU.
     #[inline]
-    pub(super) fn load(&self, page: u64) -> Option<u64> {
-        let off = (page as usize).checked_mul(PAGE).filter(|&o| o + 8 <= self.len)?;
-        // SAFETY: in bounds (checked), page aligned, initialised by `new`,
-        // and never written after it: no data race.
+    pub(super) fn load(&self, pos: u64) -> Option<u64> {
+        let off = usize::try_from(pos).ok().filter(|&o| o % 8 == 0 && o < self.len)?;
+        // SAFETY: in bounds (checked: `len` is a multiple of the page size,
+        // so an aligned word that starts inside ends inside), aligned,
+        // initialised by `new` (populated, zero but each page's first
+        // word), and never written after it: no data race.
         Some(unsafe { self.ptr.add(off).cast::<u64>().read() })
     }
 }

@@ -99,10 +99,17 @@ pub struct HitRun {
     #[serde(default = "find_page_access")]
     pub access: String,
     pub threads: usize,
-    /// Median over rounds of the ns per op each thread saw (its elapsed
-    /// time over its ops, averaged over the threads).
+    /// Median over rounds of the ns per op each thread saw (its CPU time
+    /// over its ops, averaged over the threads; before session 12, its
+    /// elapsed time).
     pub ns_per_op: f64,
-    /// Median over rounds of the total throughput, million ops per second.
+    /// The best round's ns per op: on a shared machine, the closest to the
+    /// path's own cost. 0 in results from before session 12.
+    #[serde(default)]
+    pub best_ns_per_op: f64,
+    /// Median over rounds of the total throughput, million ops per second
+    /// (per thread, ops over CPU time, summed: the throughput were each
+    /// thread on a CPU of its own).
     pub mops: f64,
     pub rounds_ns_per_op: Vec<f64>,
     pub rounds_mops: Vec<f64>,

@@ -8,7 +8,7 @@ use std::os::unix::fs::FileExt;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use pcache::{Config, File, LruPolicy, OpenOptions, PageCache, Tunables, VmStat};
+use pcache::{Config, File, LruPolicy, Mapping, OpenOptions, PageCache, Tunables, VmStat};
 use rand::rngs::StdRng;
 use rand::{RngCore, SeedableRng};
 
@@ -18,6 +18,7 @@ use super::{Aligned, HitRun, Hitpath, HitpathOpts, HitpathResult, PhaseSecs, Rea
 use crate::experiment::{ExpOpts, Experiment, MainJob, Outcome, ParamDoc};
 use crate::progress::{Phase, Progress};
 use crate::stats;
+use crate::sys::thread_cpu_s;
 use crate::zipf::{uniform_page_offsets, ZipfKeys};
 use crate::{Error, Result};
 
@@ -216,13 +217,16 @@ struct HitPhase {
     hit: f64,
 }
 
-/// One timed run of `keys.len()` threads, each with its own key stream;
-/// thread `t` does `access(t, key)` per key, which says whether it hit.
-/// Returns (mean ns/op per thread, total Mops/s).
-fn hit_round<F>(keys: &[Vec<u64>], access: &F) -> Result<(f64, f64)>
-where
-    F: Fn(usize, u64) -> Result<bool> + Sync,
-{
+/// A row's access: thread `t` does `access(t, key)` per key, which says
+/// whether it hit.
+type Access<'a> = &'a (dyn Fn(usize, u64) -> Result<bool> + Sync);
+
+/// One timed run of `keys.len()` threads, each with its own key stream,
+/// each timed by its own CPU time (CLOCK_THREAD_CPUTIME_ID): on a shared
+/// machine the time a thread waits for a CPU is not the access's cost,
+/// and wall time counts it. Returns (mean ns/op per thread, total Mops/s
+/// were each thread on a CPU of its own).
+fn hit_round(keys: &[Vec<u64>], access: Access<'_>) -> Result<(f64, f64)> {
     let barrier = Barrier::new(keys.len());
     let results: Vec<Result<(Duration, u64)>> = std::thread::scope(|s| {
         let joins: Vec<_> = keys
@@ -232,14 +236,16 @@ where
                 let barrier = &barrier;
                 s.spawn(move || -> Result<(Duration, u64)> {
                     barrier.wait();
-                    let t0 = Instant::now();
+                    let t0 = thread_cpu_s();
                     let mut misses = 0u64;
                     for &k in keys {
                         if !access(t, k)? {
                             misses += 1;
                         }
                     }
-                    Ok((t0.elapsed(), misses))
+                    let cpu = Duration::try_from_secs_f64(thread_cpu_s() - t0)
+                        .map_err(|_| Error::Check("hit path: this thread's CPU time is not known".into()))?;
+                    Ok((cpu, misses))
                 })
             })
             .collect();
@@ -262,6 +268,15 @@ where
     Ok((ns / keys.len() as f64, mops))
 }
 
+/// One row of the hit path: `access` on `keys.len()` threads, each call
+/// `per_call` ops (the row's figures are per op).
+struct Row<'a> {
+    name: &'a str,
+    keys: &'a [Vec<u64>],
+    per_call: usize,
+    access: Access<'a>,
+}
+
 /// The hit path's rows as they are timed, each `rounds` timed runs.
 struct Rows<'a> {
     rounds: usize,
@@ -270,50 +285,49 @@ struct Rows<'a> {
 }
 
 impl Rows<'_> {
-    /// Time `access` on `keys.len()` threads as the row `name`; each call
-    /// does `per_call` ops, and the row's figures are per op.
-    fn time<F>(&mut self, name: &str, keys: &[Vec<u64>], per_call: usize, access: &F) -> Result<()>
-    where
-        F: Fn(usize, u64) -> Result<bool> + Sync,
-    {
-        let (mut ns, mut mops) = (Vec::new(), Vec::new());
+    /// Time `set`'s rows, alternated round by round (every row's first
+    /// round, then every row's second, ...), so that load which comes and
+    /// goes on the machine falls on all rows alike rather than on whichever
+    /// row was running; each row's figures the median (and best) of its
+    /// rounds.
+    fn alternate(&mut self, set: &[Row<'_>]) -> Result<()> {
+        let mut ns = vec![Vec::with_capacity(self.rounds); set.len()];
+        let mut mops = ns.clone();
         for r in 0..self.rounds {
-            self.phase.set_message(format!("{name}, {} thr, round {}", keys.len(), r + 1));
-            let (n, m) = hit_round(keys, access)?;
-            ns.push(n / per_call as f64);
-            mops.push(m * per_call as f64);
-            self.phase.inc(1);
+            for (i, row) in set.iter().enumerate() {
+                let threads = row.keys.len();
+                self.phase.set_message(format!("round {}: {}, {threads} thr", r + 1, row.name));
+                let (n, m) = hit_round(row.keys, row.access)?;
+                ns[i].push(n / row.per_call as f64);
+                mops[i].push(m * row.per_call as f64);
+                self.phase.inc(1);
+            }
         }
-        self.runs.push(HitRun {
-            access: name.into(),
-            threads: keys.len(),
-            ns_per_op: stats::median(&ns),
-            mops: stats::median(&mops),
-            rounds_ns_per_op: ns,
-            rounds_mops: mops,
-        });
+        for ((row, ns), mops) in set.iter().zip(ns).zip(mops) {
+            self.runs.push(HitRun {
+                access: row.name.into(),
+                threads: row.keys.len(),
+                ns_per_op: stats::median(&ns),
+                best_ns_per_op: ns.iter().copied().fold(f64::INFINITY, f64::min),
+                mops: stats::median(&mops),
+                rounds_ns_per_op: ns,
+                rounds_mops: mops,
+            });
+        }
         Ok(())
-    }
-
-    /// The `mapped_batch` row: each thread's keys handed to
-    /// `Mapping::load_u64_many` [`BATCH_KEYS`] at a time (a trailing
-    /// partial batch left out), timed per call and reported per key.
-    fn batch(&mut self, map: &pcache::Mapping, keys: &[Vec<u64>]) -> Result<()> {
-        let pos: Vec<Vec<u64>> = keys.iter().map(|ks| ks.iter().map(|&k| k * PAGE as u64).collect()).collect();
-        let calls: Vec<Vec<u64>> = pos.iter().map(|p| (0..(p.len() / BATCH_KEYS) as u64).collect()).collect();
-        let batch = |t: usize, c: u64| -> Result<bool> {
-            let at = c as usize * BATCH_KEYS;
-            let mut words = [0u64; BATCH_KEYS];
-            map.load_u64_many(&pos[t][at..at + BATCH_KEYS], &mut words)?;
-            black_box(&words);
-            Ok(true)
-        };
-        self.time("mapped_batch", &calls, BATCH_KEYS, &batch)
     }
 }
 
 /// Keys per `load_u64_many` call in the `mapped_batch` row.
 pub const BATCH_KEYS: usize = 64;
+
+/// Each key's byte position: its page's start plus a hashed aligned word
+/// of it, as benches/mapped.rs reads (`Mapping::bench_word_offset`: keys
+/// spread over their pages, not all in one L1 set), computed before the
+/// timing so no row pays for the hash in its loop.
+fn positions(keys: &[u64]) -> Vec<u64> {
+    keys.iter().map(|&k| k * PAGE as u64 + Mapping::bench_word_offset(k)).collect()
+}
 
 /// A cache holding every page of the memory-backed file `name`, the
 /// per-CPU batches drained; and its vmstat before.
@@ -371,64 +385,83 @@ fn hit_phase(opts: &HitpathOpts, progress: &Progress) -> Result<HitPhase> {
     let vm1 = cache.vmstat();
 
     // Rows: find_page for every thread count; the mapped access for 1 and
-    // 2 threads; the PageRef read and the PageMut write for 1 thread.
+    // 2 threads; the kernel's mapping, the PageRef read and the PageMut
+    // write for 1 thread. The mapped rows, the kernel's and the PageRef
+    // read each key's word at its position (`positions`).
     let mapped_threads: Vec<usize> = opts.threads.iter().copied().filter(|&k| k <= 2).collect();
-    let nrows = 2 * opts.threads.len() + 3 * mapped_threads.len() + 3 * opts.threads.contains(&1) as usize;
+    let one = opts.threads.contains(&1);
+    let nrows = 2 * opts.threads.len() + 3 * mapped_threads.len() + 3 * one as usize;
     let phase = progress.phase("hit path: lookups", (nrows * opts.rounds) as u64);
     let mut rows = Rows { rounds: opts.rounds, phase: &phase, runs: Vec::new() };
     let map = file.map(0, pages * PAGE as u64, pcache::MapFlags::READ)?;
-    for &k in &opts.threads {
-        let keys = &streams[..k];
-        with_handles(&file, k, |handles| {
-            rows.time("find_page", keys, 1, &|t, key| find_hit(&handles[t], key))?;
+    if !mapped_threads.is_empty() {
+        // Faulted in here, so every entry is present when timed.
+        for i in 0..pages {
+            drop(map.page(i)?);
+        }
+    }
+    let kmap = if one { Some(KernelMapping::new(pages as usize * PAGE)?) } else { None };
+    let pos: Vec<Vec<u64>> = streams[..max_threads.min(2)].iter().map(|ks| positions(ks)).collect();
+    // The batched row's calls: each thread's positions BATCH_KEYS at a
+    // time (a trailing partial batch left out), timed per call.
+    let calls: Vec<Vec<u64>> = pos.iter().map(|p| (0..(p.len() / BATCH_KEYS) as u64).collect()).collect();
+    // Writes dirty pages, so fewer of them: the throttle and the flusher's
+    // writeback to memory are part of what a write costs.
+    let few: Vec<Vec<u64>> = pos.iter().take(1).map(|p| p[..p.len().div_ceil(8)].to_vec()).collect();
+    with_handles(&file, max_threads, |handles| {
+        let find = |t: usize, key: u64| find_hit(&handles[t], key);
+        let mapped = |_t: usize, pos: u64| -> Result<bool> {
+            black_box(map.page(pos / PAGE as u64)?.load_u64(pos as usize % PAGE)?);
+            Ok(true)
+        };
+        let mapped_load = |_t: usize, pos: u64| -> Result<bool> {
+            black_box(map.load_u64(pos / PAGE as u64, pos as usize % PAGE)?);
+            Ok(true)
+        };
+        let batch = |t: usize, c: u64| -> Result<bool> {
+            let at = c as usize * BATCH_KEYS;
+            let mut words = [0u64; BATCH_KEYS];
+            map.load_u64_many(&pos[t][at..at + BATCH_KEYS], &mut words)?;
+            black_box(&words);
+            Ok(true)
+        };
+        let kernel = |_t: usize, pos: u64| -> Result<bool> {
+            Ok(kmap.as_ref().and_then(|k| k.load(pos)).map(black_box).is_some())
+        };
+        let pageref = |t: usize, pos: u64| -> Result<bool> {
+            let Some(p) = handles[t].find_page(pos / PAGE as u64)? else { return Ok(false) };
+            let mut word = [0u8; 8];
+            p.read_into(pos as usize % PAGE, &mut word)?;
+            black_box(word);
+            Ok(true)
+        };
+        let pagemut = |t: usize, pos: u64| -> Result<bool> {
+            handles[t].get_page_mut(pos / PAGE as u64)?.write(pos as usize % PAGE, &pos.to_le_bytes())?;
+            Ok(true)
+        };
+        let row = |name, keys, per_call, access| Row { name, keys, per_call, access };
+        let mut set = Vec::with_capacity(nrows);
+        for &k in &opts.threads {
+            set.push(row("find_page", &streams[..k], 1, &find));
             if k <= 2 {
-                // Faulted in here, so every entry is present when timed.
-                if k == 1 {
-                    for i in 0..pages {
-                        drop(map.page(i)?);
-                    }
-                }
-                let mapped = |_t: usize, key: u64| -> Result<bool> {
-                    black_box(map.page(key)?.load_u64(0)?);
-                    Ok(true)
-                };
-                rows.time("mapped", keys, 1, &mapped)?;
-                let mapped_load = |_t: usize, key: u64| -> Result<bool> {
-                    black_box(map.load_u64(key, 0)?);
-                    Ok(true)
-                };
-                rows.time("mapped_load", keys, 1, &mapped_load)?;
-                rows.batch(&map, keys)?;
-                if k == 1 {
-                    let kmap = KernelMapping::new(pages as usize * PAGE)?;
-                    let kernel = |_t: usize, key: u64| -> Result<bool> {
-                        black_box(kmap.load(key));
-                        Ok(true)
-                    };
-                    rows.time("kernel_mapped", keys, 1, &kernel)?;
-                }
+                set.push(row("mapped", &pos[..k], 1, &mapped));
+                set.push(row("mapped_load", &pos[..k], 1, &mapped_load));
+                set.push(row("mapped_batch", &calls[..k], BATCH_KEYS, &batch));
             }
             if k == 1 {
-                let pageref = |t: usize, key: u64| -> Result<bool> {
-                    let Some(p) = handles[t].find_page(key)? else { return Ok(false) };
-                    let mut word = [0u8; 8];
-                    p.read_into(0, &mut word)?;
-                    black_box(word);
-                    Ok(true)
-                };
-                rows.time("pageref", keys, 1, &pageref)?;
-                // Writes dirty pages, so fewer of them: the throttle and the
-                // flusher's writeback to memory are part of what a write costs.
-                let few: Vec<Vec<u64>> = vec![streams[0][..streams[0].len().div_ceil(8)].to_vec()];
-                let pagemut = |t: usize, key: u64| -> Result<bool> {
-                    handles[t].get_page_mut(key)?.write(8, &key.to_le_bytes())?;
-                    Ok(true)
-                };
-                rows.time("pagemut", &few, 1, &pagemut)?;
+                set.push(row("kernel_mapped", &pos[..1], 1, &kernel));
+                set.push(row("pageref", &pos[..1], 1, &pageref));
             }
-            Ok(())
-        })?;
-    }
+        }
+        if one {
+            // Last in each round: the flusher's writeback of the pages it
+            // dirtied runs on into the next round's first row, and into no
+            // other row.
+            set.push(row("pagemut", &few, 1, &pagemut));
+        }
+        rows.alternate(&set)
+    })?;
+    drop(kmap);
     drop(map);
     let vm2 = cache.vmstat();
     file.close()?;
@@ -449,11 +482,16 @@ fn mglru_rows(opts: &HitpathOpts, pages: u64, streams: &[Vec<u64>], rows: &mut R
     let tunables = Tunables { lru: LruPolicy::MultiGen, ..Tunables::default() };
     let (cache, file, _) = populated(tunables, "hitpath-mglru", pages, |_| {})?;
     let vm0 = cache.vmstat();
-    for &k in &opts.threads {
-        with_handles(&file, k, |handles| {
-            rows.time(MGLRU_ACCESS, &streams[..k], 1, &|t, key| find_hit(&handles[t], key))
-        })?;
-    }
+    let max_threads = opts.threads.iter().copied().max().unwrap_or(1);
+    with_handles(&file, max_threads, |handles| {
+        let find = |t: usize, key: u64| find_hit(&handles[t], key);
+        let set: Vec<Row<'_>> = opts
+            .threads
+            .iter()
+            .map(|&k| Row { name: MGLRU_ACCESS, keys: &streams[..k], per_call: 1, access: &find })
+            .collect();
+        rows.alternate(&set)
+    })?;
     let vm1 = cache.vmstat();
     file.close()?;
     drop(file);
@@ -561,6 +599,23 @@ impl Experiment for Hitpath {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn word_offsets_spread_over_the_page() {
+        let offsets: Vec<u64> = (0..4096).map(Mapping::bench_word_offset).collect();
+        assert!(offsets.iter().all(|&o| o % 8 == 0 && o + 8 <= PAGE as u64));
+        // The words' lines fall in every one of the L1's 64 sets, about
+        // evenly (4096 keys, 64 a set on average), not all in one.
+        let mut sets = [0u32; 64];
+        for &o in &offsets {
+            sets[(o / 64) as usize] += 1;
+        }
+        assert!(sets.iter().all(|&n| (32..=96).contains(&n)), "{sets:?}");
+        assert_eq!(
+            positions(&[0, 3]),
+            vec![Mapping::bench_word_offset(0), 3 * PAGE as u64 + Mapping::bench_word_offset(3)]
+        );
+    }
 
     #[test]
     fn aligned_and_nonzero() {

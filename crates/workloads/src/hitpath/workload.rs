@@ -390,7 +390,7 @@ fn hit_phase(opts: &HitpathOpts, progress: &Progress) -> Result<HitPhase> {
     // read each key's word at its position (`positions`).
     let mapped_threads: Vec<usize> = opts.threads.iter().copied().filter(|&k| k <= 2).collect();
     let one = opts.threads.contains(&1);
-    let nrows = 2 * opts.threads.len() + 3 * mapped_threads.len() + 3 * one as usize;
+    let nrows = 2 * opts.threads.len() + 3 * mapped_threads.len() + 4 * one as usize;
     let phase = progress.phase("hit path: lookups", (nrows * opts.rounds) as u64);
     let mut rows = Rows { rounds: opts.rounds, phase: &phase, runs: Vec::new() };
     let map = file.map(0, pages * PAGE as u64, pcache::MapFlags::READ)?;
@@ -428,6 +428,20 @@ fn hit_phase(opts: &HitpathOpts, progress: &Progress) -> Result<HitPhase> {
         let kernel = |_t: usize, pos: u64| -> Result<bool> {
             Ok(kmap.as_ref().and_then(|k| k.load(pos)).map(black_box).is_some())
         };
+        // The kernel's loads on the batched row's calls: the per-call cost
+        // (a `dyn Fn` call, a `Result`) paid per BATCH_KEYS keys on both
+        // sides, so `mapped_batch` against this row is the access alone.
+        let kernel_batch = |t: usize, c: u64| -> Result<bool> {
+            let at = c as usize * BATCH_KEYS;
+            let Some(k) = kmap.as_ref() else { return Ok(false) };
+            let mut words = [0u64; BATCH_KEYS];
+            for (w, &p) in words.iter_mut().zip(&pos[t][at..at + BATCH_KEYS]) {
+                let Some(x) = k.load(p) else { return Ok(false) };
+                *w = x;
+            }
+            black_box(&words);
+            Ok(true)
+        };
         let pageref = |t: usize, pos: u64| -> Result<bool> {
             let Some(p) = handles[t].find_page(pos / PAGE as u64)? else { return Ok(false) };
             let mut word = [0u8; 8];
@@ -450,6 +464,7 @@ fn hit_phase(opts: &HitpathOpts, progress: &Progress) -> Result<HitPhase> {
             }
             if k == 1 {
                 set.push(row("kernel_mapped", &pos[..1], 1, &kernel));
+                set.push(row("kernel_batch", &calls[..1], BATCH_KEYS, &kernel_batch));
                 set.push(row("pageref", &pos[..1], 1, &pageref));
             }
         }
@@ -532,6 +547,7 @@ pub fn run(opts: &HitpathOpts) -> Result<HitpathResult> {
         mapped_hit_ns_1thread: ns("mapped", 1),
         mapped_hit_ns_2threads: ns("mapped", 2),
         kernel_mapped_ns_1thread: ns("kernel_mapped", 1),
+        kernel_batch_ns_1thread: ns("kernel_batch", 1),
         mapped_over_kernel_ns: minus(ns("mapped", 1), ns("kernel_mapped", 1)),
         mapped_load_ns_1thread: ns("mapped_load", 1),
         mapped_load_ns_2threads: ns("mapped_load", 2),

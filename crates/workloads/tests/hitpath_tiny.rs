@@ -34,7 +34,6 @@ fn hitpath_tiny_json_has_every_key() {
         "mapped_load_ns_2threads",
         "mapped_batch_ns_1thread",
         "mapped_batch_ns_2threads",
-        "kernel_batch_ns_1thread",
     ] {
         let v = json.get(key).and_then(|v| v.as_f64()).unwrap_or_else(|| panic!("{key} missing or not a number"));
         assert!(v.is_finite() && v > 0.0, "{key} = {v}");
@@ -53,7 +52,7 @@ fn hitpath_tiny_json_has_every_key() {
     }
     assert_eq!(json["samples"]["pcache_read_ns"].as_array().map(Vec::len), Some(2));
     // Rows: find_page, find_page_mglru, mapped, mapped_load and mapped_batch for 1 and 2 threads,
-    // pageref, pagemut and the kernel's mapped access (one key a call and batched) for 1.
+    // pageref, pagemut and the kernel's mapped access for 1.
     let rows: Vec<(String, u64)> = json["hit"]
         .as_array()
         .unwrap()
@@ -72,13 +71,12 @@ fn hitpath_tiny_json_has_every_key() {
         ("pageref", 1),
         ("pagemut", 1),
         ("kernel_mapped", 1),
-        ("kernel_batch", 1),
         ("find_page_mglru", 1),
         ("find_page_mglru", 2),
     ] {
         assert!(rows.contains(&(access.to_string(), threads)), "no {access} row for {threads} threads: {rows:?}");
     }
-    assert_eq!(rows.len(), 14);
+    assert_eq!(rows.len(), 13);
     assert_eq!(json["targets"].as_array().map(Vec::len), Some(10));
     for t in json["targets"].as_array().unwrap() {
         let status = t["status"].as_str().unwrap();

@@ -95,8 +95,7 @@ pub struct HitRun {
     /// 8 bytes written, dropped: the page dirtied and throttled),
     /// `kernel_mapped` (an 8-byte load from the kernel's mapping of a
     /// memfd as large as the file), `mapped_batch` (`load_u64_many`; its
-    /// figures are per key), `kernel_batch` (the kernel's loads handed
-    /// over as `mapped_batch`'s are; per key).
+    /// figures are per key).
     #[serde(default = "find_page_access")]
     pub access: String,
     pub threads: usize,
@@ -188,10 +187,6 @@ pub struct HitpathResult {
     /// [`BATCH_KEYS`] at a time), ns per key.
     pub mapped_batch_ns_1thread: Option<f64>,
     pub mapped_batch_ns_2threads: Option<f64>,
-    /// The kernel's mapping read on `mapped_batch`'s calls (the same keys,
-    /// [`BATCH_KEYS`] a call), ns per key: the fair row to set beside it.
-    #[serde(default)]
-    pub kernel_batch_ns_1thread: Option<f64>,
     /// A write pin of a cached page, 8 bytes written, dropped, 1 thread.
     pub pagemut_write_ns_1thread: Option<f64>,
     /// find_page on a cache built with the multi-gen LRU (issue 15), 1

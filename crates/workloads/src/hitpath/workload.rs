@@ -217,9 +217,28 @@ struct HitPhase {
     hit: f64,
 }
 
-/// A row's access: thread `t` does `access(t, key)` per key, which says
-/// whether it hit.
-type Access<'a> = &'a (dyn Fn(usize, u64) -> Result<bool> + Sync);
+/// A row's body: thread `t` runs `access(t, keys)` over its whole key
+/// stream and returns how many keys missed. One dynamic call per thread
+/// and round; the per-key loop is [`each`]'s, compiled into every row's
+/// closure, so no row pays an indirect call per key.
+type Access<'a> = &'a (dyn Fn(usize, &[u64]) -> Result<u64> + Sync);
+
+/// A row's body from its per-key access (`access(t, key)` says whether it
+/// hit): the loop over the keys, monomorphised for `access`.
+fn each<F>(access: F) -> impl Fn(usize, &[u64]) -> Result<u64> + Sync
+where
+    F: Fn(usize, u64) -> Result<bool> + Sync,
+{
+    move |t, keys| {
+        let mut misses = 0u64;
+        for &k in keys {
+            if !access(t, k)? {
+                misses += 1;
+            }
+        }
+        Ok(misses)
+    }
+}
 
 /// One timed run of `keys.len()` threads, each with its own key stream,
 /// each timed by its own CPU time (CLOCK_THREAD_CPUTIME_ID): on a shared
@@ -237,12 +256,7 @@ fn hit_round(keys: &[Vec<u64>], access: Access<'_>) -> Result<(f64, f64)> {
                 s.spawn(move || -> Result<(Duration, u64)> {
                     barrier.wait();
                     let t0 = thread_cpu_s();
-                    let mut misses = 0u64;
-                    for &k in keys {
-                        if !access(t, k)? {
-                            misses += 1;
-                        }
-                    }
+                    let misses = access(t, keys)?;
                     let cpu = Duration::try_from_secs_f64(thread_cpu_s() - t0)
                         .map_err(|_| Error::Check("hit path: this thread's CPU time is not known".into()))?;
                     Ok((cpu, misses))
@@ -390,7 +404,7 @@ fn hit_phase(opts: &HitpathOpts, progress: &Progress) -> Result<HitPhase> {
     // read each key's word at its position (`positions`).
     let mapped_threads: Vec<usize> = opts.threads.iter().copied().filter(|&k| k <= 2).collect();
     let one = opts.threads.contains(&1);
-    let nrows = 2 * opts.threads.len() + 3 * mapped_threads.len() + 4 * one as usize;
+    let nrows = 2 * opts.threads.len() + 3 * mapped_threads.len() + 3 * one as usize;
     let phase = progress.phase("hit path: lookups", (nrows * opts.rounds) as u64);
     let mut rows = Rows { rounds: opts.rounds, phase: &phase, runs: Vec::new() };
     let map = file.map(0, pages * PAGE as u64, pcache::MapFlags::READ)?;
@@ -409,50 +423,36 @@ fn hit_phase(opts: &HitpathOpts, progress: &Progress) -> Result<HitPhase> {
     // writeback to memory are part of what a write costs.
     let few: Vec<Vec<u64>> = pos.iter().take(1).map(|p| p[..p.len().div_ceil(8)].to_vec()).collect();
     with_handles(&file, max_threads, |handles| {
-        let find = |t: usize, key: u64| find_hit(&handles[t], key);
-        let mapped = |_t: usize, pos: u64| -> Result<bool> {
+        let find = each(|t: usize, key: u64| find_hit(&handles[t], key));
+        let mapped = each(|_t: usize, pos: u64| -> Result<bool> {
             black_box(map.page(pos / PAGE as u64)?.load_u64(pos as usize % PAGE)?);
             Ok(true)
-        };
-        let mapped_load = |_t: usize, pos: u64| -> Result<bool> {
+        });
+        let mapped_load = each(|_t: usize, pos: u64| -> Result<bool> {
             black_box(map.load_u64(pos / PAGE as u64, pos as usize % PAGE)?);
             Ok(true)
-        };
-        let batch = |t: usize, c: u64| -> Result<bool> {
+        });
+        let batch = each(|t: usize, c: u64| -> Result<bool> {
             let at = c as usize * BATCH_KEYS;
             let mut words = [0u64; BATCH_KEYS];
             map.load_u64_many(&pos[t][at..at + BATCH_KEYS], &mut words)?;
             black_box(&words);
             Ok(true)
-        };
-        let kernel = |_t: usize, pos: u64| -> Result<bool> {
+        });
+        let kernel = each(|_t: usize, pos: u64| -> Result<bool> {
             Ok(kmap.as_ref().and_then(|k| k.load(pos)).map(black_box).is_some())
-        };
-        // The kernel's loads on the batched row's calls: the per-call cost
-        // (a `dyn Fn` call, a `Result`) paid per BATCH_KEYS keys on both
-        // sides, so `mapped_batch` against this row is the access alone.
-        let kernel_batch = |t: usize, c: u64| -> Result<bool> {
-            let at = c as usize * BATCH_KEYS;
-            let Some(k) = kmap.as_ref() else { return Ok(false) };
-            let mut words = [0u64; BATCH_KEYS];
-            for (w, &p) in words.iter_mut().zip(&pos[t][at..at + BATCH_KEYS]) {
-                let Some(x) = k.load(p) else { return Ok(false) };
-                *w = x;
-            }
-            black_box(&words);
-            Ok(true)
-        };
-        let pageref = |t: usize, pos: u64| -> Result<bool> {
+        });
+        let pageref = each(|t: usize, pos: u64| -> Result<bool> {
             let Some(p) = handles[t].find_page(pos / PAGE as u64)? else { return Ok(false) };
             let mut word = [0u8; 8];
             p.read_into(pos as usize % PAGE, &mut word)?;
             black_box(word);
             Ok(true)
-        };
-        let pagemut = |t: usize, pos: u64| -> Result<bool> {
+        });
+        let pagemut = each(|t: usize, pos: u64| -> Result<bool> {
             handles[t].get_page_mut(pos / PAGE as u64)?.write(pos as usize % PAGE, &pos.to_le_bytes())?;
             Ok(true)
-        };
+        });
         let row = |name, keys, per_call, access| Row { name, keys, per_call, access };
         let mut set = Vec::with_capacity(nrows);
         for &k in &opts.threads {
@@ -464,7 +464,6 @@ fn hit_phase(opts: &HitpathOpts, progress: &Progress) -> Result<HitPhase> {
             }
             if k == 1 {
                 set.push(row("kernel_mapped", &pos[..1], 1, &kernel));
-                set.push(row("kernel_batch", &calls[..1], BATCH_KEYS, &kernel_batch));
                 set.push(row("pageref", &pos[..1], 1, &pageref));
             }
         }
@@ -499,7 +498,7 @@ fn mglru_rows(opts: &HitpathOpts, pages: u64, streams: &[Vec<u64>], rows: &mut R
     let vm0 = cache.vmstat();
     let max_threads = opts.threads.iter().copied().max().unwrap_or(1);
     with_handles(&file, max_threads, |handles| {
-        let find = |t: usize, key: u64| find_hit(&handles[t], key);
+        let find = each(|t: usize, key: u64| find_hit(&handles[t], key));
         let set: Vec<Row<'_>> = opts
             .threads
             .iter()
@@ -547,7 +546,6 @@ pub fn run(opts: &HitpathOpts) -> Result<HitpathResult> {
         mapped_hit_ns_1thread: ns("mapped", 1),
         mapped_hit_ns_2threads: ns("mapped", 2),
         kernel_mapped_ns_1thread: ns("kernel_mapped", 1),
-        kernel_batch_ns_1thread: ns("kernel_batch", 1),
         mapped_over_kernel_ns: minus(ns("mapped", 1), ns("kernel_mapped", 1)),
         mapped_load_ns_1thread: ns("mapped_load", 1),
         mapped_load_ns_2threads: ns("mapped_load", 2),

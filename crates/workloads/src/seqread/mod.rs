@@ -310,11 +310,7 @@ fn pcache_write(path: &Path, len: u64, o: &SeqreadOpts) -> Result<(f64, VmStat)>
     let (cache, f) = pcache_open(path, o.mem_bytes, o.tunables, true)?;
     let before = cache.vmstat();
     let t = Instant::now();
-    let mut pos = 0;
-    while pos < len {
-        f.write_at(&chunk, pos)?;
-        pos += chunk.len() as u64;
-    }
+    sys::write_seq(&f, len, DIRECT_BLOCK as u64, &chunk)?;
     f.fdatasync()?;
     f.close()?;
     Ok((mbps(len, t), cache.vmstat().delta(&before)))
@@ -334,11 +330,7 @@ fn host_write(path: &Path, len: u64, direct: bool) -> Result<f64> {
     let mut buf = Aligned::new(DIRECT_BLOCK);
     buf.as_mut_slice().copy_from_slice(&sys::pattern(DIRECT_BLOCK));
     let t = Instant::now();
-    let mut pos = 0;
-    while pos < len {
-        f.write_all_at(buf.as_slice(), pos).map_err(|e| io("write", e))?;
-        pos += DIRECT_BLOCK as u64;
-    }
+    sys::write_seq(&f, len, DIRECT_BLOCK as u64, buf.as_slice())?;
     f.sync_data().map_err(|e| io("fdatasync", e))?;
     Ok(mbps(len, t))
 }
@@ -350,11 +342,8 @@ fn host_write(path: &Path, len: u64, direct: bool) -> Result<f64> {
 /// (polled, at most `SETTLE_MAX`), so no writer pays for the one before.
 fn settle(dir: &Path) {
     use std::os::unix::fs::MetadataExt;
-    use std::os::unix::io::AsRawFd;
-    if let Ok(d) = std::fs::File::open(dir) {
-        // SAFETY: a valid descriptor of ours; syncfs only flushes.
-        unsafe { libc::syncfs(d.as_raw_fd()) };
-    }
+    // Best effort: a failed flush leaves the drain below to wait for it.
+    let _ = sys::syncfs(dir);
     let Ok(meta) = std::fs::metadata(dir) else { return };
     let inflight = format!("/sys/dev/block/{}:{}/inflight", libc::major(meta.dev()), libc::minor(meta.dev()));
     let writes = || -> Option<u64> { std::fs::read_to_string(&inflight).ok()?.split_whitespace().nth(1)?.parse().ok() };

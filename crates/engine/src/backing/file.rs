@@ -1077,9 +1077,13 @@ enum Dir {
 
 /// An iovec array over borrowed buffers.
 ///
-/// Invariant: every iovec describes exactly one non-empty buffer borrowed
-/// for `'a` — exclusively when `dir` is `Read` (the kernel writes it),
-/// shared when `Write` (the kernel only reads it).
+/// Invariant: every iovec describes one or more non-empty buffers borrowed
+/// for `'a` that lie end to end in memory — exclusively when `dir` is
+/// `Read` (the kernel writes them), shared when `Write` (the kernel only
+/// reads them). Adjacent buffers share one iovec: a readahead window's or
+/// a writeback run's frames are mostly adjacent in the arena, and the host
+/// kernel pins and maps one iovec over a huge page in one step where it
+/// walks 4 KiB pages one by one across separate iovecs.
 struct Segs<'a> {
     dir: Dir,
     iov: Vec<libc::iovec>,
@@ -1089,28 +1093,30 @@ struct Segs<'a> {
 
 impl<'a> Segs<'a> {
     fn for_read(bufs: &'a mut [&mut [u8]]) -> Segs<'a> {
-        let iov: Vec<libc::iovec> = bufs
-            .iter_mut()
-            .filter(|b| !b.is_empty())
-            .map(|b| libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: b.len() })
-            .collect();
+        let iov = coalesce(bufs.iter_mut().map(|b| (b.as_mut_ptr(), b.len())));
         let total = iov.iter().map(|v| v.iov_len).sum();
         Segs { dir: Dir::Read, iov, total, _borrow: PhantomData }
     }
 
     fn for_write(bufs: &'a [&[u8]]) -> Segs<'a> {
-        let iov: Vec<libc::iovec> = bufs
-            .iter()
-            .filter(|b| !b.is_empty())
-            .map(|b| libc::iovec {
-                // The kernel only reads through this pointer (pwritev).
-                iov_base: b.as_ptr().cast_mut().cast(),
-                iov_len: b.len(),
-            })
-            .collect();
+        // The kernel only reads through these pointers (pwritev).
+        let iov = coalesce(bufs.iter().map(|b| (b.as_ptr().cast_mut(), b.len())));
         let total = iov.iter().map(|v| v.iov_len).sum();
         Segs { dir: Dir::Write, iov, total, _borrow: PhantomData }
     }
+}
+
+/// iovecs over `(start, len)` buffers in order, skipping empty ones, a
+/// buffer that starts where the previous one ended extending its iovec.
+fn coalesce(bufs: impl Iterator<Item = (*mut u8, usize)>) -> Vec<libc::iovec> {
+    let mut iov: Vec<libc::iovec> = Vec::new();
+    for (ptr, len) in bufs.filter(|&(_, len)| len > 0) {
+        match iov.last_mut() {
+            Some(last) if last.iov_base.cast::<u8>().wrapping_add(last.iov_len) == ptr => last.iov_len += len,
+            _ => iov.push(libc::iovec { iov_base: ptr.cast(), iov_len: len }),
+        }
+    }
+    iov
 }
 
 /// A zero-initialised heap buffer aligned for O_DIRECT, freed on drop.
@@ -1308,6 +1314,51 @@ mod tests {
             for (i, (a, b)) in data.iter().zip(&back).enumerate() {
                 assert_eq!(&a[..], &b[..], "page {i}");
             }
+        }
+    }
+
+    #[test]
+    fn adjacent_buffers_share_an_iovec() {
+        let mut mem = AlignedBuf::zeroed(4 * PS, PS).unwrap();
+        let base = mem.as_mut_ptr();
+        // Pages 0, 1 and 3 of one buffer: 0 and 1 adjacent, 3 after a gap;
+        // an empty buffer between them is skipped without breaking the run.
+        let (a, rest) = mem.split_at_mut(PS);
+        let (b, rest) = rest.split_at_mut(PS);
+        let (_, d) = rest.split_at_mut(PS);
+        let mut empty: [u8; 0] = [];
+        let mut bufs: [&mut [u8]; 4] = [a, &mut empty, b, d];
+        let segs = Segs::for_read(&mut bufs);
+        assert_eq!(segs.total, 3 * PS);
+        let runs: Vec<(usize, usize)> =
+            segs.iov.iter().map(|v| (v.iov_base as usize - base as usize, v.iov_len)).collect();
+        assert_eq!(runs, [(0, 2 * PS), (3 * PS, PS)]);
+    }
+
+    #[test]
+    fn coalesced_transfers_round_trip_and_stop_at_eof() {
+        let dir = tempfile::tempdir().unwrap();
+        for direct in [true, false] {
+            let dev = open(dir.path(), "runs", direct);
+            // Eight pages, written as slices of one buffer (one iovec),
+            // the file ending 100 bytes into the seventh.
+            let mut src = AlignedBuf::zeroed(8 * PS, PS).unwrap();
+            for (i, b) in src.iter_mut().enumerate() {
+                *b = (i / PS) as u8 + 1;
+            }
+            let size = 6 * PS as u64 + 100;
+            {
+                let parts: Vec<&[u8]> = src.chunks(PS).collect();
+                dev.write_pages(0, &parts, size).unwrap();
+            }
+            let mut dst = AlignedBuf::zeroed(8 * PS, PS).unwrap();
+            dst.fill(0xEE);
+            let n = {
+                let mut parts: Vec<&mut [u8]> = dst.chunks_mut(PS).collect();
+                dev.read_pages(0, &mut parts).unwrap()
+            };
+            assert_eq!(n, 6 * PS + 100, "direct={direct}");
+            assert_eq!(&dst[..n], &src[..n], "direct={direct}");
         }
     }
 

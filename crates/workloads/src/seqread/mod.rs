@@ -154,6 +154,12 @@ pub struct SeqreadResult {
     pub pcache_over_device: Option<f64>,
     #[serde(default)]
     pub pcache_over_device_1mib: Option<f64>,
+    /// The best 1 MiB setting into memory of the cache's size
+    /// (`io_uring+pool`): the device as a cache that size meets it.
+    #[serde(default)]
+    pub device_pool_1mib_mbps: Option<f64>,
+    #[serde(default)]
+    pub pcache_over_device_pool: Option<f64>,
     pub kernel_over_device: Option<f64>,
     pub pcache_over_kernel: Option<f64>,
     /// The issue's keys, flat: MB/s, and reads per second by thread count.
@@ -442,7 +448,7 @@ fn device_settings(o: &SeqreadOpts, direct: bool, notes: &mut Vec<String>) -> Ve
     }
     let mut engines = vec![DevEngine::Threads];
     match uring_available() {
-        Ok(()) => engines.extend([DevEngine::Uring, DevEngine::UringHuge]),
+        Ok(()) => engines.extend([DevEngine::Uring, DevEngine::UringHuge, DevEngine::UringPool]),
         Err(e) => notes.push(format!("io_uring unavailable ({e}): the device limit is measured with threads only")),
     }
     let mut out = Vec::new();
@@ -494,7 +500,8 @@ impl Bench<'_> {
                 d.qd,
                 d.engine.name()
             ));
-            s.dev[i].push(device_read(&self.path, self.len, d.block, d.qd, d.engine)?);
+            let pool = usize::try_from(self.o.mem_bytes).unwrap_or(usize::MAX);
+            s.dev[i].push(device_read(&self.path, self.len, d.block, d.qd, d.engine, pool)?);
             self.phase.inc(1);
         }
         Ok(())
@@ -688,8 +695,14 @@ fn summarise(
         .map(|(d, runs)| row(&format!("device {} {}", fmt_size(d.block as u64), d.engine.name()), d.qd, runs))
         .collect();
     let device_best_mbps = device.iter().map(|m| m.median).reduce(f64::max);
-    let device_1mib_mbps =
-        devs.iter().zip(&device).filter(|(d, _)| d.block == 1 << 20).map(|(_, m)| m.median).reduce(f64::max);
+    let best_1mib = |pool: bool| {
+        devs.iter()
+            .zip(&device)
+            .filter(|(d, _)| d.block == 1 << 20 && (!pool || d.engine == DevEngine::UringPool))
+            .map(|(_, m)| m.median)
+            .reduce(f64::max)
+    };
+    let (device_1mib_mbps, device_pool_1mib_mbps) = (best_1mib(false), best_1mib(true));
     let mut sequential = Vec::new();
     for (&size, [k, p]) in o.sizes.iter().zip(s.seq) {
         if !k.is_empty() {
@@ -709,6 +722,7 @@ fn summarise(
     let over = |src: &str| best(src).zip(device_best_mbps).map(|(v, d)| stats::ratio(v, d));
     let (pcache_over_device, kernel_over_device) = (over("pcache"), over("kernel"));
     let pcache_over_device_1mib = best("pcache").zip(device_1mib_mbps).map(|(v, d)| stats::ratio(v, d));
+    let pcache_over_device_pool = best("pcache").zip(device_pool_1mib_mbps).map(|(v, d)| stats::ratio(v, d));
     let pcache_over_kernel = best("pcache").zip(best("kernel")).map(|(p, k)| stats::ratio(p, k));
     if kernel_over_device.is_some_and(|v| v > 1.05) {
         notes.push(
@@ -732,6 +746,8 @@ fn summarise(
         random,
         pcache_over_device,
         pcache_over_device_1mib,
+        device_pool_1mib_mbps,
+        pcache_over_device_pool,
         kernel_over_device,
         pcache_over_kernel,
         device_read_mbps: device_best_mbps,
@@ -838,6 +854,16 @@ impl SeqreadResult {
                 if v >= TARGET_PCACHE_OVER_DEVICE { "PASS" } else { "MISS" }
             );
         }
+        if let (Some(v), Some(d)) = (self.pcache_over_device_pool, self.device_pool_1mib_mbps) {
+            let _ = writeln!(
+                s,
+                "target against the device into memory of the cache's size (best O_DIRECT 1 MiB over queue depths \
+                 into a {} pool, io_uring+pool, {d:.0} MB/s): {:.0}% {}",
+                fmt_size(p.mem_bytes),
+                100.0 * v,
+                if v >= TARGET_PCACHE_OVER_DEVICE { "PASS" } else { "MISS" }
+            );
+        }
         if let Some(v) = self.pcache_over_kernel {
             let _ = writeln!(s, "pcache's best cold sequential read is {:.0}% of the kernel's", 100.0 * v);
         }
@@ -924,9 +950,17 @@ mod tests {
         assert_eq!(r.random.len(), sources * o.threads.len());
         if r.device_best_mbps.is_some() {
             // Two sizes by two depths, by threads and (where allowed) io_uring.
-            let engines = if uring_available().is_ok() { 3 } else { 1 };
+            let engines = if uring_available().is_ok() { 4 } else { 1 };
             assert_eq!(r.device.len(), 4 * engines, "{:?}", r.device);
             assert!(r.pcache_over_device.is_some_and(|v| v > 0.0));
+            if engines > 1 {
+                // The pool form's best 1 MiB setting, and pcache against it.
+                let pool = r.device.iter().filter(|m| m.source == "device 1 MiB io_uring+pool");
+                assert_eq!(pool.clone().count(), 2, "{:?}", r.device);
+                assert_eq!(r.device_pool_1mib_mbps, pool.map(|m| m.median).reduce(f64::max));
+                assert!(r.pcache_over_device_pool.is_some_and(|v| v > 0.0));
+                assert!(r.report().contains("into a 4 MiB pool"), "{}", r.report());
+            }
         }
         // Counters for every pcache run: each sequential size, each
         // thread count and the write.

@@ -72,7 +72,13 @@ impl Buf {
             return Ok(Buf::Small(Aligned::new(len)));
         }
         let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
-        let map = Mmap::new(len + HUGE, libc::PROT_READ | libc::PROT_WRITE, flags, -1)
+        // Whole huge pages from the aligned start: with `len + HUGE` a
+        // 1 MiB buffer's huge page ran past the mapping's end whenever the
+        // kernel placed it more than 1 MiB short of a 2 MiB boundary (it
+        // aligns only mappings of whole huge pages), and that buffer got
+        // 4 KiB pages: the 1 MiB `io_uring+huge` rows were huge or not
+        // by where mmap put them.
+        let map = Mmap::new(len.next_multiple_of(HUGE) + HUGE, libc::PROT_READ | libc::PROT_WRITE, flags, -1)
             .map_err(|source| Error::Io { context: "mmap".into(), source })?;
         let start = map.as_ptr().align_offset(HUGE);
         // SAFETY: the range lies inside the mapping just made; the advice

@@ -368,6 +368,14 @@ enum WriteBy {
     Direct = 2,
 }
 
+/// The random readers, by their place in `Samples::rnd`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ReadBy {
+    Device = 0,
+    Kernel = 1,
+    Pcache = 2,
+}
+
 /// The longest `settle` waits for the device's writes to drain.
 const SETTLE_MAX: std::time::Duration = std::time::Duration::from_secs(3);
 
@@ -532,35 +540,51 @@ impl Bench<'_> {
         Ok(())
     }
 
+    /// Per thread count: O_DIRECT, the kernel and pcache read the same
+    /// pages in the same order (the round's seed), in an order that turns
+    /// by one each round, so that over rounds none always reads first or
+    /// last (the host may keep what an earlier reader read).
     fn random_round(&self, r: usize, s: &mut Samples) -> Result<()> {
         let o = self.o;
+        let mut order = [ReadBy::Device, ReadBy::Kernel, ReadBy::Pcache];
+        order.rotate_left(r % 3);
         for (i, &threads) in o.threads.iter().enumerate() {
             self.phase.set_message(format!("run {}: random, {threads} threads", r + 1));
             let seed = o.seed.wrapping_add(r as u64);
-            if self.direct {
-                let f = open_direct(&self.path)?;
-                let read = |_: usize, page: u64, buf: &mut [u8]| -> Result<()> {
-                    f.read_exact_at(buf, page * PAGE as u64)
-                        .map_err(|e| Error::Io { context: "O_DIRECT random read".into(), source: e })
+            for how in order {
+                let rate = match how {
+                    ReadBy::Device if self.direct => {
+                        let f = open_direct(&self.path)?;
+                        let read = |_: usize, page: u64, buf: &mut [u8]| -> Result<()> {
+                            f.read_exact_at(buf, page * PAGE as u64)
+                                .map_err(|e| Error::Io { context: "O_DIRECT random read".into(), source: e })
+                        };
+                        random_reads(threads, o.rand_ops, self.pages, seed, read)?
+                    }
+                    ReadBy::Kernel if o.kernel => {
+                        let (path, ops, pages) = (self.path.clone(), o.rand_ops, self.pages);
+                        self.kernel_rate(&KernelJob::Rand { path, threads, ops, pages, seed })?
+                    }
+                    ReadBy::Pcache => {
+                        let (cache, pf) = pcache_open(&self.path, o.mem_bytes, o.tunables, false)?;
+                        let before = cache.vmstat();
+                        let handles = (0..threads).map(|_| pf.reopen()).collect::<pcache::Result<Vec<_>>>()?;
+                        let read = |k: usize, page: u64, buf: &mut [u8]| -> Result<()> {
+                            let n = handles[k].read_at(buf, page * PAGE as u64)?;
+                            if n != buf.len() {
+                                return Err(Error::Check(format!("pcache random read of page {page}: {n} bytes")));
+                            }
+                            Ok(())
+                        };
+                        let rate = random_reads(threads, o.rand_ops, self.pages, seed, read)?;
+                        s.vmstat.push(RunCounters::new(r, "random", threads, &cache.vmstat().delta(&before)));
+                        rate
+                    }
+                    // Not measured here (no O_DIRECT, or no kernel column).
+                    _ => continue,
                 };
-                s.rnd[i][0].push(random_reads(threads, o.rand_ops, self.pages, seed, read)?);
+                s.rnd[i][how as usize].push(rate);
             }
-            if o.kernel {
-                let (path, ops, pages) = (self.path.clone(), o.rand_ops, self.pages);
-                s.rnd[i][1].push(self.kernel_rate(&KernelJob::Rand { path, threads, ops, pages, seed })?);
-            }
-            let (cache, pf) = pcache_open(&self.path, o.mem_bytes, o.tunables, false)?;
-            let before = cache.vmstat();
-            let handles = (0..threads).map(|_| pf.reopen()).collect::<pcache::Result<Vec<_>>>()?;
-            let read = |k: usize, page: u64, buf: &mut [u8]| -> Result<()> {
-                let n = handles[k].read_at(buf, page * PAGE as u64)?;
-                if n != buf.len() {
-                    return Err(Error::Check(format!("pcache random read of page {page}: {n} bytes")));
-                }
-                Ok(())
-            };
-            s.rnd[i][2].push(random_reads(threads, o.rand_ops, self.pages, seed, read)?);
-            s.vmstat.push(RunCounters::new(r, "random", threads, &cache.vmstat().delta(&before)));
             self.phase.inc(3);
         }
         Ok(())

@@ -540,18 +540,19 @@ impl Bench<'_> {
         Ok(())
     }
 
-    /// Per thread count: O_DIRECT, the kernel and pcache read the same
-    /// pages in the same order (the round's seed), in an order that turns
-    /// by one each round, so that over rounds none always reads first or
-    /// last (the host may keep what an earlier reader read).
+    /// Per thread count: O_DIRECT, the kernel and pcache each read pages
+    /// of their own permutation (the round's seed and the source's), so
+    /// none reads what another has just read (the host keeps what it
+    /// read), in an order that turns by one each round, so that over
+    /// rounds none always reads first or last.
     fn random_round(&self, r: usize, s: &mut Samples) -> Result<()> {
         let o = self.o;
         let mut order = [ReadBy::Device, ReadBy::Kernel, ReadBy::Pcache];
         order.rotate_left(r % 3);
         for (i, &threads) in o.threads.iter().enumerate() {
             self.phase.set_message(format!("run {}: random, {threads} threads", r + 1));
-            let seed = o.seed.wrapping_add(r as u64);
             for how in order {
+                let seed = o.seed.wrapping_add(r as u64) ^ ((how as u64) << 32);
                 let rate = match how {
                     ReadBy::Device if self.direct => {
                         let f = open_direct(&self.path)?;

@@ -5,13 +5,16 @@
 //!
 //! 1. the device limit (device.rs): O_DIRECT reads of `blocks` at queue
 //!    depths `qds`, by threads and by io_uring (ordinary and huge-page
-//!    buffers). The best setting is the headline (pcache sends requests at
-//!    the device's `max_sectors_kb`); the limit as MISSION.md defines it,
-//!    the best 1 MiB setting, is reported beside it;
+//!    buffers, and a huge-page pool of the cache's size). The best setting
+//!    is the headline (pcache sends requests at the device's
+//!    `max_sectors_kb`); the limit as MISSION.md defines it, the best 1 MiB
+//!    setting, and the best 1 MiB setting into the pool are reported
+//!    beside it;
 //! 2. the kernel's buffered cold read (after POSIX_FADV_DONTNEED) and
 //!    3. pcache's cold `read_at` (O_DIRECT host file), in each of `sizes`;
 //! 4. random 4 KiB reads by `threads` threads, cold: no page is read twice
-//!    (one seeded permutation of the pages, dealt out);
+//!    (a seeded permutation of the pages, dealt out; each source its own),
+//!    O_DIRECT, the kernel and pcache in an order that turns each round;
 //! 5. dd of 4x pcache's memory in 1 MiB writes and an fdatasync, by
 //!    pcache, the kernel and O_DIRECT, each into a new file of its own
 //!    after the device has drained the writes before it, in an order
@@ -500,6 +503,7 @@ impl Bench<'_> {
     }
 
     fn device_round(&self, r: usize, devs: &[DevSetting], s: &mut Samples) -> Result<()> {
+        let pool = usize::try_from(self.o.mem_bytes).unwrap_or(usize::MAX);
         for (i, d) in devs.iter().enumerate() {
             self.phase.set_message(format!(
                 "run {}: device {} qd {} {}",
@@ -508,7 +512,6 @@ impl Bench<'_> {
                 d.qd,
                 d.engine.name()
             ));
-            let pool = usize::try_from(self.o.mem_bytes).unwrap_or(usize::MAX);
             s.dev[i].push(device_read(&self.path, self.len, d.block, d.qd, d.engine, pool)?);
             self.phase.inc(1);
         }

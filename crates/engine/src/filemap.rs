@@ -733,10 +733,6 @@ impl Cache {
         if page.test(PG_LOCKED) && self.run_queued_read(inode, page.index()) && page.test(PG_UPTODATE) {
             return Ok(true);
         }
-        // Its read on the ring: reap the completion here (bio/uring.rs).
-        if page.test(PG_LOCKED) && self.uring_reap_for(inode.id, page.index(), pfn) && page.test(PG_UPTODATE) {
-            return Ok(true);
-        }
         let page = self.lock_page(pfn);
         if page.mapping() != inode.id {
             return Ok(false);

@@ -201,9 +201,6 @@ items! {
     ra_async_thread,
     ra_async_reader,
     ra_async_waited,
-    /// io_uring completions run by a reader waiting on one of their pages
-    /// (bio/uring.rs `uring_reap_for`), not by the reaper; pcache's own.
-    uring_reader_reaped,
     /// Readahead windows that asked kswapd to free their room ahead of
     /// the reader (vmscan.rs `wakeup_kswapd_ra`); pcache's own.
     kswapd_ra_boost,

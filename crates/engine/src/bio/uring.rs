@@ -16,21 +16,39 @@
 //! lock and a tail writer waiting for it may be waiting for another
 //! in-flight write only the reaper can complete.
 //!
-//! Completion in the reader's context: a reader about to sleep on a
-//! locked page whose read is on the ring reaps completions itself
-//! (`uring_reap_for`): it becomes the CQ's consumer for a moment, waits
-//! in the kernel for the next CQE and runs the completion work of all it
-//! finds, so the page it needs is unlocked by its own thread, without a
-//! wake-up of the reaper and then of the reader (two context switches on
-//! a loaded machine, each a scheduler's delay). The CQ has one consumer
-//! at a time (`Uring::cq`); a reader that finds it taken sleeps on the
-//! page as before, and the reaper stays for the completions nobody waits
-//! on.
+//! A depth, and one submitter, the reaper (session 14). The ring keeps
+//! at most `depth` requests in flight (`Tunables::io_threads`, 4, as
+//! many as the threads engine has workers); the rest wait, in order, on
+//! the slot table's pending list. On this host's virtio disk, more large
+//! reads in flight than a readahead window holds made a cold read slower,
+//! whichever engine: 8-9 requests of 4 MiB in flight, then none for
+//! 17-24% of the active time, about 1.85-2.0 GB/s, for the ring with 64
+//! slots and for 8 I/O threads alike, against 1-8% idle and 2.2-2.7 GB/s
+//! with 4 (BENCHMARKS.md, "io_uring's depth, session 14"). The host
+//! serves the requests in flight together, so the one the reader needs
+//! next ends no sooner than the others, the reader then copies two
+//! windows while nothing is queued, and the stream runs in bursts.
+//! Holding requests back needs someone to submit them when room comes,
+//! and that is the reaper: a submitter takes a slot and leaves its SQE
+//! pending; the reaper, before each wait, moves pending SQEs to the SQ
+//! up to the depth and submits them in the call that waits
+//! (`submit_with_args`). Being the only submitter also puts completions
+//! where they are wanted: io_uring posts a read's CQE from task_work of
+//! the task that submitted it, and the reaper is the task in the ring's
+//! wait (before, the readahead thread submitted most reads and was asleep
+//! on its queue when they ended). A submitter that finds the reaper
+//! waiting with room wakes it through an eventfd the reaper polls on the
+//! ring (one write per batch: the first submitter to see the flag clears
+//! it). Only the reaper enters the ring and consumes the CQ; the session 8
+//! reader-side reaping went, since a reader in the ring's wait does not
+//! post a CQE whose task_work is the reaper's, and it took the eventfd's
+//! completion from the reaper.
 //!
-//! Bounded: at most `RING_DEPTH` requests in flight (the slot table); a
-//! submitter that finds no slot, or the ring closing, gets its request
-//! back and uses the thread pool (or does it inline) as before. The CQ
-//! (twice the SQ) cannot overflow. Shutdown: `close` refuses new requests
+//! Bounded: at most `RING_DEPTH` requests pending or in flight (the slot
+//! table), of which at most `depth` in flight; a submitter that finds no
+//! slot, or the ring closing, gets its request back and uses the thread
+//! pool (or does it inline) as before. The SQ has room for every slot
+//! and the eventfd's poll; the CQ (twice the SQ) cannot overflow. Shutdown: `close` refuses new requests
 //! and wakes the reaper, which leaves only once every slot is free and
 //! every fix-up helper joined, so no page stays locked or under writeback
 //! and the ring outlives every transfer using its buffers.
@@ -38,13 +56,14 @@
 //! Lock order: the slot table's mutex is a leaf (nothing is taken under
 //! it; completion work runs after the slot is taken out).
 
+use std::collections::VecDeque;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use io_uring::{opcode, types, IoUring};
+use io_uring::{opcode, squeue, types, IoUring};
 use parking_lot::Mutex;
 
 use super::{ReadRequest, WriteRequest};
@@ -53,19 +72,15 @@ use crate::mm::Cache;
 use crate::page::Pfn;
 use crate::vmstat::Item;
 
-/// Requests in flight at most on one cache's ring (the SQ's size).
+/// Requests pending or in flight at most on one cache's ring (its slots).
 pub const RING_DEPTH: u32 = 64;
 /// Most iovecs in one READV/WRITEV (UIO_MAXIOV); longer runs use threads.
 const IOV_MAX: usize = 1024;
-/// The user_data of the NOP `close` submits to wake the reaper.
+/// The user_data of the reaper's poll on its eventfd.
 const WAKE: u64 = u64::MAX;
-/// The reaper's wait, as a safety net only: completions and `close` wake it.
+/// The reaper's wait, as a safety net only: completions, submitters and
+/// `close` wake it (through the eventfd).
 const REAP_TIMEOUT: Duration = Duration::from_millis(500);
-/// A reaping reader's wait in the kernel for one CQE, and how many it
-/// makes before it sleeps on the page instead: a bound, not a timing
-/// assumption (the page unlocks either way).
-const READER_REAP_WAIT: Duration = Duration::from_millis(10);
-const READER_REAP_ROUNDS: u32 = 100;
 
 /// The iovecs an SQE points at.
 struct IoVecs(Box<[libc::iovec]>);
@@ -101,6 +116,15 @@ struct Slots {
     free: Vec<usize>,
     /// Set by `close`: no new requests.
     closed: bool,
+    /// SQEs for the reaper to put on the ring (it is the only submitter),
+    /// in the order they came.
+    pending: VecDeque<squeue::Entry>,
+    /// Requests the reaper submitted whose CQE is not reaped yet: at most
+    /// `Uring::depth`.
+    in_flight: usize,
+    /// The reaper is about to wait, or waiting, in the kernel with room
+    /// for more requests: the next submitter writes the eventfd to wake it.
+    reaper_waiting: bool,
 }
 
 impl Slots {
@@ -112,14 +136,22 @@ impl Slots {
 /// One cache's io_uring and its in-flight requests.
 pub struct Uring {
     ring: IoUring,
+    /// Written by a submitter to wake the reaper (a POLL_ADD on the ring).
+    efd: std::os::fd::OwnedFd,
     slots: Mutex<Slots>,
     /// The kernel takes a timeout on the completion wait (5.11+).
     ext_arg: bool,
     /// The reaper is running (else nothing would complete: refuse).
     reaping: AtomicBool,
-    /// Held by whoever consumes the CQ (the reaper or a reaping reader):
-    /// the ring's CompletionQueue must have one user at a time.
+    /// Held by the CQ's consumer, the reaper: the ring's CompletionQueue
+    /// must have one user at a time.
     cq: Mutex<()>,
+    /// Requests in flight at most (`Tunables::io_threads`, as many as the
+    /// threads engine has workers).
+    depth: usize,
+    /// The reaper's safety-net wait (`REAP_TIMEOUT`; tests lengthen it to
+    /// show that the eventfd, not the timeout, wakes the reaper).
+    reap_timeout: Duration,
     /// Write fix-up helpers not yet joined (see `uring_complete`).
     helpers: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -127,29 +159,49 @@ pub struct Uring {
 impl Uring {
     /// Set a ring up; fails where the kernel has no io_uring, or a
     /// seccomp filter or sysctl (kernel.io_uring_disabled) forbids it.
-    pub fn setup() -> io::Result<Uring> {
-        let ring = IoUring::new(RING_DEPTH)?;
+    pub fn setup(depth: usize) -> io::Result<Uring> {
+        // Room for every slot's SQE and the eventfd's poll.
+        let ring = IoUring::new(RING_DEPTH * 2)?;
         let ext_arg = ring.params().is_feature_ext_arg();
         let n = RING_DEPTH as usize;
-        let slots = Slots { slots: (0..n).map(|_| None).collect(), free: (0..n).rev().collect(), closed: false };
+        let slots = Slots {
+            slots: (0..n).map(|_| None).collect(),
+            free: (0..n).rev().collect(),
+            closed: false,
+            pending: VecDeque::with_capacity(n),
+            in_flight: 0,
+            reaper_waiting: false,
+        };
+        // SAFETY: eventfd takes no pointers; a non-negative result is a new
+        // descriptor this process owns alone.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just created and is owned by nothing else.
+        let efd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
         Ok(Uring {
             ring,
+            efd,
             slots: Mutex::new(slots),
             ext_arg,
             reaping: AtomicBool::new(false),
             cq: Mutex::new(()),
+            depth: depth.clamp(1, n),
+            reap_timeout: REAP_TIMEOUT,
             helpers: Mutex::new(Vec::new()),
         })
     }
 
-    /// Put `req` on the ring, or give it back (no slot, closing).
+    /// Hand `req` to the reaper for the ring, or give it back (no slot,
+    /// closing).
     fn submit(&self, op: Op, iov: Box<[libc::iovec]>, pos: u64, len: usize, io: AsyncIo) -> Result<(), Op> {
         use std::os::fd::AsRawFd;
         let iov = IoVecs(iov);
         let fd = types::Fd(io.fd.as_raw_fd());
         let count = iov.0.len() as u32; // <= IOV_MAX
         let ptr = iov.0.as_ptr();
-        {
+        let wake = {
             let mut s = self.slots.lock();
             if s.closed || !self.reaping.load(Ordering::Acquire) {
                 return Err(op);
@@ -162,28 +214,68 @@ impl Uring {
                 Op::Write(_) => opcode::Writev::new(fd, ptr, count).offset(pos).build(),
             }
             .user_data(idx as u64);
-            // SAFETY: the SQE's iovec array and the frames it points at stay
-            // valid and owned by this request until its CQE is reaped: the
-            // array (heap, not moved by moving the Box) and the descriptor
-            // (`io.fd`) are stored in slot `idx` below, which only the
-            // reaper empties, after the CQE; the frames belong to pages
-            // the request holds locked and not uptodate (reads: the lock
-            // keeps each in the page cache, so its frame is not reused) or
-            // under PG_writeback with a reference (writes), and nobody else
-            // reads or writes such a frame. The slot table's mutex
-            // makes this the only SubmissionQueue in existence.
-            let pushed = unsafe { self.ring.submission_shared().push(&sqe) };
-            if pushed.is_err() {
-                // Cannot happen with one SQE per slot; give it back anyway.
-                s.free.push(idx);
-                return Err(op);
-            }
+            s.pending.push_back(sqe);
             s.slots[idx] = Some(InFlight { op, len, _iov: iov, io });
+            std::mem::take(&mut s.reaper_waiting)
+        };
+        if wake {
+            self.wake_reaper();
         }
-        // Outside the lock: submitters may enter the kernel together. An
-        // error leaves the SQE queued; the reaper's next enter submits it.
-        let _ = self.ring.submit();
         Ok(())
+    }
+
+    /// Add to the eventfd, which completes the reaper's poll on it.
+    fn wake_reaper(&self) {
+        use std::os::fd::AsRawFd;
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64 to a descriptor we own.
+        // EAGAIN (the counter at its maximum) still leaves it readable.
+        let _ = unsafe { libc::write(self.efd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    }
+
+    /// Empty the eventfd (the reaper, after its poll completed).
+    fn drain_eventfd(&self) {
+        use std::os::fd::AsRawFd;
+        let mut v: u64 = 0;
+        // SAFETY: reads 8 bytes into a live u64 from a non-blocking
+        // descriptor we own.
+        let _ = unsafe { libc::read(self.efd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+    }
+
+    /// The reaper, before its wait: put pending SQEs on the SQ, oldest
+    /// first, up to `depth` in flight (and, `arm`, the eventfd's poll), and
+    /// say whether it waits with room, so that the next submitter wakes it
+    /// rather than leave its SQE until a completion does.
+    fn push_pending(&self, arm: bool) {
+        use std::os::fd::AsRawFd;
+        let mut s = self.slots.lock();
+        let n = self.depth.saturating_sub(s.in_flight).min(s.pending.len());
+        let batch: Vec<squeue::Entry> = s.pending.drain(..n).collect();
+        s.in_flight += n;
+        s.reaper_waiting = s.in_flight < self.depth;
+        // SAFETY: only the reaper pushes to the SQ, and it holds the slot
+        // table's mutex, so this is the only SubmissionQueue in existence.
+        // Each READV/WRITEV's iovec array and frames stay valid and owned
+        // by its request until its CQE is reaped: the array (heap, not
+        // moved by moving the Box) and the descriptor (`io.fd`) are in its
+        // slot, which is emptied only after the CQE; the frames belong to
+        // pages the request holds locked and not uptodate (reads: the lock
+        // keeps each in the page cache, so its frame is not reused) or under
+        // PG_writeback with a reference (writes), and nobody else reads or
+        // writes such a frame. The poll carries no pointer.
+        let mut sq = unsafe { self.ring.submission_shared() };
+        if arm {
+            let poll =
+                opcode::PollAdd::new(types::Fd(self.efd.as_raw_fd()), libc::POLLIN as u32).build().user_data(WAKE);
+            // SAFETY: as above.
+            let _ = unsafe { sq.push(&poll) };
+        }
+        for sqe in batch {
+            // SAFETY: as above. The SQ has twice the slots' entries, so
+            // this cannot fail.
+            let _ = unsafe { sq.push(&sqe) };
+        }
+        sq.sync();
     }
 
     /// Refuse new requests and wake the reaper to drain and leave.
@@ -193,23 +285,13 @@ impl Uring {
             return;
         }
         s.closed = true;
-        let nop = opcode::Nop::new().build().user_data(WAKE);
-        // SAFETY: a NOP carries no pointers; the mutex makes this the only
-        // SubmissionQueue. If the SQ were full, requests are in flight and
-        // their completions wake the reaper instead.
-        let _ = unsafe { self.ring.submission_shared().push(&nop) };
         drop(s);
-        let _ = self.ring.submit();
+        self.wake_reaper();
     }
 
-    /// Wait for at least one completion (or the safety-net timeout).
-    fn wait(&self) {
-        self.wait_for(REAP_TIMEOUT)
-    }
-
-    /// Wait for at least one completion, or `timeout` where the kernel
-    /// takes one.
-    fn wait_for(&self, timeout: Duration) {
+    /// Submit what `push_pending` put on the SQ and wait for at least one
+    /// completion (or `timeout` where the kernel takes one).
+    fn wait(&self, timeout: Duration) {
         let res = if self.ext_arg {
             let ts = types::Timespec::from(timeout);
             let args = types::SubmitArgs::new().timespec(&ts);
@@ -234,19 +316,12 @@ impl Uring {
         unsafe { self.ring.completion_shared() }.map(|c| (c.user_data(), c.result())).collect()
     }
 
-    /// Whether page `index` of inode `id` is in a read on the ring.
-    fn covers(&self, id: u32, index: u64) -> bool {
-        let s = self.slots.lock();
-        s.slots.iter().flatten().any(|f| match &f.op {
-            Op::Read(r) => r.inode.id == id && r.first <= index && index - r.first < r.pages.len() as u64,
-            Op::Write(_) => false,
-        })
-    }
-
+    /// The request of a reaped CQE, its slot freed.
     fn take(&self, idx: u64) -> Option<InFlight> {
         let mut s = self.slots.lock();
         let slot = s.slots.get_mut(usize::try_from(idx).ok()?)?.take()?;
         s.free.push(idx as usize);
+        s.in_flight = s.in_flight.saturating_sub(1);
         Some(slot)
     }
 
@@ -261,7 +336,7 @@ impl Cache {
     /// Set up the cache's ring and its reaper (at start, `Auto` or
     /// `Uring`); the error if the kernel refuses io_uring.
     pub(crate) fn start_uring(self: &Arc<Self>) -> io::Result<()> {
-        let ring = Arc::new(Uring::setup()?);
+        let ring = Arc::new(Uring::setup(self.config.tunables.io_threads)?);
         let (c, r) = (self.clone(), ring.clone());
         let t = std::thread::Builder::new().name("pcache-uring".into()).spawn(move || c.uring_reaper(r))?;
         ring.reaping.store(true, Ordering::Release);
@@ -361,28 +436,38 @@ impl Cache {
         }
     }
 
-    /// The reaper: completions until the ring is closed and drained.
+    /// The reaper: the ring's only submitter, and its completions, until
+    /// the ring is closed and drained.
     fn uring_reaper(self: Arc<Self>, ring: Arc<Uring>) {
+        // Whether the eventfd's poll is on the ring (one-shot: it leaves
+        // the ring with its CQE).
+        let mut armed = false;
         loop {
-            ring.wait();
+            ring.push_pending(!armed);
+            armed = true;
+            ring.wait(ring.reap_timeout);
             let done = {
                 let cq = ring.cq.lock();
                 ring.reap(&cq)
             };
+            if done.iter().any(|&(ud, _)| ud == WAKE) {
+                armed = false;
+                ring.drain_eventfd();
+            }
             self.uring_complete_all(&ring, done);
             ring.helpers.lock().retain(|h| !h.is_finished());
             if ring.drained() {
                 break;
             }
         }
-        // Nothing is in flight, so no reader adds a helper any more.
+        // Nothing is in flight, so no completion adds a helper any more.
         let helpers = std::mem::take(&mut *ring.helpers.lock());
         for h in helpers {
             let _ = h.join();
         }
     }
 
-    /// The completion work of reaped CQEs (the `close` NOP skipped).
+    /// The completion work of reaped CQEs (the eventfd's poll skipped).
     fn uring_complete_all(&self, ring: &Uring, done: Vec<(u64, i32)>) {
         for (ud, res) in done {
             if ud == WAKE {
@@ -392,37 +477,6 @@ impl Cache {
                 self.uring_complete(ring, req, res);
             }
         }
-    }
-
-    /// A reader about to sleep on the locked page `pfn` (page `index` of
-    /// `inode`) whose read is on the ring: reap completions here until the
-    /// page is unlocked (see the module comment). Returns whether it is;
-    /// false (sleep on the page) where another thread is reaping, the
-    /// page's read is not on the ring, or the kernel has no timed wait.
-    pub(crate) fn uring_reap_for(&self, inode_id: u32, index: u64, pfn: Pfn) -> bool {
-        let Some(ring) = self.bio.uring.get() else { return false };
-        let page = self.page(pfn);
-        if !ring.ext_arg || !ring.covers(inode_id, index) {
-            return !page.test(crate::page::PG_LOCKED);
-        }
-        for _ in 0..READER_REAP_ROUNDS {
-            if !page.test(crate::page::PG_LOCKED) {
-                return true;
-            }
-            let done = {
-                let Some(cq) = ring.cq.try_lock() else { return false };
-                let mut done = ring.reap(&cq);
-                if done.is_empty() {
-                    // Our own wait for the device: no one else's wake-up.
-                    ring.wait_for(READER_REAP_WAIT);
-                    done = ring.reap(&cq);
-                }
-                done
-            };
-            self.vm.add(Item::uring_reader_reaped, done.len() as u64);
-            self.uring_complete_all(ring, done);
-        }
-        !page.test(crate::page::PG_LOCKED)
     }
 
     /// A request's completion work; `res` is the CQE's result.
@@ -518,29 +572,33 @@ mod tests {
         (0..PS).map(|b| ((b * 31 + i * 7) % 251) as u8).collect()
     }
 
-    // Goal: a reader waiting on a page whose read is on the ring completes
-    // it itself, and sees the page only after its I/O completed. Method:
-    // a ring with no reaper (so only readers can complete anything; if
-    // reader-context reaping did nothing, the read would hang, caught by
-    // the 60 s bound); a 64-page host file read page by page, each page's
-    // bytes checked (a page seen before its read would hold zeroes); then
-    // every request the readahead put on the ring has been reaped by the
-    // reader, and counted so.
+    // Goal: the reaper is the ring's only submitter, submitters wake it
+    // through the eventfd (not its safety-net timeout), no more than
+    // `depth` requests are in flight, and a reader sees a page only after
+    // its I/O completed. Method: a ring of depth 2 whose reaper's timeout
+    // is an hour, so a submission or a `close` that failed to wake it would
+    // stall past the 60 s bounds; three readers of three 256-page host
+    // files at once, page by page, each page's bytes checked (a page seen
+    // before its read would hold zeroes); then nothing is left pending or
+    // in flight, and `close` lets the reaper leave.
     #[test]
-    fn reader_reaps_its_own_completions() {
+    fn reaper_alone_submits_woken_by_submitters() {
+        const PAGES: usize = 256;
         let dir = tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")).unwrap();
-        let path = dir.path().join("cold");
-        std::fs::write(&path, (0..64).flat_map(page_bytes).collect::<Vec<u8>>()).unwrap();
-        if std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(&path).is_err() {
+        let paths: Vec<_> = (0..3).map(|f| dir.path().join(format!("cold{f}"))).collect();
+        for (f, path) in paths.iter().enumerate() {
+            std::fs::write(path, (0..PAGES).flat_map(|i| page_bytes(i + f * PAGES)).collect::<Vec<u8>>()).unwrap();
+        }
+        if std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(&paths[0]).is_err() {
             eprintln!("skipped: no O_DIRECT here, so the ring has nothing to drive");
             return;
         }
         // No I/O threads (so no ring or reaper of the cache's own), no
-        // kswapd, no flusher activity.
+        // kswapd; every asynchronous window goes to this ring.
         let tunables = Tunables { io_threads: 0, kswapd: false, ra_from_device: false, ..Tunables::default() };
-        let cache = PageCache::new(Config { memory_bytes: 512 * PS as u64, tunables, ..Config::default() }).unwrap();
-        let ring = match Uring::setup() {
-            Ok(r) if r.ext_arg => Arc::new(r),
+        let cache = PageCache::new(Config { memory_bytes: 2048 * PS as u64, tunables, ..Config::default() }).unwrap();
+        let mut ring = match Uring::setup(2) {
+            Ok(r) if r.ext_arg => r,
             Ok(_) => {
                 eprintln!("skipped: the kernel's io_uring has no timed wait (5.11+)");
                 return;
@@ -550,26 +608,55 @@ mod tests {
                 return;
             }
         };
+        ring.reap_timeout = Duration::from_secs(3600);
+        assert_eq!(ring.depth, 2);
+        let ring = Arc::new(ring);
+        let (c, r) = (cache.cache().clone(), ring.clone());
+        let (gone_tx, gone_rx) = mpsc::channel();
+        let reaper = std::thread::spawn(move || {
+            c.uring_reaper(r);
+            gone_tx.send(()).unwrap();
+        });
         ring.reaping.store(true, Ordering::Release);
         assert!(cache.cache().bio.uring.set(ring.clone()).is_ok());
-        let f = cache.open(&path, OpenOptions { create: false, ..OpenOptions::default() }).unwrap();
         let (tx, rx) = mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            let mut buf = vec![0u8; PS];
-            for i in 0..64 {
-                let n = f.read_at(&mut buf, (i * PS) as u64).unwrap();
-                assert_eq!(n, PS, "read of page {i}");
-                assert!(buf == page_bytes(i), "page {i} seen before its read completed");
-            }
-            tx.send(()).unwrap();
-        });
-        rx.recv_timeout(Duration::from_secs(60)).expect("the reader did not complete its own reads");
-        reader.join().unwrap();
+        let readers: Vec<_> = paths
+            .iter()
+            .enumerate()
+            .map(|(f, path)| {
+                let file = cache.open(path, OpenOptions { create: false, ..OpenOptions::default() }).unwrap();
+                let tx = tx.clone();
+                std::thread::spawn(move || {
+                    let mut buf = vec![0u8; PS];
+                    for i in 0..PAGES {
+                        let n = file.read_at(&mut buf, (i * PS) as u64).unwrap();
+                        assert_eq!(n, PS, "read of page {i} of file {f}");
+                        assert!(
+                            buf == page_bytes(i + f * PAGES),
+                            "page {i} of file {f} seen before its read completed"
+                        );
+                    }
+                    tx.send(()).unwrap();
+                })
+            })
+            .collect();
+        for _ in 0..readers.len() {
+            rx.recv_timeout(Duration::from_secs(60))
+                .expect("a read on the ring stalled: its submitter did not wake the reaper");
+        }
+        for r in readers {
+            r.join().unwrap();
+        }
         let v = cache.vmstat();
-        assert!(v.get(Item::ra_submit_uring) > 0, "no readahead went through the ring");
-        assert!(v.get(Item::uring_reader_reaped) > 0, "no completion was reaped by the reader");
-        assert_eq!(ring.slots.lock().in_use(), 0, "a request left on the ring");
+        assert!(v.get(Item::ra_submit_uring) >= 3, "the readers' windows did not go through the ring");
+        {
+            let s = ring.slots.lock();
+            assert_eq!(s.in_use(), 0, "a request left on the ring");
+            assert!(s.pending.is_empty() && s.in_flight == 0, "a request left pending or counted in flight");
+        }
         ring.close();
+        gone_rx.recv_timeout(Duration::from_secs(60)).expect("close did not wake the reaper");
+        reaper.join().unwrap();
         cache.shutdown().unwrap();
     }
 }

@@ -246,14 +246,13 @@ impl Uring {
     /// The reaper, before its wait: put pending SQEs on the SQ, oldest
     /// first, up to `depth` in flight (and, `arm`, the eventfd's poll), and
     /// say whether it waits with room, so that the next submitter wakes it
-    /// rather than leave its SQE until a completion does.
-    fn push_pending(&self, arm: bool) {
-        use std::os::fd::AsRawFd;
+    /// rather than leave its SQE until a completion does. Returns whether
+    /// the poll went on.
+    fn push_pending(&self, arm: bool) -> bool {
         let mut s = self.slots.lock();
         let n = self.depth.saturating_sub(s.in_flight).min(s.pending.len());
         let batch: Vec<squeue::Entry> = s.pending.drain(..n).collect();
         s.in_flight += n;
-        s.reaper_waiting = s.in_flight < self.depth;
         // SAFETY: only the reaper pushes to the SQ, and it holds the slot
         // table's mutex, so this is the only SubmissionQueue in existence.
         // Each READV/WRITEV's iovec array and frames stay valid and owned
@@ -265,18 +264,31 @@ impl Uring {
         // PG_writeback with a reference (writes), and nobody else reads or
         // writes such a frame. The poll carries no pointer.
         let mut sq = unsafe { self.ring.submission_shared() };
-        if arm {
-            let poll =
-                opcode::PollAdd::new(types::Fd(self.efd.as_raw_fd()), libc::POLLIN as u32).build().user_data(WAKE);
-            // SAFETY: as above.
-            let _ = unsafe { sq.push(&poll) };
-        }
-        for sqe in batch {
-            // SAFETY: as above. The SQ has twice the slots' entries, so
-            // this cannot fail.
-            let _ = unsafe { sq.push(&sqe) };
+        // SAFETY: as above.
+        let armed = arm && unsafe { sq.push(&Self::eventfd_poll(&self.efd)) }.is_ok();
+        let mut batch = batch.into_iter();
+        while let Some(sqe) = batch.next() {
+            // SAFETY: as above. The SQ has room for every slot and the poll,
+            // so this fails only if earlier submissions were refused; then
+            // what did not fit waits, first in line, for the next round.
+            if unsafe { sq.push(&sqe) }.is_err() {
+                let back: Vec<squeue::Entry> = std::iter::once(sqe).chain(batch).collect();
+                s.in_flight -= back.len();
+                for e in back.into_iter().rev() {
+                    s.pending.push_front(e);
+                }
+                break;
+            }
         }
         sq.sync();
+        s.reaper_waiting = s.in_flight < self.depth;
+        armed
+    }
+
+    /// The reaper's wake-up: a one-shot poll for the eventfd readable.
+    fn eventfd_poll(efd: &std::os::fd::OwnedFd) -> squeue::Entry {
+        use std::os::fd::AsRawFd;
+        opcode::PollAdd::new(types::Fd(efd.as_raw_fd()), libc::POLLIN as u32).build().user_data(WAKE)
     }
 
     /// Refuse new requests and wake the reaper to drain and leave.
@@ -444,8 +456,7 @@ impl Cache {
         // the ring with its CQE).
         let mut armed = false;
         loop {
-            ring.push_pending(!armed);
-            armed = true;
+            armed |= ring.push_pending(!armed);
             ring.wait(ring.reap_timeout);
             let done = {
                 let cq = ring.cq.lock();

@@ -25,10 +25,10 @@
 //! 17-21% of the active time, about 1.8-2.0 GB/s, for the ring with 64
 //! slots and for 8 I/O threads alike, against 1-8% idle and 2.2-2.7 GB/s
 //! with 4 (BENCHMARKS.md, "io_uring's depth and one submitter, session
-//! 14"). The host
-//! serves the requests in flight together, so the one the reader needs
-//! next ends no sooner than the others, the reader then copies two
-//! windows while nothing is queued, and the stream runs in bursts.
+//! 14"). The host serves the requests in flight together, so the one the
+//! reader needs next ends no sooner than the others, the reader then
+//! copies two windows while nothing is queued, and the stream runs in
+//! bursts.
 //! Holding requests back needs someone to submit them when room comes,
 //! and that is the reaper: a submitter takes a slot and leaves its SQE
 //! pending; the reaper, before each wait, moves pending SQEs to the SQ
@@ -49,8 +49,9 @@
 //! table), of which at most `depth` in flight; a submitter that finds no
 //! slot, or the ring closing, gets its request back and uses the thread
 //! pool (or does it inline) as before. The SQ has room for every slot
-//! and the eventfd's poll; the CQ (twice the SQ) cannot overflow. Shutdown: `close` refuses new requests
-//! and wakes the reaper, which leaves only once every slot is free and
+//! and the eventfd's poll; the CQ (twice the SQ) cannot overflow.
+//! Shutdown: `close` refuses new requests and wakes the reaper, which
+//! submits what is pending and leaves only once every slot is free and
 //! every fix-up helper joined, so no page stays locked or under writeback
 //! and the ring outlives every transfer using its buffers.
 //!

@@ -322,7 +322,8 @@ pub struct Tunables {
     #[serde(default = "default_fault_around_bytes")]
     pub fault_around_bytes: u64,
     /// I/O worker threads that read asynchronous readahead windows while
-    /// the reader copies (bio.rs). 0: the caller reads every window.
+    /// the reader copies (bio.rs), and the io_uring engine's requests in
+    /// flight at most (bio/uring.rs). 0: the caller reads every window.
     #[serde(default = "default_io_threads")]
     pub io_threads: usize,
     /// How asynchronous I/O reaches devices that can be driven directly

@@ -251,9 +251,6 @@ impl Uring {
     /// the poll went on.
     fn push_pending(&self, arm: bool) -> bool {
         let mut s = self.slots.lock();
-        let n = self.depth.saturating_sub(s.in_flight).min(s.pending.len());
-        let batch: Vec<squeue::Entry> = s.pending.drain(..n).collect();
-        s.in_flight += n;
         // SAFETY: only the reaper pushes to the SQ, and it holds the slot
         // table's mutex, so this is the only SubmissionQueue in existence.
         // Each READV/WRITEV's iovec array and frames stay valid and owned
@@ -267,19 +264,16 @@ impl Uring {
         let mut sq = unsafe { self.ring.submission_shared() };
         // SAFETY: as above.
         let armed = arm && unsafe { sq.push(&Self::eventfd_poll(&self.efd)) }.is_ok();
-        let mut batch = batch.into_iter();
-        while let Some(sqe) = batch.next() {
+        while s.in_flight < self.depth {
+            let Some(sqe) = s.pending.front() else { break };
             // SAFETY: as above. The SQ has room for every slot and the poll,
             // so this fails only if earlier submissions were refused; then
-            // what did not fit waits, first in line, for the next round.
-            if unsafe { sq.push(&sqe) }.is_err() {
-                let back: Vec<squeue::Entry> = std::iter::once(sqe).chain(batch).collect();
-                s.in_flight -= back.len();
-                for e in back.into_iter().rev() {
-                    s.pending.push_front(e);
-                }
+            // the rest waits, in order, for the next round.
+            if unsafe { sq.push(sqe) }.is_err() {
                 break;
             }
+            s.pending.pop_front();
+            s.in_flight += 1;
         }
         sq.sync();
         s.reaper_waiting = s.in_flight < self.depth;

@@ -747,11 +747,12 @@ fn summarise(
         }
     }
     let best = |src: &str| sequential.iter().filter(|m| m.source == src).map(|m| m.median).reduce(f64::max);
-    let over = |src: &str| best(src).zip(device_best_mbps).map(|(v, d)| stats::ratio(v, d));
-    let (pcache_over_device, kernel_over_device) = (over("pcache"), over("kernel"));
-    let pcache_over_device_1mib = best("pcache").zip(device_1mib_mbps).map(|(v, d)| stats::ratio(v, d));
-    let pcache_over_device_pool = best("pcache").zip(device_pool_1mib_mbps).map(|(v, d)| stats::ratio(v, d));
-    let pcache_over_kernel = best("pcache").zip(best("kernel")).map(|(p, k)| stats::ratio(p, k));
+    let over = |v: Option<f64>, d: Option<f64>| v.zip(d).map(|(v, d)| stats::ratio(v, d));
+    let (pcache, kernel) = (best("pcache"), best("kernel"));
+    let (pcache_over_device, kernel_over_device) = (over(pcache, device_best_mbps), over(kernel, device_best_mbps));
+    let pcache_over_device_1mib = over(pcache, device_1mib_mbps);
+    let pcache_over_device_pool = over(pcache, device_pool_1mib_mbps);
+    let pcache_over_kernel = over(pcache, kernel);
     if kernel_over_device.is_some_and(|v| v > 1.05) {
         notes.push(
             "the kernel's buffered read beat every O_DIRECT setting: the device's real limit is at least the \

@@ -11,6 +11,7 @@ use pcache::Tunables;
 
 use crate::kernel;
 use crate::variants::Preset;
+use crate::verdict::Headline;
 use crate::{Error, Result};
 
 /// `--param NAME=VALUE` (snake_case; kebab-case is accepted too, as the
@@ -147,17 +148,24 @@ pub trait Experiment: Sync {
     fn run(&self, opts: &ExpOpts) -> Result<Outcome>;
 }
 
-/// The report, and pretty JSON in the result struct's field order.
+/// The report, pretty JSON in the result struct's field order, and the
+/// lines the main job's verdict screen shows for it.
 #[derive(Clone, Debug)]
 pub struct Outcome {
     pub report: String,
     pub json: String,
+    pub headlines: Vec<Headline>,
 }
 
 impl Outcome {
     pub fn new(report: String, result: &impl serde::Serialize) -> Result<Outcome> {
         let json = serde_json::to_string_pretty(result).map_err(|e| Error::Invalid(format!("serialising: {e}")))?;
-        Ok(Outcome { report, json })
+        Ok(Outcome { report, json, headlines: Vec::new() })
+    }
+
+    pub fn with_headlines(mut self, headlines: Vec<Headline>) -> Outcome {
+        self.headlines = headlines;
+        self
     }
 }
 

@@ -25,6 +25,7 @@ pub mod sparsetruncate;
 pub mod stats;
 pub mod sys;
 pub mod variants;
+pub mod verdict;
 pub mod zipf;
 
 use std::io;

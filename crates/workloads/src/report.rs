@@ -8,6 +8,7 @@ use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::stats::{ratio, Better, Comparison};
+use crate::verdict::Headline;
 
 /// A map that keeps insertion order, serialised as a JSON object.
 #[derive(Clone, Debug, PartialEq)]
@@ -203,6 +204,9 @@ pub struct ExperimentResult {
     pub optimized: bool,
     pub total_s: f64,
     pub notes: Vec<String>,
+    /// The main job's verdict screen's lines for this experiment.
+    #[serde(default)]
+    pub headlines: Vec<Headline>,
 }
 
 /// Every counted check that could be told agrees, and at least one could.

@@ -20,6 +20,7 @@ use crate::render::fmt_size;
 use crate::report::{same_direction, sum_vmstat, Check, ExperimentResult, MetricSpec, Named, Samples, VariantResult};
 use crate::sys::{load_note, loadavg, tempdir_in};
 use crate::variants::{self, Preset};
+use crate::verdict::{Headline, Verdict};
 use crate::Result;
 
 /// A preset and its tunables (the preset's, then `--set`).
@@ -259,6 +260,34 @@ pub trait SeedChecks: SeedExperiment {
     fn checks(r: &ExperimentResult) -> Vec<Check>;
     /// Findings after the checks and the verdict.
     fn finish(_r: &mut ExperimentResult) {}
+    /// The verdict screen's lines (after `checks` and `finish`). The
+    /// default is one line from the counted checks; an experiment states
+    /// its headline effect and the kernel's figure beside it instead.
+    fn headlines(r: &ExperimentResult) -> Vec<Headline> {
+        vec![checks_headline(Self::SUBJECT, Self::CLAIM, r)]
+    }
+}
+
+/// One headline from the counted checks: reproduced when every counted
+/// check that could be told agrees.
+pub fn checks_headline(subject: &str, claim: &str, r: &ExperimentResult) -> Headline {
+    let told: Vec<bool> = r.checks.iter().filter(|c| c.counts).filter_map(|c| c.agrees).collect();
+    let agree = told.iter().filter(|&&a| a).count();
+    let verdict = if told.is_empty() {
+        Verdict::CannotJudge
+    } else if agree == told.len() {
+        Verdict::Reproduced
+    } else {
+        Verdict::NotReproduced
+    };
+    Headline {
+        experiment: subject.to_string(),
+        claimed: claim.to_string(),
+        reproduced: format!("{agree} of {} counted checks agree", told.len()),
+        kernel: "see the full report".into(),
+        verdict,
+        note: String::new(),
+    }
 }
 
 pub trait SeedReport: SeedExperiment {
@@ -346,10 +375,12 @@ pub fn run_with<E: Seeded>(opts: &ExpOpts, p: E::Params) -> Result<(ExperimentRe
         optimized: !cfg!(debug_assertions),
         total_s: 0.0,
         notes,
+        headlines: Vec::new(),
     };
     result.checks = E::checks(&result);
     result.same_direction = same_direction(&result.checks);
     E::finish(&mut result);
+    result.headlines = E::headlines(&result);
     if let Some(dir) = &opts.plot_dir {
         match E::plot(dir, &result, &raw, &p) {
             Ok(files) => result.notes.push(format!("plots: {}", files.join(", "))),
@@ -401,6 +432,6 @@ impl<E: Seeded> Experiment for Seed<E> {
     }
     fn run(&self, opts: &ExpOpts) -> Result<Outcome> {
         let (result, p) = run::<E>(opts)?;
-        Outcome::new(report::<E>(&result, &p), &result)
+        Ok(Outcome::new(report::<E>(&result, &p), &result)?.with_headlines(result.headlines.clone()))
     }
 }

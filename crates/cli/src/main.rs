@@ -20,6 +20,7 @@ use clap::{Arg, ArgMatches, Args, Command, CommandFactory, FromArgMatches, Parse
 use pcache_workloads::experiment::{self, keyed_json, parse_set, ExpOpts, Experiment};
 use pcache_workloads::registry;
 use pcache_workloads::render::parse_size;
+use pcache_workloads::verdict;
 
 #[derive(Parser, Debug)]
 #[command(name = "pcache", version, about = "pcache: the Linux page cache, in userspace")]
@@ -256,6 +257,12 @@ struct SharedArgs {
     /// Skip the kernel column.
     #[arg(long, global = true)]
     no_kernel: bool,
+
+    /// Write the full report (every table, check and note) to FILE. The
+    /// main job always writes one, by default to a new file in the
+    /// system's temporary directory, and prints only its verdicts.
+    #[arg(long, value_name = "FILE", global = true)]
+    report: Option<PathBuf>,
 }
 
 impl SharedArgs {
@@ -387,6 +394,13 @@ impl JsonSink {
     }
 }
 
+/// Where the main job's full report goes when `--report` does not say: a
+/// new file in the system's temporary directory.
+fn default_report_path() -> PathBuf {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    std::env::temp_dir().join(format!("pcache-bench-{secs}-{}.txt", std::process::id()))
+}
+
 fn bench(cmd: BenchCmd, matches: &ArgMatches) -> Result<(), BoxError> {
     let listing = matches.subcommand_name() == Some("list");
     if cmd.list || listing {
@@ -394,7 +408,15 @@ fn bench(cmd: BenchCmd, matches: &ArgMatches) -> Result<(), BoxError> {
         return Ok(());
     }
     let (named, opts, shared) = bench_selection(matches)?;
+    let main_job = named.is_none();
     let sink = shared.json.as_deref().map(JsonSink::open).transpose()?;
+    let report_path = shared.report.clone().or_else(|| main_job.then(default_report_path));
+    let mut report_file = match &report_path {
+        Some(p) => Some(std::fs::File::create(p).map_err(|e| format!("cannot create {}: {e}", p.display()))?),
+        None => None,
+    };
+    // What is not the JSON goes to stdout, or to stderr when the JSON does.
+    let say = |text: &str| JsonSink::print_report(&sink, text);
     if cfg!(debug_assertions) {
         eprintln!("pcache: warning: this is a debug build; build with --release for meaningful timings");
     }
@@ -402,11 +424,16 @@ fn bench(cmd: BenchCmd, matches: &ArgMatches) -> Result<(), BoxError> {
         Some(e) => vec![(e, opts)],
         None => registry::main_job().map(|e| (e, registry::main_job_opts(e, &opts))).collect(),
     };
+    if let (true, Some(path)) = (main_job, &report_path) {
+        say(&verdict::main_job_header(runs.len(), &path.display().to_string()));
+    }
     let mut outputs: Vec<(&str, String)> = Vec::new();
+    let mut headlines = Vec::new();
     for (exp, opts) in &runs {
-        if named.is_none() {
+        if main_job {
             eprintln!("pcache bench: running {}", exp.name());
         }
+        let start = std::time::Instant::now();
         let outcome = match experiment::run(*exp, opts) {
             Ok(o) => o,
             Err(e) => {
@@ -417,15 +444,38 @@ fn bench(cmd: BenchCmd, matches: &ArgMatches) -> Result<(), BoxError> {
                 return Err(format!("{}: {e}", exp.name()).into());
             }
         };
-        JsonSink::print_report(&sink, &outcome.report);
+        if let (Some(f), Some(path)) = (report_file.as_mut(), &report_path) {
+            writeln!(f, "{}", outcome.report).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        }
+        if main_job {
+            say(&verdict::progress_line(exp.name(), start.elapsed().as_secs_f64(), &outcome.headlines));
+        } else {
+            say(&outcome.report);
+        }
+        headlines.extend(outcome.headlines);
         outputs.push((exp.name(), outcome.json));
+    }
+    if !headlines.is_empty() {
+        let screen = verdict::render_screen(&headlines);
+        if let (Some(f), Some(path)) = (report_file.as_mut(), &report_path) {
+            write!(f, "{screen}").map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        }
+        say(&format!("\n{screen}"));
+    }
+    if let Some(path) = &report_path {
+        say(&format!("full report: {}\n", path.display()));
     }
     if let Some(sink) = sink {
         // One experiment named: its own object. The main job: an object
-        // keyed by experiment name.
+        // keyed by experiment name, and its verdicts.
         let text = match outputs.as_slice() {
-            [(_, one)] if named.is_some() => format!("{one}\n"),
-            all => keyed_json(all),
+            [(_, one)] if !main_job => format!("{one}\n"),
+            all => {
+                let verdicts = serde_json::to_string_pretty(&headlines)?;
+                let mut all = all.to_vec();
+                all.push(("verdicts", verdicts));
+                keyed_json(&all)
+            }
         };
         sink.write(&text)?;
     }

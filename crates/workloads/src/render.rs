@@ -65,9 +65,9 @@ impl ExperimentResult {
 
     pub fn render_checks(&self) -> String {
         let mut s = String::new();
-        let _ = writeln!(s, "seed {} reported: {}", self.seed, self.seed_claim);
+        let _ = writeln!(s, "the original measurement ({}): {}", self.origin, self.claim);
         let mut rows =
-            vec![vec!["check".to_string(), "seed".to_string(), "this run".to_string(), "same way".to_string()]];
+            vec![vec!["check".to_string(), "original".to_string(), "this run".to_string(), "same way".to_string()]];
         for c in &self.checks {
             let a = match c.agrees {
                 Some(true) => "yes",
@@ -83,11 +83,13 @@ impl ExperimentResult {
         let uncounted = self.checks.len() - counted.len();
         let _ = writeln!(
             s,
-            "same direction as the seed: {} ({agree} of {} counted checks agree{})",
-            if self.same_direction { "YES" } else { "NO" },
+            "checks in the original's direction: {agree} of {} counted{}",
             counted.len(),
             if uncounted > 0 { format!("; {uncounted} not counted or not told") } else { String::new() }
         );
+        for h in &self.headlines {
+            let _ = writeln!(s, "verdict: {} ({}): {}", h.verdict.label(), h.experiment, h.reproduced);
+        }
         s
     }
 }

@@ -190,8 +190,10 @@ pub struct Check {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ExperimentResult {
     pub experiment: String,
-    pub seed: String,
-    pub seed_claim: String,
+    /// Who made the change, when, in which kernel: "Mel Gorman, Linux 3.2, commit ee72886d8ed5".
+    pub origin: String,
+    /// What the original measurement reported.
+    pub claim: String,
     pub same_direction: bool,
     pub variants: Vec<VariantResult>,
     pub metric_specs: Vec<MetricSpec>,

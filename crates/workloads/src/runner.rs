@@ -213,8 +213,9 @@ pub trait SeedExperiment: Sync + 'static {
     type Raw;
 
     const NAME: &'static str;
-    /// E.g. `"000"`.
-    const SEED: &'static str;
+    /// Who made the change, when, in which kernel, e.g. `"Mel Gorman,
+    /// Linux 3.2, commit ee72886d8ed5"`.
+    const ORIGIN: &'static str;
     const CLAIM: &'static str;
     /// The seed's patch or question in a few words, for the title.
     const SUBJECT: &'static str;
@@ -294,7 +295,7 @@ pub trait SeedReport: SeedExperiment {
     fn title(r: &ExperimentResult, p: &Self::Params) -> String {
         let (mem, sizes) = (fmt_size(Self::shape(p).mem_bytes), Self::sizes(r, p));
         let quick = if r.quick { " (quick)" } else { "" };
-        format!("{} (seed {}: {}): {mem} of cache, {sizes}{quick}", Self::NAME, r.seed, Self::SUBJECT)
+        format!("{}: {} ({}): {mem} of cache, {sizes}{quick}", Self::NAME, Self::SUBJECT, r.origin)
     }
     /// The sizes in the title, after the cache.
     fn sizes(r: &ExperimentResult, _: &Self::Params) -> String {
@@ -362,8 +363,8 @@ pub fn run_with<E: Seeded>(opts: &ExpOpts, p: E::Params) -> Result<(ExperimentRe
     extra.insert("kernel".into(), kernel_raw);
     let mut result = ExperimentResult {
         experiment: E::NAME.into(),
-        seed: E::SEED.into(),
-        seed_claim: E::CLAIM.into(),
+        origin: E::ORIGIN.into(),
+        claim: E::CLAIM.into(),
         same_direction: false,
         variants: columns,
         metric_specs: m.specs,

@@ -7,6 +7,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::report::{amean, t_critical_95, ExperimentResult};
+use crate::stats::{pct_better, Better};
+
 /// How a headline's claim fared in this run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -63,6 +66,122 @@ pub struct Headline {
     pub note: String,
 }
 
+/// A difference between two columns' samples, in percent of the first's
+/// mean (positive = better), and this run's noise: the half-width of the
+/// 95% confidence interval of the difference of means (Welch), in the same
+/// percent. An effect larger than its noise is what Welch's test calls
+/// significant.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Effect {
+    pub pct: f64,
+    pub noise_pct: f64,
+}
+
+impl Effect {
+    pub fn of(base: &[f64], new: &[f64], better: Better) -> Effect {
+        let clean = |v: &[f64]| v.iter().copied().filter(|x| x.is_finite()).collect::<Vec<f64>>();
+        let (a, b) = (clean(base), clean(new));
+        let (ma, mb) = (amean(&a), amean(&b));
+        let pct = pct_better(ma, mb, better);
+        if a.len() < 2 || b.len() < 2 || ma == 0.0 {
+            return Effect { pct, noise_pct: f64::NAN };
+        }
+        let var = |v: &[f64], m: f64| v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (v.len() - 1) as f64;
+        let (qa, qb) = (var(&a, ma) / a.len() as f64, var(&b, mb) / b.len() as f64);
+        let se2 = qa + qb;
+        let dof = if qa + qb == 0.0 {
+            f64::INFINITY
+        } else {
+            se2 * se2 / (qa * qa / (a.len() - 1) as f64 + qb * qb / (b.len() - 1) as f64)
+        };
+        Effect { pct, noise_pct: t_critical_95(dof) * se2.sqrt() / ma.abs() * 100.0 }
+    }
+
+    /// The metric `metric` of variant `new` against variant `base`.
+    pub fn between(r: &ExperimentResult, base: &str, new: &str, metric: &str) -> Effect {
+        let better = r.spec(metric).map_or(Better::Higher, |s| s.better);
+        let samples = |v: &str| r.variant(v).map(|v| v.samples(metric).to_vec()).unwrap_or_default();
+        Effect::of(&samples(base), &samples(new), better)
+    }
+
+    /// Reproduced when the effect is in the claimed direction (`better`
+    /// for an improvement) and larger than the noise; not reproduced when
+    /// opposite and larger; within noise otherwise.
+    pub fn verdict(&self) -> Verdict {
+        if !self.pct.is_finite() || !self.noise_pct.is_finite() {
+            Verdict::CannotJudge
+        } else if self.pct.abs() <= self.noise_pct {
+            Verdict::WithinNoise
+        } else if self.pct > 0.0 {
+            Verdict::Reproduced
+        } else {
+            Verdict::NotReproduced
+        }
+    }
+
+    /// "6.7% more files/s (noise +-4.0%)": `gain` and `loss` are the words
+    /// for either sign ("faster"/"slower", "more files/s"/"fewer files/s").
+    pub fn describe(&self, gain: &str, loss: &str) -> String {
+        if !self.pct.is_finite() {
+            return "not measured".into();
+        }
+        let word = if self.pct >= 0.0 { gain } else { loss };
+        let noise =
+            if self.noise_pct.is_finite() { format!(" (noise +-{:.1}%)", self.noise_pct) } else { String::new() };
+        format!("{:.1}% {word}{noise}", self.pct.abs())
+    }
+}
+
+/// A figure for a headline: three significant digits, thousands grouped.
+pub fn fmt_figure(v: f64) -> String {
+    if !v.is_finite() {
+        return "-".into();
+    }
+    let a = v.abs();
+    if a >= 1000.0 {
+        let n = v.round() as i64;
+        let digits = n.unsigned_abs().to_string();
+        let mut out = String::new();
+        for (i, c) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i) % 3 == 0 {
+                out.push(',');
+            }
+            out.push(c);
+        }
+        if n < 0 {
+            out.insert(0, '-');
+        }
+        out
+    } else if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// The kernel column's mean of `metric` with `unit`, or why there is none.
+pub fn kernel_figure(r: &ExperimentResult, metric: &str, unit: &str) -> String {
+    match r.variant(crate::runner::KERNEL_COLUMN) {
+        None => r
+            .notes
+            .iter()
+            .find_map(|n| n.strip_prefix("kernel column not available: "))
+            .map_or("not run".into(), |why| format!("not run ({why})")),
+        Some(_) => {
+            let m = r.mean(crate::runner::KERNEL_COLUMN, metric);
+            if m.is_finite() {
+                format!("{} {unit}", fmt_figure(m))
+            } else {
+                "no such figure".into()
+            }
+        }
+    }
+}
+
 /// At most this many lines, and this many columns each.
 pub const SCREEN_LINES: usize = 40;
 pub const SCREEN_COLS: usize = 120;
@@ -77,16 +196,51 @@ pub fn clip(s: &str, n: usize) -> String {
     out
 }
 
+/// The main job's first lines: what it runs and where the full report goes.
+pub fn main_job_header(experiments: usize, report: &str) -> String {
+    format!(
+        "pcache bench: the main job, {experiments} experiments, each against the host kernel's page cache where \
+         this machine allows.\nEvery table, check and note goes to the full report: {report}\n\n"
+    )
+}
+
+/// The tally of `headlines`' verdicts, e.g. "2 met, 1 missed".
+pub fn tally(headlines: &[Headline]) -> String {
+    let count = |v: Verdict| headlines.iter().filter(|h| h.verdict == v).count();
+    let parts: Vec<String> = ALL
+        .into_iter()
+        .filter(|&v| count(v) > 0)
+        .map(|v| format!("{} {}", count(v), v.label().to_lowercase()))
+        .collect();
+    if parts.is_empty() {
+        "no verdict".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+const ALL: [Verdict; 6] = [
+    Verdict::Reproduced,
+    Verdict::NotReproduced,
+    Verdict::WithinNoise,
+    Verdict::Met,
+    Verdict::Missed,
+    Verdict::CannotJudge,
+];
+
+/// One line per finished experiment while the main job runs.
+pub fn progress_line(name: &str, secs: f64, headlines: &[Headline]) -> String {
+    format!("{name:<18} {secs:>6.1} s  {}\n", tally(headlines))
+}
+
 /// The verdict screen: a title, then per headline its verdict and
 /// experiment on one line and claim, result and kernel below, then a
 /// tally. Lines past [`SCREEN_LINES`] are dropped with a count.
 pub fn render_screen(headlines: &[Headline]) -> String {
     const IND: &str = "    ";
     let w = SCREEN_COLS;
-    let mut lines = vec![clip(
-        "Verdicts (claimed by the original measurement / measured in this run / the kernel's page cache)",
-        w,
-    )];
+    let title = format!("Verdicts: {} ({} headlines)", tally(headlines), headlines.len());
+    let mut lines = vec![clip(&title, w)];
     for h in headlines {
         lines.push(clip(&format!("{:<15}{}", h.verdict.label(), h.experiment), w));
         lines.push(clip(&format!("{IND}claimed: {}; this run: {}", h.claimed, h.reproduced), w));
@@ -96,26 +250,11 @@ pub fn render_screen(headlines: &[Headline]) -> String {
         }
         lines.push(clip(&third, w));
     }
-    let count = |v: Verdict| headlines.iter().filter(|h| h.verdict == v).count();
-    let tally: Vec<String> = [
-        Verdict::Reproduced,
-        Verdict::NotReproduced,
-        Verdict::WithinNoise,
-        Verdict::Met,
-        Verdict::Missed,
-        Verdict::CannotJudge,
-    ]
-    .into_iter()
-    .filter(|&v| count(v) > 0)
-    .map(|v| format!("{} {}", count(v), v.label().to_lowercase()))
-    .collect();
-    let tally = clip(&format!("{} headlines: {}", headlines.len(), tally.join(", ")), w);
-    if lines.len() + 1 > SCREEN_LINES {
-        let dropped = lines.len() + 2 - SCREEN_LINES;
-        lines.truncate(SCREEN_LINES - 2);
+    if lines.len() > SCREEN_LINES {
+        let dropped = lines.len() + 1 - SCREEN_LINES;
+        lines.truncate(SCREEN_LINES - 1);
         lines.push(format!("({dropped} lines more in the full report)"));
     }
-    lines.push(tally);
     let mut s = lines.join("\n");
     s.push('\n');
     s
@@ -146,10 +285,31 @@ mod tests {
         let s = render_screen(&hs);
         assert!(s.lines().count() <= SCREEN_LINES, "{}", s.lines().count());
         assert!(s.lines().all(|l| l.chars().count() <= SCREEN_COLS));
-        assert!(s.ends_with("30 headlines: 15 met, 15 missed\n"), "{s}");
+        assert!(s.starts_with("Verdicts: 15 met, 15 missed (30 headlines)\n"), "{s}");
+        assert!(s.trim_end().ends_with("lines more in the full report)"), "{s}");
         let s = render_screen(&[h(Verdict::WithinNoise, false)]);
-        assert_eq!(s.lines().count(), 5);
+        assert_eq!(s.lines().count(), 4);
         assert!(s.contains("WITHIN NOISE"));
-        assert!(s.ends_with("1 headlines: 1 within noise\n"));
+        assert!(s.starts_with("Verdicts: 1 within noise (1 headlines)\n"));
+    }
+
+    // Goal: an effect counts only beyond its noise, in either direction,
+    // and its words follow its sign.
+    #[test]
+    fn effect_against_noise() {
+        let base = [100.0, 101.0, 99.0, 100.0];
+        let up = Effect::of(&base, &[110.0, 111.0, 109.0, 110.0], Better::Higher);
+        assert!((up.pct - 10.0).abs() < 1e-9 && up.noise_pct < 3.0, "{up:?}");
+        assert_eq!(up.verdict(), Verdict::Reproduced);
+        assert_eq!(up.describe("more", "fewer"), format!("10.0% more (noise +-{:.1}%)", up.noise_pct));
+        let down = Effect::of(&base, &[110.0, 111.0, 109.0, 110.0], Better::Lower);
+        assert_eq!(down.verdict(), Verdict::NotReproduced);
+        assert!(down.describe("faster", "slower").starts_with("10.0% slower"));
+        let noisy = Effect::of(&[90.0, 110.0, 95.0, 105.0], &[95.0, 115.0, 100.0, 108.0], Better::Higher);
+        assert_eq!(noisy.verdict(), Verdict::WithinNoise, "{noisy:?}");
+        assert_eq!(Effect::of(&[1.0], &[2.0], Better::Higher).verdict(), Verdict::CannotJudge);
+        assert_eq!(fmt_figure(1794.59), "1,795");
+        assert_eq!(fmt_figure(12.63), "12.6");
+        assert_eq!(fmt_figure(-2_345_678.0), "-2,345,678");
     }
 }

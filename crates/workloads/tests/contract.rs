@@ -20,7 +20,7 @@ fn check_seed_experiment(e: &dyn Experiment, json: &str, report: &str) {
     let name = e.name();
     let r: ExperimentResult = serde_json::from_str(json).unwrap_or_else(|err| panic!("{name}: schema: {err}"));
     assert_eq!(r.experiment, name);
-    assert!(!r.seed.is_empty() && !r.seed_claim.is_empty(), "{name}: seed and claim");
+    assert!(!r.origin.is_empty() && !r.claim.is_empty(), "{name}: origin and claim");
     // The variants run are the experiment's defaults, in order, and the
     // smoke run has no kernel column.
     let names: Vec<&str> = r.variants.iter().map(|v| v.name.as_str()).collect();
@@ -54,7 +54,7 @@ fn check_seed_experiment(e: &dyn Experiment, json: &str, report: &str) {
     for needle in ["compare-kernels", "BAmean-95", "same direction as the seed", "time:"] {
         assert!(report.contains(needle), "{name}: report lacks {needle:?}");
     }
-    assert!(report.contains(&format!("seed {} reported", r.seed)), "{name}: report lacks the seed's claim");
+    assert!(report.contains(&format!("the original measurement ({})", r.origin)), "{name}: report lacks the claim");
 }
 
 /// Replay keeps the schema `pcache replay --json` always had (the Python

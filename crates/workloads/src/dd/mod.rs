@@ -151,7 +151,7 @@ impl SeedExperiment for Dd {
     type Params = DdParams;
     type Raw = ();
     const NAME: &'static str = EXPERIMENT;
-    const SEED: &'static str = "000";
+    const ORIGIN: &'static str = "Mel Gorman, Linux 3.16, commit 2457aec6";
     const CLAIM: &'static str = "accessed-v2 against 3.15-rc3 vanilla: async dd Max elapsed down on every filesystem \
                                  (tmpfs 0.51->0.49s +3.9%, ext3 +17%, ext4 +28%, xfs +83%, btrfs +0.2%); \
                                  mark_page_accessed profile samples down sharply (tmpfs 59562 -> 94, plus 1210 in \

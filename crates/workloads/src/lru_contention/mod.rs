@@ -264,7 +264,7 @@ impl SeedExperiment for LruContention {
     type Params = LruContentionOpts;
     type Raw = LruSeries;
     const NAME: &'static str = EXPERIMENT;
-    const SEED: &'static str = "002";
+    const ORIGIN: &'static str = "Nikita Danilov, Nov 2004, for Linux 2.6.10-rc2";
     const CLAIM: &'static str = "batching mark_page_accessed through per-CPU pagevecs (Danilov, 2.6.10-rc2) cuts \
                                  zone->lru_lock contention: reaim peak jobs/min +6.4% on an 8-way; but every batched \
                                  page takes a reference, extra atomic ops (Andrew Morton), kernbench -j4 got 12% slower, \

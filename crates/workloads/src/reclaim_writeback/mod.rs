@@ -47,7 +47,7 @@ mod report;
 mod workload;
 
 pub const EXPERIMENT: &str = "reclaim-writeback";
-pub const SEED: &str = "004";
+pub const ORIGIN: &str = "Mel Gorman, Linux 3.2, commit ee72886d8ed5";
 pub const SEED_CLAIM: &str = "3.2 against 3.1: fs_mark files/s up 4-14%, elapsed times down, no writes from direct \
                               reclaim, kswapd efficiency unchanged";
 pub const BEFORE: &str = "3.1";
@@ -313,7 +313,7 @@ impl SeedExperiment for ReclaimWritebackExp {
     type Params = ReclaimWritebackOpts;
     type Raw = Matrix<RunOut>;
     const NAME: &'static str = EXPERIMENT;
-    const SEED: &'static str = SEED;
+    const ORIGIN: &'static str = ORIGIN;
     const CLAIM: &'static str = SEED_CLAIM;
     const SUBJECT: &'static str = "do not write back filesystem pages in direct reclaim";
     const ABOUT: &'static str = "Seed 004, writeback from reclaim: fs_mark, parallel dd and streaming writes under \

@@ -299,7 +299,7 @@ impl SeedExperiment for SmallFileServer {
     type Params = Params;
     type Raw = ();
     const NAME: &'static str = EXPERIMENT;
-    const SEED: &'static str = "003";
+    const ORIGIN: &'static str = "Ashif Harji and Nick Piggin, linux-kernel, March 2007, Linux 2.6.20";
     const CLAIM: &'static str = "unconditional marking raised a SPECweb99-like server's throughput ~20% (868 -> 1111 \
                                  Mbps) over 2.6.20's prev_index rule, which never re-marks a one-page file read again \
                                  through the same descriptor; Piggin's !offset and the prev_pos fix keep those pages \

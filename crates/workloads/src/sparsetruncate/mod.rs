@@ -187,7 +187,7 @@ impl SeedExperiment for Sparsetruncate {
     type Params = SparseParams;
     type Raw = ();
     const NAME: &'static str = EXPERIMENT;
-    const SEED: &'static str = "001";
+    const ORIGIN: &'static str = "Mel Gorman, [PATCH 4/8] of Oct 2017, Linux 4.15";
     const CLAIM: &'static str = "onedrain against 4.14-rc4 batchshadow-v1r1, sparsetruncate (tiny): truncate time Max \
                                  254 -> 208 us (+18.11%), Stddev 12.74 -> 9.62 (+24.49%), Amean 145.12 -> 144.30 \
                                  (+0.56%); lru_add_drain once per pagevec lifecycle instead of on every release";

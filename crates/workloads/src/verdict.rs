@@ -186,13 +186,13 @@ pub fn kernel_figure(r: &ExperimentResult, metric: &str, unit: &str) -> String {
 pub const SCREEN_LINES: usize = 40;
 pub const SCREEN_COLS: usize = 120;
 
-/// `s` cut to `n` characters, an ellipsis marking the cut.
+/// `s` cut to `n` characters, "..." marking the cut.
 pub fn clip(s: &str, n: usize) -> String {
     if s.chars().count() <= n {
         return s.to_string();
     }
-    let mut out: String = s.chars().take(n.saturating_sub(1)).collect();
-    out.push('…');
+    let mut out: String = s.chars().take(n.saturating_sub(3)).collect();
+    out.push_str("...");
     out
 }
 
@@ -233,22 +233,46 @@ pub fn progress_line(name: &str, secs: f64, headlines: &[Headline]) -> String {
     format!("{name:<18} {secs:>6.1} s  {}\n", tally(headlines))
 }
 
-/// The verdict screen: a title, then per headline its verdict and
-/// experiment on one line and claim, result and kernel below, then a
-/// tally. Lines past [`SCREEN_LINES`] are dropped with a count.
+/// The verdict screen: a title with the tally, then per headline its
+/// verdict and experiment, what was claimed against what this run
+/// measured, and the kernel's figure with any note. A line too wide for
+/// [`SCREEN_COLS`] is split at its `; ` while lines are left under
+/// [`SCREEN_LINES`], and cut with "..." once they are not.
 pub fn render_screen(headlines: &[Headline]) -> String {
     const IND: &str = "    ";
     let w = SCREEN_COLS;
-    let title = format!("Verdicts: {} ({} headlines)", tally(headlines), headlines.len());
-    let mut lines = vec![clip(&title, w)];
-    for h in headlines {
-        lines.push(clip(&format!("{:<15}{}", h.verdict.label(), h.experiment), w));
-        lines.push(clip(&format!("{IND}claimed: {}; this run: {}", h.claimed, h.reproduced), w));
-        let mut third = format!("{IND}kernel: {}", h.kernel);
-        if !h.note.is_empty() {
-            third.push_str(&format!("; {}", h.note));
+    // Per headline: its lines, each a list of parts joined by "; " when
+    // they fit on one line.
+    let groups: Vec<Vec<Vec<String>>> = headlines
+        .iter()
+        .map(|h| {
+            let mut last = vec![format!("kernel: {}", h.kernel)];
+            if !h.note.is_empty() {
+                last.push(h.note.clone());
+            }
+            vec![
+                vec![format!("{:<15}{}", h.verdict.label(), h.experiment)],
+                vec![format!("claimed: {}", h.claimed), format!("this run: {}", h.reproduced)],
+                last,
+            ]
+        })
+        .collect();
+    let fits = |parts: &[String], first: bool| {
+        let ind = if first { 0 } else { IND.len() };
+        ind + parts.iter().map(|p| p.chars().count()).sum::<usize>() + 2 * (parts.len() - 1) <= w
+    };
+    let mut spare = SCREEN_LINES.saturating_sub(1 + groups.iter().map(Vec::len).sum::<usize>());
+    let mut lines = vec![clip(&format!("Verdicts: {} ({} headlines)", tally(headlines), headlines.len()), w)];
+    for g in &groups {
+        for (k, parts) in g.iter().enumerate() {
+            let ind = if k == 0 { "" } else { IND };
+            if fits(parts, k == 0) || parts.len() == 1 || spare < parts.len() - 1 {
+                lines.push(clip(&format!("{ind}{}", parts.join("; ")), w));
+            } else {
+                spare -= parts.len() - 1;
+                lines.extend(parts.iter().map(|p| clip(&format!("{ind}{p}"), w)));
+            }
         }
-        lines.push(clip(&third, w));
     }
     if lines.len() > SCREEN_LINES {
         let dropped = lines.len() + 1 - SCREEN_LINES;
@@ -291,6 +315,10 @@ mod tests {
         assert_eq!(s.lines().count(), 4);
         assert!(s.contains("WITHIN NOISE"));
         assert!(s.starts_with("Verdicts: 1 within noise (1 headlines)\n"));
+        // Wide lines split at "; " while lines are spare.
+        let s = render_screen(&[h(Verdict::Met, true)]);
+        assert_eq!(s.lines().count(), 6, "{s}");
+        assert!(s.lines().all(|l| l.chars().count() <= SCREEN_COLS));
     }
 
     // Goal: an effect counts only beyond its noise, in either direction,

@@ -1,4 +1,6 @@
 use super::*;
+use crate::runner::KERNEL_COLUMN;
+use crate::verdict::{fmt_figure, kernel_figure, Effect, Headline, Verdict};
 
 pub(super) fn max_of(v: &[f64]) -> f64 {
     v.iter().copied().filter(|x| !x.is_nan()).fold(f64::NAN, f64::max)
@@ -16,14 +18,18 @@ fn time_lower(
     counts: bool,
 ) -> Check {
     let pct = pct_better(before, after, Better::Lower);
+    let change = if pct.is_nan() {
+        "n/a".to_string()
+    } else {
+        format!("{:.2}% {}{}", pct.abs(), if pct >= 0.0 { "faster" } else { "slower" }, if sig { " *" } else { "" })
+    };
     Check {
         name,
         seed: seed.into(),
         measured: format!(
-            "{} -> {} ms ({}{inner}){outer}",
+            "{} -> {} ms ({change}{inner}){outer}",
             render::fmt_value(before * 1e3),
             render::fmt_value(after * 1e3),
-            fmt_pct(pct, sig)
         ),
         agrees: if pct.is_nan() { None } else { Some(pct > 0.0) },
         counts,
@@ -39,6 +45,38 @@ impl SeedChecks for Dd {
         let mut out = time_checks(r, b, a);
         out.extend(profile_checks(r));
         out
+    }
+
+    /// The file-backed async dd (the seed's disk filesystems) against its
+    /// noise, and the mechanism: mark_page_accessed calls per page gone.
+    fn headlines(r: &ExperimentResult) -> Vec<Headline> {
+        let w = workload_name(Backend::File, Mode::Async);
+        let metric = format!("{w} elapsed_s");
+        let effect = Effect::between(r, BEFORE, AFTER, &metric);
+        let calls = format!("{w} mark_page_accessed/page");
+        let (mb, ma) = (r.mean(BEFORE, &calls), r.mean(AFTER, &calls));
+        let mechanism = mb.is_finite() && ma.is_finite() && mb > 0.0 && ma <= mb * (1.0 - SHARP_DROP);
+        let verdict = if mechanism { effect.verdict() } else { Verdict::NotReproduced };
+        let kernel = r.mean(KERNEL_COLUMN, &metric);
+        let pcache = r.mean(AFTER, &metric);
+        let kernel = if kernel.is_finite() {
+            format!("{} ms a file, pcache {:.2}x its speed", fmt_figure(kernel * 1e3), kernel / pcache)
+        } else {
+            kernel_figure(r, &metric, "s")
+        };
+        vec![Headline {
+            experiment: "Accessed state set before a new page is visible (Mel Gorman, Linux 3.16): dd".into(),
+            claimed: "async dd 4-28% faster on disk filesystems, mark_page_accessed calls nearly gone".into(),
+            reproduced: format!(
+                "async dd to a file {}, mark_page_accessed calls/page {:.2} -> {:.2}",
+                effect.describe("faster", "slower"),
+                mb,
+                ma
+            ),
+            kernel,
+            verdict,
+            note: if mechanism { String::new() } else { "the calls per page did not drop".into() },
+        }]
     }
 }
 
@@ -63,7 +101,7 @@ fn time_checks(r: &ExperimentResult, b: &VariantResult, a: &VariantResult) -> Ve
         ] {
             let means = (r.mean(BEFORE, metric), r.mean(AFTER, metric));
             let sig = significant(b.samples(metric), a.samples(metric));
-            out.push(time_lower(name, seed, means, sig, (" better", ""), counts));
+            out.push(time_lower(name, seed, means, sig, ("", ""), counts));
         }
         if m == Mode::Async {
             out.push(time_lower(

@@ -30,7 +30,7 @@ use serde_json::Value;
 use crate::experiment::ExpOpts;
 use crate::kernel;
 use crate::plot;
-use crate::render::{self, fmt_cell, fmt_pct, fmt_size, vmstat_section};
+use crate::render::{self, fmt_cell, fmt_size, vmstat_section};
 use crate::report::{amean, significant, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult};
 use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, SeedMeasure};
 use crate::runner::{SeedReport, Variant};

@@ -8,6 +8,7 @@ use super::{HitpathOpts, HitpathResult, Target, MIB, TARGET_HIT_NS_1THREAD, TARG
 use super::{TARGET_KERNEL_OVER_PCACHE, TARGET_PCACHE_OVER_MEMCPY, TARGET_SCALING_2THREADS};
 use crate::render;
 use crate::stats::{Better, Comparison, Row};
+use crate::verdict::{Headline, Verdict};
 
 impl HitpathResult {
     pub fn passed(&self) -> usize {
@@ -106,6 +107,76 @@ impl HitpathResult {
         s
     }
 }
+
+impl HitpathResult {
+    /// The verdict screen's lines: pcache's own targets for the hit path,
+    /// each against the kernel on the same keys in this run.
+    pub fn headlines(&self) -> Vec<Headline> {
+        let debug = !self.optimized;
+        let judge = |met: Option<bool>| match met {
+            _ if debug => Verdict::CannotJudge,
+            Some(true) => Verdict::Met,
+            Some(false) => Verdict::Missed,
+            None => Verdict::CannotJudge,
+        };
+        let note = if debug { "a debug build: rebuild with --release".to_string() } else { String::new() };
+        let mut out = Vec::new();
+        let hot = self.hot_kernel_over_pcache;
+        out.push(Headline {
+            experiment: "A cached page read again and again (4 KiB read_at), against the kernel's pread".into(),
+            claimed: format!("pcache's target: at least {TARGET_HOT_KERNEL_OVER_PCACHE}x faster than pread"),
+            reproduced: format!("{:.1} ns, {hot:.2}x faster", self.pcache_hot_read_ns),
+            kernel: format!("pread {:.1} ns", self.kernel_hot_pread_ns),
+            verdict: judge(hot.is_finite().then_some(hot >= TARGET_HOT_KERNEL_OVER_PCACHE)),
+            note: note.clone(),
+        });
+        // A cached random read against a bare copy of the same frame: the
+        // copy is the physical limit; the kernel's overhead over it is what
+        // a page cache costs in the kernel.
+        let (p, k, c) = (self.pcache_read_ns, self.kernel_pread_ns, self.memcpy_ns);
+        let (over_p, over_k) = ((p - c).max(0.0), (k - c).max(0.0));
+        let met = [p, k, c].iter().all(|x| x.is_finite())
+            && p / c <= TARGET_READ_OVER_COPY
+            && over_p <= TARGET_OVERHEAD_SHARE * over_k;
+        out.push(Headline {
+            experiment: "A cached random 4 KiB read_at, against a bare copy of the same frame".into(),
+            claimed: format!(
+                "pcache's target: within {TARGET_READ_OVER_COPY}x the copy, at most 1/4 of the kernel's overhead"
+            ),
+            reproduced: format!("{p:.1} ns, {:.2}x the copy ({c:.1} ns), overhead {over_p:.1} ns", p / c),
+            kernel: format!("pread {k:.1} ns, overhead {over_k:.1} ns"),
+            verdict: judge(Some(met)),
+            note: note.clone(),
+        });
+        if let (Some(single), Some(batch), Some(kernel)) =
+            (self.mapped_load_ns_1thread, self.mapped_batch_ns_1thread, self.kernel_mapped_ns_1thread)
+        {
+            let met = batch <= kernel && single <= TARGET_MAPPED_LOAD_OVER_KERNEL * kernel;
+            out.push(Headline {
+                experiment: "Mapped loads (Mapping::load_u64), against the kernel's mmap on the same keys".into(),
+                claimed: format!(
+                    "pcache's target: batched no slower, one load at most {TARGET_MAPPED_LOAD_OVER_KERNEL}x"
+                ),
+                reproduced: format!(
+                    "batched {batch:.1} ns ({:.2}x), one load {single:.1} ns ({:.2}x)",
+                    batch / kernel,
+                    single / kernel
+                ),
+                kernel: format!("a load from a shared mapping {kernel:.1} ns"),
+                verdict: judge(Some(met)),
+                note,
+            });
+        }
+        out
+    }
+}
+
+/// A cached random read at most this many times a bare copy of the frame.
+pub const TARGET_READ_OVER_COPY: f64 = 1.15;
+/// ... and at most this share of the kernel's overhead over the copy.
+pub const TARGET_OVERHEAD_SHARE: f64 = 0.25;
+/// One mapped load at most this many times the kernel's.
+pub const TARGET_MAPPED_LOAD_OVER_KERNEL: f64 = 1.3;
 
 fn target(name: &str, key: &str, value: Option<f64>, goal: &str, pass: impl Fn(f64) -> bool) -> Target {
     let status = match value {

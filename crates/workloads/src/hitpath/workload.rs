@@ -606,7 +606,7 @@ impl Experiment for Hitpath {
     fn run(&self, opts: &ExpOpts) -> Result<Outcome> {
         let o = HitpathOpts::from_exp(opts)?;
         let result = run(&o)?;
-        Outcome::new(result.report(), &result)
+        Ok(Outcome::new(result.report(), &result)?.with_headlines(result.headlines()))
     }
 }
 

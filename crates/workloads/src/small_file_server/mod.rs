@@ -39,7 +39,7 @@ use serde_json::Value;
 use crate::experiment::ExpOpts;
 use crate::kernel;
 use crate::plot::{self, Series};
-use crate::render::{self, fmt_pct, fmt_size, vmstat_section};
+use crate::render::{self, fmt_size, vmstat_section};
 use crate::report::{significant, Check, ExperimentResult, Mean, MetricSpec, Named, Samples, VariantResult};
 use crate::runner::SeedReport;
 use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, SeedMeasure};

@@ -1,4 +1,4 @@
-//! `pcache bench fuse-dd`: the seed's dd (000) as a real program, through
+//! `pcache bench fuse-dd`: the dd of Mel Gorman's accessed-v2 patch as a real program, through
 //! a `pcache mount`, beside the same dd through the library and through
 //! the kernel's page cache: what the FUSE layer costs.
 //!
@@ -7,7 +7,7 @@
 //! FUSE request served by the same engine), **kernel** (the same dd on the
 //! backing directory, no memory limit: a reference, not a match); each
 //! writes async and with fdatasync and reads the cached file back, the
-//! file 1/8 of the cache (out of dirty balancing, as the seed kept it).
+//! file 1/8 of the cache (out of dirty balancing, as the original kept it).
 //! The columns take turns inside a run so that drifts of the machine fall
 //! on all alike. Without FUSE the fuse column is skipped and the report
 //! says why.

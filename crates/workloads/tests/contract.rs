@@ -51,7 +51,7 @@ fn check_seed_experiment(e: &dyn Experiment, json: &str, report: &str) {
     for s in r.metric_specs.iter().filter(|s| s.table) {
         assert!(report.contains(&s.name), "{name}: report lacks metric {}", s.name);
     }
-    for needle in ["compare-kernels", "BAmean-95", "same direction as the seed", "time:"] {
+    for needle in ["compare-kernels", "BAmean-95", "checks in the original's direction", "time:"] {
         assert!(report.contains(needle), "{name}: report lacks {needle:?}");
     }
     assert!(report.contains(&format!("the original measurement ({})", r.origin)), "{name}: report lacks the claim");

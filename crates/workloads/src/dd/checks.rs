@@ -97,7 +97,7 @@ fn time_checks(r: &ExperimentResult, b: &VariantResult, a: &VariantResult) -> Ve
         let cpu = format!("{w} cpu_s");
         for (name, metric, counts) in [
             (format!("{w}: accessed-v2 faster (Amean elapsed lower)"), &metric, m == Mode::Async),
-            (format!("{w}: writer CPU time lower (not preempted; not in the seed)"), &cpu, false),
+            (format!("{w}: writer CPU time lower (not preempted; not in the original)"), &cpu, false),
         ] {
             let means = (r.mean(BEFORE, metric), r.mean(AFTER, metric));
             let sig = significant(b.samples(metric), a.samples(metric));
@@ -105,7 +105,7 @@ fn time_checks(r: &ExperimentResult, b: &VariantResult, a: &VariantResult) -> Ve
         }
         if m == Mode::Async {
             out.push(time_lower(
-                format!("{w}: Max elapsed lower (the seed's row)"),
+                format!("{w}: Max elapsed lower (the original's row)"),
                 seed,
                 (max_of(b.samples(&metric)), max_of(a.samples(&metric))),
                 false,

@@ -1,4 +1,4 @@
-//! `pcache bench dd`: seed 000, Mel Gorman's "non-atomically mark page
+//! `pcache bench dd`: Mel Gorman's "non-atomically mark page
 //! accessed during page cache allocation where possible" (accessed-v2,
 //! commit 2457aec6), 3.15-rc3 vanilla against accessed-v2.
 //!
@@ -157,7 +157,8 @@ impl SeedExperiment for Dd {
                                  mark_page_accessed profile samples down sharply (tmpfs 59562 -> 94, plus 1210 in \
                                  init_page_accessed)";
     const SUBJECT: &'static str = "non-atomically mark page accessed during page cache allocation";
-    const ABOUT: &'static str = "Seed 000, dd of a file of 1/10 of memory, repeated, async and fdatasync, memory \
+    const ABOUT: &'static str =
+        "Mel Gorman's accessed-v2 (Linux 3.16): dd of a file of 1/10 of memory, repeated, async and fdatasync, memory \
                                  and real files: 3.15 vanilla against accessed-v2.";
     const PRESETS: &'static [Preset] = PRESETS;
     const PARAMS_KEY: &'static str = "dd";

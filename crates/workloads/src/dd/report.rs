@@ -33,7 +33,7 @@ impl SeedReport for Dd {
         // plus the means.
         let mut s = String::from(
             "\nelapsed: open to the return of close (fdatasync included), unlink not timed; cpu: the writer thread's \
-             CPU time over the same span (not the flusher's; stops while the thread is preempted)\n\nas the seed \
+             CPU time over the same span (not the flusher's; stops while the thread is preempted)\n\nas the original \
              (elapsed in seconds; percentages against the first column, positive = better)\n",
         );
         let mut rows = Vec::new();
@@ -68,7 +68,7 @@ impl SeedReport for Dd {
         // Cost per page written (the seed's profile), pcache columns only.
         let _ = writeln!(
             s,
-            "\ncost per page written, mean over runs (the seed's profile: mark_page_accessed samples, vanilla against \
+            "\ncost per page written, mean over runs (the original's profile: mark_page_accessed samples, vanilla against \
              accessed-v2)"
         );
         let metrics: Vec<String> = WORKLOADS

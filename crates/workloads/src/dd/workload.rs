@@ -129,7 +129,7 @@ impl SeedMeasure for Dd {
             "tmpfs is modelled by a memory-only file: unlike tmpfs its pages are written back to a memory device \
              (a copy) by the flusher and by fdatasync, so tmpfs-fdatasync does work the kernel's tmpfs does not"
                 .to_string(),
-            "file: a host file in the temporary directory, written back with O_DIRECT; the seed used ext3, ext4, \
+            "file: a host file in the temporary directory, written back with O_DIRECT; the original used ext3, ext4, \
              xfs and btrfs on a disk"
                 .to_string(),
             format!(

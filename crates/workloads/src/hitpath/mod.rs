@@ -100,11 +100,11 @@ pub struct HitRun {
     pub access: String,
     pub threads: usize,
     /// Median over rounds of the ns per op each thread saw (its CPU time
-    /// over its ops, averaged over the threads; before session 12, its
+    /// over its ops, averaged over the threads; in older results, its
     /// elapsed time).
     pub ns_per_op: f64,
     /// The best round's ns per op: on a shared machine, the closest to the
-    /// path's own cost. 0 in results from before session 12.
+    /// path's own cost. 0 in older results.
     #[serde(default)]
     pub best_ns_per_op: f64,
     /// Median over rounds of the total throughput, million ops per second
@@ -165,7 +165,7 @@ pub struct HitpathResult {
     pub hit_ns_1thread: Option<f64>,
     pub hit_ns_2threads: Option<f64>,
     /// find_page plus an 8-byte read through the PageRef (the validated
-    /// copy of issue 11's sound frame access), 1 thread.
+    /// copy of the sound frame access), 1 thread.
     pub pageref_hit_ns_1thread: Option<f64>,
     /// A mapped access with the page present (M15): entry load, pin,
     /// re-check, young byte, an 8-byte load, unpin.
@@ -189,7 +189,7 @@ pub struct HitpathResult {
     pub mapped_batch_ns_2threads: Option<f64>,
     /// A write pin of a cached page, 8 bytes written, dropped, 1 thread.
     pub pagemut_write_ns_1thread: Option<f64>,
-    /// find_page on a cache built with the multi-gen LRU (issue 15), 1
+    /// find_page on a cache built with the multi-gen LRU, 1
     /// and 2 threads, and what it adds to the classic find_page at 1
     /// thread: the cost of MGLRU's marking (folio_inc_refs) against the
     /// two lists' PAGE_HOT hint.

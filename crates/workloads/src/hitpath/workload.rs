@@ -489,7 +489,7 @@ fn hit_phase(opts: &HitpathOpts, progress: &Progress) -> Result<HitPhase> {
 }
 
 /// The find_page rows again on a cache built with the multi-gen LRU
-/// (issue 15), same pages and keys: what MGLRU's marking (folio_inc_refs in
+/// same pages and keys: what MGLRU's marking (folio_inc_refs in
 /// the page's flags until its count is full, then the PAGE_HOT hint in the tree
 /// slot) costs on the hit path. Returns the vmstat delta of the timed lookups.
 fn mglru_rows(opts: &HitpathOpts, pages: u64, streams: &[Vec<u64>], rows: &mut Rows<'_>) -> Result<serde_json::Value> {

@@ -120,7 +120,7 @@ fn lock_checks(r: &ExperimentResult, workloads: &[&str], out: &mut Vec<Check>) {
 /// not counted.
 fn mglru_checks(r: &ExperimentResult, workloads: &[&str], out: &mut Vec<Check>) {
     if r.variant(MGLRU).is_some() && r.variant(TODAY).is_some() {
-        let seed = "not in the seed: Linux 6.1+'s folio_inc_refs never activates, so hits take no lock";
+        let seed = "not in the original: Linux 6.1+'s folio_inc_refs never activates, so hits take no lock";
         out.push(claim(r, workloads, (TODAY, MGLRU), LOCKS, seed, false));
     }
 }
@@ -147,7 +147,7 @@ fn throughput_checks(r: &ExperimentResult, workloads: &[&str], out: &mut Vec<Che
     let metric = format!("{most} ops/s");
     for (after, seed) in [
         (DANILOV, "reaim +6.4% peak jobs/min (8-way); reaim compute -0.6%; kernbench -j4 12% slower: mixed"),
-        (TODAY, "not in the seed: today's answer to both objections (batch only activations)"),
+        (TODAY, "not in the original: today's answer to both objections (batch only activations)"),
     ] {
         let (Some(b), Some(a)) = (r.variant(BEFORE), r.variant(after)) else { continue };
         let (mb, ma) = (r.mean(BEFORE, &metric), r.mean(after, &metric));

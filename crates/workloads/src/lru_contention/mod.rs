@@ -1,4 +1,4 @@
-//! `lru-contention`: seed 002, Nikita Danilov's batched
+//! `lru-contention`: Nikita Danilov's batched
 //! `mark_page_accessed()` (2004), against 2.6.10's immediate activation and
 //! against what Linux does today.
 //!
@@ -58,7 +58,7 @@ pub const EXPERIMENT: &str = "lru-contention";
 pub const BEFORE: &str = "2.6.10";
 pub const DANILOV: &str = "danilov";
 pub const TODAY: &str = "batched";
-/// Linux 6.1+'s multi-gen LRU (issue 15): marking counts in the page's
+/// Linux 6.1+'s multi-gen LRU: marking counts in the page's
 /// flags, no activation batch at all.
 pub const MGLRU: &str = "mglru";
 
@@ -271,7 +271,8 @@ impl SeedExperiment for LruContention {
                                  and the batching changes the LRU order and so the efficiency of VM scanning, mostly \
                                  kswapd's (Danilov, Tosatti)";
     const SUBJECT: &'static str = "batched mark_page_accessed";
-    const ABOUT: &'static str = "Seed 002, threads hitting cached pages: 2.6.10 immediate activation against \
+    const ABOUT: &'static str =
+        "Nikita Danilov's 2004 patch: threads hitting cached pages: 2.6.10 immediate activation against \
                                  batched mark_page_accessed.";
     const PRESETS: &'static [Preset] = PRESETS;
     const PARAMS_KEY: &'static str = "opts";
@@ -322,7 +323,7 @@ mod tests {
     }
 
     // Goal: the presets select the three M5 variants, 2.6.10 first, and
-    // the multi-gen LRU (issue 15) last.
+    // the multi-gen LRU last.
     #[test]
     fn presets() {
         let v = variants::resolve(PRESETS, &variants::defaults(PRESETS)).unwrap();

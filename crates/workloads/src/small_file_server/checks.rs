@@ -47,12 +47,12 @@ impl SeedChecks for SmallFileServer {
             ),
         ];
         if r.variant(MGLRU).is_some() {
-            // Not in the seed (issue 15): does today's other kernel keep
+            // Not in the original: does today's other kernel keep
             // re-read small files? Shown, not counted.
             let mut c = compare_check(
                 r,
                 "server: mglru keeps small files (hit ratio)",
-                "not in the seed: Linux 6.1+'s multi-gen LRU against 2.6.20's rule",
+                "not in the original: Linux 6.1+'s multi-gen LRU against 2.6.20's rule",
                 ("server hit_ratio", Some("server small_hit_ratio")),
                 PREV_INDEX,
                 MGLRU,
@@ -257,7 +257,7 @@ pub(super) fn differences(r: &ExperimentResult) -> Vec<String> {
         ));
     }
     for c in r.checks.iter().filter(|c| c.agrees == Some(false)) {
-        out.push(format!("differs from the seed: {}: {}", c.name, why_differs(r, &c.name)));
+        out.push(format!("differs from the original: {}: {}", c.name, why_differs(r, &c.name)));
     }
     out
 }

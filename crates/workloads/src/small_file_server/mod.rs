@@ -1,4 +1,4 @@
-//! `small-file-server`: seed 003, when a `read()` that touches a page
+//! `small-file-server`: the 2007 thread on when a `read()` that touches a page
 //! again re-marks it accessed (M7), every rule the 2007 thread discussed.
 //!
 //! Ashif Harji's SPECweb99-like server re-sent files through long-lived
@@ -62,7 +62,7 @@ pub const PIGGIN: &str = "piggin-offset0";
 pub const HARJI: &str = "harji-unconditional";
 pub const MOHR: &str = "mohr-every-32nd";
 pub const PREV_POS: &str = "prev-pos";
-/// Linux 6.1+'s multi-gen LRU (issue 15), with the prev-pos rule.
+/// Linux 6.1+'s multi-gen LRU, with the prev-pos rule.
 pub const MGLRU: &str = "mglru";
 
 pub const WORKLOADS: [&str; 3] = ["server", "scan", "random"];
@@ -307,7 +307,8 @@ impl SeedExperiment for SmallFileServer {
                                  page-aligned-only marking (before 2.6.11) lets 128-byte random reads be evicted by \
                                  streaming writes";
     const SUBJECT: &'static str = "when read() re-marks a page accessed";
-    const ABOUT: &'static str = "Seed 003, a SPECweb99-like small-file server under streaming, every M7 re-mark \
+    const ABOUT: &'static str =
+        "Ashif Harji's 2007 thread: a SPECweb99-like small-file server under streaming, every re-mark \
                                  rule; small-chunk scans and 128-byte random reads.";
     const PRESETS: &'static [Preset] = PRESETS;
     const PARAMS_KEY: &'static str = "params";

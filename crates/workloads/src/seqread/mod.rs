@@ -910,7 +910,7 @@ impl SeqreadResult {
         };
         let mut out = Vec::new();
         let pool = self.pcache_over_device_pool;
-        let met = pool.map(|v| v >= TARGET_PCACHE_OVER_DEVICE && !(pc < k));
+        let met = pool.map(|v| v >= TARGET_PCACHE_OVER_DEVICE && pc.partial_cmp(&k) != Some(std::cmp::Ordering::Less));
         let hot = self
             .pcache_over_device_1mib
             .map(|v| {

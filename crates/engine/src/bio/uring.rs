@@ -1,4 +1,4 @@
-//! io_uring submission (issue 13): the device's queue without a thread
+//! io_uring submission: the device's queue without a thread
 //! per request in flight.
 //!
 //! A request whose device lends its descriptor (`BackingDev::async_io`:
@@ -16,7 +16,7 @@
 //! lock and a tail writer waiting for it may be waiting for another
 //! in-flight write only the reaper can complete.
 //!
-//! A depth, and one submitter, the reaper (session 14). The ring keeps
+//! A depth, and one submitter, the reaper. The ring keeps
 //! at most `depth` requests in flight (`Tunables::io_threads`, 4, as
 //! many as the threads engine has workers); the rest wait, in order, on
 //! the slot table's pending list. On this host's virtio disk, more large
@@ -40,7 +40,7 @@
 //! on its queue when they ended). A submitter that finds the reaper
 //! waiting with room wakes it through an eventfd the reaper polls on the
 //! ring (one write per batch: the first submitter to see the flag clears
-//! it). Only the reaper enters the ring and consumes the CQ; the session 8
+//! it). Only the reaper enters the ring and consumes the CQ; an earlier
 //! reader-side reaping went, since a reader in the ring's wait does not
 //! post a CQE whose task_work is the reaper's, and it took the eventfd's
 //! completion from the reaper.

@@ -115,8 +115,8 @@ pub(crate) fn ptep_get_and_clear(pte: &AtomicPte) -> Pte {
 /// caller takes the guarded path). Every load and instruction here counts:
 /// a CPU overlaps the cache misses of consecutive accesses only as far as
 /// its load queue and reorder window reach, so a shorter access is a
-/// faster one on a large mapping (BENCHMARKS.md, "Mapped access: the
-/// instruction budget"). Hence the raw `FastPath` view rather than the
+/// faster one on a large mapping (BENCHMARKS.md,
+/// "Mapped access"). Hence the raw `FastPath` view rather than the
 /// `Arc`s.
 ///
 /// # Safety

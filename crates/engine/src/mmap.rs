@@ -505,7 +505,7 @@ pub struct Mapping {
 /// hazard row and the frame, copied out of the `Arc`s at map time: every
 /// load an access needs is a slot of the CPU's load queue, and the number
 /// of accesses whose cache misses overlap is bounded by it
-/// (BENCHMARKS.md, "Mapped access: the instruction budget").
+/// (BENCHMARKS.md, "Mapped access").
 ///
 /// The page shift is an `S`: a `u32` in the mapping's copy, or, for the
 /// batched access's loop over 4 KiB pages, `memory::ConstShift<12>`, a

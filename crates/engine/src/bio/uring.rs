@@ -24,8 +24,7 @@
 //! whichever engine: 8-9 requests of 4 MiB in flight, then none for
 //! 17-21% of the active time, about 1.8-2.0 GB/s, for the ring with 64
 //! slots and for 8 I/O threads alike, against 1-8% idle and 2.2-2.7 GB/s
-//! with 4 (BENCHMARKS.md, "io_uring's depth and one submitter, session
-//! 14"). The host serves the requests in flight together, so the one the
+//! with 4 (docs/history/decisions.md). The host serves the requests in flight together, so the one the
 //! reader needs next ends no sooner than the others, the reader then
 //! copies two windows while nothing is queued, and the stream runs in
 //! bursts.

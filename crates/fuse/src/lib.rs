@@ -193,6 +193,10 @@ pub fn build_cache(args: &MountArgs) -> Result<PageCache, MountError> {
         if pcache::SYSCTL_NAMES.contains(&name) {
             sysctls.push((name, value));
         } else if known.iter().any(|k| k == name) {
+            // Alone first, so that a bad value is named.
+            Tunables::default()
+                .with_sets([(name, value)])
+                .map_err(|e| MountError::Args(format!("--set {name}={value}: {e}")))?;
             fields.push((name, value));
         } else {
             return Err(MountError::UnknownTunable(name.to_string()));
@@ -206,7 +210,7 @@ pub fn build_cache(args: &MountArgs) -> Result<PageCache, MountError> {
         tunables: tunables.with_sets(fields)?,
     })?;
     for (name, value) in sysctls {
-        cache.sysctl_write(name, value)?;
+        cache.sysctl_write(name, value).map_err(|e| MountError::Args(format!("--set {name}={value}: {e}")))?;
     }
     Ok(cache)
 }

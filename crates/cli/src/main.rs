@@ -6,11 +6,16 @@
 //! pcache bench NAME [--mem SIZE] [--variants A,B] [--runs N] [--quick] [--json FILE] [--dir PATH]
 //!                   [--set TUNABLE=VALUE]... [--param NAME=VALUE]... [--plot DIR] [--no-kernel]
 //! pcache bench NAME --help          # its parameters and variants
+//! pcache replay TRACE... / pcache sweep ARGS... / pcache mount BACKING_DIR MOUNTPOINT --mem SIZE
+//! pcache tunables                   # what --set takes
 //! ```
 //!
 //! The experiments come from `pcache_workloads::registry`: this file names
 //! none of them. It parses options and prints; running, the main job's
 //! JSON and replay's baselines are the workloads crate's.
+//!
+//! A user's mistake is one line on stderr, `error: ...`, and exit 1 (2 for
+//! the usage errors clap finds), checked before anything long runs.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -279,7 +284,8 @@ struct SharedArgs {
     variants: Option<Vec<String>>,
 
     /// Set a tunable for every variant, by name, after its preset
-    /// (repeatable), e.g. --set dirty_ratio=40 --set remark_rule=PrevIndex.
+    /// (repeatable), e.g. --set dirty_ratio=40 --set remark_rule=PrevIndex;
+    /// `pcache tunables` lists them.
     #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_set, global = true)]
     set: Vec<(String, String)>,
 

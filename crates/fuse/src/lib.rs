@@ -111,10 +111,11 @@ pub struct MountArgs {
     #[arg(long, value_name = "BYTES", default_value_t = 4096)]
     pub page_size: usize,
 
-    /// Set a run-time tunable at start, NAME=VALUE, as in `.pcache/NAME`
-    /// (dirty_ratio, dirty_background_ratio, dirty_bytes,
+    /// Set a tunable at start, NAME=VALUE (repeatable): a run-time one as
+    /// in `.pcache/NAME` (dirty_ratio, dirty_background_ratio, dirty_bytes,
     /// dirty_background_bytes, dirty_expire_centisecs,
-    /// dirty_writeback_centisecs, read_ahead_kb). Repeatable.
+    /// dirty_writeback_centisecs, read_ahead_kb), or any other, fixed for
+    /// the mount's life. `pcache tunables` lists them.
     #[arg(long = "set", value_name = "NAME=VALUE")]
     pub set: Vec<String>,
 

@@ -478,8 +478,11 @@ fn bench(cmd: BenchCmd, matches: &ArgMatches) -> Result<(), BoxError> {
         let outcome = match experiment::run(*exp, opts) {
             Ok(o) => o,
             Err(e) => {
-                // Leave no empty results file behind.
+                // Leave no empty results file behind, nor an empty report.
                 if let Some(JsonSink::File(path, _)) = &sink {
+                    let _ = std::fs::remove_file(path);
+                }
+                if let Some(path) = report_path.as_ref().filter(|p| std::fs::metadata(p).is_ok_and(|m| m.len() == 0)) {
                     let _ = std::fs::remove_file(path);
                 }
                 return Err(format!("{}: {e}", exp.name()).into());

@@ -88,6 +88,11 @@ fn bench_refuses_bad_counts_and_sizes_first() {
     usage_error(&["bench", "dd", "--mem", "lots"]);
     let line = fails(&["bench", "dd", "--quick", "--no-kernel", "--no-progress", "--mem", "0"]);
     assert!(line.contains("4 MiB"), "{line}");
+    let dir = tempfile::tempdir().unwrap();
+    let (json, report) = (dir.path().join("out.json"), dir.path().join("report.txt"));
+    let (j, r) = (json.to_str().unwrap(), report.to_str().unwrap());
+    fails(&["bench", "dd", "--quick", "--no-kernel", "--mem", "0", "--json", j, "--report", r]);
+    assert!(!json.exists() && !report.exists(), "empty files left behind");
     fails(&["bench", "dd", "--quick", "--json", "/nonexistent/dir/out.json"]);
     fails(&["bench", "dd", "--quick", "--report", "/nonexistent/dir/report.txt"]);
 }

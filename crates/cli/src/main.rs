@@ -590,7 +590,8 @@ fn sweep(args: &[std::ffi::OsString]) -> ExitCode {
         Ok(st) => ExitCode::from(st.code().map_or(1, |c| c.clamp(0, 255) as u8)),
         Err(e) => {
             print_error(&format!(
-                "pcache sweep needs Python ({} did not start: {e}) and the pcache package (pip install ./crates/python)",
+                "pcache sweep needs Python ({} did not start: {e}) \
+                 and the pcache package (pip install ./crates/python)",
                 python.to_string_lossy()
             ));
             ExitCode::FAILURE

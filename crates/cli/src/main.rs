@@ -6,11 +6,16 @@
 //! pcache bench NAME [--mem SIZE] [--variants A,B] [--runs N] [--quick] [--json FILE] [--dir PATH]
 //!                   [--set TUNABLE=VALUE]... [--param NAME=VALUE]... [--plot DIR] [--no-kernel]
 //! pcache bench NAME --help          # its parameters and variants
+//! pcache replay TRACE... / pcache sweep ARGS... / pcache mount BACKING_DIR MOUNTPOINT --mem SIZE
+//! pcache tunables                   # what --set takes
 //! ```
 //!
 //! The experiments come from `pcache_workloads::registry`: this file names
 //! none of them. It parses options and prints; running, the main job's
 //! JSON and replay's baselines are the workloads crate's.
+//!
+//! A user's mistake is one line on stderr, `error: ...`, and exit 1 (2 for
+//! the usage errors clap finds), checked before anything long runs.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -51,6 +56,10 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
         args: Vec<std::ffi::OsString>,
     },
+    /// List the tunables `--set NAME=VALUE` takes (bench and mount), with
+    /// their defaults, and the run-time ones a mount also shows under
+    /// `.pcache/`.
+    Tunables,
     /// The kernel column's child process (internal): joins the memory
     /// cgroup CGROUP and runs EXPERIMENT's workload through the kernel's
     /// page cache with PARAMS (JSON), printing JSON.
@@ -70,20 +79,19 @@ struct ReplayCmd {
     #[arg(long, value_parser = parse_replay_format)]
     format: Option<pcache_workloads::replay::Format>,
 
-    /// One cache size in pages (instead of --sizes).
-    #[arg(long, value_name = "N", conflicts_with_all = ["mem", "sizes"])]
+    /// One cache size in pages, at least 16 (instead of --sizes).
+    #[arg(long, value_name = "N", value_parser = parse_replay_pages, conflicts_with_all = ["mem", "sizes"])]
     pages: Option<u64>,
 
-    /// One cache size in bytes, e.g. 4M (instead of --sizes).
-    #[arg(long, value_name = "SIZE", value_parser = parse_size, conflicts_with = "sizes")]
+    /// One cache size in bytes, e.g. 4M, at least 64K (instead of --sizes).
+    #[arg(long, value_name = "SIZE", value_parser = parse_replay_mem, conflicts_with = "sizes")]
     mem: Option<u64>,
 
     /// Cache sizes in percent of the trace's distinct pages.
     #[arg(long, value_name = "PCTS", value_delimiter = ',', default_value = "10,20,40,80")]
     sizes: Vec<f64>,
 
-    /// Variants, comma-separated (see replay.rs's PRESETS: workingset-off,
-    /// workingset-on, ...) [default: every default preset].
+    /// Variants, comma-separated (listed below) [default: those marked *].
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
     variants: Vec<String>,
 
@@ -103,7 +111,7 @@ struct ReplayCmd {
     /// Threads replaying interleaved slices of the trace through the same
     /// cache (thread i reads accesses i, i+N, ...). With more than one the
     /// miss counts depend on the interleaving: not deterministic.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = pcache_fuse::parse_count)]
     threads: usize,
 
     /// Add the kernel column: the same trace through the host kernel's page
@@ -142,6 +150,41 @@ struct ReplayCmd {
 
 fn parse_replay_format(s: &str) -> Result<pcache_workloads::replay::Format, String> {
     s.parse()
+}
+
+/// The replay's caches are never smaller than the engine's smallest: a
+/// size below it is refused here rather than raised to it unsaid.
+fn parse_replay_pages(s: &str) -> Result<u64, String> {
+    let min = pcache_workloads::replay::MIN_CACHE_PAGES;
+    match s.trim().parse::<u64>() {
+        Ok(n) if n < min => Err(format!("{n} pages is too small: the smallest cache is {min} pages")),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn parse_replay_mem(s: &str) -> Result<u64, String> {
+    use pcache_workloads::replay::{MIN_CACHE_PAGES, PAGE};
+    let bytes = parse_size(s)?;
+    let min = MIN_CACHE_PAGES * PAGE;
+    if bytes < min {
+        return Err(format!("too small: the smallest cache is {} KiB ({MIN_CACHE_PAGES} pages)", min >> 10));
+    }
+    Ok(bytes)
+}
+
+/// The variants an experiment compares, for its `--help`: the registry's
+/// table, so that the list cannot drift from what the code runs.
+fn variants_help(presets: &[pcache_workloads::variants::Preset]) -> String {
+    let mut help = String::new();
+    if !presets.is_empty() {
+        help.push_str("Variants (--variants NAME,NAME; * = default):\n");
+        for p in presets {
+            let line = p.stands_for.split_whitespace().collect::<Vec<_>>().join(" ");
+            help.push_str(&format!("  {}{:<22} {line}\n", if p.default { "*" } else { " " }, p.name));
+        }
+    }
+    help
 }
 
 /// `pcache replay`'s flags as the registered experiment's options (see
@@ -220,7 +263,7 @@ struct SharedArgs {
     seed: Option<u64>,
 
     /// Runs (repetitions) of every measurement [default: the experiment's].
-    #[arg(long, value_name = "N", global = true, alias = "rounds")]
+    #[arg(long, value_name = "N", global = true, alias = "rounds", value_parser = pcache_fuse::parse_count)]
     runs: Option<usize>,
 
     /// Directory to create temporary files in [default: the system's].
@@ -241,7 +284,8 @@ struct SharedArgs {
     variants: Option<Vec<String>>,
 
     /// Set a tunable for every variant, by name, after its preset
-    /// (repeatable), e.g. --set dirty_ratio=40 --set remark_rule=PrevIndex.
+    /// (repeatable), e.g. --set dirty_ratio=40 --set remark_rule=PrevIndex;
+    /// `pcache tunables` lists them.
     #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_set, global = true)]
     set: Vec<(String, String)>,
 
@@ -308,13 +352,7 @@ fn experiment_command(e: &dyn Experiment) -> Command {
             );
         }
     }
-    if !e.presets().is_empty() {
-        help.push_str("Variants (--variants NAME,NAME; * = default):\n");
-        for p in e.presets() {
-            let line = p.stands_for.split_whitespace().collect::<Vec<_>>().join(" ");
-            help.push_str(&format!("  {}{:<22} {line}\n", if p.default { "*" } else { " " }, p.name));
-        }
-    }
+    help.push_str(&variants_help(e.presets()));
     if !help.is_empty() {
         cmd = cmd.after_help(help);
     }
@@ -324,13 +362,15 @@ fn experiment_command(e: &dyn Experiment) -> Command {
 /// The command line: the derived commands, with one `bench` subcommand per
 /// registered experiment.
 fn cli() -> Command {
-    Cli::command().mut_subcommand("bench", |bench| {
-        let bench = bench.subcommand_value_name("EXPERIMENT").subcommand_help_heading("Experiments");
-        registry::EXPERIMENTS
-            .iter()
-            .fold(bench, |b, e| b.subcommand(experiment_command(*e)))
-            .subcommand(Command::new("list").about("List the experiments."))
-    })
+    Cli::command()
+        .mut_subcommand("bench", |bench| {
+            let bench = bench.subcommand_value_name("EXPERIMENT").subcommand_help_heading("Experiments");
+            registry::EXPERIMENTS
+                .iter()
+                .fold(bench, |b, e| b.subcommand(experiment_command(*e)))
+                .subcommand(Command::new("list").about("List the experiments."))
+        })
+        .mut_subcommand("replay", |replay| replay.after_help(variants_help(registry::presets("replay"))))
 }
 
 /// Which experiment `bench` names (None: the main job) and its options.
@@ -408,6 +448,7 @@ fn bench(cmd: BenchCmd, matches: &ArgMatches) -> Result<(), BoxError> {
         return Ok(());
     }
     let (named, opts, shared) = bench_selection(matches)?;
+    check_sets(&shared.set)?;
     let main_job = named.is_none();
     let sink = shared.json.as_deref().map(JsonSink::open).transpose()?;
     let report_path = shared.report.clone().or_else(|| main_job.then(default_report_path));
@@ -417,9 +458,9 @@ fn bench(cmd: BenchCmd, matches: &ArgMatches) -> Result<(), BoxError> {
     };
     // What is not the JSON goes to stdout, or to stderr when the JSON does.
     let say = |text: &str| JsonSink::print_report(&sink, text);
-    if cfg!(debug_assertions) {
-        eprintln!("pcache: warning: this is a debug build; build with --release for meaningful timings");
-    }
+    // Said after the first experiment's results, not before: an error in
+    // its options (checked as it starts) is then the only line printed.
+    let mut warn_debug = cfg!(debug_assertions);
     let runs: Vec<(&'static dyn Experiment, ExpOpts)> = match named {
         Some(e) => vec![(e, opts)],
         None => registry::main_job().map(|e| (e, registry::main_job_opts(e, &opts))).collect(),
@@ -437,8 +478,11 @@ fn bench(cmd: BenchCmd, matches: &ArgMatches) -> Result<(), BoxError> {
         let outcome = match experiment::run(*exp, opts) {
             Ok(o) => o,
             Err(e) => {
-                // Leave no empty results file behind.
+                // Leave no empty results file behind, nor an empty report.
                 if let Some(JsonSink::File(path, _)) = &sink {
+                    let _ = std::fs::remove_file(path);
+                }
+                if let Some(path) = report_path.as_ref().filter(|p| std::fs::metadata(p).is_ok_and(|m| m.len() == 0)) {
                     let _ = std::fs::remove_file(path);
                 }
                 return Err(format!("{}: {e}", exp.name()).into());
@@ -451,6 +495,9 @@ fn bench(cmd: BenchCmd, matches: &ArgMatches) -> Result<(), BoxError> {
             say(&verdict::progress_line(exp.name(), start.elapsed().as_secs_f64(), &outcome.headlines));
         } else {
             say(&outcome.report);
+        }
+        if std::mem::take(&mut warn_debug) {
+            eprintln!("pcache: warning: this is a debug build; build with --release for meaningful timings");
         }
         headlines.extend(outcome.headlines);
         outputs.push((exp.name(), outcome.json));
@@ -482,20 +529,81 @@ fn bench(cmd: BenchCmd, matches: &ArgMatches) -> Result<(), BoxError> {
     Ok(())
 }
 
+/// `pcache tunables`: the names `--set` takes, with their defaults as
+/// `--set` spells them (JSON, strings unquoted).
+fn tunables() -> Result<(), BoxError> {
+    let defaults = serde_json::to_value(pcache::Tunables::default())?;
+    let mut out = String::from("tunables (--set NAME=VALUE, for bench and mount; name and default):\n");
+    for name in pcache_fuse::tunable_names() {
+        let value = match &defaults[&name] {
+            serde_json::Value::String(s) => s.clone(),
+            v => v.to_string(),
+        };
+        out.push_str(&format!("  {name:<28} {value}\n"));
+    }
+    out.push_str("run-time tunables (pcache mount --set NAME=VALUE, or written to .pcache/NAME while mounted):\n");
+    for name in pcache::SYSCTL_NAMES {
+        out.push_str(&format!("  {name}\n"));
+    }
+    print!("{out}");
+    Ok(())
+}
+
+/// `--set`s refused before anything runs, in one short line naming the
+/// one at fault (the engine's own error lists every name, or does not say
+/// which value it could not take).
+fn check_sets(sets: &[(String, String)]) -> Result<(), BoxError> {
+    let known = pcache_fuse::tunable_names();
+    for (name, value) in sets {
+        if !known.contains(name) {
+            return Err(format!("--set {name}: no such tunable (`pcache tunables` lists them)").into());
+        }
+        if let Err(e) = pcache::Tunables::default().with_sets([(name.as_str(), value.as_str())]) {
+            return Err(format!("--set {name}={value}: {e}").into());
+        }
+    }
+    Ok(())
+}
+
+/// How `pcache sweep` starts the driver: as `python3 -m pcache.sweep`
+/// would, after looking for the package, so that a missing package (or
+/// its missing compiled module) is one line rather than Python's
+/// traceback, `--help` included.
+const SWEEP_BOOTSTRAP: &str = "\
+import importlib.util, runpy, sys
+try:
+    why = None if importlib.util.find_spec('pcache.sweep') else 'no module pcache.sweep'
+except ImportError as e:
+    why = str(e)
+if why:
+    sys.stderr.write('error: pcache sweep needs the pcache Python package (pip install ./crates/python): '
+                     + why + '\\n')
+    sys.exit(1)
+runpy.run_module('pcache.sweep', run_name='__main__', alter_sys=True)
+";
+
 /// `pcache sweep`: the sweep lives in the Python package (the natural home
 /// for Ray); this only starts it and passes its exit status on.
 fn sweep(args: &[std::ffi::OsString]) -> ExitCode {
     let python = std::env::var_os("PCACHE_PYTHON").unwrap_or_else(|| "python3".into());
-    match std::process::Command::new(&python).args(["-m", "pcache.sweep"]).args(args).status() {
+    match std::process::Command::new(&python).args(["-c", SWEEP_BOOTSTRAP]).args(args).status() {
         Ok(st) => ExitCode::from(st.code().map_or(1, |c| c.clamp(0, 255) as u8)),
         Err(e) => {
-            eprintln!(
-                "pcache: error: sweep needs Python with the pcache package (pip install ./crates/python): {}: {e}",
+            print_error(&format!(
+                "pcache sweep needs Python ({} did not start: {e}) \
+                 and the pcache package (pip install ./crates/python)",
                 python.to_string_lossy()
-            );
+            ));
             ExitCode::FAILURE
         }
     }
+}
+
+/// An error as one line on stderr, as clap prints its own: `error: ...`
+/// (a message of several lines, e.g. an I/O error quoting a file, joined).
+fn print_error(msg: &str) {
+    let one: Vec<&str> = msg.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    eprintln!("error: {}", one.join("; "));
 }
 
 fn main() -> ExitCode {
@@ -503,6 +611,7 @@ fn main() -> ExitCode {
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let result = match cli.cmd {
         Cmd::Sweep { args } => return sweep(&args),
+        Cmd::Tunables => tunables(),
         Cmd::Bench(cmd) => match matches.subcommand_matches("bench") {
             Some(m) => bench(cmd, m),
             None => Err("bench: no options".into()),
@@ -522,7 +631,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("pcache: error: {e}");
+            print_error(&e.to_string());
             ExitCode::FAILURE
         }
     }

@@ -2,10 +2,11 @@
 //! unmodified programs use the cache.
 //!
 //! ```text
-//!   program ── read(2)/write(2) ──> kernel VFS ──> FUSE (FOPEN_DIRECT_IO, no kernel page cache)
+//!   program ── read(2)/write(2) ──> kernel VFS ──> FUSE (FOPEN_DIRECT_IO: no kernel page cache)
 //!                                                    │ /dev/fuse
 //!   pcache mount: fuser session thread ── metadata ──┤──> BACKING_DIR (the *at calls on O_PATH fds)
-//!                 worker pool ── read/write/fsync ───┘──> pcache::File ──> FileDev (O_DIRECT) ──> BACKING_DIR
+//!                 worker pool ── read/write/fsync ───┘──> pcache::File ──> FileDev (O_DIRECT)
+//!                                                                          ──> BACKING_DIR
 //! ```
 //!
 //! Names, directories and metadata pass through to the backing directory
@@ -71,8 +72,9 @@
 //! refused by the kernel before they reach the daemon, which resolves
 //! deeper trees in chunks). FUSE_INTERRUPT cannot reach the daemon
 //! (fuser 0.16 answers it with ENOSYS), so the workers emulate it by
-//! watching the requester's pending signals (workers.rs). Extended attributes and `lseek(SEEK_DATA)` are not
-//! passed through; file locks are local to the mount (the kernel's).
+//! watching the requester's pending signals (workers.rs). Extended
+//! attributes and `lseek(SEEK_DATA)` are not passed through; file locks
+//! are local to the mount (the kernel's).
 
 mod control;
 mod dev;
@@ -80,6 +82,7 @@ mod fs;
 mod sys;
 mod workers;
 
+use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -108,21 +111,22 @@ pub struct MountArgs {
     #[arg(long, value_name = "BYTES", default_value_t = 4096)]
     pub page_size: usize,
 
-    /// Set a run-time tunable at start, NAME=VALUE, as in `.pcache/NAME`
-    /// (dirty_ratio, dirty_background_ratio, dirty_bytes,
+    /// Set a tunable at start, NAME=VALUE (repeatable): a run-time one as
+    /// in `.pcache/NAME` (dirty_ratio, dirty_background_ratio, dirty_bytes,
     /// dirty_background_bytes, dirty_expire_centisecs,
-    /// dirty_writeback_centisecs, read_ahead_kb). Repeatable.
+    /// dirty_writeback_centisecs, read_ahead_kb), or any other, fixed for
+    /// the mount's life. `pcache tunables` lists them.
     #[arg(long = "set", value_name = "NAME=VALUE")]
     pub set: Vec<String>,
 
     /// Worker threads for data requests [default: 2 per CPU, at least 4].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = parse_count)]
     pub threads: Option<usize>,
 
     /// Most backing files kept open at once (the engine's fd cache; files
     /// past it are reopened when next used) [default: half the soft
     /// RLIMIT_NOFILE after raising it to the hard limit, at most 4096].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = parse_count)]
     pub max_open_fds: Option<usize>,
 }
 
@@ -133,6 +137,10 @@ pub enum MountError {
     Cache(#[from] pcache::Error),
     #[error("--set {0:?}: expected NAME=VALUE")]
     BadSet(String),
+    #[error("--set {0}: no such tunable (`pcache tunables` lists them)")]
+    UnknownTunable(String),
+    #[error("{0}")]
+    Args(String),
     #[error("backing directory {path}: {source}")]
     Backing { path: PathBuf, source: std::io::Error },
     #[error("mounting on {path}: {source}")]
@@ -141,6 +149,16 @@ pub enum MountError {
     Signals(std::io::Error),
     #[error("unmounted, but the dirty data of {0} file(s) could not be written back (listed above)")]
     Unwritten(usize),
+}
+
+/// A count of at least 1 (0 would otherwise mean "the default" to the
+/// engine, silently).
+pub fn parse_count(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{s:?}: {e}")),
+    }
 }
 
 /// A size with an optional binary suffix (K, M, G, T; "MiB" and "MB" mean
@@ -166,15 +184,23 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 /// `.pcache/`) and, for the other names, any `Tunables` field (fixed for
 /// the mount's life, e.g. `reserve_space=false`).
 pub fn build_cache(args: &MountArgs) -> Result<PageCache, MountError> {
+    check_sizes(args)?;
     let mut sysctls = Vec::new();
     let mut fields = Vec::new();
+    let known = tunable_names();
     for kv in &args.set {
         let (name, value) = kv.split_once('=').ok_or_else(|| MountError::BadSet(kv.clone()))?;
         let (name, value) = (name.trim(), value.trim());
         if pcache::SYSCTL_NAMES.contains(&name) {
             sysctls.push((name, value));
-        } else {
+        } else if known.iter().any(|k| k == name) {
+            // Alone first, so that a bad value is named.
+            Tunables::default()
+                .with_sets([(name, value)])
+                .map_err(|e| MountError::Args(format!("--set {name}={value}: {e}")))?;
             fields.push((name, value));
+        } else {
+            return Err(MountError::UnknownTunable(name.to_string()));
         }
     }
     let tunables = Tunables { max_open_fds: args.max_open_fds.unwrap_or(0), ..Tunables::default() };
@@ -185,9 +211,81 @@ pub fn build_cache(args: &MountArgs) -> Result<PageCache, MountError> {
         tunables: tunables.with_sets(fields)?,
     })?;
     for (name, value) in sysctls {
-        cache.sysctl_write(name, value)?;
+        cache.sysctl_write(name, value).map_err(|e| MountError::Args(format!("--set {name}={value}: {e}")))?;
     }
     Ok(cache)
+}
+
+/// The names of `Tunables`' fields, which `--set` takes besides the
+/// sysctls (the engine's own error lists them all on one long line).
+pub fn tunable_names() -> Vec<String> {
+    match serde_json::to_value(Tunables::default()) {
+        Ok(serde_json::Value::Object(m)) => m.keys().cloned().collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The smallest cache the engine builds, in pages (its `MIN_PAGES`, which
+/// it does not export; a test checks `Config::validate` agrees).
+pub const MIN_CACHE_PAGES: u64 = 16;
+
+/// `--mem` and `--page-size` in the words of the flags, not of the
+/// engine's `Config`.
+fn check_sizes(args: &MountArgs) -> Result<(), MountError> {
+    let ps = args.page_size;
+    if !ps.is_power_of_two() || !(pcache::MIN_PAGE_SIZE..=pcache::MAX_PAGE_SIZE).contains(&ps) {
+        return Err(MountError::Args(format!(
+            "--page-size {ps}: must be a power of two from {} to {}",
+            pcache::MIN_PAGE_SIZE,
+            pcache::MAX_PAGE_SIZE
+        )));
+    }
+    let min = MIN_CACHE_PAGES * ps as u64;
+    if args.mem < min {
+        return Err(MountError::Args(format!(
+            "--mem {}: too small, the cache needs at least {} pages ({} KiB with {ps}-byte pages)",
+            args.mem,
+            MIN_CACHE_PAGES,
+            min >> 10
+        )));
+    }
+    Ok(())
+}
+
+/// The backing directory and the mountpoint, canonical, once checked: both
+/// existing directories, and neither the other nor inside it. A mountpoint
+/// inside the backing directory would make the daemon look up names
+/// through its own mount (and hang); a backing directory inside the
+/// mountpoint would be hidden by the mount it serves.
+pub fn check_paths(backing: &Path, mountpoint: &Path) -> Result<(PathBuf, PathBuf), MountError> {
+    let arg = |m: String| Err(MountError::Args(m));
+    let dir = |what: &str, p: &Path| -> Result<PathBuf, MountError> {
+        match std::fs::metadata(p) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(MountError::Args(format!("{what} {} does not exist", p.display())))
+            }
+            Err(e) => Err(MountError::Args(format!("{what} {}: {e}", p.display()))),
+            Ok(m) if !m.is_dir() => Err(MountError::Args(format!("{what} {} is not a directory", p.display()))),
+            Ok(_) => p.canonicalize().map_err(|e| MountError::Args(format!("{what} {}: {e}", p.display()))),
+        }
+    };
+    let b = dir("backing directory", backing)?;
+    let m = dir("mountpoint", mountpoint)?;
+    // By (st_dev, st_ino) as well as by name: a bind mount or a second
+    // name of the same directory is the same directory.
+    let id = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    let same = |x: &Path, y: &Path| x == y || matches!((id(x), id(y)), (Some(a), Some(b)) if a == b);
+    let within = |inner: &Path, outer: &Path| inner.ancestors().any(|a| same(a, outer));
+    if same(&m, &b) {
+        return arg(format!("the mountpoint {} is the backing directory: mount it on another directory", m.display()));
+    }
+    if within(&m, &b) {
+        return arg(format!("the mountpoint {} is inside the backing directory {}", m.display(), b.display()));
+    }
+    if within(&b, &m) {
+        return arg(format!("the backing directory {} is inside the mountpoint {}", b.display(), m.display()));
+    }
+    Ok((b, m))
 }
 
 /// Mount and serve until unmounted or signalled (SIGINT, SIGTERM, SIGHUP),
@@ -204,14 +302,10 @@ pub fn run(args: &MountArgs) -> Result<(), MountError> {
     // Before the cache is built: its fd cache's default bound is half the
     // soft limit.
     raise_nofile_limit();
+    // The paths first: a wrong one is refused before the cache's memory is
+    // taken.
+    let (backing, mountpoint) = check_paths(&args.backing, &args.mountpoint)?;
     let cache = build_cache(args)?;
-    let backing =
-        args.backing.canonicalize().map_err(|e| MountError::Backing { path: args.backing.clone(), source: e })?;
-    if !backing.is_dir() {
-        return Err(MountError::Backing { path: backing, source: std::io::Error::from_raw_os_error(libc::ENOTDIR) });
-    }
-    let mountpoint =
-        args.mountpoint.canonicalize().map_err(|e| MountError::Mount { path: args.mountpoint.clone(), source: e })?;
     let threads =
         args.threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get() * 2).unwrap_or(4).max(4));
     let fs = PcacheFs::new(cache.clone(), &backing, threads)
@@ -331,4 +425,52 @@ pub fn is_fuse_mount(path: &Path) -> bool {
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: `p` is NUL-terminated; `st` is valid and writable.
     unsafe { libc::statfs(p.as_ptr(), &mut st) == 0 && st.f_type as libc::c_long == FUSE_SUPER_MAGIC }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(mem: u64, page_size: usize, set: &[&str]) -> MountArgs {
+        MountArgs {
+            backing: "/nonexistent-backing".into(),
+            mountpoint: "/nonexistent-mnt".into(),
+            mem,
+            page_size,
+            set: set.iter().map(|s| s.to_string()).collect(),
+            threads: None,
+            max_open_fds: None,
+        }
+    }
+
+    // Goal: the floor `--mem` is checked against is the engine's own.
+    #[test]
+    fn min_cache_pages_is_the_engines() {
+        let cfg = |pages: u64| Config { memory_bytes: pages * 4096, page_size: 4096, ..Config::default() };
+        assert!(cfg(MIN_CACHE_PAGES).validate().is_ok());
+        assert!(cfg(MIN_CACHE_PAGES - 1).validate().is_err());
+        assert!(check_sizes(&args(MIN_CACHE_PAGES * 4096, 4096, &[])).is_ok());
+        assert!(matches!(check_sizes(&args(MIN_CACHE_PAGES * 4096 - 1, 4096, &[])), Err(MountError::Args(_))));
+        assert!(matches!(check_sizes(&args(1 << 20, 1000, &[])), Err(MountError::Args(_))));
+    }
+
+    // Goal: a name that is neither a sysctl nor a tunable is refused in one
+    // short line; the others are known.
+    #[test]
+    fn unknown_tunables_are_refused_briefly() {
+        let e = build_cache(&args(1 << 20, 4096, &["nosuch=1"])).err().unwrap();
+        assert!(matches!(e, MountError::UnknownTunable(ref n) if n == "nosuch"), "{e}");
+        assert!(e.to_string().len() < 100, "{e}");
+        let names = tunable_names();
+        assert!(names.iter().any(|n| n == "reserve_space") && names.iter().any(|n| n == "dirty_ratio"), "{names:?}");
+        assert!(build_cache(&args(1 << 20, 4096, &["dirty_ratio=30", "reserve_space=false"])).is_ok());
+    }
+
+    // Goal: counts of 0 are refused, not taken as "the default".
+    #[test]
+    fn counts_start_at_one() {
+        assert!(parse_count("0").is_err());
+        assert_eq!(parse_count("3"), Ok(3));
+        assert!(parse_count("x").is_err());
+    }
 }

@@ -482,7 +482,7 @@ fn daemon_cpu_ticks(pid: i32) -> u64 {
         + f.get(12).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0)
 }
 
-// Goal: the reproduction, on a backing tmpfs of 64 MiB behind a
+// Goal: a full backing store, on a backing tmpfs of 64 MiB behind a
 // 16 MiB cache: a 20 MiB file written with fsync, then 100 MiB written
 // with no fsync. dd gets ENOSPC from write(2) within seconds (it used to
 // block in the throttle while the flusher spun), the daemon then sits idle

@@ -151,7 +151,8 @@ fn sqlite_larger_than_cache() {
              INSERT INTO t(k, v) SELECT (x * 7919 + {batch}) % 10007, randomblob(1000) FROM c; COMMIT;\n"
         );
     }
-    script += "CREATE INDEX tk ON t(k);\nUPDATE t SET v = randomblob(900) WHERE id % 3 = 0;\nDELETE FROM t WHERE id % 10 = 0;\n";
+    script += "CREATE INDEX tk ON t(k);\nUPDATE t SET v = randomblob(900) WHERE id % 3 = 0;\n\
+               DELETE FROM t WHERE id % 10 = 0;\n";
     fs::write(m.dir.path().join("build.sql"), script).unwrap();
     sh(&format!("sqlite3 {} < {}", q(&db), q(&m.dir.path().join("build.sql"))), 90);
     let size = fs::metadata(&db).unwrap().len();

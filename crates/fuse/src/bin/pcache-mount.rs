@@ -17,7 +17,7 @@ fn main() -> ExitCode {
     match pcache_fuse::run(&cli.args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("pcache mount: {e}");
+            eprintln!("error: {e}");
             ExitCode::FAILURE
         }
     }

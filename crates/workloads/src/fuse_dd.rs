@@ -356,8 +356,8 @@ impl Experiment for FuseDd {
         EXPERIMENT
     }
     fn about(&self) -> &'static str {
-        "The seed's dd as a real program through a `pcache mount`, against the same dd through the library \
-         and through the kernel: the cost of FUSE. Skips the mount column without FUSE."
+        "accessed-v2's dd (Mel Gorman, Linux 3.16) as a real program through a `pcache mount`, against the \
+         same dd through the library and through the kernel: the cost of FUSE. Skips the mount column without FUSE."
     }
     fn params(&self) -> &'static [ParamDoc] {
         &[ParamDoc { name: "file_mib", help: "size of dd's file in MiB [default: 64; quick: 8]" }]

@@ -79,8 +79,9 @@ pub fn list() -> String {
     let mut out = String::from("experiments (pcache bench NAME --help for options):\n");
     for e in EXPERIMENTS {
         let tag = if e.main_job() != MainJob::No { " [main job]" } else { "" };
-        let about = e.about().split_whitespace().collect::<Vec<_>>().join(" ");
-        out.push_str(&format!("  {:<18} {about}{tag}\n", e.name()));
+        let about = format!("{}{tag}", e.about());
+        out.push_str(&crate::render::wrap(&format!("  {:<18} ", e.name()), &about, 120));
+        out.push('\n');
     }
     out
 }

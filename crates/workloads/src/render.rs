@@ -429,3 +429,44 @@ mod tests {
         assert!(render_compare_rows(&d, &[], &Row::ALL).lines().nth(1).unwrap().trim_end().ends_with('-'));
     }
 }
+
+/// `prefix` then `text` as lines of at most `width` columns, words kept
+/// whole (a word too long for a line gets a line of its own), every line
+/// after the first indented to the end of `prefix`.
+pub fn wrap(prefix: &str, text: &str, width: usize) -> String {
+    let indent = prefix.chars().count();
+    let mut out = prefix.to_string();
+    let mut col = indent;
+    let mut first = true;
+    for word in text.split_whitespace() {
+        let len = word.chars().count();
+        if !first && col + 1 + len > width {
+            out.push('\n');
+            out.push_str(&" ".repeat(indent));
+            col = indent;
+        } else if !first {
+            out.push(' ');
+            col += 1;
+        }
+        out.push_str(word);
+        col += len;
+        first = false;
+    }
+    out
+}
+
+#[cfg(test)]
+mod wrap_tests {
+    use super::wrap;
+
+    #[test]
+    fn wrap_keeps_width_and_words() {
+        let text = "one two three four five six seven eight nine ten eleven twelve";
+        let w = wrap("  name  ", text, 20);
+        assert!(w.lines().all(|l| l.chars().count() <= 20), "{w}");
+        assert!(w.starts_with("  name  one"));
+        assert!(w.lines().skip(1).all(|l| l.starts_with("        ") && !l.starts_with("         ")));
+        assert_eq!(w.split_whitespace().skip(1).collect::<Vec<_>>().join(" "), text);
+        assert_eq!(wrap("", "averyveryverylongword x", 8), "averyveryverylongword\nx");
+    }
+}

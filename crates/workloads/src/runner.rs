@@ -217,7 +217,7 @@ pub trait SeedExperiment: Sync + 'static {
     /// Linux 3.2, commit ee72886d8ed5"`.
     const ORIGIN: &'static str;
     const CLAIM: &'static str;
-    /// The seed's patch or question in a few words, for the title.
+    /// The original patch or question in a few words, for the title.
     const SUBJECT: &'static str;
     const ABOUT: &'static str;
     const PRESETS: &'static [Preset];

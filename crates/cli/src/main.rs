@@ -450,6 +450,15 @@ fn bench(cmd: BenchCmd, matches: &ArgMatches) -> Result<(), BoxError> {
     let (named, opts, shared) = bench_selection(matches)?;
     check_sets(&shared.set)?;
     let main_job = named.is_none();
+    let runs: Vec<(&'static dyn Experiment, ExpOpts)> = match named {
+        Some(e) => vec![(e, opts)],
+        None => registry::main_job().map(|e| (e, registry::main_job_opts(e, &opts))).collect(),
+    };
+    // Every experiment's options before any runs: a bad --mem is refused at
+    // once, not after the main job's first minute.
+    for (exp, opts) in &runs {
+        exp.check(opts).map_err(|e| format!("{}: {e}", exp.name()))?;
+    }
     let sink = shared.json.as_deref().map(JsonSink::open).transpose()?;
     let report_path = shared.report.clone().or_else(|| main_job.then(default_report_path));
     let mut report_file = match &report_path {
@@ -461,10 +470,6 @@ fn bench(cmd: BenchCmd, matches: &ArgMatches) -> Result<(), BoxError> {
     // Said after the first experiment's results, not before: an error in
     // its options (checked as it starts) is then the only line printed.
     let mut warn_debug = cfg!(debug_assertions);
-    let runs: Vec<(&'static dyn Experiment, ExpOpts)> = match named {
-        Some(e) => vec![(e, opts)],
-        None => registry::main_job().map(|e| (e, registry::main_job_opts(e, &opts))).collect(),
-    };
     if let (true, Some(path)) = (main_job, &report_path) {
         say(&verdict::main_job_header(runs.len(), &path.display().to_string()));
     }

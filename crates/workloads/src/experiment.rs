@@ -149,6 +149,12 @@ pub trait Experiment: Sync {
     fn smoke(&self) -> ExpOpts {
         ExpOpts::smoke(&[])
     }
+    /// Refuse options `run` would refuse, without running anything (the
+    /// main job checks all its experiments before the first starts).
+    fn check(&self, opts: &ExpOpts) -> Result<()> {
+        let _ = opts;
+        Ok(())
+    }
     fn run(&self, opts: &ExpOpts) -> Result<Outcome>;
 }
 

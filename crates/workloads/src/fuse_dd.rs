@@ -365,6 +365,9 @@ impl Experiment for FuseDd {
     fn smoke(&self) -> ExpOpts {
         ExpOpts { mem_bytes: Some(16 << 20), ..ExpOpts::smoke(&[("file_mib", "2")]) }
     }
+    fn check(&self, opts: &ExpOpts) -> Result<()> {
+        FuseDdOpts::from_exp(opts).map(drop)
+    }
     fn run(&self, opts: &ExpOpts) -> Result<Outcome> {
         let o = FuseDdOpts::from_exp(opts)?;
         let result = run(&o)?;

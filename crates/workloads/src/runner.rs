@@ -431,6 +431,14 @@ impl<E: Seeded> Experiment for Seed<E> {
     fn smoke(&self) -> ExpOpts {
         E::smoke()
     }
+    fn check(&self, opts: &ExpOpts) -> Result<()> {
+        let p = E::params(opts)?;
+        let Shape { variants, .. } = E::shape(&p);
+        for preset in variants::resolve(E::PRESETS, variants)? {
+            variant_tunables(preset, opts)?;
+        }
+        Ok(())
+    }
     fn run(&self, opts: &ExpOpts) -> Result<Outcome> {
         let (result, p) = run::<E>(opts)?;
         Ok(Outcome::new(report::<E>(&result, &p), &result)?.with_headlines(result.headlines.clone()))

@@ -605,6 +605,9 @@ impl Experiment for Hitpath {
         let params = [("file_mib", "8"), ("hit_pages", "4096"), ("ops", "20000")];
         ExpOpts { runs: Some(2), mem_bytes: None, quick: false, ..ExpOpts::smoke(&params) }
     }
+    fn check(&self, opts: &ExpOpts) -> Result<()> {
+        HitpathOpts::from_exp(opts).map(drop)
+    }
     fn run(&self, opts: &ExpOpts) -> Result<Outcome> {
         let o = HitpathOpts::from_exp(opts)?;
         let result = run(&o)?;

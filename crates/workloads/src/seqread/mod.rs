@@ -997,6 +997,9 @@ impl Experiment for Seqread {
         let params = [("file_mib", "8"), ("qds", "1,4"), ("blocks", "1M"), ("threads", "1,2"), ("rand_ops", "50")];
         ExpOpts { mem_bytes: Some(4 << 20), ..ExpOpts::smoke(&params) }
     }
+    fn check(&self, opts: &ExpOpts) -> Result<()> {
+        SeqreadOpts::from_exp(opts).map(drop)
+    }
     fn run(&self, opts: &ExpOpts) -> Result<Outcome> {
         let result = run(&SeqreadOpts::from_exp(opts)?)?;
         Ok(Outcome::new(result.report(), &result)?.with_headlines(result.headlines()))

@@ -97,11 +97,9 @@ fn bench_refuses_bad_counts_and_sizes_first() {
     fails(&["bench", "dd", "--quick", "--report", "/nonexistent/dir/report.txt"]);
     // The main job checks every experiment's options before the first
     // runs: the error comes at once, with no report file begun.
-    let start = std::time::Instant::now();
     let line = fails(&["bench", "--no-kernel", "--no-progress", "--mem", "1M", "--report", r]);
     assert!(line.contains("must be from 4 MiB"), "{line}");
     assert!(!report.exists(), "a report file begun before the options were checked");
-    assert!(start.elapsed().as_secs() < 20, "the main job ran before refusing its options");
 }
 
 // Goal: an unknown tunable is one short line saying where the names are

@@ -1,13 +1,13 @@
 //! Runs `sparsetruncate` at a tiny size and checks what it measures: one
 //! sample per truncate, the mechanism the variants differ in by
-//! construction (drains per truncate), the seed's rows, the CDF plots. The
+//! construction (drains per truncate), the original's rows, the CDF plots. The
 //! report's and the JSON's completeness is the registry's contract test
 //! (contract.rs). Asserts nothing about timings.
 
 mod common;
 
 use common::Tiny;
-use pcache_workloads::sparsetruncate::{self, Sparsetruncate, SEED_ROWS};
+use pcache_workloads::sparsetruncate::{self, Sparsetruncate, ORIGINAL_ROWS};
 
 #[test]
 fn sparsetruncate_tiny_measures_what_it_claims() {
@@ -50,7 +50,7 @@ fn sparsetruncate_tiny_measures_what_it_claims() {
             assert!(t.svg(&format!("sparsetruncate-{b}-{suffix}.svg")).contains(sparsetruncate::AFTER));
         }
     }
-    t.assert_report_has(SEED_ROWS.iter().map(|row| format!("{row} Time")));
+    t.assert_report_has(ORIGINAL_ROWS.iter().map(|row| format!("{row} Time")));
     t.assert_report_has([
         "sparsetruncate (tmpfs)",
         "sparsetruncate (file)",

@@ -265,7 +265,7 @@ fn files_headline(r: &ExperimentResult) -> Headline {
         // Above the claim when each page reclaim writes alone pays the
         // device's time per request, as a seek did on the original's disks.
         let above = if v == Verdict::Reproduced && effect.pct > 14.0 && on_device {
-            "; above the claim: each page written alone pays a request"
+            "; above the claim: lone page writes pay a request"
         } else {
             ""
         };

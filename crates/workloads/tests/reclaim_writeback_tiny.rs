@@ -177,7 +177,7 @@ fn reclaim_writeback_tiny_quick_meets_dirty_pages() {
     let want = if db > 0 && da == 0 { "Reproduced" } else { "NotReproduced" };
     assert_eq!(format!("{:?}", headlines[1].verdict), want, "{:?}", headlines[1]);
     assert_eq!(want, "Reproduced");
-    assert!(headlines[1].reproduced.contains(" -> 0 file pages a run"), "{:?}", headlines[1]);
+    assert!(headlines[1].reproduced.contains(" -> 0 pages a run"), "{:?}", headlines[1]);
     for h in &headlines {
         for field in [&h.experiment, &h.claimed, &h.reproduced, &h.kernel, &h.note] {
             assert!(field.chars().count() <= 116, "{field}");

@@ -251,7 +251,7 @@ fn files_headline(r: &ExperimentResult) -> Headline {
     let on_device = r.spec(&format!("{w} avg_wait_ms")).is_some();
     let kernel = match r.variant(KERNEL_COLUMN) {
         Some(_) if on_device => {
-            format!("{} on the host disk, not the slow device: no baseline", kernel_figure(r, &metric, "files/s"))
+            format!("{}, on the host disk: no baseline", kernel_figure(r, &metric, "files/s"))
         }
         _ => kernel_figure(r, &metric, "files/s"),
     };
@@ -306,7 +306,7 @@ fn direct_writes_headline(r: &ExperimentResult) -> Headline {
     let sum = |v: &VariantResult, i: Item| r.workloads().iter().filter_map(|w| v.vm(w, i)).sum::<u64>();
     let (db, da) = (sum(b, Item::nr_vmscan_write_direct), sum(a, Item::nr_vmscan_write_direct));
     let (kb, ka) = (sum(b, Item::nr_vmscan_write_kswapd), sum(a, Item::nr_vmscan_write_kswapd));
-    let per_run = |x: u64| fmt_count((x as f64 / runs).round());
+    let per_run = |x: u64| whole(x as f64 / runs);
     let (verdict, note) = match (db, da) {
         (0, _) => {
             (Verdict::NotReproduced, format!("{BEFORE} wrote none from direct reclaim either: it met no dirty page"))
@@ -318,7 +318,7 @@ fn direct_writes_headline(r: &ExperimentResult) -> Headline {
         experiment,
         claimed,
         reproduced: format!(
-            "direct reclaim wrote {} -> {} file pages a run, kswapd {} -> {}",
+            "direct reclaim wrote {} -> {} pages a run, kswapd {} -> {}",
             per_run(db),
             per_run(da),
             per_run(kb),
@@ -337,4 +337,13 @@ fn change_words(pct: f64, sig: bool) -> String {
     }
     let word = if pct >= 0.0 { "better" } else { "worse" };
     format!("{:.2}% {word}{}", pct.abs(), if sig { ", significant" } else { "" })
+}
+
+/// A count as a whole number, thousands grouped: "0", "882", "1,001".
+fn whole(v: f64) -> String {
+    if v.abs() < 999.5 {
+        format!("{v:.0}")
+    } else {
+        fmt_figure(v)
+    }
 }

@@ -110,15 +110,16 @@ fn headline(r: &ExperimentResult) -> Headline {
     let (verdict, note) = if !mechanism {
         (Verdict::NotReproduced, format!("drains per truncate did not drop ({db:.2} -> {da:.2})"))
     } else {
-        let note = "judged on CPU time: on a shared machine the wall-time Max is mostly preemption";
+        let note = "judged on CPU time: wall-time Max here is preemption";
         (max.verdict(), note.to_string())
     };
     let kernel_metric = format!("{} truncate_us", Backend::File.name());
+    // Host files only: the kernel's tmpfs caches no hole pages on read.
     let kernel = match r.variant(KERNEL_COLUMN) {
         Some(_) => {
             let k = r.mean(KERNEL_COLUMN, &kernel_metric);
             format!(
-                "host files only (its tmpfs caches no hole pages): Amean {} us a truncate, pcache {} us",
+                "host files only: {} us a truncate, pcache {} us",
                 fmt_figure(k),
                 fmt_figure(r.mean(AFTER, &kernel_metric))
             )

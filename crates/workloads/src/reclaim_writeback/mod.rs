@@ -1,7 +1,7 @@
 //! `reclaim-writeback`: Mel Gorman's "do not writeback filesystem pages
 //! in direct reclaim" series (commit ee72886d8ed5 and followers), Linux 3.1
-//! against 3.2. The original's three workloads (XFS, dirty_ratio 40), scaled to `mem_bytes`, on
-//! host files opened O_DIRECT:
+//! against 3.2. The original's three workloads (XFS, dirty_ratio 40),
+//! scaled to `mem_bytes`, on host files opened O_DIRECT:
 //!
 //! 1. **fsmark**, as `fs_mark -S0`: T threads each create files of
 //!    `fsmark_file_bytes` in 64 KiB chunks, closed without fsync,
@@ -17,6 +17,12 @@
 //! `sync_s`. The kernel column (`kernel_side.rs`) runs the same through
 //! std::fs, and mmap-strm through mmap(2) where the host has or lets us
 //! make swap.
+//!
+//! Reclaim meets dirty file pages only when they pile up at the inactive
+//! tail: a slow device ([`DeviceOpts`]) and a desktop holding most of
+//! memory make them. The quick run (the main job's) has both by default,
+//! fs_mark with 4 threads and no simple-wb, so that its fs_mark rows test
+//! the original's headline in seconds.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,13 +1,15 @@
 //! Runs `sparsetruncate` at a tiny size and checks what it measures: one
 //! sample per truncate, the mechanism the variants differ in by
-//! construction (drains per truncate), the seed's rows, the CDF plots. The
+//! construction (drains per truncate), the original's rows, the CDF plots. The
 //! report's and the JSON's completeness is the registry's contract test
 //! (contract.rs). Asserts nothing about timings.
 
 mod common;
 
 use common::Tiny;
-use pcache_workloads::sparsetruncate::{self, Sparsetruncate, SEED_ROWS};
+use pcache_workloads::sparsetruncate::{self, Sparsetruncate, ORIGINAL_ROWS};
+use pcache_workloads::stats::Better;
+use pcache_workloads::verdict::{Effect, Headline};
 
 #[test]
 fn sparsetruncate_tiny_measures_what_it_claims() {
@@ -50,7 +52,20 @@ fn sparsetruncate_tiny_measures_what_it_claims() {
             assert!(t.svg(&format!("sparsetruncate-{b}-{suffix}.svg")).contains(sparsetruncate::AFTER));
         }
     }
-    t.assert_report_has(SEED_ROWS.iter().map(|row| format!("{row} Time")));
+    // The headline: the Max of each round's truncate CPU time (memory
+    // files) against its noise decides, and says so in its numbers.
+    let headlines: Vec<Headline> = serde_json::from_value(t.json["headlines"].clone()).expect("headlines");
+    assert_eq!(headlines.len(), 1, "{headlines:?}");
+    let per_round = p["files"].as_u64().unwrap() as usize;
+    let maxima = |v: &serde_json::Value| -> Vec<f64> {
+        let s: Vec<f64> =
+            v["metrics"]["tmpfs truncate_cpu_us"].as_array().unwrap().iter().filter_map(|x| x.as_f64()).collect();
+        s.chunks(per_round).map(|c| c.iter().copied().fold(f64::NAN, f64::max)).collect()
+    };
+    let e = Effect::of(&maxima(&t.variants()[0]), &maxima(&t.variants()[1]), Better::Lower);
+    assert_eq!(headlines[0].verdict, e.verdict(), "{:?} {e:?}", headlines[0]);
+    assert!(headlines[0].reproduced.contains(&e.describe("lower", "higher")), "{:?}", headlines[0]);
+    t.assert_report_has(ORIGINAL_ROWS.iter().map(|row| format!("{row} Time")));
     t.assert_report_has([
         "sparsetruncate (tmpfs)",
         "sparsetruncate (file)",

@@ -1,4 +1,4 @@
-//! mmap-strm, as seed 004 ran it: "a streaming write to a large mapping
+//! mmap-strm, as Mel Gorman's series ran it: "a streaming write to a large mapping
 //! (exercises use-once LRU logic) followed by streaming writes to a mix of
 //! anonymous and file-backed mappings", sized so that anonymous pages must
 //! go to swap.
@@ -70,8 +70,8 @@ fn file_mapping(cache: &PageCache, path: &Path, blocks: u64) -> Result<(File, Ma
 }
 
 /// Turn on the run's swap: a host file of [`swap_bytes`] in `dir`
-/// (O_DIRECT), as the seed had swap on a disk of its own. Swap in memory
-/// would make a swap-out a copy and hide what the seed saw, that swapping
+/// (O_DIRECT), as the original had swap on a disk of its own. Swap in
+/// memory would make a swap-out a copy and hide what the original saw, that swapping
 /// is slower than writing file pages. Untimed: swapon allocates the file
 /// whole.
 pub(super) fn swapon(cache: &PageCache, dir: &Path, anon_blocks: u64) -> Result<PathBuf> {

@@ -88,13 +88,13 @@ impl SeedReport for ReclaimWritebackExp {
     }
 }
 
-/// The seed's summary table, a column per variant.
+/// The original's summary table, a column per variant.
 fn summary(r: &ExperimentResult, opts: &ReclaimWritebackOpts) -> String {
     let mut s = String::from("\nsummary (means over runs; percentages against the first column, positive = better)\n");
     let mem_label = format!("{}M", opts.mem_bytes / MIB);
     let workloads: Vec<&str> = r.variants.first().map(|v| v.vmstat.keys().collect()).unwrap_or_default();
     let mut rows = Vec::new();
-    // The seed's rows, then its USB-stick rows: iostat's await on the
+    // The original's rows, then its USB-stick rows: iostat's await on the
     // simulated device (only workloads that ran on one have the metric).
     for (label, measure) in [
         ("Files/s mean", "files/s"),
@@ -128,7 +128,7 @@ fn summary(r: &ExperimentResult, opts: &ReclaimWritebackOpts) -> String {
             });
         }
     }
-    // Seed 004's mmap-strm story: pages swapped where reclaim skipped
+    // The original's mmap-strm story: pages swapped where reclaim skipped
     // dirty file pages (only workloads with anonymous memory). The kernel
     // column has no vmstat deltas but measures these two (host-wide
     // /proc/vmstat): its mean.
@@ -145,7 +145,7 @@ fn summary(r: &ExperimentResult, opts: &ReclaimWritebackOpts) -> String {
     s
 }
 
-/// Which workloads reclaim met dirty pages in, and so whether the seed's
+/// Which workloads reclaim met dirty pages in, and so whether the original's
 /// headline was tested.
 fn exercised_line(r: &ExperimentResult) -> String {
     let Some(ex) = r.extra["exercised"].as_object() else { return String::new() };
@@ -161,7 +161,7 @@ fn exercised_line(r: &ExperimentResult) -> String {
     };
     let fsmark_tested = ex.iter().any(|(w, e)| w.starts_with("fsmark") && e.as_bool() == Some(true));
     format!(
-        "exercised (reclaim met dirty pages or swapped): {}; not exercised: {}. The seed's headline, fs_mark files/s, {}\n",
+        "exercised (reclaim met dirty pages or swapped): {}; not exercised: {}. The original's headline, fs_mark files/s, {}\n",
         pick(true),
         pick(false),
         if fsmark_tested { "was tested" } else { "was not tested by this run" }

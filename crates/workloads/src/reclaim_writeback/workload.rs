@@ -1,13 +1,13 @@
 use std::sync::Arc;
 
-use pcache::backing::{FileDev, RateLimitedDev};
+use pcache::backing::{FileDev, MemoryDev, RateLimitedDev};
 use pcache::{BackingDev, MapFlags, Mapping};
 
 use super::*;
 
 pub const RESIDENT_TOUCH_MS: u64 = 20;
 
-/// The desktop beside the workload in the seed's USB-stick run ("firefox
+/// The desktop beside the workload in the original's USB-stick run ("firefox
 /// and gnome terminal were launching and exiting"): program text in use.
 /// A memory file of `resident` x memory, mapped executable and touched
 /// page by page every [`RESIDENT_TOUCH_MS`] by a thread of its own, so
@@ -18,9 +18,9 @@ pub const RESIDENT_TOUCH_MS: u64 = 20;
 /// oldest-dirtied file first, so dirty pages are the youngest pages on the
 /// LRU; reclaim meets one only when dirty + writeback pages are most of
 /// what it can reclaim. The dirty limit is a fraction of all memory
-/// (dirty_ratio 40, as the seed ran); a resident set above 60% leaves the
+/// (dirty_ratio 40, as the original ran); a resident set above 60% leaves the
 /// writers' pages fewer than that, as a small zone full of dirty pages
-/// did on the seed's machines, and reclaim has to deal with dirty pages.
+/// did on the original's machines, and reclaim has to deal with dirty pages.
 pub(super) struct Resident {
     map: Mapping,
 }
@@ -63,16 +63,28 @@ impl Resident {
 }
 
 /// Create a workload's file, behind the run's device when there is one.
-pub(super) fn create_file(cache: &PageCache, path: &Path, dev: Option<&Arc<RateLimit>>) -> Result<File> {
+/// With `in_memory`, the device's data is in memory, not in a host file.
+pub(super) fn create_file(
+    cache: &PageCache,
+    path: &Path,
+    dev: Option<&Arc<RateLimit>>,
+    in_memory: bool,
+) -> Result<File> {
     let Some(limit) = dev else {
         return Ok(cache.open(path, CREATE)?);
     };
     let name = path.to_string_lossy();
     let ps = cache.page_size();
     Ok(cache.open_dev_with(&name, || {
-        let file = FileDev::open_in(cache.fd_cache(), path, true, true, CREATE.direct, ps)
-            .map_err(|e| pcache::Error::io(&name, e))?;
-        Ok(Arc::new(RateLimitedDev::new(Arc::new(file), limit.clone())) as Arc<dyn BackingDev>)
+        let inner: Arc<dyn BackingDev> = if in_memory {
+            Arc::new(MemoryDev::new(&name, ps))
+        } else {
+            Arc::new(
+                FileDev::open_in(cache.fd_cache(), path, true, true, CREATE.direct, ps)
+                    .map_err(|e| pcache::Error::io(&name, e))?,
+            )
+        };
+        Ok(Arc::new(RateLimitedDev::new(inner, limit.clone())) as Arc<dyn BackingDev>)
     })?)
 }
 
@@ -188,7 +200,7 @@ pub(super) fn run_workload(
 ) -> Result<(f64, u64, Vec<PathBuf>, Option<mmap_strm::Strm>)> {
     match w {
         Workload::Fsmark { .. } | Workload::SimpleWb { .. } => {
-            let create = |path: &Path| create_file(cache, path, dev);
+            let create = |path: &Path| create_file(cache, path, dev, opts.device.in_memory);
             let (secs, paths) = write_files(w, opts.fsmark_file_bytes, dir, buf, create, |f: &File| Ok(f.close()?))?;
             let n = paths.len() as u64;
             Ok((secs, n, paths, None))
@@ -293,8 +305,8 @@ pub(super) fn device_values(io: &IoStat) -> [f64; 3] {
     [io.await_ms(), io.wr_ios as f64, avgrq]
 }
 
-/// mmap-strm's swap measures (seed 004: "anonymous pages are still
-/// written").
+/// mmap-strm's swap measures (the original: "anonymous pages are
+/// still written").
 pub(super) const SWAP_MEASURES: [(&str, &str, Item); 4] = [
     ("pswpout", "pages", Item::pswpout),
     ("pswpin", "pages", Item::pswpin),
@@ -392,30 +404,45 @@ fn notes(opts: &ReclaimWritebackOpts) -> Result<Vec<String>> {
     let mut notes = vec![
         format!(
             "mmap-strm swaps to a swap file in the temporary directory (SwapConfig::file, O_DIRECT, allocated at \
-             swapon outside the timing), as the seed had swap on a disk of its own; swap in memory would make a \
-             swap-out a copy and hide the seed's observation that swapping costs more than writing file pages. \
+             swapon outside the timing), as the original had swap on a disk of its own; swap in memory would make \
+             a swap-out a copy and hide the original's observation that swapping costs more than writing file pages. \
              After each run a sample of {} pages of every region is read back and checked (outside the timing \
              and the counters)",
             mmap_strm::VERIFY_SAMPLES
         ),
-        "host files with O_DIRECT on the device holding the temporary directory; the seed used XFS on a \
-         4-disk RAID-0"
-            .to_string(),
+        format!(
+            "{} host files with O_DIRECT on the device holding the temporary directory; the original used XFS on \
+             a 4-disk RAID-0",
+            if opts.device.in_memory { "mmap-strm's files are" } else { "files are" }
+        ),
     ];
+    let writers = if opts.simple_wb { "fsmark and simple-wb" } else { "fsmark" };
+    if !opts.simple_wb {
+        notes.push(
+            "simple-wb (parallel dd) not run: the quick run gives its time to more fs_mark runs (--param \
+             simple_wb=true runs it)"
+                .into(),
+        );
+    }
     if let Some(spec) = opts.device.spec()? {
         notes.push(format!(
-            "fsmark and simple-wb ran on a simulated device of {spec} (--param device_rate, device_latency): a \
-             token bucket in front of the host files, one queue for reads and writes, one per run; avg_wait_ms \
-             is its iostat await (arrival to completion, queueing included), the seed's USB-stick \"Avg wait\"; \
-             mmap-strm ran on the host files"
+            "{writers} ran on a simulated device of {spec} (--param device_rate, device_latency): a token bucket \
+             in front of {}, one queue for reads and writes, one per run; avg_wait_ms is its iostat await \
+             (arrival to completion, queueing included), the original's USB-stick \"Avg wait\"; mmap-strm ran \
+             on the host files",
+            if opts.device.in_memory {
+                "data kept in memory (the quick run: no host disk's noise or slow unlinks behind the bucket)"
+            } else {
+                "the host files"
+            }
         ));
     }
     if opts.device.resident > 0.0 {
         notes.push(format!(
-            "fsmark and simple-wb ran beside a desktop (--param resident={}): a memory file of {} ({:.0}% of \
-             memory) mapped executable and touched page by page every {RESIDENT_TOUCH_MS} ms, set up and written \
-             back before the timing; it leaves the writers less memory than the dirty limit, as a small zone \
-             full of dirty pages did on the seed's machines, so reclaim meets dirty pages",
+            "{writers} ran beside a desktop (--param resident={}): a memory file of {} ({:.0}% of memory) mapped \
+             executable and touched page by page every {RESIDENT_TOUCH_MS} ms, set up and written back before \
+             the timing; it leaves the writers less memory than the dirty limit, as a small zone full of dirty \
+             pages did on the original's machines, so reclaim meets dirty pages",
             opts.device.resident,
             fmt_size((opts.mem_bytes as f64 * opts.device.resident) as u64),
             opts.device.resident * 100.0
@@ -501,17 +528,24 @@ mod tests {
             ("resident", "0.65"),
         ]))
         .unwrap();
-        assert_eq!(o.device, DeviceOpts { rate: Some(30 << 20), latency: Duration::from_millis(5), resident: 0.65 });
+        let want =
+            DeviceOpts { rate: Some(30 << 20), latency: Duration::from_millis(5), resident: 0.65, in_memory: true };
+        assert_eq!(o.device, want);
         assert_eq!(o.device.spec().unwrap().unwrap().to_string(), "30 MiB/s, 5 ms per request");
-        let none = ReclaimWritebackOpts::from_exp(&exp(&[])).unwrap();
+        // Quick runs on the quick device unless told otherwise; full size
+        // on the host files.
+        assert_eq!(ReclaimWritebackOpts::from_exp(&exp(&[])).unwrap().device, DeviceOpts::QUICK);
+        let none = ReclaimWritebackOpts::from_exp(&exp(&[("device_rate", "none")])).unwrap();
         assert_eq!(none.device, DeviceOpts::default());
         assert_eq!(none.device.spec().unwrap(), None);
+        let full = ReclaimWritebackOpts::from_exp(&ExpOpts::default()).unwrap();
+        assert_eq!(full.device, DeviceOpts::default());
         // Bad values are option errors that say what is wrong.
         for (params, needle) in [
             (&[("device_rate", "30Q")][..], "unknown unit"),
             (&[("device_rate", "0")][..], "out of range"),
             (&[("device_rate", "30M"), ("device_latency", "5")][..], "needs a unit"),
-            (&[("device_latency", "5ms")][..], "needs a device_rate"),
+            (&[("device_rate", "none"), ("device_latency", "5ms")][..], "needs a device_rate"),
             (&[("resident", "0.9")][..], "resident"),
             (&[("resident", "lots")][..], "resident"),
         ] {
@@ -535,7 +569,7 @@ mod tests {
         let cache = PageCache::new(Config::with_memory(8 << 20)).unwrap();
         let limit = RateLimit::new("t", RateSpec::parse("1G", "0").unwrap());
         let path = dir.path().join("f");
-        let f = create_file(&cache, &path, Some(&limit)).unwrap();
+        let f = create_file(&cache, &path, Some(&limit), false).unwrap();
         write_seq(&f, 1 << 20, FSMARK_CHUNK, &pattern(FSMARK_CHUNK as usize)).unwrap();
         f.fsync().unwrap();
         f.close().unwrap();
@@ -546,7 +580,7 @@ mod tests {
         remove_file(&cache, &path, Some(&limit)).unwrap();
         assert!(!path.exists());
         // Without a device: a plain host file.
-        let f = create_file(&cache, &path, None).unwrap();
+        let f = create_file(&cache, &path, None, false).unwrap();
         f.close().unwrap();
         remove_file(&cache, &path, None).unwrap();
         assert!(!path.exists());

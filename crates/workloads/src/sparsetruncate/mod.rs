@@ -1,8 +1,8 @@
-//! `pcache bench sparsetruncate`: seed 001, Mel Gorman's "only drain
-//! per-cpu pagevecs once per pagevec usage" (4.14-rc4 batchshadow-v1r1
-//! against onedrain-v1r1).
+//! `pcache bench sparsetruncate`: Mel Gorman's "only drain per-cpu
+//! pagevecs once per pagevec usage" ([PATCH 4/8] of Oct 2017, Linux 4.15;
+//! 4.14-rc4 batchshadow-v1r1 against onedrain-v1r1).
 //!
-//! The seed ran mmtests' sparsetruncate (tiny): sparse files are created
+//! The original ran mmtests' sparsetruncate (tiny): sparse files are created
 //! (`ftruncate`, no data) and read with a 16-byte `pread` at every page, so
 //! that hole pages fill the page cache; then each file is unlinked and every
 //! unlink timed. `__pagevec_release` called `lru_add_drain` on every release
@@ -12,11 +12,11 @@
 //!
 //! Here every cache is filled to `fill_ratio` with sparse files of 4 MiB
 //! (as in Jan Kara's truncation benchmark of the same series), memory-only
-//! and host files (the host's unlink inside the timing, as in the seed),
+//! and host files (the host's unlink inside the timing, as in the original),
 //! then unlinked one by one, the variants alternating file by file. Every
 //! truncate's wall time and its thread CPU time (which leaves out
 //! preemption, on a shared machine most of the wall-time tail) are pooled
-//! over rounds and runs; the report prints the seed's rows for both and the
+//! over rounds and runs; the report prints the original's rows for both and the
 //! cost of one drain implied by the difference of the CPU times.
 
 use std::fmt::Write as _;
@@ -95,9 +95,10 @@ pub struct SparseParams {
 pub const FULL_MEM: u64 = 1024 * MIB;
 pub const FULL_ROUNDS: usize = 10;
 pub const FULL_RUNS: usize = 3;
-/// Quick: a 256 MiB cache (38 files of 4 MiB), 5 rounds, 2 runs.
+/// Quick: a 256 MiB cache (38 files of 4 MiB), 10 rounds (for the noise
+/// of the Max of a round), 2 runs.
 pub const QUICK_MEM: u64 = 256 * MIB;
-pub const QUICK_ROUNDS: usize = 5;
+pub const QUICK_ROUNDS: usize = 10;
 pub const QUICK_RUNS: usize = 2;
 
 impl SparseParams {
@@ -127,7 +128,7 @@ impl SparseParams {
     }
 }
 
-pub const SEED_ROWS: [&str; 17] = [
+pub const ORIGINAL_ROWS: [&str; 17] = [
     "Min",
     "1st-qrtle",
     "2nd-qrtle",
@@ -147,11 +148,11 @@ pub const SEED_ROWS: [&str; 17] = [
     "Best25%Amean",
 ];
 
-/// The seed's rows of `samples` (lower is better): quantiles interpolated
+/// The original's rows of `samples` (lower is better): quantiles interpolated
 /// as in [`crate::stats`], Stddev the sample standard deviation, Coeff the
 /// Stddev in percent of the Amean, BestN%Amean the mean of the lowest
 /// `floor(N% * n)` samples (at least one). None without samples.
-pub fn seed_rows(samples: &[f64]) -> Option<[f64; 17]> {
+pub fn original_rows(samples: &[f64]) -> Option<[f64; 17]> {
     let s = Summary::of(samples, Better::Lower)?;
     let mut v: Vec<f64> = samples.iter().copied().filter(|x| !x.is_nan()).collect();
     v.sort_by(f64::total_cmp);
@@ -178,7 +179,7 @@ pub fn seed_rows(samples: &[f64]) -> Option<[f64; 17]> {
 }
 
 fn row_index(label: &str) -> usize {
-    SEED_ROWS.iter().position(|r| *r == label).unwrap_or(0)
+    ORIGINAL_ROWS.iter().position(|r| *r == label).unwrap_or(0)
 }
 
 pub struct Sparsetruncate;
@@ -192,7 +193,8 @@ impl SeedExperiment for Sparsetruncate {
                                  254 -> 208 us (+18.11%), Stddev 12.74 -> 9.62 (+24.49%), Amean 145.12 -> 144.30 \
                                  (+0.56%); lru_add_drain once per pagevec lifecycle instead of on every release";
     const SUBJECT: &'static str = "only drain per-cpu pagevecs once per pagevec usage";
-    const ABOUT: &'static str = "Seed 001, sparse files read once then truncated: drain on every pagevec release \
+    const ABOUT: &'static str = "Mel Gorman's pagevec drain once per truncate ([PATCH 4/8] of Oct 2017, Linux \
+                                 4.15): sparse files read once then truncated, drain on every pagevec release \
                                  against once per lifecycle.";
     const PRESETS: &'static [Preset] = PRESETS;
     const PARAMS_KEY: &'static str = "sparsetruncate";
@@ -206,7 +208,7 @@ mod tests {
 
     #[test]
     fn presets_and_sizes() {
-        // Both presets run by default, the seed's before first.
+        // Both presets run by default, the original's before first.
         let v: Vec<_> = PRESETS.iter().map(|p| (p.name, p.default, (p.tunables)().pagevec_drain)).collect();
         assert_eq!(v, [(BEFORE, true, PagevecDrain::EveryRelease), (AFTER, true, PagevecDrain::Once)]);
         let p = SparseParams::from_opts(&ExpOpts::default()).unwrap();
@@ -219,9 +221,9 @@ mod tests {
     }
 
     #[test]
-    fn seed_rows_of_a_known_sample() {
+    fn original_rows_of_a_known_sample() {
         let v: Vec<f64> = (1..=100).map(f64::from).collect();
-        let r = seed_rows(&v).unwrap();
+        let r = original_rows(&v).unwrap();
         assert_eq!(r[row_index("Min")], 1.0);
         assert_eq!(r[row_index("Max")], 100.0);
         assert!((r[row_index("Amean")] - 50.5).abs() < 1e-9);
@@ -230,7 +232,7 @@ mod tests {
         assert!((r[row_index("Best25%Amean")] - 13.0).abs() < 1e-9);
         assert!((r[row_index("Best99%Amean")] - 50.0).abs() < 1e-9);
         assert!((r[row_index("Coeff")] - r[row_index("Stddev")] / 50.5 * 100.0).abs() < 1e-9);
-        assert!(seed_rows(&[]).is_none());
-        assert_eq!(seed_rows(&[7.0]).unwrap()[row_index("Best25%Amean")], 7.0);
+        assert!(original_rows(&[]).is_none());
+        assert_eq!(original_rows(&[7.0]).unwrap()[row_index("Best25%Amean")], 7.0);
     }
 }

@@ -13,13 +13,13 @@ pub(super) const VM_ITEMS: &[Item] = &[
     Item::allocstall,
 ];
 
-/// The seed's table for one backend: every row, one column per variant,
+/// The original's table for one backend: every row, one column per variant,
 /// percentages against the first (positive = better).
-pub(super) fn render_seed_table(r: &ExperimentResult, metric: &str) -> String {
+pub(super) fn render_original_table(r: &ExperimentResult, metric: &str) -> String {
     let cols: Vec<(&str, [f64; 17])> =
-        r.variants.iter().filter_map(|v| Some((v.name.as_str(), seed_rows(v.samples(metric))?))).collect();
+        r.variants.iter().filter_map(|v| Some((v.name.as_str(), original_rows(v.samples(metric))?))).collect();
     let mut rows = Vec::new();
-    for (i, label) in SEED_ROWS.iter().enumerate() {
+    for (i, label) in ORIGINAL_ROWS.iter().enumerate() {
         let mut row = vec![format!("{label} Time")];
         let base = cols.first().map(|c| c.1[i]).unwrap_or(f64::NAN);
         for (_, v) in &cols {
@@ -40,18 +40,18 @@ impl SeedReport for Sparsetruncate {
         for (measure, what) in [
             (
                 "truncate_us",
-                "time per truncate in us (wall clock, as the seed), lower is better; percentages against the first \
+                "time per truncate in us (wall clock, as the original), lower is better; percentages against the first \
                  column, positive = better",
             ),
             (
                 "truncate_cpu_us",
                 "thread CPU time per truncate in us (excludes time preempted by other load on the machine; not in \
-                 the seed)",
+                 the original)",
             ),
         ] {
             for b in BACKENDS {
                 let _ = writeln!(s, "\nsparsetruncate ({}), {what}", b.name());
-                s.push_str(&render_seed_table(r, &format!("{} {measure}", b.name())));
+                s.push_str(&render_original_table(r, &format!("{} {measure}", b.name())));
             }
         }
         let _ = writeln!(s, "\nthe mechanism, per truncate (mean over runs)");
@@ -68,7 +68,7 @@ impl SeedReport for Sparsetruncate {
                 let extra = amean(b.samples(&m)) - amean(a.samples(&m));
                 let cpu = format!("{w} truncate_cpu_us");
                 let i = row_index("Best50%Amean");
-                if let (Some(rb), Some(ra)) = (seed_rows(b.samples(&cpu)), seed_rows(a.samples(&cpu))) {
+                if let (Some(rb), Some(ra)) = (original_rows(b.samples(&cpu)), original_rows(a.samples(&cpu))) {
                     if extra > 0.0 {
                         let _ = writeln!(
                             s,
@@ -98,7 +98,7 @@ impl SeedReport for Sparsetruncate {
             let with: Vec<&VariantResult> = r.variants.iter().filter(|c| !c.samples(&metric).is_empty()).collect();
             let p99 = with
                 .iter()
-                .filter_map(|c| seed_rows(c.samples(&metric)).map(|r| r[row_index("Max-99%")]))
+                .filter_map(|c| original_rows(c.samples(&metric)).map(|r| r[row_index("Max-99%")]))
                 .fold(0.0f64, f64::max);
             for (suffix, clip) in [("cdf", f64::INFINITY), ("cdf-body", p99)] {
                 let series: Vec<plot::Series> = with

@@ -159,7 +159,7 @@ impl SeedMeasure for Sparsetruncate {
                 p.runs, p.rounds, p.files
             ),
             "file: host files in the temporary directory; the host's unlink (a sparse file, no blocks) is inside the \
-             timing, as the seed's unlink included the filesystem's"
+             timing, as the original's unlink included the filesystem's"
                 .to_string(),
             "tmpfs: memory-only files; the kernel's tmpfs would not cache hole pages on read (shmem maps the zero \
              page), pcache's memory files do, so tmpfs here is the page cache's truncation alone"

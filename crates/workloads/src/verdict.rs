@@ -234,44 +234,70 @@ pub fn progress_line(name: &str, secs: f64, headlines: &[Headline]) -> String {
 }
 
 /// The verdict screen: a title with the tally, then per headline its
-/// verdict and experiment, what was claimed against what this run
-/// measured, and the kernel's figure with any note. A line too wide for
-/// [`SCREEN_COLS`] is split at its `; ` while lines are left under
-/// [`SCREEN_LINES`], and cut with "..." once they are not.
+/// verdict and experiment, and below it what was claimed, what this run
+/// measured, the kernel's figure and any note, packed into as few lines of
+/// [`SCREEN_COLS`] as they fit, joined by "; ". A part too wide for a line
+/// is wrapped while the screen has lines to spare within [`SCREEN_LINES`],
+/// cut with "..." once it has not.
 pub fn render_screen(headlines: &[Headline]) -> String {
     const IND: &str = "    ";
     let w = SCREEN_COLS;
-    // Per headline: its lines, each a list of parts joined by "; " when
-    // they fit on one line.
-    let groups: Vec<Vec<Vec<String>>> = headlines
-        .iter()
-        .map(|h| {
-            let mut last = vec![format!("kernel: {}", h.kernel)];
-            if !h.note.is_empty() {
-                last.push(h.note.clone());
-            }
-            vec![
-                vec![format!("{:<15}{}", h.verdict.label(), h.experiment)],
-                vec![format!("claimed: {}", h.claimed), format!("this run: {}", h.reproduced)],
-                last,
-            ]
-        })
-        .collect();
-    let fits = |parts: &[String], first: bool| {
-        let ind = if first { 0 } else { IND.len() };
-        ind + parts.iter().map(|p| p.chars().count()).sum::<usize>() + 2 * (parts.len() - 1) <= w
+    let parts = |h: &Headline| {
+        let mut p = vec![format!("claimed: {}", h.claimed), format!("this run: {}", h.reproduced)];
+        p.push(format!("kernel: {}", h.kernel));
+        if !h.note.is_empty() {
+            p.push(h.note.clone());
+        }
+        p
     };
-    let mut spare = SCREEN_LINES.saturating_sub(1 + groups.iter().map(Vec::len).sum::<usize>());
-    let mut lines = vec![clip(&format!("Verdicts: {} ({} headlines)", tally(headlines), headlines.len()), w)];
-    for g in &groups {
-        for (k, parts) in g.iter().enumerate() {
-            let ind = if k == 0 { "" } else { IND };
-            if fits(parts, k == 0) || parts.len() == 1 || spare < parts.len() - 1 {
-                lines.push(clip(&format!("{ind}{}", parts.join("; ")), w));
-            } else {
-                spare -= parts.len() - 1;
-                lines.extend(parts.iter().map(|p| clip(&format!("{ind}{p}"), w)));
+    // The lines of one headline's parts: packed, each part wrapped when
+    // `wrap`, cut otherwise.
+    let pack = |parts: &[String], wrap: bool| {
+        let mut lines: Vec<String> = Vec::new();
+        let mut cur = String::new();
+        for p in parts {
+            let joined = if cur.is_empty() { format!("{IND}{p}") } else { format!("{cur}; {p}") };
+            if joined.chars().count() <= w {
+                cur = joined;
+                continue;
             }
+            if !cur.is_empty() {
+                lines.push(std::mem::take(&mut cur));
+            }
+            let alone = format!("{IND}{p}");
+            if alone.chars().count() <= w {
+                cur = alone;
+            } else if wrap {
+                let wrapped = crate::render::wrap(IND, p, w);
+                let mut ls: Vec<String> = wrapped.lines().map(|l| l.to_string()).collect();
+                cur = ls.pop().unwrap_or_default();
+                lines.extend(ls);
+            } else {
+                cur = clip(&alone, w);
+            }
+        }
+        if !cur.is_empty() {
+            lines.push(cur);
+        }
+        lines
+    };
+    let title = clip(&format!("Verdicts: {} ({} headlines)", tally(headlines), headlines.len()), w);
+    let heads: Vec<String> =
+        headlines.iter().map(|h| clip(&format!("{:<15}{}", h.verdict.label(), h.experiment), w)).collect();
+    let all: Vec<Vec<String>> = headlines.iter().map(parts).collect();
+    // Wrapped where the whole screen fits so; else each headline's parts
+    // cut, wrapping the first ones while lines are left.
+    let cut: Vec<Vec<String>> = all.iter().map(|p| pack(p, false)).collect();
+    let mut used = 1 + heads.len() + cut.iter().map(Vec::len).sum::<usize>();
+    let mut lines = vec![title];
+    for ((head, p), short) in heads.into_iter().zip(&all).zip(cut) {
+        lines.push(head);
+        let long = pack(p, true);
+        if used + long.len() - short.len() <= SCREEN_LINES {
+            used += long.len() - short.len();
+            lines.extend(long);
+        } else {
+            lines.extend(short);
         }
     }
     if lines.len() > SCREEN_LINES {
@@ -311,14 +337,19 @@ mod tests {
         assert!(s.lines().all(|l| l.chars().count() <= SCREEN_COLS));
         assert!(s.starts_with("Verdicts: 15 met, 15 missed (30 headlines)\n"), "{s}");
         assert!(s.trim_end().ends_with("lines more in the full report)"), "{s}");
+        // Short parts share one line.
         let s = render_screen(&[h(Verdict::WithinNoise, false)]);
-        assert_eq!(s.lines().count(), 4);
+        assert_eq!(s.lines().count(), 3, "{s}");
+        assert!(s.lines().nth(2).is_some_and(|l| l.contains("claimed: x; this run: x; kernel: x; x")), "{s}");
         assert!(s.contains("WITHIN NOISE"));
         assert!(s.starts_with("Verdicts: 1 within noise (1 headlines)\n"));
-        // Wide lines split at "; " while lines are spare.
-        let s = render_screen(&[h(Verdict::Met, true)]);
-        assert_eq!(s.lines().count(), 6, "{s}");
+        // Wide parts wrap, words whole, while lines are spare: nothing cut.
+        let words = |n: usize| vec!["word"; n].join(" ");
+        let wide = Headline { claimed: words(40), reproduced: words(40), ..h(Verdict::Met, false) };
+        let s = render_screen(&[wide]);
+        assert!(s.lines().count() > 4 && !s.contains("..."), "{s}");
         assert!(s.lines().all(|l| l.chars().count() <= SCREEN_COLS));
+        assert_eq!(s.matches("word").count(), 80);
     }
 
     // Goal: an effect counts only beyond its noise, in either direction,

@@ -68,7 +68,7 @@ impl SeedChecks for LruContention {
             ),
             claimed: "fewer lru_lock acquisitions; reaim 6.4% faster on 8 CPUs, kernbench 12% slower".into(),
             reproduced: format!(
-                "lru_lock/access {} -> {} ({}), reads/s {}",
+                "lru_lock/access {} -> {}, {}; reads/s {}",
                 fmt_figure(lb),
                 fmt_figure(la),
                 lock.describe("fewer", "more"),

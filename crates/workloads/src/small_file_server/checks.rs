@@ -116,7 +116,7 @@ impl SeedChecks for SmallFileServer {
         let kernel = r.mean(KERNEL_COLUMN, small);
         vec![Headline {
             experiment: "When read() re-marks a page (Ashif Harji's thread, Linux 2.6.20): small-file server".into(),
-            claimed: "unconditional marking serves ~20% more than 2.6.20's prev_index rule".into(),
+            claimed: "unconditional marking serves ~20% more than the prev_index rule".into(),
             reproduced: format!(
                 "{}, one-page files' hit ratio {:.3} -> {:.3}",
                 effect.describe("more requests/s", "fewer requests/s"),

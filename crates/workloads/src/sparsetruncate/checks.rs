@@ -110,7 +110,7 @@ fn headline(r: &ExperimentResult) -> Headline {
     let (verdict, note) = if !mechanism {
         (Verdict::NotReproduced, format!("drains per truncate did not drop ({db:.2} -> {da:.2})"))
     } else {
-        let note = "judged on CPU time: wall-time Max here is preemption";
+        let note = "judged on CPU time (the wall-time Max is preemption here)";
         (max.verdict(), note.to_string())
     };
     let kernel_metric = format!("{} truncate_us", Backend::File.name());

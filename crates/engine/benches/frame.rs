@@ -1,4 +1,4 @@
-//! Micro-benchmarks of frame access (criterion, issue 11): a hit-path pin
+//! Micro-benchmarks of frame access (criterion): a hit-path pin
 //! plus a validated copy of the whole page (`find_page`,
 //! `PageRef::read_into`), and a write pin that stores 8 bytes
 //! (`get_page_mut`, `PageMut::write`, drop). Kept apart from hit.rs so that

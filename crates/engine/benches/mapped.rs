@@ -1,5 +1,5 @@
-//! Micro-benchmark of a mapped access with the page present (M15, issue
-//! 11): `Mapping::page` (load the entry, hazard pin, re-check, young
+//! Micro-benchmark of a mapped access with the page present:
+//! `Mapping::page` (load the entry, hazard pin, re-check, young
 //! byte), one 8-byte load through the guard (`MappedPage::load_u64`), and
 //! the guard's drop (unpin), on Zipf(0.99) keys scrambled over 16 Ki
 //! mapped pages (64 MiB), as benches/hit.rs and `pcache bench hitpath`
@@ -26,7 +26,8 @@
 //! ```sh
 //! cargo bench -p pcache --bench mapped
 //! MAPPED_BENCH_MIB=4096 cargo bench -p pcache --bench mapped -- best_of   # only the printed rows
-//! MAPPED_BENCH_ONLY=many MAPPED_BENCH_MIB=4096 cargo bench -p pcache --bench mapped -- best_of   # kernel and batched rows
+//! MAPPED_BENCH_ONLY=many MAPPED_BENCH_MIB=4096 cargo bench -p pcache --bench mapped -- best_of
+//! # (the last: the kernel and batched rows only)
 //! ```
 
 use std::hint::black_box;

@@ -1,4 +1,4 @@
-//! Profiling aid (issue 13): one cold sequential read of a host file
+//! Profiling aid: one cold sequential read of a host file
 //! through a fresh cache, in `read_at` calls of a given size, with the
 //! readahead and I/O counters it moved.
 //!

@@ -1,4 +1,4 @@
-//! Metadata per frame (issue 16): what the engine holds besides its frame
+//! Metadata per frame: what the engine holds besides its frame
 //! arena after reading a dense file through 4x the cache, and after random
 //! 4 KiB reads over a sparse 64 GiB file of 2x and 8x the cache.
 //!

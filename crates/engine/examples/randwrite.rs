@@ -1,4 +1,4 @@
-//! Profiling aid (issue 13, session 8): the random-read and dd-write forms
+//! Profiling aid: the random-read and dd-write forms
 //! of `pcache bench seqread` alone, for `perf record`, with the counters
 //! they moved.
 //!

@@ -275,7 +275,7 @@ impl Arena {
 }
 
 /// The host's MemAvailable in bytes (/proc/meminfo), if it can be read.
-fn mem_available() -> Option<u64> {
+pub fn mem_available() -> Option<u64> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;

@@ -489,7 +489,7 @@ impl Cache {
         }
     }
 
-    /// pagecache_get_page: the core of every lookup (seed 000).
+    /// pagecache_get_page: the core of every lookup (accessed-v2, Linux 3.16).
     pub fn pagecache_get_page(&self, inode: &Inode, index: u64, fgp: u32) -> Result<Option<Pfn>> {
         loop {
             if let Some(pfn) = self.find_get_page(inode, index) {
@@ -857,7 +857,8 @@ impl Cache {
         Ok((cur - pos) as usize)
     }
 
-    /// M7: does a read starting at byte `pos` in page `index` re-mark it?
+    /// The re-mark rule (`Tunables::remark`): does a read starting at byte
+    /// `pos` in page `index` re-mark it?
     /// `prev_pos` is where the previous read through this handle ended.
     #[inline]
     fn should_mark_accessed(&self, ra: &FileRaState, prev_pos: u64, index: u64, pos: u64) -> bool {
@@ -1076,7 +1077,7 @@ mod tests {
 
     // Goal: the wrappers behave as their kernel namesakes, and a page created
     // with FGP_ACCESSED is referenced without an atomic RMW under
-    // accessed-v2, with one under 3.15 vanilla (seed 000).
+    // accessed-v2 (Linux 3.16), with one under 3.15 vanilla.
     #[test]
     fn fgp_wrappers_and_init_page_accessed() {
         for (mode, rmw_for_referenced) in [(AccessedInit::AccessedV2, 0), (AccessedInit::Vanilla315, 1)] {

@@ -89,8 +89,7 @@ pub const HAZARDS_PER_THREAD: usize = 8;
 #[cfg(loom)]
 pub const HAZARDS_PER_THREAD: usize = 2;
 /// Batch slots per thread (`batch_pins`): the accesses of one
-/// `load_u64_many` chunk. 16 measured no better on 4 GiB (BENCHMARKS.md,
-/// "Mapped access, session 7").
+/// `load_u64_many` chunk. 16 measured no better on 4 GiB (measured; docs/history/decisions.md).
 #[cfg(not(loom))]
 pub const BATCH_PINS: usize = 8;
 #[cfg(loom)]

@@ -291,7 +291,7 @@ impl Cache {
     /// load_u64: the aligned word at byte `offset` (a multiple of 8). One
     /// word is one atomic load, so it needs no sequence count: it is the
     /// value before or after any write section that stored it.
-    // Used by mapped access (issue 11's M15), built on this module.
+    // Used by mapped access, built on this module.
     #[allow(dead_code)]
     #[inline]
     pub fn load_u64(&self, pfn: Pfn, offset: usize) -> u64 {

@@ -66,6 +66,8 @@ mod wait;
 mod workingset;
 mod writeback;
 
+/// The host's MemAvailable in bytes, as the arena sizes its pre-fault by it.
+pub use arena::mem_available as host_mem_available;
 pub use backing::BackingDev;
 pub use error::{Error, Result, UnwrittenFile};
 pub use lru_gen::{LruGenGeneration, LruGenPage, LruGenStats};

@@ -295,7 +295,7 @@ impl PteView for LoomView {
 
 // Goal (memory.rs, `pte_load_many`, which `Mapping::load_u64_many` runs):
 // the pipelined batch protocol (entries loaded `WORD_AHEAD` chunks ahead,
-// since session 12 further than this call's keys reach, so all of them
+// further than this call's keys reach, so all of them
 // before the first announcement; a chunk's
 // frames announced over the last chunk's announcements behind one
 // barrier, each re-checked and read, the slots cleared only at the end or

@@ -115,8 +115,8 @@ pub(crate) fn ptep_get_and_clear(pte: &AtomicPte) -> Pte {
 /// caller takes the guarded path). Every load and instruction here counts:
 /// a CPU overlaps the cache misses of consecutive accesses only as far as
 /// its load queue and reorder window reach, so a shorter access is a
-/// faster one on a large mapping (BENCHMARKS.md, "Mapped access: the
-/// instruction budget"). Hence the raw `FastPath` view rather than the
+/// faster one on a large mapping (BENCHMARKS.md,
+/// "Mapped access"). Hence the raw `FastPath` view rather than the
 /// `Arc`s.
 ///
 /// # Safety
@@ -181,20 +181,19 @@ pub(crate) fn pte_access_transient<R>(
 pub(crate) const LOAD_BATCH: usize = crate::hazard::BATCH_PINS;
 
 /// How many chunks ahead of its access `pte_load_many` loads a key's entry
-/// (and prefetches its word's line through it): 8 chunks, 64 keys, since
-/// session 12 (2 before). With keys spread over their pages, the words'
+/// (and prefetches its word's line through it): 8 chunks, 64 keys (2 in an
+/// earlier version). With keys spread over their pages, the words'
 /// lines no longer evict each other from one L1 set, and the further
 /// ahead the better up to a whole call of 64 keys, where the loop's first
 /// chunk starts every entry load and word prefetch of the call at once
-/// (BENCHMARKS.md, "Mapped access, session 12": 4 and 6 chunks measured
+/// (measured; docs/history/decisions.md: 4 and 6 chunks measured
 /// between 2 and 8).
 const WORD_AHEAD: usize = 8;
 
 /// How many chunks ahead of its access `pte_load_many` prefetches a key's
-/// entry and young byte: four chunks before the entry's load (two in
-/// sessions 8 to 11). Prefetched no earlier than loaded (12 = 8 here),
-/// calls of 512 keys measured some 1.5x slower (BENCHMARKS.md, "Mapped
-/// access, session 12").
+/// entry and young byte: four chunks before the entry's load (two in an earlier version).
+/// Prefetched no earlier than loaded (12 = 8 here),
+/// calls of 512 keys measured some 1.5x slower (measured; docs/history/decisions.md).
 const PTE_AHEAD: usize = WORD_AHEAD + 4;
 
 /// What `pte_load_many` reads a page table and its frames through: the
@@ -311,8 +310,7 @@ fn chunk_keys(pos: &[u64], at: usize) -> [u64; LOAD_BATCH] {
 /// do (load the entry, load the word, each prefetched on the same
 /// schedule), as bits of `pte_load_many`'s `STEPS`, so a benchmark
 /// can leave them out one at a time and measure what each costs
-/// (`Mapping::load_u64_many_steps`; BENCHMARKS.md, "Mapped access,
-/// session 11"). Only `ALL` is sound while anything can unmap a page.
+/// (`Mapping::load_u64_many_steps`). Only `ALL` is sound while anything can unmap a page.
 #[doc(hidden)]
 pub struct LoadSteps;
 

@@ -20,9 +20,8 @@
 //! (Entries and young bytes never overlap: Rust forbids racing atomics of
 //! different sizes on the same bytes.) The young bytes are an array of
 //! their own rather than beside their entries in each cache line: that
-//! layout was tried in session 10 and measured slower on the batched
-//! access, whose pipeline prefetches both lines anyway (BENCHMARKS.md,
-//! "Mapped access, session 10").
+//! layout was tried and measured slower on the batched
+//! access, whose pipeline prefetches both lines anyway (docs/history/decisions.md).
 //!
 //! Who touches what (the invariants of ARCHITECTURE.md, "Mapped pages"):
 //!
@@ -251,7 +250,7 @@ unsafe impl ZeroInit for AtomicU8 {
 /// methods (the access paths through `FastPath`, a raw view of its
 /// arrays), so the layout is this type's business alone. Two arrays: a
 /// session-10 layout with each line's entries followed by their young
-/// bytes measured slower (BENCHMARKS.md, "Mapped access, session 10").
+/// bytes measured slower (measured; docs/history/decisions.md).
 pub(crate) struct PageTable {
     ptes: Table<AtomicPte>,
     young: Table<AtomicU8>,
@@ -506,7 +505,7 @@ pub struct Mapping {
 /// hazard row and the frame, copied out of the `Arc`s at map time: every
 /// load an access needs is a slot of the CPU's load queue, and the number
 /// of accesses whose cache misses overlap is bounded by it
-/// (BENCHMARKS.md, "Mapped access: the instruction budget").
+/// (BENCHMARKS.md, "Mapped access").
 ///
 /// The page shift is an `S`: a `u32` in the mapping's copy, or, for the
 /// batched access's loop over 4 KiB pages, `memory::ConstShift<12>`, a
@@ -763,10 +762,9 @@ impl Mapping {
     /// 4 KiB page picked by a hash of the key (splitmix64's finaliser), the
     /// same in both benchmarks and for every row, the kernel's included.
     /// Real keys spread over their pages; had every key read offset 0 (as
-    /// before session 12), every word's line would fall in one L1 set (8
+    /// an earlier version did), every word's line would fall in one L1 set (8
     /// ways), and a schedule that prefetches more than 8 words ahead would
-    /// lose its lines before their loads (BENCHMARKS.md, "Mapped access,
-    /// session 12").
+    /// lose its lines before their loads (measured; docs/history/decisions.md).
     #[doc(hidden)]
     pub fn bench_word_offset(page: u64) -> u64 {
         let mut z = page;

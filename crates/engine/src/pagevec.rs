@@ -17,7 +17,7 @@ pub const PAGEVEC_SIZE: usize = 2;
 
 /// A small batch of pages (struct pagevec). `drained` records whether
 /// `pagevec_release` already drained the per-CPU batches in this pagevec's
-/// lifecycle (seed 001).
+/// lifecycle (onedrain, Linux 4.15).
 pub struct PageVec {
     nr: usize,
     pub drained: bool,

@@ -38,7 +38,7 @@
 //! so its requests cover a few long runs of memory rather than a page
 //! each, as the kernel's large folios do.
 //!
-//! Off the reader (issue 13, session 10): an asynchronous window the
+//! Off the reader: an asynchronous window the
 //! reader's `read` hits the marker of, on a device that reports queue
 //! limits, is allocated, inserted and submitted by the cache's readahead
 //! thread (`RaQueue`, started with the first such window), so the reader
@@ -79,7 +79,7 @@ pub struct FileRaState {
     pub ra_pages: AtomicU32,
     /// The byte after the last one read through this handle (u64::MAX: none).
     pub prev_pos: AtomicU64,
-    /// Mohr's counter of repeated hits on the same page (M7 every-32nd).
+    /// Mohr's counter of repeated hits on the same page (the every-32nd re-mark rule).
     pub repeat_hits: AtomicU32,
     pub mode: AtomicU32,
     /// Asynchronous windows queued to the readahead thread from this
@@ -374,7 +374,7 @@ impl Cache {
     /// it does for the kernel's large folios (page_cache_ra_order). On a
     /// virtio disk a request's cost grows with its segments: O_DIRECT
     /// into 4 KiB-page buffers ran at a sixth of the rate into huge-page
-    /// buffers (BENCHMARKS.md, "seqread, session 7").
+    /// buffers (measured; docs/history/decisions.md).
     fn ra_alloc_frames(&self, inode: &Inode, index: u64, nr: u64, end_index: u64) -> Vec<Pfn> {
         let end = index.saturating_add(nr).min(end_index.saturating_add(1));
         let missing = (index..end).filter(|&i| !entry_present(inode, i)).count();

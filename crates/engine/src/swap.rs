@@ -5,7 +5,8 @@
 //! and applied under one lru_lock acquisition when a pagevec fills or is
 //! drained (`lru_add_drain`). Each page in a pagevec holds a reference, so it
 //! cannot be freed while it waits (the "extra atomic ops" Andrew Morton
-//! pointed out in seed 002). Batches: lru_add, activate, rotate (to the
+//! pointed out in the thread of Danilov's patch, Linux 2.6.10).
+//! Batches: lru_add, activate, rotate (to the
 //! inactive tail), deactivate, and Danilov's whole-mark_page_accessed batch.
 //!
 //! With the multi-gen LRU on (lru_gen.rs), every move here goes through
@@ -13,7 +14,7 @@
 //! generation, and `mark_page_accessed` only counts the access
 //! (`folio_inc_refs`).
 //!
-//! `mark_page_accessed` is the two-touch state machine of seeds 002/003:
+//! `mark_page_accessed` is the two-touch state machine of Linux 2.6 (Danilov, Harji/Piggin):
 //!
 //! | before                    | after                      |
 //! |---------------------------|----------------------------|
@@ -22,7 +23,7 @@
 //! | active, unreferenced      | active, referenced         |
 //! | active, referenced        | (no change)                |
 //!
-//! Variants (M5): `Immediate2610` activates under lru_lock at once (and,
+//! Variants: `Immediate2610` activates under lru_lock at once (and,
 //! like 2.6.10, only pages already on the LRU); `DanilovBatch` puts every
 //! call in a per-CPU pagevec and applies the whole state machine under
 //! lru_lock when it fills; `Batched` (today's Linux) sets PG_referenced

@@ -3,7 +3,7 @@
 //! Pages are found in batches of PAGEVEC_SIZE with a gang lookup, each is
 //! locked, waited out of writeback, stripped of its dirty state and deleted
 //! from the page tree; then `pagevec_release` drops the lookup references.
-//! Seed 001: `pagevec_release` drains the per-CPU LRU batches (pages still
+//! onedrain, Linux 4.15: `pagevec_release` drains the per-CPU LRU batches (pages still
 //! queued there hold references that delay their freeing), either on every
 //! release (4.14-rc4) or once per pagevec lifecycle (default).
 //!

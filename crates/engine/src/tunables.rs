@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
-/// M3 (seed 000): how a page created by `pagecache_get_page(FGP_ACCESSED)`
+/// accessed-v2, Linux 3.16: how a page created by `pagecache_get_page(FGP_ACCESSED)`
 /// gets its accessed state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum AccessedInit {
@@ -48,11 +48,11 @@ pub enum DevReadMode {
     /// advised POSIX_FADV_RANDOM: the host's buffered read path, its
     /// folios dropped once copied. Probed when a file is opened; where
     /// refused, O_DIRECT (said once). Measured slower than O_DIRECT on
-    /// this project's virtio disk (BENCHMARKS.md, "seqread, session 10").
+    /// this project's virtio disk (measured; docs/history/decisions.md).
     Dontcache,
 }
 
-/// M5 (seed 002): how `mark_page_accessed` activates a page.
+/// Danilov's batching, Linux 2.6.10: how `mark_page_accessed` activates a page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum LruBatching {
     /// 2.6.10: `activate_page` takes lru_lock for every activation.
@@ -67,7 +67,7 @@ pub enum LruBatching {
     Batched,
 }
 
-/// M6 (seed 001): when `pagevec_release` drains the per-CPU LRU batches.
+/// onedrain, Linux 4.15: when `pagevec_release` drains the per-CPU LRU batches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum PagevecDrain {
     /// 4.14-rc4 batchshadow: `lru_add_drain` on every release.
@@ -77,7 +77,7 @@ pub enum PagevecDrain {
     Once,
 }
 
-/// M7 (seed 003): when a read that touches a page again re-marks it
+/// the Harji/Piggin thread, Linux 2.6.20: when a read that touches a page again re-marks it
 /// accessed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum RemarkRule {
@@ -124,7 +124,7 @@ impl RemarkRule {
     }
 }
 
-/// M12 (seed 004): who writes dirty pages met at the inactive tail.
+/// the Linux 3.2 reclaim-writeback series: who writes dirty pages met at the inactive tail.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum ReclaimWriteback {
     /// 3.1: reclaim (direct and kswapd) calls writepage itself.
@@ -153,7 +153,7 @@ pub enum Admission {
     AdaptiveTinyLfu,
 }
 
-/// Which kernel's workingset-driven list balancing (M14 and after). Only
+/// Which kernel's workingset-driven list balancing (workingset detection and after). Only
 /// what changes a file-only workload without mapped pages is modelled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum WorkingsetVersion {
@@ -176,7 +176,7 @@ pub enum WorkingsetVersion {
     Linux6,
 }
 
-/// M15 (seeds 003 and 004): how reclaim ages a mapped file page whose
+/// Mapped pages (the Harji/Piggin thread and the Linux 3.2 series): how reclaim ages a mapped file page whose
 /// page table entries were referenced (page_check_references).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum MappedActivation {
@@ -193,10 +193,10 @@ pub enum MappedActivation {
     UsedOnce,
 }
 
-/// M16: which kernel's rules place anonymous pages on their lists.
+/// which kernel's rules place anonymous pages on their lists.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum AnonLru {
-    /// 3.x (seed 004's kernels): a new anonymous page starts on the active
+    /// 3.x (the kernels of the Linux 3.2 reclaim-writeback series): a new anonymous page starts on the active
     /// list ("they are likely to be used again soon"), the inactive anon
     /// list is kept at 1/inactive_ratio (sqrt(10 x GiB)) of the active
     /// one, and evicted anonymous pages leave no trace.
@@ -270,7 +270,7 @@ pub struct Tunables {
     pub dirty_expire_centisecs: u32,
     /// dirty_writeback_centisecs: the flusher's period.
     pub dirty_writeback_centisecs: u32,
-    /// M14: leave shadow entries on eviction and activate pages that
+    /// leave shadow entries on eviction and activate pages that
     /// refault within the active list's size (Linux 3.15 workingset.c).
     pub workingset: bool,
     /// Which kernel's refault-driven list balancing: 3.15's (the default)
@@ -285,7 +285,7 @@ pub struct Tunables {
     /// Reserve backing space when a write dirties pages
     /// (`BackingDev::reserve`, ext4's delayed-allocation reservation), so a
     /// full store fails the write with ENOSPC at the call. Off: pcache
-    /// before issue 16, where only writeback meets ENOSPC (for measuring
+    /// before full-disk handling was added, where only writeback meets ENOSPC (for measuring
     /// the reservation's cost).
     pub reserve_space: bool,
     /// Most host file descriptors the cache keeps open (its `FdCache`,
@@ -293,29 +293,29 @@ pub struct Tunables {
     /// the soft RLIMIT_NOFILE when the cache is built, at most 4096.
     #[serde(default)]
     pub max_open_fds: usize,
-    /// M15: how reclaim activates referenced mapped pages.
+    /// how reclaim activates referenced mapped pages.
     #[serde(default)]
     pub mapped_activation: MappedActivation,
-    /// M16: bytes of swap in memory made when the cache is built (0: none,
+    /// bytes of swap in memory made when the cache is built (0: none,
     /// the default; anonymous pages are then not reclaimable). A swap file
     /// on the host, or any device, is given with `PageCache::swapon`.
     #[serde(default)]
     pub swap_bytes: u64,
-    /// M16: vm_swappiness, 0 to 100 (default 60), the start value of the
+    /// vm_swappiness, 0 to 100 (default 60), the start value of the
     /// run-time sysctl `swappiness`: reclaim's relative preference for
     /// anonymous pages (anon_prio) against file pages (200 - swappiness)
     /// in get_scan_count.
     #[serde(default = "default_swappiness")]
     pub swappiness: u32,
-    /// M16: page_cluster (default 3), the start value of the sysctl
+    /// page_cluster (default 3), the start value of the sysctl
     /// `page-cluster`: swap-in reads 2^page_cluster slots around the one
     /// faulted (swapin_readahead), 0 reads only the one.
     #[serde(default = "default_page_cluster")]
     pub page_cluster: u32,
-    /// M16: 3.x's or 5.9+'s placement of anonymous pages on their lists.
+    /// 3.x's or 5.9+'s placement of anonymous pages on their lists.
     #[serde(default)]
     pub anon_lru: AnonLru,
-    /// M15: bytes around a read fault whose cached pages the fault also
+    /// bytes around a read fault whose cached pages the fault also
     /// maps (do_fault_around; the kernel's debugfs `fault_around_bytes`,
     /// default 64 KiB). Rounded down to a power of two of pages; one page
     /// or less turns fault-around off.
@@ -338,7 +338,7 @@ pub struct Tunables {
     /// Off: every device uses `ra_pages`.
     #[serde(default = "default_true")]
     pub ra_from_device: bool,
-    /// Issue 13: the largest readahead request, KiB (a window is split
+    /// the largest readahead request, KiB (a window is split
     /// into requests of at most this, as the block layer splits a bio at
     /// max_sectors_kb). 0: the device's max_sectors_kb where it reports
     /// one (and `ra_from_device` is on), else 1 MiB.
@@ -348,21 +348,21 @@ pub struct Tunables {
     /// (`DevReadMode`).
     #[serde(default)]
     pub dev_read_mode: DevReadMode,
-    /// Issue 13 (session 8): the largest writeback request, KiB (the
+    /// the largest writeback request, KiB (the
     /// flushers and fsync gather a contiguous dirty run up to this before
     /// one device write). 0: the device's max_sectors_kb where it reports
     /// one (and `ra_from_device` is on), else 256 KiB (the old fixed batch
     /// of 64 pages).
     #[serde(default)]
     pub max_write_request_kb: u32,
-    /// Issue 13 (session 9): a device's readahead window covers at least
+    /// a device's readahead window covers at least
     /// this many of its largest requests (max_sectors_kb), so that many
     /// are at the device while the reader copies the window before
     /// (readahead.rs `device_ra_pages`; still at most 16 MiB and an eighth
     /// of the cache). 0: the device's read_ahead_kb alone, as the kernel.
     #[serde(default = "default_ra_device_requests")]
     pub ra_device_requests: u32,
-    /// Issue 13 (session 10): an asynchronous readahead window on a device
+    /// an asynchronous readahead window on a device
     /// that reports queue limits is allocated, inserted and submitted by
     /// the cache's readahead thread, not by the reader that hit its marker
     /// (readahead.rs `RaQueue`). Needs `io_threads > 0`.
@@ -376,7 +376,7 @@ pub struct Tunables {
     /// the last N ms is not evicted (lru_gen.rs).
     #[serde(default)]
     pub lru_gen_min_ttl_ms: u32,
-    /// Issue 13: pre-fault the arena in a background thread at start-up
+    /// pre-fault the arena in a background thread at start-up
     /// (arena.rs), so cold reads do not pay first-touch zeroing.
     #[serde(default = "default_true")]
     pub arena_prefault: bool,

@@ -33,8 +33,9 @@
 //! are kept; PG_referenced is tested and cleared, and an unmapped file page
 //! that had it is still reclaimed if clean (PAGEREF_RECLAIM_CLEAN: "vmscan
 //! throws away page cache pages with PageReferenced set, unless they are
-//! mapped", seed 003); dirty pages are written first (3.1) or left to the
-//! flushers and tagged PG_reclaim (3.2, seed 004); clean pages are frozen,
+//! mapped", the Harji/Piggin thread, Linux 2.6.20); dirty pages are
+//! written first (3.1) or left to the
+//! flushers and tagged PG_reclaim (the Linux 3.2 reclaim-writeback series); clean pages are frozen,
 //! removed from their mapping and freed.
 
 use crate::sync::atomic::Ordering;
@@ -462,7 +463,7 @@ impl Cache {
         self.vm.add(if file { Item::pgsteal_file } else { Item::pgsteal_anon }, reclaimed);
         let rotated = keep.iter().filter(|&&p| self.page(p).test(PG_ACTIVE)).count() as u64;
         self.putback_lru_pages(&keep, Some((list.file_idx(), isolated.len() as u64, rotated)));
-        // Seed 004, patch 6: a reclaimer that meets mostly pages under
+        // the Linux 3.2 reclaim-writeback series, patch 6: a reclaimer that meets mostly pages under
         // writeback, the more so the harder it is trying, waits for the
         // devices a little instead of spinning, if one is congested.
         let taken = isolated.len() as u64;
@@ -671,7 +672,7 @@ impl Cache {
         let pfn = page.pfn();
         stat.nr_dirty += 1;
         if !self.may_writepage(sc) {
-            // 3.2 (seed 004, patches 1, 5, 7): leave the write to the
+            // The Linux 3.2 reclaim-writeback series, patches 1, 5, 7: leave the write to the
             // flushers and have the page rotated to the tail, to be freed
             // at once, when its writeback ends.
             self.vm.inc(Item::nr_vmscan_immediate_reclaim);
@@ -725,7 +726,7 @@ impl Cache {
     /// a swap entry (`try_to_unmap`), it is written to swap if dirty
     /// (`Pageout`: the caller writes the batch's dirty pages by runs of
     /// slots, `pageout_anon`; by any reclaimer, under 3.1 and 3.2 alike,
-    /// since no flusher writes anonymous pages; seed 004: "Anonymous pages
+    /// since no flusher writes anonymous pages; the Linux 3.2 reclaim-writeback series: "Anonymous pages
     /// are still written") and, clean, leaves the swap cache and is freed.
     /// `Done`: the page is unlocked, freed (1) or kept (0).
     fn shrink_anon_page(&self, page: LockedPage, keep: &mut Vec<Pfn>, stat: &mut ReclaimStat) -> AnonVerdict {
@@ -835,7 +836,7 @@ impl Cache {
         match self.config.tunables.reclaim_writeback {
             ReclaimWriteback::Writepage31 => true,
             // Direct reclaim never writes file pages; kswapd only "in
-            // trouble", below DEF_PRIORITY - 2 (seed 004, patches 1 and 5).
+            // trouble", below DEF_PRIORITY - 2 (the Linux 3.2 reclaim-writeback series, patches 1 and 5).
             ReclaimWriteback::Flusher32 => sc.kswapd && sc.priority < DEF_PRIORITY - 2,
         }
     }

@@ -49,7 +49,7 @@ items! {
     nr_dirty_threshold,
     nr_dirty_background_threshold,
     /// pgsteal_kswapd * 100 / pgscan_kswapd, in percent, since the cache
-    /// started (seed 004's "kswapd efficiency"; pcache's own line).
+    /// started (the Linux 3.2 reclaim-writeback series' "kswapd efficiency"; pcache's own line).
     kswapd_efficiency,
     /// Host file descriptors open for cached files (pcache's own;
     /// backing/fdcache.rs), at most `Tunables::max_open_fds` but for
@@ -125,7 +125,7 @@ items! {
     kswapd_high_wmark_hit_quickly,
     /// File pages reclaim wrote itself (pageout), in all and by direct
     /// reclaim and kswapd. Deviation: the kernel counts swap writes here
-    /// too; pcache counts them in `pswpout` only, so these stay seed 004's
+    /// too; pcache counts them in `pswpout` only, so these stay the Linux 3.2 reclaim-writeback series'
     /// "file pages written by reclaim".
     nr_vmscan_write,
     nr_vmscan_write_direct,

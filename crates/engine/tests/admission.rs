@@ -187,8 +187,8 @@ fn window_grows_on_recent_window_side_refaults() {
 // pages lose against the old ones' higher counts and keep missing; the
 // sampled LRU misses only the first round, so the duel switches to admit
 // all: new pages then skip the window (they go to the inactive list as
-// with the kernel's admission) and the new set ends up cached (session 7:
-// the duel's kernel side is a miniature of the two lists, not a plain LRU,
+// with the kernel's admission) and the new set ends up cached (the
+// duel's kernel side is a miniature of the two lists, not a plain LRU,
 // so the switch comes a round or two later).
 #[test]
 fn duel_admits_all_when_recency_wins() {

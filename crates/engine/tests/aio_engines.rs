@@ -1,4 +1,4 @@
-//! Asynchronous I/O under both engines (issue 13): errors, races with
+//! Asynchronous I/O under both engines: errors, races with
 //! in-flight I/O, fsync under writers and PG_reclaim rotation, each test
 //! written once and run by `both_engines!` under `IoEngine::Threads` and
 //! `IoEngine::Uring`.

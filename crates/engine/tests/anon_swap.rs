@@ -1,4 +1,4 @@
-//! Anonymous memory and swap (M16, seed 004): regions from `map_anon`,
+//! Anonymous memory and swap (the Linux 3.2 reclaim-writeback series): regions from `map_anon`,
 //! swap-out and swap-in under pressure, the swap cache and its slots,
 //! get_scan_count's balance, reclaim writeback of anonymous pages under
 //! 3.1 and 3.2, and errors (no swap, swap-device EIO).
@@ -330,7 +330,7 @@ fn direct_reclaim_writes(variant: ReclaimWriteback) -> (u64, u64) {
     (vm.get(Item::pswpout), vm.get(Item::nr_vmscan_write))
 }
 
-// Goal: seed 004's "Anonymous pages are still written": under 3.2 direct
+// Goal: the Linux 3.2 reclaim-writeback series' "Anonymous pages are still written": under 3.2 direct
 // reclaim writes anonymous pages to swap but never a file page; under 3.1
 // it writes both.
 #[test]

@@ -5,7 +5,7 @@
 //! The device-error tests run under both I/O engines (`on_engines`): with
 //! the I/O threads over a memory device, and with io_uring over a host
 //! file opened O_DIRECT, whose untouched transfers the injector lends the
-//! ring (issue 13).
+//! ring.
 
 use std::sync::Arc;
 use std::thread;

@@ -1,4 +1,4 @@
-//! Sound frame access (issue 11): readers copy pages as one state between
+//! Sound frame access: readers copy pages as one state between
 //! two write sections while writers, hole punching and truncation change
 //! them; write pins (`PageMut`) update pages in place, wait for writeback,
 //! zero past EOF, grow i_size where asked, account dirty pages, and do not
@@ -58,7 +58,7 @@ fn memory_dev_bytes(dev: &MemoryDev, index: u64) -> Vec<u8> {
 // shows, per page, one write's tag (or zeroes), never two tags and never
 // half a word. Method: fixed operation counts (no timer); each copy is
 // checked; the premises (reclaim ran, writes really raced reads of the
-// same page) are asserted at the end. On the code before issue 11,
+// same page) are asserted at the end. On the code before frame access was made sound,
 // PageRef lent `&[u8]` of the frame while write_at copied into it, and
 // this test saw mixed tags.
 #[test]

@@ -10,7 +10,7 @@
 //! and at the end no frame may be unaccounted for.
 //!
 //! The workloads and the readahead races run under both I/O engines
-//! (`Tunables::io_engine`, issue 13): the I/O threads, and io_uring, which
+//! (`Tunables::io_engine`): the I/O threads, and io_uring, which
 //! carries the host files' readahead and writeback (they are opened
 //! O_DIRECT); under io_uring a test says so and skips that engine where
 //! the kernel refuses it.

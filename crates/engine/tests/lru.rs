@@ -1,4 +1,4 @@
-//! LRU state transitions as the kernel defines them (M4, M5, M6, M8).
+//! LRU state transitions as the kernel defines them .
 
 mod common;
 
@@ -113,7 +113,7 @@ fn mark_page_accessed_state_machine_immediate() {
 
 // Goal: Danilov's batch defers the whole state machine: nothing changes
 // until the per-CPU pagevec is drained, and each queued call holds a page
-// reference (the extra atomic ops of seed 002).
+// reference (the extra atomic ops of Danilov's batching, Linux 2.6.10).
 #[test]
 fn mark_page_accessed_danilov_batch() {
     pin_to_cpu0();
@@ -161,7 +161,7 @@ fn batching_saves_lru_lock_acquisitions() {
     assert_eq!(locks[1], 1, "batched: one acquisition per pagevec");
 }
 
-// Goal (seed 001): truncating a cached file walks it with one pagevec; its
+// Goal (onedrain, Linux 4.15): truncating a cached file walks it with one pagevec; its
 // releases drain the per-CPU batches once per lifecycle (onedrain) or on
 // every release (4.14-rc4 batchshadow).
 #[test]
@@ -189,7 +189,7 @@ fn pagevec_release_drain_counts() {
     }
 }
 
-// Goal (M8, seed 003): a large file read sequentially in 512-byte chunks
+// Goal (the Harji/Piggin thread, Linux 2.6.20): a large file read sequentially in 512-byte chunks
 // does not flush a working set that was touched twice; with Harji's
 // unconditional re-mark the streamed pages get activated and push the
 // working set out.
@@ -222,7 +222,7 @@ fn streaming_small_reads_do_not_flush_working_set() {
 }
 
 // Goal: reclaim takes the inactive tail first; an unmapped page with only
-// PG_referenced set on the inactive list is still reclaimed (seed 003:
+// PG_referenced set on the inactive list is still reclaimed (the Harji/Piggin thread, Linux 2.6.20:
 // "vmscan throws away page cache pages with PageReferenced set, unless they
 // are mapped"), while an active page survives.
 #[test]

@@ -1,4 +1,4 @@
-//! The multi-gen LRU (issue 15), validated against the kernel's algorithm
+//! The multi-gen LRU, validated against the kernel's algorithm
 //! (the host runs with CONFIG_LRU_GEN off, so there is no kernel column).
 //! Each expectation says where it comes from: Documentation/mm/
 //! multigen_lru.rst ("doc"), or the function of mm/vmscan.c,
@@ -339,7 +339,7 @@ fn use_once_stream_does_not_flush_working_set() {
 }
 
 // Goal: the seeds' guarantee, under MGLRU: re-read small files stay
-// cached (seed 003's small-file server). 100 files of 2 pages, each read
+// cached (the Harji/Piggin thread, Linux 2.6.20's small-file server). 100 files of 2 pages, each read
 // whole once a round, against a stream of 600 pages a round.
 #[test]
 fn reread_small_files_stay_cached() {

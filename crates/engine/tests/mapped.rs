@@ -1,4 +1,4 @@
-//! Mapped pages (M15, seeds 003 and 004): faults, the young bits, reclaim's
+//! Mapped pages (the Harji/Piggin thread and the Linux 3.2 series): faults, the young bits, reclaim's
 //! page_check_references and try_to_unmap, write faults and writeback of
 //! dirty mapped pages, unmapping racing access.
 
@@ -434,7 +434,7 @@ fn use_once_stream_spares_the_working_set() {
     assert!(d_old.get(Item::mapped_activated) > 1000);
 }
 
-// Goal: the same for a streaming write through a large mapping (seed 004's
+// Goal: the same for a streaming write through a large mapping (the Linux 3.2 reclaim-writeback series'
 // mmap-strm): every stream page is written once (a write fault, then the
 // flushers and reclaim clean and free it). Used-once detection keeps the
 // working set; 2.6.33 activates the written pages and flushes it.
@@ -500,7 +500,8 @@ fn exec_mappings_kept_under_pressure() {
 // readers access pages of a shared mapping while kswapd and explicit
 // reclaim unmap and evict them, a thread unmaps ranges with
 // MADV_DONTNEED, another truncates the file's second half away and
-// rewrites it, and another rewrites whole pages through a writable mapping. A reader sees each page as its bytes (i + 1) or, in the
+// rewrites it, and another rewrites whole pages through a writable
+// mapping. A reader sees each page as its bytes (i + 1) or, in the
 // truncated half, zeroes (re-extended, not yet rewritten) or PastEof;
 // never a mix, never another page's bytes; a third reader does the same
 // through `Mapping::load_u64_many`, 16 words a call.

@@ -1,4 +1,4 @@
-//! Metadata bounded as the kernel bounds it (issue 16): page-tree nodes
+//! Metadata bounded as the kernel bounds it: page-tree nodes
 //! are freed when empty, shadow-only nodes are limited by the shadow-node
 //! shrinker, and node memory follows the entries held, not the span of
 //! the files ever touched.

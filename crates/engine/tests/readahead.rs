@@ -1,5 +1,5 @@
 //! Readahead and fadvise as mm/readahead.c and mm/fadvise.c define them
-//! (M8, M9; seed 003): the on-demand window (sync window on a miss, the
+//! (the Harji/Piggin thread, Linux 2.6.20): the on-demand window (sync window on a miss, the
 //! PG_readahead marker, the async ramp-up), per-handle state, FMODE_RANDOM,
 //! FMODE_NOREUSE, POSIX_FADV_{NORMAL,SEQUENTIAL,RANDOM,WILLNEED,DONTNEED,
 //! NOREUSE}, and EOF.
@@ -88,7 +88,7 @@ fn highest_cached(f: &File, n: u64) -> Option<u64> {
     (0..n).rev().find(|&i| cached(f, i))
 }
 
-// Goal (M8): a cold file read sequentially in 4 KiB reads arrives almost
+// Goal : a cold file read sequentially in 4 KiB reads arrives almost
 // entirely by readahead: one sync miss at page 0, every later page a hit;
 // the window opens small (get_init_ra_size(1, 32) = 4 pages, marker on the
 // first async page) and ramps x2 to ra_pages (4, 8, 16, 32, 32, ...); the
@@ -699,7 +699,7 @@ fn cold_faulty_file(
     cold_device_file(cache, name, pages, None)
 }
 
-// Goal (issue 13): readahead is asynchronous as the kernel's is. The part
+// Goal: readahead is asynchronous as the kernel's is. The part
 // of a window the reader needs now is read before read_at returns; the part
 // from the PG_readahead marker on is queued to the I/O workers, so the
 // reader goes on while the device reads it, and a reader of a page still in
@@ -769,7 +769,7 @@ fn failed_async_read_is_retried_by_its_reader() {
     }
 }
 
-// Goal (issue 13): readahead is sized from the device, as the kernel's bdi
+// Goal: readahead is sized from the device, as the kernel's bdi
 // is: a device reporting read_ahead_kb 1024 gets a 256-page window (the
 // sequential reader's lead grows past two default windows), and a read
 // larger than the window takes up to the device's max_sectors_kb in one
@@ -812,7 +812,7 @@ fn window_and_large_reads_sized_from_the_device() {
     }
 }
 
-// Goal (issue 13, session 9): a device's window covers at least
+// Goal: a device's window covers at least
 // `ra_device_requests` of its largest requests, so that many are at the
 // device while the reader copies the window before; with 0 it is the
 // device's read_ahead_kb alone, as the kernel's. Method: a device
@@ -843,7 +843,7 @@ fn window_covers_several_device_requests() {
     }
 }
 
-// Goal (issue 13): concurrent misses from different threads go to the
+// Goal: concurrent misses from different threads go to the
 // device in parallel, not one after another behind a lock: 8 threads each
 // missing a different page of one file are all inside the device at once.
 // Method: POSIX_FADV_RANDOM handles (no readahead), one page each, on a
@@ -885,7 +885,7 @@ fn concurrent_misses_reach_the_device_in_parallel() {
     );
 }
 
-// Goal (issue 13): a window larger than the gap between the free-frame
+// Goal: a window larger than the gap between the free-frame
 // watermarks is read whole when the cache is full of a stream's used-once
 // pages. Readahead takes frames only above the min watermark; without
 // reclaim for the window first, each window of a stream longer than the
@@ -916,7 +916,7 @@ fn stream_larger_than_the_cache_reads_whole_windows() {
     }
 }
 
-// Goal (issue 13): a reader about to wait on a page whose read is still
+// Goal: a reader about to wait on a page whose read is still
 // queued (every I/O thread busy) reads it itself instead of sleeping until
 // a thread is free.
 // Method: one I/O thread, held for 5 s (the test waits until it is) by
@@ -994,7 +994,7 @@ impl pcache::backing::BackingDev for SegmentCounter {
     }
 }
 
-// Goal (issue 13, session 7): a readahead request covers its window's
+// Goal: a readahead request covers its window's
 // pages in a few long runs of memory, not one 4 KiB piece per page, also
 // once the cache is full and every window's frames come back from reclaim
 // (the free list is a stack, which handed them out in reverse). A virtio
@@ -1033,7 +1033,7 @@ fn window_requests_are_long_runs_of_memory() {
     }
 }
 
-// Goal (issue 13, session 8): a readahead window asks kswapd to free the
+// Goal: a readahead window asks kswapd to free the
 // next windows' room ahead of the reader (vmscan.rs `wakeup_kswapd_ra`),
 // so kswapd frees well past the high watermark, where before it stopped
 // at `high` and the reader reclaimed each window itself. Method: a
@@ -1076,7 +1076,7 @@ fn readahead_asks_kswapd_for_the_next_windows() {
     assert!(delta(&cache, &before, Item::pgsteal_kswapd) > 0);
 }
 
-// Goal (issue 13, session 10): on a device that reports queue limits, an
+// Goal: on a device that reports queue limits, an
 // asynchronous window the reader's `read_at` hits the marker of is
 // inserted and submitted by the readahead thread (or, if the reader gets
 // there first, by the reader from the queue), never twice and never lost:
@@ -1130,7 +1130,7 @@ fn async_windows_are_inserted_off_the_reader() {
     }
 }
 
-// Goal (issue 13): a handle closed while its asynchronous windows are
+// Goal: a handle closed while its asynchronous windows are
 // queued to the readahead thread, or being inserted by it, leaks nothing:
 // the close drops the windows not started and waits for the running one,
 // so an unlinked file's pages all go with its last close, at once, and

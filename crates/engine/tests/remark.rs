@@ -1,4 +1,4 @@
-//! M7 (seed 003): when a read that touches a page again re-marks it
+//! the Harji/Piggin thread, Linux 2.6.20: when a read that touches a page again re-marks it
 //! accessed, for every historical rule, on the seed's three cases.
 
 use pcache::{Config, Item, PageCache, RemarkRule, Tunables};

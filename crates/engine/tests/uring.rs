@@ -1,4 +1,4 @@
-//! Asynchronous I/O through io_uring (issue 13, bio/uring.rs): host files
+//! Asynchronous I/O through io_uring (bio/uring.rs): host files
 //! opened O_DIRECT are read ahead and written back through the cache's
 //! ring, with the same results as the I/O threads give. Each test skips,
 //! saying so, where the kernel refuses io_uring or the file system refuses

@@ -1,4 +1,4 @@
-//! Workingset detection (M14, seed 001; Linux 3.15 workingset.c).
+//! Workingset detection (onedrain, Linux 4.15; Linux 3.15 workingset.c).
 
 use pcache::{Config, Item, LruList, PageCache, Tunables};
 

@@ -1,4 +1,4 @@
-//! Writeback and reclaim working together (seed 004, M11/M12).
+//! Writeback and reclaim working together (the Linux 3.2 reclaim-writeback series).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -57,7 +57,7 @@ fn dirty_pressure(mode: ReclaimWriteback) -> pcache::VmStat {
     cache.vmstat()
 }
 
-// Goal (seed 004, patch 1): with the 3.2 behaviour no file page is written
+// Goal (the Linux 3.2 reclaim-writeback series, patch 1): with the 3.2 behaviour no file page is written
 // from direct reclaim, although direct reclaim runs and meets dirty pages
 // (it tags them PG_reclaim and leaves them to the flushers), under a writer
 // and a streaming reader competing for memory.
@@ -122,7 +122,7 @@ fn reclaim_writes_dirty_pages_in_3_1_only() {
     }
 }
 
-// Goal (seed 004, patch 7): a dirty page met at the inactive tail is tagged
+// Goal (the Linux 3.2 reclaim-writeback series, patch 7): a dirty page met at the inactive tail is tagged
 // PG_reclaim and put back; when its writeback completes it is rotated to
 // the tail (pgrotated) and is freed before pages younger than it.
 // Method: file A's dirty pages alone on the inactive list; reclaim tags
@@ -171,7 +171,7 @@ fn pg_reclaim_pages_rotate_and_go_first() {
     assert_eq!(b_left, n, "younger clean pages of B were kept");
 }
 
-// Goal (seed 004, M11): writers that push dirty + writeback pages past the
+// Goal (the Linux 3.2 reclaim-writeback series): writers that push dirty + writeback pages past the
 // dirty limit are throttled in balance_dirty_pages (pauses recorded), the
 // dirty count stays near the limit, and memory never overflows: with 8
 // writers and every page allowed dirty, all writes complete (no ENOMEM)
@@ -269,7 +269,7 @@ fn write_calls_for(runs: &[(u64, u64)], max_kb: u64, tunable_kb: u32, io_threads
     calls
 }
 
-// Goal (issue 13, session 8): writeback sends a contiguous dirty run to
+// Goal: writeback sends a contiguous dirty run to
 // the device in requests as large as the device takes (its max_sectors_kb),
 // not in fixed 64-page batches, and a gap in the run ends a request.
 // Method: a device reporting max_sectors_kb 1024 (256 pages); 1000

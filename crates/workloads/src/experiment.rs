@@ -111,8 +111,12 @@ pub(crate) use params;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MainJob {
     No,
-    /// At its default size (unless `--quick`).
-    DefaultSize,
+    /// At its default size (unless `--quick`) on a host with at least
+    /// `needs` bytes of MemAvailable; at its quick size on a smaller one,
+    /// rather than pushing the host into its OOM killer.
+    DefaultSize {
+        needs: u64,
+    },
     Quick,
 }
 

@@ -43,9 +43,15 @@ pub fn main_job() -> impl Iterator<Item = &'static dyn Experiment> {
 }
 
 /// The options `exp` runs with in the main job: its quick sizes where it
-/// asks for them.
+/// asks for them, or where the host has less memory available than its
+/// default size needs.
 pub fn main_job_opts(exp: &dyn Experiment, opts: &ExpOpts) -> ExpOpts {
-    ExpOpts { quick: opts.quick || exp.main_job() == MainJob::Quick, ..opts.clone() }
+    let quick = match exp.main_job() {
+        MainJob::No => false,
+        MainJob::Quick => true,
+        MainJob::DefaultSize { needs } => pcache::host_mem_available().is_some_and(|have| have < needs),
+    };
+    ExpOpts { quick: opts.quick || quick, ..opts.clone() }
 }
 
 pub fn run(name: &str, opts: &ExpOpts) -> Result<Outcome> {

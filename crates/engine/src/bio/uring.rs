@@ -1,4 +1,4 @@
-//! io_uring submission (issue 13): the device's queue without a thread
+//! io_uring submission: the device's queue without a thread
 //! per request in flight.
 //!
 //! A request whose device lends its descriptor (`BackingDev::async_io`:
@@ -16,7 +16,7 @@
 //! lock and a tail writer waiting for it may be waiting for another
 //! in-flight write only the reaper can complete.
 //!
-//! A depth, and one submitter, the reaper (session 14). The ring keeps
+//! A depth, and one submitter, the reaper. The ring keeps
 //! at most `depth` requests in flight (`Tunables::io_threads`, 4, as
 //! many as the threads engine has workers); the rest wait, in order, on
 //! the slot table's pending list. On this host's virtio disk, more large
@@ -24,8 +24,7 @@
 //! whichever engine: 8-9 requests of 4 MiB in flight, then none for
 //! 17-21% of the active time, about 1.8-2.0 GB/s, for the ring with 64
 //! slots and for 8 I/O threads alike, against 1-8% idle and 2.2-2.7 GB/s
-//! with 4 (BENCHMARKS.md, "io_uring's depth and one submitter, session
-//! 14"). The host serves the requests in flight together, so the one the
+//! with 4 (docs/history/decisions.md). The host serves the requests in flight together, so the one the
 //! reader needs next ends no sooner than the others, the reader then
 //! copies two windows while nothing is queued, and the stream runs in
 //! bursts.
@@ -40,7 +39,7 @@
 //! on its queue when they ended). A submitter that finds the reaper
 //! waiting with room wakes it through an eventfd the reaper polls on the
 //! ring (one write per batch: the first submitter to see the flag clears
-//! it). Only the reaper enters the ring and consumes the CQ; the session 8
+//! it). Only the reaper enters the ring and consumes the CQ; an earlier
 //! reader-side reaping went, since a reader in the ring's wait does not
 //! post a CQE whose task_work is the reaper's, and it took the eventfd's
 //! completion from the reaper.

@@ -594,7 +594,9 @@ impl Experiment for Hitpath {
          and 2 threads."
     }
     fn main_job(&self) -> MainJob {
-        MainJob::DefaultSize
+        // 4 GiB of pages behind the hit path plus the kernel's 4 GiB
+        // mapping of the same keys, and the read file: 8.4 GiB at peak.
+        MainJob::DefaultSize { needs: 10 << 30 }
     }
     fn params(&self) -> &'static [ParamDoc] {
         HitpathOpts::PARAMS

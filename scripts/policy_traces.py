@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Traces of the workload shapes the ARC, LIRS, 2Q and S3-FIFO papers
-describe, in two disjoint sets for judging pcache's policy (issue 15):
+describe, in disjoint sets for judging pcache's policy on traces it was not
+tuned on:
 
     python3 scripts/policy_traces.py tune OUTDIR      # iterate on these
     python3 scripts/policy_traces.py heldout OUTDIR   # evaluate only at the end
-    python3 scripts/policy_traces.py heldout2 OUTDIR  # session 7's fresh set
+    python3 scripts/policy_traces.py heldout2 OUTDIR  # a third, fresh set
 
 Both sets have the same seven shapes, but the held-out set draws them with
 another seed AND other parameters (sizes, skews, proportions, phase
@@ -29,7 +30,7 @@ number per line, gzipped), which `pcache replay` and
 - mixed (Caffeine's "mixed"): alternating phases of a recency-skewed and a
   looping workload.
 
-`heldout2` (fixed in session 7 before any design work, seed 777) draws the
+`heldout2` (fixed before any design work on the policy, seed 777) draws the
 seven shapes with a third set of parameters and adds three shapes that
 neither earlier set has:
 

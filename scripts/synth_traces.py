@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """Synthetic block traces, in the LIRS text format `pcache replay` reads,
 for judging replacement policies on patterns other than the LIRS traces
-they were developed on (issue 5: "develop on ../shared/traces, judge on
-other traces").
+(traces/lirs/) they were developed on.
 
 Deterministic (fixed seed), standard library only:
 

@@ -20,7 +20,7 @@ try:
 except ImportError:
     libcachesim = None
 
-CS = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "traces", "lirs", "cs.trace.gz")
+CS = os.path.join(os.path.dirname(__file__), "..", "traces", "lirs", "cs.trace.gz")
 
 
 def scrambled(n, distinct, seed=7):
@@ -82,7 +82,6 @@ class AgainstLibCacheSim(unittest.TestCase):
                 size,
             )
 
-    @unittest.skipUnless(os.path.exists(CS), "the cs LIRS trace is not here")
     def test_lru_agrees_on_cs(self):
         trace = lr.read_trace(CS)
         self.assertEqual((len(trace), len(set(trace))), (6781, 1409))

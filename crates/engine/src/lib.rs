@@ -66,6 +66,11 @@ mod wait;
 mod workingset;
 mod writeback;
 
+// The README's Rust blocks are doctests, so the example a newcomer pastes is the one that is compiled and run.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
+
 /// The host's MemAvailable in bytes, as the arena sizes its pre-fault by it.
 pub use arena::mem_available as host_mem_available;
 pub use backing::BackingDev;

@@ -1,9 +1,9 @@
-"""The sweep over the shared traces (replay's default variants and sizes)
+"""The sweep over the LIRS traces (replay's default variants and sizes)
 locally with 1 and 2 workers and on a local Ray cluster: wall time and
 speed-up over one worker, and the per-cell costs the scaling estimate in
 ARCHITECTURE.md uses.
 
-    python crates/python/benches/sweep_bench.py ../shared/traces/lirs/*.trace.gz [--ray-cpus 2]
+    python crates/python/benches/sweep_bench.py traces/lirs/*.trace.gz [--ray-cpus 2]
 """
 
 import argparse

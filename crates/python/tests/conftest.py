@@ -1,4 +1,4 @@
-"""Shared fixtures: the shared traces and the `pcache` binary to compare with."""
+"""Fixtures: the LIRS traces of the repository and the `pcache` binary to compare with."""
 
 import os
 import shutil
@@ -8,22 +8,16 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
-
-
-def traces_dir():
-    env = os.environ.get("PCACHE_TRACES")
-    for d in [env, REPO.parent / "shared" / "traces" / "lirs"]:
-        if d and Path(d).is_dir():
-            return Path(d)
-    return None
+TRACES = REPO / "traces" / "lirs"
 
 
 @pytest.fixture(scope="session")
 def lirs():
-    d = traces_dir()
-    if d is None:
-        pytest.skip("no shared traces (../shared/traces/lirs or $PCACHE_TRACES)")
-    return sorted(d.glob("*.trace.gz"))
+    # The traces belong to the repository: without them the checkout is broken, and the tests fail rather than skip.
+    traces = sorted(TRACES.glob("*.trace.gz"))
+    if not traces:
+        pytest.fail(f"no traces in {TRACES}: traces/lirs/ belongs to the repository")
+    return traces
 
 
 @pytest.fixture(scope="session")

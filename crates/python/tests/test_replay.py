@@ -18,7 +18,7 @@ def cli_json(pcache_bin, paths, *args):
     return v if isinstance(v, list) else [v]
 
 
-def test_replay_agrees_exactly_with_the_cli_on_every_shared_trace(pcache_bin, lirs):
+def test_replay_agrees_exactly_with_the_cli_on_every_lirs_trace(pcache_bin, lirs):
     # The CLI runs beside the Python replays (two cores).
     cli = subprocess.Popen(
         [pcache_bin, "replay", *map(str, lirs), "--json", "-"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL

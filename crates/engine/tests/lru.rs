@@ -14,6 +14,21 @@ fn quiet(lru_batching: LruBatching) -> Tunables {
     Tunables { lru_batching, ra_pages: 0, kswapd: false, ..Tunables::default() }
 }
 
+/// Wait until no page of `f` below `pages` is held by a writeback
+/// completion: fsync returns once PG_writeback is clear, and the I/O
+/// worker drops its reference just after, as folio_end_writeback does. The
+/// workers inherit this thread's CPU affinity, so a test pinned to CPU 0
+/// that goes straight on to reclaim may not let them run first.
+fn settle_writeback(f: &pcache::File, pages: u64) {
+    for _ in 0..5000 {
+        if (0..pages).all(|i| f.page_state(i).is_none_or(|s| s.refcount == 1)) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    panic!("a writeback completion kept its page reference for 5 s");
+}
+
 fn state(f: &pcache::File, i: u64) -> PageState {
     f.page_state(i).expect("page cached")
 }
@@ -197,6 +212,10 @@ fn pagevec_release_drain_counts() {
 // a 2048-page file streamed in 512-byte reads; count the survivors.
 #[test]
 fn streaming_small_reads_do_not_flush_working_set() {
+    // One CPU's batches: a thread that migrates between a page's two
+    // marks leaves the second in another CPU's batch, which the reclaim
+    // that follows (lru_add_drain, this CPU only) does not drain.
+    pin_to_cpu0();
     let mut survivors = vec![];
     for rule in [RemarkRule::PrevPos, RemarkRule::Unconditional] {
         let cache = cache_with(Tunables { remark_rule: rule, ..quiet(LruBatching::Batched) }, 256);
@@ -254,6 +273,10 @@ fn referenced_unmapped_inactive_pages_are_reclaimed() {
 // through a cache with kswapd off (direct reclaim only).
 #[test]
 fn reclaim_keeps_inactive_active_balance() {
+    // One CPU's batches: a thread that migrates between a page's two
+    // marks leaves the second in another CPU's batch, which the reclaim
+    // that follows (lru_add_drain, this CPU only) does not drain.
+    pin_to_cpu0();
     let cache = cache_with(quiet(LruBatching::Batched), 512);
     let hot = cache.open_memory("hot").unwrap();
     hot.set_len(400 * 4096).unwrap();
@@ -319,6 +342,7 @@ fn pinned_pages_survive_reclaim() {
     let data: Vec<u8> = (0..600 * 4096).map(|i| (i % 241) as u8).collect();
     f.write_at(&data, 0).unwrap();
     f.fsync().unwrap();
+    settle_writeback(&f, 600);
     cache.lru_add_drain_all();
     let hazard = f.find_page(3).unwrap().expect("cached");
     let by_ref = f.get_page(7).unwrap();

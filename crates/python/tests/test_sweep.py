@@ -80,6 +80,10 @@ def test_the_cli_runs_the_driver(small, tmp_path, pcache_bin):
     assert json.loads(out.read_text())["traces"] == by_replay(small, [10])
     r = subprocess.run([pcache_bin, "sweep", str(tmp_path / "missing")], capture_output=True, text=True, env=env)
     assert r.returncode == 2 and "missing" in r.stderr
+    # A cache size below replay's minimum is refused, not raised to it.
+    r = subprocess.run([pcache_bin, "sweep", *map(str, small), "--pages", "0,5"], capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and "at least 16 pages" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
 
 
 @pytest.fixture(scope="module")

@@ -562,8 +562,17 @@ def _floats(s: str) -> list:
     return [float(x) for x in s.split(",") if x.strip()]
 
 
-def _ints(s: str) -> list:
-    return [int(x) for x in s.split(",") if x.strip()]
+def _pages(s: str) -> list:
+    """Cache sizes in pages, each at least MIN_CACHE_PAGES, as `pcache
+    replay --pages` requires: a smaller one is refused, not raised."""
+    try:
+        pages = [int(x) for x in s.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of page counts: {s!r}")
+    small = [p for p in pages if p < MIN_CACHE_PAGES]
+    if small or not pages:
+        raise argparse.ArgumentTypeError(f"cache sizes must be at least {MIN_CACHE_PAGES} pages (got {s!r})")
+    return pages
 
 
 def _names(s: str) -> list:
@@ -581,7 +590,7 @@ def main(argv: Optional[list] = None) -> int:
     ap.add_argument("--format", dest="fmt", help="trace format [default: from the file name]")
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--sizes", type=_floats, metavar="PCTS", help="cache sizes in %% of distinct pages [10,20,40,80]")
-    g.add_argument("--pages", type=_ints, metavar="N,...", help="cache sizes in pages")
+    g.add_argument("--pages", type=_pages, metavar="N,...", help="cache sizes in pages")
     ap.add_argument("--variants", type=_names, metavar="NAMES", help="pcache presets [replay's defaults]")
     ap.add_argument(
         "--policies",

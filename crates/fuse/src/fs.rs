@@ -65,7 +65,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use fuser::consts::FOPEN_DIRECT_IO;
 use fuser::{
     FileAttr, FileType, Filesystem, KernelConfig, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
-    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, FUSE_ROOT_ID,
+    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, FUSE_ROOT_ID,
 };
 use parking_lot::{Mutex, RwLock};
 use pcache::backing::Opener;
@@ -255,6 +255,22 @@ fn check_name(name: &OsStr) -> Result<(), Errno> {
 impl Shared {
     fn node(&self, nodeid: u64) -> Result<Arc<Node>, Errno> {
         self.nodes.lock().live.get(&nodeid).cloned().ok_or(libc::ESTALE)
+    }
+
+    /// The backing descriptor for an extended-attribute call on `nodeid`,
+    /// or None where there are none to pass on: the control files, and
+    /// symlinks, whose `/proc/self/fd` path would lead to their target
+    /// (Linux refuses user attributes on symlinks in any case).
+    fn xattr_fd(&self, nodeid: u64) -> Result<Option<NodeFd>, Errno> {
+        if control::is_ctl(nodeid) {
+            return Ok(None);
+        }
+        let node = self.node(nodeid)?;
+        let fd = self.fd_of(&node)?;
+        if !node.is_reg && sys::fstat(&fd)?.st_mode & libc::S_IFMT == libc::S_IFLNK {
+            return Ok(None);
+        }
+        Ok(Some(fd))
     }
 
     fn handle(&self, fh: u64) -> Result<Arc<Handle>, Errno> {
@@ -1328,6 +1344,67 @@ impl Filesystem for PcacheFs {
         });
     }
 
+    // Extended attributes pass through to the backing inode, as the
+    // backing filesystem keeps them: user.*, trusted.*, security.* and the
+    // POSIX ACLs' system.* names. The kernel's VFS has checked the
+    // caller's right to them (xattr_permission) before the request comes.
+    fn setxattr(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        match self.shared.xattr_fd(ino) {
+            Ok(Some(fd)) => reply_empty(reply, sys::setxattr(&fd, name, value, flags)),
+            Ok(None) => reply.error(libc::EPERM),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn getxattr(&mut self, _req: &Request<'_>, ino: u64, name: &OsStr, size: u32, reply: ReplyXattr) {
+        match self.shared.xattr_fd(ino) {
+            // A size of 0 asks how large the value is.
+            Ok(Some(fd)) if size == 0 => reply_xattr_size(reply, sys::getxattr(&fd, name, &mut [])),
+            Ok(Some(fd)) => {
+                let mut buf = vec![0u8; size.min(XATTR_SIZE_MAX) as usize];
+                match sys::getxattr(&fd, name, &mut buf) {
+                    Ok(n) => reply.data(&buf[..n]),
+                    Err(e) => reply.error(e),
+                }
+            }
+            Ok(None) => reply.error(libc::ENODATA),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn listxattr(&mut self, _req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
+        match self.shared.xattr_fd(ino) {
+            Ok(Some(fd)) if size == 0 => reply_xattr_size(reply, sys::listxattr(&fd, &mut [])),
+            Ok(Some(fd)) => {
+                let mut buf = vec![0u8; size.min(XATTR_LIST_MAX) as usize];
+                match sys::listxattr(&fd, &mut buf) {
+                    Ok(n) => reply.data(&buf[..n]),
+                    Err(e) => reply.error(e),
+                }
+            }
+            Ok(None) if size == 0 => reply.size(0),
+            Ok(None) => reply.data(&[]),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn removexattr(&mut self, _req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
+        match self.shared.xattr_fd(ino) {
+            Ok(Some(fd)) => reply_empty(reply, sys::removexattr(&fd, name)),
+            Ok(None) => reply.error(libc::EPERM),
+            Err(e) => reply.error(e),
+        }
+    }
+
     fn statfs(&mut self, _req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
         let res = sys::statvfs(&self.shared.root_fd);
         match res {
@@ -1370,5 +1447,24 @@ impl Filesystem for PcacheFs {
                 Err(e) => reply.error(e),
             }
         });
+    }
+}
+
+/// The largest value and name list Linux hands over (XATTR_SIZE_MAX,
+/// XATTR_LIST_MAX in include/uapi/linux/limits.h).
+const XATTR_SIZE_MAX: u32 = 65536;
+const XATTR_LIST_MAX: u32 = 65536;
+
+fn reply_empty(reply: ReplyEmpty, res: Result<(), Errno>) {
+    match res {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(e),
+    }
+}
+
+fn reply_xattr_size(reply: ReplyXattr, res: Result<usize, Errno>) {
+    match res {
+        Ok(n) => reply.size(n as u32),
+        Err(e) => reply.error(e),
     }
 }

@@ -72,9 +72,18 @@
 //! refused by the kernel before they reach the daemon, which resolves
 //! deeper trees in chunks). FUSE_INTERRUPT cannot reach the daemon
 //! (fuser 0.16 answers it with ENOSYS), so the workers emulate it by
-//! watching the requester's pending signals (workers.rs). Extended
-//! attributes and `lseek(SEEK_DATA)` are not passed through; file locks
-//! are local to the mount (the kernel's).
+//! watching the requester's pending signals (workers.rs).
+//! `lseek(SEEK_DATA)` is not passed through; file locks are local to the
+//! mount (the kernel's).
+//!
+//! # Extended attributes
+//!
+//! get/set/list/removexattr pass through to the backing inode (fs.rs), so
+//! user attributes, POSIX ACLs' `system.posix_acl_*`, security labels and
+//! `cp --preserve=xattr` work wherever the backing filesystem keeps them;
+//! the kernel's VFS checks the caller's right to each namespace before
+//! the request reaches the daemon. Symlinks and the `.pcache` files have
+//! none (EPERM to set, as Linux answers user attributes on a symlink).
 
 mod control;
 mod dev;

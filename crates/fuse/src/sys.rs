@@ -233,3 +233,49 @@ pub fn unmount(mountpoint: &std::path::Path) -> Result<(), Errno> {
         Err(libc::EPERM)
     }
 }
+
+/// The extended attributes of the inode behind an `O_PATH` descriptor of
+/// a regular file or a directory, through its `/proc/self/fd` path (the
+/// f*xattr calls refuse `O_PATH` descriptors). An empty `buf` asks for the
+/// size only, as the syscalls do.
+pub fn getxattr(fd: &OwnedFd, name: &OsStr, buf: &mut [u8]) -> Result<usize, Errno> {
+    let (p, name) = (proc_path(fd.as_raw_fd()), cstr(name)?);
+    let ptr = if buf.is_empty() { std::ptr::null_mut() } else { buf.as_mut_ptr().cast() };
+    // SAFETY: both strings are NUL-terminated; `ptr` is null with length 0
+    // or writable for `buf.len()` bytes, all alive for the call.
+    let n = unsafe { libc::getxattr(p.as_ptr(), name.as_ptr(), ptr, buf.len()) };
+    if n < 0 {
+        return Err(last_errno());
+    }
+    Ok(n as usize)
+}
+
+/// listxattr of the inode behind `fd` (as `getxattr`): NUL-terminated
+/// names into `buf`, or the size they need when `buf` is empty.
+pub fn listxattr(fd: &OwnedFd, buf: &mut [u8]) -> Result<usize, Errno> {
+    let p = proc_path(fd.as_raw_fd());
+    let ptr = if buf.is_empty() { std::ptr::null_mut() } else { buf.as_mut_ptr().cast() };
+    // SAFETY: `p` is NUL-terminated; `ptr` is null with length 0 or
+    // writable for `buf.len()` bytes, all alive for the call.
+    let n = unsafe { libc::listxattr(p.as_ptr(), ptr, buf.len()) };
+    if n < 0 {
+        return Err(last_errno());
+    }
+    Ok(n as usize)
+}
+
+/// setxattr of the inode behind `fd` (as `getxattr`); `flags` is
+/// XATTR_CREATE, XATTR_REPLACE or 0.
+pub fn setxattr(fd: &OwnedFd, name: &OsStr, value: &[u8], flags: libc::c_int) -> Result<(), Errno> {
+    let (p, name) = (proc_path(fd.as_raw_fd()), cstr(name)?);
+    // SAFETY: both strings are NUL-terminated and `value` readable for its
+    // length, all alive for the call.
+    check(unsafe { libc::setxattr(p.as_ptr(), name.as_ptr(), value.as_ptr().cast(), value.len(), flags) }).map(drop)
+}
+
+/// removexattr of the inode behind `fd` (as `getxattr`).
+pub fn removexattr(fd: &OwnedFd, name: &OsStr) -> Result<(), Errno> {
+    let (p, name) = (proc_path(fd.as_raw_fd()), cstr(name)?);
+    // SAFETY: both strings are NUL-terminated and alive for the call.
+    check(unsafe { libc::removexattr(p.as_ptr(), name.as_ptr()) }).map(drop)
+}

@@ -440,3 +440,111 @@ fn sigterm_writes_back_dirty_pages() {
         assert!(disk == data, "signal {sig}: dirty data not written back ({} bytes on disk)", disk.len());
     }
 }
+
+fn cpath(p: &Path) -> std::ffi::CString {
+    std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap()
+}
+
+fn set_xattr(p: &Path, name: &str, value: &[u8], flags: i32) -> Result<(), i32> {
+    let n = std::ffi::CString::new(name).unwrap();
+    // SAFETY: NUL-terminated strings and a readable value, alive for the call.
+    let r = unsafe { libc::lsetxattr(cpath(p).as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), flags) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+    }
+}
+
+/// The value of `name` on `p` read into a buffer of `cap` bytes (0: the
+/// size only, returned as that many zero bytes).
+fn get_xattr(p: &Path, name: &str, cap: usize) -> Result<Vec<u8>, i32> {
+    let n = std::ffi::CString::new(name).unwrap();
+    let mut buf = vec![0u8; cap];
+    let ptr = if cap == 0 { std::ptr::null_mut() } else { buf.as_mut_ptr().cast() };
+    // SAFETY: NUL-terminated strings; `ptr` is null with size 0 or
+    // writable for `cap` bytes, all alive for the call.
+    let r = unsafe { libc::lgetxattr(cpath(p).as_ptr(), n.as_ptr(), ptr, cap) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
+    }
+    buf.resize(r as usize, 0);
+    Ok(buf)
+}
+
+fn list_xattr(p: &Path) -> Vec<String> {
+    let mut buf = vec![0u8; 65536];
+    // SAFETY: a NUL-terminated path and a writable buffer of its length.
+    let r = unsafe { libc::llistxattr(cpath(p).as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    assert!(r >= 0, "listxattr {}: {}", p.display(), std::io::Error::last_os_error());
+    buf[..r as usize].split(|&b| b == 0).filter(|s| !s.is_empty()).map(|s| String::from_utf8_lossy(s).into()).collect()
+}
+
+fn remove_xattr(p: &Path, name: &str) -> Result<(), i32> {
+    let n = std::ffi::CString::new(name).unwrap();
+    // SAFETY: NUL-terminated strings alive for the call.
+    let r = unsafe { libc::lremovexattr(cpath(p).as_ptr(), n.as_ptr()) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+    }
+}
+
+// Goal: extended attributes pass through to the backing inode, with the
+// syscalls' semantics: the size query, ERANGE for a short buffer,
+// XATTR_CREATE and XATTR_REPLACE, removal, directories as files; an
+// attribute set on the backing shows through the mount; symlinks and the
+// control files refuse them (EPERM) as Linux refuses user attributes on
+// symlinks. Skipped only where the backing filesystem has no user
+// attributes.
+#[test]
+fn extended_attributes_pass_through() {
+    if skip_reason().is_some() {
+        return;
+    }
+    let mut m = Mount::start("16M", &[]);
+    let (mnt, backing) = (m.mnt(), m.backing());
+    fs::write(backing.join("probe"), b"").unwrap();
+    if set_xattr(&backing.join("probe"), "user.probe", b"1", 0) == Err(libc::EOPNOTSUPP) {
+        eprintln!("skipped extended_attributes_pass_through: the backing filesystem has no user attributes");
+        return;
+    }
+    let f = mnt.join("f");
+    fs::write(&f, b"data").unwrap();
+    set_xattr(&f, "user.colour", b"blue", 0).unwrap();
+    assert_eq!(get_xattr(&f, "user.colour", 64).unwrap(), b"blue");
+    assert_eq!(get_xattr(&backing.join("f"), "user.colour", 64).unwrap(), b"blue", "not on the backing inode");
+    assert_eq!(get_xattr(&f, "user.colour", 0).unwrap().len(), 4, "the size query");
+    assert_eq!(get_xattr(&f, "user.colour", 2), Err(libc::ERANGE));
+    assert_eq!(set_xattr(&f, "user.colour", b"red", libc::XATTR_CREATE), Err(libc::EEXIST));
+    assert_eq!(set_xattr(&f, "user.size", b"L", libc::XATTR_REPLACE), Err(libc::ENODATA));
+    set_xattr(&f, "user.colour", b"green", libc::XATTR_REPLACE).unwrap();
+    let big = pattern(1, 4000);
+    set_xattr(&f, "user.big", &big, 0).unwrap();
+    assert_eq!(get_xattr(&f, "user.big", 65536).unwrap(), big);
+    let mut names = list_xattr(&f);
+    names.sort();
+    assert!(names.contains(&"user.big".to_string()) && names.contains(&"user.colour".to_string()), "{names:?}");
+    assert_eq!(get_xattr(&f, "user.colour", 64).unwrap(), b"green");
+    remove_xattr(&f, "user.colour").unwrap();
+    assert_eq!(get_xattr(&f, "user.colour", 64), Err(libc::ENODATA));
+    assert_eq!(remove_xattr(&f, "user.colour"), Err(libc::ENODATA));
+    // Set on the backing behind the mount's back: seen through it.
+    set_xattr(&backing.join("f"), "user.outside", b"x", 0).unwrap();
+    assert_eq!(get_xattr(&f, "user.outside", 64).unwrap(), b"x");
+    // A directory, and the file's data untouched by all this.
+    fs::create_dir(mnt.join("d")).unwrap();
+    set_xattr(&mnt.join("d"), "user.dir", b"yes", 0).unwrap();
+    assert_eq!(list_xattr(&mnt.join("d")), vec!["user.dir".to_string()]);
+    assert_eq!(fs::read(&f).unwrap(), b"data");
+    // Symlinks and the control files have none to set.
+    std::os::unix::fs::symlink("f", mnt.join("l")).unwrap();
+    assert_eq!(set_xattr(&mnt.join("l"), "user.x", b"1", 0), Err(libc::EPERM));
+    assert!(list_xattr(&mnt.join("l")).is_empty());
+    let ctl = mnt.join(".pcache/vmstat");
+    assert_eq!(set_xattr(&ctl, "user.x", b"1", 0), Err(libc::EPERM));
+    assert_eq!(get_xattr(&ctl, "user.x", 64), Err(libc::ENODATA));
+    m.unmount();
+    assert_eq!(get_xattr(&backing.join("f"), "user.big", 65536).unwrap(), big);
+}

@@ -916,6 +916,18 @@ impl Filesystem for PcacheFs {
         // allows (max_pages), fewer round trips per byte.
         let _ = config.set_max_write(1 << 20);
         let _ = config.set_max_readahead(1 << 20);
+        // Shared mappings of our direct-I/O files (Linux 6.6, protocol
+        // 7.39): the kernel keeps page-cache pages for mapped files only,
+        // writes their dirty pages back to us before a direct read and
+        // drops them after a direct write of the range, so mapped and
+        // unmapped access stay coherent; everything else still reaches us
+        // alone. Without it mmap(MAP_SHARED) fails with ENODEV: say so once.
+        if config.add_capabilities(FUSE_DIRECT_IO_ALLOW_MMAP).is_err() {
+            eprintln!(
+                "pcache mount: this kernel lacks FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6): shared mappings of files \
+                 on the mount fail with ENODEV"
+            );
+        }
         Ok(())
     }
 
@@ -1449,6 +1461,10 @@ impl Filesystem for PcacheFs {
         });
     }
 }
+
+/// FUSE_DIRECT_IO_ALLOW_MMAP (include/uapi/linux/fuse.h, 7.39): shared
+/// mappings of FOPEN_DIRECT_IO files.
+const FUSE_DIRECT_IO_ALLOW_MMAP: u64 = 1 << 36;
 
 /// The largest value and name list Linux hands over (XATTR_SIZE_MAX,
 /// XATTR_LIST_MAX in include/uapi/linux/limits.h).

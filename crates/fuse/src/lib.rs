@@ -22,16 +22,19 @@
 //! cache of its own for it and sends each read and write, at the program's
 //! offsets and sizes, to the daemon. The data is then cached once, by
 //! pcache, and the backing files are opened with O_DIRECT, so the host page
-//! cache does not hold a third copy. The price is mmap: a direct-I/O file
-//! has no kernel pages to map. Linux refuses a shared mapping of such a
-//! file (`mmap(MAP_SHARED)` fails with ENODEV), so a program that writes
-//! through a shared mapping cannot use the mount (SQLite's WAL mode, whose
-//! `-shm` file is mapped shared, is one; its default rollback journal works).
-//! A private mapping (`MAP_PRIVATE`, as the loader maps executables) still
-//! works: the kernel reads it in through ordinary reads, and those pages
-//! are the kernel's, not pcache's. (Linux 6.6 added FUSE_DIRECT_IO_ALLOW_MMAP
-//! to allow shared maps of direct-I/O files through the kernel's page cache;
-//! the mount does not ask for it, since that brings the double caching back.)
+//! cache does not hold a third copy. A direct-I/O file has no kernel pages
+//! to map, so before Linux 6.6 the kernel refused shared mappings of it
+//! (ENODEV). The mount asks for FUSE_DIRECT_IO_ALLOW_MMAP (6.6, protocol
+//! 7.39): a file mapped shared then gets kernel pages for its mapped
+//! range; the kernel writes their dirty pages back to the daemon (msync,
+//! fsync, writeback) and, before a direct read of a range, writes back
+//! what is mapped there; after a direct write it drops the mapped pages of
+//! the range, so read(2), write(2) and the mapping see one file
+//! (tests/mount.rs, `shared_mappings_are_coherent`; SQLite's WAL mode, whose
+//! `-shm` index is mapped shared, runs). Only mapped files are cached
+//! twice. On an older kernel the daemon says at start that shared
+//! mappings fail with ENODEV. Private mappings (`MAP_PRIVATE`, as the
+//! loader maps executables) work on every kernel.
 //!
 //! # Durability
 //!

@@ -138,13 +138,28 @@ fn fio_verify_crc32c() {
 // transactions, an index, queries.
 #[test]
 fn sqlite_larger_than_cache() {
-    if skip_reason().is_some() || !have("sqlite3", "sqlite_larger_than_cache") {
+    sqlite_on_mount("DELETE", "sqlite_larger_than_cache");
+}
+
+// Goal: the same in WAL mode, whose `-shm` index is a shared mapping of a
+// file on the mount (FUSE_DIRECT_IO_ALLOW_MMAP).
+#[test]
+fn sqlite_wal_larger_than_cache() {
+    sqlite_on_mount("WAL", "sqlite_wal_larger_than_cache");
+}
+
+fn sqlite_on_mount(journal_mode: &str, test: &str) {
+    if skip_reason().is_some() || !have("sqlite3", test) {
         return;
     }
     let mut m = Mount::start("8M", &[]);
+    if journal_mode == "WAL" && m.log().contains("FUSE_DIRECT_IO_ALLOW_MMAP") {
+        eprintln!("skipped {test}: {}", m.log().trim());
+        return;
+    }
     let db = m.mnt().join("t.db");
     let mut script =
-        String::from("PRAGMA journal_mode=DELETE;\nCREATE TABLE t(id INTEGER PRIMARY KEY, k INTEGER, v BLOB);\n");
+        format!("PRAGMA journal_mode={journal_mode};\nCREATE TABLE t(id INTEGER PRIMARY KEY, k INTEGER, v BLOB);\n");
     for batch in 0..4 {
         script += &format!(
             "BEGIN; WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x<5000) \
@@ -547,4 +562,114 @@ fn extended_attributes_pass_through() {
     assert_eq!(get_xattr(&ctl, "user.x", 64), Err(libc::ENODATA));
     m.unmount();
     assert_eq!(get_xattr(&backing.join("f"), "user.big", 65536).unwrap(), big);
+}
+
+/// A shared mapping of `len` bytes of `f` from offset 0.
+struct SharedMap {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl SharedMap {
+    fn new(f: &fs::File, len: usize, writable: bool) -> std::io::Result<SharedMap> {
+        let prot = if writable { libc::PROT_READ | libc::PROT_WRITE } else { libc::PROT_READ };
+        let fd = std::os::fd::AsRawFd::as_raw_fd(f);
+        // SAFETY: a fresh mapping chosen by the kernel, of an open file.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, fd, 0) };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(SharedMap { ptr: p.cast(), len })
+    }
+
+    fn read(&self, off: usize, n: usize) -> Vec<u8> {
+        assert!(off + n <= self.len);
+        // SAFETY: inside the mapping, which lives as long as `self`; the
+        // file is not truncated below `off + n` while this reads (the test
+        // says so where it truncates).
+        unsafe { std::slice::from_raw_parts(self.ptr.add(off), n).to_vec() }
+    }
+
+    fn write(&self, off: usize, data: &[u8]) {
+        assert!(off + data.len() <= self.len);
+        // SAFETY: as `read`, on a writable mapping.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.add(off), data.len()) }
+    }
+
+    fn msync(&self) {
+        // SAFETY: the whole mapping, alive.
+        assert_eq!(unsafe { libc::msync(self.ptr.cast(), self.len, libc::MS_SYNC) }, 0);
+    }
+}
+
+impl Drop for SharedMap {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, unmapped once.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+// Goal: a file on the mount can be mapped shared, read-only or writable,
+// and stays coherent with read(2) and write(2) through pcache: a read after
+// a store through the mapping sees the store; the mapping sees a write(2)
+// made after it; msync and fsync take mapped stores to the backing file;
+// truncating and re-extending a mapped file reads zeroes past the cut, as
+// POSIX says; data written through the mapping outlives munmap. Skipped
+// only where the kernel lacks FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6), which
+// the mount then says at start.
+#[test]
+fn shared_mappings_are_coherent() {
+    if skip_reason().is_some() {
+        return;
+    }
+    let mut m = Mount::start("16M", &[]);
+    let (mnt, backing) = (m.mnt(), m.backing());
+    let len = 64 * 1024;
+    let data = pattern(7, len);
+    fs::write(mnt.join("f"), &data).unwrap();
+    let f = fs::OpenOptions::new().read(true).write(true).open(mnt.join("f")).unwrap();
+    let map = match SharedMap::new(&f, len, true) {
+        Ok(map) => map,
+        Err(e) if e.raw_os_error() == Some(libc::ENODEV) && m.log().contains("FUSE_DIRECT_IO_ALLOW_MMAP") => {
+            eprintln!("skipped shared_mappings_are_coherent: {}", m.log().trim());
+            return;
+        }
+        Err(e) => panic!("mmap(MAP_SHARED) of a file on the mount: {e}\n{}", m.log()),
+    };
+    assert_eq!(map.read(0, len), data, "the mapping does not show the file");
+    let ro = SharedMap::new(&fs::File::open(mnt.join("f")).unwrap(), len, false).unwrap();
+    // write(2) after the mapping: seen through both mappings.
+    f.write_all_at(b"written by write(2)", 4096).unwrap();
+    assert_eq!(map.read(4096, 19), b"written by write(2)");
+    assert_eq!(ro.read(4096, 19), b"written by write(2)");
+    // A store through the mapping: seen by read(2), on this handle and another.
+    map.write(8192, b"stored through the mapping");
+    let mut buf = [0u8; 26];
+    f.read_exact_at(&mut buf, 8192).unwrap();
+    assert_eq!(&buf, b"stored through the mapping");
+    fs::File::open(mnt.join("f")).unwrap().read_exact_at(&mut buf, 8192).unwrap();
+    assert_eq!(&buf, b"stored through the mapping");
+    assert_eq!(ro.read(8192, 26), b"stored through the mapping");
+    // msync and fsync: on the backing file.
+    map.write(12288, b"msynced");
+    map.msync();
+    f.sync_all().unwrap();
+    let disk = fs::read(backing.join("f")).unwrap();
+    assert_eq!(&disk[8192..8218], b"stored through the mapping");
+    assert_eq!(&disk[12288..12295], b"msynced");
+    assert_eq!(&disk[4096..4115], b"written by write(2)");
+    // Truncate while mapped, then extend again: zeroes past the cut (no
+    // access to the mapping while the file is shorter than it).
+    f.set_len(4096).unwrap();
+    f.set_len(len as u64).unwrap();
+    assert!(map.read(4096, len - 4096).iter().all(|&b| b == 0), "stale bytes past a truncation");
+    assert_eq!(map.read(0, 4096), data[..4096]);
+    // Stores through the mapping outlive munmap and close.
+    map.write(20000, b"after munmap");
+    drop((map, ro, f));
+    let mut got = [0u8; 12];
+    fs::File::open(mnt.join("f")).unwrap().read_exact_at(&mut got, 20000).unwrap();
+    assert_eq!(&got, b"after munmap");
+    m.unmount();
+    assert_eq!(&fs::read(backing.join("f")).unwrap()[20000..20012], b"after munmap");
 }

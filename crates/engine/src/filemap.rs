@@ -804,12 +804,33 @@ impl Cache {
     }
 
     /// The buffered read path (filemap_read / do_generic_file_read).
+    #[inline]
     pub fn filemap_read(&self, inode: &Inode, ra: &FileRaState, buf: &mut [u8], pos: u64) -> Result<usize> {
+        self.filemap_read_from::<false>(inode, ra, buf, pos).map(|(n, _)| n)
+    }
+
+    /// filemap_read with IOCB_NOWAIT: only the leading pages the hit path
+    /// finds (cached, uptodate, no readahead marker); it stops at the first
+    /// page that would need a read, a wait or a readahead, and says so
+    /// (`true`), so that the caller can go on with `filemap_read` from
+    /// where it stopped and every page is marked once.
+    pub fn filemap_read_nowait(&self, inode: &Inode, ra: &FileRaState, buf: &mut [u8], pos: u64) -> (usize, bool) {
+        // Without the slow path nothing here can fail.
+        self.filemap_read_from::<true>(inode, ra, buf, pos).unwrap_or((0, true))
+    }
+
+    fn filemap_read_from<const NOWAIT: bool>(
+        &self,
+        inode: &Inode,
+        ra: &FileRaState,
+        buf: &mut [u8],
+        pos: u64,
+    ) -> Result<(usize, bool)> {
         let shift = self.page_shift();
         let ps = self.page_size() as u64;
         let size = inode.size.load(Ordering::Acquire);
         if pos >= size || buf.is_empty() {
-            return Ok(0);
+            return Ok((0, false));
         }
         let count = (buf.len() as u64).min(size - pos);
         let last_index = (pos + count - 1) >> shift;
@@ -824,6 +845,10 @@ impl Cache {
                 Some((pfn, h, hot)) => {
                     self.vm.inc(Item::pgcache_hit);
                     (pfn, Pin::Hazard(h), hot)
+                }
+                None if NOWAIT => {
+                    ra.prev_pos.store(prev_pos, Ordering::Relaxed);
+                    return Ok(((cur - pos) as usize, true));
                 }
                 None => match self.read_cache_page(inode, Some(ra), index, last_index - index + 1) {
                     Ok(pfn) => (pfn, Pin::Ref, false),
@@ -854,7 +879,7 @@ impl Cache {
             prev_pos = cur;
         }
         ra.prev_pos.store(cur, Ordering::Relaxed);
-        Ok((cur - pos) as usize)
+        Ok(((cur - pos) as usize, false))
     }
 
     /// The re-mark rule (`Tunables::remark`): does a read starting at byte

@@ -678,6 +678,21 @@ impl File {
         self.cache.filemap_read(&self.inode, &self.ra, buf, offset)
     }
 
+    /// Read what is cached at `offset` without waiting, as a read with
+    /// RWF_NOWAIT: the bytes of the leading pages that are cached and
+    /// uptodate. Returns them and whether it stopped short of `buf.len()`
+    /// and of end of file at a page that `read_at` would read in, wait for
+    /// or start readahead at; `read_at` from `offset` plus the bytes
+    /// returned goes on from there, each page marked accessed once. Never
+    /// does I/O and never sleeps: a server thread can answer hits itself
+    /// and hand only misses to its workers.
+    #[inline]
+    pub fn read_at_nowait(&self, buf: &mut [u8], offset: u64) -> Result<(usize, bool)> {
+        self.check_open()?;
+        self.check_range(offset, buf.len() as u64)?;
+        Ok(self.cache.filemap_read_nowait(&self.inode, &self.ra, buf, offset))
+    }
+
     /// Write `buf` at `offset`, extending the file as needed. Returns bytes
     /// written (all of them unless an error stopped it part way).
     pub fn write_at(&self, buf: &[u8], offset: u64) -> Result<usize> {

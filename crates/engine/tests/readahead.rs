@@ -1171,3 +1171,34 @@ fn closing_with_windows_queued_frees_every_page_at_the_last_close() {
     }
     assert!(queued > 0, "no window went through the readahead thread: the test exercised nothing");
 }
+
+// Goal: read_at_nowait (RWF_NOWAIT) returns the cached leading pages and
+// stops, saying so, at the first page a read would have to read in; it
+// does no I/O and starts no readahead; read_at goes on from where it
+// stopped and the whole reads back right; at end of file it is not "short".
+#[test]
+fn read_at_nowait_stops_at_the_first_miss() {
+    let cache = cache_with(Tunables { ra_pages: 0, ..quiet() }, 256);
+    let f = cold_file(&cache, "nowait", 8);
+    for i in 0..3 {
+        read_page(&f, i);
+    }
+    let before = cache.vmstat();
+    let mut buf = vec![0u8; 8 * PS as usize];
+    let (n, short) = f.read_at_nowait(&mut buf, 0).unwrap();
+    assert_eq!((n, short), (3 * PS as usize, true));
+    assert_eq!(delta(&cache, &before, Item::pgpgin), 0, "a nowait read did I/O");
+    assert!(!cached(&f, 3), "a nowait read brought a page in");
+    // Nothing cached at the start: nothing read, still short.
+    assert_eq!(f.read_at_nowait(&mut buf[..PS as usize], 5 * PS).unwrap(), (0, true));
+    // read_at goes on from there.
+    assert_eq!(f.read_at(&mut buf[n..], n as u64).unwrap(), 5 * PS as usize);
+    for i in 0..8u64 {
+        assert!(buf[(i * PS) as usize..((i + 1) * PS) as usize] == page_bytes(i), "page {i}");
+    }
+    // All cached now: the whole file, and at end of file it is not short.
+    let mut again = vec![0u8; 10 * PS as usize];
+    assert_eq!(f.read_at_nowait(&mut again, 0).unwrap(), (8 * PS as usize, false));
+    assert_eq!(again[..8 * PS as usize], buf[..]);
+    assert_eq!(f.read_at_nowait(&mut again, 100 * PS).unwrap(), (0, false));
+}

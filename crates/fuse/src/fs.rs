@@ -205,6 +205,9 @@ pub struct Shared {
 pub struct PcacheFs {
     shared: Arc<Shared>,
     workers: Workers,
+    /// The largest read answered on the session thread when every page of
+    /// it is cached (`read_at_nowait`); 0: all reads go to the workers.
+    read_inline_max: u32,
 }
 
 fn file_type(mode: libc::mode_t) -> FileType {
@@ -865,7 +868,12 @@ impl Shared {
 impl PcacheFs {
     /// A filesystem serving `backing` through `cache`, with `threads`
     /// workers for data requests.
-    pub fn new(cache: PageCache, backing: &std::path::Path, threads: usize) -> Result<PcacheFs, Errno> {
+    pub fn new(
+        cache: PageCache,
+        backing: &std::path::Path,
+        threads: usize,
+        read_inline_max: u32,
+    ) -> Result<PcacheFs, Errno> {
         let root_fd = Arc::new(sys::open_path(backing)?);
         let st = sys::fstat(&root_fd)?;
         let root_key = (st.st_dev, st.st_ino);
@@ -896,11 +904,37 @@ impl PcacheFs {
             report: Mutex::new(None),
         });
         let workers = Workers::new(threads).map_err(|e| sys::io_errno(&e))?;
-        Ok(PcacheFs { shared, workers })
+        Ok(PcacheFs { shared, workers, read_inline_max })
     }
 
     pub fn shared(&self) -> Arc<Shared> {
         self.shared.clone()
+    }
+
+    /// The rest of a read from byte `done` of `buf` on, in a worker: it
+    /// may read pages in and wait for them.
+    fn read_in_worker(
+        &self,
+        req: &Request<'_>,
+        h: Arc<Handle>,
+        mut buf: Vec<u8>,
+        mut done: usize,
+        off: u64,
+        reply: ReplyData,
+    ) {
+        self.workers.spawn(req.pid(), move || {
+            let Handle::Data { file, .. } = &*h else { return reply.error(libc::EBADF) };
+            // read_at returns short only at end of file; loop anyway,
+            // stopping at a zero-length read.
+            while done < buf.len() {
+                match file.read_at(&mut buf[done..], off + done as u64) {
+                    Ok(0) => break,
+                    Ok(n) => done += n,
+                    Err(e) => return reply.error(e.errno()),
+                }
+            }
+            reply.data(&buf[..done]);
+        })
     }
 
     fn open_flags(&self) -> u32 {
@@ -1202,21 +1236,24 @@ impl Filesystem for PcacheFs {
                 reply.data(&text[start..end]);
             }
             Handle::Dir { .. } => reply.error(libc::EISDIR),
-            Handle::Data { .. } => self.workers.spawn(req.pid(), move || {
-                let Handle::Data { file, .. } = &*h else { return reply.error(libc::EBADF) };
+            Handle::Data { file, .. } => {
                 let mut buf = vec![0u8; size as usize];
+                // Hits answered here, on the session thread, without a
+                // worker's wake-up: readers in parallel then scale. Small
+                // reads only (`read_inline_max`), so one large copy does
+                // not hold up the requests behind it; a read that meets a
+                // page to read in goes on in a worker from where this
+                // stopped, so each page is marked accessed once.
                 let mut done = 0;
-                // read_at returns short only at end of file; loop anyway,
-                // stopping at a zero-length read.
-                while done < buf.len() {
-                    match file.read_at(&mut buf[done..], off + done as u64) {
-                        Ok(0) => break,
-                        Ok(n) => done += n,
+                if size <= self.read_inline_max {
+                    match file.read_at_nowait(&mut buf, off) {
+                        Ok((n, false)) => return reply.data(&buf[..n]),
+                        Ok((n, true)) => done = n,
                         Err(e) => return reply.error(e.errno()),
                     }
                 }
-                reply.data(&buf[..done]);
-            }),
+                self.read_in_worker(req, h.clone(), buf, done, off, reply)
+            }
         }
     }
 

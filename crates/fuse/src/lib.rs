@@ -140,7 +140,18 @@ pub struct MountArgs {
     /// RLIMIT_NOFILE after raising it to the hard limit, at most 4096].
     #[arg(long, value_name = "N", value_parser = parse_count)]
     pub max_open_fds: Option<usize>,
+
+    /// Reads of at most SIZE whose pages are all cached are answered on
+    /// the session thread, without a worker's wake-up: parallel cached
+    /// readers scale (4 readers 1.7x), a lone reader waits longer (0.77x
+    /// on a 2-core VM; BENCHMARKS.md) [default: 0, every read to a worker].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub read_inline_max: Option<u64>,
 }
+
+/// `--read-inline-max`'s default: off, until a lone reader no longer pays
+/// for it (BENCHMARKS.md, "dd and fio on the mount").
+const READ_INLINE_MAX: u64 = 0;
 
 /// Why a mount failed to start.
 #[derive(Debug, thiserror::Error)]
@@ -320,7 +331,8 @@ pub fn run(args: &MountArgs) -> Result<(), MountError> {
     let cache = build_cache(args)?;
     let threads =
         args.threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get() * 2).unwrap_or(4).max(4));
-    let fs = PcacheFs::new(cache.clone(), &backing, threads)
+    let inline = args.read_inline_max.unwrap_or(READ_INLINE_MAX).min(u32::MAX as u64) as u32;
+    let fs = PcacheFs::new(cache.clone(), &backing, threads, inline)
         .map_err(|e| MountError::Backing { path: backing.clone(), source: std::io::Error::from_raw_os_error(e) })?;
     let shared = fs.shared();
 
@@ -452,6 +464,7 @@ mod tests {
             set: set.iter().map(|s| s.to_string()).collect(),
             threads: None,
             max_open_fds: None,
+            read_inline_max: None,
         }
     }
 

@@ -673,3 +673,37 @@ fn shared_mappings_are_coherent() {
     m.unmount();
     assert_eq!(&fs::read(backing.join("f")).unwrap()[20000..20012], b"after munmap");
 }
+
+// Goal: with reads of cached pages answered on the session thread
+// (--read-inline-max), every read returns the file's bytes: wholly cached,
+// wholly cold, and reads that start on cached pages and run into cold ones
+// (the session thread's part, then a worker's from where it stopped).
+#[test]
+fn inline_cached_reads_return_the_files_bytes() {
+    if skip_reason().is_some() {
+        return;
+    }
+    let mut m = Mount::start("64M", &["--read-inline-max", "128K"]);
+    let len = 8 << 20;
+    let data = pattern(11, len);
+    fs::write(m.backing().join("f"), &data).unwrap();
+    let f = fs::File::open(m.mnt().join("f")).unwrap();
+    // Cache the first 2 MiB and every other 64 KiB after it.
+    let mut buf = vec![0u8; 64 << 10];
+    for off in (0..2 << 20).step_by(64 << 10).chain((2 << 20..len).step_by(128 << 10)) {
+        f.read_exact_at(&mut buf, off as u64).unwrap();
+        assert!(buf[..] == data[off..off + buf.len()], "warm-up read at {off}");
+    }
+    for chunk in [4096usize, 100_000, 128 << 10, 1 << 20] {
+        let mut got = vec![0u8; chunk];
+        let mut off = 0;
+        while off < len {
+            let n = chunk.min(len - off);
+            f.read_exact_at(&mut got[..n], off as u64).unwrap();
+            assert!(got[..n] == data[off..off + n], "read of {n} bytes at {off}");
+            off += n;
+        }
+    }
+    drop(f);
+    m.unmount();
+}

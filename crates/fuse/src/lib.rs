@@ -62,7 +62,9 @@
 //! fuser 0.16 reads requests on one thread. Metadata requests are answered
 //! there; data requests (read, write, fsync, fallocate, setattr) run on a
 //! pool of workers (`--threads`), so requests from several programs, and
-//! the kernel's parallel reads of one program, proceed in parallel.
+//! the kernel's parallel reads of one program, proceed in parallel. With
+//! `--read-inline-max`, a read whose pages are all cached is answered on
+//! the session thread without a worker (`File::read_at_nowait`).
 //!
 //! # Limits
 //!

@@ -707,3 +707,54 @@ fn inline_cached_reads_return_the_files_bytes() {
     drop(f);
     m.unmount();
 }
+
+// Goal: POSIX's rule for a mapping past the end of its file holds on the
+// mount: after a truncation below a live shared mapping, a load from a
+// page wholly past the new end raises SIGBUS, while the pages still inside
+// the file read their bytes. Method: the load runs in a forked child,
+// which does nothing else before it exits.
+#[test]
+fn mapping_past_a_truncation_raises_sigbus() {
+    if skip_reason().is_some() {
+        return;
+    }
+    let mut m = Mount::start("16M", &[]);
+    let len = 64 * 1024;
+    let data = pattern(3, len);
+    fs::write(m.mnt().join("f"), &data).unwrap();
+    let f = fs::OpenOptions::new().read(true).write(true).open(m.mnt().join("f")).unwrap();
+    let map = match SharedMap::new(&f, len, false) {
+        Ok(map) => map,
+        Err(e) if e.raw_os_error() == Some(libc::ENODEV) => {
+            eprintln!("skipped mapping_past_a_truncation_raises_sigbus: no shared mappings here");
+            return;
+        }
+        Err(e) => panic!("mmap: {e}"),
+    };
+    f.set_len(8192).unwrap();
+    assert_eq!(map.read(0, 8192), data[..8192]);
+    let load_in_child = |off: usize| {
+        // SAFETY: the child only loads one byte of the mapping and calls
+        // _exit, both async-signal-safe; the parent waits for it.
+        unsafe {
+            let pid = libc::fork();
+            assert!(pid >= 0, "fork");
+            if pid == 0 {
+                let b = std::ptr::read_volatile(map.ptr.add(off));
+                libc::_exit(i32::from(b == data[off]));
+            }
+            let mut status = 0;
+            assert_eq!(libc::waitpid(pid, &mut status, 0), pid);
+            status
+        }
+    };
+    let inside = load_in_child(4096);
+    assert!(libc::WIFEXITED(inside) && libc::WEXITSTATUS(inside) == 1, "a load inside the file: status {inside:#x}");
+    let past = load_in_child(16384);
+    assert!(
+        libc::WIFSIGNALED(past) && libc::WTERMSIG(past) == libc::SIGBUS,
+        "a load past the end did not raise SIGBUS: status {past:#x}"
+    );
+    drop((map, f));
+    m.unmount();
+}

@@ -84,7 +84,7 @@ pub use swapfile::{SwapBacking, SwapConfig};
 pub use sysctl::SYSCTL_NAMES;
 pub use tunables::{
     AccessedInit, Admission, Advice, AnonLru, Config, DevReadMode, IoEngine, LruBatching, LruPolicy, MappedActivation,
-    PagevecDrain, ReclaimWriteback, RemarkRule, Tunables, WorkingsetVersion, MAX_PAGE_SIZE, MIN_PAGE_SIZE,
+    PagevecDrain, ReclaimWriteback, RemarkRule, Tunables, WorkingsetVersion, MAX_PAGE_SIZE, MIN_PAGES, MIN_PAGE_SIZE,
 };
 pub use vmstat::{Item, VmStat};
 

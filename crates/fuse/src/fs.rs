@@ -911,19 +911,21 @@ impl PcacheFs {
         self.shared.clone()
     }
 
-    /// The rest of a read from byte `done` of `buf` on, in a worker: it
-    /// may read pages in and wait for them.
+    /// A read of `size` bytes at `off` in a worker, which may read pages in
+    /// and wait for them; `begun`: the buffer and the bytes of it the
+    /// session thread already read.
     fn read_in_worker(
         &self,
         req: &Request<'_>,
         h: Arc<Handle>,
-        mut buf: Vec<u8>,
-        mut done: usize,
+        size: u32,
+        begun: Option<(Vec<u8>, usize)>,
         off: u64,
         reply: ReplyData,
     ) {
         self.workers.spawn(req.pid(), move || {
             let Handle::Data { file, .. } = &*h else { return reply.error(libc::EBADF) };
+            let (mut buf, mut done) = begun.unwrap_or_else(|| (vec![0u8; size as usize], 0));
             // read_at returns short only at end of file; loop anyway,
             // stopping at a zero-length read.
             while done < buf.len() {
@@ -1237,22 +1239,22 @@ impl Filesystem for PcacheFs {
             }
             Handle::Dir { .. } => reply.error(libc::EISDIR),
             Handle::Data { file, .. } => {
-                let mut buf = vec![0u8; size as usize];
                 // Hits answered here, on the session thread, without a
                 // worker's wake-up: readers in parallel then scale. Small
                 // reads only (`read_inline_max`), so one large copy does
                 // not hold up the requests behind it; a read that meets a
                 // page to read in goes on in a worker from where this
                 // stopped, so each page is marked accessed once.
-                let mut done = 0;
+                let mut begun = None;
                 if size <= self.read_inline_max {
+                    let mut buf = vec![0u8; size as usize];
                     match file.read_at_nowait(&mut buf, off) {
                         Ok((n, false)) => return reply.data(&buf[..n]),
-                        Ok((n, true)) => done = n,
+                        Ok((n, true)) => begun = Some((buf, n)),
                         Err(e) => return reply.error(e.errno()),
                     }
                 }
-                self.read_in_worker(req, h.clone(), buf, done, off, reply)
+                self.read_in_worker(req, h, size, begun, off, reply)
             }
         }
     }

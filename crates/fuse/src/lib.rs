@@ -250,10 +250,6 @@ pub fn tunable_names() -> Vec<String> {
     }
 }
 
-/// The smallest cache the engine builds, in pages (its `MIN_PAGES`, which
-/// it does not export; a test checks `Config::validate` agrees).
-pub const MIN_CACHE_PAGES: u64 = 16;
-
 /// `--mem` and `--page-size` in the words of the flags, not of the
 /// engine's `Config`.
 fn check_sizes(args: &MountArgs) -> Result<(), MountError> {
@@ -265,12 +261,12 @@ fn check_sizes(args: &MountArgs) -> Result<(), MountError> {
             pcache::MAX_PAGE_SIZE
         )));
     }
-    let min = MIN_CACHE_PAGES * ps as u64;
+    let min = pcache::MIN_PAGES * ps as u64;
     if args.mem < min {
         return Err(MountError::Args(format!(
             "--mem {}: too small, the cache needs at least {} pages ({} KiB with {ps}-byte pages)",
             args.mem,
-            MIN_CACHE_PAGES,
+            pcache::MIN_PAGES,
             min >> 10
         )));
     }
@@ -470,14 +466,12 @@ mod tests {
         }
     }
 
-    // Goal: the floor `--mem` is checked against is the engine's own.
+    // Goal: --mem and --page-size are refused in the flags' words, at the
+    // engine's own floor.
     #[test]
-    fn min_cache_pages_is_the_engines() {
-        let cfg = |pages: u64| Config { memory_bytes: pages * 4096, page_size: 4096, ..Config::default() };
-        assert!(cfg(MIN_CACHE_PAGES).validate().is_ok());
-        assert!(cfg(MIN_CACHE_PAGES - 1).validate().is_err());
-        assert!(check_sizes(&args(MIN_CACHE_PAGES * 4096, 4096, &[])).is_ok());
-        assert!(matches!(check_sizes(&args(MIN_CACHE_PAGES * 4096 - 1, 4096, &[])), Err(MountError::Args(_))));
+    fn sizes_are_checked_at_the_engines_floor() {
+        assert!(check_sizes(&args(pcache::MIN_PAGES * 4096, 4096, &[])).is_ok());
+        assert!(matches!(check_sizes(&args(pcache::MIN_PAGES * 4096 - 1, 4096, &[])), Err(MountError::Args(_))));
         assert!(matches!(check_sizes(&args(1 << 20, 1000, &[])), Err(MountError::Args(_))));
     }
 

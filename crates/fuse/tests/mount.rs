@@ -463,7 +463,11 @@ fn cpath(p: &Path) -> std::ffi::CString {
 fn set_xattr(p: &Path, name: &str, value: &[u8], flags: i32) -> Result<(), i32> {
     let n = std::ffi::CString::new(name).unwrap();
     // SAFETY: NUL-terminated strings and a readable value, alive for the call.
-    let r = unsafe { libc::lsetxattr(cpath(p).as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), flags) };
+    status(unsafe { libc::lsetxattr(cpath(p).as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), flags) })
+}
+
+/// A syscall's 0 or -1 as Ok or its errno.
+fn status(r: libc::c_int) -> Result<(), i32> {
     if r == 0 {
         Ok(())
     } else {
@@ -498,12 +502,7 @@ fn list_xattr(p: &Path) -> Vec<String> {
 fn remove_xattr(p: &Path, name: &str) -> Result<(), i32> {
     let n = std::ffi::CString::new(name).unwrap();
     // SAFETY: NUL-terminated strings alive for the call.
-    let r = unsafe { libc::lremovexattr(cpath(p).as_ptr(), n.as_ptr()) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
-    }
+    status(unsafe { libc::lremovexattr(cpath(p).as_ptr(), n.as_ptr()) })
 }
 
 // Goal: extended attributes pass through to the backing inode, with the

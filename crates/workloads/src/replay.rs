@@ -37,8 +37,8 @@ pub const ADAPTIVE: &str = "pcache-adaptive";
 pub const WORKINGSET_6: &str = "workingset-6";
 pub const MGLRU: &str = "mglru";
 
-/// The smallest cache the engine builds (`pcache`'s MIN_PAGES).
-pub const MIN_CACHE_PAGES: u64 = 16;
+/// The smallest cache the engine builds.
+pub const MIN_CACHE_PAGES: u64 = pcache::MIN_PAGES;
 /// Default cache sizes, in percent of the trace's distinct pages.
 pub const DEFAULT_PERCENTS: &[f64] = &[10.0, 20.0, 40.0, 80.0];
 

@@ -317,13 +317,19 @@ pub fn run<E: Seeded>(opts: &ExpOpts) -> Result<(ExperimentResult, E::Params)> {
 }
 
 /// Run `E` with parameters already resolved.
+/// The variants `names` picks from `E`'s presets, each with its tunables
+/// after the --set values: unknown names and bad values are errors.
+fn resolve_variants<E: Seeded>(names: &[String], opts: &ExpOpts) -> Result<Vec<Variant>> {
+    variants::resolve(E::PRESETS, names)?
+        .into_iter()
+        .map(|preset| Ok(Variant { preset, tunables: variant_tunables(preset, opts)? }))
+        .collect()
+}
+
 pub fn run_with<E: Seeded>(opts: &ExpOpts, p: E::Params) -> Result<(ExperimentResult, E::Params)> {
     let Shape { variants: names, runs, quick, .. } = E::shape(&p);
     // Refuse unknown variants and bad --set values before anything runs.
-    let variants = variants::resolve(E::PRESETS, names)?
-        .into_iter()
-        .map(|preset| Ok(Variant { preset, tunables: variant_tunables(preset, opts)? }))
-        .collect::<Result<Vec<_>>>()?;
+    let variants = resolve_variants::<E>(names, opts)?;
     let start = Instant::now();
     let load_before = loadavg();
     let tmp = tempdir_in(opts.dir.as_deref(), &format!("pcache-{}-", E::NAME))?;
@@ -433,11 +439,7 @@ impl<E: Seeded> Experiment for Seed<E> {
     }
     fn check(&self, opts: &ExpOpts) -> Result<()> {
         let p = E::params(opts)?;
-        let Shape { variants, .. } = E::shape(&p);
-        for preset in variants::resolve(E::PRESETS, variants)? {
-            variant_tunables(preset, opts)?;
-        }
-        Ok(())
+        resolve_variants::<E>(E::shape(&p).variants, opts).map(drop)
     }
     fn run(&self, opts: &ExpOpts) -> Result<Outcome> {
         let (result, p) = run::<E>(opts)?;

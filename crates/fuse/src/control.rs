@@ -5,6 +5,7 @@
 //!   .pcache/dirty_ratio            read-write, as /proc/sys/vm/dirty_ratio
 //!   .pcache/dirty_background_ratio ... one file per PageCache::sysctl_names()
 //!   .pcache/read_ahead_kb          (the bdi's knob in Linux)
+//!   .pcache/zero                   read-only, 1 GiB of zeros, no cache
 //! ```
 //!
 //! The files are virtual: they exist in no backing directory (a real
@@ -14,10 +15,15 @@
 //! the reader see past the size of 0. A write to a tunable is applied at
 //! once, and a bad value fails the write(2) with the engine's errno
 //! (EINVAL), leaving the tunable as it was.
+//!
+//! `zero` is the floor of a request's cost through FUSE: its reads are
+//! answered with zeros by the thread that receives them, touching neither
+//! the cache nor the backing disk, so what a benchmark measures on it is the
+//! kernel's FUSE round trip and the daemon's dispatch alone.
 
 use std::time::{Duration, SystemTime};
 
-use fuser::{FileAttr, FileType};
+use fuser::{FileAttr, FileType, INodeNo};
 use pcache::PageCache;
 
 use crate::sys::Errno;
@@ -34,7 +40,11 @@ pub const FIRST_BACKING_NODE: u64 = 64;
 pub enum CtlFile {
     VmStat,
     Sysctl(&'static str),
+    Zero,
 }
+
+/// The size of `.pcache/zero`.
+pub const ZERO_BYTES: u64 = 1 << 30;
 
 pub fn is_ctl(nodeid: u64) -> bool {
     (CTL_DIR..FIRST_BACKING_NODE).contains(&nodeid)
@@ -42,9 +52,9 @@ pub fn is_ctl(nodeid: u64) -> bool {
 
 /// The control files with their node ids, in directory order.
 pub fn files(pc: &PageCache) -> Vec<(u64, &'static str, CtlFile)> {
-    let mut v = vec![(CTL_FILE_BASE, "vmstat", CtlFile::VmStat)];
+    let mut v = vec![(CTL_FILE_BASE, "vmstat", CtlFile::VmStat), (CTL_FILE_BASE + 1, "zero", CtlFile::Zero)];
     for (i, name) in pc.sysctl_names().iter().enumerate() {
-        v.push((CTL_FILE_BASE + 1 + i as u64, name, CtlFile::Sysctl(name)));
+        v.push((CTL_FILE_BASE + 2 + i as u64, name, CtlFile::Sysctl(name)));
     }
     debug_assert!(v.iter().all(|(id, _, _)| *id < FIRST_BACKING_NODE));
     v
@@ -61,19 +71,20 @@ pub fn lookup(pc: &PageCache, name: &str) -> Option<u64> {
 /// Attributes of a control node; owned by the daemon's user, timestamps
 /// of the mount.
 pub fn attr(pc: &PageCache, nodeid: u64, mounted_at: SystemTime) -> Option<FileAttr> {
-    let (kind, perm) = if nodeid == CTL_DIR {
-        (FileType::Directory, 0o555)
+    let (kind, perm, size) = if nodeid == CTL_DIR {
+        (FileType::Directory, 0o555, 0)
     } else {
         match file_of(pc, nodeid)? {
-            CtlFile::VmStat => (FileType::RegularFile, 0o444),
-            CtlFile::Sysctl(_) => (FileType::RegularFile, 0o644),
+            CtlFile::VmStat => (FileType::RegularFile, 0o444, 0),
+            CtlFile::Sysctl(_) => (FileType::RegularFile, 0o644, 0),
+            CtlFile::Zero => (FileType::RegularFile, 0o444, ZERO_BYTES),
         }
     };
     // SAFETY: geteuid/getegid cannot fail and touch no memory.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
     Some(FileAttr {
-        ino: nodeid,
-        size: 0,
+        ino: INodeNo(nodeid),
+        size,
         blocks: 0,
         atime: mounted_at,
         mtime: mounted_at,
@@ -95,13 +106,14 @@ pub fn render(pc: &PageCache, f: CtlFile) -> Vec<u8> {
     match f {
         CtlFile::VmStat => pc.vmstat().to_text().into_bytes(),
         CtlFile::Sysctl(name) => format!("{}\n", pc.sysctl_read(name).unwrap_or_default()).into_bytes(),
+        CtlFile::Zero => Vec::new(),
     }
 }
 
 /// Apply a write to a control file.
 pub fn write(pc: &PageCache, f: CtlFile, data: &[u8]) -> Result<(), Errno> {
     match f {
-        CtlFile::VmStat => Err(libc::EACCES),
+        CtlFile::VmStat | CtlFile::Zero => Err(libc::EACCES),
         CtlFile::Sysctl(name) => {
             let text = std::str::from_utf8(data).map_err(|_| libc::EINVAL)?;
             pc.sysctl_write(name, text).map_err(|e| e.errno())

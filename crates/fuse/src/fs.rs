@@ -22,11 +22,15 @@
 //! unlinks update the locations under `rename_lock`, which resolutions hold
 //! shared (the kernel's rename_lock): a resolution never sees half a
 //! rename. A node whose name goes (unlink, rmdir, rename over it) while the
-//! kernel still knows it takes an `O_PATH` descriptor of its inode just
-//! before, and holds it until FORGET (`Loc::Detached`): that is the only
-//! descriptor a node ever holds, and the kernel forgets an unlinked inode
-//! as soon as nothing has it open. Directories a node id refers to keep
-//! their parents' nodes alive (`Arc`), as dentries pin their parents.
+//! kernel still knows it, and which is open or has other links, takes an
+//! `O_PATH` descriptor of its inode just before, and holds it until its
+//! last handle closes or FORGET (`Loc::Detached`): that is the only
+//! descriptor a node ever holds. A regular file that loses its last name
+//! while nothing has it open holds none (`Loc::Gone`) and its pages go at
+//! once, so the backing filesystem frees its space when unlink(2) returns,
+//! as it would without the mount (FORGET comes later, from another
+//! session thread). Directories a node id refers to keep their parents'
+//! nodes alive (`Arc`), as dentries pin their parents.
 //!
 //! Data. A regular file's data is the engine file keyed by the backing
 //! inode (dev.rs). Each FUSE open takes its own engine handle (its own
@@ -42,9 +46,13 @@
 //! and the flusher keeps trying. The engine's copy of a file's size is the
 //! truth while it is cached; `getattr` reports it.
 //!
-//! Threads. fuser calls these methods on its one session thread; data
-//! requests go to the worker pool (workers.rs) and are answered from there.
-//! Shared state sits behind the mutexes of `Shared`.
+//! Threads. fuser calls these methods on several session threads at once,
+//! each serving the request it read (inflight.rs); requests that may wait
+//! run under the interrupt watch. Shared state sits behind the mutexes of
+//! `Shared`; the read and write of cached data take none of them beyond
+//! the handle table's lookup. A FORGET and a LOOKUP of one node may now
+//! run at once: `Node::data` orders the engine's eviction of the node's
+//! file against a new open of it.
 //!
 //! Lock order: `Shared::rename_lock` → `Shared::nodes` → `Node::loc` → the
 //! engine's locks; `Shared::handles` is never held with another of ours.
@@ -62,10 +70,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use fuser::consts::FOPEN_DIRECT_IO;
 use fuser::{
-    FileAttr, FileType, Filesystem, KernelConfig, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
-    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, FUSE_ROOT_ID,
+    BsdFileFlags, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
+    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
+    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use parking_lot::{Mutex, RwLock};
 use pcache::backing::Opener;
@@ -73,8 +81,11 @@ use pcache::{BackingDev, PageCache};
 
 use crate::control::{self, CtlFile, CTL_DIR, CTL_DIR_NAME, FIRST_BACKING_NODE};
 use crate::dev::{engine_key, parse_engine_key, InodeDev};
+use crate::inflight::Watch;
 use crate::sys::{self, Errno};
-use crate::workers::Workers;
+
+/// The root's node id (FUSE_ROOT_ID).
+const FUSE_ROOT_ID: u64 = INodeNo::ROOT.0;
 
 /// How long the kernel may trust names and attributes. Everything goes
 /// through this mount, so its view only goes stale if the backing
@@ -99,8 +110,11 @@ enum Loc {
     /// `name` in the directory of `parent`.
     Named { parent: Arc<Node>, name: OsString },
     /// No name the mount knows (unlinked, replaced by a rename): an
-    /// `O_PATH` descriptor held until the kernel forgets the node.
+    /// `O_PATH` descriptor held until the node's last handle closes or the
+    /// kernel forgets it.
     Detached(Arc<OwnedFd>),
+    /// No name and nothing open: no way to reach the inode (ESTALE).
+    Gone,
 }
 
 /// An `O_PATH` descriptor of a node for one operation: one the node holds,
@@ -132,6 +146,12 @@ pub struct Node {
     /// The last name of the file went (unlink, rename over it): its cached
     /// pages are discarded at forget instead of written back.
     unlinked: AtomicBool,
+    /// Held while the engine opens, evicts or discards the node's file
+    /// and while `opens` changes, so that an eviction at FORGET and an open
+    /// after a new LOOKUP do not interleave.
+    data: Mutex<()>,
+    /// Data handles open on the node.
+    opens: AtomicU64,
     /// When data was last written through the mount (ns since the epoch;
     /// 0: never). The backing mtime only moves at writeback, so getattr
     /// shows the later of the two, as the kernel updates mtime at write.
@@ -162,9 +182,20 @@ struct SetAttr {
 
 /// An open file.
 enum Handle {
-    Data { node: Arc<Node>, file: pcache::File, writable: bool },
-    Ctl { file: CtlFile, text: Vec<u8> },
-    Dir { entries: Vec<(u64, FileType, Vec<u8>)> },
+    Data {
+        node: Arc<Node>,
+        file: pcache::File,
+        writable: bool,
+    },
+    Ctl {
+        file: CtlFile,
+        text: Vec<u8>,
+    },
+    /// `.pcache/zero`.
+    Zero,
+    Dir {
+        entries: Vec<(u64, FileType, Vec<u8>)>,
+    },
 }
 
 #[derive(Default)]
@@ -178,7 +209,7 @@ struct Nodes {
     next_foreign: u64,
 }
 
-/// State shared by the session thread and the workers.
+/// State shared by the session threads.
 pub struct Shared {
     pub cache: PageCache,
     nodes: Mutex<Nodes>,
@@ -204,10 +235,7 @@ pub struct Shared {
 /// The filesystem fuser drives.
 pub struct PcacheFs {
     shared: Arc<Shared>,
-    workers: Workers,
-    /// The largest read answered on the session thread when every page of
-    /// it is cached (`read_at_nowait`); 0: all reads go to the workers.
-    read_inline_max: u32,
+    watch: Watch,
 }
 
 fn file_type(mode: libc::mode_t) -> FileType {
@@ -327,6 +355,7 @@ impl Shared {
                     names.reverse();
                     return Ok((fd.clone(), names));
                 }
+                Loc::Gone => return Err(libc::ESTALE),
                 Loc::Named { parent, name } => {
                     names.push(name.clone());
                     parent.clone()
@@ -420,7 +449,7 @@ impl Shared {
 
     fn attr_of(&self, nodeid: u64, st: &libc::stat) -> FileAttr {
         FileAttr {
-            ino: nodeid,
+            ino: INodeNo(nodeid),
             size: st.st_size as u64,
             blocks: st.st_blocks as u64,
             atime: time_of(st.st_atime, st.st_atime_nsec),
@@ -478,6 +507,8 @@ impl Shared {
                         is_reg: st.st_mode & libc::S_IFMT == libc::S_IFREG,
                         nlookup: AtomicU64::new(1),
                         unlinked: AtomicBool::new(false),
+                        data: Mutex::new(()),
+                        opens: AtomicU64::new(0),
                         written_ns: AtomicU64::new(0),
                     });
                     nodes.live.insert(id, n.clone());
@@ -505,9 +536,18 @@ impl Shared {
             }
             node.clone()
         };
+        // A LOOKUP on another thread may have found the node since: it
+        // stays, and keeps its file. Checked under `data`, which an open
+        // of the node's file takes too, so the eviction never drops a file
+        // opened after that LOOKUP.
+        let _data = node.data.lock();
+        if node.nlookup.load(Ordering::Relaxed) != 0 {
+            return;
+        }
         if self.release_data(&node) {
             let mut nodes = self.nodes.lock();
-            if node.nlookup.load(Ordering::Relaxed) == 0 {
+            let same = nodes.live.get(&nodeid).is_some_and(|n| Arc::ptr_eq(n, &node));
+            if node.nlookup.load(Ordering::Relaxed) == 0 && same {
                 nodes.live.remove(&nodeid);
             }
         }
@@ -544,13 +584,31 @@ impl Shared {
             return Err(libc::EINVAL);
         }
         let key = node.engine_key();
+        let _data = node.data.lock();
         let make = || {
             let opener = self.opener(node);
             let dev = InodeDev::open(self.cache.fd_cache(), key.clone(), self.cache.page_size(), opener)
                 .map_err(|e| pcache::Error::io(&key, e))?;
             Ok(Arc::new(dev) as Arc<dyn BackingDev>)
         };
-        self.cache.open_dev_with(&key, make).map_err(|e| e.errno())
+        let file = self.cache.open_dev_with(&key, make).map_err(|e| e.errno())?;
+        node.opens.fetch_add(1, Ordering::AcqRel);
+        Ok(file)
+    }
+
+    /// A data handle on `node` closed. When it was the last and the file
+    /// has no name left, the node lets its inode go (the engine drops the
+    /// pages as the handle's engine file closes), so that the backing
+    /// filesystem frees the space now rather than at FORGET.
+    fn close_data(&self, node: &Node) {
+        let _data = node.data.lock();
+        if node.opens.fetch_sub(1, Ordering::AcqRel) == 1 && node.unlinked.load(Ordering::Acquire) {
+            let _w = self.rename_lock.write();
+            let mut loc = node.loc.lock();
+            if matches!(*loc, Loc::Detached(_)) {
+                *loc = Loc::Gone;
+            }
+        }
     }
 
     /// How the engine reopens a node's backing file: resolve the node to
@@ -570,34 +628,40 @@ impl Shared {
         })
     }
 
-    /// The last name of the backing inode `key` is gone: a node the
-    /// kernel holds discards its cached pages at forget; a file no node
-    /// holds is dropped from the engine now.
+    /// The last name of the backing inode `key` is gone: its pages are
+    /// discarded, now if no handle has it open, else when the last closes
+    /// (the engine's unlink); the node, if the kernel still holds it, is
+    /// marked so that FORGET discards rather than writes back.
     fn last_link_gone(&self, key: (u64, u64)) {
-        match self.live_node(key) {
-            Some(node) => node.unlinked.store(true, Ordering::Release),
-            None => {
-                let _ = self.cache.unlink_dev(&engine_key(key.0, key.1));
-            }
-        }
+        let node = self.live_node(key);
+        let _data = node.as_ref().map(|n| {
+            let g = n.data.lock();
+            n.unlinked.store(true, Ordering::Release);
+            g
+        });
+        let _ = self.cache.unlink_dev(&engine_key(key.0, key.1));
     }
 
     /// The node named `name` in `p`, if the kernel knows it by that name,
-    /// with an `O_PATH` descriptor of it to hold once the name is gone.
-    /// The caller holds `rename_lock` exclusively.
+    /// with an `O_PATH` descriptor of it to hold once the name is gone:
+    /// none for a regular file's last link that nothing has open, whose
+    /// inode is then let go (its space freed) with the name. The caller
+    /// holds `rename_lock` exclusively.
     fn detachable(&self, pfd: &OwnedFd, p: &Node, name: &OsStr) -> Option<(Arc<Node>, Option<OwnedFd>)> {
         let st = sys::fstatat(pfd, name).ok()?;
         let node = self.live_node((st.st_dev, st.st_ino)).filter(|n| n.is_at(p, name))?;
-        let fd = sys::openat(pfd, name, libc::O_PATH | libc::O_NOFOLLOW, 0).ok();
+        let unused = node.is_reg && st.st_nlink <= 1 && node.opens.load(Ordering::Acquire) == 0;
+        let fd = if unused { None } else { sys::openat(pfd, name, libc::O_PATH | libc::O_NOFOLLOW, 0).ok() };
         Some((node, fd))
     }
 
-    /// The node lost its name: it keeps its inode through `fd` (or, if
-    /// that could not be opened, is left to fail with ESTALE).
+    /// The node lost its name: it keeps its inode through `fd`, or with
+    /// none can no longer reach it (ESTALE).
     fn detach(node: &Node, fd: Option<OwnedFd>) {
-        if let Some(fd) = fd {
-            *node.loc.lock() = Loc::Detached(Arc::new(fd));
-        }
+        *node.loc.lock() = match fd {
+            Some(fd) => Loc::Detached(Arc::new(fd)),
+            None => Loc::Gone,
+        };
     }
 
     /// UNLINK and RMDIR.
@@ -667,7 +731,7 @@ impl Shared {
 
     /// Give a new backing inode the caller's owner (a root daemon creates
     /// everything as root otherwise).
-    fn own(&self, req: &Request<'_>, fd: &OwnedFd) {
+    fn own(&self, req: &Request, fd: &OwnedFd) {
         if self.as_root {
             // Best effort, as the file exists already; a failure leaves it
             // owned by root, which the caller can still use.
@@ -676,7 +740,7 @@ impl Shared {
     }
 
     /// After creating `name` in `parent`: give it its owner and look it up.
-    fn created(&self, req: &Request<'_>, parent: &Arc<Node>, name: &OsStr) -> Result<FileAttr, Errno> {
+    fn created(&self, req: &Request, parent: &Arc<Node>, name: &OsStr) -> Result<FileAttr, Errno> {
         if self.as_root {
             let fd = sys::openat(&*self.fd_of(parent)?, name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
             self.own(req, &fd);
@@ -866,14 +930,8 @@ impl Shared {
 }
 
 impl PcacheFs {
-    /// A filesystem serving `backing` through `cache`, with `threads`
-    /// workers for data requests.
-    pub fn new(
-        cache: PageCache,
-        backing: &std::path::Path,
-        threads: usize,
-        read_inline_max: u32,
-    ) -> Result<PcacheFs, Errno> {
+    /// A filesystem serving `backing` through `cache`.
+    pub fn new(cache: PageCache, backing: &std::path::Path) -> Result<PcacheFs, Errno> {
         let root_fd = Arc::new(sys::open_path(backing)?);
         let st = sys::fstat(&root_fd)?;
         let root_key = (st.st_dev, st.st_ino);
@@ -884,6 +942,8 @@ impl PcacheFs {
             is_reg: false,
             nlookup: AtomicU64::new(1),
             unlinked: AtomicBool::new(false),
+            data: Mutex::new(()),
+            opens: AtomicU64::new(0),
             written_ns: AtomicU64::new(0),
         });
         let mut nodes = Nodes::default();
@@ -903,51 +963,53 @@ impl PcacheFs {
             self_ref: self_ref.clone(),
             report: Mutex::new(None),
         });
-        let workers = Workers::new(threads).map_err(|e| sys::io_errno(&e))?;
-        Ok(PcacheFs { shared, workers, read_inline_max })
+        let watch = Watch::new().map_err(|e| sys::io_errno(&e))?;
+        Ok(PcacheFs { shared, watch })
     }
 
     pub fn shared(&self) -> Arc<Shared> {
         self.shared.clone()
     }
 
-    /// A read of `size` bytes at `off` in a worker, which may read pages in
-    /// and wait for them; `begun`: the buffer and the bytes of it the
-    /// session thread already read.
-    fn read_in_worker(
+    /// A read of `buf.len()` bytes at `off` that met a page to read in
+    /// (or one under I/O) `done` bytes in: it goes on here, reading pages in
+    /// and waiting for them, under the interrupt watch.
+    fn read_rest(
         &self,
-        req: &Request<'_>,
-        h: Arc<Handle>,
-        size: u32,
-        begun: Option<(Vec<u8>, usize)>,
+        req: &Request,
+        file: &pcache::File,
+        mut buf: Vec<u8>,
+        mut done: usize,
         off: u64,
         reply: ReplyData,
     ) {
-        self.workers.spawn(req.pid(), move || {
-            let Handle::Data { file, .. } = &*h else { return reply.error(libc::EBADF) };
-            let (mut buf, mut done) = begun.unwrap_or_else(|| (vec![0u8; size as usize], 0));
+        let res = self.watch.run(req.pid(), || {
             // read_at returns short only at end of file; loop anyway,
             // stopping at a zero-length read.
             while done < buf.len() {
                 match file.read_at(&mut buf[done..], off + done as u64) {
                     Ok(0) => break,
                     Ok(n) => done += n,
-                    Err(e) => return reply.error(e.errno()),
+                    Err(e) => return Err(e.errno()),
                 }
             }
-            reply.data(&buf[..done]);
-        })
+            Ok(())
+        });
+        match res {
+            Ok(()) => reply.data(&buf[..done]),
+            Err(e) => reply.error(errno(e)),
+        }
     }
 
-    fn open_flags(&self) -> u32 {
+    fn open_flags(&self) -> FopenFlags {
         // No double caching: the kernel passes every read and write of the
         // file to us instead of keeping its own page cache of it.
-        FOPEN_DIRECT_IO
+        FopenFlags::FOPEN_DIRECT_IO
     }
 }
 
 impl Filesystem for PcacheFs {
-    fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), libc::c_int> {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         // Large requests: up to 1 MiB per read and write where the kernel
         // allows (max_pages), fewer round trips per byte.
         let _ = config.set_max_write(1 << 20);
@@ -958,36 +1020,46 @@ impl Filesystem for PcacheFs {
         // drops them after a direct write of the range, so mapped and
         // unmapped access stay coherent; everything else still reaches us
         // alone. Without it mmap(MAP_SHARED) fails with ENODEV: say so once.
-        if config.add_capabilities(FUSE_DIRECT_IO_ALLOW_MMAP).is_err() {
+        if config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP).is_err() {
             eprintln!(
                 "pcache mount: this kernel lacks FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6): shared mappings of files \
                  on the mount fail with ENODEV"
             );
         }
+        // POSIX ACLs enforced by the kernel (Linux 4.9): it reads
+        // system.posix_acl_access through getxattr, checks permissions
+        // with it, and keeps it current across chmod; the backing
+        // filesystem stores it. Needs default_permissions, which the mount
+        // sets.
+        if config.add_capabilities(InitFlags::FUSE_POSIX_ACL).is_err() {
+            eprintln!("pcache mount: this kernel lacks FUSE_POSIX_ACL: ACLs on the mount are not enforced");
+        }
         Ok(())
     }
 
     fn destroy(&mut self) {
-        // Answer what is queued, then write back what can be written; the
-        // verdict is kept for `run` to report.
-        self.workers.shutdown();
+        // Every session thread has returned: write back what can be
+        // written; the verdict is kept for `run` to report.
+        self.watch.shutdown();
         let _ = self.shared.shutdown();
     }
 
-    fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
+    fn lookup(&self, _req: &Request, INodeNo(parent): INodeNo, name: &OsStr, reply: ReplyEntry) {
         match self.shared.lookup(parent, name) {
-            Ok(attr) => reply.entry(if control::is_ctl(attr.ino) { &control::TTL } else { &TTL }, &attr, 0),
-            Err(e) => reply.error(e),
+            Ok(attr) => {
+                reply.entry(if control::is_ctl(attr.ino.0) { &control::TTL } else { &TTL }, &attr, Generation(0))
+            }
+            Err(e) => reply.error(errno(e)),
         }
     }
 
-    fn forget(&mut self, _req: &Request<'_>, ino: u64, nlookup: u64) {
+    fn forget(&self, _req: &Request, INodeNo(ino): INodeNo, nlookup: u64) {
         if ino != FUSE_ROOT_ID && !control::is_ctl(ino) {
             self.shared.forget(ino, nlookup);
         }
     }
 
-    fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
+    fn getattr(&self, _req: &Request, INodeNo(ino): INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         let s = &self.shared;
         let res = if control::is_ctl(ino) {
             control::attr(&s.cache, ino, s.mounted_at).ok_or(libc::ENOENT).map(|a| (control::TTL, a))
@@ -996,14 +1068,14 @@ impl Filesystem for PcacheFs {
         };
         match res {
             Ok((ttl, attr)) => reply.attr(&ttl, &attr),
-            Err(e) => reply.error(e),
+            Err(e) => reply.error(errno(e)),
         }
     }
 
     fn setattr(
-        &mut self,
-        req: &Request<'_>,
-        ino: u64,
+        &self,
+        req: &Request,
+        INodeNo(ino): INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
         gid: Option<u32>,
@@ -1011,34 +1083,34 @@ impl Filesystem for PcacheFs {
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
         _ctime: Option<SystemTime>,
-        fh: Option<u64>,
+        fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
         _bkuptime: Option<SystemTime>,
-        _flags: Option<u32>,
+        _flags: Option<BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        // Truncation and time setting may wait for writeback: a worker's job.
-        let s = self.shared.clone();
-        self.workers.spawn(req.pid(), move || {
-            match s.setattr(ino, SetAttr { mode, uid, gid, size, atime, mtime, fh }) {
-                Ok(attr) => reply.attr(if control::is_ctl(ino) { &control::TTL } else { &TTL }, &attr),
-                Err(e) => reply.error(e),
-            }
-        });
+        // Truncation and time setting may wait for writeback.
+        let fh = fh.map(|f| f.0);
+        let res =
+            self.watch.run(req.pid(), || self.shared.setattr(ino, SetAttr { mode, uid, gid, size, atime, mtime, fh }));
+        match res {
+            Ok(attr) => reply.attr(if control::is_ctl(ino) { &control::TTL } else { &TTL }, &attr),
+            Err(e) => reply.error(errno(e)),
+        }
     }
 
-    fn readlink(&mut self, _req: &Request<'_>, ino: u64, reply: ReplyData) {
+    fn readlink(&self, _req: &Request, INodeNo(ino): INodeNo, reply: ReplyData) {
         let s = &self.shared;
         match s.node(ino).and_then(|n| s.fd_of(&n)).and_then(|fd| sys::readlink(&fd)) {
             Ok(target) => reply.data(&target),
-            Err(e) => reply.error(e),
+            Err(e) => reply.error(errno(e)),
         }
     }
     fn mknod(
-        &mut self,
-        req: &Request<'_>,
-        parent: u64,
+        &self,
+        req: &Request,
+        INodeNo(parent): INodeNo,
         name: &OsStr,
         mode: u32,
         _umask: u32,
@@ -1053,11 +1125,11 @@ impl Filesystem for PcacheFs {
             s.created(req, &p, name)
         })();
         match res {
-            Ok(attr) => reply.entry(&TTL, &attr, 0),
-            Err(e) => reply.error(e),
+            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+            Err(e) => reply.error(errno(e)),
         }
     }
-    fn mkdir(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
+    fn mkdir(&self, req: &Request, INodeNo(parent): INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
         let s = &self.shared;
         let res = (|| {
             if control::is_ctl(parent) || (parent == FUSE_ROOT_ID && name == CTL_DIR_NAME) {
@@ -1069,26 +1141,26 @@ impl Filesystem for PcacheFs {
             s.created(req, &p, name)
         })();
         match res {
-            Ok(attr) => reply.entry(&TTL, &attr, 0),
-            Err(e) => reply.error(e),
+            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+            Err(e) => reply.error(errno(e)),
         }
     }
-    fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+    fn unlink(&self, _req: &Request, INodeNo(parent): INodeNo, name: &OsStr, reply: ReplyEmpty) {
         match self.shared.remove(parent, name, 0) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
+            Err(e) => reply.error(errno(e)),
         }
     }
-    fn rmdir(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+    fn rmdir(&self, _req: &Request, INodeNo(parent): INodeNo, name: &OsStr, reply: ReplyEmpty) {
         match self.shared.remove(parent, name, libc::AT_REMOVEDIR) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
+            Err(e) => reply.error(errno(e)),
         }
     }
     fn symlink(
-        &mut self,
-        req: &Request<'_>,
-        parent: u64,
+        &self,
+        req: &Request,
+        INodeNo(parent): INodeNo,
         link_name: &OsStr,
         target: &std::path::Path,
         reply: ReplyEntry,
@@ -1105,26 +1177,33 @@ impl Filesystem for PcacheFs {
             s.created(req, &p, link_name)
         })();
         match res {
-            Ok(attr) => reply.entry(&TTL, &attr, 0),
-            Err(e) => reply.error(e),
+            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+            Err(e) => reply.error(errno(e)),
         }
     }
     fn rename(
-        &mut self,
-        _req: &Request<'_>,
-        parent: u64,
+        &self,
+        _req: &Request,
+        INodeNo(parent): INodeNo,
         name: &OsStr,
-        newparent: u64,
+        INodeNo(newparent): INodeNo,
         newname: &OsStr,
-        flags: u32,
+        flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        match self.shared.rename(parent, name, newparent, newname, flags) {
+        match self.shared.rename(parent, name, newparent, newname, flags.bits()) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
+            Err(e) => reply.error(errno(e)),
         }
     }
-    fn link(&mut self, _req: &Request<'_>, ino: u64, newparent: u64, newname: &OsStr, reply: ReplyEntry) {
+    fn link(
+        &self,
+        _req: &Request,
+        INodeNo(ino): INodeNo,
+        INodeNo(newparent): INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
         let s = &self.shared;
         let res = (|| {
             if control::is_ctl(ino) || control::is_ctl(newparent) {
@@ -1138,20 +1217,21 @@ impl Filesystem for PcacheFs {
             s.lookup(newparent, newname)
         })();
         match res {
-            Ok(attr) => reply.entry(&TTL, &attr, 0),
-            Err(e) => reply.error(e),
+            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+            Err(e) => reply.error(errno(e)),
         }
     }
-    fn open(&mut self, _req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
+    fn open(&self, _req: &Request, INodeNo(ino): INodeNo, OpenFlags(flags): OpenFlags, reply: ReplyOpen) {
         let s = &self.shared;
         if control::is_ctl(ino) {
             return match control::file_of(&s.cache, ino) {
                 Some(file) => {
                     let text = control::render(&s.cache, file);
-                    let fh = s.add_handle(Handle::Ctl { file, text });
-                    reply.opened(fh, FOPEN_DIRECT_IO)
+                    let fh =
+                        s.add_handle(if file == CtlFile::Zero { Handle::Zero } else { Handle::Ctl { file, text } });
+                    reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO)
                 }
-                None => reply.error(libc::EISDIR),
+                None => reply.error(errno(libc::EISDIR)),
             };
         }
         let res = (|| {
@@ -1171,15 +1251,15 @@ impl Filesystem for PcacheFs {
             Ok(s.add_handle(Handle::Data { node, file, writable }))
         })();
         match res {
-            Ok(fh) => reply.opened(fh, self.open_flags()),
-            Err(e) => reply.error(e),
+            Ok(fh) => reply.opened(FileHandle(fh), self.open_flags()),
+            Err(e) => reply.error(errno(e)),
         }
     }
 
     fn create(
-        &mut self,
-        req: &Request<'_>,
-        parent: u64,
+        &self,
+        req: &Request,
+        INodeNo(parent): INodeNo,
         name: &OsStr,
         mode: u32,
         _umask: u32,
@@ -1197,7 +1277,7 @@ impl Filesystem for PcacheFs {
             s.own(req, &fd);
             drop(fd);
             let attr = s.lookup(parent, name)?;
-            let node = s.node(attr.ino)?;
+            let node = s.node(attr.ino.0)?;
             let file = s.open_data(&node)?;
             if flags & libc::O_TRUNC != 0 {
                 file.set_len(0).map_err(|e| e.errno())?;
@@ -1207,102 +1287,97 @@ impl Filesystem for PcacheFs {
             Ok((attr, s.add_handle(Handle::Data { node, file, writable })))
         })();
         match res {
-            Ok((attr, fh)) => reply.created(&TTL, &attr, 0, fh, self.open_flags()),
-            Err(e) => reply.error(e),
+            Ok((attr, fh)) => reply.created(&TTL, &attr, Generation(0), FileHandle(fh), self.open_flags()),
+            Err(e) => reply.error(errno(e)),
         }
     }
 
     fn read(
-        &mut self,
-        req: &Request<'_>,
-        _ino: u64,
-        fh: u64,
-        offset: i64,
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        FileHandle(fh): FileHandle,
+        off: u64,
         size: u32,
-        _flags: i32,
-        _lock_owner: Option<u64>,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
         let h = match self.shared.handle(fh) {
             Ok(h) => h,
-            Err(e) => return reply.error(e),
+            Err(e) => return reply.error(errno(e)),
         };
-        if offset < 0 {
-            return reply.error(libc::EINVAL);
-        }
-        let off = offset as u64;
         match &*h {
+            Handle::Data { file, .. } => {
+                // Cached pages are copied here without waiting; a read that
+                // meets a page to read in goes on from there (read_rest), so
+                // each page is marked accessed once.
+                let mut buf = vec![0u8; size as usize];
+                match file.read_at_nowait(&mut buf, off) {
+                    Ok((n, false)) => reply.data(&buf[..n]),
+                    Ok((n, true)) => self.read_rest(req, file, buf, n, off, reply),
+                    Err(e) => reply.error(errno(e.errno())),
+                }
+            }
+            Handle::Zero => {
+                let start = off.min(control::ZERO_BYTES);
+                let n = (control::ZERO_BYTES - start).min(size as u64).min(ZEROS.len() as u64);
+                reply.data(&ZEROS[..n as usize]);
+            }
             Handle::Ctl { text, .. } => {
-                let start = (off as usize).min(text.len());
+                let start = usize::try_from(off).unwrap_or(usize::MAX).min(text.len());
                 let end = start.saturating_add(size as usize).min(text.len());
                 reply.data(&text[start..end]);
             }
-            Handle::Dir { .. } => reply.error(libc::EISDIR),
-            Handle::Data { file, .. } => {
-                // Hits answered here, on the session thread, without a
-                // worker's wake-up: readers in parallel then scale. Small
-                // reads only (`read_inline_max`), so one large copy does
-                // not hold up the requests behind it; a read that meets a
-                // page to read in goes on in a worker from where this
-                // stopped, so each page is marked accessed once.
-                let mut begun = None;
-                if size <= self.read_inline_max {
-                    let mut buf = vec![0u8; size as usize];
-                    match file.read_at_nowait(&mut buf, off) {
-                        Ok((n, false)) => return reply.data(&buf[..n]),
-                        Ok((n, true)) => begun = Some((buf, n)),
-                        Err(e) => return reply.error(e.errno()),
-                    }
-                }
-                self.read_in_worker(req, h, size, begun, off, reply)
-            }
+            Handle::Dir { .. } => reply.error(errno(libc::EISDIR)),
         }
     }
 
     fn write(
-        &mut self,
-        req: &Request<'_>,
-        _ino: u64,
-        fh: u64,
-        offset: i64,
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        FileHandle(fh): FileHandle,
+        offset: u64,
         data: &[u8],
-        _write_flags: u32,
-        _flags: i32,
-        _lock_owner: Option<u64>,
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
         let h = match self.shared.handle(fh) {
             Ok(h) => h,
-            Err(e) => return reply.error(e),
+            Err(e) => return reply.error(errno(e)),
         };
-        if offset < 0 {
-            return reply.error(libc::EINVAL);
-        }
         match &*h {
             Handle::Ctl { file, .. } => match control::write(&self.shared.cache, *file, data) {
                 Ok(()) => reply.written(data.len() as u32),
-                Err(e) => reply.error(e),
+                Err(e) => reply.error(errno(e)),
             },
-            Handle::Dir { .. } => reply.error(libc::EISDIR),
-            Handle::Data { writable: false, .. } => reply.error(libc::EBADF),
-            Handle::Data { .. } => {
-                // The request buffer is reused for the next request: copy.
-                let data = data.to_vec();
-                self.workers.spawn(req.pid(), move || {
-                    let Handle::Data { file, node, .. } = &*h else { return reply.error(libc::EBADF) };
-                    match file.write_at(&data, offset as u64) {
-                        Ok(n) => {
-                            node.written_ns.store(now_ns(), Ordering::Relaxed);
-                            reply.written(n as u32)
-                        }
-                        Err(e) => reply.error(e.errno()),
+            Handle::Zero => reply.error(errno(libc::EACCES)),
+            Handle::Dir { .. } => reply.error(errno(libc::EISDIR)),
+            Handle::Data { writable: false, .. } => reply.error(errno(libc::EBADF)),
+            Handle::Data { file, node, .. } => {
+                // May wait in balance_dirty_pages or for a page to read in.
+                match self.watch.run(req.pid(), || file.write_at(data, offset)) {
+                    Ok(n) => {
+                        node.written_ns.store(now_ns(), Ordering::Relaxed);
+                        reply.written(n as u32)
                     }
-                })
+                    Err(e) => reply.error(errno(e.errno())),
+                }
             }
         }
     }
 
-    fn flush(&mut self, _req: &Request<'_>, _ino: u64, fh: u64, _lock_owner: u64, reply: ReplyEmpty) {
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        FileHandle(fh): FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
         // close(2) does not write back, as with the kernel's page cache:
         // fsync does, and the flusher in its time. But it reports a
         // writeback error this handle has not seen yet, once (as
@@ -1310,89 +1385,106 @@ impl Filesystem for PcacheFs {
         match self.shared.handle(fh).as_deref() {
             Ok(Handle::Data { file, .. }) => match file.check_wb_err() {
                 Ok(()) => reply.ok(),
-                Err(e) => reply.error(e.errno()),
+                Err(e) => reply.error(errno(e.errno())),
             },
             _ => reply.ok(),
         }
     }
 
     fn release(
-        &mut self,
-        _req: &Request<'_>,
-        _ino: u64,
-        fh: u64,
-        _flags: i32,
-        _lock_owner: Option<u64>,
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        FileHandle(fh): FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.shared.handles.lock().remove(&fh);
+        let h = self.shared.handles.lock().remove(&fh);
+        if let Some(Handle::Data { node, .. }) = h.as_deref() {
+            let node = node.clone();
+            drop(h);
+            self.shared.close_data(&node);
+        }
         reply.ok();
     }
 
-    fn fsync(&mut self, req: &Request<'_>, _ino: u64, fh: u64, datasync: bool, reply: ReplyEmpty) {
+    fn fsync(&self, req: &Request, _ino: INodeNo, FileHandle(fh): FileHandle, datasync: bool, reply: ReplyEmpty) {
         let h = match self.shared.handle(fh) {
             Ok(h) => h,
-            Err(e) => return reply.error(e),
+            Err(e) => return reply.error(errno(e)),
         };
-        self.workers.spawn(req.pid(), move || match &*h {
+        match &*h {
             // Writes back the file's dirty pages, waits, and fsyncs the
             // backing file: acknowledged data is on the backing disk.
             Handle::Data { file, .. } => {
-                let res = if datasync { file.fdatasync() } else { file.fsync() };
+                let res = self.watch.run(req.pid(), || if datasync { file.fdatasync() } else { file.fsync() });
                 match res {
                     Ok(()) => reply.ok(),
-                    Err(e) => reply.error(e.errno()),
+                    Err(e) => reply.error(errno(e.errno())),
                 }
             }
             _ => reply.ok(),
-        });
-    }
-
-    fn opendir(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
-        // The listing is read whole at opendir, so offsets stay valid
-        // however the directory changes while it is read.
-        match self.shared.readdir_entries(ino) {
-            Ok(entries) => reply.opened(self.shared.add_handle(Handle::Dir { entries }), 0),
-            Err(e) => reply.error(e),
         }
     }
 
-    fn readdir(&mut self, _req: &Request<'_>, _ino: u64, fh: u64, offset: i64, mut reply: ReplyDirectory) {
+    fn opendir(&self, _req: &Request, INodeNo(ino): INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        // The listing is read whole at opendir, so offsets stay valid
+        // however the directory changes while it is read.
+        match self.shared.readdir_entries(ino) {
+            Ok(entries) => {
+                reply.opened(FileHandle(self.shared.add_handle(Handle::Dir { entries })), FopenFlags::empty())
+            }
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        FileHandle(fh): FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
         let h = match self.shared.handle(fh) {
             Ok(h) => h,
-            Err(e) => return reply.error(e),
+            Err(e) => return reply.error(errno(e)),
         };
-        let Handle::Dir { entries } = &*h else { return reply.error(libc::ENOTDIR) };
-        for (i, (ino, kind, name)) in entries.iter().enumerate().skip(offset.max(0) as usize) {
-            if reply.add(*ino, i as i64 + 1, *kind, OsStr::from_bytes(name)) {
+        let Handle::Dir { entries } = &*h else { return reply.error(errno(libc::ENOTDIR)) };
+        for (i, (ino, kind, name)) in entries.iter().enumerate().skip(usize::try_from(offset).unwrap_or(usize::MAX)) {
+            if reply.add(INodeNo(*ino), i as u64 + 1, *kind, OsStr::from_bytes(name)) {
                 break;
             }
         }
         reply.ok();
     }
 
-    fn releasedir(&mut self, _req: &Request<'_>, _ino: u64, fh: u64, _flags: i32, reply: ReplyEmpty) {
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        FileHandle(fh): FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
         self.shared.handles.lock().remove(&fh);
         reply.ok();
     }
 
-    fn fsyncdir(&mut self, req: &Request<'_>, ino: u64, _fh: u64, datasync: bool, reply: ReplyEmpty) {
+    fn fsyncdir(&self, req: &Request, INodeNo(ino): INodeNo, _fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
         if control::is_ctl(ino) {
             return reply.ok();
         }
-        let s = self.shared.clone();
-        self.workers.spawn(req.pid(), move || {
-            let res = s
-                .node(ino)
+        let s = &self.shared;
+        let res = self.watch.run(req.pid(), || {
+            s.node(ino)
                 .and_then(|n| s.fd_of(&n))
                 .and_then(|fd| sys::reopen(&fd, libc::O_RDONLY | libc::O_DIRECTORY))
-                .and_then(|fd| sys::fsync(&fd, datasync));
-            match res {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(e),
-            }
+                .and_then(|fd| sys::fsync(&fd, datasync))
         });
+        reply_empty(reply, res);
     }
 
     // Extended attributes pass through to the backing inode, as the
@@ -1400,9 +1492,9 @@ impl Filesystem for PcacheFs {
     // POSIX ACLs' system.* names. The kernel's VFS has checked the
     // caller's right to them (xattr_permission) before the request comes.
     fn setxattr(
-        &mut self,
-        _req: &Request<'_>,
-        ino: u64,
+        &self,
+        _req: &Request,
+        INodeNo(ino): INodeNo,
         name: &OsStr,
         value: &[u8],
         flags: i32,
@@ -1411,12 +1503,12 @@ impl Filesystem for PcacheFs {
     ) {
         match self.shared.xattr_fd(ino) {
             Ok(Some(fd)) => reply_empty(reply, sys::setxattr(&fd, name, value, flags)),
-            Ok(None) => reply.error(libc::EPERM),
-            Err(e) => reply.error(e),
+            Ok(None) => reply.error(errno(libc::EPERM)),
+            Err(e) => reply.error(errno(e)),
         }
     }
 
-    fn getxattr(&mut self, _req: &Request<'_>, ino: u64, name: &OsStr, size: u32, reply: ReplyXattr) {
+    fn getxattr(&self, _req: &Request, INodeNo(ino): INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         match self.shared.xattr_fd(ino) {
             // A size of 0 asks how large the value is.
             Ok(Some(fd)) if size == 0 => reply_xattr_size(reply, sys::getxattr(&fd, name, &mut [])),
@@ -1424,39 +1516,39 @@ impl Filesystem for PcacheFs {
                 let mut buf = vec![0u8; size.min(XATTR_SIZE_MAX) as usize];
                 match sys::getxattr(&fd, name, &mut buf) {
                     Ok(n) => reply.data(&buf[..n]),
-                    Err(e) => reply.error(e),
+                    Err(e) => reply.error(errno(e)),
                 }
             }
-            Ok(None) => reply.error(libc::ENODATA),
-            Err(e) => reply.error(e),
+            Ok(None) => reply.error(errno(libc::ENODATA)),
+            Err(e) => reply.error(errno(e)),
         }
     }
 
-    fn listxattr(&mut self, _req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
+    fn listxattr(&self, _req: &Request, INodeNo(ino): INodeNo, size: u32, reply: ReplyXattr) {
         match self.shared.xattr_fd(ino) {
             Ok(Some(fd)) if size == 0 => reply_xattr_size(reply, sys::listxattr(&fd, &mut [])),
             Ok(Some(fd)) => {
                 let mut buf = vec![0u8; size.min(XATTR_LIST_MAX) as usize];
                 match sys::listxattr(&fd, &mut buf) {
                     Ok(n) => reply.data(&buf[..n]),
-                    Err(e) => reply.error(e),
+                    Err(e) => reply.error(errno(e)),
                 }
             }
             Ok(None) if size == 0 => reply.size(0),
             Ok(None) => reply.data(&[]),
-            Err(e) => reply.error(e),
+            Err(e) => reply.error(errno(e)),
         }
     }
 
-    fn removexattr(&mut self, _req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
+    fn removexattr(&self, _req: &Request, INodeNo(ino): INodeNo, name: &OsStr, reply: ReplyEmpty) {
         match self.shared.xattr_fd(ino) {
             Ok(Some(fd)) => reply_empty(reply, sys::removexattr(&fd, name)),
-            Ok(None) => reply.error(libc::EPERM),
-            Err(e) => reply.error(e),
+            Ok(None) => reply.error(errno(libc::EPERM)),
+            Err(e) => reply.error(errno(e)),
         }
     }
 
-    fn statfs(&mut self, _req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         let res = sys::statvfs(&self.shared.root_fd);
         match res {
             Ok(st) => reply.statfs(
@@ -1469,41 +1561,41 @@ impl Filesystem for PcacheFs {
                 st.f_namemax as u32,
                 st.f_frsize as u32,
             ),
-            Err(e) => reply.error(e),
+            Err(e) => reply.error(errno(e)),
         }
     }
 
     fn fallocate(
-        &mut self,
-        req: &Request<'_>,
-        _ino: u64,
-        fh: u64,
-        offset: i64,
-        length: i64,
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        FileHandle(fh): FileHandle,
+        offset: u64,
+        length: u64,
         mode: i32,
         reply: ReplyEmpty,
     ) {
         let h = match self.shared.handle(fh) {
             Ok(h) => h,
-            Err(e) => return reply.error(e),
+            Err(e) => return reply.error(errno(e)),
         };
-        let s = self.shared.clone();
-        self.workers.spawn(req.pid(), move || {
-            let Handle::Data { file, node, writable } = &*h else { return reply.error(libc::EBADF) };
-            if !writable {
-                return reply.error(libc::EBADF);
-            }
-            match s.fallocate(node, file, offset, length, mode) {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(e),
-            }
-        });
+        let Handle::Data { file, node, writable: true } = &*h else { return reply.error(errno(libc::EBADF)) };
+        let (Ok(offset), Ok(length)) = (i64::try_from(offset), i64::try_from(length)) else {
+            return reply.error(errno(libc::EFBIG));
+        };
+        let res = self.watch.run(req.pid(), || self.shared.fallocate(node, file, offset, length, mode));
+        reply_empty(reply, res);
     }
 }
 
-/// FUSE_DIRECT_IO_ALLOW_MMAP (include/uapi/linux/fuse.h, 7.39): shared
-/// mappings of FOPEN_DIRECT_IO files.
-const FUSE_DIRECT_IO_ALLOW_MMAP: u64 = 1 << 36;
+/// What `.pcache/zero` reads return: the largest request's worth (max_pages
+/// of 4 KiB) of zeros, in the binary's zeroed data.
+static ZEROS: [u8; 1 << 20] = [0; 1 << 20];
+
+/// fuser's errno from ours (a positive `c_int`; anything else is EIO).
+fn errno(e: Errno) -> fuser::Errno {
+    fuser::Errno::from_i32(e)
+}
 
 /// The largest value and name list Linux hands over (XATTR_SIZE_MAX,
 /// XATTR_LIST_MAX in include/uapi/linux/limits.h).
@@ -1513,13 +1605,13 @@ const XATTR_LIST_MAX: u32 = 65536;
 fn reply_empty(reply: ReplyEmpty, res: Result<(), Errno>) {
     match res {
         Ok(()) => reply.ok(),
-        Err(e) => reply.error(e),
+        Err(e) => reply.error(errno(e)),
     }
 }
 
 fn reply_xattr_size(reply: ReplyXattr, res: Result<usize, Errno>) {
     match res {
         Ok(n) => reply.size(n as u32),
-        Err(e) => reply.error(e),
+        Err(e) => reply.error(errno(e)),
     }
 }

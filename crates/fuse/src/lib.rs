@@ -4,14 +4,14 @@
 //! ```text
 //!   program ── read(2)/write(2) ──> kernel VFS ──> FUSE (FOPEN_DIRECT_IO: no kernel page cache)
 //!                                                    │ /dev/fuse
-//!   pcache mount: fuser session thread ── metadata ──┤──> BACKING_DIR (the *at calls on O_PATH fds)
-//!                 worker pool ── read/write/fsync ───┘──> pcache::File ──> FileDev (O_DIRECT)
-//!                                                                          ──> BACKING_DIR
+//!   pcache mount: N session threads, ── metadata ──────┤──> BACKING_DIR (the *at calls on O_PATH fds)
+//!                 each on its own    ── read/write ────┘──> pcache::File ──> FileDev (O_DIRECT)
+//!                 /dev/fuse clone                                           ──> BACKING_DIR
 //! ```
 //!
 //! Names, directories and metadata pass through to the backing directory
 //! (fs.rs). File data goes through the engine: one cached file per backing
-//! inode (dev.rs), read and written by the worker pool (workers.rs), with
+//! inode (dev.rs), read and written by the session threads, with
 //! reclaim, readahead and writeback running as in the library. The
 //! `.pcache` directory at the root shows `vmstat` and the run-time tunables
 //! (control.rs).
@@ -59,12 +59,14 @@
 //!
 //! # Threads
 //!
-//! fuser 0.16 reads requests on one thread. Metadata requests are answered
-//! there; data requests (read, write, fsync, fallocate, setattr) run on a
-//! pool of workers (`--threads`), so requests from several programs, and
-//! the kernel's parallel reads of one program, proceed in parallel. With
-//! `--read-inline-max`, a read whose pages are all cached is answered on
-//! the session thread without a worker (`File::read_at_nowait`).
+//! `--threads` session threads (fuser 0.18's `n_threads`) each read
+//! requests from their own clone of the /dev/fuse descriptor
+//! (FUSE_DEV_IOC_CLONE, as libfuse's clone_fd) and serve what they read,
+//! metadata and data alike: no hand-off, so a request costs one wake-up,
+//! and metadata never waits behind a read. A read copies the cached pages
+//! it finds without waiting (`File::read_at_nowait`) and goes on to read
+//! the rest in only when it meets a page that is not (inflight.rs). Up to
+//! 1 MiB per request (max_pages 256, the kernel's default limit).
 //!
 //! # Limits
 //!
@@ -76,8 +78,8 @@
 //! of PATH_MAX or more get ENAMETOOLONG (full paths past PATH_MAX are
 //! refused by the kernel before they reach the daemon, which resolves
 //! deeper trees in chunks). FUSE_INTERRUPT cannot reach the daemon
-//! (fuser 0.16 answers it with ENOSYS), so the workers emulate it by
-//! watching the requester's pending signals (workers.rs).
+//! (fuser 0.18 answers it with ENOSYS), so the daemon emulates it by
+//! watching the pending signals of requesters that wait (inflight.rs).
 //! `lseek(SEEK_DATA)` is not passed through; file locks are local to the
 //! mount (the kernel's).
 //!
@@ -89,19 +91,21 @@
 //! the kernel's VFS checks the caller's right to each namespace before
 //! the request reaches the daemon. Symlinks and the `.pcache` files have
 //! none (EPERM to set, as Linux answers user attributes on a symlink).
+//! The mount asks for FUSE_POSIX_ACL, so the kernel enforces the ACLs it
+//! reads through getxattr (tests/mount.rs, `acls_are_enforced`).
 
 mod control;
 mod dev;
 mod fs;
+mod inflight;
 mod sys;
-mod workers;
 
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use fuser::MountOption;
+use fuser::{MountOption, SessionACL};
 use pcache::{Config, PageCache, Tunables};
 
 pub use crate::fs::PcacheFs;
@@ -133,7 +137,9 @@ pub struct MountArgs {
     #[arg(long = "set", value_name = "NAME=VALUE")]
     pub set: Vec<String>,
 
-    /// Worker threads for data requests [default: 2 per CPU, at least 4].
+    /// Session threads, each reading requests from its own clone of the
+    /// /dev/fuse descriptor and serving them [default: 2 per CPU, at
+    /// least 4].
     #[arg(long, value_name = "N", value_parser = parse_count)]
     pub threads: Option<usize>,
 
@@ -142,18 +148,7 @@ pub struct MountArgs {
     /// RLIMIT_NOFILE after raising it to the hard limit, at most 4096].
     #[arg(long, value_name = "N", value_parser = parse_count)]
     pub max_open_fds: Option<usize>,
-
-    /// Reads of at most SIZE whose pages are all cached are answered on
-    /// the session thread, without a worker's wake-up: parallel cached
-    /// readers scale (4 readers 1.7x), a lone reader waits longer (0.77x
-    /// on a 2-core VM; BENCHMARKS.md) [default: 0, every read to a worker].
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
-    pub read_inline_max: Option<u64>,
 }
-
-/// `--read-inline-max`'s default: off, until a lone reader no longer pays
-/// for it (BENCHMARKS.md, "dd and fio on the mount").
-const READ_INLINE_MAX: u64 = 0;
 
 /// Why a mount failed to start.
 #[derive(Debug, thiserror::Error)]
@@ -329,8 +324,7 @@ pub fn run(args: &MountArgs) -> Result<(), MountError> {
     let cache = build_cache(args)?;
     let threads =
         args.threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get() * 2).unwrap_or(4).max(4));
-    let inline = args.read_inline_max.unwrap_or(READ_INLINE_MAX).min(u32::MAX as u64) as u32;
-    let fs = PcacheFs::new(cache.clone(), &backing, threads, inline)
+    let fs = PcacheFs::new(cache.clone(), &backing)
         .map_err(|e| MountError::Backing { path: backing.clone(), source: std::io::Error::from_raw_os_error(e) })?;
     let shared = fs.shared();
 
@@ -339,19 +333,24 @@ pub fn run(args: &MountArgs) -> Result<(), MountError> {
     // SAFETY: umask only sets the process's file creation mask.
     unsafe { libc::umask(0) };
 
-    let mut options = vec![
+    let mut config = fuser::Config::default();
+    config.mount_options = vec![
         MountOption::FSName(format!("pcache:{}", backing.display())),
         MountOption::Subtype("pcache".into()),
         MountOption::DefaultPermissions,
     ];
     // SAFETY: geteuid cannot fail and touches no memory.
     if unsafe { libc::geteuid() } == 0 {
-        options.push(MountOption::AllowOther);
+        config.acl = SessionACL::All;
     }
-    let mut session = fuser::Session::new(fs, &mountpoint, &options)
+    // Each session thread reads its own clone of the /dev/fuse descriptor
+    // (FUSE_DEV_IOC_CLONE) and serves what it reads.
+    config.n_threads = Some(threads);
+    config.clone_fd = true;
+    let session = fuser::Session::new(fs, &mountpoint, &config)
         .map_err(|e| MountError::Mount { path: mountpoint.clone(), source: e })?;
     eprintln!(
-        "pcache mount: {} on {} ({} MiB of cache, {} workers)",
+        "pcache mount: {} on {} ({} MiB of cache, {} session threads)",
         backing.display(),
         mountpoint.display(),
         args.mem >> 20,
@@ -395,11 +394,10 @@ pub fn run(args: &MountArgs) -> Result<(), MountError> {
             .map_err(MountError::Signals)?
     };
 
+    // Returns once every session thread has, after calling destroy():
+    // every node's file is written back and dropped, and the cache shuts
+    // down. (If destroy was not called, shutdown runs here; it runs once.)
     let res = session.run();
-    // Dropping the session calls destroy(): the workers finish, every
-    // node's file is written back and dropped, and the cache shuts down.
-    // (If destroy was not called, shutdown runs here; it runs once.)
-    drop(session);
     let unwritten = shared.shutdown();
     signal_handle.close();
     let _ = watcher.join();
@@ -462,7 +460,6 @@ mod tests {
             set: set.iter().map(|s| s.to_string()).collect(),
             threads: None,
             max_open_fds: None,
-            read_inline_max: None,
         }
     }
 

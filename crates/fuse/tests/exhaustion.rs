@@ -261,8 +261,8 @@ print("done", flush=True)
 
 // Goal: a writer blocked in the daemon's dirty throttle and signalled is
 // released at once, though the backing store makes no progress: FUSE
-// INTERRUPT, which fuser 0.16 does not deliver, emulated by the daemon's
-// watcher raising the worker's pcache::Interrupt.
+// INTERRUPT, which fuser 0.18 does not deliver, emulated by the daemon's
+// watcher raising the session thread's pcache::Interrupt.
 // Method (root): backing store an ext4 image on a loop device; a writer
 // writes and fsyncs 24 MiB, the store is frozen (fsfreeze), the writer
 // overwrites: the flusher blocks in pwrite, dirty pages reach the limit
@@ -544,6 +544,8 @@ fn full_backing_store_fails_the_write_at_the_call() {
     assert_eq!(m.vmstat("nr_dirty"), 0, "a dirty page that cannot be written");
 
     assert_eq!(fs::read(m.mnt().join("A")).unwrap(), a, "the fsynced file is intact");
+    // unlink(2) frees the space when it returns, as without the mount
+    // (the kernel's FORGET of the inode may come later, on another thread).
     fs::remove_file(m.mnt().join("B")).unwrap();
     fs::write(m.mnt().join("C"), vec![7u8; 8 << 20]).unwrap();
     fs::File::open(m.mnt().join("C")).unwrap().sync_all().unwrap();

@@ -15,7 +15,7 @@
 
 use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -563,6 +563,110 @@ fn extended_attributes_pass_through() {
     assert_eq!(get_xattr(&backing.join("f"), "user.big", 65536).unwrap(), big);
 }
 
+/// A POSIX ACL in the kernel's xattr form (posix_acl_xattr: version 2,
+/// then (tag, perm, id) entries sorted by tag and id).
+fn acl_xattr(entries: &[(u16, u16, u32)]) -> Vec<u8> {
+    let mut v = 2u32.to_le_bytes().to_vec();
+    for &(tag, perm, id) in entries {
+        v.extend(tag.to_le_bytes());
+        v.extend(perm.to_le_bytes());
+        v.extend(id.to_le_bytes());
+    }
+    v
+}
+
+/// Whether `uid` (with only its own group) can read `path`, by `cat`.
+fn can_read_as(uid: u32, path: &Path) -> bool {
+    use std::os::unix::process::CommandExt as _;
+    Command::new("cat")
+        .arg(path)
+        .uid(uid)
+        .gid(uid)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap()
+        .success()
+}
+
+// Goal: POSIX ACLs on the mount are enforced by the kernel (FUSE_POSIX_ACL)
+// and stored on the backing file: an entry for one user grants what the
+// mode's "other" bits deny, and another entry denies what they grant.
+// Root only (it runs the reader as another user).
+#[test]
+fn acls_are_enforced() {
+    if skip_reason().is_some() {
+        return;
+    }
+    // SAFETY: geteuid cannot fail and touches no memory.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped acls_are_enforced: needs root, to read as another user");
+        return;
+    }
+    let mut m = Mount::start("16M", &[]);
+    let (mnt, backing) = (m.mnt(), m.backing());
+    // The other user must reach the mount: the test directory is 0700.
+    fs::set_permissions(m.dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    const NOBODY: u32 = 65534;
+    const ANY: u32 = u32::MAX;
+    let (user_obj, user, group_obj, mask, other) = (0x01, 0x02, 0x04, 0x10, 0x20);
+    let (granted, denied) = (mnt.join("granted"), mnt.join("denied"));
+    for f in [&granted, &denied] {
+        fs::write(f, b"secret").unwrap();
+    }
+    fs::set_permissions(&granted, fs::Permissions::from_mode(0o600)).unwrap();
+    fs::set_permissions(&denied, fs::Permissions::from_mode(0o644)).unwrap();
+    assert!(!can_read_as(NOBODY, &granted), "mode 0600 let another user read");
+    assert!(can_read_as(NOBODY, &denied), "mode 0644 kept another user out");
+    let grant =
+        acl_xattr(&[(user_obj, 6, ANY), (user, 4, NOBODY), (group_obj, 0, ANY), (mask, 4, ANY), (other, 0, ANY)]);
+    let deny =
+        acl_xattr(&[(user_obj, 6, ANY), (user, 0, NOBODY), (group_obj, 4, ANY), (mask, 4, ANY), (other, 4, ANY)]);
+    match set_xattr(&granted, "system.posix_acl_access", &grant, 0) {
+        Err(libc::EOPNOTSUPP) => {
+            eprintln!("skipped acls_are_enforced: the backing filesystem or the kernel has no POSIX ACLs");
+            return;
+        }
+        r => r.unwrap(),
+    }
+    set_xattr(&denied, "system.posix_acl_access", &deny, 0).unwrap();
+    assert!(can_read_as(NOBODY, &granted), "an ACL entry granting read was not honoured");
+    assert!(!can_read_as(NOBODY, &denied), "an ACL entry denying read was not honoured");
+    assert!(can_read_as(1000, &denied), "the ACL's other entry (read) was not honoured");
+    // Stored on the backing inode, as the backing filesystem keeps ACLs.
+    assert_eq!(get_xattr(&backing.join("granted"), "system.posix_acl_access", 256).unwrap(), grant);
+    m.unmount();
+}
+
+// Goal: .pcache/zero, the round-trip floor's file, reads zeros at any
+// offset up to its 1 GiB, in requests of up to 1 MiB, and cannot be
+// written; reading it touches no cache.
+#[test]
+fn the_zero_file_reads_zeros() {
+    if skip_reason().is_some() {
+        return;
+    }
+    let mut m = Mount::start("16M", &[]);
+    let z = m.mnt().join(".pcache/zero");
+    assert_eq!(fs::metadata(&z).unwrap().len(), 1 << 30);
+    let before = m.vmstat("pgpgin");
+    let f = fs::File::open(&z).unwrap();
+    let mut buf = vec![1u8; 1 << 20];
+    for off in [0u64, 12345, (1 << 30) - (1 << 20)] {
+        f.read_exact_at(&mut buf, off).unwrap();
+        assert!(buf.iter().all(|&b| b == 0), "non-zero bytes at {off}");
+    }
+    assert_eq!(f.read_at(&mut buf, (1 << 30) - 10).unwrap(), 10, "a read past its end");
+    assert_eq!(f.read_at(&mut buf, 1 << 30).unwrap(), 0);
+    assert_eq!(m.vmstat("pgpgin"), before, "reading zero went through the cache");
+    // Root may open it for writing (mode 0444 binds only others); the write fails.
+    if let Ok(w) = fs::OpenOptions::new().write(true).open(&z) {
+        assert_eq!(w.write_at(b"x", 0).unwrap_err().raw_os_error(), Some(libc::EACCES));
+    }
+    drop(f);
+    m.unmount();
+}
+
 /// A shared mapping of `len` bytes of `f` from offset 0.
 struct SharedMap {
     ptr: *mut u8,
@@ -673,16 +777,15 @@ fn shared_mappings_are_coherent() {
     assert_eq!(&fs::read(backing.join("f")).unwrap()[20000..20012], b"after munmap");
 }
 
-// Goal: with reads of cached pages answered on the session thread
-// (--read-inline-max), every read returns the file's bytes: wholly cached,
-// wholly cold, and reads that start on cached pages and run into cold ones
-// (the session thread's part, then a worker's from where it stopped).
+// Goal: every read returns the file's bytes: wholly cached, wholly cold,
+// and reads that start on cached pages and run into cold ones (the
+// copy without waiting, then the rest read in from where it stopped).
 #[test]
-fn inline_cached_reads_return_the_files_bytes() {
+fn reads_across_cached_and_cold_pages_return_the_files_bytes() {
     if skip_reason().is_some() {
         return;
     }
-    let mut m = Mount::start("64M", &["--read-inline-max", "128K"]);
+    let mut m = Mount::start("64M", &[]);
     let len = 8 << 20;
     let data = pattern(11, len);
     fs::write(m.backing().join("f"), &data).unwrap();

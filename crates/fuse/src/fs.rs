@@ -978,7 +978,7 @@ impl PcacheFs {
         &self,
         req: &Request,
         file: &pcache::File,
-        mut buf: Vec<u8>,
+        buf: &mut [u8],
         mut done: usize,
         off: u64,
         reply: ReplyData,
@@ -1312,12 +1312,20 @@ impl Filesystem for PcacheFs {
                 // Cached pages are copied here without waiting; a read that
                 // meets a page to read in goes on from there (read_rest), so
                 // each page is marked accessed once.
-                let mut buf = vec![0u8; size as usize];
-                match file.read_at_nowait(&mut buf, off) {
-                    Ok((n, false)) => reply.data(&buf[..n]),
-                    Ok((n, true)) => self.read_rest(req, file, buf, n, off, reply),
-                    Err(e) => reply.error(errno(e.errno())),
-                }
+                READ_BUF.with_borrow_mut(|buf| {
+                    // The thread's buffer, grown once to the largest request:
+                    // a fresh 1 MiB allocation per read would be mapped,
+                    // faulted in and zeroed each time.
+                    if buf.len() < size as usize {
+                        buf.resize(size as usize, 0);
+                    }
+                    let buf = &mut buf[..size as usize];
+                    match file.read_at_nowait(buf, off) {
+                        Ok((n, false)) => reply.data(&buf[..n]),
+                        Ok((n, true)) => self.read_rest(req, file, buf, n, off, reply),
+                        Err(e) => reply.error(errno(e.errno())),
+                    }
+                })
             }
             Handle::Zero => {
                 let start = off.min(control::ZERO_BYTES);
@@ -1586,6 +1594,11 @@ impl Filesystem for PcacheFs {
         let res = self.watch.run(req.pid(), || self.shared.fallocate(node, file, offset, length, mode));
         reply_empty(reply, res);
     }
+}
+
+thread_local! {
+    /// Each session thread's read buffer.
+    static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// What `.pcache/zero` reads return: the largest request's worth (max_pages

@@ -5,7 +5,7 @@
 //!   .pcache/dirty_ratio            read-write, as /proc/sys/vm/dirty_ratio
 //!   .pcache/dirty_background_ratio ... one file per PageCache::sysctl_names()
 //!   .pcache/read_ahead_kb          (the bdi's knob in Linux)
-//!   .pcache/zero                   read-only, 1 GiB of zeros, no cache
+//!   .pcache/zero                   1 GiB of zeros, writes discarded, no cache
 //! ```
 //!
 //! The files are virtual: they exist in no backing directory (a real
@@ -17,9 +17,10 @@
 //! (EINVAL), leaving the tunable as it was.
 //!
 //! `zero` is the floor of a request's cost through FUSE: its reads are
-//! answered with zeros by the thread that receives them, touching neither
-//! the cache nor the backing disk, so what a benchmark measures on it is the
-//! kernel's FUSE round trip and the daemon's dispatch alone.
+//! answered with zeros and its writes discarded (as /dev/zero's) by the
+//! thread that receives them, touching neither the cache nor the backing
+//! disk, so what a benchmark measures on it is the kernel's FUSE round trip
+//! and the daemon's dispatch alone.
 
 use std::time::{Duration, SystemTime};
 
@@ -77,7 +78,7 @@ pub fn attr(pc: &PageCache, nodeid: u64, mounted_at: SystemTime) -> Option<FileA
         match file_of(pc, nodeid)? {
             CtlFile::VmStat => (FileType::RegularFile, 0o444, 0),
             CtlFile::Sysctl(_) => (FileType::RegularFile, 0o644, 0),
-            CtlFile::Zero => (FileType::RegularFile, 0o444, ZERO_BYTES),
+            CtlFile::Zero => (FileType::RegularFile, 0o666, ZERO_BYTES),
         }
     };
     // SAFETY: geteuid/getegid cannot fail and touch no memory.
@@ -113,7 +114,8 @@ pub fn render(pc: &PageCache, f: CtlFile) -> Vec<u8> {
 /// Apply a write to a control file.
 pub fn write(pc: &PageCache, f: CtlFile, data: &[u8]) -> Result<(), Errno> {
     match f {
-        CtlFile::VmStat | CtlFile::Zero => Err(libc::EACCES),
+        CtlFile::VmStat => Err(libc::EACCES),
+        CtlFile::Zero => Ok(()),
         CtlFile::Sysctl(name) => {
             let text = std::str::from_utf8(data).map_err(|_| libc::EINVAL)?;
             pc.sysctl_write(name, text).map_err(|e| e.errno())

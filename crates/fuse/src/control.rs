@@ -102,6 +102,29 @@ pub fn attr(pc: &PageCache, nodeid: u64, mounted_at: SystemTime) -> Option<FileA
     })
 }
 
+/// A LOOKUP's answer that the name does not exist (node id 0): the kernel
+/// keeps it as a negative entry for the entry's TTL.
+pub fn negative_entry() -> FileAttr {
+    let t = std::time::UNIX_EPOCH;
+    FileAttr {
+        ino: INodeNo(0),
+        size: 0,
+        blocks: 0,
+        atime: t,
+        mtime: t,
+        ctime: t,
+        crtime: t,
+        kind: FileType::RegularFile,
+        perm: 0,
+        nlink: 0,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
 /// The text a control file shows now.
 pub fn render(pc: &PageCache, f: CtlFile) -> Vec<u8> {
     match f {

@@ -1049,6 +1049,15 @@ impl Filesystem for PcacheFs {
             Ok(attr) => {
                 reply.entry(if control::is_ctl(attr.ino.0) { &control::TTL } else { &TTL }, &attr, Generation(0))
             }
+            // A name that does not exist is cached by the kernel for TTL as
+            // a negative entry (node id 0): programs probe for files that
+            // are not there on every operation (SQLite for its hot journal
+            // before each read transaction, compilers along include paths),
+            // and the kernel drops the entry when the name is created
+            // through the mount.
+            Err(libc::ENOENT) if !control::is_ctl(parent) => {
+                reply.entry(&TTL, &control::negative_entry(), Generation(0))
+            }
             Err(e) => reply.error(errno(e)),
         }
     }

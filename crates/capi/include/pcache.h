@@ -1,4 +1,31 @@
-/* pcache: the Linux page cache in userspace, as a C library. SPDX-License-Identifier: MIT OR Apache-2.0 */
+/*
+ * pcache.h: the Linux page cache in userspace (pcache), as a C library.
+ * SPDX-License-Identifier: MIT OR Apache-2.0
+ *
+ * Link with -lpcache (pkg-config --libs pcache), or statically with libpcache.a
+ * and -lpthread -ldl -lm (pkg-config --static --libs pcache).
+ *
+ * Conventions, as liburing's:
+ *  - int, ssize_t and int64_t results are >= 0 on success and -errno on
+ *    failure; functions returning a handle return NULL on failure and store
+ *    -errno in *err (0 on success; err may be NULL).
+ *  - Handles are opaque. Who frees what is said at each function:
+ *    pcache_t: pcache_free. pcache_file_t: pcache_close; the memory stays the
+ *    cache's until pcache_free, and a closed handle returns -EBADF (it is
+ *    reused only after 1024 later closes, as a file descriptor number is).
+ *    pcache_page_t: pcache_page_put. pcache_page_mut_t: pcache_page_mut_put,
+ *    on the thread that took it. pcache_map_t: pcache_unmap. Strings from
+ *    pcache_vmstat: pcache_string_free. Buffers and strings passed in stay
+ *    the caller's.
+ *  - NULL handles give -EINVAL; NULL buffers, strings and output pointers
+ *    -EFAULT. No call may use a pointer after the call that frees it.
+ *  - Pages are never lent: the engine's writers change frames concurrently,
+ *    so the pins hand out copies (see pcache_find_page, pcache_get_page_mut).
+ *  - No panic of the Rust library crosses a call: it returns -EIO (or NULL
+ *    with *err = -EIO) instead.
+ *  - Flags and advice are the system's: O_* (fcntl.h), POSIX_FADV_*
+ *    (fcntl.h), PROT_* and MAP_* (sys/mman.h).
+ */
 
 #ifndef PCACHE_H
 #define PCACHE_H
@@ -10,29 +37,29 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/*
- `pcache_t`: a page cache and the table of its file handles.
+/**
+ * `pcache_t`: a page cache and the table of its file handles.
  */
 typedef struct pcache_t pcache_t;
 
-/*
- `pcache_file_t`: an open file, or a closed handle (EBADF).
+/**
+ * `pcache_file_t`: an open file, or a closed handle (EBADF).
  */
 typedef struct pcache_file_t pcache_file_t;
 
-/*
- `pcache_map_t`: a mapping of a file range.
+/**
+ * `pcache_map_t`: a mapping of a file range.
  */
 typedef struct pcache_map_t pcache_map_t;
 
-/*
- `pcache_page_mut_t`: a write pin (the page locked) and the caller's
- copy of the page.
+/**
+ * `pcache_page_mut_t`: a write pin (the page locked) and the caller's
+ * copy of the page.
  */
 typedef struct pcache_page_mut_t pcache_page_mut_t;
 
-/*
- `pcache_page_t`: a copy of a page made under a read pin.
+/**
+ * `pcache_page_t`: a copy of a page made under a read pin.
  */
 typedef struct pcache_page_t pcache_page_t;
 
@@ -40,282 +67,285 @@ typedef struct pcache_page_t pcache_page_t;
 extern "C" {
 #endif // __cplusplus
 
-/*
- Create a page cache of `memory_bytes` bytes of page frames (at least 16
- pages; the arena is allocated now) with the engine's default tunables,
- and start its background threads.
-
- Returns the cache, or NULL with `*err` set to `-EINVAL` (a size out of
- range), `-ENOMEM` or another `-errno`. `err` may be NULL.
- The caller owns the cache: `pcache_shutdown` (optional) then
- `pcache_free`.
+/**
+ * Create a page cache of `memory_bytes` bytes of page frames (at least 16
+ * pages; the arena is allocated now) with the engine's default tunables,
+ * and start its background threads.
+ *
+ * Returns the cache, or NULL with `*err` set to `-EINVAL` (a size out of
+ * range), `-ENOMEM` or another `-errno`. `err` may be NULL.
+ * The caller owns the cache: `pcache_shutdown` (optional) then
+ * `pcache_free`.
  */
 pcache_t *pcache_new(uint64_t memory_bytes, int *err);
 
-/*
- Shut the cache down: write back every dirty page and wait, stop the
- background threads, and make later writes fail with `-ESHUTDOWN`.
-
- Returns 0, or `-EIO` if some dirty data could not be written back (a
- device error or a full disk): that data is lost when the cache is
- freed. `-EINVAL` for NULL. Frees nothing: call `pcache_free` after.
+/**
+ * Shut the cache down: write back every dirty page and wait, stop the
+ * background threads, and make later writes fail with `-ESHUTDOWN`.
+ *
+ * Returns 0, or `-EIO` if some dirty data could not be written back (a
+ * device error or a full disk): that data is lost when the cache is
+ * freed. `-EINVAL` for NULL. Frees nothing: call `pcache_free` after.
  */
 int pcache_shutdown(pcache_t *cache);
 
-/*
- Free the cache and every file handle it returned (open ones are
- closed); dirty data is written back first, as far as it can be (call
- `pcache_shutdown` first to learn whether all of it was). NULL is
- ignored. No pointer to the cache or its file handles may be used after,
- and no call on them may be running. Pins and mappings not yet released
- stay valid and keep the cache's memory until they are.
+/**
+ * Free the cache and every file handle it returned (open ones are
+ * closed); dirty data is written back first, as far as it can be (call
+ * `pcache_shutdown` first to learn whether all of it was). NULL is
+ * ignored. No pointer to the cache or its file handles may be used after,
+ * and no call on them may be running. Pins and mappings not yet released
+ * stay valid and keep the cache's memory until they are.
  */
 void pcache_free(pcache_t *cache);
 
-/*
- The cache's page size in bytes (4096), or `-EINVAL` for NULL.
+/**
+ * The cache's page size in bytes (4096), or `-EINVAL` for NULL.
  */
 int pcache_page_size(const pcache_t *cache);
 
-/*
- Open a host file through the cache. `open_flags`: one of `O_RDONLY`,
- `O_WRONLY`, `O_RDWR`, with any of `O_CREAT`, `O_TRUNC`, `O_EXCL` (with
- `O_CREAT`: `-EEXIST` if the file exists); any other flag is `-EINVAL`.
- Files are cached by identity: every path and link to one file shares
- one cached copy.
-
- Returns the handle, or NULL with `*err` set to `-errno` (`-ENOENT`,
- `-EACCES`, `-EEXIST`, `-EINVAL`, `-EFAULT` for a NULL path, ...).
- `err` may be NULL. The handle belongs to the cache: `pcache_close` it;
- its memory is the cache's until `pcache_free` (see the module docs:
- a closed handle returns `-EBADF`).
+/**
+ * Open a host file through the cache. `open_flags`: one of `O_RDONLY`,
+ * `O_WRONLY`, `O_RDWR`, with any of `O_CREAT`, `O_TRUNC`, `O_EXCL` (with
+ * `O_CREAT`: `-EEXIST` if the file exists); any other flag is `-EINVAL`.
+ * Files are cached by identity: every path and link to one file shares
+ * one cached copy.
+ *
+ * Returns the handle, or NULL with `*err` set to `-errno` (`-ENOENT`,
+ * `-EACCES`, `-EEXIST`, `-EINVAL`, `-EFAULT` for a NULL path, ...).
+ * `err` may be NULL. The handle belongs to the cache: `pcache_close` it;
+ * its memory is the cache's until `pcache_free` (see the module docs:
+ * a closed handle returns `-EBADF`).
  */
 pcache_file_t *pcache_open(pcache_t *cache, const char *path, int open_flags, int *err);
 
-/*
- Read up to `count` bytes at `offset` into `buf`, as pread(2).
-
- Returns the bytes read (fewer at end of file, 0 at or past it), or
- `-EBADF` (closed, or opened `O_WRONLY`), `-EINVAL` (NULL handle;
- `offset` or `offset + count` above `INT64_MAX`), `-EFAULT` (NULL `buf`
- with `count` > 0), `-EDEADLK` (this thread holds a write pin of the
- file), `-EIO`, ... `buf` must be valid for writes of `count` bytes; the
- caller keeps it.
+/**
+ * Read up to `count` bytes at `offset` into `buf`, as pread(2).
+ *
+ * Returns the bytes read (fewer at end of file, 0 at or past it; at most
+ * 0x7ffff000 in one call, as Linux), or `-EBADF` (closed, or opened
+ * `O_WRONLY`), `-EINVAL` (NULL handle; `count` above `SSIZE_MAX`;
+ * `offset` or `offset + count` above `INT64_MAX`), `-EFAULT` (NULL `buf`
+ * with `count` > 0), `-EDEADLK` (this thread holds a write pin of the
+ * file), `-EIO`, ... `buf` must be valid for writes of `count` bytes; the
+ * caller keeps it.
  */
 ssize_t pcache_pread(pcache_file_t *f, void *buf, size_t count, uint64_t offset);
 
-/*
- Write `count` bytes of `buf` at `offset`, as pwrite(2), extending the
- file as needed.
-
- Returns the bytes written (fewer only where the largest file size cuts
- the write short), or `-EBADF` (closed, or opened `O_RDONLY`),
- `-EINVAL` (NULL handle; `offset` or `offset + count` above
- `INT64_MAX`), `-EFAULT` (NULL `buf` with `count` > 0), `-EFBIG`
- (`offset` at or past the largest file size), `-ENOSPC` (no space for
- the data on the backing file system), `-EDEADLK`, `-ESHUTDOWN`, ...
- `buf` must be valid for reads of `count` bytes; the caller keeps it.
+/**
+ * Write `count` bytes of `buf` at `offset`, as pwrite(2), extending the
+ * file as needed.
+ *
+ * Returns the bytes written (fewer where the largest file size cuts the
+ * write short; at most 0x7ffff000 in one call, as Linux), or `-EBADF`
+ * (closed, or opened `O_RDONLY`), `-EINVAL` (NULL handle; `count` above
+ * `SSIZE_MAX`; `offset` or `offset + count` above `INT64_MAX`), `-EFAULT` (NULL `buf` with `count` > 0), `-EFBIG`
+ * (`offset` at or past the largest file size), `-ENOSPC` (no space for
+ * the data on the backing file system), `-EDEADLK`, `-ESHUTDOWN`, ...
+ * `buf` must be valid for reads of `count` bytes; the caller keeps it.
  */
 ssize_t pcache_pwrite(pcache_file_t *f, const void *buf, size_t count, uint64_t offset);
 
-/*
- Write the file's dirty pages back, wait, and flush the device, as
- fsync(2). Returns 0, or a writeback error this handle has not reported
- yet (`-EIO`, `-ENOSPC`, ...; each once), `-EBADF`, `-EINVAL` (NULL),
- `-EDEADLK`.
+/**
+ * Write the file's dirty pages back, wait, and flush the device, as
+ * fsync(2). Returns 0, or a writeback error this handle has not reported
+ * yet (`-EIO`, `-ENOSPC`, ...; each once), `-EBADF`, `-EINVAL` (NULL),
+ * `-EDEADLK`.
  */
 int pcache_fsync(pcache_file_t *f);
 
-/*
- Truncate or extend the file to `length` bytes, as ftruncate(2).
- Returns 0, or `-EBADF` (closed), `-EINVAL` (NULL; not opened for
- writing; `length` above `INT64_MAX`), `-EFBIG` (past the largest file
- size), `-EDEADLK`, ...
+/**
+ * Truncate or extend the file to `length` bytes, as ftruncate(2).
+ * Returns 0, or `-EBADF` (closed), `-EINVAL` (NULL; not opened for
+ * writing; `length` above `INT64_MAX`), `-EFBIG` (past the largest file
+ * size), `-EDEADLK`, ...
  */
 int pcache_ftruncate(pcache_file_t *f, uint64_t length);
 
-/*
- The file's size in bytes (dirty data included), or `-EBADF`,
- `-EINVAL` (NULL).
+/**
+ * The file's size in bytes (dirty data included), or `-EBADF`,
+ * `-EINVAL` (NULL).
  */
 int64_t pcache_size(pcache_file_t *f);
 
-/*
- posix_fadvise(2) on `[offset, offset + len)` (`len` 0: to the end of
- the file; a range past the largest file size reaches to the end).
- `advice`: `POSIX_FADV_NORMAL`, `_SEQUENTIAL`, `_RANDOM`, `_NOREUSE`,
- `_WILLNEED`, `_DONTNEED`. Returns 0, or `-EINVAL` (NULL; another
- advice; `offset` or `len` above `INT64_MAX`), `-EBADF`, `-EDEADLK`.
+/**
+ * posix_fadvise(2) on `[offset, offset + len)` (`len` 0: to the end of
+ * the file; a range past the largest file size reaches to the end).
+ * `advice`: `POSIX_FADV_NORMAL`, `_SEQUENTIAL`, `_RANDOM`, `_NOREUSE`,
+ * `_WILLNEED`, `_DONTNEED`. Returns 0, or `-EINVAL` (NULL; another
+ * advice; `offset` or `len` above `INT64_MAX`), `-EBADF`, `-EDEADLK`.
  */
 int pcache_fadvise(pcache_file_t *f, uint64_t offset, uint64_t len, int advice);
 
-/*
- Close the handle. Dirty pages stay cached and are written back as
- usual. Returns 0, or a writeback error this handle had not reported
- (the handle is closed all the same), `-EBADF` (closed already),
- `-EINVAL` (NULL). The pointer stays valid, every call on it returning
- `-EBADF`, until at least 1024 later closes or `pcache_free`.
+/**
+ * Close the handle. Dirty pages stay cached and are written back as
+ * usual. Returns 0, or a writeback error this handle had not reported
+ * (the handle is closed all the same), `-EBADF` (closed already),
+ * `-EINVAL` (NULL). The pointer stays valid, every call on it returning
+ * `-EBADF`, until at least 1024 later closes or `pcache_free`.
  */
 int pcache_close(pcache_file_t *f);
 
-/*
- Set a run-time tunable (a `/proc/sys/vm` name, e.g. "dirty_ratio", or
- "read_ahead_kb") from text. Returns 0, or `-ENOENT` (no such tunable),
- `-EINVAL` (NULL cache; a bad value, or a name or value that is not
- UTF-8), `-EFAULT` (NULL name or value). The strings stay the caller's.
+/**
+ * Set a run-time tunable (a `/proc/sys/vm` name, e.g. "dirty_ratio", or
+ * "read_ahead_kb") from text. Returns 0, or `-ENOENT` (no such tunable),
+ * `-EINVAL` (NULL cache; a bad value, or a name or value that is not
+ * UTF-8), `-EFAULT` (NULL name or value). The strings stay the caller's.
  */
 int pcache_sysctl_set(pcache_t *cache, const char *name, const char *value);
 
-/*
- Every counter, as /proc/vmstat prints them ("name value" lines). The
- caller owns the string: free it with `pcache_string_free`. NULL for a
- NULL cache or on failure.
+/**
+ * Every counter, as /proc/vmstat prints them ("name value" lines). The
+ * caller owns the string: free it with `pcache_string_free`. NULL for a
+ * NULL cache or on failure.
  */
 char *pcache_vmstat(pcache_t *cache);
 
-/*
- Free a string from `pcache_vmstat`. NULL is ignored.
+/**
+ * Free a string from `pcache_vmstat`. NULL is ignored.
  */
 void pcache_string_free(char *s);
 
-/*
- Pin the page at `index` if it is cached and uptodate (the engine's
- `find_page`, the hit path: no I/O), copy it, and unpin it.
-
- Returns the copy, or NULL with `*err` set to `-ENODATA` (not cached),
- `-EBADF` (closed, or opened `O_WRONLY`), `-EINVAL` (NULL). `err` may be
- NULL. The caller owns the copy: `pcache_page_data` is valid, and does
- not change, until `pcache_page_put`, on any thread.
+/**
+ * Pin the page at `index` if it is cached and uptodate (the engine's
+ * `find_page`, the hit path: no I/O), copy it, and unpin it.
+ *
+ * Returns the copy, or NULL with `*err` set to `-ENODATA` (not cached),
+ * `-EBADF` (closed, or opened `O_WRONLY`), `-EINVAL` (NULL). `err` may be
+ * NULL. The caller owns the copy: `pcache_page_data` is valid, and does
+ * not change, until `pcache_page_put`, on any thread.
  */
 pcache_page_t *pcache_find_page(pcache_file_t *f, uint64_t index, int *err);
 
-/*
- As `pcache_find_page`, reading the page in if it is not cached (the
- engine's `get_page`). `-EINVAL` for a page past the end of the file;
- `-EIO` and others from the device; `-EDEADLK`.
+/**
+ * As `pcache_find_page`, reading the page in if it is not cached (the
+ * engine's `get_page`). `-EINVAL` for a page past the end of the file;
+ * `-EIO` and others from the device; `-EDEADLK`.
  */
 pcache_page_t *pcache_get_page(pcache_file_t *f, uint64_t index, int *err);
 
-/*
- The bytes of a page copy (`pcache_page_len` of them), valid until
- `pcache_page_put`; NULL for NULL.
+/**
+ * The bytes of a page copy (`pcache_page_len` of them), valid until
+ * `pcache_page_put`; NULL for NULL.
  */
 const void *pcache_page_data(const pcache_page_t *p);
 
-/*
- The length of a page copy in bytes (the page size); 0 for NULL.
+/**
+ * The length of a page copy in bytes (the page size); 0 for NULL.
  */
 size_t pcache_page_len(const pcache_page_t *p);
 
-/*
- Release a page copy; its data pointer is invalid after. NULL is
- ignored.
+/**
+ * Release a page copy; its data pointer is invalid after. NULL is
+ * ignored.
  */
 void pcache_page_put(pcache_page_t *p);
 
-/*
- Take a write pin on the page at `index` (the engine's `get_page_mut`):
- the page is locked, out of writeback, uptodate (read in inside the
- file, zeros past its end) and its space reserved. The caller changes
- the copy at `pcache_page_mut_data` and calls `pcache_page_mut_put`,
- which writes the changed bytes into the page and unlocks it, on the
- same thread.
-
- Returns the pin, or NULL with `*err` set to `-EBADF` (closed, or opened
- `O_RDONLY`), `-EINVAL` (NULL), `-EFBIG` (past the largest file size),
- `-ENOSPC`, `-EDEADLK` (this thread holds a write pin of the file
- already), ... `err` may be NULL. The caller owns the pin: put it.
+/**
+ * Take a write pin on the page at `index` (the engine's `get_page_mut`):
+ * the page is locked, out of writeback, uptodate (read in inside the
+ * file, zeros past its end) and its space reserved. The caller changes
+ * the copy at `pcache_page_mut_data` and calls `pcache_page_mut_put`,
+ * which writes the changed bytes into the page and unlocks it, on the
+ * same thread.
+ *
+ * Returns the pin, or NULL with `*err` set to `-EBADF` (closed, or opened
+ * `O_RDONLY`), `-EINVAL` (NULL), `-EFBIG` (past the largest file size),
+ * `-ENOSPC`, `-EDEADLK` (this thread holds a write pin of the file
+ * already), ... `err` may be NULL. The caller owns the pin: put it.
  */
 pcache_page_mut_t *pcache_get_page_mut(pcache_file_t *f, uint64_t index, int *err);
 
-/*
- The caller's copy of a write-pinned page (`pcache_page_mut_len`
- bytes), readable and writable until `pcache_page_mut_put`; NULL for
- NULL.
+/**
+ * The caller's copy of a write-pinned page (`pcache_page_mut_len`
+ * bytes), readable and writable until `pcache_page_mut_put`; NULL for
+ * NULL.
  */
 void *pcache_page_mut_data(pcache_page_mut_t *p);
 
-/*
- The length of a write-pinned page in bytes; 0 for NULL.
+/**
+ * The length of a write-pinned page in bytes; 0 for NULL.
  */
 size_t pcache_page_mut_len(const pcache_page_mut_t *p);
 
-/*
- Grow the file to at least `new_size` bytes when the pin is put (bytes
- written past the end of the file are otherwise not part of it and read
- as zeros). `new_size` may not pass the end of the page (`-EINVAL`);
- below the file's size it changes nothing. Returns 0, `-EINVAL` (NULL).
+/**
+ * Grow the file to at least `new_size` bytes when the pin is put (bytes
+ * written past the end of the file are otherwise not part of it and read
+ * as zeros). `new_size` may not pass the end of the page (`-EINVAL`);
+ * below the file's size it changes nothing. Returns 0, `-EINVAL` (NULL),
+ * `-EPERM` (not the thread that took the pin).
  */
 int pcache_page_mut_extend_to(pcache_page_mut_t *p, uint64_t new_size);
 
-/*
- Write the bytes of the copy that the caller changed into the page (one
- write section: readers see all of them or none), then release the pin:
- the page is marked dirty if it changed, the file grows as
- `pcache_page_mut_extend_to` asked, and the page is unlocked. Frees the
- pin: its pointer and data are invalid after.
-
- Returns 0, or `-EPERM` from a thread other than the one that took the
- pin (nothing is done: put it on its thread), `-EINVAL` (NULL).
+/**
+ * Write the bytes of the copy that the caller changed into the page (one
+ * write section: readers see all of them or none), then release the pin:
+ * the page is marked dirty if it changed, the file grows as
+ * `pcache_page_mut_extend_to` asked, and the page is unlocked. Frees the
+ * pin: its pointer and data are invalid after.
+ *
+ * Returns 0, or `-EPERM` from a thread other than the one that took the
+ * pin (nothing is done: put it on its thread), `-EINVAL` (NULL).
  */
 int pcache_page_mut_put(pcache_page_mut_t *p);
 
-/*
- Map `[offset, offset + len)` of the file, as mmap(2): `prot` is
- `PROT_READ` with optionally `PROT_WRITE` and `PROT_EXEC`, `flags` is
- `MAP_SHARED` (writes reach the file) or `MAP_PRIVATE` (copy on write).
- `offset` is page aligned; `len` above 0, rounded up to pages; the
- mapping may reach past the end of the file (accesses there fail).
-
- Returns the mapping, or NULL with `*err` set to `-EINVAL` (NULL; bad
- `prot`, `flags`, `offset` or `len`), `-EACCES` (a handle not opened for
- reading; `MAP_SHARED` with `PROT_WRITE` on one not opened for writing),
- `-EBADF`, `-EFBIG`, `-ENOMEM`. `err` may be NULL. The caller owns the
- mapping: `pcache_unmap` it. It keeps the file open after
- `pcache_close`.
+/**
+ * Map `[offset, offset + len)` of the file, as mmap(2): `prot` is
+ * `PROT_READ` with optionally `PROT_WRITE` and `PROT_EXEC`, `flags` is
+ * `MAP_SHARED` (writes reach the file) or `MAP_PRIVATE` (copy on write).
+ * `offset` is page aligned; `len` above 0, rounded up to pages; the
+ * mapping may reach past the end of the file (accesses there fail).
+ *
+ * Returns the mapping, or NULL with `*err` set to `-EINVAL` (NULL; bad
+ * `prot`, `flags`, `offset` or `len`), `-EACCES` (a handle not opened for
+ * reading; `MAP_SHARED` with `PROT_WRITE` on one not opened for writing),
+ * `-EBADF`, `-EFBIG`, `-ENOMEM`. `err` may be NULL. The caller owns the
+ * mapping: `pcache_unmap` it. It keeps the file open after
+ * `pcache_close`. A mapping may be used from several threads at once.
  */
 pcache_map_t *pcache_map(pcache_file_t *f, uint64_t offset, uint64_t len, int prot, int flags, int *err);
 
-/*
- The aligned 8-byte word at byte `offset` (a multiple of 8) of page
- `page` of the mapping (counted from its start), in native byte order,
- into `*out`: one access, faulting the page in if needed. Returns 0, or
- `-EINVAL` (NULL mapping; past the mapping; unaligned; a page past the
- end of the file), `-EFAULT` (NULL `out`), `-EDEADLK`, `-EIO`, ...
+/**
+ * The aligned 8-byte word at byte `offset` (a multiple of 8) of page
+ * `page` of the mapping (counted from its start), in native byte order,
+ * into `*out`: one access, faulting the page in if needed. Returns 0, or
+ * `-EINVAL` (NULL mapping; past the mapping; unaligned; a page past the
+ * end of the file), `-EFAULT` (NULL `out`), `-EDEADLK`, `-EIO`, ...
  */
 int pcache_map_load_u64(const pcache_map_t *m, uint64_t page, size_t offset, uint64_t *out);
 
-/*
- Copy `len` bytes at byte `pos` of the mapping into `buf` (each page one
- consistent state of it). Returns 0, or `-EINVAL` (NULL mapping; bytes
- past the mapping or the end of the file), `-EFAULT` (NULL `buf` with
- `len` > 0), `-EDEADLK`, ... `buf` must be valid for writes of `len`
- bytes.
+/**
+ * Copy `len` bytes at byte `pos` of the mapping into `buf` (each page one
+ * consistent state of it). Returns 0, or `-EINVAL` (NULL mapping; bytes
+ * past the mapping or the end of the file; `len` above `SSIZE_MAX`), `-EFAULT` (NULL `buf` with
+ * `len` > 0), `-EDEADLK`, ... `buf` must be valid for writes of `len`
+ * bytes.
  */
 int pcache_map_read(const pcache_map_t *m, uint64_t pos, void *buf, size_t len);
 
-/*
- Write `len` bytes of `buf` at byte `pos` of the mapping (each page one
- write section; the first write to a page faults it writable). Writes
- never grow the file. Returns 0, or `-EACCES` (a mapping without
- `PROT_WRITE`), `-EINVAL` (NULL mapping; bytes past the mapping or the
- end of the file), `-EFAULT` (NULL `buf` with `len` > 0), `-ENOSPC`,
- `-EDEADLK`, ... `buf` must be valid for reads of `len` bytes.
+/**
+ * Write `len` bytes of `buf` at byte `pos` of the mapping (each page one
+ * write section; the first write to a page faults it writable). Writes
+ * never grow the file. Returns 0, or `-EACCES` (a mapping without
+ * `PROT_WRITE`), `-EINVAL` (NULL mapping; bytes past the mapping or the
+ * end of the file; `len` above `SSIZE_MAX`), `-EFAULT` (NULL `buf` with `len` > 0), `-ENOSPC`,
+ * `-EDEADLK`, ... `buf` must be valid for reads of `len` bytes.
  */
 int pcache_map_write(const pcache_map_t *m, uint64_t pos, const void *buf, size_t len);
 
-/*
- msync(2) with MS_SYNC on bytes `[offset, offset + len)` of the mapping
- (`offset` page aligned): write the range's dirty pages back and wait.
- Returns 0, or a writeback error the mapping had not reported (once),
- `-EINVAL`, `-EDEADLK`.
+/**
+ * msync(2) with MS_SYNC on bytes `[offset, offset + len)` of the mapping
+ * (`offset` page aligned): write the range's dirty pages back and wait.
+ * Returns 0, or a writeback error the mapping had not reported (once),
+ * `-EINVAL`, `-EDEADLK`.
  */
 int pcache_map_msync(const pcache_map_t *m, uint64_t offset, uint64_t len);
 
-/*
- Unmap and free the mapping (munmap(2)): dirty entries mark their pages
- dirty, written back as usual. The pointer is invalid after. Returns 0,
- or `-EINVAL` (NULL).
+/**
+ * Unmap and free the mapping (munmap(2)): dirty entries mark their pages
+ * dirty, written back as usual. The pointer is invalid after, and no
+ * other call on the mapping may be running. Returns 0, or `-EINVAL`
+ * (NULL).
  */
 int pcache_unmap(pcache_map_t *m);
 

@@ -326,9 +326,13 @@ unsafe fn open_of(f: *const FileHandle) -> CResult<Open> {
 }
 
 /// Check a read or write of `count` bytes at `offset` as rw_verify_area
-/// does: EINVAL for an offset or end past off_t, EFAULT for a NULL
-/// buffer. The count is clamped to MAX_RW_COUNT.
+/// does: EINVAL for a count above SSIZE_MAX (a negative size), an offset
+/// or end past off_t, EFAULT for a NULL buffer. The count is clamped to
+/// MAX_RW_COUNT.
 fn check_rw(null_buf: bool, count: usize, offset: u64) -> CResult<usize> {
+    if count > isize::MAX as usize {
+        return Err(libc::EINVAL);
+    }
     let count = count.min(MAX_RW_COUNT);
     if offset > MAX_OFF || offset + count as u64 > MAX_OFF {
         return Err(libc::EINVAL);
@@ -457,8 +461,9 @@ pub unsafe extern "C" fn pcache_open(
 
 /// Read up to `count` bytes at `offset` into `buf`, as pread(2).
 ///
-/// Returns the bytes read (fewer at end of file, 0 at or past it), or
-/// `-EBADF` (closed, or opened `O_WRONLY`), `-EINVAL` (NULL handle;
+/// Returns the bytes read (fewer at end of file, 0 at or past it; at most
+/// 0x7ffff000 in one call, as Linux), or `-EBADF` (closed, or opened
+/// `O_WRONLY`), `-EINVAL` (NULL handle; `count` above `SSIZE_MAX`;
 /// `offset` or `offset + count` above `INT64_MAX`), `-EFAULT` (NULL `buf`
 /// with `count` > 0), `-EDEADLK` (this thread holds a write pin of the
 /// file), `-EIO`, ... `buf` must be valid for writes of `count` bytes; the
@@ -491,10 +496,10 @@ pub unsafe extern "C" fn pcache_pread(f: *mut FileHandle, buf: *mut c_void, coun
 /// Write `count` bytes of `buf` at `offset`, as pwrite(2), extending the
 /// file as needed.
 ///
-/// Returns the bytes written (fewer only where the largest file size cuts
-/// the write short), or `-EBADF` (closed, or opened `O_RDONLY`),
-/// `-EINVAL` (NULL handle; `offset` or `offset + count` above
-/// `INT64_MAX`), `-EFAULT` (NULL `buf` with `count` > 0), `-EFBIG`
+/// Returns the bytes written (fewer where the largest file size cuts the
+/// write short; at most 0x7ffff000 in one call, as Linux), or `-EBADF`
+/// (closed, or opened `O_RDONLY`), `-EINVAL` (NULL handle; `count` above
+/// `SSIZE_MAX`; `offset` or `offset + count` above `INT64_MAX`), `-EFAULT` (NULL `buf` with `count` > 0), `-EFBIG`
 /// (`offset` at or past the largest file size), `-ENOSPC` (no space for
 /// the data on the backing file system), `-EDEADLK`, `-ESHUTDOWN`, ...
 /// `buf` must be valid for reads of `count` bytes; the caller keeps it.
@@ -866,13 +871,17 @@ pub unsafe extern "C" fn pcache_page_mut_len(p: *const PageMutPin) -> size_t {
 /// Grow the file to at least `new_size` bytes when the pin is put (bytes
 /// written past the end of the file are otherwise not part of it and read
 /// as zeros). `new_size` may not pass the end of the page (`-EINVAL`);
-/// below the file's size it changes nothing. Returns 0, `-EINVAL` (NULL).
+/// below the file's size it changes nothing. Returns 0, `-EINVAL` (NULL),
+/// `-EPERM` (not the thread that took the pin).
 #[no_mangle]
 pub unsafe extern "C" fn pcache_page_mut_extend_to(p: *mut PageMutPin, new_size: u64) -> c_int {
     ffi_int(|| {
         // SAFETY: NULL or from pcache_get_page_mut, not yet put, not in use
         // by another call (documented).
         let p = unsafe { p.as_mut() }.ok_or(libc::EINVAL)?;
+        if p.thread != std::thread::current().id() {
+            return Err(libc::EPERM);
+        }
         eng(p.pin.extend_to(new_size))?;
         Ok(0)
     })
@@ -922,7 +931,7 @@ pub struct MapHandle {
 /// reading; `MAP_SHARED` with `PROT_WRITE` on one not opened for writing),
 /// `-EBADF`, `-EFBIG`, `-ENOMEM`. `err` may be NULL. The caller owns the
 /// mapping: `pcache_unmap` it. It keeps the file open after
-/// `pcache_close`.
+/// `pcache_close`. A mapping may be used from several threads at once.
 #[no_mangle]
 pub unsafe extern "C" fn pcache_map(
     f: *mut FileHandle,
@@ -988,7 +997,7 @@ pub unsafe extern "C" fn pcache_map_load_u64(m: *const MapHandle, page: u64, off
 
 /// Copy `len` bytes at byte `pos` of the mapping into `buf` (each page one
 /// consistent state of it). Returns 0, or `-EINVAL` (NULL mapping; bytes
-/// past the mapping or the end of the file), `-EFAULT` (NULL `buf` with
+/// past the mapping or the end of the file; `len` above `SSIZE_MAX`), `-EFAULT` (NULL `buf` with
 /// `len` > 0), `-EDEADLK`, ... `buf` must be valid for writes of `len`
 /// bytes.
 #[no_mangle]
@@ -996,6 +1005,9 @@ pub unsafe extern "C" fn pcache_map_read(m: *const MapHandle, pos: u64, buf: *mu
     ffi_int(|| {
         // SAFETY: NULL or from pcache_map, not yet unmapped (documented).
         let m = unsafe { m.as_ref() }.ok_or(libc::EINVAL)?;
+        if len > isize::MAX as usize {
+            return Err(libc::EINVAL);
+        }
         if len == 0 {
             return Ok(0);
         }
@@ -1014,13 +1026,16 @@ pub unsafe extern "C" fn pcache_map_read(m: *const MapHandle, pos: u64, buf: *mu
 /// write section; the first write to a page faults it writable). Writes
 /// never grow the file. Returns 0, or `-EACCES` (a mapping without
 /// `PROT_WRITE`), `-EINVAL` (NULL mapping; bytes past the mapping or the
-/// end of the file), `-EFAULT` (NULL `buf` with `len` > 0), `-ENOSPC`,
+/// end of the file; `len` above `SSIZE_MAX`), `-EFAULT` (NULL `buf` with `len` > 0), `-ENOSPC`,
 /// `-EDEADLK`, ... `buf` must be valid for reads of `len` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn pcache_map_write(m: *const MapHandle, pos: u64, buf: *const c_void, len: size_t) -> c_int {
     ffi_int(|| {
         // SAFETY: NULL or from pcache_map, not yet unmapped (documented).
         let m = unsafe { m.as_ref() }.ok_or(libc::EINVAL)?;
+        if len > isize::MAX as usize {
+            return Err(libc::EINVAL);
+        }
         if len == 0 {
             return Ok(0);
         }
@@ -1051,8 +1066,9 @@ pub unsafe extern "C" fn pcache_map_msync(m: *const MapHandle, offset: u64, len:
 }
 
 /// Unmap and free the mapping (munmap(2)): dirty entries mark their pages
-/// dirty, written back as usual. The pointer is invalid after. Returns 0,
-/// or `-EINVAL` (NULL).
+/// dirty, written back as usual. The pointer is invalid after, and no
+/// other call on the mapping may be running. Returns 0, or `-EINVAL`
+/// (NULL).
 #[no_mangle]
 pub unsafe extern "C" fn pcache_unmap(m: *mut MapHandle) -> c_int {
     ffi_int(|| {

@@ -5,13 +5,27 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
-/// Where cargo put libpcache.so and libpcache.a: beside the test's `deps`.
-fn lib_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    let dir = exe.parent().and_then(Path::parent).expect("target/PROFILE").to_path_buf();
-    assert!(dir.join("libpcache.a").exists(), "no libpcache.a in {}", dir.display());
-    dir
+/// Where cargo puts libpcache.so and libpcache.a: beside the test's
+/// `deps`. `cargo test` builds only libraries it can link into tests
+/// (rlibs), so the libraries are built here, once, in the profile of this
+/// test (whose dependencies are built already).
+fn lib_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let exe = std::env::current_exe().expect("current_exe");
+        let dir = exe.parent().and_then(Path::parent).expect("target/PROFILE").to_path_buf();
+        let profile = if dir.ends_with("release") { "--release" } else { "--profile=test" };
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "--quiet", profile, "-p", "pcache-capi", "--lib"])
+            .current_dir(crate_dir())
+            .status()
+            .expect("run cargo build");
+        assert!(status.success(), "cargo build -p pcache-capi failed");
+        assert!(dir.join("libpcache.a").exists(), "no libpcache.a in {}", dir.display());
+        dir
+    })
 }
 
 fn crate_dir() -> &'static Path {

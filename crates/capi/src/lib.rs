@@ -1081,3 +1081,45 @@ pub unsafe extern "C" fn pcache_unmap(m: *mut MapHandle) -> c_int {
         Ok(0)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_is_eio_and_crosses_nothing() {
+        assert_eq!(ffi_int(|| panic!("boom")), -libc::EIO);
+        assert_eq!(ffi_i64(|| panic!("boom")), -i64::from(libc::EIO));
+        assert_eq!(ffi_ssize(|| panic!("boom")), -(libc::EIO as ssize_t));
+        let mut err = 0;
+        // SAFETY: `err` is a live int.
+        let p = unsafe { ffi_ptr::<u8>(|| panic!("boom")).report(&mut err) };
+        assert!(p.is_null());
+        assert_eq!(err, -libc::EIO);
+    }
+
+    #[test]
+    fn errors_map_to_their_errnos() {
+        assert_eq!(ffi_int(|| Err(libc::ENOSPC)), -libc::ENOSPC);
+        assert_eq!(errno_of(&Error::Closed), libc::EBADF);
+        assert_eq!(errno_of(&Error::Overflow { offset: 1, len: 2, max: 3 }), libc::EFBIG);
+        assert_eq!(errno_of(&Error::NoSpace { name: "f".into() }), libc::ENOSPC);
+        // A shutdown that left data unwritten is EIO whatever the device said.
+        assert_eq!(errno_of(&Error::Unwritten { files: Vec::new() }), libc::EIO);
+        let enospc = std::io::Error::from_raw_os_error(libc::ENOSPC);
+        assert_eq!(errno_of(&Error::Io { name: "f".into(), source: enospc }), libc::ENOSPC);
+        let other = std::io::Error::other("no errno");
+        assert_eq!(errno_of(&Error::Io { name: "f".into(), source: other }), libc::EIO);
+    }
+
+    #[test]
+    fn ranges_are_checked_as_rw_verify_area() {
+        assert_eq!(check_rw(false, usize::MAX, 0), Err(libc::EINVAL));
+        assert_eq!(check_rw(false, usize::MAX >> 1, 0), Ok(MAX_RW_COUNT));
+        assert_eq!(check_rw(false, 10, MAX_OFF + 1), Err(libc::EINVAL));
+        assert_eq!(check_rw(false, 10, MAX_OFF - 10), Ok(10));
+        assert_eq!(check_rw(false, 11, MAX_OFF - 10), Err(libc::EINVAL));
+        assert_eq!(check_rw(true, 1, 0), Err(libc::EFAULT));
+        assert_eq!(check_rw(true, 0, 0), Ok(0));
+    }
+}

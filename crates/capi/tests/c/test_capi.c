@@ -169,6 +169,11 @@ static void test_open_errors(void) {
     f = pcache_open(c, path_of("excl"), O_RDWR | O_TRUNC, &err);
     assert(f && pcache_size(f) == 0);
     assert(pcache_close(f) == 0);
+    /* After a shutdown, writes are refused. */
+    f = pcache_open(c, path_of("excl"), O_RDWR, &err);
+    assert(f);
+    assert(pcache_shutdown(c) == 0);
+    assert(pcache_pwrite(f, "abc", 3, 0) == -ESHUTDOWN);
     pcache_free(c);
     pcache_free(NULL);
     assert(pcache_shutdown(NULL) == -EINVAL);

@@ -459,6 +459,57 @@ static void test_mappings(void) {
     PASS("mappings");
 }
 
+struct racer {
+    pcache_file_t *f;
+    int id;
+    int ok, badf;
+};
+
+static void *race_io(void *p) {
+    struct racer *r = p;
+    char buf[512];
+    memset(buf, 'a' + r->id, sizeof buf);
+    for (int i = 0; i < (quick ? 200 : 5000); i++) {
+        ssize_t n = (i & 1) ? pcache_pwrite(r->f, buf, sizeof buf, (uint64_t)(r->id * 8192 + (i % 16) * 512))
+                            : pcache_pread(r->f, buf, sizeof buf, (uint64_t)(i % 64) * 512);
+        if (n >= 0)
+            r->ok++;
+        else {
+            assert(n == -EBADF);
+            r->badf++;
+        }
+    }
+    return NULL;
+}
+
+/* Threads reading and writing through one handle while another closes it:
+ * each call either runs or returns -EBADF. */
+static void test_close_races_io(void) {
+    int err = 0;
+    pcache_t *c = pcache_new(1 << 20, &err);
+    assert(c);
+    pcache_file_t *f = pcache_open(c, path_of("race"), O_RDWR | O_CREAT | O_TRUNC, &err);
+    assert(f);
+    struct racer r[4];
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) {
+        r[i] = (struct racer){f, i, 0, 0};
+        assert(pthread_create(&t[i], NULL, race_io, &r[i]) == 0);
+    }
+    usleep(2000);
+    int rc = pcache_close(f);
+    assert(rc == 0 || rc == -EIO);
+    int badf = 0;
+    for (int i = 0; i < 4; i++) {
+        assert(pthread_join(t[i], NULL) == 0);
+        badf += r[i].badf;
+    }
+    assert(pcache_close(f) == -EBADF);
+    printf("   close during I/O: %d calls after the close returned -EBADF\n", badf);
+    pcache_free(c);
+    PASS("close_races_io");
+}
+
 /* Before any thread: a private mount namespace with a 1 MiB tmpfs, so the
  * mount goes when the process does. Needs root (CAP_SYS_ADMIN). */
 static void setup_tmpfs(void) {
@@ -533,6 +584,7 @@ int main(int argc, char **argv) {
     test_open_errors();
     test_io_errors();
     test_closed_handle();
+    test_close_races_io();
     test_sysctl_vmstat();
     test_pins();
     test_mappings();

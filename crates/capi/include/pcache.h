@@ -15,8 +15,8 @@
  *    reused only after 1024 later closes, as a file descriptor number is).
  *    pcache_page_t: pcache_page_put. pcache_page_mut_t: pcache_page_mut_put,
  *    on the thread that took it. pcache_map_t: pcache_unmap. Strings from
- *    pcache_vmstat: pcache_string_free. Buffers and strings passed in stay
- *    the caller's.
+ *    pcache_vmstat and pcache_unwritten: pcache_string_free. Buffers and
+ *    strings passed in stay the caller's.
  *  - NULL handles give -EINVAL; NULL buffers, strings and output pointers
  *    -EFAULT. No call may use a pointer after the call that frees it.
  *  - Pages are never lent: the engine's writers change frames concurrently,
@@ -84,8 +84,8 @@ pcache_t *pcache_new(uint64_t memory_bytes, int *err);
  * background threads, and make later writes fail with `-ESHUTDOWN`.
  *
  * Returns 0, or `-EIO` if some dirty data could not be written back (a
- * device error or a full disk): that data is lost when the cache is
- * freed. `-EINVAL` for NULL. Frees nothing: call `pcache_free` after.
+ * device error or a full disk): `pcache_unwritten` names the files; that
+ * data is lost when the cache is freed. `-EINVAL` for NULL. Frees nothing: call `pcache_free` after.
  */
 int pcache_shutdown(pcache_t *cache);
 
@@ -202,7 +202,18 @@ int pcache_sysctl_set(pcache_t *cache, const char *name, const char *value);
 char *pcache_vmstat(pcache_t *cache);
 
 /**
- * Free a string from `pcache_vmstat`. NULL is ignored.
+ * The files holding dirty data now, one line each: "NAME PAGES ERRNO"
+ * (the dirty pages, and the last writeback error's errno, 0 if none).
+ * After a `pcache_shutdown` that returned `-EIO` these are the files
+ * whose data could not be written; empty when nothing is dirty. The
+ * caller owns the string: free it with `pcache_string_free`. NULL for a
+ * NULL cache or on failure.
+ */
+char *pcache_unwritten(pcache_t *cache);
+
+/**
+ * Free a string from `pcache_vmstat` or `pcache_unwritten`. NULL is
+ * ignored.
  */
 void pcache_string_free(char *s);
 

@@ -367,8 +367,8 @@ pub unsafe extern "C" fn pcache_new(memory_bytes: u64, err: *mut c_int) -> *mut 
 /// background threads, and make later writes fail with `-ESHUTDOWN`.
 ///
 /// Returns 0, or `-EIO` if some dirty data could not be written back (a
-/// device error or a full disk): that data is lost when the cache is
-/// freed. `-EINVAL` for NULL. Frees nothing: call `pcache_free` after.
+/// device error or a full disk): `pcache_unwritten` names the files; that
+/// data is lost when the cache is freed. `-EINVAL` for NULL. Frees nothing: call `pcache_free` after.
 #[no_mangle]
 pub unsafe extern "C" fn pcache_shutdown(cache: *mut Cache) -> c_int {
     ffi_int(|| {
@@ -661,15 +661,39 @@ pub unsafe extern "C" fn pcache_vmstat(cache: *mut Cache) -> *mut c_char {
     unsafe { r.report(std::ptr::null_mut()) }
 }
 
-/// Free a string from `pcache_vmstat`. NULL is ignored.
+/// The files holding dirty data now, one line each: "NAME PAGES ERRNO"
+/// (the dirty pages, and the last writeback error's errno, 0 if none).
+/// After a `pcache_shutdown` that returned `-EIO` these are the files
+/// whose data could not be written; empty when nothing is dirty. The
+/// caller owns the string: free it with `pcache_string_free`. NULL for a
+/// NULL cache or on failure.
+#[no_mangle]
+pub unsafe extern "C" fn pcache_unwritten(cache: *mut Cache) -> *mut c_char {
+    let r = ffi_ptr(|| {
+        // SAFETY: NULL or from pcache_new, not freed (documented).
+        let c = unsafe { cache_ref(cache) }?;
+        let mut text = String::new();
+        for f in c.cache.unwritten_files() {
+            text.push_str(&format!("{} {} {}\n", f.name, f.pages, f.errno));
+        }
+        // A name with a NUL byte cannot be a C string.
+        let text = CString::new(text).map_err(|_| libc::EINVAL)?;
+        Ok(text.into_raw())
+    });
+    // SAFETY: no error pointer.
+    unsafe { r.report(std::ptr::null_mut()) }
+}
+
+/// Free a string from `pcache_vmstat` or `pcache_unwritten`. NULL is
+/// ignored.
 #[no_mangle]
 pub unsafe extern "C" fn pcache_string_free(s: *mut c_char) {
     if s.is_null() {
         return;
     }
     let _ = catch_unwind(AssertUnwindSafe(|| {
-        // SAFETY: from CString::into_raw in pcache_vmstat, freed once
-        // (documented).
+        // SAFETY: from CString::into_raw in pcache_vmstat or
+        // pcache_unwritten, freed once (documented).
         drop(unsafe { CString::from_raw(s) });
     }));
 }

@@ -23,7 +23,8 @@ fn header_is_current() {
     }
     let current = std::fs::read_to_string(&path).unwrap_or_default();
     if current != generated {
-        let line = current.lines().zip(generated.lines()).position(|(a, b)| a != b).map_or(0, |i| i + 1);
+        let common = current.lines().count().min(generated.lines().count());
+        let line = current.lines().zip(generated.lines()).position(|(a, b)| a != b).unwrap_or(common) + 1;
         panic!(
             "crates/capi/include/pcache.h is stale (first difference near line {line}): regenerate it with\n\
              \n    PCACHE_BLESS=1 cargo test -p pcache-capi header\n\nand commit it"

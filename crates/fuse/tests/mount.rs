@@ -714,6 +714,105 @@ impl Drop for SharedMap {
     }
 }
 
+// Goal: random operations on one file, through write(2), read(2), a shared
+// mapping, truncation, msync, fsync and reopening, always read what a
+// model of the file says, with the file three times the cache (pages of
+// it evicted and read back from the backing store meanwhile); after
+// unmounting, the backing file is the model. Seeded, so a failure
+// repeats; the operation and its number are in the message.
+#[test]
+fn random_operations_with_a_shared_mapping_match_a_model() {
+    if skip_reason().is_some() {
+        return;
+    }
+    const MAX: usize = 24 << 20;
+    const OPS: usize = 4000;
+    let mut m = Mount::start("8M", &[]);
+    let path = m.mnt().join("f");
+    let rw = fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+    let mut ro = fs::File::open(&path).unwrap();
+    let mut model: Vec<u8> = Vec::new();
+    let mut map: Option<SharedMap> = None;
+    let mut x: u64 = 0x5eed_1234_abcd_0001;
+    let mut rnd = |n: usize| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x % n.max(1) as u64) as usize
+    };
+    for op in 0..OPS {
+        // Ranges lean to pages' edges and sizes from a byte to 256 KiB.
+        let len = [1, 4096, 4095, 8193, 65536, 256 << 10][rnd(6)].min(1 + rnd(256 << 10));
+        let off = if rnd(2) == 0 { rnd(MAX / 4096) * 4096 } else { rnd(MAX) };
+        let size = model.len();
+        // The mapped and in-file part a mapped access may touch.
+        let mapped = map.as_ref().map_or(0, |mp| mp.len.min(size));
+        match rnd(10) {
+            0..=2 => {
+                let off = off.min(MAX - len);
+                let data = pattern(op as u64, len);
+                rw.write_all_at(&data, off as u64).unwrap();
+                if model.len() < off + len {
+                    model.resize(off + len, 0);
+                }
+                model[off..off + len].copy_from_slice(&data);
+            }
+            3 | 4 => {
+                let mut got = vec![0u8; len];
+                let n = ro.read_at(&mut got, off as u64).unwrap();
+                let want = &model[off.min(size)..(off + len).min(size)];
+                assert_eq!(n, want.len(), "op {op}: read of {len} at {off}, file {size}");
+                assert!(got[..n] == *want, "op {op}: read of {len} at {off} differs from the model");
+            }
+            5 if mapped > 0 => {
+                let off = off % mapped;
+                let len = len.min(mapped - off);
+                let data = pattern(op as u64 + (1 << 32), len);
+                map.as_ref().unwrap().write(off, &data);
+                model[off..off + len].copy_from_slice(&data);
+            }
+            6 if mapped > 0 => {
+                let off = off % mapped;
+                let len = len.min(mapped - off);
+                let got = map.as_ref().unwrap().read(off, len);
+                assert!(got == model[off..off + len], "op {op}: mapped load of {len} at {off} differs from the model");
+            }
+            7 => {
+                // Shrink more often than grow, so the file stays mixed.
+                let new = if rnd(3) == 0 { (size + rnd(1 << 20)).min(MAX) } else { rnd(size + 1) };
+                rw.set_len(new as u64).unwrap();
+                model.resize(new, 0);
+            }
+            8 => {
+                // A new mapping of the whole file as it is now.
+                map = None;
+                if size > 0 {
+                    map = Some(SharedMap::new(&rw, size, true).unwrap());
+                }
+            }
+            _ => match rnd(4) {
+                0 => {
+                    if let Some(mp) = map.as_ref().filter(|mp| mp.len <= size) {
+                        mp.msync();
+                    }
+                }
+                1 => rw.sync_all().unwrap(),
+                2 => rw.sync_data().unwrap(),
+                _ => ro = fs::File::open(&path).unwrap(),
+            },
+        }
+    }
+    drop(map);
+    let mut all = Vec::new();
+    ro.seek(SeekFrom::Start(0)).unwrap();
+    ro.read_to_end(&mut all).unwrap();
+    assert!(all == model, "the whole file differs from the model ({} bytes, model {})", all.len(), model.len());
+    assert!(m.vmstat("pgpgin") > 0, "nothing was read back from the backing store");
+    drop((rw, ro));
+    m.unmount();
+    assert!(fs::read(m.backing().join("f")).unwrap() == model, "the backing file differs from the model");
+}
+
 // Goal: a file on the mount can be mapped shared, read-only or writable,
 // and stays coherent with read(2) and write(2) through pcache: a read after
 // a store through the mapping sees the store; the mapping sees a write(2)

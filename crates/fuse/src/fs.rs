@@ -72,8 +72,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
     BsdFileFlags, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
-    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
-    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use parking_lot::{Mutex, RwLock};
 use pcache::backing::Opener;
@@ -1031,6 +1031,12 @@ impl Filesystem for PcacheFs {
         // with it, and keeps it current across chmod; the backing
         // filesystem stores it. Needs default_permissions, which the mount
         // sets.
+        // Lookups and readdirs in one directory run in parallel (the
+        // kernel otherwise serialises them per directory), and directory
+        // listings carry their entries' attributes (READDIRPLUS) when the
+        // kernel judges they will be used (a `stat` of the entries follows).
+        let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+        let _ = config.add_capabilities(InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO);
         if config.add_capabilities(InitFlags::FUSE_POSIX_ACL).is_err() {
             eprintln!("pcache mount: this kernel lacks FUSE_POSIX_ACL: ACLs on the mount are not enforced");
         }
@@ -1472,6 +1478,51 @@ impl Filesystem for PcacheFs {
         let Handle::Dir { entries } = &*h else { return reply.error(errno(libc::ENOTDIR)) };
         for (i, (ino, kind, name)) in entries.iter().enumerate().skip(usize::try_from(offset).unwrap_or(usize::MAX)) {
             if reply.add(INodeNo(*ino), i as u64 + 1, *kind, OsStr::from_bytes(name)) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    // READDIRPLUS: each entry with its attributes, as a LOOKUP of it would
+    // give (and counting a lookup on it, which the kernel forgets later), so
+    // that `ls -l`, `find`, `git status` and tar need no LOOKUP per name.
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        INodeNo(ino): INodeNo,
+        FileHandle(fh): FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let s = &self.shared;
+        let h = match s.handle(fh) {
+            Ok(h) => h,
+            Err(e) => return reply.error(errno(e)),
+        };
+        let Handle::Dir { entries } = &*h else { return reply.error(errno(libc::ENOTDIR)) };
+        let skip = usize::try_from(offset).unwrap_or(usize::MAX);
+        for (i, (_, _, name)) in entries.iter().enumerate().skip(skip) {
+            let name = OsStr::from_bytes(name);
+            // The kernel takes no lookup for "." and ".."; a name gone since
+            // opendir is left out.
+            let dots = name == "." || name == "..";
+            let attr = if dots {
+                if control::is_ctl(ino) {
+                    control::attr(&s.cache, ino, s.mounted_at).ok_or(libc::ENOENT)
+                } else {
+                    s.node(ino).and_then(|n| s.attr(&n))
+                }
+            } else {
+                s.lookup(ino, name)
+            };
+            let Ok(attr) = attr else { continue };
+            let ctl = control::is_ctl(attr.ino.0);
+            if reply.add(attr.ino, i as u64 + 1, name, if ctl { &control::TTL } else { &TTL }, &attr, Generation(0)) {
+                // Full: this entry was not sent, so its lookup is undone.
+                if !dots && !ctl {
+                    s.forget(attr.ino.0, 1);
+                }
                 break;
             }
         }

@@ -163,6 +163,14 @@ impl Node {
         engine_key(self.key.0, self.key.1)
     }
 
+    /// Whether a LOOKUP that found this node's `(st_dev, st_ino)` found a
+    /// new inode under a reused number: this node's inode lost its last
+    /// name with nothing holding it (so the number was free to reuse), or
+    /// the type differs.
+    fn reused_by(&self, is_reg: bool) -> bool {
+        self.is_reg != is_reg || matches!(*self.loc.lock(), Loc::Gone)
+    }
+
     /// Whether the node's location is `name` in `parent`.
     fn is_at(&self, parent: &Node, name: &OsStr) -> bool {
         matches!(&*self.loc.lock(), Loc::Named { parent: p, name: n } if p.nodeid == parent.nodeid && n == name)
@@ -488,24 +496,32 @@ impl Shared {
         let node = {
             let mut nodes = self.nodes.lock();
             let id = self.nodeid_of(&mut nodes, key);
-            match nodes.live.get(&id) {
-                Some(n) => {
+            let is_reg = st.st_mode & libc::S_IFMT == libc::S_IFREG;
+            let live = nodes.live.get(&id).cloned();
+            match live {
+                // The same inode, found again: the latest name is the one to
+                // reach it by (a detached node found under a new hard link
+                // lets its descriptor go).
+                Some(n) if !n.reused_by(is_reg) => {
                     n.nlookup.fetch_add(1, Ordering::Relaxed);
                     if id != FUSE_ROOT_ID {
-                        // The latest name is the one to reach it by (a
-                        // detached node found under a new hard link lets
-                        // its descriptor go).
                         *n.loc.lock() = Loc::Named { parent: p.clone(), name: name.to_owned() };
                     }
-                    n.clone()
+                    n
                 }
-                None => {
+                // No node, or one whose inode is gone and whose number the
+                // backing filesystem has given to a new inode (the kernel's
+                // FORGET of the old one may still be on its way): a new node
+                // under the same id, taking over the old one's lookup count,
+                // which that FORGET will subtract.
+                old => {
+                    let before = old.map_or(0, |o| o.nlookup.load(Ordering::Relaxed));
                     let n = Arc::new(Node {
                         nodeid: id,
                         key,
                         loc: Mutex::new(Loc::Named { parent: p.clone(), name: name.to_owned() }),
-                        is_reg: st.st_mode & libc::S_IFMT == libc::S_IFREG,
-                        nlookup: AtomicU64::new(1),
+                        is_reg,
+                        nlookup: AtomicU64::new(before + 1),
                         unlinked: AtomicBool::new(false),
                         data: Mutex::new(()),
                         opens: AtomicU64::new(0),
@@ -591,9 +607,31 @@ impl Shared {
                 .map_err(|e| pcache::Error::io(&key, e))?;
             Ok(Arc::new(dev) as Arc<dyn BackingDev>)
         };
-        let file = self.cache.open_dev_with(&key, make).map_err(|e| e.errno())?;
+        self.cache.open_dev_with(&key, make).map_err(|e| e.errno())
+    }
+
+    /// A handle the kernel will hold (OPEN, CREATE) on `node`'s data, with
+    /// the open's O_TRUNC applied; counted in `opens` until `close_data`.
+    /// Counted first, so that an unlink racing the open keeps the inode
+    /// reachable.
+    fn open_handle(&self, node: Arc<Node>, flags: i32) -> Result<u64, Errno> {
         node.opens.fetch_add(1, Ordering::AcqRel);
-        Ok(file)
+        let file = self.open_data(&node).and_then(|file| {
+            if flags & libc::O_TRUNC != 0 {
+                file.set_len(0).map_err(|e| e.errno())?;
+            }
+            Ok(file)
+        });
+        match file {
+            Ok(file) => {
+                let writable = flags & libc::O_ACCMODE != libc::O_RDONLY;
+                Ok(self.add_handle(Handle::Data { node, file, writable }))
+            }
+            Err(e) => {
+                self.close_data(&node);
+                Err(e)
+            }
+        }
     }
 
     /// A data handle on `node` closed. When it was the last and the file
@@ -789,9 +827,10 @@ impl Shared {
             if node.is_reg {
                 // Times set now must not be overtaken by the writeback of
                 // data written before (tar sets mtime after writing): write
-                // that data back first.
+                // that data back first, and wait for it (no device flush:
+                // only the order matters here, not durability).
                 if self.cache.is_cached(&node.engine_key()) {
-                    self.open_data(&node)?.fdatasync().map_err(|e| e.errno())?;
+                    self.open_data(&node)?.sync_range(0, 0).map_err(|e| e.errno())?;
                 }
                 node.written_ns.store(0, Ordering::Relaxed);
             }
@@ -1258,12 +1297,7 @@ impl Filesystem for PcacheFs {
                     libc::EINVAL
                 });
             }
-            let file = s.open_data(&node)?;
-            if flags & libc::O_TRUNC != 0 {
-                file.set_len(0).map_err(|e| e.errno())?;
-            }
-            let writable = flags & libc::O_ACCMODE != libc::O_RDONLY;
-            Ok(s.add_handle(Handle::Data { node, file, writable }))
+            s.open_handle(node, flags)
         })();
         match res {
             Ok(fh) => reply.opened(FileHandle(fh), self.open_flags()),
@@ -1293,13 +1327,8 @@ impl Filesystem for PcacheFs {
             drop(fd);
             let attr = s.lookup(parent, name)?;
             let node = s.node(attr.ino.0)?;
-            let file = s.open_data(&node)?;
-            if flags & libc::O_TRUNC != 0 {
-                file.set_len(0).map_err(|e| e.errno())?;
-            }
-            let writable = flags & libc::O_ACCMODE != libc::O_RDONLY;
-            let attr = s.attr(&node)?;
-            Ok((attr, s.add_handle(Handle::Data { node, file, writable })))
+            let fh = s.open_handle(node.clone(), flags)?;
+            Ok((s.attr(&node)?, fh))
         })();
         match res {
             Ok((attr, fh)) => reply.created(&TTL, &attr, Generation(0), FileHandle(fh), self.open_flags()),

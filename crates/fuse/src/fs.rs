@@ -67,7 +67,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
@@ -152,6 +152,10 @@ pub struct Node {
     data: Mutex<()>,
     /// Data handles open on the node.
     opens: AtomicU64,
+    /// Reached by a name `--kernel-cache` matches: every open from then on
+    /// goes through the kernel's page cache (sticky, so that hard links of
+    /// other names share the kernel's one copy instead of bypassing it).
+    kernel_cached: AtomicBool,
     /// When data was last written through the mount (ns since the epoch;
     /// 0: never). The backing mtime only moves at writeback, so getattr
     /// shows the later of the two, as the kernel updates mtime at write.
@@ -238,12 +242,40 @@ pub struct Shared {
     /// The shutdown's verdict, once made: the files (by path) whose dirty
     /// data could not be written back.
     report: Mutex<Option<Vec<String>>>,
+    /// The names of files opened through the kernel's page cache, fixed
+    /// at INIT (`FsOptions::kernel_cache`, or the fallback's default).
+    kernel_cache: OnceLock<Vec<glob::Pattern>>,
 }
+
+/// How the mount serves files; fixed for its life.
+#[derive(Clone, Debug)]
+pub struct FsOptions {
+    /// Files whose name matches one of these are opened without
+    /// FOPEN_DIRECT_IO: the kernel's page cache sits in front of pcache for
+    /// them, so they can be mapped shared on any kernel, and their hits
+    /// cost no round trip.
+    pub kernel_cache: Vec<glob::Pattern>,
+    /// Ask for FUSE_DIRECT_IO_ALLOW_MMAP; false behaves as on a kernel
+    /// before 6.6 (the fallback, testable on any kernel).
+    pub direct_io_mmap: bool,
+}
+
+impl Default for FsOptions {
+    fn default() -> FsOptions {
+        FsOptions { kernel_cache: Vec::new(), direct_io_mmap: true }
+    }
+}
+
+/// What `--kernel-cache` is where the kernel cannot map direct-I/O files
+/// and none was given: SQLite's WAL index, the commonest file that
+/// programs map shared.
+pub const FALLBACK_KERNEL_CACHE: &[&str] = &["*-shm"];
 
 /// The filesystem fuser drives.
 pub struct PcacheFs {
     shared: Arc<Shared>,
     watch: Watch,
+    options: FsOptions,
 }
 
 fn file_type(mode: libc::mode_t) -> FileType {
@@ -320,6 +352,13 @@ impl Shared {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         self.handles.lock().insert(fh, Arc::new(h));
         fh
+    }
+
+    /// Whether a file named `name` is opened through the kernel's page
+    /// cache.
+    fn serve_cached(&self, name: &OsStr) -> bool {
+        let Some(name) = name.to_str() else { return false };
+        self.kernel_cache.get().is_some_and(|globs| globs.iter().any(|g| g.matches(name)))
     }
 
     /// The node id of a backing inode.
@@ -525,6 +564,7 @@ impl Shared {
                         unlinked: AtomicBool::new(false),
                         data: Mutex::new(()),
                         opens: AtomicU64::new(0),
+                        kernel_cached: AtomicBool::new(false),
                         written_ns: AtomicU64::new(0),
                     });
                     nodes.live.insert(id, n.clone());
@@ -532,6 +572,9 @@ impl Shared {
                 }
             }
         };
+        if node.is_reg && self.serve_cached(name) {
+            node.kernel_cached.store(true, Ordering::Release);
+        }
         // No engine call under rename_lock: the engine's fd cache resolves
         // nodes (taking it shared) while holding its own locks.
         drop(r);
@@ -970,7 +1013,7 @@ impl Shared {
 
 impl PcacheFs {
     /// A filesystem serving `backing` through `cache`.
-    pub fn new(cache: PageCache, backing: &std::path::Path) -> Result<PcacheFs, Errno> {
+    pub fn new(cache: PageCache, backing: &std::path::Path, options: FsOptions) -> Result<PcacheFs, Errno> {
         let root_fd = Arc::new(sys::open_path(backing)?);
         let st = sys::fstat(&root_fd)?;
         let root_key = (st.st_dev, st.st_ino);
@@ -983,6 +1026,7 @@ impl PcacheFs {
             unlinked: AtomicBool::new(false),
             data: Mutex::new(()),
             opens: AtomicU64::new(0),
+            kernel_cached: AtomicBool::new(false),
             written_ns: AtomicU64::new(0),
         });
         let mut nodes = Nodes::default();
@@ -1001,9 +1045,10 @@ impl PcacheFs {
             as_root: unsafe { libc::geteuid() } == 0,
             self_ref: self_ref.clone(),
             report: Mutex::new(None),
+            kernel_cache: OnceLock::new(),
         });
         let watch = Watch::new().map_err(|e| sys::io_errno(&e))?;
-        Ok(PcacheFs { shared, watch })
+        Ok(PcacheFs { shared, watch, options })
     }
 
     pub fn shared(&self) -> Arc<Shared> {
@@ -1039,12 +1084,6 @@ impl PcacheFs {
             Err(e) => reply.error(errno(e)),
         }
     }
-
-    fn open_flags(&self) -> FopenFlags {
-        // No double caching: the kernel passes every read and write of the
-        // file to us instead of keeping its own page cache of it.
-        FopenFlags::FOPEN_DIRECT_IO
-    }
 }
 
 impl Filesystem for PcacheFs {
@@ -1059,12 +1098,23 @@ impl Filesystem for PcacheFs {
         // drops them after a direct write of the range, so mapped and
         // unmapped access stay coherent; everything else still reaches us
         // alone. Without it mmap(MAP_SHARED) fails with ENODEV: say so once.
-        if config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP).is_err() {
+        let mut kernel_cache = self.options.kernel_cache.clone();
+        let allow_mmap =
+            self.options.direct_io_mmap && config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP).is_ok();
+        if !allow_mmap {
+            // The fallback: files chosen by name are served through the
+            // kernel's page cache, where they can be mapped shared.
+            if kernel_cache.is_empty() {
+                kernel_cache = FALLBACK_KERNEL_CACHE.iter().filter_map(|g| glob::Pattern::new(g).ok()).collect();
+            }
+            let names: Vec<&str> = kernel_cache.iter().map(|p| p.as_str()).collect();
             eprintln!(
-                "pcache mount: this kernel lacks FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6): shared mappings of files \
-                 on the mount fail with ENODEV"
+                "pcache mount: no FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6): shared mappings fail with ENODEV, \
+                 except of files served through the kernel's page cache (--kernel-cache: {})",
+                names.join(" ")
             );
         }
+        let _ = self.shared.kernel_cache.set(kernel_cache);
         // POSIX ACLs enforced by the kernel (Linux 4.9): it reads
         // system.posix_acl_access through getxattr, checks permissions
         // with it, and keeps it current across chmod; the backing
@@ -1297,10 +1347,11 @@ impl Filesystem for PcacheFs {
                     libc::EINVAL
                 });
             }
-            s.open_handle(node, flags)
+            let cached = node.kernel_cached.load(Ordering::Acquire);
+            Ok((s.open_handle(node, flags)?, cached))
         })();
         match res {
-            Ok(fh) => reply.opened(FileHandle(fh), self.open_flags()),
+            Ok((fh, cached)) => reply.opened(FileHandle(fh), open_flags(cached)),
             Err(e) => reply.error(errno(e)),
         }
     }
@@ -1327,11 +1378,12 @@ impl Filesystem for PcacheFs {
             drop(fd);
             let attr = s.lookup(parent, name)?;
             let node = s.node(attr.ino.0)?;
+            let cached = node.kernel_cached.load(Ordering::Acquire);
             let fh = s.open_handle(node.clone(), flags)?;
-            Ok((s.attr(&node)?, fh))
+            Ok((s.attr(&node)?, fh, cached))
         })();
         match res {
-            Ok((attr, fh)) => reply.created(&TTL, &attr, Generation(0), FileHandle(fh), self.open_flags()),
+            Ok((attr, fh, cached)) => reply.created(&TTL, &attr, Generation(0), FileHandle(fh), open_flags(cached)),
             Err(e) => reply.error(errno(e)),
         }
     }
@@ -1682,6 +1734,18 @@ impl Filesystem for PcacheFs {
         };
         let res = self.watch.run(req.pid(), || self.shared.fallocate(node, file, offset, length, mode));
         reply_empty(reply, res);
+    }
+}
+
+/// How a data file is opened: with FOPEN_DIRECT_IO, so the kernel keeps no
+/// page cache of its own and every read and write reaches pcache (no double
+/// caching), unless it is one the kernel's page cache serves
+/// (`--kernel-cache`).
+fn open_flags(cached: bool) -> FopenFlags {
+    if cached {
+        FopenFlags::empty()
+    } else {
+        FopenFlags::FOPEN_DIRECT_IO
     }
 }
 

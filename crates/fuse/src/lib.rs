@@ -32,9 +32,20 @@
 //! the range, so read(2), write(2) and the mapping see one file
 //! (tests/mount.rs, `shared_mappings_are_coherent`; SQLite's WAL mode, whose
 //! `-shm` index is mapped shared, runs). Only mapped files are cached
-//! twice. On an older kernel the daemon says at start that shared
-//! mappings fail with ENODEV. Private mappings (`MAP_PRIVATE`, as the
-//! loader maps executables) work on every kernel.
+//! twice. Private mappings (`MAP_PRIVATE`, as the loader maps
+//! executables) work on every kernel.
+//!
+//! Files chosen by name (`--kernel-cache GLOB`) are opened without
+//! FOPEN_DIRECT_IO: the kernel's page cache sits in front of pcache for
+//! them (pcache sees the kernel's misses, readahead and writeback), so they
+//! map shared on any kernel and their hits cost no round trip. An inode
+//! once reached by such a name stays so for the mount's life, so that its
+//! hard links share the kernel's one copy; a direct write through a handle
+//! opened before makes the kernel drop its pages of the range. On a kernel
+//! without FUSE_DIRECT_IO_ALLOW_MMAP this is the fallback: the daemon says
+//! so at start and serves `*-shm` (SQLite's WAL index) that way unless
+//! told otherwise; other files' shared mappings fail with ENODEV, because
+//! FUSE gives no sign at open that a file will be mapped.
 //!
 //! # Durability
 //!
@@ -108,7 +119,7 @@ use std::sync::Arc;
 use fuser::{MountOption, SessionACL};
 use pcache::{Config, PageCache, Tunables};
 
-pub use crate::fs::PcacheFs;
+pub use crate::fs::{FsOptions, PcacheFs, FALLBACK_KERNEL_CACHE};
 
 /// Options of `pcache mount`.
 #[derive(clap::Args, Debug, Clone)]
@@ -148,6 +159,19 @@ pub struct MountArgs {
     /// RLIMIT_NOFILE after raising it to the hard limit, at most 4096].
     #[arg(long, value_name = "N", value_parser = parse_count)]
     pub max_open_fds: Option<usize>,
+
+    /// Serve files whose name matches GLOB (repeatable, e.g. '*-shm',
+    /// '*.db') through the kernel's page cache in front of pcache: they can
+    /// be mapped shared on any kernel, and their cached reads cost no round
+    /// trip, but the kernel caches them too [default: none; where the
+    /// kernel cannot map direct-I/O files (before Linux 6.6), '*-shm'].
+    #[arg(long = "kernel-cache", value_name = "GLOB")]
+    pub kernel_cache: Vec<String>,
+
+    /// Behave as on a kernel without FUSE_DIRECT_IO_ALLOW_MMAP (before
+    /// Linux 6.6): shared mappings only of `--kernel-cache` files.
+    #[arg(long, hide = true)]
+    pub no_direct_io_mmap: bool,
 }
 
 /// Why a mount failed to start.
@@ -321,10 +345,15 @@ pub fn run(args: &MountArgs) -> Result<(), MountError> {
     // The paths first: a wrong one is refused before the cache's memory is
     // taken.
     let (backing, mountpoint) = check_paths(&args.backing, &args.mountpoint)?;
+    let mut kernel_cache = Vec::new();
+    for g in &args.kernel_cache {
+        kernel_cache.push(glob::Pattern::new(g).map_err(|e| MountError::Args(format!("--kernel-cache {g:?}: {e}")))?);
+    }
     let cache = build_cache(args)?;
     let threads =
         args.threads.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get() * 2).unwrap_or(4).max(4));
-    let fs = PcacheFs::new(cache.clone(), &backing)
+    let options = FsOptions { kernel_cache, direct_io_mmap: !args.no_direct_io_mmap };
+    let fs = PcacheFs::new(cache.clone(), &backing, options)
         .map_err(|e| MountError::Backing { path: backing.clone(), source: std::io::Error::from_raw_os_error(e) })?;
     let shared = fs.shared();
 
@@ -460,6 +489,8 @@ mod tests {
             set: set.iter().map(|s| s.to_string()).collect(),
             threads: None,
             max_open_fds: None,
+            kernel_cache: Vec::new(),
+            no_direct_io_mmap: false,
         }
     }
 

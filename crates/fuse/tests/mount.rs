@@ -138,25 +138,29 @@ fn fio_verify_crc32c() {
 // transactions, an index, queries.
 #[test]
 fn sqlite_larger_than_cache() {
-    sqlite_on_mount("DELETE", "sqlite_larger_than_cache");
+    sqlite_on_mount("DELETE", "sqlite_larger_than_cache", &[]);
 }
 
 // Goal: the same in WAL mode, whose `-shm` index is a shared mapping of a
-// file on the mount (FUSE_DIRECT_IO_ALLOW_MMAP).
+// file on the mount (FUSE_DIRECT_IO_ALLOW_MMAP; the fallback's kernel page
+// cache for `*-shm` on older kernels).
 #[test]
 fn sqlite_wal_larger_than_cache() {
-    sqlite_on_mount("WAL", "sqlite_wal_larger_than_cache");
+    sqlite_on_mount("WAL", "sqlite_wal_larger_than_cache", &[]);
 }
 
-fn sqlite_on_mount(journal_mode: &str, test: &str) {
+// Goal: the same as on a kernel before 6.6, where the `-shm` file is served
+// through the kernel's page cache.
+#[test]
+fn sqlite_wal_without_direct_io_mmap() {
+    sqlite_on_mount("WAL", "sqlite_wal_without_direct_io_mmap", &["--no-direct-io-mmap"]);
+}
+
+fn sqlite_on_mount(journal_mode: &str, test: &str, extra: &[&str]) {
     if skip_reason().is_some() || !have("sqlite3", test) {
         return;
     }
-    let mut m = Mount::start("8M", &[]);
-    if journal_mode == "WAL" && m.log().contains("FUSE_DIRECT_IO_ALLOW_MMAP") {
-        eprintln!("skipped {test}: {}", m.log().trim());
-        return;
-    }
+    let mut m = Mount::start("8M", extra);
     let db = m.mnt().join("t.db");
     let mut script =
         format!("PRAGMA journal_mode={journal_mode};\nCREATE TABLE t(id INTEGER PRIMARY KEY, k INTEGER, v BLOB);\n");
@@ -989,6 +993,51 @@ fn reads_across_cached_and_cold_pages_return_the_files_bytes() {
     }
     drop(f);
     m.unmount();
+}
+
+// Goal: the fallback where the kernel cannot map direct-I/O files (before
+// Linux 6.6, forced here with --no-direct-io-mmap): the mount says so; a
+// file served directly fails mmap(MAP_SHARED) with ENODEV; a `*-shm` file
+// is served through the kernel's page cache and maps; it stays coherent
+// with pcache: a write(2) through a handle opened directly before the file
+// got its `-shm` name (a hard link) is seen through the mapping (the
+// kernel drops its pages of a range written directly), a store msynced is
+// read through that handle, and both reach the backing file.
+#[test]
+fn shared_mappings_fall_back_to_the_kernel_cache() {
+    if skip_reason().is_some() {
+        return;
+    }
+    let mut m = Mount::start("16M", &["--no-direct-io-mmap"]);
+    let (mnt, backing) = (m.mnt(), m.backing());
+    assert!(m.log().contains("--kernel-cache: *-shm"), "no word of the fallback:\n{}", m.log());
+    let len = 64 * 1024;
+    let data = pattern(9, len);
+    fs::write(mnt.join("plain"), &data).unwrap();
+    let plain = fs::OpenOptions::new().read(true).write(true).open(mnt.join("plain")).unwrap();
+    let e = SharedMap::new(&plain, len, true).err().expect("a direct file mapped shared");
+    assert_eq!(e.raw_os_error(), Some(libc::ENODEV));
+    fs::write(mnt.join("alias"), &data).unwrap();
+    let alias = fs::OpenOptions::new().read(true).write(true).open(mnt.join("alias")).unwrap();
+    fs::hard_link(mnt.join("alias"), mnt.join("x-shm")).unwrap();
+    let f = fs::OpenOptions::new().read(true).write(true).open(mnt.join("x-shm")).unwrap();
+    let map = SharedMap::new(&f, len, true).unwrap();
+    assert_eq!(map.read(0, len), data);
+    alias.write_all_at(b"through the alias", 4096).unwrap();
+    assert_eq!(map.read(4096, 17), b"through the alias", "the kernel's pages were not invalidated");
+    map.write(8192, b"through the mapping");
+    map.msync();
+    let mut got = [0u8; 19];
+    alias.read_exact_at(&mut got, 8192).unwrap();
+    assert_eq!(&got, b"through the mapping");
+    f.write_all_at(b"write(2) on the cached name", 12288).unwrap();
+    assert_eq!(map.read(12288, 27), b"write(2) on the cached name");
+    drop((map, f, alias, plain));
+    m.unmount();
+    let on_disk = fs::read(backing.join("x-shm")).unwrap();
+    assert_eq!(&on_disk[4096..4113], b"through the alias");
+    assert_eq!(&on_disk[8192..8211], b"through the mapping");
+    assert_eq!(&on_disk[12288..12315], b"write(2) on the cached name");
 }
 
 // Goal: POSIX's rule for a mapping past the end of its file holds on the

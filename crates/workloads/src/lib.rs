@@ -11,6 +11,7 @@ pub mod fuse_mount;
 pub mod hitpath;
 pub mod kernel;
 pub mod lru_contention;
+pub mod mount;
 pub mod plot;
 mod progress;
 pub mod reclaim_writeback;

@@ -56,8 +56,8 @@ crate::experiment::params! {
         pub mem_bytes: u64 = 2048 * MIB, quick 256 * MIB;
         pub dd_mib: u64 = 1024, quick 64,
             param param_as "size of dd's file (and fio's), MiB [default: 1024; quick: 64]", range 1..=1 << 20;
-        pub fio_ms: u64 = 2000, quick 250,
-            param param_as "time of each fio run, ms [default: 2000; quick: 250]", range 100..=600_000;
+        pub fio_ms: u64 = 2000, quick 200,
+            param param_as "time of each fio run, ms [default: 2000; quick: 200]", range 100..=600_000;
         pub c_files: usize = 50, quick 12,
             param param_as "C files in the tree, built by make -j2 [default: 50; quick: 12]", range 1..=10_000;
         pub text_files: usize = 1000, quick 200,
@@ -68,8 +68,8 @@ crate::experiment::params! {
             param param_as "SQLite rows inserted [default: 100000; quick: 20000]", range 1..=100_000_000;
         pub txns: u64 = 50, quick 20,
             param param_as "transactions the rows are inserted in [default: 50; quick: 20]", range 1..=1_000_000;
-        pub selects: u64 = 20_000, quick 2_000,
-            param param_as "SQLite point selects by primary key [default: 20000; quick: 2000]",
+        pub selects: u64 = 20_000, quick 10_000,
+            param param_as "SQLite point selects by primary key [default: 20000; quick: 10000]",
             range 1..=100_000_000;
         pub runs: usize = 3, quick 2;
         pub kernel: bool = true, opt kernel;
@@ -770,5 +770,104 @@ impl Experiment for MountBench {
     fn run(&self, opts: &ExpOpts) -> Result<Outcome> {
         let result = run(&MountOpts::from_exp(opts)?)?;
         Ok(Outcome::new(result.report(), &result)?.with_headlines(result.headlines()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(name: &str, mount: Option<f64>, kernel: Option<f64>) -> WorkloadRow {
+        let s = SPECS.iter().find(|s| s.name == name).unwrap();
+        let ratio = match (mount, kernel) {
+            (Some(m), Some(k)) if s.better == Better::Higher => Some(m / k),
+            (Some(m), Some(k)) => Some(k / m),
+            _ => None,
+        };
+        WorkloadRow {
+            name: name.into(),
+            unit: s.unit.into(),
+            mount,
+            kernel,
+            better: String::new(),
+            ratio,
+            mount_samples: Vec::new(),
+            kernel_samples: Vec::new(),
+            note: None,
+        }
+    }
+
+    // Goal: a target is met only when every measured row reaches it, in
+    // speed whichever way the unit runs (MB/s up, seconds down), missed
+    // when one does not, and cannot be judged with nothing measured or in
+    // a debug build.
+    #[test]
+    fn targets_judge_what_was_measured() {
+        let dd = &TARGETS[0];
+        let rows = vec![row(DD_WRITE, Some(900.0), Some(1000.0)), row(DD_COLD, Some(800.0), Some(1000.0))];
+        let (ratios, v) = judge(dd, &rows, false);
+        assert_eq!(v, Verdict::Met);
+        assert_eq!(ratios, vec![Some(0.9), Some(0.8), None]);
+        let rows = vec![row(DD_WRITE, Some(900.0), Some(1000.0)), row(DD_WARM, Some(700.0), Some(1000.0))];
+        assert_eq!(judge(dd, &rows, false).1, Verdict::Missed);
+        assert_eq!(judge(dd, &rows, true).1, Verdict::CannotJudge);
+        assert_eq!(judge(dd, &[row(DD_WRITE, Some(1.0), None)], false).1, Verdict::CannotJudge);
+        // Seconds: the mount taking twice the kernel's time is 0.5x.
+        let tree = &TARGETS[2];
+        let rows = vec![row(TAR, Some(2.0), Some(1.0)), row(MAKE, Some(1.0), Some(1.0))];
+        let (ratios, v) = judge(tree, &rows, false);
+        assert_eq!((ratios[0], v), (Some(0.5), Verdict::Met));
+        let rows = vec![row(TAR, Some(2.1), Some(1.0))];
+        assert_eq!(judge(tree, &rows, false).1, Verdict::Missed);
+    }
+
+    // Goal: with neither side available nothing is timed, every row says
+    // why, and the headlines (one per target) say they cannot judge.
+    #[test]
+    fn no_side_measures_nothing_and_says_why() {
+        let o = MountOpts {
+            dd_mib: 4,
+            mem_bytes: 64 * MIB,
+            c_files: 2,
+            text_files: 5,
+            rows: 10,
+            txns: 2,
+            selects: 5,
+            runs: 1,
+            kernel: false,
+            progress: false,
+            // Not the pcache binary: no mount.
+            mount_exe: PathBuf::from("/bin/true"),
+            ..MountOpts::defaults(true)
+        };
+        let r = run(&o).unwrap();
+        assert_eq!(r.workloads.len(), SPECS.len());
+        assert!(r.workloads.iter().all(|w| w.mount.is_none() && w.kernel.is_none() && w.note.is_some()));
+        assert!(r.mount_skipped.as_deref().is_some_and(|m| m.contains("not the pcache binary")), "{r:?}");
+        assert_eq!(r.kernel_skipped.as_deref(), Some("--no-kernel"));
+        let h = r.headlines();
+        assert_eq!(h.len(), TARGETS.len());
+        let debug = cfg!(debug_assertions);
+        assert!(h.iter().all(|h| h.verdict == Verdict::CannotJudge && (debug || !h.note.is_empty())), "{h:?}");
+        assert!(h[0].note.contains("FUSE floor not measured"), "{}", h[0].note);
+        assert!(r.report().contains("mount side SKIPPED"));
+        // Root, Makefile, src and its 2 files, doc, one directory, 5 files.
+        assert_eq!(r.tree_entries, 1 + 1 + 3 + 2 + 5);
+    }
+
+    // Goal: options that would not measure what the rows say (a warm read
+    // of a file the cache cannot hold) or would not run are refused.
+    #[test]
+    fn refuses_bad_options() {
+        let q = MountOpts::defaults(true);
+        assert!(q.validate().is_ok() && MountOpts::defaults(false).validate().is_ok());
+        let bad = [
+            MountOpts { dd_mib: 200, ..q.clone() },
+            MountOpts { runs: 0, ..q.clone() },
+            MountOpts { txns: 10, rows: 5, ..q.clone() },
+            MountOpts { fio_ms: 10, ..q.clone() },
+            MountOpts { mem_bytes: 32 * MIB, dd_mib: 8, ..q },
+        ];
+        crate::experiment::assert_checked(&[MountOpts::defaults(true)], &bad, |o| o.validate());
     }
 }

@@ -449,6 +449,50 @@ fn kernel_unavailable(o: &MountOpts, dir: &Path) -> std::result::Result<Memcg, S
     Memcg::create(o.mem_bytes)
 }
 
+/// The tree (written under `gen`, packed into `tarball` when tar runs)
+/// and the SQLite scripts: its entries and bytes.
+fn inputs(o: &MountOpts, gen: &Path, tarball: &Path, scripts: &Path, tar: bool) -> Result<(u64, u64)> {
+    let shape = TreeShape { c_files: o.c_files, text_files: o.text_files };
+    let bytes = tools::write_tree(gen, shape)?;
+    let entries = tools::count_entries(gen)?;
+    if tar {
+        timed(Command::new("tar").arg("cf").arg(tarball).arg("-C").arg(gen).arg("."))?;
+    }
+    let write = |name: String, text: String| {
+        let p = scripts.join(name);
+        fs::write(&p, text).map_err(|e| Error::io(format!("writing {}", p.display()), e))
+    };
+    for mode in JOURNAL_MODES {
+        write(format!("insert-{mode}.sql"), tools::sqlite_inserts(mode, o.rows, o.txns))?;
+    }
+    write("select.sql".into(), tools::sqlite_selects(o.rows, o.selects))?;
+    Ok((entries, bytes))
+}
+
+/// Every run: each group on each side, the first side turning from run
+/// to run.
+fn measure(b: &mut Bench<'_>, sides: &[Side]) -> Result<()> {
+    let groups = ["dd, fio", "tar, git, make", "SQLite"];
+    let phase = Progress::new(b.o.progress).phase("mount", (b.o.runs * groups.len() * sides.len()) as u64);
+    for r in 0..b.o.runs {
+        for (g, what) in groups.into_iter().enumerate() {
+            for k in 0..sides.len() {
+                let side = sides[(k + r) % sides.len()];
+                let name = if side == Side::Mount { "mount" } else { "kernel" };
+                phase.set_message(format!("run {}: {what} on the {name}", r + 1));
+                match g {
+                    0 => b.data(side)?,
+                    1 => b.tree(side)?,
+                    _ => b.sqlite(side)?,
+                }
+                phase.inc(1);
+            }
+        }
+    }
+    phase.finish();
+    Ok(())
+}
+
 pub fn run(o: &MountOpts) -> Result<MountResult> {
     o.validate()?;
     let start = Instant::now();
@@ -464,19 +508,8 @@ pub fn run(o: &MountOpts) -> Result<MountResult> {
     let mut skipped: Vec<Option<String>> =
         SPECS.iter().map(|s| s.tools.iter().find_map(|t| tools::missing(t))).collect();
 
-    let shape = TreeShape { c_files: o.c_files, text_files: o.text_files };
-    let tree_bytes = tools::write_tree(&gen, shape)?;
-    let tree_entries = tools::count_entries(&gen)?;
     let tarball = tmp.path().join("tree.tar");
-    if skipped[Bench::index(TAR)].is_none() {
-        timed(Command::new("tar").arg("cf").arg(&tarball).arg("-C").arg(&gen).arg("."))?;
-    }
-    for mode in JOURNAL_MODES {
-        let p = scripts.join(format!("insert-{mode}.sql"));
-        fs::write(&p, tools::sqlite_inserts(mode, o.rows, o.txns)).map_err(|e| Error::io("writing a script", e))?;
-    }
-    fs::write(scripts.join("select.sql"), tools::sqlite_selects(o.rows, o.selects))
-        .map_err(|e| Error::io("writing a script", e))?;
+    let (tree_entries, tree_bytes) = inputs(o, &gen, &tarball, &scripts, skipped[Bench::index(TAR)].is_none())?;
 
     let mount_skipped = mount_unavailable(&o.mount_exe);
     let daemon = match mount_skipped {
@@ -513,27 +546,7 @@ pub fn run(o: &MountOpts) -> Result<MountResult> {
         skipped,
         floor_missing,
     };
-    let groups = ["dd, fio", "tar, git, make", "SQLite"];
-    let phase = Progress::new(o.progress).phase("mount", (o.runs * groups.len() * sides.len()) as u64);
-    for r in 0..o.runs {
-        for (g, what) in groups.into_iter().enumerate() {
-            for k in 0..sides.len() {
-                let side = sides[(k + r) % sides.len()];
-                phase.set_message(format!(
-                    "run {}: {what} on the {}",
-                    r + 1,
-                    if side == Side::Mount { "mount" } else { "kernel" }
-                ));
-                match g {
-                    0 => b.data(side)?,
-                    1 => b.tree(side)?,
-                    _ => b.sqlite(side)?,
-                }
-                phase.inc(1);
-            }
-        }
-    }
-    phase.finish();
+    measure(&mut b, &sides)?;
     if let Some(d) = b.daemon.as_mut() {
         d.stop()?;
     }

@@ -71,7 +71,7 @@ crate::experiment::params! {
         pub selects: u64 = 20_000, quick 10_000,
             param param_as "SQLite point selects by primary key [default: 20000; quick: 10000]",
             range 1..=100_000_000;
-        pub runs: usize = 3, quick 2;
+        pub runs: usize = 5, quick 2;
         pub kernel: bool = true, opt kernel;
         pub set: Vec<(String, String)> = Vec::new(), opt set;
         #[serde(skip)]

@@ -251,8 +251,11 @@ struct Bench<'a> {
 }
 
 impl Bench<'_> {
+    /// Only this module's name constants are looked up, each in SPECS.
     fn index(name: &str) -> usize {
-        SPECS.iter().position(|s| s.name == name).unwrap_or(0)
+        let i = SPECS.iter().position(|s| s.name == name);
+        debug_assert!(i.is_some(), "{name} is not in SPECS");
+        i.unwrap_or(0)
     }
 
     fn runs(&self, name: &str) -> bool {

@@ -270,6 +270,25 @@ mod tests {
         assert!(fio_iops(r#"{"jobs": [{"error": 0, "read": {}}]}"#, "read").is_err());
     }
 
+    // Goal: a child given join_on_exec runs in the memory cgroup (where
+    // one can be made: root and a memory controller).
+    #[test]
+    fn children_join_the_cgroup() {
+        let m = match crate::kernel::Memcg::create(64 << 20) {
+            Ok(m) => m,
+            Err(why) => {
+                println!("skipped: {why}");
+                return;
+            }
+        };
+        let mut c = Command::new("cat");
+        c.arg("/proc/self/cgroup");
+        join_on_exec(&mut c, m.path()).unwrap();
+        let (_, out) = run(&mut c, true).unwrap();
+        let name = m.path().file_name().unwrap().to_string_lossy().into_owned();
+        assert!(String::from_utf8_lossy(&out).contains(&name), "{}", String::from_utf8_lossy(&out));
+    }
+
     // Goal: each fio job gets its own page-aligned slice of the file, and
     // only a time-based run wraps around.
     #[test]

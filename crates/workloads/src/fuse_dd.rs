@@ -14,13 +14,14 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Instant;
 
 use pcache::{Config, OpenOptions, PageCache};
 use serde::Serialize;
 
 use crate::experiment::{ExpOpts, Experiment, Outcome, ParamDoc};
+use crate::fuse_mount::{mount_unavailable, Daemon};
 use crate::sys::{kernel_release, load_note, loadavg, tempdir_in};
 use crate::{Error, Result};
 
@@ -94,76 +95,6 @@ pub struct FuseDdResult {
     /// Why the fuse column is missing, if it is.
     pub fuse_skipped: Option<String>,
     pub load_note: String,
-}
-
-pub fn fuse_unavailable() -> Option<String> {
-    if let Err(e) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/fuse") {
-        return Some(format!("/dev/fuse cannot be opened: {e}"));
-    }
-    if let Err(e) = Command::new("fusermount3").arg("-V").output() {
-        return Some(format!("fusermount3 cannot be run: {e}"));
-    }
-    None
-}
-
-fn is_fuse_mount(path: &Path) -> bool {
-    crate::sys::fs_magic(path) == Some(0x6573_5546)
-}
-
-/// A `pcache mount` daemon, unmounted (lazily if need be) when dropped.
-struct Daemon {
-    child: Option<Child>,
-    mnt: PathBuf,
-}
-
-impl Daemon {
-    fn start(exe: &Path, backing: &Path, mnt: &Path, mem: u64, set: &[(String, String)]) -> Result<Daemon> {
-        let child = Command::new(exe)
-            .arg("mount")
-            .arg(backing)
-            .arg(mnt)
-            .args(["--mem", &mem.to_string()])
-            .args(set.iter().flat_map(|(k, v)| ["--set".to_string(), format!("{k}={v}")]))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| Error::io(format!("starting {} mount", exe.display()), e))?;
-        let mut d = Daemon { child: Some(child), mnt: mnt.to_path_buf() };
-        let started = Instant::now();
-        while !is_fuse_mount(mnt) {
-            if let Some(st) = d.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
-                return Err(Error::Check(format!("pcache mount exited ({st}) before mounting")));
-            }
-            if started.elapsed() > Duration::from_secs(20) {
-                return Err(Error::Check("pcache mount did not come up in 20 s".into()));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(d)
-    }
-
-    fn stop(&mut self) -> Result<()> {
-        let st = Command::new("fusermount3").arg("-u").arg(&self.mnt).status();
-        if !st.map(|s| s.success()).unwrap_or(false) {
-            return Err(Error::Check("fusermount3 -u failed".into()));
-        }
-        if let Some(mut c) = self.child.take() {
-            let st = c.wait().map_err(|e| Error::io("waiting for pcache mount", e))?;
-            if !st.success() {
-                return Err(Error::Check(format!("pcache mount exited with {st}")));
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = Command::new("fusermount3").args(["-u", "-z", "-q"]).arg(&self.mnt).status();
-            let _ = c.wait();
-        }
-    }
 }
 
 fn dd(args: &[String]) -> Result<f64> {
@@ -241,14 +172,7 @@ pub fn run(opts: &FuseDdOpts) -> Result<FuseDdResult> {
         Ok(p)
     };
     let (lib_dir, kernel_dir, backing, mnt) = (mkdir("library")?, mkdir("kernel")?, mkdir("backing")?, mkdir("mnt")?);
-    // The mount column spawns `pcache mount`: only the pcache binary has
-    // that subcommand (a test harness running this would start itself).
-    let is_pcache = opts.mount_exe.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("pcache"));
-    let fuse_skipped = if is_pcache {
-        fuse_unavailable()
-    } else {
-        Some(format!("{} is not the pcache binary, which serves the mount", opts.mount_exe.display()))
-    };
+    let fuse_skipped = mount_unavailable(&opts.mount_exe);
     let mut daemon = match fuse_skipped {
         None => Some(Daemon::start(&opts.mount_exe, &backing, &mnt, opts.mem_bytes, &opts.set)?),
         Some(_) => None,

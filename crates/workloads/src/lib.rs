@@ -7,9 +7,11 @@
 pub mod dd;
 pub mod experiment;
 pub mod fuse_dd;
+pub mod fuse_mount;
 pub mod hitpath;
 pub mod kernel;
 pub mod lru_contention;
+pub mod mount;
 pub mod plot;
 mod progress;
 pub mod reclaim_writeback;

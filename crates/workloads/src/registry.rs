@@ -17,7 +17,7 @@ use crate::kernel;
 use crate::runner::Seed;
 use crate::variants::Preset;
 use crate::{dd, fuse_dd, hitpath, lru_contention, reclaim_writeback, replay};
-use crate::{seqread, small_file_server, sparsetruncate};
+use crate::{mount, seqread, small_file_server, sparsetruncate};
 use crate::{Error, Result};
 
 /// Every experiment, in `--list` and main-job order.
@@ -30,6 +30,7 @@ pub static EXPERIMENTS: &[&dyn Experiment] = &[
     &Seed::<small_file_server::SmallFileServer>::ENTRY,
     &fuse_dd::FuseDd,
     &seqread::Seqread,
+    &mount::MountBench,
     &replay::Replay,
 ];
 

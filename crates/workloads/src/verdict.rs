@@ -238,7 +238,8 @@ pub fn progress_line(name: &str, secs: f64, headlines: &[Headline]) -> String {
 /// measured, the kernel's figure and any note, packed into as few lines of
 /// [`SCREEN_COLS`] as they fit, joined by "; ". A part too wide for a line
 /// is wrapped while the screen has lines to spare within [`SCREEN_LINES`],
-/// cut with "..." once it has not.
+/// cut with "..." once it has not; once even cut parts leave no lines, the
+/// last headlines' parts share one cut line each.
 pub fn render_screen(headlines: &[Headline]) -> String {
     const IND: &str = "    ";
     let w = SCREEN_COLS;
@@ -285,20 +286,25 @@ pub fn render_screen(headlines: &[Headline]) -> String {
     let heads: Vec<String> =
         headlines.iter().map(|h| clip(&format!("{:<15}{}", h.verdict.label(), h.experiment), w)).collect();
     let all: Vec<Vec<String>> = headlines.iter().map(parts).collect();
-    // Wrapped where the whole screen fits so; else each headline's parts
-    // cut, wrapping the first ones while lines are left.
-    let cut: Vec<Vec<String>> = all.iter().map(|p| pack(p, false)).collect();
-    let mut used = 1 + heads.len() + cut.iter().map(Vec::len).sum::<usize>();
-    let mut lines = vec![title];
-    for ((head, p), short) in heads.into_iter().zip(&all).zip(cut) {
-        lines.push(head);
-        let long = pack(p, true);
-        if used + long.len() - short.len() <= SCREEN_LINES {
-            used += long.len() - short.len();
-            lines.extend(long);
-        } else {
-            lines.extend(short);
+    // Each headline's parts in one of three forms: all on one line, cut
+    // ("tight"); each part cut to a line ("cut"); wrapped ("long"). All
+    // start tight; then, in order while lines are left, each is cut, and
+    // then wrapped: where every headline fits cut, the first ones wrap.
+    let mut forms: Vec<Vec<String>> = all.iter().map(|p| vec![clip(&format!("{IND}{}", p.join("; ")), w)]).collect();
+    let mut used = 1 + heads.len() + forms.iter().map(Vec::len).sum::<usize>();
+    for wrap in [false, true] {
+        for (form, p) in forms.iter_mut().zip(&all) {
+            let better = pack(p, wrap);
+            if better.len() >= form.len() && used + better.len() - form.len() <= SCREEN_LINES {
+                used += better.len() - form.len();
+                *form = better;
+            }
         }
+    }
+    let mut lines = vec![title];
+    for (head, form) in heads.into_iter().zip(forms) {
+        lines.push(head);
+        lines.extend(form);
     }
     if lines.len() > SCREEN_LINES {
         let dropped = lines.len() + 1 - SCREEN_LINES;
@@ -350,6 +356,36 @@ mod tests {
         assert!(s.lines().count() > 4 && !s.contains("..."), "{s}");
         assert!(s.lines().all(|l| l.chars().count() <= SCREEN_COLS));
         assert_eq!(s.matches("word").count(), 80);
+    }
+
+    // Goal: headlines too many for their parts on lines of their own each
+    // keep one line of parts, so that none is lost off the screen: the
+    // first keep more while lines are left.
+    #[test]
+    fn many_headlines_all_shown() {
+        let part = |c: char| std::iter::repeat_n(c, 100).collect::<String>();
+        let hs: Vec<Headline> = (0..14)
+            .map(|i| Headline {
+                experiment: format!("headline {i}"),
+                claimed: part('c'),
+                reproduced: part('r'),
+                kernel: part('k'),
+                note: String::new(),
+                verdict: Verdict::Met,
+            })
+            .collect();
+        let s = render_screen(&hs);
+        assert!(s.lines().count() <= SCREEN_LINES, "{s}");
+        assert!(s.lines().all(|l| l.chars().count() <= SCREEN_COLS));
+        assert!((0..14).all(|i| s.contains(&format!("headline {i}\n"))), "{s}");
+        assert!(!s.contains("lines more"), "{s}");
+        // 1 + 14 heads + 14 tight lines = 29: 11 lines to spare, 2 a
+        // headline to cut: the first five are cut (the title, the first
+        // head and its 3 lines come before the second), the rest share a
+        // line.
+        let first = s.split("MET            headline 1\n").next().unwrap_or("");
+        assert_eq!(first.lines().count(), 5, "{s}");
+        assert!(s.trim_end().ends_with("..."), "{s}");
     }
 
     // Goal: an effect counts only beyond its noise, in either direction,

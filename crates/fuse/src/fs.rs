@@ -156,6 +156,12 @@ pub struct Node {
     /// goes through the kernel's page cache (sticky, so that hard links of
     /// other names share the kernel's one copy instead of bypassing it).
     kernel_cached: AtomicBool,
+    /// Times set explicitly (utimensat, as tar does after writing) while
+    /// the file's data was still in the cache: that data's writeback moves
+    /// the backing mtime on, so these are set again once it is written
+    /// (fsync, FORGET, unmount) and reported from here until then. A write
+    /// clears them.
+    times: Mutex<Option<[libc::timespec; 2]>>,
     /// When data was last written through the mount (ns since the epoch;
     /// 0: never). The backing mtime only moves at writeback, so getattr
     /// shows the later of the two, as the kernel updates mtime at write.
@@ -173,6 +179,12 @@ impl Node {
     /// the type differs.
     fn reused_by(&self, is_reg: bool) -> bool {
         self.is_reg != is_reg || matches!(*self.loc.lock(), Loc::Gone)
+    }
+
+    /// Data was written at `ns`: its mtime is now, not any time set before.
+    fn written(&self, ns: u64) {
+        self.written_ns.store(ns, Ordering::Relaxed);
+        *self.times.lock() = None;
     }
 
     /// Whether the node's location is `name` in `parent`.
@@ -484,6 +496,10 @@ impl Shared {
             if let Some(size) = self.cache.cached_len(&node.engine_key()) {
                 attr.size = size;
             }
+            if let Some([a, m]) = *node.times.lock() {
+                attr.atime = time_of(a.tv_sec, a.tv_nsec);
+                attr.mtime = time_of(m.tv_sec, m.tv_nsec);
+            }
             let w = node.written_ns.load(Ordering::Relaxed);
             if w > 0 {
                 let written = UNIX_EPOCH + Duration::from_nanos(w);
@@ -565,6 +581,7 @@ impl Shared {
                         data: Mutex::new(()),
                         opens: AtomicU64::new(0),
                         kernel_cached: AtomicBool::new(false),
+                        times: Mutex::new(None),
                         written_ns: AtomicU64::new(0),
                     });
                     nodes.live.insert(id, n.clone());
@@ -612,6 +629,19 @@ impl Shared {
         }
     }
 
+    /// `node`'s data is written back: set the times kept since they were
+    /// set (`Node::times`) on the backing file again, over the writeback's.
+    fn settle_times(&self, node: &Arc<Node>) {
+        if node.times.lock().is_none() {
+            return;
+        }
+        if let Ok(fd) = self.fd_of(node) {
+            if let Some(ts) = node.times.lock().take() {
+                let _ = sys::utimens(&fd, &ts);
+            }
+        }
+    }
+
     /// The engine lets go of a node's file (forget, unmount). False when
     /// its dirty data could not be written back: it stays cached.
     fn release_data(&self, node: &Arc<Node>) -> bool {
@@ -625,7 +655,10 @@ impl Shared {
             self.cache.evict(&key).map(drop)
         };
         match res {
-            Ok(()) => true,
+            Ok(()) => {
+                self.settle_times(node);
+                true
+            }
             Err(e) => {
                 // The file stays cached with its dirty pages; the flusher
                 // and the final writeback at unmount retry them.
@@ -864,20 +897,27 @@ impl Shared {
                 None => self.open_data(&node)?,
             };
             f.set_len(size).map_err(|e| e.errno())?;
-            node.written_ns.store(now_ns(), Ordering::Relaxed);
+            node.written(now_ns());
         }
         if atime.is_some() || mtime.is_some() {
-            if node.is_reg {
-                // Times set now must not be overtaken by the writeback of
-                // data written before (tar sets mtime after writing): write
-                // that data back first, and wait for it (no device flush:
-                // only the order matters here, not durability).
-                if self.cache.is_cached(&node.engine_key()) {
-                    self.open_data(&node)?.sync_range(0, 0).map_err(|e| e.errno())?;
-                }
-                node.written_ns.store(0, Ordering::Relaxed);
-            }
             sys::utimens(&fd, &[timespec_of(atime), timespec_of(mtime)])?;
+            if node.is_reg {
+                node.written_ns.store(0, Ordering::Relaxed);
+                // The writeback of data still cached would overtake these
+                // times on the backing file: keep them, as the backing
+                // filesystem resolved them, to set again once it is written
+                // (without waiting for that writeback here: tar sets the
+                // times of every file it writes).
+                let mut times = node.times.lock();
+                *times = None;
+                if self.cache.is_cached(&node.engine_key()) {
+                    let st = sys::fstat(&fd)?;
+                    *times = Some([
+                        libc::timespec { tv_sec: st.st_atime, tv_nsec: st.st_atime_nsec },
+                        libc::timespec { tv_sec: st.st_mtime, tv_nsec: st.st_mtime_nsec },
+                    ]);
+                }
+            }
         }
         drop(fd);
         self.attr(&node)
@@ -1027,6 +1067,7 @@ impl PcacheFs {
             data: Mutex::new(()),
             opens: AtomicU64::new(0),
             kernel_cached: AtomicBool::new(false),
+            times: Mutex::new(None),
             written_ns: AtomicU64::new(0),
         });
         let mut nodes = Nodes::default();
@@ -1465,7 +1506,7 @@ impl Filesystem for PcacheFs {
                 // May wait in balance_dirty_pages or for a page to read in.
                 match self.watch.run(req.pid(), || file.write_at(data, offset)) {
                     Ok(n) => {
-                        node.written_ns.store(now_ns(), Ordering::Relaxed);
+                        node.written(now_ns());
                         reply.written(n as u32)
                     }
                     Err(e) => reply.error(errno(e.errno())),
@@ -1522,10 +1563,13 @@ impl Filesystem for PcacheFs {
         match &*h {
             // Writes back the file's dirty pages, waits, and fsyncs the
             // backing file: acknowledged data is on the backing disk.
-            Handle::Data { file, .. } => {
+            Handle::Data { file, node, .. } => {
                 let res = self.watch.run(req.pid(), || if datasync { file.fdatasync() } else { file.fsync() });
                 match res {
-                    Ok(()) => reply.ok(),
+                    Ok(()) => {
+                        self.shared.settle_times(node);
+                        reply.ok()
+                    }
                     Err(e) => reply.error(errno(e.errno())),
                 }
             }

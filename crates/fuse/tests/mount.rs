@@ -647,6 +647,47 @@ fn reused_inode_numbers_are_new_files() {
     assert!(fs::read(m.backing().join("last")).unwrap() == data);
 }
 
+// Goal: times set on a file just after writing it (as tar, cp -p and rsync
+// do) are its times on the mount at once and on the backing file after
+// the data's writeback (fsync, or unmounting), which must not move them
+// on; a write after them makes the mtime now again.
+#[test]
+fn times_set_after_writing_survive_writeback() {
+    if skip_reason().is_some() {
+        return;
+    }
+    let mut m = Mount::start("16M", &[]);
+    let (mnt, backing) = (m.mnt(), m.backing());
+    let past = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+    let set = |p: &Path| {
+        let f = fs::OpenOptions::new().write(true).open(p).unwrap();
+        f.set_times(fs::FileTimes::new().set_accessed(past).set_modified(past)).unwrap();
+    };
+    for (i, name) in ["synced", "unmounted", "rewritten"].iter().enumerate() {
+        // In blocks, as tar writes: the engine reserves space ahead of an
+        // appending writer and gives it back later, which must not count
+        // as a modification.
+        let mut f = fs::File::create(mnt.join(name)).unwrap();
+        for chunk in pattern(i as u64, 100_000 + i).chunks(10240) {
+            f.write_all(chunk).unwrap();
+        }
+        drop(f);
+        set(&mnt.join(name));
+        assert_eq!(fs::metadata(mnt.join(name)).unwrap().modified().unwrap(), past, "{name} on the mount");
+    }
+    fs::File::open(mnt.join("synced")).unwrap().sync_all().unwrap();
+    assert_eq!(fs::metadata(backing.join("synced")).unwrap().modified().unwrap(), past, "after fsync");
+    fs::OpenOptions::new().write(true).open(mnt.join("rewritten")).unwrap().write_all_at(b"x", 5).unwrap();
+    assert!(fs::metadata(mnt.join("rewritten")).unwrap().modified().unwrap() > past, "a write kept the old mtime");
+    m.unmount();
+    for name in ["synced", "unmounted"] {
+        let md = fs::metadata(backing.join(name)).unwrap();
+        assert_eq!(md.modified().unwrap(), past, "{name}: mtime on the backing file");
+        assert_eq!(md.accessed().unwrap(), past, "{name}: atime on the backing file");
+    }
+    assert!(fs::metadata(backing.join("rewritten")).unwrap().modified().unwrap() > past);
+}
+
 /// A POSIX ACL in the kernel's xattr form (posix_acl_xattr: version 2,
 /// then (tag, perm, id) entries sorted by tag and id).
 fn acl_xattr(entries: &[(u16, u16, u32)]) -> Vec<u8> {

@@ -707,7 +707,22 @@ impl FileDev {
             return;
         }
         let end = tail.iter().map(|&(_, e)| e).max().unwrap_or(from);
+        // Punching moves the file's mtime on (ext4, XFS), but no byte of it
+        // changed: its times are put back, so that times set on the file
+        // since its last write (tar, cp -p, rsync) stay.
+        let Ok(fd) = self.file() else { return };
+        let before = fd.file().metadata();
         let _ = self.fallocate(libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, from, end - from);
+        if let Ok(m) = before {
+            use std::os::unix::fs::MetadataExt as _;
+            let ts = [
+                libc::timespec { tv_sec: m.atime(), tv_nsec: m.atime_nsec() },
+                libc::timespec { tv_sec: m.mtime(), tv_nsec: m.mtime_nsec() },
+            ];
+            // SAFETY: futimens on a descriptor we hold open, reading two
+            // timespecs from our stack.
+            let _ = unsafe { libc::futimens(fd.as_raw_fd(), ts.as_ptr()) };
+        }
     }
 
     /// Write zeroes over `[offset, offset + len)`, not extending the file:

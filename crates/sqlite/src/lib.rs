@@ -1,0 +1,162 @@
+//! SQLite on pcache: a loadable extension (`libpcache_sqlite.so`) that
+//! registers a VFS named `pcache`.
+//!
+//! `.load ./libpcache_sqlite` (or `sqlite3_load_extension`) registers it,
+//! permanently (`SQLITE_OK_LOAD_PERMANENTLY`), not as the default. A
+//! database opened as `file:x.db?vfs=pcache` then has its main file, its
+//! rollback journal and its WAL read and written through one pcache page
+//! cache per process. The files on disk stay ordinary SQLite files.
+//!
+//! # Cache size
+//!
+//! The first database opened with the VFS in a process builds the cache:
+//! its URI's `pcache_mem` (`64M`, `4096K`, bytes), else the environment's
+//! `PCACHE_MEM`, else 64 MiB. Later sizes are ignored (the first wins);
+//! a malformed size fails the open with SQLITE_CANTOPEN, saying why on
+//! stderr and through `sqlite3_log`.
+//!
+//! # What goes where
+//!
+//! Every file is opened by the default VFS (`sqlite3_vfs_find(NULL)`, the
+//! unix VFS) too, and that file object keeps doing everything but data:
+//! locks (xLock, xUnlock, xCheckReservedLock: POSIX advisory locks on the
+//! same bytes as always, PENDING_BYTE, RESERVED_BYTE, the SHARED range, so
+//! a process on this VFS and one on the default VFS exclude each other),
+//! the -shm wal-index (xShmMap, xShmLock, xShmBarrier, xShmUnmap), sector
+//! size and device characteristics. Only xRead, xWrite, xTruncate, xSync
+//! and xFileSize go through pcache. Temporary files (temp databases,
+//! statement journals, ...) go to the default VFS untouched.
+//!
+//! # Descriptors and POSIX locks
+//!
+//! Closing any descriptor of a file drops all the POSIX locks the process
+//! holds on it. The unix VFS copes for its own descriptors (it shares one
+//! inode record per file and defers closes while locks are held). pcache's
+//! I/O needs descriptors too, and the engine's host-file device takes them
+//! from a bounded cache that closes and reopens them at any time, which
+//! would silently drop SQLite's locks. So each file gets a device of this
+//! crate's (dev.rs) holding one O_DIRECT descriptor from its first open in
+//! the process until the close of its last connection in the process, when
+//! SQLite holds no lock on it. What remains: a process that also opens the
+//! same database through another VFS (or plain `open`/`close`) may lose
+//! that other connection's locks when the last pcache connection closes,
+//! as it would with any library that opens and closes the file.
+//!
+//! # Coherence across processes
+//!
+//! pcache must never serve a page another process has changed since it
+//! was cached. Two rules, at the moments SQLite itself rereads:
+//!
+//! - Rollback mode. When xLock takes the database from no lock to SHARED,
+//!   the VFS reads the change counter (bytes 24..28) and the length from
+//!   the host file (through the default VFS's file object, past pcache)
+//!   and compares them with what it last knew. If they differ, it drops
+//!   every cached page of the database (hole punching that reaches only
+//!   the cache) and takes the host's length. What this process writes it
+//!   knows: when xUnlock goes from RESERVED or above down to SHARED or
+//!   none, the database, its journal and its WAL are written back first
+//!   (another process reads the disk), and the counter and length on disk
+//!   are what it knows from then on.
+//! - WAL mode. The wal-index (the -shm file, shared memory) says what
+//!   changed: its header (mxFrame, salts, checksums) changes with every
+//!   commit and WAL restart, nBackfill with every checkpoint. When a
+//!   connection takes a WAL read lock, the VFS compares both with what it
+//!   knows: a new header drops the cached WAL pages, a new nBackfill the
+//!   cached database pages (checkpoints write the database). A connection
+//!   of this process holding the write lock (resp. checkpoint lock) made
+//!   the change itself: nothing is dropped then. Releasing the write,
+//!   checkpoint or recovery lock writes back the WAL and the database and
+//!   records the header (resp. nBackfill) as known; a WAL restart by this
+//!   process records its nBackfill of 0 too. Recovery drops the cached WAL
+//!   first (it reads the whole WAL).
+//!
+//! Dropping is safe while other connections of the process read: a reader
+//! holding a page copies the old bytes out, which are the ones its own
+//! snapshot needs; the pages a foreign change touched are ones no snapshot
+//! older than the change reads from that file.
+//!
+//! Durability: xSync is pcache's fsync (write back, then fsync the host
+//! file) followed by the default VFS's xSync (which also syncs the
+//! directory of a new journal). With `PRAGMA synchronous=OFF`, data not
+//! yet written back is lost if the process dies, as the default VFS loses
+//! it if the machine does.
+
+mod cache;
+mod dev;
+mod vfs;
+
+use std::ffi::{c_char, c_int};
+use std::panic::catch_unwind;
+
+use libsqlite3_sys as ffi;
+
+/// The entry point SQLite derives from the file name libpcache_sqlite.so
+/// ("sqlite3_" + the letters after "lib" + "_init").
+///
+/// # Safety
+/// Called by SQLite's extension loader with its API routines.
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_pcachesqlite_init(
+    db: *mut ffi::sqlite3,
+    err: *mut *mut c_char,
+    api: *mut ffi::sqlite3_api_routines,
+) -> c_int {
+    // SAFETY: the same contract, passed on.
+    unsafe { sqlite3_extension_init(db, err, api) }
+}
+
+/// The generic entry point, which SQLite tries first.
+///
+/// # Safety
+/// Called by SQLite's extension loader with its API routines.
+#[no_mangle]
+pub unsafe extern "C" fn sqlite3_extension_init(
+    _db: *mut ffi::sqlite3,
+    err: *mut *mut c_char,
+    api: *mut ffi::sqlite3_api_routines,
+) -> c_int {
+    let res = catch_unwind(|| {
+        // SAFETY: `api` is the routine table SQLite hands its extensions,
+        // valid for the life of the process (it is SQLite's static table).
+        unsafe { ffi::rusqlite_extension_init2(api) }.map_err(|e| format!("pcache: {e}"))?;
+        vfs::register()
+    });
+    match res {
+        Ok(Ok(())) => ffi::SQLITE_OK_LOAD_PERMANENTLY,
+        Ok(Err(msg)) => {
+            // SAFETY: `err` is SQLite's out-pointer for a message it frees
+            // with sqlite3_free, so the message is allocated with
+            // sqlite3_malloc (the API is initialised unless that failed,
+            // in which case the message is dropped).
+            unsafe { set_err(err, &msg) };
+            ffi::SQLITE_ERROR
+        }
+        Err(_) => ffi::SQLITE_ERROR,
+    }
+}
+
+/// Hand `msg` to SQLite in `*err`, allocated with sqlite3_malloc.
+///
+/// # Safety
+/// `err` is null or SQLite's error out-pointer.
+unsafe fn set_err(err: *mut *mut c_char, msg: &str) {
+    if err.is_null() {
+        return;
+    }
+    let bytes = msg.as_bytes();
+    // Calling through the API table panics if it was never initialised.
+    let p = catch_unwind(|| {
+        // SAFETY: plain allocation through SQLite's allocator.
+        unsafe { ffi::sqlite3_malloc(bytes.len() as c_int + 1) }
+    });
+    let Ok(p) = p else { return };
+    if p.is_null() {
+        return;
+    }
+    // SAFETY: `p` has bytes.len() + 1 bytes; `err` is valid (checked).
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), p.cast::<u8>(), bytes.len());
+        *p.cast::<u8>().add(bytes.len()) = 0;
+        *err = p.cast();
+    }
+}

@@ -87,6 +87,9 @@ pub struct Known {
     pub wal_hdr: Option<[u8; 48]>,
     /// WAL mode: nBackfill, the frames a checkpoint copied into the database.
     pub backfill: Option<u32>,
+    /// WAL mode: the WAL salts when the database was last known, so that
+    /// a restart, which resets nBackfill, is not taken for no change.
+    pub db_salt: Option<[u8; 8]>,
     /// This process restarted the WAL (wrote its header) while holding the
     /// write lock: nBackfill went to 0 by its hand.
     pub wal_restarted: bool,

@@ -9,7 +9,7 @@ use std::sync::{Arc, OnceLock};
 
 use libsqlite3_sys as ffi;
 
-use crate::cache::{self, Shared};
+use crate::cache::{self, Known, Shared};
 
 const LOCK_NONE: c_int = ffi::SQLITE_LOCK_NONE;
 const LOCK_SHARED: c_int = ffi::SQLITE_LOCK_SHARED;
@@ -777,41 +777,88 @@ unsafe fn read_wal_index(shm0: *const u8) -> Option<([u8; WAL_HDR], u32)> {
     None
 }
 
-/// WAL mode's rule, on taking a read lock: drop what another process
-/// changed since this one last knew the wal-index.
-///
-/// # Safety
-/// `st` is an open main database of ours with region 0 mapped or null.
-unsafe fn check_wal(st: &FileState) -> c_int {
-    if st.shm0.is_null() || st.kind != Kind::MainDb {
+/// The WAL salts (wal-index header bytes 32..40): they change at every
+/// WAL restart.
+fn salt(hdr: &[u8; WAL_HDR]) -> [u8; 8] {
+    hdr[32..40].try_into().expect("8 bytes")
+}
+
+/// WAL mode's rule for the WAL file: drop its cached pages if the
+/// wal-index header moved since this process last knew it.
+fn wal_part(db: &Shared, k: &mut Known, hdr: Option<[u8; WAL_HDR]>) -> c_int {
+    if hdr.is_some() && k.wal_hdr == hdr {
         return ffi::SQLITE_OK;
     }
-    // SAFETY: mapped region 0 (the caller's contract).
-    let snap = unsafe { read_wal_index(st.shm0) };
-    let (hdr, nb) = (snap.map(|s| s.0), snap.map(|s| s.1));
-    let db = &st.shared;
-    let mut k = db.known.lock();
-    // A connection of this process holding the write (checkpoint) lock
-    // made the change: nothing foreign to drop.
-    let wal_stale = k.excl[WAL_WRITE] == 0 && (hdr.is_none() || k.wal_hdr != hdr);
-    let db_stale = k.excl[WAL_CKPT] == 0 && (nb.is_none() || k.backfill != nb);
-    if wal_stale {
-        if let Some(w) = cache::lookup(&format!("{}-wal", db.path)) {
-            if let Err(e) = w.resync() {
-                report(&format!("{}: {e}", w.path));
-                return ioerr(&e, ffi::SQLITE_IOERR_READ);
-            }
-        }
-        k.wal_hdr = hdr;
-    }
-    if db_stale {
-        if let Err(e) = db.resync() {
-            report(&format!("{}: {e}", db.path));
+    if let Some(w) = cache::lookup(&format!("{}-wal", db.path)) {
+        if let Err(e) = w.resync() {
+            report(&format!("{}: {e}", w.path));
             return ioerr(&e, ffi::SQLITE_IOERR_READ);
         }
-        k.backfill = nb;
+    }
+    k.wal_hdr = hdr;
+    ffi::SQLITE_OK
+}
+
+/// WAL mode's rule for the database: a checkpoint writes it, and moves
+/// nBackfill, unless a WAL restart reset nBackfill meanwhile, which moves
+/// the salts. Either drops its cached pages.
+fn db_part(db: &Shared, k: &mut Known, snap: Option<([u8; WAL_HDR], u32)>) -> c_int {
+    let (salt_now, nb) = (snap.map(|s| salt(&s.0)), snap.map(|s| s.1));
+    if snap.is_some() && k.backfill == nb && k.db_salt == salt_now {
+        return ffi::SQLITE_OK;
+    }
+    if let Err(e) = db.resync() {
+        report(&format!("{}: {e}", db.path));
+        return ioerr(&e, ffi::SQLITE_IOERR_READ);
+    }
+    k.backfill = nb;
+    k.db_salt = salt_now;
+    ffi::SQLITE_OK
+}
+
+/// The wal-index as it is now, or None if region 0 is not mapped.
+fn snapshot(st: &FileState) -> Option<Option<([u8; WAL_HDR], u32)>> {
+    // SAFETY: region 0 stays mapped until xShmUnmap, which clears shm0.
+    (!st.shm0.is_null()).then(|| unsafe { read_wal_index(st.shm0) })
+}
+
+/// On taking a WAL read lock: drop what another process changed since
+/// this one last knew the wal-index. A connection of this process holding
+/// the write (checkpoint) lock checked when it took it, and every change
+/// since is its own: nothing to drop for that file then.
+fn check_wal(st: &FileState) -> c_int {
+    let Some(snap) = snapshot(st) else { return ffi::SQLITE_OK };
+    let db = &st.shared;
+    let mut k = db.known.lock();
+    if k.excl[WAL_WRITE] == 0 {
+        let rc = wal_part(db, &mut k, snap.map(|s| s.0));
+        if rc != ffi::SQLITE_OK {
+            return rc;
+        }
+    }
+    if k.excl[WAL_CKPT] == 0 {
+        return db_part(db, &mut k, snap);
     }
     ffi::SQLITE_OK
+}
+
+/// This connection took the WAL write, checkpoint or recovery lock: catch
+/// up with foreign changes now, so that while it holds the lock every
+/// change to that file is this process's.
+fn took_excl(st: &mut FileState, slot: usize) -> c_int {
+    let snap = snapshot(st).flatten();
+    let db = &st.shared;
+    let mut k = db.known.lock();
+    let rc = match slot {
+        WAL_WRITE if k.excl[WAL_WRITE] == 0 => wal_part(db, &mut k, snap.map(|s| s.0)),
+        WAL_CKPT if k.excl[WAL_CKPT] == 0 => db_part(db, &mut k, snap),
+        // Recovery reads the whole WAL: none of it may be stale.
+        WAL_RECOVER => wal_part(db, &mut k, None),
+        _ => ffi::SQLITE_OK,
+    };
+    k.excl[slot] += 1;
+    st.excl[slot] = true;
+    rc
 }
 
 unsafe extern "C" fn f_shm_lock(file: *mut ffi::sqlite3_file, ofst: c_int, n: c_int, flags: c_int) -> c_int {
@@ -834,15 +881,9 @@ unsafe extern "C" fn f_shm_lock(file: *mut ffi::sqlite3_file, ofst: c_int, n: c_
             if flags & ffi::SQLITE_SHM_LOCK != 0 && st.kind == Kind::MainDb {
                 if exclusive {
                     for s in slots.clone().filter(|&s| s <= WAL_RECOVER) {
-                        st.excl[s] = true;
-                        st.shared.known.lock().excl[s] += 1;
-                        if s == WAL_RECOVER {
-                            // Recovery reads the whole WAL: none of it stale.
-                            if let Some(w) = cache::lookup(&format!("{}-wal", st.shared.path)) {
-                                if let Err(e) = w.resync() {
-                                    rc = ioerr(&e, ffi::SQLITE_IOERR_READ);
-                                }
-                            }
+                        let r = took_excl(st, s);
+                        if r != ffi::SQLITE_OK {
+                            rc = r;
                         }
                     }
                 }
@@ -866,20 +907,24 @@ fn release_excl(st: &mut FileState, slot: usize) -> c_int {
         report(&format!("{}: write back: {e}", st.shared.path));
         rc = ioerr(&e, ffi::SQLITE_IOERR_WRITE);
     }
-    // SAFETY: region 0 is mapped while the lock is held (or null).
-    let snap = if st.shm0.is_null() { None } else { unsafe { read_wal_index(st.shm0) } };
+    let snap = snapshot(st).flatten();
     let mut k = st.shared.known.lock();
     match slot {
         WAL_WRITE => {
             k.wal_hdr = snap.map(|s| s.0);
             if std::mem::take(&mut k.wal_restarted) && snap.map(|s| s.1) == Some(0) {
-                // This writer restarted the WAL, which it may only do once
-                // every frame is in the database: nBackfill went to 0 by
-                // its hand, after a backfill this process saw.
+                // This writer restarted the WAL, which SQLite does only
+                // once every frame is in the database, as this process saw
+                // when it took the lock: nBackfill went to 0 and the salts
+                // moved by its hand, the database unchanged.
                 k.backfill = Some(0);
+                k.db_salt = snap.map(|s| salt(&s.0));
             }
         }
-        WAL_CKPT => k.backfill = snap.map(|s| s.1),
+        WAL_CKPT => {
+            k.backfill = snap.map(|s| s.1);
+            k.db_salt = snap.map(|s| salt(&s.0));
+        }
         _ => {}
     }
     k.excl[slot] = k.excl[slot].saturating_sub(1);

@@ -432,6 +432,8 @@ unsafe fn with_file(
         // SAFETY: the caller's contract: a PcFile with a live state, used by
         // one connection at a time (SQLite serialises calls on one file).
         let pf = unsafe { &*file.cast::<PcFile>() };
+        // SAFETY: set at open, freed only by xClose, after which SQLite
+        // makes no call on the file.
         let st = unsafe { &mut *pf.state };
         f(pf, st)
     })

@@ -51,6 +51,11 @@ pub fn parse_size(what: &'static str, s: &str) -> Result<u64, CacheError> {
 }
 
 static CACHE: OnceLock<PageCache> = OnceLock::new();
+
+/// The cache, if it was built.
+pub fn built() -> Option<&'static PageCache> {
+    CACHE.get()
+}
 static CACHE_INIT: Mutex<()> = Mutex::new(());
 
 /// The process's cache, built on first use with `uri_mem` (the first

@@ -85,10 +85,118 @@ mod cache;
 mod dev;
 mod vfs;
 
-use std::ffi::{c_char, c_int};
+use std::ffi::{c_char, c_int, CStr};
 use std::panic::catch_unwind;
+use std::sync::OnceLock;
 
 use libsqlite3_sys as ffi;
+
+/// The process's page cache, once a database was opened through the VFS
+/// (for statistics: `vmstat`).
+pub fn page_cache() -> Option<&'static engine::PageCache> {
+    cache::built()
+}
+
+/// For a Rust program that links this crate instead of loading the
+/// extension: SQLite's API comes from the system's `libsqlite3.so.0`,
+/// opened here, and the VFS is registered, as `.load` would. Afterwards
+/// `libsqlite3_sys`'s functions work in the program (they call through
+/// the same API table). SQLite hands that table only to an extension's
+/// entry point, so this registers one with `sqlite3_auto_extension` and
+/// opens an in-memory database once: the two functions (and
+/// `sqlite3_open`) are looked up with dlsym, as nothing else is available
+/// before the table is.
+pub fn init_in_process() -> Result<(), String> {
+    static DONE: OnceLock<Result<(), String>> = OnceLock::new();
+    DONE.get_or_init(|| {
+        catch_unwind(|| {
+            // SAFETY: the lookups name SQLite's public functions with their
+            // documented signatures; the entry point is SQLite's extension
+            // entry point type, which auto_extension takes as `void(*)(void)`.
+            unsafe { bootstrap() }
+        })
+        .unwrap_or_else(|_| Err("pcache: panic while loading SQLite".into()))
+    })
+    .clone()
+}
+
+type AutoExtension = unsafe extern "C" fn(Option<unsafe extern "C" fn()>) -> c_int;
+type Open = unsafe extern "C" fn(*const c_char, *mut *mut ffi::sqlite3) -> c_int;
+type Close = unsafe extern "C" fn(*mut ffi::sqlite3) -> c_int;
+
+unsafe extern "C" fn boot_entry(
+    _db: *mut ffi::sqlite3,
+    _err: *mut *mut c_char,
+    api: *mut ffi::sqlite3_api_routines,
+) -> c_int {
+    // SAFETY: called by SQLite as an extension entry point, with its table.
+    match catch_unwind(|| unsafe { ffi::rusqlite_extension_init2(api) }) {
+        Ok(Ok(())) => ffi::SQLITE_OK,
+        _ => ffi::SQLITE_ERROR,
+    }
+}
+
+/// # Safety
+/// Called once (init_in_process).
+unsafe fn bootstrap() -> Result<(), String> {
+    let dlerr = || {
+        // SAFETY: dlerror returns NULL or a NUL-terminated message.
+        let e = unsafe { libc::dlerror() };
+        if e.is_null() {
+            "unknown error".to_string()
+        } else {
+            // SAFETY: non-null, NUL-terminated (above).
+            unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
+        }
+    };
+    // SAFETY: dlopen/dlsym with NUL-terminated names; RTLD_GLOBAL so the
+    // library stays for the life of the process (never dlclosed).
+    let lib = unsafe { libc::dlopen(c"libsqlite3.so.0".as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
+    if lib.is_null() {
+        return Err(format!("cannot load libsqlite3.so.0 (Debian: apt-get install libsqlite3-0): {}", dlerr()));
+    }
+    let sym = |name: &CStr| {
+        // SAFETY: `lib` is a live handle and `name` NUL-terminated.
+        let p = unsafe { libc::dlsym(lib, name.as_ptr()) };
+        if p.is_null() {
+            Err(format!("libsqlite3.so.0 has no {}: {}", name.to_string_lossy(), dlerr()))
+        } else {
+            Ok(p)
+        }
+    };
+    let (auto, open, close) = (sym(c"sqlite3_auto_extension")?, sym(c"sqlite3_open")?, sym(c"sqlite3_close")?);
+    // SAFETY: the symbols are SQLite's functions of these C signatures.
+    let (auto, open, close) = unsafe {
+        (
+            std::mem::transmute::<*mut libc::c_void, AutoExtension>(auto),
+            std::mem::transmute::<*mut libc::c_void, Open>(open),
+            std::mem::transmute::<*mut libc::c_void, Close>(close),
+        )
+    };
+    // SAFETY: SQLite calls auto extensions with the entry-point signature
+    // boot_entry has, through a `void(*)(void)` it takes as an opaque pointer.
+    let entry = unsafe {
+        std::mem::transmute::<
+            unsafe extern "C" fn(*mut ffi::sqlite3, *mut *mut c_char, *mut ffi::sqlite3_api_routines) -> c_int,
+            unsafe extern "C" fn(),
+        >(boot_entry)
+    };
+    // SAFETY: SQLite's own functions, with valid arguments.
+    unsafe {
+        if auto(Some(entry)) != ffi::SQLITE_OK {
+            return Err("sqlite3_auto_extension failed".into());
+        }
+        let mut db = std::ptr::null_mut();
+        let rc = open(c":memory:".as_ptr(), &mut db);
+        close(db);
+        if rc != ffi::SQLITE_OK {
+            return Err(format!("sqlite3_open(:memory:): error {rc}"));
+        }
+        // The table is known now: the rest goes through it.
+        ffi::sqlite3_cancel_auto_extension(Some(entry));
+    }
+    vfs::register()
+}
 
 /// The entry point SQLite derives from the file name libpcache_sqlite.so
 /// ("sqlite3_" + the letters after "lib" + "_init").

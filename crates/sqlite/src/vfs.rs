@@ -277,7 +277,7 @@ unsafe extern "C" fn x_delete(vfs: *mut ffi::sqlite3_vfs, name: *const c_char, s
         };
         if rc == ffi::SQLITE_OK && !name.is_null() {
             // SAFETY: a NUL-terminated name from SQLite.
-            if let (Ok(p), Ok(pc)) = (unsafe { CStr::from_ptr(name) }.to_str(), cache::cache(None)) {
+            if let (Ok(p), Some(pc)) = (unsafe { CStr::from_ptr(name) }.to_str(), cache::built()) {
                 // A file deleted while the engine still holds it (no
                 // connection open): drop its pages, never write them.
                 cache::forget(pc, p);
@@ -456,7 +456,7 @@ unsafe extern "C" fn f_close(file: *mut ffi::sqlite3_file) -> c_int {
             let st = Box::from_raw(pf.state);
             pf.state = ptr::null_mut();
             let mut rc = ffi::SQLITE_OK;
-            if let Ok(pc) = cache::cache(None) {
+            if let Some(pc) = cache::built() {
                 let FileState { shared, db, .. } = *st;
                 drop(db);
                 if let Err(e) = cache::close(pc, shared) {

@@ -60,15 +60,18 @@
 //! - WAL mode. The wal-index (the -shm file, shared memory) says what
 //!   changed: its header (mxFrame, salts, checksums) changes with every
 //!   commit and WAL restart, nBackfill with every checkpoint. When a
-//!   connection takes a WAL read lock, the VFS compares both with what it
-//!   knows: a new header drops the cached WAL pages, a new nBackfill the
-//!   cached database pages (checkpoints write the database). A connection
-//!   of this process holding the write lock (resp. checkpoint lock) made
-//!   the change itself: nothing is dropped then. Releasing the write,
-//!   checkpoint or recovery lock writes back the WAL and the database and
-//!   records the header (resp. nBackfill) as known; a WAL restart by this
-//!   process records its nBackfill of 0 too. Recovery drops the cached WAL
-//!   first (it reads the whole WAL).
+//!   connection takes a WAL read lock, the VFS compares them with what it
+//!   knows: a new header drops the cached WAL pages; a new nBackfill, or
+//!   new salts (a restart resets nBackfill, which could then come back to
+//!   the value last seen), drop the cached database pages (checkpoints
+//!   write the database). A connection taking the write (checkpoint) lock
+//!   catches up the same way first, so while a connection of this process
+//!   holds that lock every change to the WAL (database) is this
+//!   process's, and readers of this process drop nothing for it. Releasing
+//!   the write, checkpoint or recovery lock writes back the WAL and the
+//!   database first and records the header (nBackfill and salts) as
+//!   known; a WAL restart by this process (it writes the WAL header) is
+//!   recorded too. Recovery drops the cached WAL first (it reads it all).
 //!
 //! Dropping is safe while other connections of the process read: a reader
 //! holding a page copies the old bytes out, which are the ones its own
@@ -80,6 +83,13 @@
 //! directory of a new journal). With `PRAGMA synchronous=OFF`, data not
 //! yet written back is lost if the process dies, as the default VFS loses
 //! it if the machine does.
+//!
+//! Cost: a commit writes its pages back before its lock goes (a write to
+//! the disk, not an fsync), where the default VFS leaves them in the
+//! kernel's page cache, which every process shares. With
+//! `PRAGMA locking_mode=EXCLUSIVE` no other process can open the database,
+//! SQLite keeps its locks until it closes, and dirty pages stay cached
+//! until writeback or xSync.
 
 mod cache;
 mod dev;

@@ -95,9 +95,9 @@ pub struct Known {
     /// WAL mode: the WAL salts when the database was last known, so that
     /// a restart, which resets nBackfill, is not taken for no change.
     pub db_salt: Option<[u8; 8]>,
-    /// This process restarted the WAL (wrote its header) while holding the
-    /// write lock: nBackfill went to 0 by its hand.
-    pub wal_restarted: bool,
+    /// A writer of this process is restarting the WAL: nBackfill going to
+    /// 0 with new salts is its doing (vfs.rs `restart_begins`).
+    pub restart_expected: bool,
     /// Connections of this process holding the WAL write, checkpoint and
     /// recovery locks exclusively.
     pub excl: [u32; 3],

@@ -516,13 +516,6 @@ unsafe extern "C" fn f_write(
     unsafe {
         with_file(file, ffi::SQLITE_IOERR_WRITE, |_, st| {
             let data = std::slice::from_raw_parts(buf.cast::<u8>(), amt as usize);
-            if st.kind == Kind::Wal && off == 0 {
-                // The WAL header: written at a restart (or the WAL's first
-                // frame), under the write lock.
-                if let Some(db) = &st.db {
-                    db.known.lock().wal_restarted = true;
-                }
-            }
             let mut put = 0;
             while put < data.len() {
                 match st.shared.file.write_at(&data[put..], off as u64 + put as u64) {
@@ -809,6 +802,15 @@ fn db_part(db: &Shared, k: &mut Known, snap: Option<([u8; WAL_HDR], u32)>) -> c_
     if snap.is_some() && k.backfill == nb && k.db_salt == salt_now {
         return ffi::SQLITE_OK;
     }
+    if k.restart_expected && k.excl[WAL_WRITE] > 0 && nb == Some(0) {
+        // This process's writer restarted the WAL, after it saw (and this
+        // process knew) every frame in the database: the database is
+        // unchanged, only nBackfill and the salts moved.
+        k.restart_expected = false;
+        k.backfill = nb;
+        k.db_salt = salt_now;
+        return ffi::SQLITE_OK;
+    }
     if let Err(e) = db.resync() {
         report(&format!("{}: {e}", db.path));
         return ioerr(&e, ffi::SQLITE_IOERR_READ);
@@ -842,6 +844,21 @@ fn check_wal(st: &FileState) -> c_int {
         return db_part(db, &mut k, snap);
     }
     ffi::SQLITE_OK
+}
+
+/// This connection holds the write lock and took read marks exclusively:
+/// SQLite is about to restart the WAL (walRestartLog), which it does only
+/// when every frame is in the database, so nBackfill cannot move any more.
+/// Catch the database up with the state before the restart, and expect
+/// the restart's nBackfill of 0 and new salts.
+fn restart_begins(st: &FileState) -> c_int {
+    let snap = snapshot(st).flatten();
+    let mut k = st.shared.known.lock();
+    let rc = db_part(&st.shared, &mut k, snap);
+    if rc == ffi::SQLITE_OK {
+        k.restart_expected = true;
+    }
+    rc
 }
 
 /// This connection took the WAL write, checkpoint or recovery lock: catch
@@ -890,7 +907,7 @@ unsafe extern "C" fn f_shm_lock(file: *mut ffi::sqlite3_file, ofst: c_int, n: c_
                     }
                 }
                 if slots.clone().any(|s| s >= WAL_READ0) {
-                    let r = check_wal(st);
+                    let r = if exclusive && st.excl[WAL_WRITE] { restart_begins(st) } else { check_wal(st) };
                     if r != ffi::SQLITE_OK {
                         rc = r;
                     }
@@ -914,11 +931,9 @@ fn release_excl(st: &mut FileState, slot: usize) -> c_int {
     match slot {
         WAL_WRITE => {
             k.wal_hdr = snap.map(|s| s.0);
-            if std::mem::take(&mut k.wal_restarted) && snap.map(|s| s.1) == Some(0) {
-                // This writer restarted the WAL, which SQLite does only
-                // once every frame is in the database, as this process saw
-                // when it took the lock: nBackfill went to 0 and the salts
-                // moved by its hand, the database unchanged.
+            if std::mem::take(&mut k.restart_expected) && snap.map(|s| s.1) == Some(0) {
+                // This writer restarted the WAL (restart_begins) and no
+                // reader of this process has seen it since.
                 k.backfill = Some(0);
                 k.db_salt = snap.map(|s| salt(&s.0));
             }

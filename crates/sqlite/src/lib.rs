@@ -70,8 +70,11 @@
 //!   process's, and readers of this process drop nothing for it. Releasing
 //!   the write, checkpoint or recovery lock writes back the WAL and the
 //!   database first and records the header (nBackfill and salts) as
-//!   known; a WAL restart by this process (it writes the WAL header) is
-//!   recorded too. Recovery drops the cached WAL first (it reads it all).
+//!   known. A WAL restart by this process's writer, which SQLite does only
+//!   once every frame is in the database, is recognised when the writer
+//!   takes the read marks for it: its nBackfill of 0 and new salts are
+//!   recorded, nothing dropped. Recovery drops the cached WAL first (it
+//!   reads it all).
 //!
 //! Dropping is safe while other connections of the process read: a reader
 //! holding a page copies the old bytes out, which are the ones its own

@@ -36,9 +36,6 @@ enum Kind {
 struct FileState {
     kind: Kind,
     shared: Arc<Shared>,
-    /// The main database's, for a journal or WAL (None if the database is
-    /// not open through this VFS in this process).
-    db: Option<Arc<Shared>>,
     /// The lock level this connection holds (xLock/xUnlock).
     lock: c_int,
     /// Region 0 of the wal-index, once mapped.
@@ -250,12 +247,7 @@ unsafe fn open(
             return ffi::SQLITE_CANTOPEN;
         }
     };
-    let db = match kind {
-        Kind::MainDb => None,
-        Kind::Journal => path.strip_suffix("-journal").and_then(cache::lookup),
-        Kind::Wal => path.strip_suffix("-wal").and_then(cache::lookup),
-    };
-    let state = Box::new(FileState { kind, shared, db, lock: LOCK_NONE, shm0: ptr::null_mut(), excl: [false; 3] });
+    let state = Box::new(FileState { kind, shared, lock: LOCK_NONE, shm0: ptr::null_mut(), excl: [false; 3] });
     // SAFETY: `file` has szOsFile >= size_of::<PcFile>() bytes, SQLite's
     // allocation (8-byte aligned, as PcFile needs).
     unsafe {
@@ -457,8 +449,7 @@ unsafe extern "C" fn f_close(file: *mut ffi::sqlite3_file) -> c_int {
             pf.state = ptr::null_mut();
             let mut rc = ffi::SQLITE_OK;
             if let Some(pc) = cache::built() {
-                let FileState { shared, db, .. } = *st;
-                drop(db);
+                let FileState { shared, .. } = *st;
                 if let Err(e) = cache::close(pc, shared) {
                     report(&format!("close: {e}"));
                     rc = ffi::SQLITE_IOERR_CLOSE;

@@ -58,7 +58,7 @@
 //! `FastPath`, raw views copied at map time, so an access loads as little
 //! as it can.
 
-use crate::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+use crate::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -432,9 +432,39 @@ pub struct Vma {
     /// An anonymous region's id (its pages' `mapping` is
     /// `PAGE_MAPPING_ANON | anon_id`); `NO_MAPPING` for a file mapping.
     pub(crate) anon_id: u32,
+    /// Bumped after every removal of a present entry (`pte_removed`).
+    pub(crate) unmap_seq: UnmapSeq,
+}
+
+/// A mapping's unmap sequence: a count bumped (release) after every
+/// change that takes a frame out of one of its entries (cleared, made a
+/// swap entry, replaced by a copy), with the ptl held, before the frame
+/// can be freed. `Mapping::load_u64`'s optimistic read (memory.rs,
+/// `pte_read_optimistic`) loads it before the entry and again after the
+/// word: an unchanged count means no frame left the table in between, so
+/// the word was read while the frame held the entry's page. A line of
+/// its own: readers only load it, and faults write the VMA's other fields.
+#[repr(align(64))]
+pub(crate) struct UnmapSeq(pub(crate) AtomicU64);
+
+impl UnmapSeq {
+    pub(crate) fn new() -> UnmapSeq {
+        UnmapSeq(AtomicU64::new(0))
+    }
 }
 
 impl Vma {
+    /// An entry of this mapping that held a present frame was just
+    /// cleared, made a swap entry or pointed at another frame (the caller
+    /// holds the ptl): bump the unmap sequence, after the change and
+    /// before the frame can be freed. Release: an optimistic reader whose
+    /// first (acquire) load of the count sees the bump sees the change
+    /// too, so it cannot have loaded the old entry (`UnmapSeq`).
+    #[inline]
+    pub(crate) fn pte_removed(&self) {
+        self.unmap_seq.0.fetch_add(1, Ordering::Release);
+    }
+
     /// This mapping's slot for file page `index`, if it covers it.
     #[inline]
     pub(crate) fn slot_of(&self, index: u64) -> Option<usize> {
@@ -519,11 +549,13 @@ pub(crate) struct FastPath<S = u32> {
     pub(crate) frames: *const u8,
     pub(crate) page_shift: S,
     pub(crate) hazards: *const crate::hazard::HazardTable,
+    /// The VMA's unmap sequence (`UnmapSeq`), for the optimistic load.
+    pub(crate) unmap_seq: *const AtomicU64,
 }
 
 // SAFETY: the pointers are views of data the same `Mapping` keeps alive
-// through its `Arc`s (the VMA's tables, the cache's arena and hazard
-// table), all of which are themselves Send and Sync (atomics, or frames
+// through its `Arc`s (the VMA's tables and unmap sequence, the cache's
+// arena and hazard table), all of which are themselves Send and Sync (atomics, or frames
 // accessed only through atomics); the view adds no access of its own.
 unsafe impl<S: Send> Send for FastPath<S> {}
 // SAFETY: as above.
@@ -538,6 +570,7 @@ impl FastPath {
             frames: cache.arena.frame_ptr(0),
             page_shift: cache.page_shift(),
             hazards: &*cache.hazards,
+            unmap_seq: &vma.unmap_seq.0,
         }
     }
 
@@ -554,6 +587,7 @@ impl FastPath {
             frames: self.frames,
             page_shift: crate::memory::ConstShift,
             hazards: self.hazards,
+            unmap_seq: self.unmap_seq,
         })
     }
 }
@@ -603,6 +637,7 @@ impl Mapping {
             ptl: Mutex::new(()),
             table,
             anon_id,
+            unmap_seq: UnmapSeq::new(),
         };
         // A private mapping's copies are anonymous pages: it registers as
         // an anonymous region too (anon_vma_prepare), so reclaim finds
@@ -643,6 +678,7 @@ impl Mapping {
             ptl: Mutex::new(()),
             table,
             anon_id,
+            unmap_seq: UnmapSeq::new(),
         })?;
         let fast = FastPath::new(&cache, &vma);
         Ok(Mapping { fast, cache, _owner: owner, inode, vma, start: 0, len, wb_err_since: Box::new(AtomicU32::new(0)) })
@@ -690,11 +726,14 @@ impl Mapping {
 
     /// The aligned 8-byte word at byte `offset` (a multiple of 8) of page
     /// `page`, in native byte order: one access, as [`Mapping::page`]
-    /// followed by [`MappedPage::load_u64`], without a guard. A present
-    /// page costs the entry load, the hazard pin, the re-check, the young
-    /// byte, the word's load and the unpin, with nothing between them, so
-    /// the CPU overlaps more of these accesses than of guarded ones; a
-    /// missing page faults as `page` does.
+    /// followed by [`MappedPage::load_u64`], without a guard. On x86_64 a
+    /// present page is read optimistically, with no pin and no store (but
+    /// the young byte's, when clear): the unmap sequence, the entry, the
+    /// word, the unmap sequence again, which must be unchanged (memory.rs,
+    /// `pte_read_optimistic`). Elsewhere: the entry load, the hazard pin,
+    /// the re-check, the young byte, the word's load and the unpin. A
+    /// missing page, or a read an unmap overlapped, takes the guarded path
+    /// (a fault if need be), as `page` does.
     #[inline(always)]
     pub fn load_u64(&self, page: u64, offset: usize) -> Result<u64> {
         let f = &self.fast;
@@ -702,6 +741,12 @@ impl Mapping {
             // SAFETY: `f` describes this mapping's live tables and the
             // cache's arena (FastPath::new); the slot is below nr_pages and
             // the offset an aligned word of a page (checked just above).
+            #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+            if let Some(word) = unsafe { crate::memory::follow_pte_load_u64_optimistic(f, page as usize, offset) } {
+                return Ok(word);
+            }
+            // SAFETY: as above.
+            #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
             if let Some(word) = unsafe { crate::memory::follow_pte_load_u64(f, page as usize, offset) } {
                 return Ok(word);
             }

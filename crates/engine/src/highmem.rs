@@ -44,35 +44,39 @@
 //! a data race with a writer's stores, undefined behaviour even if the
 //! copy is thrown away afterwards. Rust's intended answer is a byte-wise
 //! atomic memcpy (RFC 3301, `atomic_load_per_byte_memcpy`, after C++'s
-//! P1478), not yet in std; the `atomic-memcpy` crate builds one from
-//! relaxed atomic loads of the widest size and relies on the compiler not
-//! to split them, which is what we have and what does not vectorise.
+//! P1478), not yet in std. The `atomic-memcpy` crate, an implementation
+//! of that interface today, reads with relaxed atomic loads of pointer
+//! width where the alignment allows: the loop we have, which does not
+//! vectorise.
 //!
 //! On x86_64 the copy out of a frame (`Word::copy_out`, used by every
 //! optimistic copy and by the copy under the page lock) is one `rep movsb`
-//! in an `asm!` block (`frame_copy`). The argument that this is sound,
-//! following the discussion of RFC 3301 and of the `atomic-memcpy` crate
-//! on inline assembly:
+//! in an `asm!` block (`frame_copy`), the stop-gap the RFC 3301 discussion
+//! and the `atomic-memcpy` crate's notes point to until the language has
+//! the byte-wise copy. Why it is sound:
 //!
 //! - An asm block is, to the compiler and to the Rust abstract machine,
 //!   an opaque call: the compiler assumes nothing about the memory it
 //!   reads (it is not `pure`, `nomem` or `readonly`, so no access around
 //!   it moves across it), and its effect must be one some Rust code could
-//!   have. The Rust code it stands for here is `copy_from_words`: a
-//!   relaxed 8-byte atomic load of each aligned word the range covers
-//!   (the size of every other frame access, so no mixed-size race), with
-//!   the bytes in range written to `buf`. Atomic loads racing atomic
-//!   stores are not a data race; the asm performs no non-atomic read of
-//!   shared memory in the abstract machine's eyes.
+//!   have had. The Rust code it stands for here: a relaxed 8-byte atomic
+//!   load of each aligned word the range covers (`copy_from_words`'s
+//!   loads, the size of every other frame access, so no mixed-size race),
+//!   then stores into `buf`. Atomic loads racing atomic stores are no
+//!   data race: in the abstract machine the asm makes no non-atomic read
+//!   of shared memory.
 //! - What the CPU does differs in one way: `rep movsb` may move a word's
 //!   bytes in more than one access, so a copy racing a write section may
-//!   hold half of a word as stored. Such a copy overlapped the section,
-//!   and the sequence count check that follows (`read_seqcount_retry`,
-//!   an acquire fence after the asm, then the count) throws it away: x86
-//!   keeps loads in program order (TSO), so the asm's loads sit between
-//!   the two loads of the count, and a store they saw makes the odd count
-//!   visible to the second. A copy accepted is whole words of one state
-//!   of the page, as with `copy_from_words`.
+//!   hold part of a word as stored. The abstract machine does not
+//!   constrain what the opaque call writes into `buf`, so that is no UB;
+//!   it is a wrong copy, and such a copy overlapped a section, so the
+//!   sequence count check that follows (`read_seqcount_retry`: an acquire
+//!   fence after the asm, then the count) throws it away. x86 keeps loads
+//!   in program order (TSO): the asm's loads sit between the two loads of
+//!   the count, and a section's store they saw makes its odd count
+//!   visible to the second. A copy accepted is one state of the page, as
+//!   with `copy_from_words`. That last step rests on the CPU's ordering,
+//!   not on the Rust model: the one thing the asm buys.
 //! - The destination is the caller's `&mut [u8]`, never shared: plain
 //!   stores there race with nothing, torn or not (a rejected copy is
 //!   overwritten by the next try).

@@ -109,11 +109,17 @@
 //! # The rule
 //!
 //! Rust code reads and writes frame bytes only through these accessors
-//! (`u64` atomics at 8-byte aligned addresses; frames are page aligned, so
-//! word `i` of a frame is bytes `8i..8i+8` and no two accesses ever
-//! overlap partially, as Rust's rules for mixed-size atomics require).
-//! The backing devices see frames as plain slices only while no Rust code
-//! can touch them (`Arena::frame_for_io*`):
+//! (`u64` atomics at 8-byte aligned addresses, or asm that stands for
+//! them; frames are page aligned, so word `i` of a frame is bytes
+//! `8i..8i+8` and no two accesses ever overlap partially, as Rust's rules
+//! for mixed-size atomics require). The backing devices see frames as
+//! plain slices only while no Rust code can touch them
+//! (`Arena::frame_for_io*`). One reader is outside this rule on purpose:
+//! `Mapping::load_u64` on x86_64 loads a word with no pin, from a frame
+//! that may meanwhile be reused and filled by a device, by a `mov` in asm
+//! that the abstract machine does not see as a read, and keeps the value
+//! only if validation says the frame still held its page (memory.rs,
+//! `follow_pte_load_u64_optimistic`). Otherwise:
 //!
 //! - a device read fills a page that is locked and not uptodate: readers
 //!   copy only uptodate pages (PG_uptodate is never cleared while a page is

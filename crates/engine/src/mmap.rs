@@ -555,8 +555,9 @@ pub(crate) struct FastPath<S = u32> {
 
 // SAFETY: the pointers are views of data the same `Mapping` keeps alive
 // through its `Arc`s (the VMA's tables and unmap sequence, the cache's
-// arena and hazard table), all of which are themselves Send and Sync (atomics, or frames
-// accessed only through atomics); the view adds no access of its own.
+// arena and hazard table), all of which are themselves Send and Sync
+// (atomics, or frames accessed only through atomics and the asm that
+// stands for them, highmem.rs); the view adds no access of its own.
 unsafe impl<S: Send> Send for FastPath<S> {}
 // SAFETY: as above.
 unsafe impl<S: Sync> Sync for FastPath<S> {}

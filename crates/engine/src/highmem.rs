@@ -667,11 +667,12 @@ mod tests {
 
     // Goal: the frame copy (`rep movsb` on x86_64) under the protocol:
     // readers racing writers of the same frame accept only whole states,
-    // at offsets and lengths that are not multiples of 8 or 32. Method:
-    // two writers store whole pages of one tag each (every byte the tag's,
-    // one write section per page) under a lock standing for PG_locked; two
+    // at offsets and lengths that are not multiples of 8 or 32. Method: a
+    // writer stores whole pages of one tag each (every byte the tag's, one
+    // write section per page) under a lock standing for PG_locked; two
     // readers copy random ranges through `seqcount_read` with
     // `FrameWord`'s words and check every accepted copy holds one tag.
+    // (With the re-check after the copy left out, it fails: torn copies.)
     #[test]
     fn frame_copies_racing_writers_are_whole() {
         const BYTES: usize = 4096;
@@ -681,19 +682,27 @@ mod tests {
         let stop = std::sync::atomic::AtomicBool::new(false);
         let accepted = std::sync::atomic::AtomicU64::new(0);
         std::thread::scope(|s| {
-            for t in 0..2u8 {
+            {
                 let (w, seq, lock, stop) = (&w, &seq, &lock, &stop);
                 s.spawn(move || {
-                    let mut tag = t;
+                    let mut tag = 0u8;
                     while !stop.load(Ordering::Relaxed) {
-                        tag = tag.wrapping_add(2);
+                        tag = tag.wrapping_add(1);
                         {
                             let _g = lock.lock().unwrap();
-                            write_section(seq, w, |w| fill_words(w, 0, BYTES, tag));
+                            // Backwards, 64 bytes at a time: a reader's
+                            // forward copy, faster than the stores, then
+                            // meets the section from the other end.
+                            write_section(seq, w, |w| {
+                                for at in (0..BYTES).step_by(64).rev() {
+                                    fill_words(w, at, 64, tag);
+                                }
+                            });
                         }
-                        // Gaps between sections, so readers also finish
-                        // copies (they race a section on most tries).
-                        for _ in 0..(tag as u32 % 64) * 16 {
+                        // Short gaps between sections, of varying
+                        // length, so readers both finish copies and race
+                        // sections (`pause` is long on some CPUs).
+                        for _ in 0..tag % 8 {
                             spin_loop();
                         }
                     }
@@ -705,14 +714,14 @@ mod tests {
                     s.spawn(move || {
                         let mut x = r.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
                         let mut buf = vec![0u8; BYTES];
-                        for _ in 0..20_000 {
+                        for _ in 0..100_000 {
                             x ^= x << 13;
                             x ^= x >> 7;
                             x ^= x << 17;
                             let offset = (x % BYTES as u64) as usize;
                             let len = ((x >> 20) % (BYTES - offset) as u64) as usize + 1;
                             let buf = &mut buf[..len];
-                            if seqcount_read(seq, &w[..], offset, buf, 2) {
+                            if seqcount_read(seq, &w[..], offset, buf, 4) {
                                 let first = buf[0];
                                 assert!(buf.iter().all(|&b| b == first), "a torn copy at {offset}+{len}");
                                 accepted.fetch_add(1, Ordering::Relaxed);
@@ -721,10 +730,15 @@ mod tests {
                     })
                 })
                 .collect();
-            for r in readers {
-                r.join().unwrap();
-            }
+            let results: Vec<_> = readers.into_iter().map(|r| r.join()).collect();
+            // Stop the writer before a reader's panic propagates, or the
+            // scope would wait for it forever.
             stop.store(true, Ordering::Relaxed);
+            for r in results {
+                if let Err(panic) = r {
+                    std::panic::resume_unwind(panic);
+                }
+            }
         });
         assert!(accepted.load(Ordering::Relaxed) > 0, "no copy was ever accepted");
     }

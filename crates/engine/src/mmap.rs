@@ -1197,6 +1197,52 @@ mod tests {
         assert!(t.get(LEN).is_none(), "past the last slot");
     }
 
+    // Goal: every path that takes a frame out of an entry bumps the VMA's
+    // unmap sequence, so an optimistic read (memory.rs,
+    // `pte_read_optimistic`) that an unmap overlaps is refused, even when
+    // the page comes straight back to the same slot. Method: the read's
+    // closure itself unmaps the page it was handed (MADV_DONTNEED on a
+    // shared file mapping, truncation, a copy-on-write of a private
+    // mapping's file page, MADV_DONTNEED on an anonymous region), faults
+    // the slot back in, and only then loads the word; the read must return
+    // None. Without the unmap the same read succeeds.
+    #[test]
+    fn optimistic_read_refused_across_every_unmap() {
+        let pc = PageCache::new(Config {
+            memory_bytes: 256 * 4096,
+            tunables: Tunables { kswapd: false, ..Tunables::default() },
+            ..Config::default()
+        })
+        .expect("cache");
+        let f = pc.open_memory("seq").expect("file");
+        f.write_at(&[7u8; 4 * 4096], 0).expect("write");
+        let read = |m: &Mapping, unmap: &dyn Fn(&Mapping)| {
+            drop(m.page(1).expect("fault in"));
+            let (pte, young) = m.vma.table.entry(1);
+            crate::memory::pte_read_optimistic(&m.vma.unmap_seq.0, pte, young, |pfn| {
+                unmap(m);
+                drop(m.page(1).expect("fault back"));
+                m.cache.load_u64(pfn, 0)
+            })
+        };
+        let shared = f.map(0, 4 * 4096, MapFlags::READ | MapFlags::WRITE).expect("map");
+        assert_eq!(read(&shared, &|_| {}), Some(u64::from_ne_bytes([7; 8])), "no unmap: accepted");
+        let dontneed = |m: &Mapping| m.madvise(4096, 4096, Madvise::DontNeed).expect("madvise");
+        assert_eq!(read(&shared, &dontneed), None, "MADV_DONTNEED (zap_page_range)");
+        let truncate = |_: &Mapping| {
+            f.set_len(4096).expect("truncate");
+            f.set_len(4 * 4096).expect("extend");
+        };
+        assert_eq!(read(&shared, &truncate), None, "truncation (try_to_unmap)");
+        let private = f.map(0, 4 * 4096, MapFlags::READ | MapFlags::WRITE | MapFlags::PRIVATE).expect("map");
+        let cow = |m: &Mapping| m.write(4096, &[1]).expect("write");
+        assert_eq!(read(&private, &cow), None, "copy-on-write (wp_page_copy)");
+        assert_eq!(read(&private, &dontneed), None, "MADV_DONTNEED of a private copy (zap_anon_pte)");
+        let anon = pc.map_anon(4 * 4096).expect("anon");
+        assert_eq!(read(&anon, &|_| {}), Some(0), "anonymous, no unmap: accepted");
+        assert_eq!(read(&anon, &dontneed), None, "MADV_DONTNEED of anonymous memory (zap_anon_pte)");
+    }
+
     // Goal: page_referenced test-and-clears exactly the young byte of the
     // slot that maps the page it was asked about (first slot, both sides
     // of a line's worth of entries and young bytes, last slot); every

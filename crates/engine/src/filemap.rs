@@ -88,6 +88,10 @@ pub struct Inode {
     pub wb_err: AtomicU32,
     /// Dirty pages of this inode.
     pub nr_dirty: AtomicU64,
+    /// Pages of this inode under writeback (counted after PG_writeback is
+    /// set and before the page leaves the dirty tag), so that a wait for a
+    /// range's writeback need not walk a file that has none in flight.
+    pub nr_writeback: AtomicU64,
     /// When the inode became dirty (ms since cache start; 0 = clean).
     pub dirtied_when: AtomicU64,
     pub unlinked: AtomicBool,
@@ -156,6 +160,7 @@ impl Inode {
             invalidate_lock: RwLock::new(()),
             wb_err: AtomicU32::new(0),
             nr_dirty: AtomicU64::new(0),
+            nr_writeback: AtomicU64::new(0),
             dirtied_when: AtomicU64::new(0),
             unlinked: AtomicBool::new(false),
             handles: AtomicU64::new(1),

@@ -156,6 +156,7 @@ impl Cache {
     /// The accounting half of set_page_writeback (the caller set
     /// PG_writeback on a locked page).
     fn account_page_writeback(&self, inode: &Inode) {
+        inode.nr_writeback.fetch_add(1, Ordering::AcqRel);
         self.wb.inc_writeback();
         inode.bdi.account_writeback_start();
     }
@@ -167,6 +168,7 @@ impl Cache {
         vm_bug_on_page!(old & PG_WRITEBACK == 0, page, "end_page_writeback without PG_writeback");
         self.wb.dec_writeback();
         inode.bdi.account_writeback_end();
+        inode.nr_writeback.fetch_sub(1, Ordering::AcqRel);
     }
 
     /// end_page_writeback: on failure the page is redirtied so its data is
@@ -390,6 +392,12 @@ impl Cache {
     /// Wait for writeback of every page of `[start, end)` to end
     /// (filemap_fdatawait_range).
     pub fn wait_writeback_range(&self, inode: &Inode, start: u64, end: u64) {
+        // Nothing in flight: no walk (the kernel walks only the writeback
+        // tag; this tree has the dirty one only). A page whose writeback
+        // starts after this load was not in flight when the wait began.
+        if inode.nr_writeback.load(Ordering::Acquire) == 0 {
+            return;
+        }
         let mut pages = Vec::new();
         inode.tree.for_each(start, end, None, &mut |_, e| {
             if let Some(pfn) = entry_pfn(e) {

@@ -35,9 +35,9 @@
 //! I/O needs descriptors too, and the engine's host-file device takes them
 //! from a bounded cache that closes and reopens them at any time, which
 //! would silently drop SQLite's locks. So each file gets a device of this
-//! crate's (dev.rs) holding one O_DIRECT descriptor from its first open in
-//! the process until the close of its last connection in the process, when
-//! SQLite holds no lock on it. What remains: a process that also opens the
+//! crate's (dev.rs) holding two descriptors, O_DIRECT for reads and
+//! buffered for writes, from its first open in the process until the close
+//! of its last connection in the process, when SQLite holds no lock on it. What remains: a process that also opens the
 //! same database through another VFS (or plain `open`/`close`) may lose
 //! that other connection's locks when the last pcache connection closes,
 //! as it would with any library that opens and closes the file.
@@ -55,8 +55,9 @@
 //!   the cache) and takes the host's length. What this process writes it
 //!   knows: when xUnlock goes from RESERVED or above down to SHARED or
 //!   none, the database, its journal and its WAL are written back first
-//!   (another process reads the disk), and the counter and length on disk
-//!   are what it knows from then on.
+//!   (into the host's page cache: another process's O_DIRECT read writes
+//!   that back before it reads, a buffered one reads it), and the counter
+//!   and length of the host file are what it knows from then on.
 //! - WAL mode. The wal-index (the -shm file, shared memory) says what
 //!   changed: its header (mxFrame, salts, checksums) changes with every
 //!   commit and WAL restart, nBackfill with every checkpoint. When a
@@ -87,9 +88,9 @@
 //! yet written back is lost if the process dies, as the default VFS loses
 //! it if the machine does.
 //!
-//! Cost: a commit writes its pages back before its lock goes (a write to
-//! the disk, not an fsync), where the default VFS leaves them in the
-//! kernel's page cache, which every process shares. With
+//! Cost: a commit copies its pages into the host's page cache before its
+//! lock goes (no disk write, no fsync), where the default VFS leaves them
+//! there in the first place. With
 //! `PRAGMA locking_mode=EXCLUSIVE` no other process can open the database,
 //! SQLite keeps its locks until it closes, and dirty pages stay cached
 //! until writeback or xSync.

@@ -943,9 +943,10 @@ fn random_operations_with_a_shared_mapping_match_a_model() {
 // a store through the mapping sees the store; the mapping sees a write(2)
 // made after it; msync and fsync take mapped stores to the backing file;
 // truncating and re-extending a mapped file reads zeroes past the cut, as
-// POSIX says; data written through the mapping outlives munmap. Skipped
-// only where the kernel lacks FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6), which
-// the mount then says at start.
+// POSIX says; data written through the mapping outlives munmap and reads
+// back on the backing file and through a remounted mount. Skipped only
+// where the kernel lacks FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6), which the
+// mount then says at start.
 #[test]
 fn shared_mappings_are_coherent() {
     if skip_reason().is_some() {
@@ -1001,6 +1002,11 @@ fn shared_mappings_are_coherent() {
     assert_eq!(&got, b"after munmap");
     m.unmount();
     assert_eq!(&fs::read(backing.join("f")).unwrap()[20000..20012], b"after munmap");
+    // And through the mount again, after a remount (a cold cache).
+    m.spawn("16M", &[], None);
+    fs::File::open(mnt.join("f")).unwrap().read_exact_at(&mut got, 20000).unwrap();
+    assert_eq!(&got, b"after munmap", "after a remount");
+    m.unmount();
 }
 
 // Goal: every read returns the file's bytes: wholly cached, wholly cold,

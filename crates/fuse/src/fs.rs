@@ -648,12 +648,13 @@ impl Shared {
         if !node.is_reg {
             return true;
         }
-        let key = node.engine_key();
-        let res = if node.unlinked.load(Ordering::Acquire) {
-            self.cache.unlink_dev(&key).map(drop)
-        } else {
-            self.cache.evict(&key).map(drop)
-        };
+        // A file whose last name went was discarded then (`last_link_gone`:
+        // the engine drops its pages at its last close); its number may
+        // since name a new file, whose engine file this key now is.
+        if node.unlinked.load(Ordering::Acquire) {
+            return true;
+        }
+        let res = self.cache.evict(&node.engine_key()).map(drop);
         match res {
             Ok(()) => {
                 self.settle_times(node);
@@ -769,6 +770,15 @@ impl Shared {
         Some((node, fd))
     }
 
+    /// An `O_PATH` descriptor of `name` in `pfd`, held from before a file's
+    /// last link goes until the engine has let go of its pages: while it is
+    /// open the backing filesystem cannot give the inode's number to a new
+    /// file, whose engine key (`fuse:DEV:INO`) would otherwise meet the old
+    /// file's pages.
+    fn pin(pfd: &OwnedFd, name: &OsStr) -> Option<OwnedFd> {
+        sys::openat(pfd, name, libc::O_PATH | libc::O_NOFOLLOW, 0).ok()
+    }
+
     /// The node lost its name: it keeps its inode through `fd`, or with
     /// none can no longer reach it (ESTALE).
     fn detach(node: &Node, fd: Option<OwnedFd>) {
@@ -790,14 +800,17 @@ impl Shared {
             let pfd = self.resolve(&p)?;
             let st = sys::fstatat(&pfd, name)?;
             let detach = self.detachable(&pfd, &p, name);
+            let last = st.st_mode & libc::S_IFMT == libc::S_IFREG && st.st_nlink <= 1;
+            let pin = if last { Self::pin(&pfd, name) } else { None };
             sys::unlinkat(&pfd, name, flags)?;
             if let Some((node, fd)) = detach {
                 Self::detach(&node, fd);
             }
-            (st.st_mode & libc::S_IFMT == libc::S_IFREG && st.st_nlink <= 1).then_some((st.st_dev, st.st_ino))
+            last.then_some(((st.st_dev, st.st_ino), pin))
         };
-        if let Some(key) = last_link {
+        if let Some((key, pin)) = last_link {
             self.last_link_gone(key);
+            drop(pin);
         }
         Ok(())
     }
@@ -821,6 +834,8 @@ impl Shared {
             let same = replaced.is_some_and(|t| (t.st_dev, t.st_ino) == (src.st_dev, src.st_ino));
             let moving = self.live_node((src.st_dev, src.st_ino)).filter(|n| n.is_at(&p, name));
             let target = if same { None } else { self.detachable(&npfd, &np, newname) };
+            let last = replaced.filter(|t| !exchanged && t.st_mode & libc::S_IFMT == libc::S_IFREG && t.st_nlink <= 1);
+            let pin = if last.is_some() && !same { Self::pin(&npfd, newname) } else { None };
             sys::renameat2(&pfd, name, &npfd, newname, flags)?;
             if same {
                 return Ok(());
@@ -835,10 +850,11 @@ impl Shared {
                     Self::detach(&t, fd);
                 }
             }
-            replaced.filter(|t| !exchanged && t.st_mode & libc::S_IFMT == libc::S_IFREG && t.st_nlink <= 1)
+            last.map(|t| ((t.st_dev, t.st_ino), pin))
         };
-        if let Some(t) = replaced_last {
-            self.last_link_gone((t.st_dev, t.st_ino));
+        if let Some((key, pin)) = replaced_last {
+            self.last_link_gone(key);
+            drop(pin);
         }
         Ok(())
     }

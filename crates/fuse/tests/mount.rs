@@ -629,7 +629,7 @@ fn reused_inode_numbers_are_new_files() {
         for t in 0..4u64 {
             let mnt = &mnt;
             s.spawn(move || {
-                for i in 0..400u64 {
+                for i in 0..1500u64 {
                     let (f, d) = (mnt.join(format!("f{t}")), mnt.join(format!("d{t}")));
                     let data = pattern(t << 32 | i, 3000 + i as usize);
                     fs::write(&f, &data).unwrap_or_else(|e| panic!("thread {t} round {i}: write: {e}"));

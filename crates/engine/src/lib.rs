@@ -50,6 +50,7 @@ mod page_writeback;
 mod pagetree;
 mod pagevec;
 pub mod percpu;
+pub mod policy;
 mod readahead;
 mod rmap;
 mod signal;
@@ -84,7 +85,8 @@ pub use swapfile::{SwapBacking, SwapConfig};
 pub use sysctl::SYSCTL_NAMES;
 pub use tunables::{
     AccessedInit, Admission, Advice, AnonLru, Config, DevReadMode, IoEngine, LruBatching, LruPolicy, MappedActivation,
-    PagevecDrain, ReclaimWriteback, RemarkRule, Tunables, WorkingsetVersion, MAX_PAGE_SIZE, MIN_PAGES, MIN_PAGE_SIZE,
+    PagevecDrain, PolicyKind, ReclaimWriteback, RemarkRule, Tunables, WorkingsetVersion, MAX_PAGE_SIZE, MIN_PAGES,
+    MIN_PAGE_SIZE,
 };
 pub use vmstat::{Item, VmStat};
 

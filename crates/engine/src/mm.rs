@@ -69,6 +69,8 @@ pub struct Cache {
     /// pcache's adaptive admission and the hit path's PAGE_HOT hint
     /// (admission.rs).
     pub(crate) admission: crate::admission::AdmissionCtl,
+    /// The eviction policy plug-in, if one is selected (policy.rs).
+    pub(crate) policy: crate::policy::PolicyCtl,
     /// Frames whose last reference is gone, waiting for a hazard scan
     /// before they are reused.
     pending: PendingFrees,
@@ -205,6 +207,7 @@ impl Cache {
             },
             hazards,
             admission: crate::admission::AdmissionCtl::new(&config),
+            policy: crate::policy::PolicyCtl::new(config.tunables.policy.build(config.nr_pages()), nr_cpus),
             pending: PendingFrees::new(config.nr_pages()),
             fds: crate::backing::FdCache::new(config.tunables.max_open_fds),
             swap: std::sync::OnceLock::new(),

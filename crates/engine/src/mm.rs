@@ -174,8 +174,23 @@ const ALLOC_NO_PROGRESS_WAIT_MAX_MS: u64 = 64;
 const ALLOC_WAIT_MAX: Duration = Duration::from_secs(60);
 
 impl Cache {
+    /// The unit tests' cache (`PageCache::new` starts the threads too).
+    #[cfg(test)]
     pub fn new(config: Config) -> Result<Arc<Cache>> {
+        Cache::with_policy(config, None)
+    }
+
+    /// A cache whose file pages `custom` holds (policy.rs), instead of
+    /// the plug-in `Tunables::policy` names.
+    pub fn with_policy(config: Config, custom: Option<Box<dyn crate::policy::EvictionPolicy>>) -> Result<Arc<Cache>> {
         config.validate()?;
+        let t = &config.tunables;
+        if custom.is_some() && (t.lru != crate::LruPolicy::Classic || t.admission != crate::Admission::Kernel) {
+            return Err(Error::InvalidConfig(
+                "an eviction policy replaces the kernel's lists: it needs lru Classic and admission Kernel".into(),
+            ));
+        }
+        let policy = custom.or_else(|| config.tunables.policy.build(config.nr_pages()));
         let nr_cpus = if config.nr_cpus == 0 {
             std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
         } else {
@@ -207,7 +222,7 @@ impl Cache {
             },
             hazards,
             admission: crate::admission::AdmissionCtl::new(&config),
-            policy: crate::policy::PolicyCtl::new(config.tunables.policy.build(config.nr_pages()), nr_cpus),
+            policy: crate::policy::PolicyCtl::new(policy, nr_cpus),
             pending: PendingFrees::new(config.nr_pages()),
             fds: crate::backing::FdCache::new(config.tunables.max_open_fds),
             swap: std::sync::OnceLock::new(),

@@ -40,6 +40,7 @@ pub mod clock;
 pub mod fifo;
 pub mod list;
 pub mod lru;
+pub mod s3fifo;
 pub mod sieve;
 
 use parking_lot::Mutex;
@@ -179,11 +180,19 @@ pub enum PolicyKind {
     /// SIEVE (Zhang et al., NSDI'24): a hand sweeping from the oldest
     /// page, sparing used ones in place.
     Sieve,
+    /// S3-FIFO (Yang et al., SOSP'23): small, main and ghost FIFOs.
+    S3fifo,
 }
 
 impl PolicyKind {
-    pub const ALL: [PolicyKind; 5] =
-        [PolicyKind::Kernel, PolicyKind::Fifo, PolicyKind::Lru, PolicyKind::Clock, PolicyKind::Sieve];
+    pub const ALL: [PolicyKind; 6] = [
+        PolicyKind::Kernel,
+        PolicyKind::Fifo,
+        PolicyKind::Lru,
+        PolicyKind::Clock,
+        PolicyKind::Sieve,
+        PolicyKind::S3fifo,
+    ];
 
     /// The name `--set policy=NAME` takes.
     pub fn name(self) -> &'static str {
@@ -193,6 +202,7 @@ impl PolicyKind {
             PolicyKind::Lru => "lru",
             PolicyKind::Clock => "clock",
             PolicyKind::Sieve => "sieve",
+            PolicyKind::S3fifo => "s3fifo",
         }
     }
 
@@ -210,6 +220,7 @@ impl PolicyKind {
             PolicyKind::Lru => Some(Box::new(lru::Lru::new(n))),
             PolicyKind::Clock => Some(Box::new(clock::Clock::new(n))),
             PolicyKind::Sieve => Some(Box::new(sieve::Sieve::new(n))),
+            PolicyKind::S3fifo => Some(Box::new(s3fifo::S3Fifo::new(n))),
         }
     }
 }

@@ -382,7 +382,7 @@ pub struct Tunables {
     #[serde(default = "default_true")]
     pub arena_prefault: bool,
     /// The eviction policy plug-in (policy.rs): `kernel` (none: the
-    /// lists `lru` selects), `fifo`, `lru`, `clock`, `sieve`. A plug-in
+    /// lists `lru` selects), `fifo`, `lru`, `clock`, `sieve`, `s3fifo`. A plug-in
     /// holds the file pages; anonymous pages stay on the kernel's lists.
     #[serde(default)]
     pub policy: PolicyKind,

@@ -38,7 +38,7 @@ pub const WORKINGSET_6: &str = "workingset-6";
 pub const MGLRU: &str = "mglru";
 /// The eviction-policy plug-ins (pcache::policy), one variant each, named
 /// as `Tunables::policy` names them.
-pub const POLICY_VARIANTS: &[&str] = &["fifo", "lru", "clock", "sieve"];
+pub const POLICY_VARIANTS: &[&str] = &["fifo", "lru", "clock", "sieve", "s3fifo"];
 
 /// The smallest cache the engine builds.
 pub const MIN_CACHE_PAGES: u64 = pcache::MIN_PAGES;
@@ -126,6 +126,15 @@ pub const PRESETS: &[Preset] = &[
         "plug-in policy SIEVE (pcache::policy, NSDI'24): a hand sweeping from the oldest page spares \
         visited pages in place; evicts one page per miss once full; readahead off, kswapd off",
         || policy_tunables(PolicyKind::Sieve),
+    )
+    .optional(),
+    Preset::new(
+        EXPERIMENT,
+        "s3fifo",
+        "plug-in policy S3-FIFO (pcache::policy, SOSP'23): a small FIFO for new pages, a main CLOCK \
+        for pages used there twice, a ghost of keys evicted from the small one; evicts one page per \
+        miss once full; readahead off, kswapd off",
+        || policy_tunables(PolicyKind::S3fifo),
     )
     .optional(),
 ];

@@ -190,13 +190,18 @@ impl Cache {
                 "an eviction policy replaces the kernel's lists: it needs lru Classic and admission Kernel".into(),
             ));
         }
-        let policy = custom.or_else(|| config.tunables.policy.build(config.nr_pages()));
         let nr_cpus = if config.nr_cpus == 0 {
             std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
         } else {
             config.nr_cpus
         };
         let arena = Arena::new(config.nr_pages(), config.page_size)?;
+        // What the cache holds once full: reclaim keeps `high` free with
+        // kswapd, `low` without (direct reclaim only).
+        let wm = arena.watermarks;
+        let reserve = if t.kswapd { wm.high } else { wm.low };
+        let capacity = config.nr_pages().saturating_sub(reserve).max(1);
+        let policy = custom.or_else(|| config.tunables.policy.build(config.nr_pages(), capacity));
         let hazards = Arc::new(HazardTable::new());
         Ok(Arc::new_cyclic(|self_ref| Cache {
             config,

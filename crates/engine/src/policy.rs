@@ -211,8 +211,10 @@ impl PolicyKind {
         PolicyKind::ALL.into_iter().find(|k| k.name() == name)
     }
 
-    /// A fresh plug-in for `nr_frames` frames; None for `Kernel`.
-    pub fn build(self, nr_frames: u64) -> Option<Box<dyn EvictionPolicy>> {
+    /// A fresh plug-in for `nr_frames` frames, of which about `capacity`
+    /// can hold pages at once (the rest is the watermarks' free reserve);
+    /// None for `Kernel`.
+    pub fn build(self, nr_frames: u64, capacity: u64) -> Option<Box<dyn EvictionPolicy>> {
         let n = nr_frames as usize;
         match self {
             PolicyKind::Kernel => None,
@@ -220,7 +222,7 @@ impl PolicyKind {
             PolicyKind::Lru => Some(Box::new(lru::Lru::new(n))),
             PolicyKind::Clock => Some(Box::new(clock::Clock::new(n))),
             PolicyKind::Sieve => Some(Box::new(sieve::Sieve::new(n))),
-            PolicyKind::S3fifo => Some(Box::new(s3fifo::S3Fifo::new(n))),
+            PolicyKind::S3fifo => Some(Box::new(s3fifo::S3Fifo::new(n, capacity as usize))),
         }
     }
 }
@@ -525,7 +527,7 @@ mod tests {
     #[test]
     fn contract_of_every_builtin() {
         for kind in PolicyKind::ALL.into_iter().skip(1) {
-            let p = kind.build(64).unwrap();
+            let p = kind.build(64, 64).unwrap();
             assert_eq!(PolicyKind::from_name(p.name()), Some(kind));
             for pfn in 0..8 {
                 p.folio_added(folio(pfn));
@@ -557,7 +559,7 @@ mod tests {
 
     #[test]
     fn batches_keep_order_and_drain() {
-        let ctl = PolicyCtl::new(PolicyKind::Lru.build(64), 1);
+        let ctl = PolicyCtl::new(PolicyKind::Lru.build(64, 64), 1);
         let mut seen = Vec::new();
         for pfn in 0..(PAGEVEC_SIZE as Pfn + 3) {
             ctl.queue_access(folio(pfn), |b| seen.extend(b.iter().map(|f| f.pfn)));

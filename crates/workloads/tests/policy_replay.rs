@@ -1,7 +1,7 @@
 //! The eviction-policy plug-ins (pcache::policy) against libCacheSim: FIFO,
-//! LRU, CLOCK and SIEVE written only against the plug-in trait give exactly
-//! libCacheSim's (FIFO, LRU, Clock, Sieve) miss counts on the same traces at equal capacity
-//! (readahead off; the arena sized so that its usable pages are the
+//! LRU, CLOCK, SIEVE and S3-FIFO written only against the plug-in trait give
+//! exactly libCacheSim's (FIFO, LRU, Clock, Sieve, S3FIFO) miss counts on
+//! the same traces at equal capacity (readahead off; the arena sized so that its usable pages are the
 //! nominal ones, `usable_equals_nominal`; one eviction per miss once full,
 //! `Tunables::reclaim_batch` 1), which shows the trait hands a policy full
 //! control of what is evicted.
@@ -19,7 +19,8 @@ type Curve = &'static [(u64, u64)];
 /// ```text
 /// python3 -m venv /tmp/lcs && /tmp/lcs/bin/pip install libcachesim==0.3.5
 /// for t in cpp gli ps zigzag; do
-///   /tmp/lcs/bin/python scripts/libcachesim_replay.py traces/lirs/$t.trace.gz --policies FIFO,LRU,CLOCK,SIEVE
+///   /tmp/lcs/bin/python scripts/libcachesim_replay.py traces/lirs/$t.trace.gz \
+///     --policies FIFO,LRU,CLOCK,SIEVE,S3-FIFO
 /// done
 /// ```
 const LIBCACHESIM: &[(&str, &str, Curve)] = &[
@@ -27,18 +28,22 @@ const LIBCACHESIM: &[(&str, &str, Curve)] = &[
     ("cpp", "lru", &[(122, 2197), (245, 1548), (489, 1381), (978, 1234)]),
     ("cpp", "clock", &[(122, 2054), (245, 1507), (489, 1309), (978, 1229)]),
     ("cpp", "sieve", &[(122, 2395), (245, 1341), (489, 1287), (978, 1229)]),
+    ("cpp", "s3fifo", &[(122, 1777), (245, 1362), (489, 1279), (978, 1231)]),
     ("gli", "fifo", &[(253, 5960), (506, 5958), (1012, 5345), (2023, 3134)]),
     ("gli", "lru", &[(253, 5960), (506, 5958), (1012, 5341), (2023, 2562)]),
     ("gli", "clock", &[(253, 5960), (506, 5946), (1012, 5335), (2023, 2562)]),
     ("gli", "sieve", &[(253, 5932), (506, 5932), (1012, 4130), (2023, 2562)]),
+    ("gli", "s3fifo", &[(253, 5051), (506, 4154), (1012, 3329), (2023, 2562)]),
     ("ps", "fifo", &[(308, 9174), (617, 6642), (1233, 5376), (2466, 4230)]),
     ("ps", "lru", &[(308, 8742), (617, 5376), (1233, 4954), (2466, 3084)]),
     ("ps", "clock", &[(308, 8742), (617, 5376), (1233, 4954), (2466, 3083)]),
     ("ps", "sieve", &[(308, 8693), (617, 4953), (1233, 4953), (2466, 3083)]),
+    ("ps", "s3fifo", &[(308, 4891), (617, 4315), (1233, 3286), (2466, 3084)]),
     ("zigzag", "fifo", &[(200, 47026), (400, 42026), (800, 32026), (1601, 26413)]),
     ("zigzag", "lru", &[(200, 47026), (400, 42026), (800, 32026), (1601, 12001)]),
     ("zigzag", "clock", &[(200, 47026), (400, 42026), (800, 32026), (1601, 31161)]),
     ("zigzag", "sieve", &[(200, 47026), (400, 42026), (800, 32026), (1601, 29601)]),
+    ("zigzag", "s3fifo", &[(200, 51526), (400, 51026), (800, 50026), (1601, 19703)]),
 ];
 
 fn lirs(name: &str) -> replay::Trace {
@@ -47,7 +52,7 @@ fn lirs(name: &str) -> replay::Trace {
     read_trace(&p, Some(Format::Lirs)).unwrap()
 }
 
-// Goal: the FIFO, LRU, CLOCK and SIEVE plug-ins miss exactly as
+// Goal: the FIFO, LRU, CLOCK, SIEVE and S3-FIFO plug-ins miss exactly as
 // libCacheSim's on four LIRS traces at four sizes each, with exactly the nominal
 // pages cached at once.
 // Method: `replay::run` with the plug-ins' variants and

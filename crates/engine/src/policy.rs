@@ -40,6 +40,7 @@ pub mod clock;
 pub mod fifo;
 pub mod list;
 pub mod lru;
+pub mod mru;
 pub mod s3fifo;
 pub mod sieve;
 
@@ -182,16 +183,19 @@ pub enum PolicyKind {
     Sieve,
     /// S3-FIFO (Yang et al., SOSP'23): small, main and ghost FIFOs.
     S3fifo,
+    /// Most recently used: the newest page goes first (loops).
+    Mru,
 }
 
 impl PolicyKind {
-    pub const ALL: [PolicyKind; 6] = [
+    pub const ALL: [PolicyKind; 7] = [
         PolicyKind::Kernel,
         PolicyKind::Fifo,
         PolicyKind::Lru,
         PolicyKind::Clock,
         PolicyKind::Sieve,
         PolicyKind::S3fifo,
+        PolicyKind::Mru,
     ];
 
     /// The name `--set policy=NAME` takes.
@@ -203,6 +207,7 @@ impl PolicyKind {
             PolicyKind::Clock => "clock",
             PolicyKind::Sieve => "sieve",
             PolicyKind::S3fifo => "s3fifo",
+            PolicyKind::Mru => "mru",
         }
     }
 
@@ -223,6 +228,7 @@ impl PolicyKind {
             PolicyKind::Clock => Some(Box::new(clock::Clock::new(n))),
             PolicyKind::Sieve => Some(Box::new(sieve::Sieve::new(n))),
             PolicyKind::S3fifo => Some(Box::new(s3fifo::S3Fifo::new(n, capacity as usize))),
+            PolicyKind::Mru => Some(Box::new(mru::Mru::new(n))),
         }
     }
 }

@@ -38,7 +38,7 @@ pub const WORKINGSET_6: &str = "workingset-6";
 pub const MGLRU: &str = "mglru";
 /// The eviction-policy plug-ins (pcache::policy), one variant each, named
 /// as `Tunables::policy` names them.
-pub const POLICY_VARIANTS: &[&str] = &["fifo", "lru", "clock", "sieve", "s3fifo"];
+pub const POLICY_VARIANTS: &[&str] = &["fifo", "lru", "clock", "sieve", "s3fifo", "mru"];
 
 /// The smallest cache the engine builds.
 pub const MIN_CACHE_PAGES: u64 = pcache::MIN_PAGES;
@@ -135,6 +135,14 @@ pub const PRESETS: &[Preset] = &[
         for pages used there twice, a ghost of keys evicted from the small one; evicts one page per \
         miss once full; readahead off, kswapd off",
         || policy_tunables(PolicyKind::S3fifo),
+    )
+    .optional(),
+    Preset::new(
+        EXPERIMENT,
+        "mru",
+        "plug-in policy MRU (pcache::policy): the most recently used page goes first, for loops \
+        larger than the cache; evicts one page per miss once full; readahead off, kswapd off",
+        || policy_tunables(PolicyKind::Mru),
     )
     .optional(),
 ];

@@ -80,3 +80,41 @@ fn plug_ins_equal_libcachesim() {
     }
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
 }
+
+/// The misses of a plain MRU of `cap` pages (libCacheSim's Python package
+/// has no MRU): on a miss with the cache full, the most recently used page
+/// goes.
+fn reference_mru(accesses: &[u64], cap: usize) -> u64 {
+    // Recency order, most recent last; linear, but the traces are small.
+    let mut order: Vec<u64> = Vec::new();
+    let mut misses = 0;
+    for &a in accesses {
+        if let Some(i) = order.iter().position(|&x| x == a) {
+            order.remove(i);
+        } else {
+            misses += 1;
+            if order.len() >= cap {
+                order.pop();
+            }
+        }
+        order.push(a);
+    }
+    misses
+}
+
+// Goal: the MRU plug-in misses exactly as a reference MRU at equal
+// capacity. Method: cpp and ps at their four sizes against `reference_mru`.
+#[test]
+fn mru_plug_in_equals_a_reference_mru() {
+    for trace in ["cpp", "ps"] {
+        let t = lirs(trace);
+        let opts =
+            ReplayOpts { variants: vec!["mru".to_string()], usable_equals_nominal: true, ..ReplayOpts::default() };
+        let res = replay::run(&t, Format::Lirs, &opts).unwrap();
+        for r in &res.results {
+            assert_eq!(r.usable_pages, r.cache_pages);
+            let want = reference_mru(&t.accesses, r.cache_pages as usize);
+            assert_eq!(r.misses, want, "{trace} at {} pages", r.cache_pages);
+        }
+    }
+}

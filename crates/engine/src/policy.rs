@@ -38,6 +38,7 @@
 
 pub mod clock;
 pub mod fifo;
+pub mod lfuda;
 pub mod list;
 pub mod lru;
 pub mod mru;
@@ -185,10 +186,12 @@ pub enum PolicyKind {
     S3fifo,
     /// Most recently used: the newest page goes first (loops).
     Mru,
+    /// LFU with dynamic aging (LFU-DA): use counts plus the cache's age.
+    Lfuda,
 }
 
 impl PolicyKind {
-    pub const ALL: [PolicyKind; 7] = [
+    pub const ALL: [PolicyKind; 8] = [
         PolicyKind::Kernel,
         PolicyKind::Fifo,
         PolicyKind::Lru,
@@ -196,6 +199,7 @@ impl PolicyKind {
         PolicyKind::Sieve,
         PolicyKind::S3fifo,
         PolicyKind::Mru,
+        PolicyKind::Lfuda,
     ];
 
     /// The name `--set policy=NAME` takes.
@@ -208,6 +212,7 @@ impl PolicyKind {
             PolicyKind::Sieve => "sieve",
             PolicyKind::S3fifo => "s3fifo",
             PolicyKind::Mru => "mru",
+            PolicyKind::Lfuda => "lfuda",
         }
     }
 
@@ -229,6 +234,7 @@ impl PolicyKind {
             PolicyKind::Sieve => Some(Box::new(sieve::Sieve::new(n))),
             PolicyKind::S3fifo => Some(Box::new(s3fifo::S3Fifo::new(n, capacity as usize))),
             PolicyKind::Mru => Some(Box::new(mru::Mru::new(n))),
+            PolicyKind::Lfuda => Some(Box::new(lfuda::Lfuda::new(n))),
         }
     }
 }

@@ -383,8 +383,8 @@ pub struct Tunables {
     pub arena_prefault: bool,
     /// The eviction policy plug-in (policy.rs): `kernel` (none: the
     /// lists `lru` selects), `fifo`, `lru`, `clock`, `sieve`, `s3fifo`,
-    /// `mru`. A plug-in holds the file pages; anonymous pages stay on the
-    /// kernel's lists.
+    /// `mru`, `lfuda`. A plug-in holds the file pages; anonymous pages
+    /// stay on the kernel's lists.
     #[serde(default)]
     pub policy: PolicyKind,
     /// With a plug-in: the pages a direct reclaimer asks it to free at

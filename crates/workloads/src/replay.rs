@@ -38,7 +38,7 @@ pub const WORKINGSET_6: &str = "workingset-6";
 pub const MGLRU: &str = "mglru";
 /// The eviction-policy plug-ins (pcache::policy), one variant each, named
 /// as `Tunables::policy` names them.
-pub const POLICY_VARIANTS: &[&str] = &["fifo", "lru", "clock", "sieve", "s3fifo", "mru"];
+pub const POLICY_VARIANTS: &[&str] = &["fifo", "lru", "clock", "sieve", "s3fifo", "mru", "lfuda"];
 
 /// The smallest cache the engine builds.
 pub const MIN_CACHE_PAGES: u64 = pcache::MIN_PAGES;
@@ -143,6 +143,15 @@ pub const PRESETS: &[Preset] = &[
         "plug-in policy MRU (pcache::policy): the most recently used page goes first, for loops \
         larger than the cache; evicts one page per miss once full; readahead off, kswapd off",
         || policy_tunables(PolicyKind::Mru),
+    )
+    .optional(),
+    Preset::new(
+        EXPERIMENT,
+        "lfuda",
+        "plug-in policy LFU-DA (pcache::policy): least frequently used with dynamic aging, a page's \
+        priority its use count plus the cache's age at its last use; evicts one page per miss once \
+        full; readahead off, kswapd off",
+        || policy_tunables(PolicyKind::Lfuda),
     )
     .optional(),
 ];

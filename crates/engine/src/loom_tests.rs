@@ -10,7 +10,9 @@ use crate::arena::Arena;
 use crate::errseq::{errseq_check_and_advance, errseq_sample, errseq_set};
 use crate::hazard::HazardTable;
 use crate::highmem::{copy_to_words, fill_words, seqcount_read, write_section};
-use crate::memory::{pte_access_transient, pte_load_many, pte_pin, ptep_get_and_clear, LoadSteps, PteView};
+use crate::memory::{
+    pte_access_transient, pte_load_many, pte_pin, pte_read_optimistic, ptep_get_and_clear, LoadSteps, PteView,
+};
 use crate::mmap::{mk_pte, pte_pfn, pte_swap_slot, swp_pte, AtomicPte, PageTable, PTE_DIRTY};
 
 // Goal: the lock-free free stack never hands one frame to two allocators
@@ -163,6 +165,10 @@ fn errseq_reports_once_per_handle() {
 // the three states between sections. Without the re-check after the copy
 // (read_seqcount_retry) the model finds a copy with one word old and the
 // other new.
+// The words are loom atomics, so `seqcount_read` copies with the
+// atomic-word fallback (`copy_from_words`): loom cannot run the real
+// frames' `rep movsb`, which stands for exactly these loads (highmem.rs,
+// "The copy").
 #[test]
 fn seqcount_reader_never_accepts_a_torn_copy() {
     loom::model(|| {
@@ -262,6 +268,69 @@ fn pte_clear_vs_transient_access_never_uses_a_reused_frame() {
         reader.join().unwrap();
         assert_eq!(pte.load(Ordering::Relaxed), 0, "a cleared entry came back");
     });
+}
+
+/// The optimistic-read model (memory.rs, `pte_read_optimistic`, which
+/// `Mapping::load_u64` runs on x86_64): slot 0 maps frame 5, whose word
+/// holds the page's value 1. A remover unmaps it (clear, then bump the
+/// unmap sequence unless `bump` is false), reuses the frame for another
+/// page (a write section storing 2), then, ABA, gives the frame back to
+/// the page (a write section storing 1) and maps it again at the same
+/// slot with the same entry. A reader reads the word optimistically,
+/// with no pin. The frame's word is a loom atomic, loaded relaxed: loom
+/// cannot run the `mov` in asm that the real read is, and this is the
+/// Rust code the asm stands for. Property: an accepted word is the page's
+/// (1), never the other page's (2).
+fn optimistic_read_model(bump: bool) {
+    loom::model(move || {
+        const PFN: u32 = 5;
+        let table = Arc::new(PageTable::zeroed(1).expect("table"));
+        table.pte(0).store(mk_pte(PFN), Ordering::Relaxed);
+        let unmap_seq = Arc::new(AtomicU64::new(0));
+        let frame_seq = Arc::new(AtomicU32::new(0));
+        let frame: Arc<[AtomicU64; 1]> = Arc::new([AtomicU64::new(1)]);
+        let (table2, unmap2, frame2) = (table.clone(), unmap_seq.clone(), frame.clone());
+        let reader = thread::spawn(move || {
+            let (pte, young) = table2.entry(0);
+            if let Some(w) = pte_read_optimistic(&unmap2, pte, young, |pfn| {
+                assert_eq!(pfn, PFN);
+                frame2[0].load(Ordering::Relaxed)
+            }) {
+                assert_eq!(w, 1, "an optimistic read returned a reused frame's word");
+            }
+        });
+        let pte = table.pte(0);
+        // try_to_unmap (ptl held): clear, then bump (`Vma::pte_removed`).
+        assert_eq!(pte_pfn(ptep_get_and_clear(pte)), Some(PFN));
+        if bump {
+            unmap_seq.fetch_add(1, Ordering::Release);
+        }
+        // Freed and reused: its new owner writes it in a write section
+        // (whose release fence stands for the free list's hand-over too).
+        write_section(&*frame_seq, &frame[..], |w| copy_to_words(w, 0, &2u64.to_ne_bytes()));
+        // ABA: freed again, read back in for the page, mapped again.
+        write_section(&*frame_seq, &frame[..], |w| copy_to_words(w, 0, &1u64.to_ne_bytes()));
+        pte.store(mk_pte(PFN), Ordering::Release);
+        reader.join().unwrap();
+    });
+}
+
+// Goal (memory.rs, `Mapping::load_u64`'s optimistic read): a reader that
+// takes no pin never returns a word of a frame that was reused under it,
+// even when the frame comes back to the same slot (the entry's value the
+// same before and after the read).
+#[test]
+fn optimistic_read_never_returns_a_reused_frames_word() {
+    optimistic_read_model(true);
+}
+
+// Goal: the model has teeth: without the unmap sequence's bump, some
+// interleaving accepts the reused frame's word (the entry alone cannot
+// tell: it is the same value again).
+#[test]
+#[should_panic(expected = "an optimistic read returned a reused frame's word")]
+fn optimistic_read_without_the_bump_fails() {
+    optimistic_read_model(false);
 }
 
 // A two-slot page table (mmap.rs `PageTable`, its lines of entries and

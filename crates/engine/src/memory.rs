@@ -43,7 +43,7 @@
 //! transient hazard slot, with nothing between pin and unpin.
 
 use crate::mmdebug::vm_bug_on_page;
-use crate::sync::atomic::{AtomicU8, Ordering};
+use crate::sync::atomic::{fence, AtomicU64, AtomicU8, Ordering};
 
 use crate::error::{Error, Result};
 use crate::filemap::Inode;
@@ -123,6 +123,8 @@ pub(crate) fn ptep_get_and_clear(pte: &AtomicPte) -> Pte {
 /// `f` is the `FastPath` of a live mapping (its tables, the arena and the
 /// hazard table outlive the call); `slot < f.nr_pages`; `offset` is a
 /// multiple of 8 and below the page size.
+// x86_64 reads optimistically instead (`follow_pte_load_u64_optimistic`).
+#[cfg_attr(all(target_arch = "x86_64", not(loom), not(miri)), allow(dead_code))]
 #[inline(always)]
 pub(crate) unsafe fn follow_pte_load_u64(f: &FastPath, slot: usize, offset: usize) -> Option<u64> {
     // SAFETY: both arrays of the page table have nr_pages items and `slot`
@@ -140,6 +142,132 @@ pub(crate) unsafe fn follow_pte_load_u64(f: &FastPath, slot: usize, offset: usiz
         let word = unsafe { &*f.frames.add(((pfn as usize) << f.page_shift) + offset).cast::<FrameWord>() };
         word.load(std::sync::atomic::Ordering::Relaxed)
     })
+}
+
+/// `Mapping::load_u64` on x86_64: the aligned word at byte `offset` of the
+/// present page at `slot`, read optimistically (`pte_read_optimistic`):
+/// no hazard pin, no thread slot, no store but a clear young byte's. None:
+/// not present, or an unmap overlapped the read (the caller takes the
+/// guarded path).
+///
+/// The word is loaded from a frame that may have been freed and reused
+/// since the entry was loaded, and may be being written by its new owner,
+/// a device read included (plain stores into a `&mut [u8]`). A Rust load
+/// racing those would be a data race; the load is therefore one `mov` in
+/// an `asm!` block (`load_word_unpinned`), which the abstract machine
+/// sees as an opaque call returning some `u64` without touching Rust
+/// memory, and whose value is used only after the validation says the
+/// frame still held the entry's page (the module comment of highmem.rs,
+/// "The copy", has the longer argument). The frame itself is always
+/// mapped: the arena lives as long as the cache, which the mapping holds.
+///
+/// # Safety
+/// As `follow_pte_load_u64`.
+#[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+#[inline(always)]
+pub(crate) unsafe fn follow_pte_load_u64_optimistic(f: &FastPath, slot: usize, offset: usize) -> Option<u64> {
+    // SAFETY: both arrays of the page table have nr_pages items and `slot`
+    // is below it; they and the VMA's unmap sequence live as long as the
+    // mapping (the caller's promise).
+    let (pte, young, unmap_seq) = unsafe { (&*f.ptes.add(slot), &*f.young.add(slot), &*f.unmap_seq) };
+    pte_read_optimistic(unmap_seq, pte, young, |pfn| {
+        // SAFETY: an entry holds a frame number of the arena (`frames` is
+        // its base, mapped for the cache's lifetime), whatever became of
+        // the frame since; `offset` is an aligned word inside a frame (the
+        // caller's promise), and frames are page aligned.
+        unsafe { load_word_unpinned(f.frames.add(((pfn as usize) << f.page_shift) + offset).cast::<u64>()) }
+    })
+}
+
+/// One 8-byte load the compiler cannot see: `mov` in an `asm!` block.
+///
+/// # Safety
+/// `p` is 8-byte aligned and points into memory that stays mapped
+/// (a frame of the arena): the load must not fault.
+#[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+#[inline(always)]
+unsafe fn load_word_unpinned(p: *const u64) -> u64 {
+    let v: u64;
+    // SAFETY: `p` is aligned and mapped (the caller's promise), so the
+    // `mov` cannot fault, and an aligned 8-byte load is single-copy atomic
+    // on x86. `readonly`: it writes no memory, so the compiler keeps it
+    // between the acquire load of the entry and the acquire fence after
+    // it (a read does not move across either), but may not drop it (not
+    // `pure`). To the abstract machine it is an opaque call that returns
+    // some value: racing stores to the frame, atomic or not, are the
+    // hardware's business, and validation discards what they produced.
+    unsafe {
+        std::arch::asm!(
+            "mov {v}, qword ptr [{p}]",
+            p = in(reg) p,
+            v = lateout(reg) v,
+            options(nostack, preserves_flags, readonly),
+        );
+    }
+    v
+}
+
+/// The optimistic read of a mapped page (vmcache's and LeanStore's
+/// optimistic latch), shared with loom_tests.rs: run `read` on the frame
+/// the entry maps, with no pin, and keep its result only if the VMA's
+/// unmap sequence did not move meanwhile:
+///
+/// ```text
+///   reader                              remover (ptl, page lock)
+///   s1 = unmap_seq       (Acquire)      entry = 0 / swap / copy  (AcqRel)
+///   e  = pte             (Acquire)      unmap_seq += 1           (Release)
+///   e present? else None                ... hazard scan, free, reuse:
+///   w  = read(pfn(e))                       new owner stores the frame
+///   fence(Acquire)                          (after a release: a write
+///   s2 = unmap_seq       (Relaxed)           section, or the free list)
+///   s1 != s2? None
+///   young = 1 if it was 0
+/// ```
+///
+/// Why an accepted `w` is a word of the page `e` mapped: if the frame
+/// was reused before the load of `w`, the removal of `e` and its bump came
+/// before the reuse, and `w` saw a store of the frame's new owner, which
+/// happens after the bump; the acquire fence then makes `s2` see the bump.
+/// And `s1` cannot have seen it: an acquire load that saw the bump would
+/// have made the removal visible to the load of `e`, which would then not
+/// be the removed entry (the bump is after the removal). So `s1 != s2`.
+/// ABA is caught too (the frame freed, reused and mapped again at the
+/// same slot, `e` the same value before and after): the removal in
+/// between bumped the count. A frame that left the table but was not yet
+/// reused still holds the page's bytes: `w` is a value of the page at a
+/// moment the entry mapped it or just after, as a read ordered before
+/// the unmap would return.
+///
+/// The young byte is set after validation, only if clear (a load and a
+/// rare store, as `pte_pin`); a stale young byte behind an entry cleared
+/// meanwhile is at worst one extra reference (mmap.rs).
+// Only x86_64 reads optimistically; loom_tests.rs checks it everywhere.
+#[cfg_attr(not(all(target_arch = "x86_64", not(loom), not(miri))), allow(dead_code))]
+#[inline(always)]
+pub(crate) fn pte_read_optimistic<R>(
+    unmap_seq: &AtomicU64,
+    pte: &AtomicPte,
+    young: &AtomicU8,
+    read: impl FnOnce(Pfn) -> R,
+) -> Option<R> {
+    // Acquire: pairs with `Vma::pte_removed`'s Release (see above).
+    let start = unmap_seq.load(Ordering::Acquire);
+    // Acquire: pairs with finish_fault's Release store, so the page is
+    // uptodate before we read it (as pte_pin).
+    let entry = pte.load(Ordering::Acquire);
+    if entry & PTE_PRESENT == 0 {
+        return None;
+    }
+    let r = read(entry & PTE_PFN_MASK);
+    // smp_rmb: the read is ordered before the re-check (read_seqcount_retry).
+    fence(Ordering::Acquire);
+    if unmap_seq.load(Ordering::Relaxed) != start {
+        return None;
+    }
+    if young.load(Ordering::Relaxed) == 0 {
+        young.store(1, Ordering::Relaxed);
+    }
+    Some(r)
 }
 
 /// The transient access protocol, shared with loom_tests.rs: load the
@@ -1258,7 +1386,12 @@ impl Cache {
                 // sees the copied bytes. The old frame (if any) stays
                 // cached; readers pinning it meanwhile read the file's
                 // bytes, which are what this slot showed until now.
-                pte.store(mk_pte(copy) | PTE_WRITE | PTE_DIRTY, Ordering::Release);
+                let old = pte.swap(mk_pte(copy) | PTE_WRITE | PTE_DIRTY, Ordering::AcqRel);
+                if pte_pfn(old).is_some() {
+                    // The file's frame left this entry: optimistic readers
+                    // that loaded it must re-check (it may be reclaimed).
+                    vma.pte_removed();
+                }
             }
             ok
         };

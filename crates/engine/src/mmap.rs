@@ -58,7 +58,7 @@
 //! `FastPath`, raw views copied at map time, so an access loads as little
 //! as it can.
 
-use crate::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+use crate::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -432,9 +432,39 @@ pub struct Vma {
     /// An anonymous region's id (its pages' `mapping` is
     /// `PAGE_MAPPING_ANON | anon_id`); `NO_MAPPING` for a file mapping.
     pub(crate) anon_id: u32,
+    /// Bumped after every removal of a present entry (`pte_removed`).
+    pub(crate) unmap_seq: UnmapSeq,
+}
+
+/// A mapping's unmap sequence: a count bumped (release) after every
+/// change that takes a frame out of one of its entries (cleared, made a
+/// swap entry, replaced by a copy), with the ptl held, before the frame
+/// can be freed. `Mapping::load_u64`'s optimistic read (memory.rs,
+/// `pte_read_optimistic`) loads it before the entry and again after the
+/// word: an unchanged count means no frame left the table in between, so
+/// the word was read while the frame held the entry's page. A line of
+/// its own: readers only load it, and faults write the VMA's other fields.
+#[repr(align(64))]
+pub(crate) struct UnmapSeq(pub(crate) AtomicU64);
+
+impl UnmapSeq {
+    pub(crate) fn new() -> UnmapSeq {
+        UnmapSeq(AtomicU64::new(0))
+    }
 }
 
 impl Vma {
+    /// An entry of this mapping that held a present frame was just
+    /// cleared, made a swap entry or pointed at another frame (the caller
+    /// holds the ptl): bump the unmap sequence, after the change and
+    /// before the frame can be freed. Release: an optimistic reader whose
+    /// first (acquire) load of the count sees the bump sees the change
+    /// too, so it cannot have loaded the old entry (`UnmapSeq`).
+    #[inline]
+    pub(crate) fn pte_removed(&self) {
+        self.unmap_seq.0.fetch_add(1, Ordering::Release);
+    }
+
     /// This mapping's slot for file page `index`, if it covers it.
     #[inline]
     pub(crate) fn slot_of(&self, index: u64) -> Option<usize> {
@@ -519,12 +549,15 @@ pub(crate) struct FastPath<S = u32> {
     pub(crate) frames: *const u8,
     pub(crate) page_shift: S,
     pub(crate) hazards: *const crate::hazard::HazardTable,
+    /// The VMA's unmap sequence (`UnmapSeq`), for the optimistic load.
+    pub(crate) unmap_seq: *const AtomicU64,
 }
 
 // SAFETY: the pointers are views of data the same `Mapping` keeps alive
-// through its `Arc`s (the VMA's tables, the cache's arena and hazard
-// table), all of which are themselves Send and Sync (atomics, or frames
-// accessed only through atomics); the view adds no access of its own.
+// through its `Arc`s (the VMA's tables and unmap sequence, the cache's
+// arena and hazard table), all of which are themselves Send and Sync
+// (atomics, or frames accessed only through atomics and the asm that
+// stands for them, highmem.rs); the view adds no access of its own.
 unsafe impl<S: Send> Send for FastPath<S> {}
 // SAFETY: as above.
 unsafe impl<S: Sync> Sync for FastPath<S> {}
@@ -538,6 +571,7 @@ impl FastPath {
             frames: cache.arena.frame_ptr(0),
             page_shift: cache.page_shift(),
             hazards: &*cache.hazards,
+            unmap_seq: &vma.unmap_seq.0,
         }
     }
 
@@ -554,6 +588,7 @@ impl FastPath {
             frames: self.frames,
             page_shift: crate::memory::ConstShift,
             hazards: self.hazards,
+            unmap_seq: self.unmap_seq,
         })
     }
 }
@@ -603,6 +638,7 @@ impl Mapping {
             ptl: Mutex::new(()),
             table,
             anon_id,
+            unmap_seq: UnmapSeq::new(),
         };
         // A private mapping's copies are anonymous pages: it registers as
         // an anonymous region too (anon_vma_prepare), so reclaim finds
@@ -643,6 +679,7 @@ impl Mapping {
             ptl: Mutex::new(()),
             table,
             anon_id,
+            unmap_seq: UnmapSeq::new(),
         })?;
         let fast = FastPath::new(&cache, &vma);
         Ok(Mapping { fast, cache, _owner: owner, inode, vma, start: 0, len, wb_err_since: Box::new(AtomicU32::new(0)) })
@@ -690,11 +727,14 @@ impl Mapping {
 
     /// The aligned 8-byte word at byte `offset` (a multiple of 8) of page
     /// `page`, in native byte order: one access, as [`Mapping::page`]
-    /// followed by [`MappedPage::load_u64`], without a guard. A present
-    /// page costs the entry load, the hazard pin, the re-check, the young
-    /// byte, the word's load and the unpin, with nothing between them, so
-    /// the CPU overlaps more of these accesses than of guarded ones; a
-    /// missing page faults as `page` does.
+    /// followed by [`MappedPage::load_u64`], without a guard. On x86_64 a
+    /// present page is read optimistically, with no pin and no store (but
+    /// the young byte's, when clear): the unmap sequence, the entry, the
+    /// word, the unmap sequence again, which must be unchanged (memory.rs,
+    /// `pte_read_optimistic`). Elsewhere: the entry load, the hazard pin,
+    /// the re-check, the young byte, the word's load and the unpin. A
+    /// missing page, or a read an unmap overlapped, takes the guarded path
+    /// (a fault if need be), as `page` does.
     #[inline(always)]
     pub fn load_u64(&self, page: u64, offset: usize) -> Result<u64> {
         let f = &self.fast;
@@ -702,6 +742,12 @@ impl Mapping {
             // SAFETY: `f` describes this mapping's live tables and the
             // cache's arena (FastPath::new); the slot is below nr_pages and
             // the offset an aligned word of a page (checked just above).
+            #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+            if let Some(word) = unsafe { crate::memory::follow_pte_load_u64_optimistic(f, page as usize, offset) } {
+                return Ok(word);
+            }
+            // SAFETY: as above.
+            #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
             if let Some(word) = unsafe { crate::memory::follow_pte_load_u64(f, page as usize, offset) } {
                 return Ok(word);
             }
@@ -1149,6 +1195,52 @@ mod tests {
             assert!(std::ptr::eq(pte, r_pte) && std::ptr::eq(young, r_young), "raw view of {slot}");
         }
         assert!(t.get(LEN).is_none(), "past the last slot");
+    }
+
+    // Goal: every path that takes a frame out of an entry bumps the VMA's
+    // unmap sequence, so an optimistic read (memory.rs,
+    // `pte_read_optimistic`) that an unmap overlaps is refused, even when
+    // the page comes straight back to the same slot. Method: the read's
+    // closure itself unmaps the page it was handed (MADV_DONTNEED on a
+    // shared file mapping, truncation, a copy-on-write of a private
+    // mapping's file page, MADV_DONTNEED on an anonymous region), faults
+    // the slot back in, and only then loads the word; the read must return
+    // None. Without the unmap the same read succeeds.
+    #[test]
+    fn optimistic_read_refused_across_every_unmap() {
+        let pc = PageCache::new(Config {
+            memory_bytes: 256 * 4096,
+            tunables: Tunables { kswapd: false, ..Tunables::default() },
+            ..Config::default()
+        })
+        .expect("cache");
+        let f = pc.open_memory("seq").expect("file");
+        f.write_at(&[7u8; 4 * 4096], 0).expect("write");
+        let read = |m: &Mapping, unmap: &dyn Fn(&Mapping)| {
+            drop(m.page(1).expect("fault in"));
+            let (pte, young) = m.vma.table.entry(1);
+            crate::memory::pte_read_optimistic(&m.vma.unmap_seq.0, pte, young, |pfn| {
+                unmap(m);
+                drop(m.page(1).expect("fault back"));
+                m.cache.load_u64(pfn, 0)
+            })
+        };
+        let shared = f.map(0, 4 * 4096, MapFlags::READ | MapFlags::WRITE).expect("map");
+        assert_eq!(read(&shared, &|_| {}), Some(u64::from_ne_bytes([7; 8])), "no unmap: accepted");
+        let dontneed = |m: &Mapping| m.madvise(4096, 4096, Madvise::DontNeed).expect("madvise");
+        assert_eq!(read(&shared, &dontneed), None, "MADV_DONTNEED (zap_page_range)");
+        let truncate = |_: &Mapping| {
+            f.set_len(4096).expect("truncate");
+            f.set_len(4 * 4096).expect("extend");
+        };
+        assert_eq!(read(&shared, &truncate), None, "truncation (try_to_unmap)");
+        let private = f.map(0, 4 * 4096, MapFlags::READ | MapFlags::WRITE | MapFlags::PRIVATE).expect("map");
+        let cow = |m: &Mapping| m.write(4096, &[1]).expect("write");
+        assert_eq!(read(&private, &cow), None, "copy-on-write (wp_page_copy)");
+        assert_eq!(read(&private, &dontneed), None, "MADV_DONTNEED of a private copy (zap_anon_pte)");
+        let anon = pc.map_anon(4 * 4096).expect("anon");
+        assert_eq!(read(&anon, &|_| {}), Some(0), "anonymous, no unmap: accepted");
+        assert_eq!(read(&anon, &dontneed), None, "MADV_DONTNEED of anonymous memory (zap_anon_pte)");
     }
 
     // Goal: page_referenced test-and-clears exactly the young byte of the

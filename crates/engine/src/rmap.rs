@@ -120,6 +120,7 @@ impl Cache {
                 break;
             }
             let old = ptep_get_and_clear(pte);
+            vma.pte_removed();
             dirty |= old & PTE_DIRTY != 0;
             cleared += 1;
         }
@@ -173,7 +174,11 @@ impl Cache {
             let old = {
                 let _ptl = vma.ptl.lock();
                 let pte = vma.table.pte(slot);
-                (pte_pfn(pte.load(Ordering::Relaxed)) == Some(pfn)).then(|| ptep_get_and_clear(pte))
+                let old = (pte_pfn(pte.load(Ordering::Relaxed)) == Some(pfn)).then(|| ptep_get_and_clear(pte));
+                if old.is_some() {
+                    vma.pte_removed();
+                }
+                old
             };
             let mut accessed = false;
             if let Some(old) = old {
@@ -302,7 +307,9 @@ impl Cache {
             si.lock().swap_duplicate(swap);
             // AcqRel: ordered before the frame can be freed, as
             // ptep_get_and_clear (pte_pin's re-check then fails).
-            pte.swap(swp_pte(swap), Ordering::AcqRel)
+            let old = pte.swap(swp_pte(swap), Ordering::AcqRel);
+            vma.pte_removed();
+            old
         };
         if old & PTE_DIRTY != 0 {
             page.set(PG_DIRTY, &self.vm);
@@ -336,7 +343,11 @@ impl Cache {
                 let page = self.lock_page(pfn);
                 let cleared = {
                     let _ptl = vma.ptl.lock();
-                    (pte_pfn(pte.load(Ordering::Relaxed)) == Some(pfn)).then(|| ptep_get_and_clear(pte))
+                    let old = (pte_pfn(pte.load(Ordering::Relaxed)) == Some(pfn)).then(|| ptep_get_and_clear(pte));
+                    if old.is_some() {
+                        vma.pte_removed();
+                    }
+                    old
                 };
                 let mut accessed = false;
                 if cleared.is_some() {

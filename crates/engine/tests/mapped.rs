@@ -646,6 +646,101 @@ fn unmap_racing_access() {
     assert_eq!(cache.vmstat().get(Item::nr_mapped), 0, "munmap left no page mapped");
 }
 
+// Goal: `Mapping::load_u64` (on x86_64 an optimistic read: no pin, the
+// unmap sequence re-checked after the word) returns only words that were
+// stored in the page asked for, while reclaim, MADV_DONTNEED and faults
+// keep unmapping pages and reusing their frames for other pages, and a
+// writer rewrites pages through a second mapping. Every word of every
+// page says which page, which word and which round wrote it, so a word of
+// a reused frame (another page's) or a torn one fails.
+// Method: a 48-page cache under a 160-page memory file; three readers
+// doing a fixed number of single loads, the other threads running until
+// then.
+#[test]
+fn load_u64_racing_reclaim_returns_stored_words() {
+    const PAGES: u64 = 160;
+    const WORDS: u64 = PS / 8;
+    // Word `w` of page `i` in round `r`: page and word in the high half,
+    // the round (below 2^20) twice in the low half.
+    fn word(i: u64, w: u64, r: u64) -> u64 {
+        (i << 49) | (w << 40) | (r << 20) | r
+    }
+    fn page_bytes(i: u64, r: u64) -> Vec<u8> {
+        (0..WORDS).flat_map(|w| word(i, w, r).to_ne_bytes()).collect()
+    }
+    let cache = PageCache::new(Config {
+        memory_bytes: 48 * PS,
+        tunables: Tunables { ra_pages: 4, ..Tunables::default() },
+        ..Config::default()
+    })
+    .unwrap();
+    let f = Arc::new(cache.open_memory("words").unwrap());
+    for i in 0..PAGES {
+        f.write_at(&page_bytes(i, 0), i * PS).unwrap();
+    }
+    f.fsync().unwrap();
+    let m = Arc::new(f.map(0, PAGES * PS, MapFlags::READ).unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut others = Vec::new();
+    {
+        let (cache, stop) = (cache.clone(), stop.clone());
+        others.push(std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                cache.reclaim(16);
+            }
+        }));
+    }
+    {
+        let (m, stop) = (m.clone(), stop.clone());
+        others.push(std::thread::spawn(move || {
+            let mut rng = StdRng::seed_from_u64(11);
+            while !stop.load(Ordering::Relaxed) {
+                let first = rng.gen_range(0..PAGES - 8);
+                m.madvise(first * PS, rng.gen_range(1..8) * PS, Madvise::DontNeed).unwrap();
+            }
+        }));
+    }
+    {
+        // Whole pages of a new round through a writable mapping (one write
+        // section each), so frames change under the readers in place too.
+        let (f, stop) = (f.clone(), stop.clone());
+        others.push(std::thread::spawn(move || {
+            let w = f.map(0, PAGES * PS, MapFlags::READ | MapFlags::WRITE).unwrap();
+            let mut rng = StdRng::seed_from_u64(12);
+            let mut round = 1;
+            while !stop.load(Ordering::Relaxed) {
+                let i = rng.gen_range(0..PAGES);
+                w.write(i * PS, &page_bytes(i, round)).unwrap();
+                round = (round + 1) % (1 << 20);
+            }
+        }));
+    }
+    let readers: Vec<_> = (0..3u64)
+        .map(|t| {
+            let m = m.clone();
+            std::thread::spawn(move || {
+                let mut rng = StdRng::seed_from_u64(100 + t);
+                for _ in 0..60_000 {
+                    let (i, w) = (rng.gen_range(0..PAGES), rng.gen_range(0..WORDS));
+                    let got = m.load_u64(i, (w * 8) as usize).unwrap();
+                    let round = got & ((1 << 20) - 1);
+                    assert_eq!(got, word(i, w, round), "page {i} word {w}: {got:#018x} was never stored there");
+                }
+            })
+        })
+        .collect();
+    for r in readers {
+        r.join().expect("a reader failed");
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in others {
+        t.join().expect("a racing thread failed");
+    }
+    let vm = cache.vmstat();
+    assert!(vm.get(Item::pgunmap) > 0, "reclaim unmapped pages");
+    assert!(vm.get(Item::pgfault) > PAGES, "accesses faulted pages back in");
+}
+
 // Goal: mapped reads and writes under memory pressure agree with a model
 // of the file, mixed with read_at, write_at, msync and MADV_DONTNEED, and
 // the host file holds the model's bytes after munmap and fsync.

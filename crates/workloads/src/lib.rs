@@ -24,6 +24,7 @@ pub mod runner;
 pub mod seqread;
 pub mod small_file_server;
 pub mod sparsetruncate;
+pub mod sqlite_ycsb;
 pub mod stats;
 pub mod sys;
 pub mod variants;

@@ -17,7 +17,7 @@ use crate::kernel;
 use crate::runner::Seed;
 use crate::variants::Preset;
 use crate::{dd, fuse_dd, hitpath, lru_contention, reclaim_writeback, replay};
-use crate::{mount, seqread, small_file_server, sparsetruncate};
+use crate::{mount, seqread, small_file_server, sparsetruncate, sqlite_ycsb};
 use crate::{Error, Result};
 
 /// Every experiment, in `--list` and main-job order.
@@ -32,6 +32,7 @@ pub static EXPERIMENTS: &[&dyn Experiment] = &[
     &seqread::Seqread,
     &mount::MountBench,
     &replay::Replay,
+    &sqlite_ycsb::SqliteYcsb,
 ];
 
 pub fn find(name: &str) -> Option<&'static dyn Experiment> {

@@ -45,7 +45,9 @@ INT64_MAX = (1 << 63) - 1
 
 # Variant name -> libcachesim class name.
 POLICIES = {
+    "FIFO": "FIFO",
     "LRU": "LRU",
+    "CLOCK": "Clock",
     "ARC": "ARC",
     "LIRS": "LIRS",
     "S3-FIFO": "S3FIFO",

@@ -1,7 +1,8 @@
 //! Micro-benchmarks of the hit path (criterion): a 4 KiB `read_at` of a
-//! cached page and a `find_page` pin, with the kernel's admission and with
+//! cached page and a `find_page` pin, with the kernel's admission, with
 //! pcache's adaptive W-TinyLFU admission, whose sketch counts every marked
-//! access. `pcache bench hitpath` measures the same path against the
+//! access, and with the LRU and SIEVE plug-ins (pcache::policy), to which
+//! every hit is queued. `pcache bench hitpath` measures the same path against the
 //! kernel's page cache at scale; this isolates the per-hit cost of a
 //! policy change.
 //!
@@ -10,25 +11,31 @@
 //! ```
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use pcache::{Admission, Tunables};
+use pcache::{Admission, PolicyKind, Tunables};
 
 mod common;
 use common::{cache, PAGES};
 
 fn hits(c: &mut Criterion) {
     let mut g = c.benchmark_group("hit");
-    for adm in [Admission::Kernel, Admission::AdaptiveTinyLfu] {
-        let (_cache, f) = cache(Tunables { admission: adm, ..Tunables::default() });
+    let variants = [
+        ("Kernel".to_string(), Tunables::default()),
+        ("AdaptiveTinyLfu".to_string(), Tunables { admission: Admission::AdaptiveTinyLfu, ..Tunables::default() }),
+        ("policy-lru".to_string(), Tunables { policy: PolicyKind::Lru, ..Tunables::default() }),
+        ("policy-sieve".to_string(), Tunables { policy: PolicyKind::Sieve, ..Tunables::default() }),
+    ];
+    for (adm, tunables) in variants {
+        let (_cache, f) = cache(tunables);
         let mut buf = [0u8; 4096];
         let mut i = 0u64;
-        g.bench_function(BenchmarkId::new("read_at_4k", format!("{adm:?}")), |b| {
+        g.bench_function(BenchmarkId::new("read_at_4k", &adm), |b| {
             b.iter(|| {
                 // A stride coprime with PAGES visits every page.
                 i = (i + 2654435761) % PAGES;
                 f.read_at(&mut buf, i * 4096).expect("read")
             })
         });
-        g.bench_function(BenchmarkId::new("find_page", format!("{adm:?}")), |b| {
+        g.bench_function(BenchmarkId::new("find_page", &adm), |b| {
             b.iter(|| {
                 i = (i + 2654435761) % PAGES;
                 f.find_page(i).expect("lookup").is_some()

@@ -246,7 +246,10 @@ impl AdmissionCtl {
                 .then(|| AdmissionState::new(config.nr_pages())),
             // Not with Danilov's batch, which queues even no-op marks; the
             // multi-gen LRU counts every access (folio_inc_refs).
-            hot_hints: t.lru_batching != crate::LruBatching::DanilovBatch && t.lru == crate::LruPolicy::Classic,
+            // Nor with a plug-in policy, which is told of every access.
+            hot_hints: t.lru_batching != crate::LruBatching::DanilovBatch
+                && t.lru == crate::LruPolicy::Classic
+                && t.policy == crate::PolicyKind::Kernel,
         }
     }
 

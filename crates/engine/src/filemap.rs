@@ -321,7 +321,8 @@ impl Cache {
             } else {
                 let shadow =
                     if evict && self.config.tunables.workingset { self.workingset_eviction_page(*pfn) } else { 0 };
-                self.__delete_from_page_cache(inode, *pfn, shadow, &g);
+                let why = if evict { crate::policy::Removal::Evicted } else { crate::policy::Removal::Invalidated };
+                self.__delete_from_page_cache(inode, *pfn, shadow, why, &g);
                 removed.push(*pfn);
                 if inode.nrpages.load(Ordering::Relaxed) == 0 {
                     // The last page of a file maybe no one has open: the
@@ -597,6 +598,7 @@ impl Cache {
         page.mapping.store(inode.id, Ordering::Relaxed);
         page.index.store(index, Ordering::Relaxed);
         page.get();
+        let mut refault = None;
         {
             let g = inode.tree_lock.lock();
             let old = inode.tree.load(index);
@@ -604,7 +606,10 @@ impl Cache {
                 // The page takes the shadow's slot below.
                 self.node_stat.sub(NodeStat::Shadows, 1);
             }
-            if old & SHADOW_BIT != 0 && self.config.tunables.workingset {
+            if old & SHADOW_BIT != 0 && self.config.tunables.workingset && self.policy.active() {
+                // The plug-in decides what a refault means (after the add).
+                refault = Some(self.workingset_refault_policy(old));
+            } else if old & SHADOW_BIT != 0 && self.config.tunables.workingset {
                 let (activate, restore) = self.workingset_refault(old, crate::admission::page_key(inode.id, index));
                 if restore {
                     // It had been in the working set (the multi-gen LRU
@@ -634,6 +639,9 @@ impl Cache {
             inode.tree.store(index, page_entry(pfn), &g);
         }
         self.lru_cache_add(pfn);
+        if let (Some(p), Some(r)) = (self.policy.get(), refault) {
+            p.folio_refault(crate::policy::FolioRef { pfn, order: 0, mapping: inode.id, index }, r);
+        }
         Some(LockedPage::adopt(page, pfn, &self.vm))
     }
 
@@ -641,9 +649,19 @@ impl Cache {
     /// takes `shadow`, the workingset record of an evicted page), the page
     /// forgets its mapping. The caller drops the cache's reference
     /// afterwards.
-    pub fn __delete_from_page_cache(&self, inode: &Inode, pfn: Pfn, shadow: usize, locked: &TreeLocked<'_>) {
+    pub fn __delete_from_page_cache(
+        &self,
+        inode: &Inode,
+        pfn: Pfn,
+        shadow: usize,
+        why: crate::policy::Removal,
+        locked: &TreeLocked<'_>,
+    ) {
         let page = self.page(pfn);
         let index = page.index();
+        if let Some(p) = self.policy.get() {
+            p.folio_removed(crate::policy::FolioRef { pfn, order: 0, mapping: inode.id, index }, why);
+        }
         debug_assert_eq!(entry_pfn(inode.tree.load(index)), Some(pfn));
         self.cancel_dirty_page(inode, pfn);
         inode.tree.clear_mark(index, MARK_DIRTY, locked);

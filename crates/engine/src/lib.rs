@@ -50,6 +50,7 @@ mod page_writeback;
 mod pagetree;
 mod pagevec;
 pub mod percpu;
+pub mod policy;
 mod readahead;
 mod rmap;
 mod signal;
@@ -84,7 +85,8 @@ pub use swapfile::{SwapBacking, SwapConfig};
 pub use sysctl::SYSCTL_NAMES;
 pub use tunables::{
     AccessedInit, Admission, Advice, AnonLru, Config, DevReadMode, IoEngine, LruBatching, LruPolicy, MappedActivation,
-    PagevecDrain, ReclaimWriteback, RemarkRule, Tunables, WorkingsetVersion, MAX_PAGE_SIZE, MIN_PAGES, MIN_PAGE_SIZE,
+    PagevecDrain, PolicyKind, ReclaimWriteback, RemarkRule, Tunables, WorkingsetVersion, MAX_PAGE_SIZE, MIN_PAGES,
+    MIN_PAGE_SIZE,
 };
 pub use vmstat::{Item, VmStat};
 
@@ -205,7 +207,18 @@ impl PageCache {
     /// Build a cache: allocate the arena and start kswapd (if enabled);
     /// each backing device's flusher starts with its first file.
     pub fn new(config: Config) -> Result<PageCache> {
-        let cache = Cache::new(config)?;
+        PageCache::build(config, None)
+    }
+
+    /// Build a cache whose file pages an eviction policy of the caller's
+    /// holds (`pcache::policy`), instead of the one `Tunables::policy`
+    /// names. It is sized for [`Config::nr_pages`] frames.
+    pub fn with_policy(config: Config, policy: Box<dyn policy::EvictionPolicy>) -> Result<PageCache> {
+        PageCache::build(config, Some(policy))
+    }
+
+    fn build(config: Config, policy: Option<Box<dyn policy::EvictionPolicy>>) -> Result<PageCache> {
+        let cache = Cache::with_policy(config, policy)?;
         if cache.config.tunables.swap_bytes > 0 {
             cache.swapon(SwapConfig::memory(cache.config.tunables.swap_bytes))?;
         }

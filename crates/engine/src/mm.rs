@@ -69,6 +69,8 @@ pub struct Cache {
     /// pcache's adaptive admission and the hit path's PAGE_HOT hint
     /// (admission.rs).
     pub(crate) admission: crate::admission::AdmissionCtl,
+    /// The eviction policy plug-in, if one is selected (policy.rs).
+    pub(crate) policy: crate::policy::PolicyCtl,
     /// Frames whose last reference is gone, waiting for a hazard scan
     /// before they are reused.
     pending: PendingFrees,
@@ -172,14 +174,34 @@ const ALLOC_NO_PROGRESS_WAIT_MAX_MS: u64 = 64;
 const ALLOC_WAIT_MAX: Duration = Duration::from_secs(60);
 
 impl Cache {
+    /// The unit tests' cache (`PageCache::new` starts the threads too).
+    #[cfg(test)]
     pub fn new(config: Config) -> Result<Arc<Cache>> {
+        Cache::with_policy(config, None)
+    }
+
+    /// A cache whose file pages `custom` holds (policy.rs), instead of
+    /// the plug-in `Tunables::policy` names.
+    pub fn with_policy(config: Config, custom: Option<Box<dyn crate::policy::EvictionPolicy>>) -> Result<Arc<Cache>> {
         config.validate()?;
+        let t = &config.tunables;
+        if custom.is_some() && (t.lru != crate::LruPolicy::Classic || t.admission != crate::Admission::Kernel) {
+            return Err(Error::InvalidConfig(
+                "an eviction policy replaces the kernel's lists: it needs lru Classic and admission Kernel".into(),
+            ));
+        }
         let nr_cpus = if config.nr_cpus == 0 {
             std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
         } else {
             config.nr_cpus
         };
         let arena = Arena::new(config.nr_pages(), config.page_size)?;
+        // What the cache holds once full: reclaim keeps `high` free with
+        // kswapd, `low` without (direct reclaim only).
+        let wm = arena.watermarks;
+        let reserve = if t.kswapd { wm.high } else { wm.low };
+        let capacity = config.nr_pages().saturating_sub(reserve).max(1);
+        let policy = custom.or_else(|| config.tunables.policy.build(config.nr_pages(), capacity));
         let hazards = Arc::new(HazardTable::new());
         Ok(Arc::new_cyclic(|self_ref| Cache {
             config,
@@ -205,6 +227,7 @@ impl Cache {
             },
             hazards,
             admission: crate::admission::AdmissionCtl::new(&config),
+            policy: crate::policy::PolicyCtl::new(policy, nr_cpus),
             pending: PendingFrees::new(config.nr_pages()),
             fds: crate::backing::FdCache::new(config.tunables.max_open_fds),
             swap: std::sync::OnceLock::new(),

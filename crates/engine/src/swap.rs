@@ -59,6 +59,9 @@ impl Cache {
     /// lru_cache_add: queue a new page for the LRU (PG_active decides the
     /// list at drain time).
     pub fn lru_cache_add(&self, pfn: Pfn) {
+        if self.policy.active() && self.policy_lru_add(pfn) {
+            return;
+        }
         self.lru_gen_fault_activate(pfn);
         self.page(pfn).get();
         let mut b = self.this_cpu().batches.lock();
@@ -237,6 +240,9 @@ impl Cache {
             self.folio_inc_refs(pfn);
             return;
         }
+        if self.policy.active() && self.policy_mark_accessed(pfn) {
+            return;
+        }
         let page = self.page(pfn);
         let flags = page.flags();
         if flags & PG_WINDOW != 0 {
@@ -283,6 +289,9 @@ impl Cache {
     /// rotate_reclaimable_page: writeback of a PG_reclaim page ended; move it
     /// to the inactive tail so reclaim frees it next.
     pub fn rotate_reclaimable_page(&self, pfn: Pfn) {
+        if self.policy.active() && self.policy_rotate_reclaimable(pfn) {
+            return;
+        }
         let flags = self.page(pfn).flags();
         if flags & (PG_LOCKED | PG_DIRTY | PG_ACTIVE | PG_UNEVICTABLE) == 0 && flags & PG_LRU != 0 {
             self.batch_move(pfn, MoveFn::RotateTail);
@@ -301,6 +310,11 @@ impl Cache {
 
     /// deactivate_page (MADV_COLD): as deactivate_file_page, mapped or not.
     pub fn deactivate_page(&self, pfn: Pfn) {
+        if self.policy.active() && !self.page(pfn).test(PG_SWAPBACKED) {
+            // A plug-in's page: not passed on (yet); the list move would
+            // also clear the PG_referenced its first use set (policy.rs).
+            return;
+        }
         if self.page(pfn).test(PG_LRU) {
             self.batch_move(pfn, MoveFn::DeactivateFile);
         }

@@ -155,7 +155,7 @@ impl Cache {
             if page.mapping() != inode.id {
                 return false;
             }
-            self.__delete_from_page_cache(inode, pfn, 0, &g);
+            self.__delete_from_page_cache(inode, pfn, 0, crate::policy::Removal::Truncated, &g);
         }
         self.put_page(pfn);
         true
@@ -168,7 +168,7 @@ impl Cache {
         }
         let g = inode.tree_lock.lock();
         for page in pages {
-            self.__delete_from_page_cache(inode, page.pfn(), 0, &g);
+            self.__delete_from_page_cache(inode, page.pfn(), 0, crate::policy::Removal::Truncated, &g);
         }
     }
 

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+pub use crate::policy::PolicyKind;
 
 /// accessed-v2, Linux 3.16: how a page created by `pagecache_get_page(FGP_ACCESSED)`
 /// gets its accessed state.
@@ -380,6 +381,22 @@ pub struct Tunables {
     /// (arena.rs), so cold reads do not pay first-touch zeroing.
     #[serde(default = "default_true")]
     pub arena_prefault: bool,
+    /// The eviction policy plug-in (policy.rs): `kernel` (none: the
+    /// lists `lru` selects), `fifo`, `lru`, `clock`, `sieve`, `s3fifo`,
+    /// `mru`, `lfuda`. A plug-in holds the file pages; anonymous pages
+    /// stay on the kernel's lists.
+    #[serde(default)]
+    pub policy: PolicyKind,
+    /// With a plug-in: the pages a direct reclaimer asks it to free at
+    /// once (SWAP_CLUSTER_MAX, 32). 1 evicts exactly when an allocation
+    /// finds no frame above the watermark, so the cache holds exactly its
+    /// usable pages, as a simulator's does (replay's policy variants).
+    #[serde(default = "default_reclaim_batch")]
+    pub reclaim_batch: u32,
+}
+
+fn default_reclaim_batch() -> u32 {
+    crate::vmscan::SWAP_CLUSTER_MAX as u32
 }
 
 fn default_true() -> bool {
@@ -467,6 +484,8 @@ impl Default for Tunables {
             lru: LruPolicy::Classic,
             lru_gen_min_ttl_ms: 0,
             arena_prefault: true,
+            policy: PolicyKind::Kernel,
+            reclaim_batch: default_reclaim_batch(),
         }
     }
 }
@@ -534,6 +553,15 @@ impl Config {
         }
         if t.swap_bytes != 0 && t.swap_bytes < ps as u64 {
             return Err(Error::InvalidConfig(format!("swap_bytes {} is less than a page", t.swap_bytes)));
+        }
+        if t.policy != PolicyKind::Kernel && (t.lru != LruPolicy::Classic || t.admission != Admission::Kernel) {
+            return Err(Error::InvalidConfig(format!(
+                "policy {} replaces the kernel's lists: it needs lru Classic and admission Kernel",
+                t.policy.name()
+            )));
+        }
+        if t.reclaim_batch == 0 || t.reclaim_batch > 1024 {
+            return Err(Error::InvalidConfig(format!("reclaim_batch {} must be 1..=1024", t.reclaim_batch)));
         }
         if self.nr_cpus > 1024 {
             return Err(Error::InvalidConfig(format!("nr_cpus {} is above 1024", self.nr_cpus)));

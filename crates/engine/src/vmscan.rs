@@ -224,7 +224,8 @@ impl Cache {
     /// Direct reclaim (try_to_free_pages / do_try_to_free_pages).
     pub fn try_to_free_pages(&self) -> u64 {
         self.vm.inc(Item::allocstall);
-        self.reclaim_pages(SWAP_CLUSTER_MAX, false)
+        let nr = if self.policy.active() { self.config.tunables.reclaim_batch as u64 } else { SWAP_CLUSTER_MAX };
+        self.reclaim_pages(nr, false)
     }
 
     /// Reclaim up to `nr` pages at falling priority, as a direct reclaimer
@@ -248,6 +249,12 @@ impl Cache {
     /// shrink_node / shrink_lruvec (3.x's shrink_zone): scan each list
     /// by get_scan_count's targets, in batches of SWAP_CLUSTER_MAX.
     pub fn shrink_node(&self, sc: &mut ScanControl) {
+        if self.policy.active() {
+            // The plug-in chooses the file pages (policy.rs).
+            self.policy_shrink_node(sc);
+            self.shrink_slab();
+            return;
+        }
         if self.lru_gen_enabled() {
             // The multi-gen LRU's own shrink_node (lru_gen.rs).
             self.lru_gen_shrink_node(sc);
@@ -495,6 +502,16 @@ impl Cache {
     fn page_check_references(&self, inode: &Inode, pfn: Pfn) -> PageRefs {
         let page = self.page(pfn);
         let (referenced_ptes, exec) = self.page_referenced(inode, pfn);
+        if self.policy.active() {
+            // The plug-in chose it; young entries are an access it has
+            // not heard of: report it, and the page goes back to it.
+            if referenced_ptes > 0 {
+                self.vm.inc(Item::mapped_referenced);
+                self.policy_young(pfn);
+                return PageRefs::Keep;
+            }
+            return PageRefs::Reclaim;
+        }
         let referenced_page = page.test_clear(PG_REFERENCED, &self.vm);
         if referenced_ptes > 0 {
             self.vm.inc(Item::mapped_referenced);

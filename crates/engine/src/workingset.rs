@@ -142,6 +142,16 @@ impl Cache {
         (true, restore)
     }
 
+    /// workingset_refault with a plug-in policy (policy.rs): the refault
+    /// is counted and its distance reported; activation is the policy's.
+    pub fn workingset_refault_policy(&self, shadow: usize) -> crate::policy::Refault {
+        self.vm.inc(Item::workingset_refault);
+        let eviction = shadow as u64 & EVICTION_MASK;
+        let now = self.lruvec.inactive_age.load(Ordering::Relaxed) & EVICTION_MASK;
+        let distance = now.wrapping_sub(eviction) & EVICTION_MASK;
+        crate::policy::Refault { distance, workingset: shadow & SHADOW_WORKINGSET != 0 }
+    }
+
     /// workingset_refault for an anonymous page swapped back in
     /// (`AnonLru::Linux5_9`): activate it if its refault distance is
     /// within the workingset 5.9 measures for anon, the file lists and the

@@ -23,7 +23,7 @@ use std::sync::{Barrier, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use pcache::{Advice, Config, Error, File, IoEngine, Item, OpenOptions, PageCache, Tunables};
+use pcache::{Advice, Config, Error, File, IoEngine, Item, OpenOptions, PageCache, PolicyKind, Tunables};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -459,6 +459,8 @@ struct Params {
     memory_files: usize,
     ops: usize,
     seed: u64,
+    /// The eviction policy plug-in (`Kernel`: the kernel's lists).
+    policy: PolicyKind,
 }
 
 /// One thread's random workload on its own files.
@@ -566,9 +568,9 @@ fn run_private(p: Params) {
 }
 
 fn run_private_on(p: Params) {
-    let tunables = Tunables { kswapd: p.kswapd, ..Tunables::default() };
+    let tunables = Tunables { kswapd: p.kswapd, policy: p.policy, ..Tunables::default() };
     let Some(cache) = cache_on(p.engine, p.cache_pages, p.page_size, tunables) else { return };
-    eprintln!("{}: io_engine {:?}", p.name, p.engine);
+    eprintln!("{}: io_engine {:?}, policy {}", p.name, p.engine, p.policy.name());
     let nr_pages = p.cache_pages;
     let dir = tempfile::tempdir().unwrap();
     let stop = AtomicBool::new(false);
@@ -664,6 +666,7 @@ fn private_files_under_pressure() {
         ops: 25000,
         seed: seed(0x5eed_0001),
         engine: IoEngine::Threads,
+        policy: PolicyKind::Kernel,
     });
 }
 
@@ -684,6 +687,7 @@ fn private_files_direct_reclaim_only() {
         ops: 20000,
         seed: seed(0x5eed_0002),
         engine: IoEngine::Threads,
+        policy: PolicyKind::Kernel,
     });
 }
 
@@ -705,7 +709,38 @@ fn private_files_64k_pages() {
         ops: 8000,
         seed: seed(0x5eed_0003),
         engine: IoEngine::Threads,
+        policy: PolicyKind::Kernel,
     });
+}
+
+// Goal: every eviction-policy plug-in keeps the data guarantees: the
+// policy chooses what reclaim evicts, the engine's mechanics (writeback of
+// dirty candidates, truncation and invalidation of pages the policy holds
+// or has handed out, hazard checks) keep every read equal to the model.
+// Method: the private-files workload (writes, write pins, reads, set_len,
+// punch_hole, fadvise, drop_caches; several times the cache) once per
+// plug-in, kswapd on and off, with the frame accounting and the host files
+// checked at the end.
+#[test]
+fn private_files_every_policy() {
+    for policy in PolicyKind::ALL.into_iter().filter(|&k| k != PolicyKind::Kernel) {
+        for kswapd in [true, false] {
+            run_private(Params {
+                name: "policy",
+                threads: 4,
+                cache_pages: 128,
+                page_size: 4096,
+                kswapd,
+                file_pages: 96,
+                host_files: 1,
+                memory_files: 1,
+                ops: 6000,
+                seed: seed(0x5eed_0010),
+                engine: IoEngine::Threads,
+                policy,
+            });
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------

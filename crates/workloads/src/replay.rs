@@ -20,7 +20,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use pcache::{Admission, Config, Item, LruPolicy, PageCache, Tunables, WorkingsetVersion};
+use pcache::{Admission, Config, Item, LruPolicy, PageCache, PolicyKind, Tunables, WorkingsetVersion};
 use serde::Serialize;
 
 use crate::experiment::{ExpOpts, Experiment, Outcome, ParamDoc};
@@ -36,6 +36,9 @@ pub const WORKINGSET_ON: &str = "workingset-on";
 pub const ADAPTIVE: &str = "pcache-adaptive";
 pub const WORKINGSET_6: &str = "workingset-6";
 pub const MGLRU: &str = "mglru";
+/// The eviction-policy plug-ins (pcache::policy), one variant each, named
+/// as `Tunables::policy` names them.
+pub const POLICY_VARIANTS: &[&str] = &["fifo", "lru", "clock", "sieve", "s3fifo", "mru", "lfuda"];
 
 /// The smallest cache the engine builds.
 pub const MIN_CACHE_PAGES: u64 = pcache::MIN_PAGES;
@@ -44,6 +47,13 @@ pub const DEFAULT_PERCENTS: &[f64] = &[10.0, 20.0, 40.0, 80.0];
 
 fn base_tunables() -> Tunables {
     Tunables { ra_pages: 0, kswapd: false, ..Tunables::default() }
+}
+
+/// A plug-in policy's variant: it evicts exactly when a page needs a frame
+/// (`reclaim_batch` 1), so with `usable_equals_nominal` it holds exactly
+/// the nominal pages, as libCacheSim's caches do.
+fn policy_tunables(policy: PolicyKind) -> Tunables {
+    Tunables { policy, reclaim_batch: 1, ..base_tunables() }
 }
 
 /// The variants replay compares.
@@ -86,6 +96,64 @@ pub const PRESETS: &[Preset] = &[
         window); readahead off, kswapd off",
         || Tunables { workingset: true, admission: Admission::AdaptiveTinyLfu, ..base_tunables() },
     ),
+    Preset::new(
+        EXPERIMENT,
+        "fifo",
+        "plug-in policy FIFO (pcache::policy): first in, first out; evicts one page per miss once \
+        full; readahead off, kswapd off",
+        || policy_tunables(PolicyKind::Fifo),
+    )
+    .optional(),
+    Preset::new(
+        EXPERIMENT,
+        "lru",
+        "plug-in policy LRU (pcache::policy): one list, a hit moves the page to the head; evicts \
+        one page per miss once full; readahead off, kswapd off",
+        || policy_tunables(PolicyKind::Lru),
+    )
+    .optional(),
+    Preset::new(
+        EXPERIMENT,
+        "clock",
+        "plug-in policy CLOCK (pcache::policy): FIFO with a reference bit, a used page goes round \
+        once more; evicts one page per miss once full; readahead off, kswapd off",
+        || policy_tunables(PolicyKind::Clock),
+    )
+    .optional(),
+    Preset::new(
+        EXPERIMENT,
+        "sieve",
+        "plug-in policy SIEVE (pcache::policy, NSDI'24): a hand sweeping from the oldest page spares \
+        visited pages in place; evicts one page per miss once full; readahead off, kswapd off",
+        || policy_tunables(PolicyKind::Sieve),
+    )
+    .optional(),
+    Preset::new(
+        EXPERIMENT,
+        "s3fifo",
+        "plug-in policy S3-FIFO (pcache::policy, SOSP'23): a small FIFO for new pages, a main CLOCK \
+        for pages used there twice, a ghost of keys evicted from the small one; evicts one page per \
+        miss once full; readahead off, kswapd off",
+        || policy_tunables(PolicyKind::S3fifo),
+    )
+    .optional(),
+    Preset::new(
+        EXPERIMENT,
+        "mru",
+        "plug-in policy MRU (pcache::policy): the most recently used page goes first, for loops \
+        larger than the cache; evicts one page per miss once full; readahead off, kswapd off",
+        || policy_tunables(PolicyKind::Mru),
+    )
+    .optional(),
+    Preset::new(
+        EXPERIMENT,
+        "lfuda",
+        "plug-in policy LFU-DA (pcache::policy): least frequently used with dynamic aging, a page's \
+        priority its use count plus the cache's age at its last use; evicts one page per miss once \
+        full; readahead off, kswapd off",
+        || policy_tunables(PolicyKind::Lfuda),
+    )
+    .optional(),
 ];
 
 pub fn default_variants() -> Vec<String> {

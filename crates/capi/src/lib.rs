@@ -343,6 +343,18 @@ fn check_rw(null_buf: bool, count: usize, offset: u64) -> CResult<usize> {
     Ok(count)
 }
 
+/// A caller's buffer of `len` bytes, for a call that moves exactly `len`:
+/// EINVAL above SSIZE_MAX (a negative size), EFAULT for NULL with `len` > 0.
+fn check_buf(null_buf: bool, len: usize) -> CResult<()> {
+    if len > isize::MAX as usize {
+        return Err(libc::EINVAL);
+    }
+    if null_buf && len > 0 {
+        return Err(libc::EFAULT);
+    }
+    Ok(())
+}
+
 /// Create a page cache of `memory_bytes` bytes of page frames (at least 16
 /// pages; the arena is allocated now) with the engine's default tunables,
 /// and start its background threads.
@@ -1029,14 +1041,9 @@ pub unsafe extern "C" fn pcache_map_read(m: *const MapHandle, pos: u64, buf: *mu
     ffi_int(|| {
         // SAFETY: NULL or from pcache_map, not yet unmapped (documented).
         let m = unsafe { m.as_ref() }.ok_or(libc::EINVAL)?;
-        if len > isize::MAX as usize {
-            return Err(libc::EINVAL);
-        }
+        check_buf(buf.is_null(), len)?;
         if len == 0 {
             return Ok(0);
-        }
-        if buf.is_null() {
-            return Err(libc::EFAULT);
         }
         no_write_pin(&m.key)?;
         // SAFETY: not NULL, so valid for writes of `len` bytes (documented).
@@ -1057,14 +1064,9 @@ pub unsafe extern "C" fn pcache_map_write(m: *const MapHandle, pos: u64, buf: *c
     ffi_int(|| {
         // SAFETY: NULL or from pcache_map, not yet unmapped (documented).
         let m = unsafe { m.as_ref() }.ok_or(libc::EINVAL)?;
-        if len > isize::MAX as usize {
-            return Err(libc::EINVAL);
-        }
+        check_buf(buf.is_null(), len)?;
         if len == 0 {
             return Ok(0);
-        }
-        if buf.is_null() {
-            return Err(libc::EFAULT);
         }
         no_write_pin(&m.key)?;
         // SAFETY: not NULL, so valid for reads of `len` bytes (documented).

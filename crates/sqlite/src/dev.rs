@@ -26,7 +26,7 @@
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -116,34 +116,85 @@ fn iovecs(bufs: &[&[u8]]) -> Vec<libc::iovec> {
     bufs.iter().map(|b| libc::iovec { iov_base: b.as_ptr() as *mut _, iov_len: b.len() }).collect()
 }
 
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Dir {
+    Read,
+    Write,
+}
+
+/// Move every byte of `iov` at `pos` with `preadv`/`pwritev` (at most
+/// IOV_MAX iovecs a call), resuming after short transfers and EINTR.
+/// Returns the bytes moved: fewer than asked only for a read that met the
+/// end of the file (at once for an O_DIRECT read stopping mid-sector).
+///
+/// # Safety
+/// Every iovec covers a live buffer of its length, writable by the kernel
+/// for a read, for the duration of the call.
+unsafe fn vectored(file: &File, dir: Dir, pos: u64, iov: &[libc::iovec], direct: bool) -> io::Result<usize> {
+    const IOV_MAX: usize = 1024;
+    let total: usize = iov.iter().map(|v| v.iov_len).sum();
+    let mut done = 0usize;
+    let mut rest: Vec<libc::iovec> = Vec::new();
+    while done < total {
+        // Skip the iovecs already moved whole; start inside the next.
+        let (mut skip, mut first) = (done, 0);
+        while skip >= iov[first].iov_len {
+            skip -= iov[first].iov_len;
+            first += 1;
+        }
+        rest.clear();
+        rest.extend_from_slice(&iov[first..iov.len().min(first + IOV_MAX)]);
+        // The iovec points into a buffer of at least iov_len bytes, and
+        // `skip` is below its length.
+        rest[0].iov_base = rest[0].iov_base.cast::<u8>().wrapping_add(skip).cast();
+        rest[0].iov_len -= skip;
+        let off = i64::try_from(pos + done as u64).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
+        let (fd, count) = (file.as_raw_fd(), rest.len() as libc::c_int);
+        // SAFETY: `rest` lies inside the caller's buffers (the caller's
+        // promise and the skip above); the descriptor is open.
+        let n = unsafe {
+            match dir {
+                Dir::Read => libc::preadv(fd, rest.as_ptr(), count, off),
+                Dir::Write => libc::pwritev(fd, rest.as_ptr(), count, off),
+            }
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        let n = n as usize;
+        if n == 0 {
+            match dir {
+                Dir::Read => break,
+                Dir::Write => return Err(io::Error::from(io::ErrorKind::WriteZero)),
+            }
+        }
+        done += n;
+        if dir == Dir::Read && direct && done % 512 != 0 {
+            // O_DIRECT stops short of a sector only at end of file.
+            break;
+        }
+    }
+    Ok(done)
+}
+
 impl BackingDev for SqliteDev {
     fn name(&self) -> &str {
         &self.name
     }
 
     fn read_pages(&self, pos: u64, bufs: &mut [&mut [u8]]) -> io::Result<usize> {
-        // Page by page with pread: the frames are page aligned and whole,
-        // as O_DIRECT wants; a short read is end of file.
-        let mut done = 0usize;
-        let mut off = pos;
-        for buf in bufs.iter_mut() {
-            let mut got = 0;
-            while got < buf.len() {
-                match self.file.read_at(&mut buf[got..], off + got as u64) {
-                    Ok(0) => return Ok(done + got),
-                    Ok(n) => got += n,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(e),
-                }
-                if self.direct && got % 512 != 0 {
-                    // O_DIRECT stops short only at end of file.
-                    return Ok(done + got);
-                }
-            }
-            done += got;
-            off += got as u64;
-        }
-        Ok(done)
+        // One preadv for the whole run (a readahead window is one request,
+        // not one per page); the frames are page aligned and whole, as
+        // O_DIRECT wants. A short read is end of file.
+        let iov: Vec<libc::iovec> =
+            bufs.iter_mut().map(|b| libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: b.len() }).collect();
+        // SAFETY: every iovec covers a buffer the caller lends exclusively
+        // for this call.
+        unsafe { vectored(&self.file, Dir::Read, pos, &iov, self.direct) }
     }
 
     fn write_pages(&self, pos: u64, bufs: &[&[u8]], file_size: u64) -> io::Result<()> {
@@ -153,43 +204,9 @@ impl BackingDev for SqliteDev {
         // the file no longer than max(file_size, its length before).
         let tail = (end > file_size).then(|| self.tail.lock());
         let before = if tail.is_some() { self.file.metadata()?.len() } else { 0 };
-        let iov = iovecs(bufs);
-        let mut written = 0usize;
-        while written < total {
-            // Skip the iovecs already written whole; pwritev of the rest.
-            let mut skip = written;
-            let mut first = 0;
-            while skip >= iov[first].iov_len {
-                skip -= iov[first].iov_len;
-                first += 1;
-            }
-            let mut rest = iov[first..].to_vec();
-            // SAFETY: the iovec points into a caller's buffer of at least
-            // iov_len bytes, and `skip` is below its length.
-            rest[0].iov_base = unsafe { (rest[0].iov_base as *mut u8).add(skip) }.cast();
-            rest[0].iov_len -= skip;
-            // SAFETY: every iovec covers a live buffer the caller lends for
-            // this call; the descriptor is open while `self` lives.
-            let n = unsafe {
-                libc::pwritev(
-                    self.wfile.as_raw_fd(),
-                    rest.as_ptr(),
-                    rest.len() as libc::c_int,
-                    (pos + written as u64) as i64,
-                )
-            };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e);
-            }
-            if n == 0 {
-                return Err(io::Error::from(io::ErrorKind::WriteZero));
-            }
-            written += n as usize;
-        }
+        // SAFETY: every iovec covers a buffer the caller lends for this
+        // call; the kernel only reads them.
+        unsafe { vectored(&self.wfile, Dir::Write, pos, &iovecs(bufs), false)? };
         if tail.is_some() {
             let keep = file_size.max(before);
             if end > keep {

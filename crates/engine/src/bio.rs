@@ -315,6 +315,21 @@ impl Cache {
         self.write_pages_now(&req.inode, req.first, &req.pages)
     }
 
+    /// Submit the last writeback run of a writer that then waits for its
+    /// runs (fsync, `write_and_wait_range`): to the ring if it takes it,
+    /// else written here. Queued to a worker, the writer would only sleep
+    /// until the worker ended it, so it writes it itself, as a reader runs
+    /// its own queued read (`run_queued_read`): a commit's few pages then
+    /// cost no hand-off and no wake-up.
+    pub(crate) fn submit_write_waited(&self, req: WriteRequest) -> Result<()> {
+        let Err(req) = self.uring_submit_write(req) else {
+            self.vm.inc(Item::wb_submit_async);
+            return Ok(());
+        };
+        self.vm.inc(Item::wb_waiter_inline);
+        self.write_pages_now(&req.inode, req.first, &req.pages)
+    }
+
     /// A queued write, on a worker: the device call and end_page_writeback
     /// (write_pages_now), then the waiter told.
     fn complete_queued_write(&self, req: WriteRequest) {

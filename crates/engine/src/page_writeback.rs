@@ -307,11 +307,17 @@ impl Cache {
     ) -> (u64, Result<()>) {
         // The queue needs the inode by Arc; without it, write inline.
         let owned = self.inode_by_id(inode.id).filter(|i| std::ptr::eq(i.as_ref(), inode));
-        let submit = |first: u64, run: &mut Vec<Pfn>| -> Result<()> {
+        // `last`: the final run of a writer that waits for them all.
+        let submit = |first: u64, run: &mut Vec<Pfn>, last: bool| -> Result<()> {
             let pages = std::mem::take(run);
             match &owned {
                 Some(i) => {
-                    self.submit_write(crate::bio::WriteRequest { inode: i.clone(), first, pages, wait: wait.cloned() })
+                    let req = crate::bio::WriteRequest { inode: i.clone(), first, pages, wait: wait.cloned() };
+                    if last {
+                        self.submit_write_waited(req)
+                    } else {
+                        self.submit_write(req)
+                    }
                 }
                 None => self.write_pages_now(inode, first, &pages),
             }
@@ -365,7 +371,7 @@ impl Cache {
                     continue;
                 }
                 if !run.is_empty() && (run_first + run.len() as u64 != idx || run.len() >= cap) {
-                    let r = submit(run_first, &mut run);
+                    let r = submit(run_first, &mut run, false);
                     if first_err.is_ok() {
                         first_err = r;
                     }
@@ -381,7 +387,7 @@ impl Cache {
             }
         }
         if !run.is_empty() {
-            let r = submit(run_first, &mut run);
+            let r = submit(run_first, &mut run, wait.is_some());
             if first_err.is_ok() {
                 first_err = r;
             }

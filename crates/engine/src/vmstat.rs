@@ -204,8 +204,12 @@ items! {
     /// Readahead windows that asked kswapd to free their room ahead of
     /// the reader (vmscan.rs `wakeup_kswapd_ra`); pcache's own.
     kswapd_ra_boost,
-    /// Writeback runs queued to the I/O workers (pcache's own).
+    /// Writeback runs queued to the I/O workers; and the last run of a
+    /// data-integrity write, which the writer, about to wait for it
+    /// anyway, wrote itself (no hand-off to a worker and back). pcache's
+    /// own.
     wb_submit_async,
+    wb_waiter_inline,
     /// Readahead and writeback runs submitted to the cache's io_uring
     /// (bio/uring.rs), a subset of `ra_submit_async`/`wb_submit_async`;
     /// runs it gave back to the thread pool (ring full, a device it cannot

@@ -45,9 +45,6 @@ pub struct SqliteDev {
     /// Serialises resynchronisation against SQLite's own truncations, so
     /// that a truncation is never mistaken for a shadow one.
     resync: Mutex<()>,
-    /// Held by a write that may extend the file past its logical size and
-    /// cut it back, so two such writes do not undo each other's length.
-    tail: Mutex<()>,
 }
 
 /// A resynchronisation in progress: `set_len` and `punch_hole` touch only
@@ -91,7 +88,6 @@ impl SqliteDev {
             direct,
             shadow: AtomicBool::new(false),
             resync: Mutex::new(()),
-            tail: Mutex::new(()),
         })
     }
 
@@ -110,10 +106,6 @@ impl SqliteDev {
     fn shadowed(&self) -> bool {
         self.shadow.load(Ordering::Acquire)
     }
-}
-
-fn iovecs(bufs: &[&[u8]]) -> Vec<libc::iovec> {
-    bufs.iter().map(|b| libc::iovec { iov_base: b.as_ptr() as *mut _, iov_len: b.len() }).collect()
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -198,21 +190,22 @@ impl BackingDev for SqliteDev {
     }
 
     fn write_pages(&self, pos: u64, bufs: &[&[u8]], file_size: u64) -> io::Result<()> {
-        let total: usize = bufs.iter().map(|b| b.len()).sum();
-        let end = pos + total as u64;
-        // A write past the logical size (the whole last page) must leave
-        // the file no longer than max(file_size, its length before).
-        let tail = (end > file_size).then(|| self.tail.lock());
-        let before = if tail.is_some() { self.file.metadata()?.len() } else { 0 };
-        // SAFETY: every iovec covers a buffer the caller lends for this
-        // call; the kernel only reads them.
-        unsafe { vectored(&self.wfile, Dir::Write, pos, &iovecs(bufs), false)? };
-        if tail.is_some() {
-            let keep = file_size.max(before);
-            if end > keep {
-                self.file.set_len(keep)?;
+        // Only the bytes below the logical size: the descriptor is
+        // buffered, so the last page may end anywhere, and the file never
+        // grows past `file_size` (nor shrinks) for a page's zeroed tail.
+        let mut left = file_size.saturating_sub(pos);
+        let mut iov = Vec::with_capacity(bufs.len());
+        for b in bufs {
+            if left == 0 {
+                break;
             }
+            let len = b.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+            iov.push(libc::iovec { iov_base: b.as_ptr() as *mut _, iov_len: len });
+            left -= len as u64;
         }
+        // SAFETY: every iovec covers (part of) a buffer the caller lends
+        // for this call; the kernel only reads them.
+        unsafe { vectored(&self.wfile, Dir::Write, pos, &iov, false)? };
         Ok(())
     }
 

@@ -83,3 +83,39 @@ impl Sizing {
         self.gm.trim(cap);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Goal: the split moves as the module says: a small-ghost hit grows the
+    // small queue's target by a quarter of ARC's step, a main-ghost hit
+    // shrinks it by a whole one, within [1, 30%] of the cache.
+    #[test]
+    fn ghost_hits_move_the_split() {
+        let mut sz = Sizing::new(1000);
+        assert_eq!(sz.small_target(), 50);
+        // Main's ghost holds 400 keys, the small one 100: a small-ghost
+        // hit grows p by 0.25 * 400 / 100 = 1 page.
+        for k in 0..400 {
+            sz.main_evicted(k);
+        }
+        sz.missed(10_000, true, 100);
+        assert_eq!(sz.small_target(), 51);
+        for _ in 0..1000 {
+            sz.missed(10_000, true, 100);
+        }
+        assert_eq!(sz.small_target(), 300, "capped at 30%");
+        // A main-ghost hit with the small ghost 4x main's: 4 pages down
+        // (the key leaves main's ghost, which then holds 399).
+        sz.missed(7, false, 1600);
+        assert_eq!(sz.small_target(), 295);
+        // A key neither ghost holds moves nothing.
+        sz.missed(7, false, 1600);
+        assert_eq!(sz.small_target(), 295);
+        for k in 0..400 {
+            sz.missed(k, false, 1_000_000);
+        }
+        assert_eq!(sz.small_target(), 1, "at least one page");
+    }
+}

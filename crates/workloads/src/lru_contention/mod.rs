@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use pcache::{Advice, BackingDev, Config, File, Item, LruBatching, LruPolicy, PageCache, Tunables, VmStat};
+use pcache::{Advice, BackingDev, Config, File, Item, LruBatching, LruPolicy, PageCache, PolicyKind, Tunables, VmStat};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
@@ -95,6 +95,30 @@ pub const PRESETS: &[Preset] = &[
         page's flags (folio_inc_refs, one compare-and-swap until the count is full), no lru_lock",
         || Tunables { lru: LruPolicy::MultiGen, ..Tunables::default() },
     ),
+    Preset::new(
+        EXPERIMENT,
+        "s3fifo",
+        "plug-in policy S3-FIFO (SOSP'23): a small FIFO for new pages, a main CLOCK, a ghost \
+        (pcache::policy): accesses reach it through per-CPU batches under its own lock",
+        || Tunables { policy: PolicyKind::S3fifo, ..Tunables::default() },
+    )
+    .optional(),
+    Preset::new(
+        EXPERIMENT,
+        "sieve",
+        "plug-in policy SIEVE (NSDI'24): a hand sweeping from the oldest page spares visited ones \
+        (pcache::policy): accesses reach it through per-CPU batches under its own lock",
+        || Tunables { policy: PolicyKind::Sieve, ..Tunables::default() },
+    )
+    .optional(),
+    Preset::new(
+        EXPERIMENT,
+        "pcache",
+        "plug-in policy pcache's own: S3-FIFO with the small queue sized by ghost hits, as ARC \
+        (pcache::policy): accesses reach it through per-CPU batches under its own lock",
+        || Tunables { policy: PolicyKind::Pcache, ..Tunables::default() },
+    )
+    .optional(),
 ];
 
 crate::experiment::params! {

@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Barrier, Condvar, Mutex};
 use std::time::Instant;
 
-use pcache::{Config, File, Item, LruPolicy, OpenOptions, PageCache, RemarkRule, Tunables, VmStat};
+use pcache::{Config, File, Item, LruPolicy, OpenOptions, PageCache, PolicyKind, RemarkRule, Tunables, VmStat};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -130,6 +130,30 @@ pub const PRESETS: &[Preset] = &[
         count in the page's tier, the refault feedback protects the tiers that refault",
         || Tunables { lru: LruPolicy::MultiGen, ..with_rule(RemarkRule::PrevPos) },
     ),
+    Preset::new(
+        EXPERIMENT,
+        "s3fifo",
+        "plug-in policy S3-FIFO (SOSP'23): a small FIFO for new pages, a main CLOCK, a ghost \
+        (pcache::policy) with today's re-mark rule; the re-reads reach it as accesses",
+        || Tunables { policy: PolicyKind::S3fifo, ..with_rule(RemarkRule::PrevPos) },
+    )
+    .optional(),
+    Preset::new(
+        EXPERIMENT,
+        "sieve",
+        "plug-in policy SIEVE (NSDI'24): a hand sweeping from the oldest page spares visited ones \
+        (pcache::policy) with today's re-mark rule; the re-reads reach it as accesses",
+        || Tunables { policy: PolicyKind::Sieve, ..with_rule(RemarkRule::PrevPos) },
+    )
+    .optional(),
+    Preset::new(
+        EXPERIMENT,
+        "pcache",
+        "plug-in policy pcache's own: S3-FIFO with the small queue sized by ghost hits, as ARC \
+        (pcache::policy) with today's re-mark rule; the re-reads reach it as accesses",
+        || Tunables { policy: PolicyKind::Pcache, ..with_rule(RemarkRule::PrevPos) },
+    )
+    .optional(),
 ];
 
 // The SPECweb99 fileset: the share of requests per class, the size of each

@@ -380,8 +380,9 @@ mod tests {
         ];
         crate::experiment::assert_checked(&[], &bad, |o| Params::new(o).map(drop));
         let names: Vec<&str> = PRESETS.iter().map(|p| p.name).collect();
-        // One preset per M7 rule, and mglru.
-        assert_eq!(names.len(), RemarkRule::ALL.len() + 1);
+        // One preset per M7 rule, mglru, and three optional plug-ins.
+        assert_eq!(names.len(), RemarkRule::ALL.len() + 1 + 3);
+        assert_eq!(PRESETS.iter().filter(|p| p.default).count(), RemarkRule::ALL.len() + 1);
         for rule in RemarkRule::ALL {
             assert!(PRESETS.iter().any(|p| (p.tunables)().remark_rule == rule), "{}", rule.name());
         }

@@ -81,14 +81,7 @@ impl SqliteDev {
             Err(e) => return Err(e),
         };
         let wfile = if direct { open(libc::O_CLOEXEC)? } else { file.try_clone()? };
-        Ok(SqliteDev {
-            name,
-            file,
-            wfile,
-            direct,
-            shadow: AtomicBool::new(false),
-            resync: Mutex::new(()),
-        })
+        Ok(SqliteDev { name, file, wfile, direct, shadow: AtomicBool::new(false), resync: Mutex::new(()) })
     }
 
     /// Enter a resynchronisation (see the module comment).

@@ -667,7 +667,8 @@ pub fn run_with_policy(
     opts: &ReplayOpts,
     custom: Option<&CustomPolicy<'_>>,
 ) -> Result<ReplayResult> {
-    let presets = resolve(&opts.variants)?;
+    // The caller's policy may be the only column.
+    let presets = if opts.variants.is_empty() && custom.is_some() { Vec::new() } else { resolve(&opts.variants)? };
     if let Some(c) = custom {
         if c.name.is_empty() || c.name == KERNEL || presets.iter().any(|p| p.name == c.name) {
             return Err(Error::Invalid(format!("policy name {:?} is empty or already a column", c.name)));

@@ -26,8 +26,9 @@
 //! candidate the policy does not hold (an unknown pfn, a duplicate, a
 //! candidate already out), a non-folio, or more than `nr` of them is
 //! refused: it never reaches the engine. Accesses and refaults of frames
-//! the policy does not hold (an access racing with a removal) are dropped
-//! here, so a Python policy sees only its own folios.
+//! the policy does not hold (an access racing with a removal, or of a
+//! candidate out with the engine, which the built-in plug-ins ignore too)
+//! are dropped here, so a Python policy sees only the folios it holds.
 //!
 //! A Python exception in a hook (or a refused candidate) never unwinds
 //! into the engine: the adapter records the first one and switches the
@@ -47,19 +48,23 @@
 //! leaf, never held while the GIL is taken. At interpreter exit (`atexit`)
 //! hooks stop calling Python.
 //!
-//! Cost: a hook is one GIL acquisition, a `Folio` and a Python call.
-//! Replaying LIRS traces with a Python FIFO against the built-in `fifo`
-//! (crates/python/benches/policy_cost.py) costs about 1 us more per hook
-//! call, 2-3 us more per access: Python policies are for trying ideas on
-//! traces, the built-in plug-ins for speed.
+//! Cost: a hook is one GIL retake, a `Folio` and a Python call. Replaying
+//! LIRS traces (cpp, ps, multi2, sprite at 10% and 40%) with a Python FIFO
+//! against the built-in `fifo`, same misses, costs 0.27-0.6 us more per hook
+//! call and 0.3-1.1 us more per access (2-core VM, loaded;
+//! `python crates/python/benches/policy_cost.py`). A thread Python did not
+//! start keeps a Python thread state for its hooks (`keep_thread_state`):
+//! creating one per call cost about 25 us. Python policies are for trying
+//! ideas on traces; the built-in plug-ins are for speed.
 
-use std::cell::Cell;
+use std::cell::{Cell, OnceCell};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use pcache::policy::list::FolioLists;
 use pcache::policy::{EvictionPolicy, FolioRef, Putback, Refault, Removal};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyString};
 
@@ -113,6 +118,62 @@ impl From<FolioRef> for Folio {
 thread_local! {
     /// This thread runs a hook's Python code.
     static IN_HOOK: Cell<bool> = const { Cell::new(false) };
+}
+
+/// A Python thread state kept for a thread Python did not start (kswapd,
+/// the I/O workers, replay's threads). Without it every `with_gil` there
+/// creates and destroys one, which cost about 25 us per hook; with it a
+/// hook retakes the GIL with the thread's own state. Released (the state
+/// deleted) when the thread ends, unless the interpreter is exiting.
+struct KeptThreadState {
+    gstate: ffi::PyGILState_STATE,
+    saved: *mut ffi::PyThreadState,
+}
+
+impl Drop for KeptThreadState {
+    fn drop(&mut self) {
+        // SAFETY: Py_IsInitialized may be called at any time.
+        if EXITING.load(Ordering::Acquire) || unsafe { ffi::Py_IsInitialized() } == 0 {
+            return;
+        }
+        // SAFETY: `saved` is this thread's state, released by
+        // PyEval_SaveThread in `keep_thread_state` and not current since
+        // (every with_gil on this thread restored and saved it again);
+        // restoring it takes the GIL, and PyGILState_Release with the
+        // state its Ensure returned (UNLOCKED) deletes it and drops the GIL.
+        unsafe {
+            ffi::PyEval_RestoreThread(self.saved);
+            ffi::PyGILState_Release(self.gstate);
+        }
+    }
+}
+
+thread_local! {
+    /// Set on a thread's first hook: Some if it needed a kept state.
+    static KEPT: OnceCell<Option<KeptThreadState>> = const { OnceCell::new() };
+}
+
+/// Give this thread a lasting Python thread state if it has none. Called
+/// without the GIL (a thread with no state cannot hold it).
+fn keep_thread_state() {
+    KEPT.with(|k| {
+        k.get_or_init(|| {
+            // SAFETY: it only reads this thread's GIL-state slot.
+            if !unsafe { ffi::PyGILState_GetThisThreadState() }.is_null() {
+                return None;
+            }
+            // SAFETY: the interpreter is initialized (a policy object
+            // exists) and not exiting (`live`); this thread holds no GIL.
+            // Ensure creates its state and takes the GIL; SaveThread
+            // releases the GIL and keeps the state (its gilstate counter
+            // stays 1, so later Ensure/Release pairs reuse it).
+            unsafe {
+                let gstate = ffi::PyGILState_Ensure();
+                let saved = ffi::PyEval_SaveThread();
+                Some(KeptThreadState { gstate, saved })
+            }
+        });
+    });
 }
 
 /// Set at interpreter exit: hooks no longer call Python.
@@ -298,6 +359,7 @@ impl PyPolicy {
         if !self.live() {
             return;
         }
+        keep_thread_state();
         Python::with_gil(|py| {
             let _scope = HookScope::enter();
             if let Err(e) = f(py) {
@@ -313,7 +375,7 @@ impl PyPolicy {
         });
     }
 
-    /// The policy's list `pfn` is on (HELD, CANDIDATE), None if neither.
+    /// The adapter's list `pfn` is on (HELD, CANDIDATE), None if neither.
     fn state(&self, pfn: u32) -> Option<usize> {
         self.shared.book().lists.list_of(pfn)
     }
@@ -374,7 +436,7 @@ impl EvictionPolicy for PyPolicy {
     }
 
     fn folio_accessed(&self, folio: FolioRef) {
-        if self.state(folio.pfn).is_some() {
+        if self.state(folio.pfn) == Some(HELD) {
             self.call1(&self.hooks.accessed, folio);
         }
     }
@@ -396,7 +458,7 @@ impl EvictionPolicy for PyPolicy {
 
     fn folio_refault(&self, folio: FolioRef, refault: Refault) {
         let Some(hook) = &self.hooks.refault else { return };
-        if self.state(folio.pfn).is_some() {
+        if self.state(folio.pfn) == Some(HELD) {
             self.call(|py| {
                 hook.call1(py, (Folio::from(folio), refault.distance, refault.workingset))?;
                 Ok(())

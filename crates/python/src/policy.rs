@@ -50,9 +50,10 @@
 //!
 //! Cost: a hook is one GIL retake, a `Folio` and a Python call. Replaying
 //! LIRS traces (cpp, ps, multi2, sprite at 10% and 40%) with a Python FIFO
-//! against the built-in `fifo`, same misses, costs 0.27-0.6 us more per hook
-//! call and 0.3-1.1 us more per access (2-core VM, loaded;
-//! `python crates/python/benches/policy_cost.py`). A thread Python did not
+//! against the built-in `fifo`, same misses, costs 0.27-0.64 us more per
+//! hook call (up to 1.9 us on a busier machine) and 0.3-1.3 us more per
+//! access (1.2-2.2 hook calls), on a 2-core VM at load 2-3:
+//! `python crates/python/benches/policy_cost.py`. A thread Python did not
 //! start keeps a Python thread state for its hooks (`keep_thread_state`):
 //! creating one per call cost about 25 us. Python policies are for trying
 //! ideas on traces; the built-in plug-ins are for speed.

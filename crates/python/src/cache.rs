@@ -10,50 +10,80 @@
 
 use std::ops::Deref;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use pcache::{Advice, Config, OpenOptions, PageCache, Tunables};
 use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
-use pyo3::marker::Ungil;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use crate::errors::{self, engine, os_error};
-use crate::policy::{not_in_hook, PyPolicy, Shared};
+use crate::policy::{in_hook, not_in_hook, PyPolicy, Shared};
 use crate::replay::json_to_py;
 
 /// An engine handle that is dropped with the GIL released (see the
 /// module's doc). Only its `Drop` takes the value out.
-pub(crate) struct NoGil<T: Send>(Option<T>);
+pub(crate) struct NoGil<T: Send + 'static>(Option<T>);
 
-impl<T: Send> NoGil<T> {
+impl<T: Send + 'static> NoGil<T> {
     fn new(t: T) -> NoGil<T> {
         NoGil(Some(t))
     }
 }
 
-impl<T: Send> Deref for NoGil<T> {
+impl<T: Send + 'static> Deref for NoGil<T> {
     type Target = T;
     fn deref(&self) -> &T {
         self.0.as_ref().expect("taken only by drop")
     }
 }
 
-impl<T: Send> Drop for NoGil<T> {
+impl<T: Send + 'static> Drop for NoGil<T> {
     fn drop(&mut self) {
-        if let Some(t) = self.0.take() {
-            Python::with_gil(|py| py.allow_threads(move || drop(t)));
+        let Some(t) = self.0.take() else { return };
+        if in_hook() {
+            // The garbage collector ran inside a hook: the engine's locks
+            // are held by this thread, so the handle goes later.
+            defer_drop(Box::new(t));
+            return;
         }
+        Python::with_gil(|py| {
+            py.allow_threads(move || {
+                drop(t);
+                drop_deferred();
+            })
+        });
+    }
+}
+
+/// Engine handles whose drop came inside a hook (see `NoGil`).
+static DEFERRED: Mutex<Vec<Box<dyn Send>>> = Mutex::new(Vec::new());
+static ANY_DEFERRED: AtomicBool = AtomicBool::new(false);
+
+fn defer_drop(t: Box<dyn Send>) {
+    DEFERRED.lock().unwrap_or_else(|e| e.into_inner()).push(t);
+    ANY_DEFERRED.store(true, Ordering::Release);
+}
+
+/// Drop the deferred handles; called outside hooks, without the GIL.
+fn drop_deferred() {
+    if ANY_DEFERRED.swap(false, Ordering::AcqRel) {
+        let v = std::mem::take(&mut *DEFERRED.lock().unwrap_or_else(|e| e.into_inner()));
+        drop(v);
     }
 }
 
 /// Run `f` (the engine) with the GIL released, refused inside a policy
 /// hook; then raise what a Python policy's hook raised meanwhile, if any
 /// (before `f`'s own error: a failing policy is the likelier cause).
-fn run<T: Ungil>(py: Python<'_>, policy: &Option<Arc<Shared>>, f: impl Ungil + FnOnce() -> T) -> PyResult<T> {
+fn run<T: Send>(py: Python<'_>, policy: &Option<Arc<Shared>>, f: impl Send + FnOnce() -> T) -> PyResult<T> {
     not_in_hook()?;
-    let r = py.allow_threads(f);
+    let r = py.allow_threads(|| {
+        drop_deferred();
+        f()
+    });
     if let Some(p) = policy {
         p.take_error()?;
     }

@@ -46,7 +46,10 @@
 //! (a thread-local flag marks hook code), and a hook must not wait for
 //! another Python thread that uses the cache. The adapter's own lock is a
 //! leaf, never held while the GIL is taken. At interpreter exit (`atexit`)
-//! hooks stop calling Python.
+//! hooks stop calling Python. A cache handle the garbage collector frees
+//! inside a hook is dropped after it (cache.rs, `NoGil`). An instance
+//! serves one cache; one that refers to its cache makes a cycle through
+//! the engine that the garbage collector cannot see (the cache stays).
 //!
 //! Cost: a hook is one GIL retake, a `Folio` and a Python call. Replaying
 //! LIRS traces (cpp, ps, multi2, sprite at 10% and 40%) with a Python FIFO
@@ -187,10 +190,15 @@ pub fn _policy_atexit() {
     EXITING.store(true, Ordering::Release);
 }
 
+/// Whether this thread runs a hook's Python code.
+pub fn in_hook() -> bool {
+    IN_HOOK.with(Cell::get)
+}
+
 /// RuntimeError when called from a hook: the engine's locks are held by
 /// this thread, so running the engine here would wait for itself.
 pub fn not_in_hook() -> PyResult<()> {
-    if IN_HOOK.with(Cell::get) {
+    if in_hook() {
         return Err(PyRuntimeError::new_err(
             "a policy hook must not call into a page cache (the engine holds its locks while it runs hooks)",
         ));

@@ -1,6 +1,7 @@
 """Eviction policies written in Python: the engine's plug-in hooks, called on a Python object."""
 
 import collections
+import gc
 import random
 import threading
 
@@ -230,6 +231,28 @@ def test_a_hook_calling_into_the_cache_is_refused(tmp_path):
     with pytest.raises(RuntimeError, match="must not call into a page cache"):
         f.write(b"x" * PAGE, 0)
     assert f.read(PAGE, 0) == b"x" * PAGE
+    del p.cache  # a cycle through the engine the garbage collector cannot see
+
+
+def test_a_cache_handle_collected_inside_a_hook_is_dropped_after_it(tmp_path):
+    # The garbage collector may run in a hook, while the engine holds its
+    # locks: dropping a file there would wait for them.
+    class Collecting(Fifo):
+        def folio_added(self, folio):
+            super().folio_added(folio)
+            gc.collect()
+
+    cache = pcache.PageCache(memory="1M", kswapd=False, policy=Collecting())
+    for i in range(3):
+        g = cache.open(tmp_path / f"garbage{i}")
+        g.write(b"g" * 4 * PAGE, 0)
+        cycle = [g]
+        cycle.append(cycle)
+        del g, cycle
+    f = cache.open_memory("f")
+    f.write(b"x" * PAGE, 0)
+    assert f.read(PAGE, 0) == b"x" * PAGE
+    cache.shutdown()
 
 
 @pytest.mark.parametrize(

@@ -53,8 +53,8 @@
 //!
 //! Cost: a hook is one GIL retake, a `Folio` and a Python call. Replaying
 //! LIRS traces (cpp, ps, multi2, sprite at 10% and 40%) with a Python FIFO
-//! against the built-in `fifo`, same misses, costs 0.27-0.64 us more per
-//! hook call (up to 1.9 us on a busier machine) and 0.3-1.3 us more per
+//! against the built-in `fifo`, same misses, costs 0.26-0.68 us more per
+//! hook call (up to 1.9 us on a busier machine) and 0.3-1.4 us more per
 //! access (1.2-2.2 hook calls), on a 2-core VM at load 2-3:
 //! `python crates/python/benches/policy_cost.py`. A thread Python did not
 //! start keeps a Python thread state for its hooks (`keep_thread_state`):

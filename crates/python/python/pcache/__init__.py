@@ -14,7 +14,7 @@
   ``evict_candidates`` (optional: ``folio_refault``, ``folio_putback``,
   ``folio_reclaimable``) with ``Folio`` values; an exception in a hook is
   raised when the replay or call returns. A hook must not call into a
-  cache. About 0.3-0.6 us per hook call (BENCHMARKS.md).
+  cache. About 0.3-0.7 us per hook call (BENCHMARKS.md).
 * ``pcache.sweep``: traces x sizes x variants, on local cores or on Ray
   (``python -m pcache.sweep --help``, or ``pcache sweep``).
 

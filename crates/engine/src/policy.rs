@@ -36,6 +36,7 @@
 //! lru_lock, with lock-free marking on the hit path), and a plug-in
 //! selected at start changes none of their code.
 
+pub mod adaptive;
 pub mod clock;
 pub mod fifo;
 pub mod lfuda;
@@ -188,10 +189,13 @@ pub enum PolicyKind {
     Mru,
     /// LFU with dynamic aging (LFU-DA): use counts plus the cache's age.
     Lfuda,
+    /// pcache's own: S3-FIFO's queues, the small one sized as ARC sizes
+    /// its recency list (policy/adaptive.rs).
+    Pcache,
 }
 
 impl PolicyKind {
-    pub const ALL: [PolicyKind; 8] = [
+    pub const ALL: [PolicyKind; 9] = [
         PolicyKind::Kernel,
         PolicyKind::Fifo,
         PolicyKind::Lru,
@@ -200,6 +204,7 @@ impl PolicyKind {
         PolicyKind::S3fifo,
         PolicyKind::Mru,
         PolicyKind::Lfuda,
+        PolicyKind::Pcache,
     ];
 
     /// The name `--set policy=NAME` takes.
@@ -213,6 +218,7 @@ impl PolicyKind {
             PolicyKind::S3fifo => "s3fifo",
             PolicyKind::Mru => "mru",
             PolicyKind::Lfuda => "lfuda",
+            PolicyKind::Pcache => "pcache",
         }
     }
 
@@ -235,6 +241,7 @@ impl PolicyKind {
             PolicyKind::S3fifo => Some(Box::new(s3fifo::S3Fifo::new(n, capacity as usize))),
             PolicyKind::Mru => Some(Box::new(mru::Mru::new(n))),
             PolicyKind::Lfuda => Some(Box::new(lfuda::Lfuda::new(n))),
+            PolicyKind::Pcache => Some(Box::new(adaptive::new(n, capacity as usize))),
         }
     }
 }

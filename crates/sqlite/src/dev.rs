@@ -158,7 +158,7 @@ unsafe fn vectored(file: &File, dir: Dir, pos: u64, iov: &[libc::iovec], direct:
             }
         }
         done += n;
-        if dir == Dir::Read && direct && done % 512 != 0 {
+        if dir == Dir::Read && direct && !done.is_multiple_of(512) {
             // O_DIRECT stops short of a sector only at end of file.
             break;
         }

@@ -39,7 +39,7 @@ pub const WORKINGSET_6: &str = "workingset-6";
 pub const MGLRU: &str = "mglru";
 /// The eviction-policy plug-ins (pcache::policy), one variant each, named
 /// as `Tunables::policy` names them.
-pub const POLICY_VARIANTS: &[&str] = &["fifo", "lru", "clock", "sieve", "s3fifo", "mru", "lfuda"];
+pub const POLICY_VARIANTS: &[&str] = &["fifo", "lru", "clock", "sieve", "s3fifo", "mru", "lfuda", "pcache"];
 
 /// The smallest cache the engine builds.
 pub const MIN_CACHE_PAGES: u64 = pcache::MIN_PAGES;
@@ -159,6 +159,15 @@ pub const PRESETS: &[Preset] = &[
         priority its use count plus the cache's age at its last use; evicts one page per miss once \
         full; readahead off, kswapd off",
         || policy_tunables(PolicyKind::Lfuda),
+    )
+    .optional(),
+    Preset::new(
+        EXPERIMENT,
+        "pcache",
+        "plug-in policy pcache (pcache::policy, pcache's own): S3-FIFO's small, main and ghost queues \
+        with the small queue's size moved by ghost hits as ARC moves its split; evicts one page per \
+        miss once full; readahead off, kswapd off",
+        || policy_tunables(PolicyKind::Pcache),
     )
     .optional(),
 ];

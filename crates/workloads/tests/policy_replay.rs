@@ -146,3 +146,30 @@ fn a_callers_policy_replays_as_the_builtin_variant() {
         assert!(replay::run_with_policy(&t, Format::Lirs, &opts, Some(&clash)).is_err());
     }
 }
+
+// Goal: pcache's own plug-in (S3-FIFO with an adaptive small queue) keeps
+// the gain its design was fixed on: fewer misses than S3-FIFO on the
+// looping LIRS traces gli and ps over their four sizes, and level (within
+// 2%) at each size. Method: its replay against libCacheSim's S3-FIFO
+// counts above.
+#[test]
+fn own_plug_in_beats_s3fifo_on_loops() {
+    for trace in ["gli", "ps"] {
+        let want = LIBCACHESIM.iter().find(|&&(t, p, _)| t == trace && p == "s3fifo").unwrap().2;
+        let opts = ReplayOpts {
+            sizes: Sizes::Pages(want.iter().map(|&(p, _)| p).collect()),
+            variants: vec!["pcache".to_string()],
+            usable_equals_nominal: true,
+            ..ReplayOpts::default()
+        };
+        let res = replay::run(&lirs(trace), Format::Lirs, &opts).unwrap();
+        let (mut own, mut s3) = (0, 0);
+        for &(pages, s3_misses) in want {
+            let m = res.get("pcache", pages).unwrap().misses;
+            assert!(m * 100 <= s3_misses * 102, "{trace} at {pages} pages: pcache {m}, S3-FIFO {s3_misses}");
+            own += m;
+            s3 += s3_misses;
+        }
+        assert!(own < s3, "{trace}: pcache {own} misses over the four sizes, S3-FIFO {s3}");
+    }
+}

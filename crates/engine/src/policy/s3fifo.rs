@@ -14,6 +14,7 @@ use std::collections::{HashMap, VecDeque};
 
 use parking_lot::Mutex;
 
+use super::adaptive::Sizing;
 use super::list::FolioLists;
 use super::{EvictionPolicy, FolioRef, Putback, Removal};
 use crate::page::Pfn;
@@ -33,18 +34,27 @@ const MAX_FREQ: u8 = 3;
 /// So insertions do not trim: `folio_added` looks the key up first and
 /// trims after, which keeps the simulator's order. At most `GHOST_SLACK`
 /// keys wait over the cap between two adds.
-struct Ghost {
-    cap: usize,
+pub(super) struct Ghost {
+    pub(super) cap: usize,
     seq: u64,
     order: VecDeque<(u64, u64)>,
     live: HashMap<u64, u64>,
 }
 
 /// Keys a ghost may hold over its cap until the next add.
-const GHOST_SLACK: usize = 64;
+pub(super) const GHOST_SLACK: usize = 64;
 
 impl Ghost {
-    fn insert(&mut self, key: u64) {
+    pub(super) fn new(cap: usize) -> Ghost {
+        Ghost { cap, seq: 0, order: VecDeque::new(), live: HashMap::new() }
+    }
+
+    /// Keys held.
+    pub(super) fn len(&self) -> usize {
+        self.live.len()
+    }
+
+    pub(super) fn insert(&mut self, key: u64) {
         if self.cap == 0 || self.live.contains_key(&key) {
             return;
         }
@@ -55,7 +65,7 @@ impl Ghost {
     }
 
     /// Forget the oldest keys until at most `max` are left.
-    fn trim(&mut self, max: usize) {
+    pub(super) fn trim(&mut self, max: usize) {
         while self.live.len() > max {
             let Some((k, s)) = self.order.pop_front() else { break };
             if self.live.get(&k) == Some(&s) {
@@ -64,7 +74,7 @@ impl Ghost {
         }
     }
 
-    fn remove(&mut self, key: u64) -> bool {
+    pub(super) fn remove(&mut self, key: u64) -> bool {
         let hit = self.live.remove(&key).is_some();
         // Keep the deque from growing with stale entries.
         if self.order.len() > 2 * (self.cap + GHOST_SLACK) {
@@ -82,8 +92,10 @@ struct State {
     key: Vec<u64>,
     ghost: Ghost,
     small_size: usize,
-    main_size: usize,
+    capacity: usize,
     has_evicted: bool,
+    /// pcache's own policy (adaptive.rs): the small queue's size moves.
+    sizing: Option<Sizing>,
 }
 
 impl State {
@@ -114,14 +126,22 @@ impl State {
                 continue;
             }
             self.q.remove(pfn);
+            if let Some(sz) = &mut self.sizing {
+                sz.main_evicted(self.key[pfn as usize]);
+            }
             return Some(pfn);
         }
         None
     }
 
+    fn small_size(&self) -> usize {
+        self.sizing.as_ref().map_or(self.small_size, Sizing::small_target)
+    }
+
     fn evict_one(&mut self) -> Option<Pfn> {
         self.has_evicted = true;
-        if self.q.len(MAIN) > self.main_size || self.q.is_empty(SMALL) {
+        let main_size = self.capacity - self.small_size().min(self.capacity);
+        if self.q.len(MAIN) > main_size || self.q.is_empty(SMALL) {
             return self.evict_main();
         }
         // Small may empty into main without evicting: then main's turn.
@@ -136,16 +156,22 @@ pub struct S3Fifo {
 impl S3Fifo {
     /// For `nr_frames` frames and a cache of `capacity` pages.
     pub fn new(nr_frames: usize, capacity: usize) -> S3Fifo {
+        S3Fifo::with_sizing(nr_frames, capacity, None)
+    }
+
+    /// With `sizing`, the small queue's size adapts (adaptive.rs).
+    pub(super) fn with_sizing(nr_frames: usize, capacity: usize, sizing: Option<Sizing>) -> S3Fifo {
         let small_size = capacity / 10;
         S3Fifo {
             s: Mutex::new(State {
                 q: FolioLists::new(nr_frames),
                 freq: vec![0; nr_frames],
                 key: vec![0; nr_frames],
-                ghost: Ghost { cap: capacity * 9 / 10, seq: 0, order: VecDeque::new(), live: HashMap::new() },
+                ghost: Ghost::new(capacity * 9 / 10),
                 small_size,
-                main_size: capacity - small_size,
+                capacity,
                 has_evicted: false,
+                sizing,
             }),
         }
     }
@@ -153,16 +179,24 @@ impl S3Fifo {
 
 impl EvictionPolicy for S3Fifo {
     fn name(&self) -> &'static str {
-        "s3fifo"
+        if self.s.lock().sizing.is_some() {
+            "pcache"
+        } else {
+            "s3fifo"
+        }
     }
 
     fn folio_added(&self, folio: FolioRef) {
         let mut s = self.s.lock();
         let key = folio.key();
         let ghost_hit = s.ghost.remove(key);
+        let gs_len = s.ghost.len();
+        if let Some(sz) = &mut s.sizing {
+            sz.missed(key, ghost_hit, gs_len);
+        }
         let cap = s.ghost.cap;
         s.ghost.trim(cap);
-        let list = if ghost_hit || (!s.has_evicted && s.q.len(SMALL) >= s.small_size) { MAIN } else { SMALL };
+        let list = if ghost_hit || (!s.has_evicted && s.q.len(SMALL) >= s.small_size()) { MAIN } else { SMALL };
         if s.q.push_head(list, folio.pfn) {
             s.freq[folio.pfn as usize] = 0;
             s.key[folio.pfn as usize] = key;

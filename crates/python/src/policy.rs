@@ -363,13 +363,22 @@ impl PyPolicy {
         !self.shared.failed() && !EXITING.load(Ordering::Acquire)
     }
 
-    /// Run `f` with the GIL, marking hook code; an exception is recorded.
-    fn call(&self, f: impl FnOnce(Python<'_>) -> PyResult<()>) {
+    /// A hook: `book` updates the bookkeeping and says whether Python is
+    /// told, then `f` tells it. While Python is on, both run holding the
+    /// GIL, so that hooks reach Python in the order the bookkeeping changed
+    /// (an access checked as held is not overtaken by the candidate choice
+    /// of another thread). An exception is recorded.
+    fn hook(&self, book: impl FnOnce(&mut Book) -> bool, f: impl FnOnce(Python<'_>) -> PyResult<()>) {
         if !self.live() {
+            book(&mut self.shared.book());
             return;
         }
         keep_thread_state();
         Python::with_gil(|py| {
+            // The GIL, then the adapter's lock: never the other way round.
+            if !book(&mut self.shared.book()) || !self.live() {
+                return;
+            }
             let _scope = HookScope::enter();
             if let Err(e) = f(py) {
                 self.shared.fail(e);
@@ -377,16 +386,12 @@ impl PyPolicy {
         });
     }
 
-    fn call1(&self, hook: &PyObject, folio: FolioRef) {
-        self.call(|py| {
+    /// A hook of one folio argument, told when `book` says so.
+    fn hook1(&self, hook: &PyObject, folio: FolioRef, book: impl FnOnce(&mut Book) -> bool) {
+        self.hook(book, |py| {
             hook.call1(py, (Folio::from(folio),))?;
             Ok(())
         });
-    }
-
-    /// The adapter's list `pfn` is on (HELD, CANDIDATE), None if neither.
-    fn state(&self, pfn: u32) -> Option<usize> {
-        self.shared.book().lists.list_of(pfn)
     }
 
     /// What Python returned from evict_candidates, checked: only frames
@@ -436,50 +441,49 @@ impl EvictionPolicy for PyPolicy {
     }
 
     fn folio_added(&self, folio: FolioRef) {
-        if !self.shared.book().lists.push_head(HELD, folio.pfn) {
-            // Out of range or already held: the engine's contract broken;
-            // Python is not told of a frame the adapter cannot track.
-            return;
-        }
-        self.call1(&self.hooks.added, folio);
+        // False when out of range or already held (the engine's contract
+        // broken): Python is not told of a frame the adapter cannot track.
+        self.hook1(&self.hooks.added, folio, |b| b.lists.push_head(HELD, folio.pfn));
     }
 
     fn folio_accessed(&self, folio: FolioRef) {
-        if self.state(folio.pfn) == Some(HELD) {
-            self.call1(&self.hooks.accessed, folio);
-        }
+        self.hook1(&self.hooks.accessed, folio, |b| b.lists.list_of(folio.pfn) == Some(HELD));
     }
 
     fn folio_removed(&self, folio: FolioRef, why: Removal) {
-        if self.shared.book().lists.remove(folio.pfn).is_none() {
-            return;
-        }
         let why = match why {
             Removal::Evicted => 0,
             Removal::Truncated => 1,
             Removal::Invalidated => 2,
         };
-        self.call(|py| {
-            self.hooks.removed.call1(py, (Folio::from(folio), self.hooks.removal[why].clone_ref(py)))?;
-            Ok(())
-        });
+        self.hook(
+            |b| b.lists.remove(folio.pfn).is_some(),
+            |py| {
+                self.hooks.removed.call1(py, (Folio::from(folio), self.hooks.removal[why].clone_ref(py)))?;
+                Ok(())
+            },
+        );
     }
 
     fn folio_refault(&self, folio: FolioRef, refault: Refault) {
         let Some(hook) = &self.hooks.refault else { return };
-        if self.state(folio.pfn) == Some(HELD) {
-            self.call(|py| {
+        self.hook(
+            |b| b.lists.list_of(folio.pfn) == Some(HELD),
+            |py| {
                 hook.call1(py, (Folio::from(folio), refault.distance, refault.workingset))?;
                 Ok(())
-            });
-        }
+            },
+        );
     }
 
     fn evict_candidates(&self, nr: usize, out: &mut Vec<FolioRef>) {
-        self.call(|py| {
-            let ret = self.hooks.candidates.call1(py, (nr,))?;
-            self.take_candidates(ret.bind(py), nr, out)
-        });
+        self.hook(
+            |_| true,
+            |py| {
+                let ret = self.hooks.candidates.call1(py, (nr,))?;
+                self.take_candidates(ret.bind(py), nr, out)
+            },
+        );
         if self.live() {
             return;
         }
@@ -493,14 +497,13 @@ impl EvictionPolicy for PyPolicy {
     }
 
     fn folio_putback(&self, folio: FolioRef, why: Putback) {
-        {
-            let mut b = self.shared.book();
+        let back = |b: &mut Book| {
             if b.lists.list_of(folio.pfn) != Some(CANDIDATE) {
-                return;
+                return false;
             }
             b.lists.remove(folio.pfn);
-            b.lists.push_head(HELD, folio.pfn);
-        }
+            b.lists.push_head(HELD, folio.pfn)
+        };
         let why = match why {
             Putback::Dirty => 0,
             Putback::Writeback => 1,
@@ -508,26 +511,28 @@ impl EvictionPolicy for PyPolicy {
             Putback::Busy => 3,
         };
         match &self.hooks.putback {
-            Some(hook) => self.call(|py| {
+            Some(hook) => self.hook(back, |py| {
                 hook.call1(py, (Folio::from(folio), self.hooks.putback_why[why].clone_ref(py)))?;
                 Ok(())
             }),
-            None => self.call1(&self.hooks.added, folio),
+            None => self.hook1(&self.hooks.added, folio, back),
         }
     }
 
     fn folio_reclaimable(&self, folio: FolioRef) {
-        {
-            // The fallback's order: freed next, as rotate_reclaimable_page.
-            let mut b = self.shared.book();
+        // The fallback's order too: freed next, as rotate_reclaimable_page.
+        let rotate = |b: &mut Book| {
             if b.lists.list_of(folio.pfn) != Some(HELD) {
-                return;
+                return false;
             }
             b.lists.remove(folio.pfn);
-            b.lists.push_tail(HELD, folio.pfn);
-        }
-        if let Some(hook) = &self.hooks.reclaimable {
-            self.call1(hook, folio);
+            b.lists.push_tail(HELD, folio.pfn)
+        };
+        match &self.hooks.reclaimable {
+            Some(hook) => self.hook1(hook, folio, rotate),
+            None => {
+                rotate(&mut self.shared.book());
+            }
         }
     }
 }

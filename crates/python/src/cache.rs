@@ -2,18 +2,93 @@
 //!
 //! Every call that can do I/O or wait (open, read, write, fsync, fadvise,
 //! truncate, close, reclaim, shutdown) releases the GIL, so Python threads
-//! use the cache in parallel as threads of a Rust program do.
+//! use the cache in parallel as threads of a Rust program do, and a Python
+//! eviction policy's hooks (policy.rs) can take it from any engine thread.
+//! For the same reason the engine's handles are dropped with the GIL
+//! released: the last one shuts the cache down, which waits for threads
+//! that may be running a hook.
 
+use std::ops::Deref;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use pcache::{Advice, Config, OpenOptions, PageCache, Tunables};
 use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use crate::errors::{self, engine, os_error};
+use crate::policy::{in_hook, not_in_hook, PyPolicy, Shared};
 use crate::replay::json_to_py;
+
+/// An engine handle that is dropped with the GIL released (see the
+/// module's doc). Only its `Drop` takes the value out.
+pub(crate) struct NoGil<T: Send + 'static>(Option<T>);
+
+impl<T: Send + 'static> NoGil<T> {
+    fn new(t: T) -> NoGil<T> {
+        NoGil(Some(t))
+    }
+}
+
+impl<T: Send + 'static> Deref for NoGil<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.0.as_ref().expect("taken only by drop")
+    }
+}
+
+impl<T: Send + 'static> Drop for NoGil<T> {
+    fn drop(&mut self) {
+        let Some(t) = self.0.take() else { return };
+        if in_hook() {
+            // The garbage collector ran inside a hook: the engine's locks
+            // are held by this thread, so the handle goes later.
+            defer_drop(Box::new(t));
+            return;
+        }
+        Python::with_gil(|py| {
+            py.allow_threads(move || {
+                drop(t);
+                drop_deferred();
+            })
+        });
+    }
+}
+
+/// Engine handles whose drop came inside a hook (see `NoGil`).
+static DEFERRED: Mutex<Vec<Box<dyn Send>>> = Mutex::new(Vec::new());
+static ANY_DEFERRED: AtomicBool = AtomicBool::new(false);
+
+fn defer_drop(t: Box<dyn Send>) {
+    DEFERRED.lock().unwrap_or_else(|e| e.into_inner()).push(t);
+    ANY_DEFERRED.store(true, Ordering::Release);
+}
+
+/// Drop the deferred handles; called outside hooks, without the GIL.
+fn drop_deferred() {
+    if ANY_DEFERRED.swap(false, Ordering::AcqRel) {
+        let v = std::mem::take(&mut *DEFERRED.lock().unwrap_or_else(|e| e.into_inner()));
+        drop(v);
+    }
+}
+
+/// Run `f` (the engine) with the GIL released, refused inside a policy
+/// hook; then raise what a Python policy's hook raised meanwhile, if any
+/// (before `f`'s own error: a failing policy is the likelier cause).
+fn run<T: Send>(py: Python<'_>, policy: &Option<Arc<Shared>>, f: impl Send + FnOnce() -> T) -> PyResult<T> {
+    not_in_hook()?;
+    let r = py.allow_threads(|| {
+        drop_deferred();
+        f()
+    });
+    if let Some(p) = policy {
+        p.take_error()?;
+    }
+    Ok(r)
+}
 
 /// An offset or length from Python: negative is EINVAL, as pread(2) says.
 fn nonneg(what: &str, x: i64) -> PyResult<u64> {
@@ -49,10 +124,13 @@ fn tunable_names() -> Vec<String> {
 /// arguments name `memory_bytes` (or `memory`, e.g. `"64M"`), `page_size`,
 /// `nr_cpus`, and any of the tunables (`pcache.tunable_names()`), e.g.
 /// `PageCache(memory="16M", workingset=False, ra_pages=0)`. An unknown name
-/// raises KeyError, a bad value ValueError.
+/// raises KeyError, a bad value ValueError. `policy` is a built-in
+/// plug-in's name (`"fifo"`, ...) or a Python policy object (policy.rs),
+/// whose hooks' errors are raised by the calls during which they happen.
 #[pyclass(frozen, name = "PageCache", module = "pcache")]
 pub struct PyPageCache {
-    cache: PageCache,
+    cache: NoGil<PageCache>,
+    policy: Option<Arc<Shared>>,
 }
 
 #[pymethods]
@@ -63,10 +141,12 @@ impl PyPageCache {
         let mut cfg = Config::default();
         let mut sets: Vec<(String, String)> = Vec::new();
         let known = tunable_names();
+        let mut py_policy = None;
         for d in [config, kwargs].into_iter().flatten() {
             for (k, v) in d.iter() {
                 let k: String = k.extract()?;
                 match k.as_str() {
+                    "policy" if !v.is_instance_of::<PyString>() => py_policy = Some(v),
                     "memory_bytes" | "memory" => {
                         cfg.memory_bytes = match v.extract::<u64>() {
                             Ok(n) => n,
@@ -93,8 +173,16 @@ impl PyPageCache {
         }
         cfg.tunables =
             cfg.tunables.with_sets(sets.iter().map(|(k, v)| (k.as_str(), v.as_str()))).map_err(errors::engine)?;
-        let cache = py.allow_threads(|| PageCache::new(cfg)).map_err(engine)?;
-        Ok(PyPageCache { cache })
+        not_in_hook()?;
+        let (cache, policy) = match py_policy {
+            Some(obj) => {
+                let adapter = PyPolicy::new(&obj, cfg.nr_pages())?;
+                let shared = adapter.shared();
+                (py.allow_threads(|| PageCache::with_policy(cfg, Box::new(adapter))), Some(shared))
+            }
+            None => (py.allow_threads(|| PageCache::new(cfg)), None),
+        };
+        Ok(PyPageCache { cache: NoGil::new(cache.map_err(engine)?), policy })
     }
 
     /// open(path, create=True, truncate=False, direct=True) -> File
@@ -103,18 +191,18 @@ impl PyPageCache {
     #[pyo3(signature = (path, create = true, truncate = false, direct = true))]
     fn open(&self, py: Python<'_>, path: PathBuf, create: bool, truncate: bool, direct: bool) -> PyResult<PyFile> {
         let opts = OpenOptions { create, truncate, direct };
-        let c = &self.cache;
-        let f = py.allow_threads(|| c.open(&path, opts)).map_err(engine)?;
-        Ok(PyFile { f })
+        let c = &*self.cache;
+        let f = run(py, &self.policy, || c.open(&path, opts))?.map_err(engine)?;
+        Ok(PyFile { f: NoGil::new(f), policy: self.policy.clone() })
     }
 
     /// open_memory(name) -> File
     ///
     /// Open (creating) a memory-backed file (tmpfs's case).
     fn open_memory(&self, py: Python<'_>, name: &str) -> PyResult<PyFile> {
-        let c = &self.cache;
-        let f = py.allow_threads(|| c.open_memory(name)).map_err(engine)?;
-        Ok(PyFile { f })
+        let c = &*self.cache;
+        let f = run(py, &self.policy, || c.open_memory(name))?.map_err(engine)?;
+        Ok(PyFile { f: NoGil::new(f), policy: self.policy.clone() })
     }
 
     /// Every counter, by its /proc/vmstat name.
@@ -160,32 +248,32 @@ impl PyPageCache {
     /// a bad value, which changes nothing).
     #[getter]
     fn sysctl(&self) -> Sysctl {
-        Sysctl { cache: self.cache.clone() }
+        Sysctl { cache: NoGil::new((*self.cache).clone()) }
     }
 
     /// reclaim(nr) -> int: reclaim up to `nr` pages now; returns those freed.
-    fn reclaim(&self, py: Python<'_>, nr: u64) -> u64 {
-        let c = &self.cache;
-        py.allow_threads(|| c.reclaim(nr))
+    fn reclaim(&self, py: Python<'_>, nr: u64) -> PyResult<u64> {
+        let c = &*self.cache;
+        run(py, &self.policy, || c.reclaim(nr))
     }
 
     /// Write back every dirty page and wait.
     fn sync_all(&self, py: Python<'_>) -> PyResult<()> {
-        let c = &self.cache;
-        py.allow_threads(|| c.sync_all()).map_err(engine)
+        let c = &*self.cache;
+        run(py, &self.policy, || c.sync_all())?.map_err(engine)
     }
 
     /// Drop clean, unmapped pages (echo 1 > drop_caches).
-    fn drop_caches(&self, py: Python<'_>) {
-        let c = &self.cache;
-        py.allow_threads(|| c.drop_caches())
+    fn drop_caches(&self, py: Python<'_>) -> PyResult<()> {
+        let c = &*self.cache;
+        run(py, &self.policy, || c.drop_caches())
     }
 
     /// Write back and stop the background threads; later writes fail
     /// (ESHUTDOWN). Raises if dirty data could not be written.
     fn shutdown(&self, py: Python<'_>) -> PyResult<()> {
-        let c = &self.cache;
-        py.allow_threads(|| c.shutdown()).map_err(engine)
+        let c = &*self.cache;
+        run(py, &self.policy, || c.shutdown())?.map_err(engine)
     }
 
     fn __enter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
@@ -207,7 +295,7 @@ impl PyPageCache {
 /// The run-time tunables of one cache, as a mapping (see PageCache.sysctl).
 #[pyclass(frozen, module = "pcache")]
 pub struct Sysctl {
-    cache: PageCache,
+    cache: NoGil<PageCache>,
 }
 
 #[pymethods]
@@ -277,7 +365,8 @@ fn parse_advice(a: &Bound<'_, PyAny>) -> PyResult<Advice> {
 /// OSError(EBADF).
 #[pyclass(frozen, name = "File", module = "pcache")]
 pub struct PyFile {
-    f: pcache::File,
+    f: NoGil<pcache::File>,
+    policy: Option<Arc<Shared>>,
 }
 
 #[pymethods]
@@ -288,13 +377,13 @@ impl PyFile {
     /// cache.
     fn read<'py>(&self, py: Python<'py>, size: i64, offset: i64) -> PyResult<Bound<'py, PyBytes>> {
         let (size, offset) = (nonneg("size", size)?, nonneg("offset", offset)?);
-        let f = &self.f;
+        let f = &*self.f;
         // Never a buffer larger than what is there to read.
         let len = f.len().map_err(engine)?;
         let n = size.min(len.saturating_sub(offset)) as usize;
         let mut out: Result<usize, pcache::Error> = Ok(0);
         let bytes = PyBytes::new_with(py, n, |buf| {
-            out = py.allow_threads(|| f.read_at(buf, offset));
+            out = run(py, &self.policy, || f.read_at(buf, offset))?;
             Ok(())
         })?;
         let got = out.map_err(engine)?;
@@ -311,21 +400,21 @@ impl PyFile {
     /// the bytes written.
     fn write(&self, py: Python<'_>, data: PyBackedBytes, offset: i64) -> PyResult<usize> {
         let offset = nonneg("offset", offset)?;
-        let f = &self.f;
-        py.allow_threads(|| f.write_at(&data, offset)).map_err(engine)
+        let f = &*self.f;
+        run(py, &self.policy, || f.write_at(&data, offset))?.map_err(engine)
     }
 
     /// Write back the file's dirty pages, wait, flush the device; raises
     /// a writeback error not yet reported to this handle.
     fn fsync(&self, py: Python<'_>) -> PyResult<()> {
-        let f = &self.f;
-        py.allow_threads(|| f.fsync()).map_err(engine)
+        let f = &*self.f;
+        run(py, &self.policy, || f.fsync())?.map_err(engine)
     }
 
     /// As fsync, flushing only data.
     fn fdatasync(&self, py: Python<'_>) -> PyResult<()> {
-        let f = &self.f;
-        py.allow_threads(|| f.fdatasync()).map_err(engine)
+        let f = &*self.f;
+        run(py, &self.policy, || f.fdatasync())?.map_err(engine)
     }
 
     /// fadvise(offset, length, advice): posix_fadvise(2); `advice` is an
@@ -334,8 +423,8 @@ impl PyFile {
     fn fadvise(&self, py: Python<'_>, offset: i64, length: i64, advice: &Bound<'_, PyAny>) -> PyResult<()> {
         let (offset, length) = (nonneg("offset", offset)?, nonneg("length", length)?);
         let advice = parse_advice(advice)?;
-        let f = &self.f;
-        py.allow_threads(|| f.fadvise(offset, length, advice)).map_err(engine)
+        let f = &*self.f;
+        run(py, &self.policy, || f.fadvise(offset, length, advice))?.map_err(engine)
     }
 
     /// The file's size in bytes.
@@ -346,15 +435,15 @@ impl PyFile {
     /// Truncate or extend to `length` bytes.
     fn truncate(&self, py: Python<'_>, length: i64) -> PyResult<()> {
         let length = nonneg("length", length)?;
-        let f = &self.f;
-        py.allow_threads(|| f.set_len(length)).map_err(engine)
+        let f = &*self.f;
+        run(py, &self.policy, || f.set_len(length))?.map_err(engine)
     }
 
     /// Deallocate `[offset, offset + length)`: it reads back as zeroes.
     fn punch_hole(&self, py: Python<'_>, offset: i64, length: i64) -> PyResult<()> {
         let (offset, length) = (nonneg("offset", offset)?, nonneg("length", length)?);
-        let f = &self.f;
-        py.allow_threads(|| f.punch_hole(offset, length)).map_err(engine)
+        let f = &*self.f;
+        run(py, &self.policy, || f.punch_hole(offset, length))?.map_err(engine)
     }
 
     /// _time_read_at(offset, iterations) -> float
@@ -390,8 +479,8 @@ impl PyFile {
     /// Close the handle; later calls raise OSError(EBADF). Closing twice
     /// is allowed.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        let f = &self.f;
-        match py.allow_threads(|| f.close()) {
+        let f = &*self.f;
+        match run(py, &self.policy, || f.close())? {
             Ok(()) | Err(pcache::Error::Closed) => Ok(()),
             Err(e) => Err(engine(e)),
         }

@@ -4,14 +4,16 @@
 
 use std::io::Read;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
+use pcache::policy::EvictionPolicy;
 use pcache_workloads::replay::{self as rp, BaselineRun, Format, ReplayOpts, ReplayResult, RunResult, Sizes};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString};
+use pyo3::types::{PyDict, PyList, PyString, PyType};
 
 use crate::errors;
+use crate::policy::{PyPolicy, Shared};
 
 /// Page indices a trace built in Python may use: far beyond any real trace,
 /// and small enough that the replay's file size cannot overflow.
@@ -231,18 +233,38 @@ fn source(trace: &Bound<'_, PyAny>, name: Option<&str>) -> PyResult<Source> {
     Ok(Source::Trace(Arc::new(rp::Trace::from_pages(name.unwrap_or("trace"), pages)), Format::Lirs))
 }
 
+/// The factory `replay(policy=...)` takes: a class or a zero-argument
+/// callable, not an instance, since each cache size starts from a fresh
+/// policy (as the built-in plug-ins do) and an instance's state cannot be
+/// reset from here. One instance is built at once, to check its hooks and
+/// take its name.
+fn policy_factory(f: &Bound<'_, PyAny>) -> PyResult<String> {
+    if !f.is_callable() || (!f.is_instance_of::<PyType>() && f.hasattr("evict_candidates")?) {
+        return Err(PyTypeError::new_err(
+            "replay(policy=...) takes the policy's class (or a zero-argument factory), not an instance: \
+             each cache size needs a fresh policy",
+        ));
+    }
+    let probe = f.call0()?;
+    crate::policy::PyPolicy::new(&probe, 1)?;
+    crate::policy::policy_name(&probe)
+}
+
 /// replay(trace, sizes=None, variants=None, fmt=None, pages=None, threads=1,
-///        usable_equals_nominal=False, name=None) -> dict
+///        usable_equals_nominal=False, name=None, policy=None) -> dict
 ///
 /// Replay a trace through pcache at each cache size for each variant and
 /// return the record `pcache replay --json` writes for it. `trace` is a
 /// path, a `Trace`, or an iterable of page indices (named `name`). `sizes`
 /// are percentages of the distinct pages (default 10, 20, 40, 80), `pages`
-/// exact cache sizes in pages instead. The GIL is released during the
-/// replay.
+/// exact cache sizes in pages instead. `policy`, a Python eviction policy's
+/// class (policy.rs), adds a column named by its `name` attribute (else the
+/// class's name), run as the plug-in variants are; with it, `variants`
+/// defaults to none. The GIL is released during the replay (a Python
+/// policy's hooks take it); an exception in a hook is raised at the end.
 #[pyfunction]
 #[pyo3(signature = (trace, sizes = None, variants = None, fmt = None, pages = None, threads = 1,
-                    usable_equals_nominal = false, name = None))]
+                    usable_equals_nominal = false, name = None, policy = None))]
 #[allow(clippy::too_many_arguments)]
 pub fn replay(
     py: Python<'_>,
@@ -254,7 +276,9 @@ pub fn replay(
     threads: usize,
     usable_equals_nominal: bool,
     name: Option<&str>,
+    policy: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<PyObject> {
+    crate::policy::not_in_hook()?;
     let sizes = match (sizes, pages) {
         (Some(_), Some(_)) => return Err(PyValueError::new_err("give sizes (percent) or pages, not both")),
         (None, Some(p)) => Sizes::Pages(p),
@@ -271,24 +295,60 @@ pub fn replay(
     }
     let opts = ReplayOpts {
         sizes,
-        variants: variants.unwrap_or_else(rp::default_variants),
+        variants: variants.unwrap_or_else(|| if policy.is_some() { Vec::new() } else { rp::default_variants() }),
         threads,
         usable_equals_nominal,
         ..ReplayOpts::default()
     };
-    rp::resolve(&opts.variants).map_err(errors::workloads)?;
+    if !(opts.variants.is_empty() && policy.is_some()) {
+        rp::resolve(&opts.variants).map_err(errors::workloads)?;
+    }
     let fmt = parse_format(fmt)?;
     let src = source(trace, name)?;
-    let res = py
-        .allow_threads(|| match &src {
-            Source::Path(p) => rp::run_file(p, fmt, &opts).map_err(|e| (Some(p.display().to_string()), e)),
-            Source::Trace(t, f) => rp::run(t, fmt.unwrap_or(*f), &opts).map_err(|e| (None, e)),
-        })
-        .map_err(|(path, e)| match (path, e) {
-            // As the CLI says it: the path first.
-            (Some(p), pcache_workloads::Error::Invalid(m)) => PyValueError::new_err(format!("{p}: {m}")),
-            (_, e) => errors::workloads(e),
-        })?;
+    let factory = policy.map(|f| Ok::<_, PyErr>((policy_factory(f)?, f.clone().unbind()))).transpose()?;
+    // Each cell's adapter state, and an error building one, to raise after.
+    let built: Mutex<(Vec<Arc<Shared>>, Option<PyErr>)> = Mutex::new((Vec::new(), None));
+    let build = |frames: u64| -> pcache_workloads::Result<Box<dyn EvictionPolicy>> {
+        let hook_failed = || pcache_workloads::Error::Check("a Python policy hook raised".into());
+        let mut b = built.lock().unwrap_or_else(|e| e.into_inner());
+        if b.0.iter().any(|s| s.failed()) {
+            // No more cells: the error is raised now.
+            return Err(hook_failed());
+        }
+        let Some((_, f)) = &factory else { return Err(hook_failed()) };
+        match Python::with_gil(|py| PyPolicy::new(&f.bind(py).call0()?, frames)) {
+            Ok(p) => {
+                b.0.push(p.shared());
+                Ok(Box::new(p))
+            }
+            Err(e) => {
+                b.1 = Some(e);
+                Err(pcache_workloads::Error::Check("building the Python policy failed".into()))
+            }
+        }
+    };
+    let custom = factory.as_ref().map(|(name, _)| rp::CustomPolicy { name: name.clone(), build: &build });
+    let res = py.allow_threads(|| {
+        let custom = custom.as_ref();
+        match &src {
+            Source::Path(p) => rp::read_trace(p, fmt)
+                .and_then(|t| rp::run_with_policy(&t, fmt.unwrap_or_else(|| Format::guess(p)), &opts, custom))
+                .map_err(|e| (Some(p.display().to_string()), e)),
+            Source::Trace(t, f) => rp::run_with_policy(t, fmt.unwrap_or(*f), &opts, custom).map_err(|e| (None, e)),
+        }
+    });
+    let (shareds, build_err) = built.into_inner().unwrap_or_else(|e| e.into_inner());
+    for s in &shareds {
+        s.take_error()?;
+    }
+    if let Some(e) = build_err {
+        return Err(e);
+    }
+    let res = res.map_err(|(path, e)| match (path, e) {
+        // As the CLI says it: the path first.
+        (Some(p), pcache_workloads::Error::Invalid(m)) => PyValueError::new_err(format!("{p}: {m}")),
+        (_, e) => errors::workloads(e),
+    })?;
     json_to_py(py, &res.to_json())
 }
 

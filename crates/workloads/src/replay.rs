@@ -20,6 +20,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+use pcache::policy::EvictionPolicy;
 use pcache::{Admission, Config, Item, LruPolicy, PageCache, PolicyKind, Tunables, WorkingsetVersion};
 use serde::Serialize;
 
@@ -54,6 +55,12 @@ fn base_tunables() -> Tunables {
 /// the nominal pages, as libCacheSim's caches do.
 fn policy_tunables(policy: PolicyKind) -> Tunables {
     Tunables { policy, reclaim_batch: 1, ..base_tunables() }
+}
+
+/// A caller's policy's cells (`CustomPolicy`): as the plug-ins' variants,
+/// the policy given to `PageCache::with_policy` instead of by name.
+fn custom_tunables() -> Tunables {
+    policy_tunables(PolicyKind::Kernel)
 }
 
 /// The variants replay compares.
@@ -575,8 +582,34 @@ pub fn replay_threads(
     variant: &str,
     threads: usize,
 ) -> Result<RunResult> {
+    replay_cell(trace, tunables, cache_pages, frames, variant, threads, None)
+}
+
+/// A caller's eviction policy as one more replay column: `name` labels its
+/// runs, `build` makes a fresh policy for each cache size (given the cell's
+/// frames), as a built-in plug-in is built fresh per cell. Its cells run as
+/// the plug-in variants do (readahead and kswapd off, one eviction per miss).
+pub struct CustomPolicy<'a> {
+    pub name: String,
+    pub build: &'a (dyn Fn(u64) -> Result<Box<dyn EvictionPolicy>> + Sync),
+}
+
+/// As [`replay_threads`], the cache holding its file pages with `policy`
+/// (`PageCache::with_policy`) when one is given.
+pub fn replay_cell(
+    trace: &Trace,
+    tunables: Tunables,
+    cache_pages: u64,
+    frames: u64,
+    variant: &str,
+    threads: usize,
+    policy: Option<Box<dyn EvictionPolicy>>,
+) -> Result<RunResult> {
     let cfg = Config { memory_bytes: frames * PAGE, page_size: PAGE as usize, nr_cpus: threads, tunables };
-    let cache = PageCache::new(cfg)?;
+    let cache = match policy {
+        Some(p) => PageCache::with_policy(cfg, p)?,
+        None => PageCache::new(cfg)?,
+    };
     let wm = cache.watermarks();
     let f = cache.open_memory("trace")?;
     let max = trace.accesses.iter().copied().max().unwrap_or(0);
@@ -633,7 +666,23 @@ pub fn replay_threads(
 }
 
 pub fn run(trace: &Trace, format: Format, opts: &ReplayOpts) -> Result<ReplayResult> {
-    let presets = resolve(&opts.variants)?;
+    run_with_policy(trace, format, opts, None)
+}
+
+/// As [`run`], plus a column for `custom` after the variants' at each size.
+pub fn run_with_policy(
+    trace: &Trace,
+    format: Format,
+    opts: &ReplayOpts,
+    custom: Option<&CustomPolicy<'_>>,
+) -> Result<ReplayResult> {
+    // The caller's policy may be the only column.
+    let presets = if opts.variants.is_empty() && custom.is_some() { Vec::new() } else { resolve(&opts.variants)? };
+    if let Some(c) = custom {
+        if c.name.is_empty() || c.name == KERNEL || presets.iter().any(|p| p.name == c.name) {
+            return Err(Error::Invalid(format!("policy name {:?} is empty or already a column", c.name)));
+        }
+    }
     if trace.accesses.is_empty() {
         return Err(Error::Invalid(format!("{}: the trace is empty", trace.name)));
     }
@@ -651,6 +700,12 @@ pub fn run(trace: &Trace, format: Format, opts: &ReplayOpts) -> Result<ReplayRes
             let tunables = (p.tunables)();
             let frames = if opts.usable_equals_nominal { frames_for_usable(pages, tunables)? } else { pages };
             results.push(replay_threads(trace, tunables, pages, frames, p.name, opts.threads)?);
+        }
+        if let Some(c) = custom {
+            let tunables = custom_tunables();
+            let frames = if opts.usable_equals_nominal { frames_for_usable(pages, tunables)? } else { pages };
+            let policy = (c.build)(frames)?;
+            results.push(replay_cell(trace, tunables, pages, frames, &c.name, opts.threads, Some(policy))?);
         }
     }
     let (mut kernel, mut kernel_skipped) = (None, None);
@@ -673,7 +728,7 @@ pub fn run(trace: &Trace, format: Format, opts: &ReplayOpts) -> Result<ReplayRes
         renumbered: trace.renumbered,
         compulsory_misses: distinct,
         compulsory_miss_ratio: ratio(distinct, requests),
-        variants: presets.iter().map(|p| p.name.to_string()).collect(),
+        variants: presets.iter().map(|p| p.name.to_string()).chain(custom.map(|c| c.name.clone())).collect(),
         sizes,
         results,
         threads: opts.threads,

@@ -119,6 +119,34 @@ fn mru_plug_in_equals_a_reference_mru() {
     }
 }
 
+// Goal: a caller's policy (`run_with_policy`, as the Python package passes
+// one) replays exactly as the built-in plug-in it wraps, in a column of its
+// own name beside the variants'. Method: the FIFO and LRU plug-ins built
+// by the caller against their variants on cpp.
+#[test]
+fn a_callers_policy_replays_as_the_builtin_variant() {
+    let t = lirs("cpp");
+    for kind in [pcache::PolicyKind::Fifo, pcache::PolicyKind::Lru] {
+        let build = move |frames: u64| {
+            kind.build(frames, frames).ok_or_else(|| pcache_workloads::Error::Invalid("no plug-in".into()))
+        };
+        let custom = replay::CustomPolicy { name: format!("my-{}", kind.name()), build: &build };
+        let opts = ReplayOpts {
+            variants: vec![kind.name().to_string()],
+            usable_equals_nominal: true,
+            ..ReplayOpts::default()
+        };
+        let res = replay::run_with_policy(&t, Format::Lirs, &opts, Some(&custom)).unwrap();
+        assert_eq!(res.variants, vec![kind.name().to_string(), custom.name.clone()]);
+        for &pages in &res.sizes {
+            let (a, b) = (res.get(kind.name(), pages).unwrap(), res.get(&custom.name, pages).unwrap());
+            assert_eq!((a.misses, a.usable_pages), (b.misses, b.usable_pages), "{} at {pages}", kind.name());
+        }
+        let clash = replay::CustomPolicy { name: kind.name().to_string(), build: &build };
+        assert!(replay::run_with_policy(&t, Format::Lirs, &opts, Some(&clash)).is_err());
+    }
+}
+
 // Goal: pcache's own plug-in (S3-FIFO with an adaptive small queue) keeps
 // the gain its design was fixed on: fewer misses than S3-FIFO on the
 // looping LIRS traces gli and ps over their four sizes, and level (within

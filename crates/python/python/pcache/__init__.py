@@ -8,6 +8,13 @@
 * ``PageCache(...)``: the engine embedded: ``open``/``open_memory`` give a
   ``File`` with ``read``, ``write``, ``fsync``, ``fadvise``; ``vmstat()``
   and the run-time tunables (``sysctl``).
+* Eviction policies in Python: ``replay(trace, policy=MyPolicy)`` (a class:
+  a fresh one per cache size) and ``PageCache(..., policy=MyPolicy())``
+  call its ``folio_added``, ``folio_accessed``, ``folio_removed`` and
+  ``evict_candidates`` (optional: ``folio_refault``, ``folio_putback``,
+  ``folio_reclaimable``) with ``Folio`` values; an exception in a hook is
+  raised when the replay or call returns. A hook must not call into a
+  cache. About 0.3-0.7 us per hook call (BENCHMARKS.md).
 * ``pcache.sweep``: traces x sizes x variants, on local cores or on Ray
   (``python -m pcache.sweep --help``, or ``pcache sweep``).
 
@@ -20,6 +27,7 @@ the largest file, ...), ``ValueError`` for bad arguments and values,
 from ._pcache import (
     PAGE_SIZE,
     File,
+    Folio,
     PageCache,
     Sysctl,
     Trace,
@@ -40,6 +48,7 @@ from ._pcache import (
 __all__ = [
     "PAGE_SIZE",
     "File",
+    "Folio",
     "PageCache",
     "Sysctl",
     "Trace",

@@ -1,6 +1,7 @@
 from ._pcache import (
     PAGE_SIZE as PAGE_SIZE,
     File as File,
+    Folio as Folio,
     PageCache as PageCache,
     Sysctl as Sysctl,
     Trace as Trace,

@@ -1,7 +1,7 @@
 """Type stubs of the extension module (crates/python/src)."""
 
 import os
-from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Protocol, Sequence, Union
 
 __version__: str
 PAGE_SIZE: int
@@ -43,6 +43,31 @@ def guess_format(path: StrPath) -> str:
 def presets() -> list[dict[str, Any]]:
     """Replay's variants: name, stands_for, default."""
 
+class Folio:
+    """A page the engine names to a Python policy; equal and hashed by value."""
+
+    @property
+    def pfn(self) -> int: ...
+    @property
+    def order(self) -> int: ...
+    @property
+    def mapping(self) -> int: ...
+    @property
+    def index(self) -> int: ...
+    @property
+    def key(self) -> int:
+        """(mapping, index) as one int: the data's identity across evictions."""
+
+class _Policy(Protocol):
+    """What `replay(policy=...)` and `PageCache(policy=...)` call (optional:
+    `name`, `sync_access`, `folio_refault`, `folio_putback`,
+    `folio_reclaimable`). A hook must not call into a cache."""
+
+    def folio_added(self, folio: Folio) -> object: ...
+    def folio_accessed(self, folio: Folio) -> object: ...
+    def folio_removed(self, folio: Folio, why: str) -> object: ...
+    def evict_candidates(self, nr: int) -> Optional[Iterable[Union[Folio, int]]]: ...
+
 def default_variants() -> list[str]: ...
 def replay(
     trace: Union[StrPath, Trace, Iterable[int]],
@@ -53,8 +78,10 @@ def replay(
     threads: int = 1,
     usable_equals_nominal: bool = False,
     name: Optional[str] = None,
+    policy: Optional[Callable[[], _Policy]] = None,
 ) -> Record:
-    """Replay a trace; the record `pcache replay --json` writes for it."""
+    """Replay a trace; the record `pcache replay --json` writes for it.
+    `policy`: a Python policy's class (a fresh one per cache size)."""
 
 def render(record: Record) -> str:
     """The table `pcache replay` prints for a record."""
@@ -96,7 +123,8 @@ class File:
 
 class PageCache:
     """An embedded page cache. PageCache(config=None, **kwargs): memory_bytes
-    (or memory="64M"), page_size, nr_cpus and tunables by name."""
+    (or memory="64M"), page_size, nr_cpus and tunables by name; policy= a
+    built-in plug-in's name or a Python policy object."""
 
     def __init__(self, config: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> None: ...
     def open(self, path: StrPath, create: bool = True, truncate: bool = False, direct: bool = True) -> File: ...

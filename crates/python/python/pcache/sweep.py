@@ -365,9 +365,25 @@ def _local(
     queue = [(t, 0) for t in tasks]
     while queue:
         with ProcessPoolExecutor(max_workers=min(workers, len(queue)), mp_context=ctx) as pool:
-            futs = {pool.submit(run_cells, t, None, kill_once): (t, n) for t, n in queue}
-            queue = []
+            futs: dict = {}
+            pending, queue = queue, []
             broken = False
+
+            def submit(task, tries):
+                # A worker may die while tasks are still being handed out:
+                # the pool then refuses them, and they wait for the next
+                # pool without counting a try (none of them ran).
+                nonlocal broken
+                if not broken:
+                    try:
+                        futs[pool.submit(run_cells, task, None, kill_once)] = (task, tries)
+                        return
+                    except BrokenProcessPool:
+                        broken = True
+                queue.append((task, tries))
+
+            for t, n in pending:
+                submit(t, n)
             while futs:
                 ready, _ = wait(futs, return_when=FIRST_COMPLETED)
                 for fut in ready:
@@ -382,10 +398,7 @@ def _local(
                         on_done(recs)
                         continue
                     if tries < retries:
-                        if broken:
-                            queue.append((task, tries + 1))
-                        else:
-                            futs[pool.submit(run_cells, task, None, kill_once)] = (task, tries + 1)
+                        submit(task, tries + 1)
                     else:
                         on_fail(task, err, tries + 1)
 

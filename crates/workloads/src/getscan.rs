@@ -430,26 +430,28 @@ impl GetscanResult {
         let _ = writeln!(s, "kernel column: {}", self.kernel_note);
         let _ = writeln!(
             s,
-            "{:<14} {:>10} {:>9} {:>9} {:>8} {:>10} {:>9}",
-            "side", "GET op/s", "p50", "p99", "GET hit", "scan MiB/s", "x kernel"
+            "{:<14} {:>10} {:>9} {:>9} {:>8} {:>10} {:>12} {:>9}",
+            "side", "GET op/s", "p50", "p99", "GET hit", "scan MiB/s", "scan KiB/GET", "x kernel"
         );
         let k = self.kernel.as_ref();
         for side in self.pcache.iter().chain(k) {
             let _ = writeln!(
                 s,
-                "{:<14} {:>10.0} {:>9} {:>9} {:>8} {:>10.0} {:>9}",
+                "{:<14} {:>10.0} {:>9} {:>9} {:>8} {:>10.0} {:>12.0} {:>9}",
                 side.name,
                 side.get_ops_per_s,
                 format!("{:.0}us", side.get_p50_us),
                 format!("{:.0}us", side.get_p99_us),
                 fmt_hit(side.get_hit_ratio),
                 side.scan_mib_per_s,
+                side.scan_mib_per_s * 1024.0 / side.get_ops_per_s,
                 k.map_or("-".into(), |k| format!("{:.2}", side.get_ops_per_s / k.get_ops_per_s)),
             );
         }
         let _ = writeln!(
             s,
-            "GET hit: measured GETs whose page was cached when asked; x kernel: GET op/s over the kernel's"
+            "GET hit: measured GETs whose page was cached when asked; scan KiB/GET: the scan's pressure on the \
+             GETs' pages\n(a faster scan evicts more per GET); x kernel: GET op/s over the kernel's"
         );
         s
     }

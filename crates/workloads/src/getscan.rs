@@ -8,7 +8,10 @@
 //! ordinary handle; one scan thread reads `scan_bytes` ranges from random
 //! starts in `scan_read_bytes` reads through a handle advised
 //! POSIX_FADV_NOREUSE and POSIX_FADV_SEQUENTIAL, until the GET threads are
-//! done. `warm_gets` unmeasured GETs first (the scan running), then
+//! done: as fast as it can, or paced (`scan_kib_per_get`) so that every
+//! side's GETs meet the same scan bytes per GET, which an unpaced scan
+//! leaves to each side's scan speed. `warm_gets` unmeasured GETs first
+//! (the scan running), then
 //! `gets` measured ones. Per side: GET throughput, p50 and p99 latency
 //! (of the read alone), the GET hit ratio (each GET asks first whether its
 //! page is cached, without touching it: `File::page_state` for pcache,
@@ -84,6 +87,9 @@ params! {
             param param_size "bytes per scan [default: 16M; quick: 4M]", range PAGE..=1 << 40;
         pub scan_read_bytes: u64 = 128 << 10,
             param param_size "bytes per scan read [default: 128K]", range PAGE..=64 * MIB;
+        pub scan_kib_per_get: u64 = 0,
+            param param_as "pace the scan: at most this many KiB read per GET done, 0 for unpaced [default: 0]",
+            range 0..=1 << 30;
         pub zipf_s: f64 = 0.99,
             param param_as "the GETs' Zipf exponent [default: 0.99]", range 0.0..=5.0;
         pub kernel: bool = true, opt kernel;
@@ -139,6 +145,8 @@ pub struct GetscanResult {
     pub zipf_s: f64,
     pub scan_bytes: u64,
     pub scan_read_bytes: u64,
+    /// 0: the scan ran as fast as it could.
+    pub scan_kib_per_get: u64,
     pub pcache: Vec<Side>,
     pub kernel: Option<Side>,
     pub kernel_note: String,
@@ -213,6 +221,8 @@ fn run_side(name: &str, io: &dyn Io, o: &GetscanOpts) -> std::result::Result<Sid
     let done = AtomicBool::new(false);
     let measuring = AtomicBool::new(false);
     let scanned = AtomicU64::new(0);
+    // GETs done, warm-up included: what a paced scan may read against.
+    let gets_done = AtomicU64::new(0);
     let barrier = Barrier::new(o.get_threads);
     let span: Mutex<(Option<Instant>, Option<Instant>)> = Mutex::new((None, None));
     let results = std::thread::scope(|s| -> std::result::Result<Vec<GetStats>, String> {
@@ -220,12 +230,23 @@ fn run_side(name: &str, io: &dyn Io, o: &GetscanOpts) -> std::result::Result<Sid
             let mut rng = StdRng::seed_from_u64(o.seed ^ 0x5ca7);
             let mut buf = vec![0u8; o.scan_read_bytes as usize];
             let scan_pages = o.scan_bytes.div_ceil(PAGE);
+            let mut read_total = 0u64;
             while !done.load(Ordering::Relaxed) {
                 let start = rng.gen_range(0..=pages - scan_pages) * PAGE;
                 let mut off = start;
                 while off < start + o.scan_bytes && !done.load(Ordering::Relaxed) {
                     let len = (start + o.scan_bytes - off).min(o.scan_read_bytes) as usize;
+                    if o.scan_kib_per_get > 0 {
+                        // A paced scan waits for the GETs, so every side's
+                        // GETs meet the same scan bytes per GET.
+                        while read_total + len as u64 > gets_done.load(Ordering::Relaxed) * o.scan_kib_per_get * 1024
+                            && !done.load(Ordering::Relaxed)
+                        {
+                            std::thread::sleep(std::time::Duration::from_micros(50));
+                        }
+                    }
                     let n = io.scan(&mut buf[..len], off)?;
+                    read_total += n as u64;
                     if n == 0 {
                         return Err(format!("scan: EOF at {off}"));
                     }
@@ -239,7 +260,7 @@ fn run_side(name: &str, io: &dyn Io, o: &GetscanOpts) -> std::result::Result<Sid
         });
         let workers: Vec<_> = (0..threads)
             .map(|t| {
-                let (zipf, barrier, span, measuring) = (&zipf, &barrier, &span, &measuring);
+                let (zipf, barrier, span, measuring, gets_done) = (&zipf, &barrier, &span, &measuring, &gets_done);
                 s.spawn(move || -> std::result::Result<GetStats, String> {
                     let mut rng = StdRng::seed_from_u64(o.seed.wrapping_add(t + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
                     let mut buf = [0u8; PAGE as usize];
@@ -270,6 +291,7 @@ fn run_side(name: &str, io: &dyn Io, o: &GetscanOpts) -> std::result::Result<Sid
                         if measured {
                             st.lat_us.push(t0.elapsed().as_nanos() as f64 / 1000.0);
                         }
+                        gets_done.fetch_add(1, Ordering::Relaxed);
                     }
                     if let Ok(mut sp) = span.lock() {
                         // The measured phase ends with the last GET thread.
@@ -378,6 +400,7 @@ pub fn run(opts: &ExpOpts, o: &GetscanOpts) -> Result<GetscanResult> {
         zipf_s: o.zipf_s,
         scan_bytes: o.scan_bytes,
         scan_read_bytes: o.scan_read_bytes,
+        scan_kib_per_get: o.scan_kib_per_get,
         pcache: Vec::new(),
         kernel: None,
         kernel_note: "not run".into(),
@@ -427,6 +450,9 @@ impl GetscanResult {
             self.gets,
             self.warm_gets
         );
+        if self.scan_kib_per_get > 0 {
+            let _ = writeln!(s, "the scan paced: at most {} KiB per GET", self.scan_kib_per_get);
+        }
         let _ = writeln!(s, "kernel column: {}", self.kernel_note);
         let _ = writeln!(
             s,

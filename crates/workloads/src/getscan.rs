@@ -568,4 +568,32 @@ mod tests {
         ];
         crate::experiment::assert_checked(&ok, &bad, |o| Getscan.check(o));
     }
+
+    // Goal: a paced scan reads no more than its pace per GET done (one read
+    // over at most), on a side whose scan could go much faster, and every
+    // measured GET is asked whether it hit.
+    #[test]
+    fn paced_scan_keeps_its_pace() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("data");
+        let o = GetscanOpts {
+            mem_bytes: 4 * MIB,
+            file_ratio: 2,
+            gets: 2000,
+            warm_gets: 0,
+            scan_bytes: MIB,
+            scan_read_bytes: 16 << 10,
+            scan_kib_per_get: 8,
+            ..GetscanOpts::defaults(true)
+        };
+        make_file(&path, o.file_bytes()).unwrap();
+        let preset = PRESETS.iter().find(|p| p.name == APP_POLICY).unwrap();
+        let side = pcache_side(&path, preset, &ExpOpts::smoke(&[]), &o).unwrap();
+        let scanned_kib = side.scan_mib_per_s * side.secs * 1024.0;
+        let gets = side.get_ops_per_s * side.secs;
+        assert!((gets - 2000.0).abs() < 1.0, "{gets} GETs measured");
+        assert!(scanned_kib <= 8.0 * gets + 16.0, "{scanned_kib} KiB scanned for {gets} GETs");
+        assert!(scanned_kib > 0.0, "nothing scanned");
+        assert!(side.get_hit_ratio.is_some_and(|h| (0.0..=1.0).contains(&h)), "{:?}", side.get_hit_ratio);
+    }
 }

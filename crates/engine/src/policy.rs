@@ -39,6 +39,7 @@
 pub mod adaptive;
 pub mod clock;
 pub mod fifo;
+pub mod getscan;
 pub mod lfuda;
 pub mod list;
 pub mod lru;
@@ -192,10 +193,13 @@ pub enum PolicyKind {
     /// pcache's own: S3-FIFO's queues, the small one sized as ARC sizes
     /// its recency list (policy/adaptive.rs).
     Pcache,
+    /// Point reads before scans, after cache_ext's GET-SCAN: pages never
+    /// used again (a NOREUSE scan's) go first (policy/getscan.rs).
+    Getscan,
 }
 
 impl PolicyKind {
-    pub const ALL: [PolicyKind; 9] = [
+    pub const ALL: [PolicyKind; 10] = [
         PolicyKind::Kernel,
         PolicyKind::Fifo,
         PolicyKind::Lru,
@@ -205,6 +209,7 @@ impl PolicyKind {
         PolicyKind::Mru,
         PolicyKind::Lfuda,
         PolicyKind::Pcache,
+        PolicyKind::Getscan,
     ];
 
     /// The name `--set policy=NAME` takes.
@@ -219,6 +224,7 @@ impl PolicyKind {
             PolicyKind::Mru => "mru",
             PolicyKind::Lfuda => "lfuda",
             PolicyKind::Pcache => "pcache",
+            PolicyKind::Getscan => "getscan",
         }
     }
 
@@ -242,6 +248,7 @@ impl PolicyKind {
             PolicyKind::Mru => Some(Box::new(mru::Mru::new(n))),
             PolicyKind::Lfuda => Some(Box::new(lfuda::Lfuda::new(n))),
             PolicyKind::Pcache => Some(Box::new(adaptive::new(n, capacity as usize))),
+            PolicyKind::Getscan => Some(Box::new(getscan::GetScan::new(n, capacity as usize))),
         }
     }
 }

@@ -383,7 +383,7 @@ pub struct Tunables {
     pub arena_prefault: bool,
     /// The eviction policy plug-in (policy.rs): `kernel` (none: the
     /// lists `lru` selects), `fifo`, `lru`, `clock`, `sieve`, `s3fifo`,
-    /// `mru`, `lfuda`. A plug-in holds the file pages; anonymous pages
+    /// `mru`, `lfuda`, `pcache`, `getscan`. A plug-in holds the file pages; anonymous pages
     /// stay on the kernel's lists.
     #[serde(default)]
     pub policy: PolicyKind,

@@ -189,3 +189,43 @@ fn policy_by_name_and_refusals() {
     c.tunables.reclaim_batch = 0;
     assert!(PageCache::new(c).is_err());
 }
+
+// Goal: the getscan plug-in keeps pages a GET read twice while a scan
+// through a NOREUSE handle passes over five times the cache (twice over
+// the same range, so a scan page is read again while cached), where an
+// LRU loses them all. Method: a 64-page cache (readahead off, direct
+// reclaim only) over a 512-page file written outside it; 16 pages read
+// twice through one handle, 300 pages read twice through another advised
+// NOREUSE; which of the 16 are still cached.
+#[test]
+fn getscan_keeps_reused_pages_under_a_noreuse_scan() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    let data: Vec<u8> = (0..512u64).flat_map(|i| pattern(i, 0)).collect();
+    std::fs::write(&path, &data).unwrap();
+    let survivors = |policy: PolicyKind| {
+        let mut c = config(64);
+        c.tunables.policy = policy;
+        let cache = PageCache::new(c).unwrap();
+        let get = cache.open(&path, pcache::OpenOptions::default()).unwrap();
+        let scan = cache.open(&path, pcache::OpenOptions::default()).unwrap();
+        scan.fadvise(0, 0, Advice::NoReuse).unwrap();
+        let mut buf = vec![0u8; 4096];
+        for _ in 0..2 {
+            for i in 0..16 {
+                assert_eq!(get.read_at(&mut buf, i * 4096).unwrap(), 4096);
+                assert!(buf == pattern(i, 0), "page {i} differs");
+            }
+        }
+        for _ in 0..2 {
+            for i in 100..400 {
+                assert_eq!(scan.read_at(&mut buf, i * 4096).unwrap(), 4096);
+                assert!(buf == pattern(i, 0), "page {i} differs");
+            }
+        }
+        assert!(cache.vmstat().get(Item::pgsteal_direct) > 0, "{policy:?}: nothing reclaimed");
+        (0..16).filter(|&i| get.page_state(i).is_some()).count()
+    };
+    assert_eq!(survivors(PolicyKind::Getscan), 16);
+    assert_eq!(survivors(PolicyKind::Lru), 0);
+}

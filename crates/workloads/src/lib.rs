@@ -8,6 +8,7 @@ pub mod dd;
 pub mod experiment;
 pub mod fuse_dd;
 pub mod fuse_mount;
+pub mod getscan;
 pub mod hitpath;
 pub mod kernel;
 pub mod lru_contention;

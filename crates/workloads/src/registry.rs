@@ -16,7 +16,7 @@ use crate::experiment::{self, ExpOpts, Experiment, MainJob, Outcome};
 use crate::kernel;
 use crate::runner::Seed;
 use crate::variants::Preset;
-use crate::{dd, fuse_dd, hitpath, lru_contention, reclaim_writeback, replay};
+use crate::{dd, fuse_dd, getscan, hitpath, lru_contention, reclaim_writeback, replay};
 use crate::{mount, seqread, small_file_server, sparsetruncate, sqlite_ycsb};
 use crate::{Error, Result};
 
@@ -33,6 +33,7 @@ pub static EXPERIMENTS: &[&dyn Experiment] = &[
     &mount::MountBench,
     &replay::Replay,
     &sqlite_ycsb::SqliteYcsb,
+    &getscan::Getscan,
 ];
 
 pub fn find(name: &str) -> Option<&'static dyn Experiment> {

@@ -39,7 +39,7 @@ pub const WORKINGSET_6: &str = "workingset-6";
 pub const MGLRU: &str = "mglru";
 /// The eviction-policy plug-ins (pcache::policy), one variant each, named
 /// as `Tunables::policy` names them.
-pub const POLICY_VARIANTS: &[&str] = &["fifo", "lru", "clock", "sieve", "s3fifo", "mru", "lfuda", "pcache"];
+pub const POLICY_VARIANTS: &[&str] = &["fifo", "lru", "clock", "sieve", "s3fifo", "mru", "lfuda", "pcache", "getscan"];
 
 /// The smallest cache the engine builds.
 pub const MIN_CACHE_PAGES: u64 = pcache::MIN_PAGES;
@@ -168,6 +168,15 @@ pub const PRESETS: &[Preset] = &[
         with the small queue's size moved by ghost hits as ARC moves its split; evicts one page per \
         miss once full; readahead off, kswapd off",
         || policy_tunables(PolicyKind::Pcache),
+    )
+    .optional(),
+    Preset::new(
+        EXPERIMENT,
+        "getscan",
+        "plug-in policy GET-SCAN (pcache::policy, after cache_ext's, SOSP'25): a probation FIFO for \
+        pages not used since their insertion, evicted first down to a tenth of the cache, and a \
+        protected LRU for pages used again; evicts one page per miss once full; readahead off, kswapd off",
+        || policy_tunables(PolicyKind::Getscan),
     )
     .optional(),
 ];

@@ -71,6 +71,23 @@ fn check_replay(e: &dyn Experiment, json: &serde_json::Value, report: &str) {
     }
 }
 
+/// getscan is not a seed experiment: one side per default variant, each
+/// with its GET and scan figures and a hit ratio, and no kernel side.
+fn check_getscan(e: &dyn Experiment, json: &serde_json::Value, report: &str) {
+    let variants = pcache_workloads::variants::defaults(e.presets());
+    let sides = json["pcache"].as_array().expect("getscan: pcache sides");
+    let names: Vec<&str> = sides.iter().filter_map(|s| s["name"].as_str()).collect();
+    assert_eq!(names, variants, "getscan: a side per default variant");
+    for s in sides {
+        for k in ["get_ops_per_s", "get_p99_us", "scan_mib_per_s"] {
+            assert!(s[k].as_f64().is_some_and(|v| v > 0.0), "getscan {}: {k}", s["name"]);
+        }
+        assert!(s["get_hit_ratio"].as_f64().is_some_and(|h| (0.0..=1.0).contains(&h)), "getscan: hit ratio");
+        assert!(report.contains(s["name"].as_str().unwrap_or("?")), "getscan: report lacks {}", s["name"]);
+    }
+    assert!(json["kernel"].is_null(), "getscan: no kernel column in a smoke run");
+}
+
 #[test]
 fn every_experiment_gives_a_complete_report_and_json() {
     let tmp = tempfile::tempdir().unwrap();
@@ -82,6 +99,10 @@ fn every_experiment_gives_a_complete_report_and_json() {
         assert!(!out.report.trim().is_empty(), "{}: empty report", e.name());
         if e.name() == "replay" {
             check_replay(*e, &json, &out.report);
+            continue;
+        }
+        if e.name() == "getscan" {
+            check_getscan(*e, &json, &out.report);
             continue;
         }
         assert_eq!(json["experiment"], e.name(), "every result names its experiment");

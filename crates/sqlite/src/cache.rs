@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, OnceLock, Weak};
 
-use engine::{Config, PageCache};
+use engine::{Config, PageCache, PolicyKind};
 use parking_lot::Mutex;
 
 use crate::dev::SqliteDev;
@@ -23,6 +23,8 @@ pub const DEFAULT_MEM: u64 = 64 << 20;
 pub enum CacheError {
     #[error("{what}={value:?}: not a size (want BYTES or N followed by K, M or G, as 64M)")]
     BadSize { what: &'static str, value: String },
+    #[error("{what}={value:?}: no such eviction policy (known: {known})")]
+    BadPolicy { what: &'static str, value: String, known: String },
     #[error("cannot build the page cache of {bytes} bytes: {source}")]
     Engine { bytes: u64, source: engine::Error },
     #[error("{path}: {source}")]
@@ -58,12 +60,25 @@ pub fn built() -> Option<&'static PageCache> {
 }
 static CACHE_INIT: Mutex<()> = Mutex::new(());
 
+/// An eviction policy by the name `Tunables::policy` takes (`kernel`,
+/// the default, `s3fifo`, `pcache`, ...).
+pub fn parse_policy(what: &'static str, s: &str) -> Result<PolicyKind, CacheError> {
+    PolicyKind::from_name(s.trim()).ok_or_else(|| CacheError::BadPolicy {
+        what,
+        value: s.to_string(),
+        known: PolicyKind::ALL.map(|k| k.name()).join(", "),
+    })
+}
+
 /// The process's cache, built on first use with `uri_mem` (the first
-/// opener's `pcache_mem`), else `PCACHE_MEM`, else [`DEFAULT_MEM`]. Later
-/// sizes are ignored: the first one wins. A bad size is an error even then,
-/// so that a typo is not silently accepted.
-pub fn cache(uri_mem: Option<&str>) -> Result<&'static PageCache, CacheError> {
+/// opener's `pcache_mem`), else `PCACHE_MEM`, else [`DEFAULT_MEM`], and the
+/// eviction policy `uri_policy` (`pcache_policy`), else `PCACHE_POLICY`,
+/// else the kernel's lists. Later sizes and policies are ignored: the
+/// first one wins. A bad value is an error even then, so that a typo is
+/// not silently accepted.
+pub fn cache(uri_mem: Option<&str>, uri_policy: Option<&str>) -> Result<&'static PageCache, CacheError> {
     let uri = uri_mem.map(|s| parse_size("pcache_mem", s)).transpose()?;
+    let uri_policy = uri_policy.map(|s| parse_policy("pcache_policy", s)).transpose()?;
     if let Some(c) = CACHE.get() {
         return Ok(c);
     }
@@ -71,12 +86,18 @@ pub fn cache(uri_mem: Option<&str>) -> Result<&'static PageCache, CacheError> {
         Ok(s) => Some(parse_size("PCACHE_MEM", &s)?),
         Err(_) => None,
     };
+    let env_policy = match std::env::var("PCACHE_POLICY") {
+        Ok(s) => Some(parse_policy("PCACHE_POLICY", &s)?),
+        Err(_) => None,
+    };
     let bytes = uri.or(env).unwrap_or(DEFAULT_MEM);
+    let mut config = Config::with_memory(bytes);
+    config.tunables.policy = uri_policy.or(env_policy).unwrap_or_default();
     let _g = CACHE_INIT.lock();
     if let Some(c) = CACHE.get() {
         return Ok(c);
     }
-    let c = PageCache::new(Config::with_memory(bytes)).map_err(|source| CacheError::Engine { bytes, source })?;
+    let c = PageCache::new(config).map_err(|source| CacheError::Engine { bytes, source })?;
     Ok(CACHE.get_or_init(|| c))
 }
 

@@ -13,7 +13,9 @@
 //! its URI's `pcache_mem` (`64M`, `4096K`, bytes), else the environment's
 //! `PCACHE_MEM`, else 64 MiB. Later sizes are ignored (the first wins);
 //! a malformed size fails the open with SQLITE_CANTOPEN, saying why on
-//! stderr and through `sqlite3_log`.
+//! stderr and through `sqlite3_log`. The eviction policy comes the same
+//! way: the URI's `pcache_policy` (a name `--set policy=` takes: `s3fifo`,
+//! `pcache`, ...), else `PCACHE_POLICY`, else the kernel's two lists.
 //!
 //! # What goes where
 //!

@@ -199,16 +199,18 @@ unsafe fn open(
             return ffi::SQLITE_CANTOPEN;
         }
     };
-    let mem = if kind == Kind::MainDb {
+    let param = |key: &CStr| {
+        if kind != Kind::MainDb {
+            return None;
+        }
         // SAFETY: `name` is the database name SQLite passed to xOpen, for
         // which sqlite3_uri_parameter is defined.
-        let v = unsafe { ffi::sqlite3_uri_parameter(name, c"pcache_mem".as_ptr()) };
+        let v = unsafe { ffi::sqlite3_uri_parameter(name, key.as_ptr()) };
         // SAFETY: a NUL-terminated string inside SQLite's name buffer.
         (!v.is_null()).then(|| unsafe { CStr::from_ptr(v) }.to_string_lossy().into_owned())
-    } else {
-        None
     };
-    let pc = match cache::cache(mem.as_deref()) {
+    let (mem, policy) = (param(c"pcache_mem"), param(c"pcache_policy"));
+    let pc = match cache::cache(mem.as_deref(), policy.as_deref()) {
         Ok(c) => c,
         Err(e) => {
             report(&format!("{path}: {e}"));

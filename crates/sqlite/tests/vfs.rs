@@ -56,7 +56,7 @@ fn shell(dir: &Path, script: &str, env: &[(&str, &str)]) -> Output {
     use std::io::Write;
     let mut cmd = Command::new("sqlite3");
     cmd.arg("-batch").current_dir(dir).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    cmd.env_remove("PCACHE_MEM");
+    cmd.env_remove("PCACHE_MEM").env_remove("PCACHE_POLICY");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -82,14 +82,14 @@ const DIGEST: &str = "SELECT count(*), sum(length(v)), sum(instr(hex(v), 'A5')),
 
 /// A database of about 40 MiB through a 4 MiB cache: filled, then updated
 /// at random, then checked; the default VFS then finds the same content.
-fn larger_than_cache(journal_mode: &str) {
+fn larger_than_cache(journal_mode: &str, policy: &str) {
     if !have_sqlite3() {
         return;
     }
     let dir = work_dir("larger");
     let script = format!(
         ".load {lib}
-.open file:big.db?vfs=pcache&pcache_mem=4M
+.open file:big.db?vfs=pcache&pcache_mem=4M&pcache_policy={policy}
 PRAGMA journal_mode={journal_mode};
 PRAGMA cache_size=-512;
 CREATE TABLE t(k INTEGER PRIMARY KEY, v BLOB, v2 INTEGER);
@@ -116,17 +116,24 @@ PRAGMA integrity_check;
     let plain: Vec<&str> = plain.lines().collect();
     assert_eq!(plain[0], "ok", "integrity_check on the default VFS");
     assert_eq!(plain[1], digest, "the default VFS reads other content");
-    println!("{journal_mode}: {size} bytes through a 4 MiB cache: ok, digest {digest}");
+    println!("{journal_mode}, policy {policy}: {size} bytes through a 4 MiB cache: ok, digest {digest}");
 }
 
 #[test]
 fn rollback_larger_than_cache() {
-    larger_than_cache("DELETE");
+    larger_than_cache("DELETE", "kernel");
 }
 
 #[test]
 fn wal_larger_than_cache() {
-    larger_than_cache("WAL");
+    larger_than_cache("WAL", "kernel");
+}
+
+// The same under a plug-in eviction policy (`pcache_policy`): the data
+// stays right when pcache's own policy chooses what reclaim evicts.
+#[test]
+fn wal_larger_than_cache_under_a_plug_in() {
+    larger_than_cache("WAL", "pcache");
 }
 
 #[test]
@@ -168,6 +175,20 @@ fn bad_parameters_say_why() {
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains(r#"PCACHE_MEM="lots": not a size"#), "stderr does not say what is wrong: {err}");
+    let o = shell(
+        dir.path(),
+        &format!(".load {}\n.open file:x.db?vfs=pcache&pcache_policy=belady\nSELECT 1;\n", load_arg()),
+        &[],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(r#"pcache_policy="belady": no such eviction policy"#), "stderr does not say: {err}");
+    let o = shell(
+        dir.path(),
+        &format!(".load {}\n.open file:x.db?vfs=pcache\nSELECT 1;\n", load_arg()),
+        &[("PCACHE_POLICY", "lru2")],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(r#"PCACHE_POLICY="lru2": no such eviction policy"#), "stderr does not say: {err}");
     // Good sizes in both places: the URI's wins, silently.
     let o = shell(
         dir.path(),

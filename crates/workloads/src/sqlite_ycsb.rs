@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use libsqlite3_sys as ffi;
+use pcache::PolicyKind;
 use rand::rngs::StdRng;
 use rand::{Rng, RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -49,6 +50,9 @@ params! {
             param param_as "SQLite's own cache (cache_size) on both sides, KiB [default: 2048]", range 64..=1 << 20;
         pub kernel: bool = true, opt kernel;
         pub dir: Option<PathBuf> = None, opt dir;
+        /// The VFS's eviction policy (`--set policy=NAME`; the URI's
+        /// `pcache_policy`): None for the kernel's lists.
+        pub policy: Option<String> = None;
         pub seed: u64 = 1, opt seed;
     }
 }
@@ -59,6 +63,15 @@ impl SqliteOpts {
         o.set_params(opts)?;
         if let Some(m) = opts.mem_bytes {
             o.mem_bytes = m;
+        }
+        for (name, value) in &opts.set {
+            // The VFS builds its own cache: only the policy reaches it.
+            if name != "policy" || PolicyKind::from_name(value).is_none() {
+                return Err(Error::Invalid(format!(
+                    "--set {name}={value}: the sqlite bench takes only --set policy=NAME (`pcache tunables`)"
+                )));
+            }
+            o.policy = Some(value.clone());
         }
         o.check_ranges()?;
         if !(4 << 20..=64 << 30).contains(&o.mem_bytes) {
@@ -114,6 +127,8 @@ pub struct SqliteResult {
     pub mem_bytes: u64,
     pub ops: u64,
     pub sqlite_cache_kib: u64,
+    /// The pcache side's eviction policy: "kernel" for the two lists.
+    pub policy: String,
     pub rows: Vec<Row>,
     /// Why a side did not run, if one did not.
     pub skipped: Option<String>,
@@ -380,6 +395,7 @@ pub fn run(o: &SqliteOpts) -> Result<SqliteResult> {
         mem_bytes: o.mem_bytes,
         ops: o.ops,
         sqlite_cache_kib: o.sqlite_cache_kib,
+        policy: o.policy.clone().unwrap_or_else(|| PolicyKind::Kernel.name().to_string()),
         rows: Vec::new(),
         skipped: None,
         kernel_note: String::new(),
@@ -411,7 +427,10 @@ pub fn run(o: &SqliteOpts) -> Result<SqliteResult> {
         }
         std::fs::remove_file(&base).map_err(|e| Error::io("remove", e))?;
         let job = Job { path: kc.clone(), keys, ops: o.ops, sqlite_cache_kib: o.sqlite_cache_kib, seed: o.seed };
-        let uri = format!("file:{}?vfs=pcache&pcache_mem={}", pc.display(), o.mem_bytes);
+        let mut uri = format!("file:{}?vfs=pcache&pcache_mem={}", pc.display(), o.mem_bytes);
+        if let Some(p) = &o.policy {
+            uri.push_str(&format!("&pcache_policy={p}"));
+        }
         let pcache_sides = run_workloads(&uri, &job, pcache_pages_in).map_err(err)?;
         let kernel_sides: Option<Vec<Side>> = if kernel_ok {
             let v = kernel::run(EXPERIMENT, o.mem_bytes, &job).map_err(err)?;
@@ -441,10 +460,11 @@ impl SqliteResult {
         let _ = writeln!(
             s,
             "sqlite: YCSB on SQLite, the pcache VFS against the default VFS (the kernel's page cache)\n\
-             {} of cache, SQLite cache_size {} KiB, {} operations per workload, Zipf(0.99) keys",
+             {} of cache, SQLite cache_size {} KiB, {} operations per workload, Zipf(0.99) keys, policy {}",
             crate::render::fmt_size(self.mem_bytes),
             self.sqlite_cache_kib,
-            self.ops
+            self.ops,
+            self.policy
         );
         if let Some(why) = &self.skipped {
             let _ = writeln!(s, "skipped: {why}");
@@ -552,6 +572,10 @@ impl Experiment for SqliteYcsb {
     }
     fn kernel_workload(&self) -> Option<kernel::Workload> {
         Some(kernel_worker)
+    }
+    /// `--set policy=NAME` only: the VFS's cache takes its policy.
+    fn takes_set(&self) -> bool {
+        true
     }
     fn smoke(&self) -> ExpOpts {
         ExpOpts::smoke(&[("ratios", "2"), ("ops", "200")])

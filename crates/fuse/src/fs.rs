@@ -50,7 +50,8 @@
 //! each serving the request it read (inflight.rs); requests that may wait
 //! run under the interrupt watch. Shared state sits behind the mutexes of
 //! `Shared`; the read and write of cached data take none of them beyond
-//! the handle table's lookup. A FORGET and a LOOKUP of one node may now
+//! the handle table's lookup, one of `HANDLE_SHARDS` locks (handle ids
+//! are consecutive, so readers of different files meet on none). A FORGET and a LOOKUP of one node may now
 //! run at once: `Node::data` orders the engine's eviction of the node's
 //! file against a new open of it.
 //!
@@ -233,6 +234,33 @@ struct Nodes {
     next_foreign: u64,
 }
 
+/// Locks of the handle table: a power of two, several per session thread.
+const HANDLE_SHARDS: usize = 16;
+
+/// Open handles by id, in `HANDLE_SHARDS` maps each behind its own lock
+/// on its own cache lines, so that session threads serving different
+/// files do not share one lock on the read and write path.
+#[derive(Default)]
+struct HandleTable {
+    shards: [HandleShard; HANDLE_SHARDS],
+}
+
+#[derive(Default)]
+#[repr(align(128))]
+struct HandleShard(Mutex<HashMap<u64, Arc<Handle>>>);
+
+impl HandleTable {
+    fn shard(&self, fh: u64) -> parking_lot::MutexGuard<'_, HashMap<u64, Arc<Handle>>> {
+        self.shards[fh as usize % HANDLE_SHARDS].0.lock()
+    }
+
+    fn clear(&self) {
+        for s in &self.shards {
+            s.0.lock().clear();
+        }
+    }
+}
+
 /// State shared by the session threads.
 pub struct Shared {
     pub cache: PageCache,
@@ -243,7 +271,7 @@ pub struct Shared {
     root_key: (u64, u64),
     root_fd: Arc<OwnedFd>,
     backing: PathBuf,
-    handles: Mutex<HashMap<u64, Arc<Handle>>>,
+    handles: HandleTable,
     next_fh: AtomicU64,
     mounted_at: SystemTime,
     /// Whether the daemon runs as root: it then gives new files the
@@ -357,12 +385,12 @@ impl Shared {
     }
 
     fn handle(&self, fh: u64) -> Result<Arc<Handle>, Errno> {
-        self.handles.lock().get(&fh).cloned().ok_or(libc::EBADF)
+        self.handles.shard(fh).get(&fh).cloned().ok_or(libc::EBADF)
     }
 
     fn add_handle(&self, h: Handle) -> u64 {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-        self.handles.lock().insert(fh, Arc::new(h));
+        self.handles.shard(fh).insert(fh, Arc::new(h));
         fh
     }
 
@@ -1030,7 +1058,7 @@ impl Shared {
         if let Some(r) = report.as_ref() {
             return r.clone();
         }
-        self.handles.lock().clear();
+        self.handles.clear();
         let nodes: Vec<Arc<Node>> = self.nodes.lock().live.values().cloned().collect();
         for node in &nodes {
             self.release_data(node);
@@ -1095,7 +1123,7 @@ impl PcacheFs {
             root_key,
             root_fd,
             backing: backing.to_path_buf(),
-            handles: Mutex::new(HashMap::new()),
+            handles: HandleTable::default(),
             next_fh: AtomicU64::new(1),
             mounted_at: SystemTime::now(),
             // SAFETY: geteuid cannot fail and touches no memory.
@@ -1562,7 +1590,7 @@ impl Filesystem for PcacheFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        let h = self.shared.handles.lock().remove(&fh);
+        let h = self.shared.handles.shard(fh).remove(&fh);
         if let Some(Handle::Data { node, .. }) = h.as_deref() {
             let node = node.clone();
             drop(h);
@@ -1678,7 +1706,7 @@ impl Filesystem for PcacheFs {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        self.shared.handles.lock().remove(&fh);
+        self.shared.handles.shard(fh).remove(&fh);
         reply.ok();
     }
 

@@ -244,6 +244,11 @@ fn run_side(name: &str, io: &dyn Io, o: &GetscanOpts) -> std::result::Result<Sid
                         {
                             std::thread::sleep(std::time::Duration::from_micros(50));
                         }
+                        if done.load(Ordering::Relaxed) {
+                            // The GETs ended while the scan waited: no read
+                            // past its pace.
+                            break;
+                        }
                     }
                     let n = io.scan(&mut buf[..len], off)?;
                     read_total += n as u64;
@@ -569,8 +574,8 @@ mod tests {
         crate::experiment::assert_checked(&ok, &bad, |o| Getscan.check(o));
     }
 
-    // Goal: a paced scan reads no more than its pace per GET done (one read
-    // over at most), on a side whose scan could go much faster, and every
+    // Goal: a paced scan reads no more than its pace per GET done, on a
+    // side whose scan could go much faster, and every
     // measured GET is asked whether it hit.
     #[test]
     fn paced_scan_keeps_its_pace() {
@@ -592,7 +597,8 @@ mod tests {
         let scanned_kib = side.scan_mib_per_s * side.secs * 1024.0;
         let gets = side.get_ops_per_s * side.secs;
         assert!((gets - 2000.0).abs() < 1.0, "{gets} GETs measured");
-        assert!(scanned_kib <= 8.0 * gets + 16.0, "{scanned_kib} KiB scanned for {gets} GETs");
+        // At most the pace: figures in f64 from rates, so a hair of slack.
+        assert!(scanned_kib <= 8.0 * gets + 0.01, "{scanned_kib} KiB scanned for {gets} GETs");
         assert!(scanned_kib > 0.0, "nothing scanned");
         assert!(side.get_hit_ratio.is_some_and(|h| (0.0..=1.0).contains(&h)), "{:?}", side.get_hit_ratio);
     }

@@ -287,16 +287,26 @@ impl Cache {
         true
     }
 
-    /// Submit a writeback run: queue it, or, when the queue is full or
-    /// stopped, write it here. Either way its pages end their writeback
-    /// and the references go. The result is the inline write's; a queued
-    /// write reports to `req.wait` and the file's errseq.
-    pub(crate) fn submit_write(&self, req: WriteRequest) -> Result<()> {
+    /// Submit a writeback run: to the ring if it takes it, else queue it,
+    /// or, when the queue is full or stopped, write it here. Either way
+    /// its pages end their writeback and the references go. The result is
+    /// the inline write's; a queued write reports to `req.wait` and the
+    /// file's errseq.
+    ///
+    /// `last_waited`: the last run of a writer that then waits for its
+    /// runs (fsync, `write_and_wait_range`). Queued to a worker, the writer
+    /// would only sleep until the worker ended it, so it writes it itself,
+    /// as a reader runs its own queued read (`run_queued_read`): a commit's
+    /// few pages then cost no hand-off and no wake-up.
+    pub(crate) fn submit_write(&self, req: WriteRequest, last_waited: bool) -> Result<()> {
         let Err(req) = self.uring_submit_write(req) else {
             self.vm.inc(Item::wb_submit_async);
             return Ok(());
         };
-        let req = {
+        let req = if last_waited {
+            self.vm.inc(Item::wb_waiter_inline);
+            req
+        } else {
             let mut q = self.bio.queue.lock();
             if !q.has_room() || q.writes.len() >= WRITE_QUEUE_DEPTH {
                 req
@@ -312,21 +322,6 @@ impl Cache {
             }
         };
         // Inline: the caller gets the result itself.
-        self.write_pages_now(&req.inode, req.first, &req.pages)
-    }
-
-    /// Submit the last writeback run of a writer that then waits for its
-    /// runs (fsync, `write_and_wait_range`): to the ring if it takes it,
-    /// else written here. Queued to a worker, the writer would only sleep
-    /// until the worker ended it, so it writes it itself, as a reader runs
-    /// its own queued read (`run_queued_read`): a commit's few pages then
-    /// cost no hand-off and no wake-up.
-    pub(crate) fn submit_write_waited(&self, req: WriteRequest) -> Result<()> {
-        let Err(req) = self.uring_submit_write(req) else {
-            self.vm.inc(Item::wb_submit_async);
-            return Ok(());
-        };
-        self.vm.inc(Item::wb_waiter_inline);
         self.write_pages_now(&req.inode, req.first, &req.pages)
     }
 

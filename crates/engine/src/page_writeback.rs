@@ -313,11 +313,7 @@ impl Cache {
             match &owned {
                 Some(i) => {
                     let req = crate::bio::WriteRequest { inode: i.clone(), first, pages, wait: wait.cloned() };
-                    if last {
-                        self.submit_write_waited(req)
-                    } else {
-                        self.submit_write(req)
-                    }
+                    self.submit_write(req, last)
                 }
                 None => self.write_pages_now(inode, first, &pages),
             }

@@ -1,10 +1,11 @@
 //! Micro-benchmarks of the hit path (criterion): a 4 KiB `read_at` of a
 //! cached page and a `find_page` pin, with the kernel's admission, with
 //! pcache's adaptive W-TinyLFU admission, whose sketch counts every marked
-//! access, and with the LRU and SIEVE plug-ins (pcache::policy), to which
-//! every hit is queued. `pcache bench hitpath` measures the same path against the
-//! kernel's page cache at scale; this isolates the per-hit cost of a
-//! policy change.
+//! access, and with the LRU, SIEVE and S3-FIFO plug-ins (pcache::policy):
+//! LRU's hits are queued in per-CPU batches, SIEVE's and S3-FIFO's raise
+//! a per-frame count (and skip it once at its ceiling). `pcache bench
+//! hitpath` measures the same path against the kernel's page cache at
+//! scale; this isolates the per-hit cost of a policy change.
 //!
 //! ```sh
 //! cargo bench -p pcache --bench hit
@@ -23,6 +24,7 @@ fn hits(c: &mut Criterion) {
         ("AdaptiveTinyLfu".to_string(), Tunables { admission: Admission::AdaptiveTinyLfu, ..Tunables::default() }),
         ("policy-lru".to_string(), Tunables { policy: PolicyKind::Lru, ..Tunables::default() }),
         ("policy-sieve".to_string(), Tunables { policy: PolicyKind::Sieve, ..Tunables::default() }),
+        ("policy-s3fifo".to_string(), Tunables { policy: PolicyKind::S3fifo, ..Tunables::default() }),
     ];
     for (adm, tunables) in variants {
         let (_cache, f) = cache(tunables);

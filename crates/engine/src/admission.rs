@@ -238,7 +238,8 @@ pub struct AdmissionCtl {
 }
 
 impl AdmissionCtl {
-    pub fn new(config: &crate::tunables::Config) -> AdmissionCtl {
+    /// `plug_in`: an eviction policy plug-in holds the file pages.
+    pub fn new(config: &crate::tunables::Config, plug_in: bool) -> AdmissionCtl {
         let t = &config.tunables;
         AdmissionCtl {
             // The admission window sits in front of the classic lists only.
@@ -246,10 +247,11 @@ impl AdmissionCtl {
                 .then(|| AdmissionState::new(config.nr_pages())),
             // Not with Danilov's batch, which queues even no-op marks; the
             // multi-gen LRU counts every access (folio_inc_refs).
-            // Nor with a plug-in policy, which is told of every access.
+            // A plug-in policy's pages are never active: a counted one has
+            // its own hint (policy.rs).
             hot_hints: t.lru_batching != crate::LruBatching::DanilovBatch
                 && t.lru == crate::LruPolicy::Classic
-                && t.policy == crate::PolicyKind::Kernel,
+                && !plug_in,
         }
     }
 

@@ -238,12 +238,19 @@ impl Cache {
         } else if crate::lru_gen::count_full(flags) {
             // The multi-gen LRU's count-full hint (lru_gen.rs).
             crate::lru_gen::set_count_full_hint(slot, entry, &page.flags);
+        } else if let Some(counts) = self.policy.counts() {
+            // A counted plug-in's ceiling hint (policy.rs).
+            if flags & (PG_REFERENCED | PG_SWAPBACKED) == PG_REFERENCED {
+                counts.set_ceiling_hint(pfn, slot, entry);
+            }
         }
         Some((pfn, h, false))
     }
 
     /// Clear the PAGE_HOT hint of `pfn`, after clearing PG_active or
-    /// PG_referenced. The page is held by the caller.
+    /// PG_referenced, or lowering a plug-in's access count (policy.rs,
+    /// `AccessCounts`). A frame that now caches another page of `inode`
+    /// may lose that page's hint: that costs it only marks.
     pub fn clear_page_hot(&self, inode: &Inode, pfn: Pfn) {
         let page = self.page(pfn);
         if page.mapping() != inode.id {

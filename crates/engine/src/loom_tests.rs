@@ -694,3 +694,41 @@ fn sample_ring_never_duplicates_or_invents() {
         assert!(got.contains(&22), "the consumer's own push was lost: {got:?}");
     });
 }
+
+// Goal: a counted plug-in's ceiling hint (policy.rs `AccessCounts`): a hit
+// that found the count at its ceiling sets PAGE_HOT while the policy lowers
+// the count and the engine then clears the hints of the frames it queued.
+// Whatever the interleaving, no hint is left once both are done (a hint
+// outliving the lowering would make every later hit skip the count), and
+// the entry is never changed otherwise.
+#[test]
+fn policy_ceiling_hint_never_outlives_lowering() {
+    use crate::lru_gen::SlotWord;
+    use crate::pagetree::PAGE_HOT;
+    use crate::policy::AccessCounts;
+    loom::model(|| {
+        let entry: usize = 0x2a;
+        let counts = Arc::new(AccessCounts::new(1, 1));
+        counts.set(0, 1);
+        let slot = Arc::new(AtomicUsize::new(entry));
+        let (c2, s2) = (counts.clone(), slot.clone());
+        let hit = thread::spawn(move || {
+            // find_page_fast: the slot without the hint.
+            let e = s2.load(Ordering::Acquire);
+            if e & PAGE_HOT == 0 {
+                c2.set_ceiling_hint(0, &*s2, e);
+            }
+        });
+        // The policy spares the page (CLOCK: its bit taken), then the
+        // engine clears the hints of the frames the lowering queued.
+        assert_eq!(counts.take(0), 1);
+        for pfn in counts.take_cooled() {
+            assert_eq!(pfn, 0);
+            slot.cas(entry | PAGE_HOT, entry);
+        }
+        hit.join().unwrap();
+        let e = slot.load(Ordering::Acquire);
+        assert_eq!(e, entry, "a hint outlived the lowering (or the entry changed): {e:#x}");
+        assert_eq!(counts.get(0), 0);
+    });
+}

@@ -226,7 +226,7 @@ impl Cache {
                 start: Instant::now(),
             },
             hazards,
-            admission: crate::admission::AdmissionCtl::new(&config),
+            admission: crate::admission::AdmissionCtl::new(&config, policy.is_some()),
             policy: crate::policy::PolicyCtl::new(policy, nr_cpus),
             pending: PendingFrees::new(config.nr_pages()),
             fds: crate::backing::FdCache::new(config.tunables.max_open_fds),

@@ -16,13 +16,23 @@
 //! they do); that list's order means nothing then.
 //!
 //! Accesses (`mark_page_accessed`, and young page-table entries found by
-//! `page_referenced`) are queued in per-CPU batches of `PAGEVEC_SIZE` and
-//! handed over when a batch fills, before this CPU adds a page (so one
-//! thread's events reach the policy in the order they happened) and at
-//! reclaim (every CPU's batch), unless the policy's `sync_access` asks
-//! for each access at once. A batch entry names the page's (mapping,
-//! index) and holds no reference: a page that left the cache, or whose
-//! frame now holds another page, is dropped at delivery.
+//! `page_referenced`) reach a policy in the way its `access_mode` asks:
+//! - `Batched` (the default): queued in per-CPU batches of `PAGEVEC_SIZE`
+//!   and handed over when a batch fills, before this CPU adds a page (so
+//!   one thread's events reach the policy in the order they happened) and
+//!   at reclaim (every CPU's batch). A batch entry names the page's
+//!   (mapping, index) and holds no reference: a page that left the cache,
+//!   or whose frame now holds another page, is dropped at delivery.
+//! - `Sync`: each access at once, a call into the policy on the hit path.
+//! - `Counted`: a saturating per-frame count (`AccessCounts`) the hit path
+//!   raises with one load and, below the ceiling, one compare-and-swap;
+//!   the policy reads and lowers it when it decides, as reclaim reads
+//!   PG_referenced and the young bits. For policies that need no more of
+//!   an access than how many there were since they last looked: CLOCK's
+//!   reference bit, SIEVE's visited bit, S3-FIFO's two-bit frequency. A
+//!   count at its ceiling sets the PAGE_HOT hint in the page's tree slot,
+//!   so that later hits skip even the load (`AccessCounts::hit`).
+//! - `Ignored`: nothing (FIFO).
 //!
 //! The first use of a page (the read or write that brought it in, or the
 //! first read of a readahead page) is part of its insertion, not an
@@ -47,13 +57,18 @@ pub mod mru;
 pub mod s3fifo;
 pub mod sieve;
 
+use std::sync::Arc;
+
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
+use crate::lru_gen::SlotWord;
 use crate::mm::Cache;
 use crate::mmdebug::vm_bug_on_page;
 use crate::page::*;
+use crate::pagetree::PAGE_HOT;
 use crate::pagevec::PAGEVEC_SIZE;
+use crate::sync::atomic::{AtomicU8, Ordering};
 use crate::vmscan::{ReclaimStat, ScanControl, SWAP_CLUSTER_MAX};
 use crate::vmstat::Item;
 use crate::LruList;
@@ -133,17 +148,18 @@ pub trait EvictionPolicy: Send + Sync {
     /// The name `Tunables::policy` selects it by.
     fn name(&self) -> &'static str;
 
-    /// Deliver every access at once instead of in per-CPU batches (costs
-    /// the hit path a call into the policy and its lock).
-    fn sync_access(&self) -> bool {
-        false
+    /// How accesses reach the policy (see the module's doc); asked once,
+    /// when the cache starts.
+    fn access_mode(&self) -> AccessMode {
+        AccessMode::Batched
     }
 
     /// A page entered the cache: it is the policy's.
     fn folio_added(&self, folio: FolioRef);
 
-    /// A page the policy holds was used again (a hit, or young entries).
-    fn folio_accessed(&self, folio: FolioRef);
+    /// A page the policy holds was used again (a hit, or young entries);
+    /// `Batched` and `Sync` policies only.
+    fn folio_accessed(&self, _folio: FolioRef) {}
 
     /// A page left the cache.
     fn folio_removed(&self, folio: FolioRef, why: Removal);
@@ -165,6 +181,163 @@ pub trait EvictionPolicy: Send + Sync {
     /// ended: the kernel rotates it to the inactive tail so that it is
     /// freed next (`rotate_reclaimable_page`). The page is the policy's.
     fn folio_reclaimable(&self, _folio: FolioRef) {}
+}
+
+/// How a policy wants to hear of accesses (the module's doc says what
+/// each costs the hit path).
+#[derive(Clone)]
+pub enum AccessMode {
+    /// In per-CPU batches, `folio_accessed` (the default).
+    Batched,
+    /// Each at once, `folio_accessed` on the hit path.
+    Sync,
+    /// A count per frame that the engine raises and the policy reads.
+    Counted(Arc<AccessCounts>),
+    /// Not at all.
+    Ignored,
+}
+
+/// Per-frame access counts for a `Counted` policy: the engine raises a
+/// frame's count on each access to the page in it, up to `ceiling`; the
+/// policy reads and lowers it when it decides (`get`, `take`, `lower`,
+/// `set`) and sets it to 0 in `folio_added`. Counts of frames the policy
+/// does not hold mean nothing.
+///
+/// The hint: once a page's count is at its ceiling, a hit sets PAGE_HOT in
+/// its tree slot and later hits skip the count (filemap.rs,
+/// `find_page_fast`). The setter first marks the count `HINTED`
+/// (`claim_hint`, a compare-and-swap from exactly the ceiling), then sets
+/// PAGE_HOT, then re-loads the count and takes PAGE_HOT back unless it is
+/// still the ceiling and marked; that re-load is an RMW (`fetch_or(0)`),
+/// so it reads the latest count. A policy that lowers a marked count (an
+/// RMW) queues its frame (`cooled`), and the engine clears PAGE_HOT with a
+/// compare-and-swap of the slot when the policy's call returns. The
+/// lowering and the re-load are RMWs of one count, so they are ordered: if
+/// the lowering comes first, the re-load sees it and takes the hint back;
+/// if the re-load comes first, the lowering reads from it, so the setter's
+/// PAGE_HOT happens before the clear, which removes it (loom model
+/// `policy_ceiling_hint_never_outlives_lowering`). Only a claim from
+/// exactly the ceiling marks a count, so a lowered count is not marked
+/// again until hits raise it back. Between
+/// the policy's call and the clear, hits are not counted (none happen
+/// there when one thread replays a trace); a stale hint never changes the
+/// bytes a reader sees.
+pub struct AccessCounts {
+    counts: Box<[AtomicU8]>,
+    ceiling: u8,
+    cooled: Mutex<Vec<Pfn>>,
+}
+
+/// A count's mark: its page's slot may hold PAGE_HOT.
+const HINTED: u8 = 0x80;
+
+impl AccessCounts {
+    /// Counts for `nr_frames` frames, each saturating at `ceiling` (1 to
+    /// 127).
+    pub fn new(nr_frames: usize, ceiling: u8) -> AccessCounts {
+        assert!((1..HINTED).contains(&ceiling), "an access count's ceiling is 1 to 127, not {ceiling}");
+        AccessCounts {
+            counts: (0..nr_frames).map(|_| AtomicU8::new(0)).collect(),
+            ceiling,
+            cooled: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The count of `pfn`.
+    #[inline]
+    pub fn get(&self, pfn: Pfn) -> u8 {
+        self.counts[pfn as usize].load(Ordering::Acquire) & !HINTED
+    }
+
+    /// Set the count of `pfn` (at most the ceiling).
+    pub fn set(&self, pfn: Pfn, count: u8) {
+        self.replace(pfn, |_| count.min(self.ceiling));
+    }
+
+    /// Set the count of `pfn` to 0; what it was.
+    pub fn take(&self, pfn: Pfn) -> u8 {
+        self.replace(pfn, |_| 0)
+    }
+
+    /// Lower the count of `pfn` by one unless it is 0; what it was.
+    pub fn lower(&self, pfn: Pfn) -> u8 {
+        self.replace(pfn, |c| c.saturating_sub(1))
+    }
+
+    /// The policy's RMW: a marked count that changes queues its frame for
+    /// the engine to clear the hint.
+    fn replace(&self, pfn: Pfn, f: impl Fn(u8) -> u8) -> u8 {
+        let slot = &self.counts[pfn as usize];
+        let mut old = slot.load(Ordering::Acquire);
+        loop {
+            let new = f(old & !HINTED);
+            if new == old & !HINTED {
+                // Unchanged (a marked count stays the ceiling: its hint
+                // stays true).
+                return new;
+            }
+            match slot.compare_exchange_weak(old, new, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => break,
+                Err(now) => old = now,
+            }
+        }
+        if old & HINTED != 0 {
+            self.cooled.lock().push(pfn);
+        }
+        old & !HINTED
+    }
+
+    /// An access to the page in `pfn`: raise its count unless at the
+    /// ceiling (one load then; a CAS, retried only while other hits race,
+    /// below it).
+    #[inline]
+    pub(crate) fn raise(&self, pfn: Pfn) {
+        let slot = &self.counts[pfn as usize];
+        let mut c = slot.load(Ordering::Relaxed);
+        while c & !HINTED < self.ceiling {
+            match slot.compare_exchange_weak(c, c + 1, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => return,
+                Err(now) => c = now,
+            }
+        }
+    }
+
+    /// Mark the count of `pfn` as hinted if it is exactly the ceiling:
+    /// whether the caller may set PAGE_HOT.
+    #[inline]
+    pub(crate) fn claim_hint(&self, pfn: Pfn) -> bool {
+        let slot = &self.counts[pfn as usize];
+        slot.load(Ordering::Relaxed) == self.ceiling
+            && slot.compare_exchange(self.ceiling, self.ceiling | HINTED, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+    }
+
+    /// Whether the count of `pfn` is still the ceiling and marked (the
+    /// setter's re-load: an RMW, see the hint's protocol).
+    #[inline]
+    pub(crate) fn still_hinted(&self, pfn: Pfn) -> bool {
+        self.counts[pfn as usize].fetch_or(0, Ordering::AcqRel) == self.ceiling | HINTED
+    }
+
+    /// Set PAGE_HOT in `slot`, which held `entry` (the page in `pfn`,
+    /// without the hint) when a hit loaded it, if the count is at its
+    /// ceiling; the setter's side of the protocol above.
+    #[inline]
+    pub(crate) fn set_ceiling_hint<S: SlotWord>(&self, pfn: Pfn, slot: &S, entry: usize) {
+        if self.claim_hint(pfn) && slot.cas(entry, entry | PAGE_HOT) && !self.still_hinted(pfn) {
+            // Lowered meanwhile: take the hint back (unless the clear did).
+            slot.cas(entry | PAGE_HOT, entry);
+        }
+    }
+
+    /// Frames whose hint the policy's lowering made stale, for the engine.
+    pub(crate) fn take_cooled(&self) -> Vec<Pfn> {
+        let mut c = self.cooled.lock();
+        if c.is_empty() {
+            Vec::new()
+        } else {
+            std::mem::take(&mut *c)
+        }
+    }
 }
 
 /// The built-in plug-ins, by name (`Tunables::policy`).
@@ -270,19 +443,29 @@ impl Default for AccessBatch {
 #[derive(Default)]
 struct CpuAccessBatch(Mutex<AccessBatch>);
 
-/// The selected plug-in and its per-CPU access batches. Set once at
-/// `Cache::new`; with no plug-in every test of it is one `Option` test.
+/// The selected plug-in, its access mode and its per-CPU access batches.
+/// Set once at `Cache::new`; with no plug-in every test of it is one
+/// `Option` test.
 pub struct PolicyCtl {
     policy: Option<Box<dyn EvictionPolicy>>,
-    sync: bool,
+    mode: AccessMode,
     batches: Box<[CpuAccessBatch]>,
 }
 
 impl PolicyCtl {
     pub fn new(policy: Option<Box<dyn EvictionPolicy>>, nr_cpus: usize) -> PolicyCtl {
-        let sync = policy.as_ref().is_some_and(|p| p.sync_access());
-        let n = if policy.is_some() { nr_cpus.max(1) } else { 0 };
-        PolicyCtl { policy, sync, batches: (0..n).map(|_| CpuAccessBatch::default()).collect() }
+        let mode = policy.as_ref().map_or(AccessMode::Ignored, |p| p.access_mode());
+        let n = if matches!(mode, AccessMode::Batched) { nr_cpus.max(1) } else { 0 };
+        PolicyCtl { policy, mode, batches: (0..n).map(|_| CpuAccessBatch::default()).collect() }
+    }
+
+    /// The access counts of a `Counted` plug-in.
+    #[inline]
+    pub(crate) fn counts(&self) -> Option<&AccessCounts> {
+        match &self.mode {
+            AccessMode::Counted(c) => Some(c),
+            _ => None,
+        }
     }
 
     /// The plug-in, if one is selected.
@@ -300,7 +483,7 @@ impl PolicyCtl {
     /// Queue an access on this CPU's batch; a full batch is handed to
     /// `deliver` (with no batch lock held). Sync policies get it at once.
     pub(crate) fn queue_access(&self, folio: FolioRef, deliver: impl FnOnce(&[FolioRef])) {
-        if self.sync {
+        if !matches!(self.mode, AccessMode::Batched) {
             deliver(&[folio]);
             return;
         }
@@ -387,16 +570,51 @@ impl Cache {
             page.set(PG_REFERENCED, &self.vm);
             return true;
         }
-        self.policy.queue_access(self.folio_ref(pfn), |b| self.policy_deliver(b));
+        match &self.policy.mode {
+            AccessMode::Counted(c) => c.raise(pfn),
+            AccessMode::Ignored => {}
+            AccessMode::Batched | AccessMode::Sync => {
+                self.policy.queue_access(self.folio_ref(pfn), |b| self.policy_deliver(b))
+            }
+        }
         true
     }
 
     /// Young entries found by page_referenced on a plug-in's page: an
     /// access, reported at once (reclaim is about to decide on it).
     pub(crate) fn policy_young(&self, pfn: Pfn) {
-        self.policy_drain(false);
-        if let Some(p) = self.policy.get() {
-            p.folio_accessed(self.folio_ref(pfn));
+        match &self.policy.mode {
+            AccessMode::Counted(c) => c.raise(pfn),
+            AccessMode::Ignored => {}
+            AccessMode::Batched | AccessMode::Sync => {
+                self.policy_drain(false);
+                if let Some(p) = self.policy.get() {
+                    p.folio_accessed(self.folio_ref(pfn));
+                }
+            }
+        }
+    }
+
+    /// Clear PAGE_HOT in the slots of the frames whose counts the policy
+    /// lowered from a hinted ceiling (`AccessCounts`): an RMW of each
+    /// slot that still holds the frame. A frame reused meanwhile names
+    /// another page, whose hint this may clear: that costs it only marks.
+    fn policy_clear_cooled(&self) {
+        let Some(counts) = self.policy.counts() else { return };
+        let mut cooled = counts.take_cooled();
+        if cooled.is_empty() {
+            return;
+        }
+        cooled.sort_unstable_by_key(|&pfn| self.page(pfn).mapping());
+        let mut inode: Option<Arc<crate::filemap::Inode>> = None;
+        for pfn in cooled {
+            let mapping = self.page(pfn).mapping();
+            if inode.as_ref().is_none_or(|i| i.id != mapping) {
+                inode = self.inode_by_id(mapping);
+            }
+            if let Some(inode) = &inode {
+                self.clear_page_hot(inode, pfn);
+            }
         }
     }
 
@@ -415,6 +633,7 @@ impl Cache {
     /// Deliver this CPU's (or every CPU's) queued accesses.
     pub(crate) fn policy_drain(&self, all: bool) {
         self.policy.drain(all, |b| self.policy_deliver(b));
+        self.policy_clear_cooled();
     }
 
     /// rotate_reclaimable_page with a plug-in: tell it the page's
@@ -450,6 +669,7 @@ impl Cache {
             let want = (sc.nr_to_reclaim - sc.nr_reclaimed).min(SWAP_CLUSTER_MAX).min(budget);
             cands.clear();
             policy.evict_candidates(want as usize, &mut cands);
+            self.policy_clear_cooled();
             if cands.is_empty() {
                 break;
             }

@@ -5,8 +5,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use pcache::policy::clock::Clock;
 use pcache::policy::lru::Lru;
-use pcache::policy::{EvictionPolicy, FolioRef, Putback, Refault, Removal};
+use pcache::policy::{AccessMode, EvictionPolicy, FolioRef, Putback, Refault, Removal};
 use pcache::{Advice, Config, Item, PageCache, PolicyKind, Tunables};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -228,4 +229,73 @@ fn getscan_keeps_reused_pages_under_a_noreuse_scan() {
     };
     assert_eq!(survivors(PolicyKind::Getscan), 16);
     assert_eq!(survivors(PolicyKind::Lru), 0);
+}
+
+/// CLOCK, recording which frame holds each page.
+struct Framed {
+    inner: Clock,
+    frames: Arc<Mutex<HashMap<u64, u32>>>,
+}
+
+impl EvictionPolicy for Framed {
+    fn name(&self) -> &'static str {
+        "framed-clock"
+    }
+    fn access_mode(&self) -> AccessMode {
+        self.inner.access_mode()
+    }
+    fn folio_added(&self, f: FolioRef) {
+        self.frames.lock().unwrap().insert(f.index, f.pfn);
+        self.inner.folio_added(f);
+    }
+    fn folio_removed(&self, f: FolioRef, why: Removal) {
+        self.frames.lock().unwrap().remove(&f.index);
+        self.inner.folio_removed(f, why);
+    }
+    fn evict_candidates(&self, nr: usize, out: &mut Vec<FolioRef>) {
+        self.inner.evict_candidates(nr, out);
+    }
+    fn folio_putback(&self, f: FolioRef, why: Putback) {
+        self.inner.folio_putback(f, why);
+    }
+}
+
+// Goal: a counted plug-in's accesses (`AccessMode::Counted`): the first
+// read of a page is its insertion, each later hit raises its count up to
+// the ceiling, a hit that finds the ceiling sets the hit path's hint and
+// later hits skip the count; once the policy lowers the count, the engine
+// clears the hint at its next call into the policy (here: the next page's
+// insertion), and hits count again.
+// Method: CLOCK (ceiling 1) over a 64-page cache, readahead off; the test
+// lowers the count itself, as the policy's sweep would.
+#[test]
+fn counted_accesses_and_the_ceiling_hint() {
+    let frames = Arc::new(Mutex::new(HashMap::new()));
+    let inner = Clock::new(64);
+    let AccessMode::Counted(counts) = inner.access_mode() else { panic!("CLOCK counts its accesses") };
+    let policy = Box::new(Framed { inner, frames: frames.clone() });
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    let data: Vec<u8> = (0..4u64).flat_map(|i| pattern(i, 0)).collect();
+    std::fs::write(&path, &data).unwrap();
+    let cache = PageCache::with_policy(config(64), policy).unwrap();
+    let f = cache.open(&path, pcache::OpenOptions::default()).unwrap();
+    let mut buf = vec![0u8; 4096];
+    let mut read = |i: u64| {
+        assert_eq!(f.read_at(&mut buf, i * 4096).unwrap(), 4096);
+        assert!(buf == pattern(i, 0), "page {i} differs");
+    };
+    read(0);
+    let pfn = *frames.lock().unwrap().get(&0).expect("page 0 was added");
+    assert_eq!(counts.get(pfn), 0, "the first read is the insertion's");
+    read(0);
+    assert_eq!(counts.get(pfn), 1, "a hit counts");
+    read(0); // finds the ceiling: sets the hint
+    assert_eq!(counts.take(pfn), 1);
+    read(0);
+    assert_eq!(counts.get(pfn), 0, "a hinted hit skips the count");
+    read(1); // an insertion: the engine clears the hint first
+    read(0);
+    assert_eq!(counts.get(pfn), 1, "the hint outlived the lowering");
+    assert_eq!(frames.lock().unwrap().get(&0), Some(&pfn));
 }

@@ -66,7 +66,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use pcache::policy::list::FolioLists;
-use pcache::policy::{EvictionPolicy, FolioRef, Putback, Refault, Removal};
+use pcache::policy::{AccessMode, EvictionPolicy, FolioRef, Putback, Refault, Removal};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -436,8 +436,12 @@ impl EvictionPolicy for PyPolicy {
         self.name
     }
 
-    fn sync_access(&self) -> bool {
-        self.sync
+    fn access_mode(&self) -> AccessMode {
+        if self.sync {
+            AccessMode::Sync
+        } else {
+            AccessMode::Batched
+        }
     }
 
     fn folio_added(&self, folio: FolioRef) {

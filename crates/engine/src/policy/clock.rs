@@ -4,25 +4,24 @@
 //! libCacheSim's Clock with one bit). Written only against the plug-in
 //! trait (policy.rs).
 
+use std::sync::Arc;
+
 use parking_lot::Mutex;
 
 use super::list::FolioLists;
-use super::{EvictionPolicy, FolioRef, Putback, Removal};
+use super::{AccessCounts, AccessMode, EvictionPolicy, FolioRef, Putback, Removal};
 
 const QUEUE: usize = 0;
 
-struct State {
-    q: FolioLists<1>,
-    referenced: Vec<bool>,
-}
-
 pub struct Clock {
-    s: Mutex<State>,
+    q: Mutex<FolioLists<1>>,
+    /// The reference bits (counts up to 1), set by the engine on access.
+    referenced: Arc<AccessCounts>,
 }
 
 impl Clock {
     pub fn new(nr_frames: usize) -> Clock {
-        Clock { s: Mutex::new(State { q: FolioLists::new(nr_frames), referenced: vec![false; nr_frames] }) }
+        Clock { q: Mutex::new(FolioLists::new(nr_frames)), referenced: Arc::new(AccessCounts::new(nr_frames, 1)) }
     }
 }
 
@@ -31,52 +30,46 @@ impl EvictionPolicy for Clock {
         "clock"
     }
 
-    fn folio_added(&self, folio: FolioRef) {
-        let mut s = self.s.lock();
-        if s.q.push_head(QUEUE, folio.pfn) {
-            s.referenced[folio.pfn as usize] = false;
-        }
+    fn access_mode(&self) -> AccessMode {
+        AccessMode::Counted(self.referenced.clone())
     }
 
-    fn folio_accessed(&self, folio: FolioRef) {
-        let mut s = self.s.lock();
-        if s.q.list_of(folio.pfn).is_some() {
-            s.referenced[folio.pfn as usize] = true;
+    fn folio_added(&self, folio: FolioRef) {
+        if self.q.lock().push_head(QUEUE, folio.pfn) {
+            self.referenced.set(folio.pfn, 0);
         }
     }
 
     fn folio_removed(&self, folio: FolioRef, _why: Removal) {
-        self.s.lock().q.remove(folio.pfn);
+        self.q.lock().remove(folio.pfn);
     }
 
     fn evict_candidates(&self, nr: usize, out: &mut Vec<FolioRef>) {
-        let mut s = self.s.lock();
+        let mut q = self.q.lock();
         // Each page is spared at most once per call: bounded by 2 x len.
-        let mut budget = 2 * s.q.len(QUEUE) + nr;
+        let mut budget = 2 * q.len(QUEUE) + nr;
         while out.len() < nr && budget > 0 {
             budget -= 1;
-            let Some(pfn) = s.q.tail(QUEUE) else { break };
-            if s.referenced[pfn as usize] {
-                s.referenced[pfn as usize] = false;
-                s.q.move_to_head(pfn);
+            let Some(pfn) = q.tail(QUEUE) else { break };
+            if self.referenced.take(pfn) != 0 {
+                q.move_to_head(pfn);
                 continue;
             }
-            s.q.remove(pfn);
+            q.remove(pfn);
             out.push(FolioRef { pfn, order: 0, mapping: 0, index: 0 });
         }
     }
 
     fn folio_putback(&self, folio: FolioRef, why: Putback) {
-        let mut s = self.s.lock();
-        if s.q.push_head(QUEUE, folio.pfn) {
-            s.referenced[folio.pfn as usize] = why == Putback::Referenced;
+        if self.q.lock().push_head(QUEUE, folio.pfn) {
+            self.referenced.set(folio.pfn, (why == Putback::Referenced) as u8);
         }
     }
 
     fn folio_reclaimable(&self, folio: FolioRef) {
-        let mut s = self.s.lock();
-        if s.q.remove(folio.pfn).is_some() {
-            s.q.push_tail(QUEUE, folio.pfn);
+        let mut q = self.q.lock();
+        if q.remove(folio.pfn).is_some() {
+            q.push_tail(QUEUE, folio.pfn);
         }
     }
 }

@@ -4,7 +4,7 @@
 use parking_lot::Mutex;
 
 use super::list::FolioLists;
-use super::{EvictionPolicy, FolioRef, Putback, Removal};
+use super::{AccessMode, EvictionPolicy, FolioRef, Putback, Removal};
 
 const QUEUE: usize = 0;
 
@@ -27,7 +27,9 @@ impl EvictionPolicy for Fifo {
         self.q.lock().push_head(QUEUE, folio.pfn);
     }
 
-    fn folio_accessed(&self, _folio: FolioRef) {}
+    fn access_mode(&self) -> AccessMode {
+        AccessMode::Ignored
+    }
 
     fn folio_removed(&self, folio: FolioRef, _why: Removal) {
         self.q.lock().remove(folio.pfn);

@@ -11,12 +11,13 @@
 //! (policy.rs).
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use super::adaptive::Sizing;
 use super::list::FolioLists;
-use super::{EvictionPolicy, FolioRef, Putback, Removal};
+use super::{AccessCounts, AccessMode, EvictionPolicy, FolioRef, Putback, Removal};
 use crate::page::Pfn;
 
 const SMALL: usize = 0;
@@ -87,7 +88,8 @@ impl Ghost {
 
 struct State {
     q: FolioLists<2>,
-    freq: Vec<u8>,
+    /// Each frame's 2-bit frequency, raised by the engine on access.
+    freq: Arc<AccessCounts>,
     /// The key of the page each held frame caches (for the ghost).
     key: Vec<u64>,
     ghost: Ghost,
@@ -102,8 +104,8 @@ impl State {
     fn evict_small(&mut self) -> Option<Pfn> {
         while let Some(pfn) = self.q.tail(SMALL) {
             self.q.remove(pfn);
-            if self.freq[pfn as usize] >= MOVE_TO_MAIN {
-                self.freq[pfn as usize] = 0;
+            if self.freq.get(pfn) >= MOVE_TO_MAIN {
+                self.freq.take(pfn);
                 self.q.push_head(MAIN, pfn);
                 continue;
             }
@@ -118,10 +120,9 @@ impl State {
         // Each pass lowers a counter; at most MAX_FREQ passes.
         let mut budget = (MAX_FREQ as usize + 1) * self.q.len(MAIN) + 1;
         while let Some(pfn) = self.q.tail(MAIN) {
-            let f = self.freq[pfn as usize];
-            if f >= 1 && budget > 0 {
+            if self.freq.get(pfn) >= 1 && budget > 0 {
                 budget -= 1;
-                self.freq[pfn as usize] = f.min(MAX_FREQ) - 1;
+                self.freq.lower(pfn);
                 self.q.move_to_head(pfn);
                 continue;
             }
@@ -165,7 +166,7 @@ impl S3Fifo {
         S3Fifo {
             s: Mutex::new(State {
                 q: FolioLists::new(nr_frames),
-                freq: vec![0; nr_frames],
+                freq: Arc::new(AccessCounts::new(nr_frames, MAX_FREQ)),
                 key: vec![0; nr_frames],
                 ghost: Ghost::new(capacity * 9 / 10),
                 small_size,
@@ -186,6 +187,10 @@ impl EvictionPolicy for S3Fifo {
         }
     }
 
+    fn access_mode(&self) -> AccessMode {
+        AccessMode::Counted(self.s.lock().freq.clone())
+    }
+
     fn folio_added(&self, folio: FolioRef) {
         let mut s = self.s.lock();
         let key = folio.key();
@@ -198,16 +203,8 @@ impl EvictionPolicy for S3Fifo {
         s.ghost.trim(cap);
         let list = if ghost_hit || (!s.has_evicted && s.q.len(SMALL) >= s.small_size()) { MAIN } else { SMALL };
         if s.q.push_head(list, folio.pfn) {
-            s.freq[folio.pfn as usize] = 0;
+            s.freq.set(folio.pfn, 0);
             s.key[folio.pfn as usize] = key;
-        }
-    }
-
-    fn folio_accessed(&self, folio: FolioRef) {
-        let mut s = self.s.lock();
-        let i = folio.pfn as usize;
-        if s.q.list_of(folio.pfn).is_some() && s.freq[i] < MAX_FREQ {
-            s.freq[i] += 1;
         }
     }
 
@@ -226,14 +223,14 @@ impl EvictionPolicy for S3Fifo {
     fn folio_putback(&self, folio: FolioRef, why: Putback) {
         let mut s = self.s.lock();
         if s.q.push_head(MAIN, folio.pfn) {
-            s.freq[folio.pfn as usize] = (why == Putback::Referenced) as u8;
+            s.freq.set(folio.pfn, (why == Putback::Referenced) as u8);
         }
     }
 
     fn folio_reclaimable(&self, folio: FolioRef) {
         let mut s = self.s.lock();
         if let Some(list) = s.q.remove(folio.pfn) {
-            s.freq[folio.pfn as usize] = 0;
+            s.freq.set(folio.pfn, 0);
             s.q.push_tail(list, folio.pfn);
         }
     }

@@ -5,17 +5,18 @@
 //! unmarked and stays in place, the first unvisited one is evicted.
 //! Written only against the plug-in trait (policy.rs).
 
+use std::sync::Arc;
+
 use parking_lot::Mutex;
 
 use super::list::FolioLists;
-use super::{EvictionPolicy, FolioRef, Putback, Removal};
+use super::{AccessCounts, AccessMode, EvictionPolicy, FolioRef, Putback, Removal};
 use crate::page::Pfn;
 
 const QUEUE: usize = 0;
 
 struct State {
     q: FolioLists<1>,
-    visited: Vec<bool>,
     /// Where the last sweep stopped: the next page it looks at.
     hand: Option<Pfn>,
 }
@@ -32,11 +33,16 @@ impl State {
 
 pub struct Sieve {
     s: Mutex<State>,
+    /// The visited bits (counts up to 1), set by the engine on access.
+    visited: Arc<AccessCounts>,
 }
 
 impl Sieve {
     pub fn new(nr_frames: usize) -> Sieve {
-        Sieve { s: Mutex::new(State { q: FolioLists::new(nr_frames), visited: vec![false; nr_frames], hand: None }) }
+        Sieve {
+            s: Mutex::new(State { q: FolioLists::new(nr_frames), hand: None }),
+            visited: Arc::new(AccessCounts::new(nr_frames, 1)),
+        }
     }
 }
 
@@ -45,17 +51,13 @@ impl EvictionPolicy for Sieve {
         "sieve"
     }
 
-    fn folio_added(&self, folio: FolioRef) {
-        let mut s = self.s.lock();
-        if s.q.push_head(QUEUE, folio.pfn) {
-            s.visited[folio.pfn as usize] = false;
-        }
+    fn access_mode(&self) -> AccessMode {
+        AccessMode::Counted(self.visited.clone())
     }
 
-    fn folio_accessed(&self, folio: FolioRef) {
-        let mut s = self.s.lock();
-        if s.q.list_of(folio.pfn).is_some() {
-            s.visited[folio.pfn as usize] = true;
+    fn folio_added(&self, folio: FolioRef) {
+        if self.s.lock().q.push_head(QUEUE, folio.pfn) {
+            self.visited.set(folio.pfn, 0);
         }
     }
 
@@ -70,8 +72,7 @@ impl EvictionPolicy for Sieve {
         while out.len() < nr && budget > 0 {
             budget -= 1;
             let Some(pfn) = s.hand.or_else(|| s.q.tail(QUEUE)) else { break };
-            if s.visited[pfn as usize] {
-                s.visited[pfn as usize] = false;
+            if self.visited.take(pfn) != 0 {
                 s.hand = s.q.newer(pfn);
                 continue;
             }
@@ -83,15 +84,14 @@ impl EvictionPolicy for Sieve {
     fn folio_putback(&self, folio: FolioRef, why: Putback) {
         let mut s = self.s.lock();
         if s.q.push_head(QUEUE, folio.pfn) {
-            s.visited[folio.pfn as usize] = why == Putback::Referenced;
+            self.visited.set(folio.pfn, (why == Putback::Referenced) as u8);
         }
     }
 
     fn folio_reclaimable(&self, folio: FolioRef) {
         // SIEVE moves no page: unvisited, it goes when the hand comes.
-        let mut s = self.s.lock();
-        if s.q.list_of(folio.pfn).is_some() {
-            s.visited[folio.pfn as usize] = false;
+        if self.s.lock().q.list_of(folio.pfn).is_some() {
+            self.visited.set(folio.pfn, 0);
         }
     }
 }

@@ -38,6 +38,8 @@ pub const TARGET_PCACHE_OVER_MEMCPY: f64 = 1.25;
 pub const TARGET_HOT_KERNEL_OVER_PCACHE: f64 = 4.0;
 pub const TARGET_HIT_NS_1THREAD: f64 = 25.0;
 pub const TARGET_SCALING_2THREADS: f64 = 1.8;
+/// find_page with a plug-in policy over the built-in path's, at most.
+pub const TARGET_POLICY_OVER_BUILTIN: f64 = 1.2;
 
 crate::experiment::params! {
     #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -196,6 +198,13 @@ pub struct HitpathResult {
     pub mglru_hit_ns_1thread: Option<f64>,
     pub mglru_hit_ns_2threads: Option<f64>,
     pub mglru_marking_ns: Option<f64>,
+    /// find_page on a cache whose pages the S3-FIFO plug-in holds (its
+    /// per-frame access count, then the ceiling hint), 1 and 2 threads;
+    /// its 1-thread time over the built-in find_page's, and its scaling.
+    pub policy_hit_ns_1thread: Option<f64>,
+    pub policy_hit_ns_2threads: Option<f64>,
+    pub policy_over_builtin: Option<f64>,
+    pub policy_scaling_2threads: Option<f64>,
     // Ratios.
     pub kernel_over_pcache: f64,
     pub pcache_over_memcpy: f64,
@@ -211,8 +220,9 @@ pub struct HitpathResult {
     pub phase_secs: PhaseSecs,
     /// pcache vmstat deltas: `read_setup` (creating the read cache and
     /// warming it), `read` (the timed reads), `hit_setup` (populating the
-    /// hit-path cache), `hit` (the timed lookups), `hit_mglru` (the timed
-    /// lookups of the multi-gen LRU's rows).
+    /// hit-path cache), `hit` (the timed lookups), `hit_mglru` and
+    /// `hit_policy` (the timed lookups of the multi-gen LRU's and the
+    /// S3-FIFO plug-in's rows).
     pub vmstat: serde_json::Value,
     pub notes: Vec<String>,
 }

@@ -5,7 +5,9 @@
 use std::fmt::Write as _;
 
 use super::{HitpathOpts, HitpathResult, Target, MIB, TARGET_HIT_NS_1THREAD, TARGET_HOT_KERNEL_OVER_PCACHE};
-use super::{TARGET_KERNEL_OVER_PCACHE, TARGET_PCACHE_OVER_MEMCPY, TARGET_SCALING_2THREADS};
+use super::{
+    TARGET_KERNEL_OVER_PCACHE, TARGET_PCACHE_OVER_MEMCPY, TARGET_POLICY_OVER_BUILTIN, TARGET_SCALING_2THREADS,
+};
 use crate::render;
 use crate::stats::{Better, Comparison, Row};
 use crate::verdict::{Headline, Verdict};
@@ -224,6 +226,19 @@ pub(super) fn targets(r: &HitpathResult) -> Vec<Target> {
         ),
         below_hit_ns("hit path, 1 thread", "hit_ns_1thread", r.hit_ns_1thread),
         at_least("hit path: 2 threads / 1 throughput", "scaling_2threads", r.scaling_2threads, TARGET_SCALING_2THREADS),
+        target(
+            "hit path, plug-in S3-FIFO / built-in",
+            "policy_over_builtin",
+            r.policy_over_builtin,
+            &format!("<= {TARGET_POLICY_OVER_BUILTIN:.2}x"),
+            |v| v <= TARGET_POLICY_OVER_BUILTIN,
+        ),
+        at_least(
+            "hit path, plug-in: 2 threads / 1",
+            "policy_scaling_2threads",
+            r.policy_scaling_2threads,
+            TARGET_SCALING_2THREADS,
+        ),
         below_hit_ns("mapped access, 1 thread", "mapped_hit_ns_1thread", r.mapped_hit_ns_1thread),
         below_hit_ns("mapped: pcache - kernel mmap, 1 thr", "mapped_over_kernel_ns", r.mapped_over_kernel_ns),
         below_hit_ns("Mapping::load_u64, 1 thread", "mapped_load_ns_1thread", r.mapped_load_ns_1thread),

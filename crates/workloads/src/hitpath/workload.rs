@@ -8,7 +8,7 @@ use std::os::unix::fs::FileExt;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use pcache::{Config, File, LruPolicy, Mapping, OpenOptions, PageCache, Tunables, VmStat};
+use pcache::{Config, File, LruPolicy, Mapping, OpenOptions, PageCache, PolicyKind, Tunables, VmStat};
 use rand::rngs::StdRng;
 use rand::{RngCore, SeedableRng};
 
@@ -213,6 +213,7 @@ struct HitPhase {
     vm_setup: serde_json::Value,
     vm_hit: serde_json::Value,
     vm_mglru: serde_json::Value,
+    vm_policy: serde_json::Value,
     setup: f64,
     hit: f64,
 }
@@ -482,19 +483,34 @@ fn hit_phase(opts: &HitpathOpts, progress: &Progress) -> Result<HitPhase> {
     drop(file);
     cache.unlink_memory("hitpath")?;
     drop(cache);
-    let vm_mglru = mglru_rows(opts, pages, &streams, &mut rows)?;
+    // What MGLRU's marking (folio_inc_refs in the page's flags until its
+    // count is full, then the PAGE_HOT hint in the tree slot) costs.
+    let mglru = Tunables { lru: LruPolicy::MultiGen, ..Tunables::default() };
+    let vm_mglru = variant_rows(opts, pages, &streams, &mut rows, mglru, MGLRU_ACCESS)?;
+    // What a plug-in policy costs: S3-FIFO's per-frame count, raised until
+    // its ceiling, then the same hint (policy.rs, `AccessCounts`).
+    let plug_in = Tunables { policy: PolicyKind::S3fifo, ..Tunables::default() };
+    let vm_policy = variant_rows(opts, pages, &streams, &mut rows, plug_in, POLICY_ACCESS)?;
     let runs = rows.runs;
     let hit = phase.finish();
-    Ok(HitPhase { runs, vm_setup: vm_delta(&vm1, &vm0), vm_hit: vm_delta(&vm2, &vm1), vm_mglru, setup, hit })
+    let (vm_setup, vm_hit) = (vm_delta(&vm1, &vm0), vm_delta(&vm2, &vm1));
+    Ok(HitPhase { runs, vm_setup, vm_hit, vm_mglru, vm_policy, setup, hit })
 }
 
-/// The find_page rows again on a cache built with the multi-gen LRU
-/// same pages and keys: what MGLRU's marking (folio_inc_refs in
-/// the page's flags until its count is full, then the PAGE_HOT hint in the tree
-/// slot) costs on the hit path. Returns the vmstat delta of the timed lookups.
-fn mglru_rows(opts: &HitpathOpts, pages: u64, streams: &[Vec<u64>], rows: &mut Rows<'_>) -> Result<serde_json::Value> {
-    let tunables = Tunables { lru: LruPolicy::MultiGen, ..Tunables::default() };
-    let (cache, file, _) = populated(tunables, "hitpath-mglru", pages, |_| {})?;
+/// The find_page rows again (rows named `access`) on a cache of the same
+/// pages and keys built with `tunables`: what another way of marking
+/// accesses costs the hit path. Returns the vmstat delta of the timed
+/// lookups.
+fn variant_rows(
+    opts: &HitpathOpts,
+    pages: u64,
+    streams: &[Vec<u64>],
+    rows: &mut Rows<'_>,
+    tunables: Tunables,
+    access: &'static str,
+) -> Result<serde_json::Value> {
+    let name = format!("hitpath-{access}");
+    let (cache, file, _) = populated(tunables, &name, pages, |_| {})?;
     let vm0 = cache.vmstat();
     let max_threads = opts.threads.iter().copied().max().unwrap_or(1);
     with_handles(&file, max_threads, |handles| {
@@ -502,18 +518,19 @@ fn mglru_rows(opts: &HitpathOpts, pages: u64, streams: &[Vec<u64>], rows: &mut R
         let set: Vec<Row<'_>> = opts
             .threads
             .iter()
-            .map(|&k| Row { name: MGLRU_ACCESS, keys: &streams[..k], per_call: 1, access: &find })
+            .map(|&k| Row { name: access, keys: &streams[..k], per_call: 1, access: &find })
             .collect();
         rows.alternate(&set)
     })?;
     let vm1 = cache.vmstat();
     file.close()?;
     drop(file);
-    cache.unlink_memory("hitpath-mglru")?;
+    cache.unlink_memory(&name)?;
     Ok(vm_delta(&vm1, &vm0))
 }
 
 const MGLRU_ACCESS: &str = "find_page_mglru";
+const POLICY_ACCESS: &str = "find_page_s3fifo";
 
 pub fn run(opts: &HitpathOpts) -> Result<HitpathResult> {
     opts.validate()?;
@@ -556,6 +573,10 @@ pub fn run(opts: &HitpathOpts) -> Result<HitpathResult> {
         mglru_hit_ns_1thread: ns(MGLRU_ACCESS, 1),
         mglru_hit_ns_2threads: ns(MGLRU_ACCESS, 2),
         mglru_marking_ns: minus(ns(MGLRU_ACCESS, 1), ns("find_page", 1)),
+        policy_hit_ns_1thread: ns(POLICY_ACCESS, 1),
+        policy_hit_ns_2threads: ns(POLICY_ACCESS, 2),
+        policy_over_builtin: ns(POLICY_ACCESS, 1).zip(ns("find_page", 1)).map(|(p, b)| stats::ratio(p, b)),
+        policy_scaling_2threads: scaling(POLICY_ACCESS),
         kernel_over_pcache: stats::ratio(kernel_pread_ns, pcache_read_ns),
         pcache_over_memcpy: stats::ratio(pcache_read_ns, memcpy_ns),
         hot_kernel_over_pcache: stats::ratio(kernel_hot_pread_ns, pcache_hot_read_ns),
@@ -578,6 +599,7 @@ pub fn run(opts: &HitpathOpts) -> Result<HitpathResult> {
             "hit_setup": hit.vm_setup,
             "hit": hit.vm_hit,
             "hit_mglru": hit.vm_mglru,
+            "hit_policy": hit.vm_policy,
         }),
         notes: notes(opts, read.misses),
     };

@@ -30,6 +30,10 @@ fn hitpath_tiny_json_has_every_key() {
         "kernel_mapped_ns_1thread",
         "mglru_hit_ns_1thread",
         "mglru_hit_ns_2threads",
+        "policy_hit_ns_1thread",
+        "policy_hit_ns_2threads",
+        "policy_over_builtin",
+        "policy_scaling_2threads",
         "mapped_load_ns_1thread",
         "mapped_load_ns_2threads",
         "mapped_batch_ns_1thread",
@@ -47,11 +51,11 @@ fn hitpath_tiny_json_has_every_key() {
     }
     assert_eq!(json["threads"], serde_json::json!([1, 2]));
 
-    for part in ["read_setup", "read", "hit_setup", "hit", "hit_mglru"] {
+    for part in ["read_setup", "read", "hit_setup", "hit", "hit_mglru", "hit_policy"] {
         assert!(json["vmstat"][part].is_object(), "vmstat.{part}");
     }
     assert_eq!(json["samples"]["pcache_read_ns"].as_array().map(Vec::len), Some(2));
-    // Rows: find_page, find_page_mglru, mapped, mapped_load and mapped_batch for 1 and 2 threads,
+    // Rows: find_page, find_page_mglru, find_page_s3fifo, mapped, mapped_load and mapped_batch for 1 and 2 threads,
     // pageref, pagemut and the kernel's mapped access for 1.
     let rows: Vec<(String, u64)> = json["hit"]
         .as_array()
@@ -73,11 +77,13 @@ fn hitpath_tiny_json_has_every_key() {
         ("kernel_mapped", 1),
         ("find_page_mglru", 1),
         ("find_page_mglru", 2),
+        ("find_page_s3fifo", 1),
+        ("find_page_s3fifo", 2),
     ] {
         assert!(rows.contains(&(access.to_string(), threads)), "no {access} row for {threads} threads: {rows:?}");
     }
-    assert_eq!(rows.len(), 13);
-    assert_eq!(json["targets"].as_array().map(Vec::len), Some(10));
+    assert_eq!(rows.len(), 15);
+    assert_eq!(json["targets"].as_array().map(Vec::len), Some(12));
     for t in json["targets"].as_array().unwrap() {
         let status = t["status"].as_str().unwrap();
         assert!(status == "PASS" || status == "MISS", "{t}");

@@ -181,6 +181,17 @@ pub trait EvictionPolicy: Send + Sync {
     /// ended: the kernel rotates it to the inactive tail so that it is
     /// freed next (`rotate_reclaimable_page`). The page is the policy's.
     fn folio_reclaimable(&self, _folio: FolioRef) {}
+
+    /// The application will not need the page soon: `fadvise(DONTNEED)`
+    /// met it dirty, under writeback or in use (so invalidation could not
+    /// drop it), or `MADV_COLD` named it. The kernel moves such a page to
+    /// the inactive list's tail (`deactivate_file_folio`); by default, as
+    /// `folio_reclaimable`, freed next. A dirty page chosen then is written
+    /// back first (`Putback::Dirty`). A frame the policy does not hold
+    /// (a candidate now) is ignored.
+    fn folio_deactivated(&self, folio: FolioRef) {
+        self.folio_reclaimable(folio);
+    }
 }
 
 /// How a policy wants to hear of accesses (the module's doc says what
@@ -615,6 +626,18 @@ impl Cache {
             if let Some(inode) = &inode {
                 self.clear_page_hot(inode, pfn);
             }
+        }
+    }
+
+    /// deactivate_page with a plug-in: a page it holds (on the lists, not a
+    /// candidate) is passed on, after this CPU's queued accesses so that
+    /// they do not undo it.
+    pub(crate) fn policy_deactivate(&self, pfn: Pfn) {
+        let Some(policy) = self.policy.get() else { return };
+        if self.page(pfn).flags() & (PG_LRU | PG_UNEVICTABLE) == PG_LRU {
+            self.policy.drain(false, |b| self.policy_deliver(b));
+            policy.folio_deactivated(self.folio_ref(pfn));
+            self.policy_clear_cooled();
         }
     }
 

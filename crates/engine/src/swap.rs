@@ -311,8 +311,9 @@ impl Cache {
     /// deactivate_page (MADV_COLD): as deactivate_file_page, mapped or not.
     pub fn deactivate_page(&self, pfn: Pfn) {
         if self.policy.active() && !self.page(pfn).test(PG_SWAPBACKED) {
-            // A plug-in's page: not passed on (yet); the list move would
-            // also clear the PG_referenced its first use set (policy.rs).
+            // A plug-in's page: its policy decides (the list move would
+            // also clear the PG_referenced its first use set, policy.rs).
+            self.policy_deactivate(pfn);
             return;
         }
         if self.page(pfn).test(PG_LRU) {

@@ -11,7 +11,8 @@
 //! `folio_refault(folio, distance, workingset)`, `folio_putback(folio, why)`
 //! (`"dirty"`, `"writeback"`, `"referenced"`, `"busy"`; without it a
 //! putback is handed over as `folio_added`) and `folio_reclaimable(folio)`
-//! are optional. A truthy `sync_access` attribute asks for each access at
+//! (also told of a page `fadvise(DONTNEED)` or `MADV_COLD` deactivated) are
+//! optional. A truthy `sync_access` attribute asks for each access at
 //! once instead of in per-CPU batches; a `name` attribute (else the class
 //! name) labels it.
 //!

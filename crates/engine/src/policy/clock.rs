@@ -67,9 +67,11 @@ impl EvictionPolicy for Clock {
     }
 
     fn folio_reclaimable(&self, folio: FolioRef) {
+        // To the oldest end, unreferenced: freed next.
         let mut q = self.q.lock();
         if q.remove(folio.pfn).is_some() {
             q.push_tail(QUEUE, folio.pfn);
+            self.referenced.take(folio.pfn);
         }
     }
 }

@@ -161,6 +161,15 @@ pub trait EvictionPolicy: Send + Sync {
     /// `Batched` and `Sync` policies only.
     fn folio_accessed(&self, _folio: FolioRef) {}
 
+    /// A batch of accesses, in the order they happened (`Batched`: one
+    /// per-CPU batch at a time). By default one `folio_accessed` each; a
+    /// policy with one lock takes it once here.
+    fn folios_accessed(&self, folios: &[FolioRef]) {
+        for &f in folios {
+            self.folio_accessed(f);
+        }
+    }
+
     /// A page left the cache.
     fn folio_removed(&self, folio: FolioRef, why: Removal);
 
@@ -645,10 +654,18 @@ impl Cache {
     /// longer caches what it did when they were queued.
     fn policy_deliver(&self, batch: &[FolioRef]) {
         let Some(policy) = self.policy.get() else { return };
-        for f in batch {
-            let page = self.page(f.pfn);
-            if page.mapping() == f.mapping && page.index() == f.index {
-                policy.folio_accessed(*f);
+        let mut live = [FolioRef { pfn: 0, order: 0, mapping: 0, index: 0 }; PAGEVEC_SIZE];
+        for chunk in batch.chunks(PAGEVEC_SIZE) {
+            let mut n = 0;
+            for f in chunk {
+                let page = self.page(f.pfn);
+                if page.mapping() == f.mapping && page.index() == f.index {
+                    live[n] = *f;
+                    n += 1;
+                }
+            }
+            if n > 0 {
+                policy.folios_accessed(&live[..n]);
             }
         }
     }

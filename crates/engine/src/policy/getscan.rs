@@ -81,17 +81,23 @@ impl EvictionPolicy for GetScan {
     }
 
     fn folio_accessed(&self, folio: FolioRef) {
+        self.folios_accessed(&[folio]);
+    }
+
+    fn folios_accessed(&self, folios: &[FolioRef]) {
         let mut s = self.s.lock();
-        match s.q.list_of(folio.pfn) {
-            Some(PROBATION) => {
-                s.q.remove(folio.pfn);
-                s.q.push_head(PROTECTED, folio.pfn);
+        for f in folios {
+            match s.q.list_of(f.pfn) {
+                Some(PROBATION) => {
+                    s.q.remove(f.pfn);
+                    s.q.push_head(PROTECTED, f.pfn);
+                }
+                Some(_) => {
+                    s.q.move_to_head(f.pfn);
+                }
+                // A frame not held (removed, or a candidate): ignored.
+                None => {}
             }
-            Some(_) => {
-                s.q.move_to_head(folio.pfn);
-            }
-            // A frame not held (removed, or a candidate): ignored.
-            None => {}
         }
     }
 

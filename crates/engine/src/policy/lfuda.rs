@@ -67,9 +67,15 @@ impl EvictionPolicy for Lfuda {
     }
 
     fn folio_accessed(&self, folio: FolioRef) {
+        self.folios_accessed(&[folio]);
+    }
+
+    fn folios_accessed(&self, folios: &[FolioRef]) {
         let mut s = self.s.lock();
-        if let Some(e) = s.unplace(folio.pfn) {
-            s.place(folio.pfn, e.count + 1);
+        for f in folios {
+            if let Some(e) = s.unplace(f.pfn) {
+                s.place(f.pfn, e.count + 1);
+            }
         }
     }
 

@@ -28,7 +28,14 @@ impl EvictionPolicy for Lru {
     }
 
     fn folio_accessed(&self, folio: FolioRef) {
-        self.q.lock().move_to_head(folio.pfn);
+        self.folios_accessed(&[folio]);
+    }
+
+    fn folios_accessed(&self, folios: &[FolioRef]) {
+        let mut q = self.q.lock();
+        for f in folios {
+            q.move_to_head(f.pfn);
+        }
     }
 
     fn folio_removed(&self, folio: FolioRef, _why: Removal) {

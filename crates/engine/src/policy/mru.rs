@@ -30,7 +30,14 @@ impl EvictionPolicy for Mru {
     }
 
     fn folio_accessed(&self, folio: FolioRef) {
-        self.q.lock().move_to_head(folio.pfn);
+        self.folios_accessed(&[folio]);
+    }
+
+    fn folios_accessed(&self, folios: &[FolioRef]) {
+        let mut q = self.q.lock();
+        for f in folios {
+            q.move_to_head(f.pfn);
+        }
     }
 
     fn folio_removed(&self, folio: FolioRef, _why: Removal) {

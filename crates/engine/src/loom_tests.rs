@@ -732,3 +732,42 @@ fn policy_ceiling_hint_never_outlives_lowering() {
         assert_eq!(counts.get(0), 0);
     });
 }
+
+// Goal: a plug-in's per-thread access ring (policy/access.rs) hands each
+// entry over exactly once and intact, whatever the interleaving of its
+// producer (which takes the ring itself when it fills) and a consumer
+// taking it meanwhile (reclaim's drain): nothing lost, duplicated or torn.
+// (Loom does not let a load see a later store, so the producer's acquire of
+// `tail` is argued in the module's doc rather than checked here; `head`'s
+// release is.)
+#[test]
+fn policy_access_ring_delivers_each_entry_once() {
+    use crate::policy::access::{AccessRing, RING};
+    use crate::policy::FolioRef;
+    loom::model(|| {
+        let ring = Arc::new(AccessRing::default());
+        let r2 = ring.clone();
+        let f = |i: u64| FolioRef { pfn: i as u32, order: 0, mapping: 7, index: 1000 + i };
+        // One more than the ring holds: the producer takes it once.
+        let n = RING as u64 + 1;
+        let producer = thread::spawn(move || {
+            let mut got = Vec::new();
+            for i in 0..n {
+                if let Some(t) = r2.push_owned(f(i)) {
+                    got.extend_from_slice(t.folios());
+                }
+            }
+            got
+        });
+        let mut got = Vec::new();
+        if let Some(t) = ring.take() {
+            got.extend_from_slice(t.folios());
+        }
+        got.extend(producer.join().unwrap());
+        if let Some(t) = ring.take() {
+            got.extend_from_slice(t.folios());
+        }
+        got.sort_by_key(|f| f.pfn);
+        assert_eq!(got, (0..n).map(f).collect::<Vec<_>>());
+    });
+}

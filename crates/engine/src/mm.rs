@@ -227,7 +227,7 @@ impl Cache {
             },
             hazards,
             admission: crate::admission::AdmissionCtl::new(&config, policy.is_some()),
-            policy: crate::policy::PolicyCtl::new(policy, nr_cpus),
+            policy: crate::policy::PolicyCtl::new(policy),
             pending: PendingFrees::new(config.nr_pages()),
             fds: crate::backing::FdCache::new(config.tunables.max_open_fds),
             swap: std::sync::OnceLock::new(),

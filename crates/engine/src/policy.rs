@@ -17,12 +17,13 @@
 //!
 //! Accesses (`mark_page_accessed`, and young page-table entries found by
 //! `page_referenced`) reach a policy in the way its `access_mode` asks:
-//! - `Batched` (the default): queued in per-CPU batches of `PAGEVEC_SIZE`
-//!   and handed over when a batch fills, before this CPU adds a page (so
-//!   one thread's events reach the policy in the order they happened) and
-//!   at reclaim (every CPU's batch). A batch entry names the page's
-//!   (mapping, index) and holds no reference: a page that left the cache,
-//!   or whose frame now holds another page, is dropped at delivery.
+//! - `Batched` (the default): queued without a lock in per-thread rings of
+//!   `PAGEVEC_SIZE` (policy/access.rs) and handed over, `folios_accessed`,
+//!   when a ring fills, before this thread adds a page (so one thread's
+//!   events reach the policy in the order they happened) and at reclaim
+//!   (every ring). An entry names the page's (mapping, index) and holds no
+//!   reference: a page that left the cache, or whose frame now holds
+//!   another page, is dropped at delivery.
 //! - `Sync`: each access at once, a call into the policy on the hit path.
 //! - `Counted`: a saturating per-frame count (`AccessCounts`) the hit path
 //!   raises with one load and, below the ceiling, one compare-and-swap;
@@ -46,6 +47,7 @@
 //! lru_lock, with lock-free marking on the hit path), and a plug-in
 //! selected at start changes none of their code.
 
+pub mod access;
 pub mod adaptive;
 pub mod clock;
 pub mod fifo;
@@ -61,6 +63,8 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
+
+use access::AccessRings;
 
 use crate::lru_gen::SlotWord;
 use crate::mm::Cache;
@@ -162,7 +166,7 @@ pub trait EvictionPolicy: Send + Sync {
     fn folio_accessed(&self, _folio: FolioRef) {}
 
     /// A batch of accesses, in the order they happened (`Batched`: one
-    /// per-CPU batch at a time). By default one `folio_accessed` each; a
+    /// thread's ring at a time). By default one `folio_accessed` each; a
     /// policy with one lock takes it once here.
     fn folios_accessed(&self, folios: &[FolioRef]) {
         for &f in folios {
@@ -207,7 +211,7 @@ pub trait EvictionPolicy: Send + Sync {
 /// each costs the hit path).
 #[derive(Clone)]
 pub enum AccessMode {
-    /// In per-CPU batches, `folio_accessed` (the default).
+    /// In per-thread rings, `folios_accessed` (the default).
     Batched,
     /// Each at once, `folio_accessed` on the hit path.
     Sync,
@@ -446,37 +450,20 @@ impl PolicyKind {
     }
 }
 
-/// One CPU's queued accesses.
-struct AccessBatch {
-    n: usize,
-    folios: [FolioRef; PAGEVEC_SIZE],
-}
-
-impl Default for AccessBatch {
-    fn default() -> Self {
-        AccessBatch { n: 0, folios: [FolioRef { pfn: 0, order: 0, mapping: 0, index: 0 }; PAGEVEC_SIZE] }
-    }
-}
-
-/// A CPU's batch on its own cache lines.
-#[repr(align(128))]
-#[derive(Default)]
-struct CpuAccessBatch(Mutex<AccessBatch>);
-
-/// The selected plug-in, its access mode and its per-CPU access batches.
-/// Set once at `Cache::new`; with no plug-in every test of it is one
-/// `Option` test.
+/// The selected plug-in, its access mode and, for a `Batched` one, the
+/// per-thread access rings (policy/access.rs). Set once at `Cache::new`;
+/// with no plug-in every test of it is one `Option` test.
 pub struct PolicyCtl {
     policy: Option<Box<dyn EvictionPolicy>>,
     mode: AccessMode,
-    batches: Box<[CpuAccessBatch]>,
+    rings: AccessRings,
 }
 
 impl PolicyCtl {
-    pub fn new(policy: Option<Box<dyn EvictionPolicy>>, nr_cpus: usize) -> PolicyCtl {
+    pub fn new(policy: Option<Box<dyn EvictionPolicy>>) -> PolicyCtl {
         let mode = policy.as_ref().map_or(AccessMode::Ignored, |p| p.access_mode());
-        let n = if matches!(mode, AccessMode::Batched) { nr_cpus.max(1) } else { 0 };
-        PolicyCtl { policy, mode, batches: (0..n).map(|_| CpuAccessBatch::default()).collect() }
+        let n = if matches!(mode, AccessMode::Batched) { crate::percpu::MAX_SLOTS + 1 } else { 0 };
+        PolicyCtl { policy, mode, rings: AccessRings::new(n) }
     }
 
     /// The access counts of a `Counted` plug-in.
@@ -500,47 +487,22 @@ impl PolicyCtl {
         self.policy.is_some()
     }
 
-    /// Queue an access on this CPU's batch; a full batch is handed to
-    /// `deliver` (with no batch lock held). Sync policies get it at once.
+    /// Queue an access on this thread's ring; a full ring's batch is
+    /// handed to `deliver` (with no lock held). Sync policies get it at
+    /// once.
+    #[inline]
     pub(crate) fn queue_access(&self, folio: FolioRef, deliver: impl FnOnce(&[FolioRef])) {
-        if !matches!(self.mode, AccessMode::Batched) {
+        if matches!(self.mode, AccessMode::Batched) {
+            self.rings.queue(folio, deliver);
+        } else {
             deliver(&[folio]);
-            return;
-        }
-        let cpu = crate::percpu::current_cpu(self.batches.len());
-        let mut b = self.batches[cpu].0.lock();
-        let n = b.n;
-        b.folios[n] = folio;
-        b.n += 1;
-        if b.n == PAGEVEC_SIZE {
-            let full = b.folios;
-            b.n = 0;
-            drop(b);
-            deliver(&full);
         }
     }
 
-    /// Hand this CPU's queued accesses (or every CPU's, `all`) to
-    /// `deliver`, each batch in the order it was queued.
-    pub(crate) fn drain(&self, all: bool, mut deliver: impl FnMut(&[FolioRef])) {
-        if self.batches.is_empty() {
-            return;
-        }
-        let mut one = |i: usize| {
-            let mut b = self.batches[i].0.lock();
-            if b.n == 0 {
-                return;
-            }
-            let (n, folios) = (b.n, b.folios);
-            b.n = 0;
-            drop(b);
-            deliver(&folios[..n]);
-        };
-        if all {
-            (0..self.batches.len()).for_each(&mut one);
-        } else {
-            one(crate::percpu::current_cpu(self.batches.len()));
-        }
+    /// Hand this thread's queued accesses (or every thread's, `all`) to
+    /// `deliver`, each ring's in the order they were queued.
+    pub(crate) fn drain(&self, all: bool, deliver: impl FnMut(&[FolioRef])) {
+        self.rings.drain(all, deliver);
     }
 }
 
@@ -553,7 +515,7 @@ impl Cache {
     }
 
     /// lru_cache_add with a plug-in: a file page goes on the lists at
-    /// once (no lru_add batch: the policy is told now, after this CPU's
+    /// once (no lru_add batch: the policy is told now, after this thread's
     /// queued accesses, so it sees one thread's events in order). False
     /// for a page the plug-in does not hold (anonymous, unevictable).
     pub(crate) fn policy_lru_add(&self, pfn: Pfn) -> bool {
@@ -639,7 +601,7 @@ impl Cache {
     }
 
     /// deactivate_page with a plug-in: a page it holds (on the lists, not a
-    /// candidate) is passed on, after this CPU's queued accesses so that
+    /// candidate) is passed on, after this thread's queued accesses so that
     /// they do not undo it.
     pub(crate) fn policy_deactivate(&self, pfn: Pfn) {
         let Some(policy) = self.policy.get() else { return };
@@ -670,7 +632,7 @@ impl Cache {
         }
     }
 
-    /// Deliver this CPU's (or every CPU's) queued accesses.
+    /// Deliver this thread's (or every thread's) queued accesses.
     pub(crate) fn policy_drain(&self, all: bool) {
         self.policy.drain(all, |b| self.policy_deliver(b));
         self.policy_clear_cooled();
@@ -845,7 +807,7 @@ mod tests {
 
     #[test]
     fn batches_keep_order_and_drain() {
-        let ctl = PolicyCtl::new(PolicyKind::Lru.build(64, 64), 1);
+        let ctl = PolicyCtl::new(PolicyKind::Lru.build(64, 64));
         let mut seen = Vec::new();
         for pfn in 0..(PAGEVEC_SIZE as Pfn + 3) {
             ctl.queue_access(folio(pfn), |b| seen.extend(b.iter().map(|f| f.pfn)));
@@ -853,6 +815,6 @@ mod tests {
         assert_eq!(seen, (0..PAGEVEC_SIZE as Pfn).collect::<Vec<_>>());
         ctl.drain(true, |b| seen.extend(b.iter().map(|f| f.pfn)));
         assert_eq!(seen, (0..PAGEVEC_SIZE as Pfn + 3).collect::<Vec<_>>());
-        assert!(PolicyCtl::new(None, 4).get().is_none());
+        assert!(PolicyCtl::new(None).get().is_none());
     }
 }

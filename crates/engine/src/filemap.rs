@@ -646,8 +646,8 @@ impl Cache {
             inode.tree.store(index, page_entry(pfn), &g);
         }
         self.lru_cache_add(pfn);
-        if let (Some(p), Some(r)) = (self.policy.get(), refault) {
-            p.folio_refault(crate::policy::FolioRef { pfn, order: 0, mapping: inode.id, index }, r);
+        if let Some(r) = refault {
+            self.policy_refault(crate::policy::FolioRef { pfn, order: 0, mapping: inode.id, index }, r);
         }
         Some(LockedPage::adopt(page, pfn, &self.vm))
     }

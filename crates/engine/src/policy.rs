@@ -653,69 +653,111 @@ impl Cache {
         true
     }
 
-    /// shrink_node with a plug-in: deliver every CPU's queued accesses,
-    /// then ask the policy for candidates, isolate them and reclaim them
-    /// through shrink_page_list (writeback, shadows, the hazard check);
-    /// what was not freed goes back to the policy. At most
-    /// `held >> priority` candidates are looked at (at least what is
-    /// still to reclaim, at most SWAP_CLUSTER_MAX per batch), so a policy
-    /// that keeps naming busy pages cannot keep reclaim here. Anonymous
-    /// pages are then reclaimed from the kernel's lists if short.
+    /// shrink_node with a plug-in: deliver every thread's queued accesses,
+    /// then reclaim as shrink_lruvec does, from the two kinds of page in
+    /// turn, each by the share `get_scan_count` gives it: file pages in
+    /// batches the policy names (`policy_shrink_file`), anonymous ones from
+    /// the kernel's anon lists. A policy's file pages all sit on the
+    /// inactive file list, so its share is that list's `size >> priority`
+    /// times the file fraction; with nothing to balance against (no swap,
+    /// or no anon pages) at least what is still to reclaim, so one reclaim
+    /// at the first priority frees exactly its target. The budgets bound the
+    /// loop: a policy that keeps naming busy pages cannot keep reclaim here.
     pub(crate) fn policy_shrink_node(&self, sc: &mut ScanControl) {
         let Some(policy) = self.policy.get() else { return };
         self.policy_drain(true);
-        let held = self.lruvec.len(LruList::InactiveFile);
-        let mut budget = (held >> sc.priority.max(0)).max(sc.nr_to_reclaim.saturating_sub(sc.nr_reclaimed));
-        let (mut cands, mut isolated, mut keep) = (Vec::new(), Vec::new(), Vec::new());
-        while sc.nr_reclaimed < sc.nr_to_reclaim && budget > 0 {
-            let want = (sc.nr_to_reclaim - sc.nr_reclaimed).min(SWAP_CLUSTER_MAX).min(budget);
-            cands.clear();
-            policy.evict_candidates(want as usize, &mut cands);
-            self.policy_clear_cooled();
-            if cands.is_empty() {
-                break;
+        let nr = self.get_scan_count(sc);
+        let mut file = nr[LruList::InactiveFile.idx()] + nr[LruList::ActiveFile.idx()];
+        let mut anon = nr[LruList::InactiveAnon.idx()];
+        let anon_active = nr[LruList::ActiveAnon.idx()];
+        let left = |sc: &ScanControl| sc.nr_to_reclaim.saturating_sub(sc.nr_reclaimed);
+        let anon_pages = self.lruvec.len(LruList::InactiveAnon) + self.lruvec.len(LruList::ActiveAnon);
+        if self.nr_swap_pages() == 0 || anon_pages == 0 {
+            file = file.max(left(sc));
+        }
+        let mut bufs = (Vec::new(), Vec::new(), Vec::new());
+        while left(sc) > 0 && (file > 0 || anon > 0) {
+            if file > 0 {
+                let want = left(sc).min(SWAP_CLUSTER_MAX).min(file);
+                let scanned = self.policy_shrink_file(policy, want, sc, &mut bufs);
+                // A policy with no more candidates ends the file side.
+                file = if scanned == 0 { 0 } else { file.saturating_sub(scanned) };
             }
-            budget = budget.saturating_sub(cands.len() as u64);
-            isolated.clear();
-            {
-                let mut lru = self.lruvec.lock(&self.arena, &self.vm);
-                for c in &cands {
-                    if c.pfn as u64 >= self.arena.nr_pages {
-                        continue;
-                    }
-                    let page = self.page(c.pfn);
-                    let flags = page.flags();
-                    // Not (or no longer) a cached page of the policy's:
-                    // its removal was reported; a page at count 0 is
-                    // being freed and leaves the list itself.
-                    if flags & (PG_LRU | PG_SWAPBACKED | PG_UNEVICTABLE) != PG_LRU || !page.get_unless_zero() {
-                        continue;
-                    }
-                    lru.del(c.pfn, LruList::of_flags(flags));
-                    page.test_clear(PG_LRU, &self.vm);
-                    isolated.push(c.pfn);
+            if anon > 0 && left(sc) > 0 {
+                let n = anon.min(SWAP_CLUSTER_MAX);
+                self.shrink_inactive_list(n, LruList::InactiveAnon, sc);
+                anon -= n;
+            }
+        }
+        if anon_active > 0 && self.inactive_anon_is_low() {
+            self.shrink_active_list(SWAP_CLUSTER_MAX.min(anon_active), LruList::ActiveAnon, sc);
+        }
+    }
+
+    /// shrink_inactive_list over the policy's pages: ask it for up to
+    /// `want` candidates, isolate them and reclaim them through
+    /// shrink_page_list (writeback, shadows, the hazard check); what was
+    /// not freed goes back to the policy. Returns the candidates named.
+    fn policy_shrink_file(
+        &self,
+        policy: &dyn EvictionPolicy,
+        want: u64,
+        sc: &mut ScanControl,
+        (cands, isolated, keep): &mut (Vec<FolioRef>, Vec<Pfn>, Vec<Pfn>),
+    ) -> u64 {
+        cands.clear();
+        policy.evict_candidates(want as usize, cands);
+        self.policy_clear_cooled();
+        if cands.is_empty() {
+            return 0;
+        }
+        isolated.clear();
+        {
+            let mut lru = self.lruvec.lock(&self.arena, &self.vm);
+            for c in cands.iter() {
+                if c.pfn as u64 >= self.arena.nr_pages {
+                    continue;
                 }
+                let page = self.page(c.pfn);
+                let flags = page.flags();
+                // Not (or no longer) a cached page of the policy's:
+                // its removal was reported; a page at count 0 is
+                // being freed and leaves the list itself.
+                if flags & (PG_LRU | PG_SWAPBACKED | PG_UNEVICTABLE) != PG_LRU || !page.get_unless_zero() {
+                    continue;
+                }
+                lru.del(c.pfn, LruList::of_flags(flags));
+                page.test_clear(PG_LRU, &self.vm);
+                isolated.push(c.pfn);
             }
-            let scanned = cands.len() as u64;
-            sc.nr_scanned += scanned;
-            sc.last_scanned = scanned;
-            self.vm.add(if sc.kswapd { Item::pgscan_kswapd } else { Item::pgscan_direct }, scanned);
-            self.vm.add(Item::pgscan_file, scanned);
-            keep.clear();
-            let mut stat = ReclaimStat::default();
-            let reclaimed = self.shrink_page_list(&isolated, sc, &mut keep, &mut stat);
-            sc.nr_reclaimed += reclaimed;
-            self.vm.add(if sc.kswapd { Item::pgsteal_kswapd } else { Item::pgsteal_direct }, reclaimed);
-            self.vm.add(Item::pgsteal_file, reclaimed);
-            self.policy_putback(policy, &keep);
+            lru.reclaim_stat().recent_scanned[1] += isolated.len() as u64;
         }
-        if sc.nr_reclaimed < sc.nr_to_reclaim && self.nr_swap_pages() > 0 {
-            let nr = (sc.nr_to_reclaim - sc.nr_reclaimed).min(SWAP_CLUSTER_MAX);
-            self.shrink_inactive_list(nr, LruList::InactiveAnon, sc);
-            if self.inactive_anon_is_low() {
-                self.shrink_active_list(SWAP_CLUSTER_MAX, LruList::ActiveAnon, sc);
-            }
+        let scanned = cands.len() as u64;
+        sc.nr_scanned += scanned;
+        sc.last_scanned = scanned;
+        self.vm.add(if sc.kswapd { Item::pgscan_kswapd } else { Item::pgscan_direct }, scanned);
+        self.vm.add(Item::pgscan_file, scanned);
+        keep.clear();
+        let mut stat = ReclaimStat::default();
+        let reclaimed = self.shrink_page_list(isolated, sc, keep, &mut stat);
+        sc.nr_reclaimed += reclaimed;
+        self.vm.add(if sc.kswapd { Item::pgsteal_kswapd } else { Item::pgsteal_direct }, reclaimed);
+        self.vm.add(Item::pgsteal_file, reclaimed);
+        self.policy_putback(policy, keep);
+        scanned
+    }
+
+    /// A file page refaulted where its shadow was: tell the policy. A
+    /// refault the kernel's lists would have activated (within the pages
+    /// the policy holds) counts as a rotation for `get_scan_count`, as an
+    /// activated refault does there, so thrashing file pages turn reclaim
+    /// toward anonymous ones.
+    pub(crate) fn policy_refault(&self, folio: FolioRef, refault: Refault) {
+        let Some(policy) = self.policy.get() else { return };
+        if refault.distance <= self.lruvec.len(LruList::InactiveFile) {
+            self.lruvec.lock(&self.arena, &self.vm).reclaim_stat().recent_rotated[1] += 1;
         }
+        policy.folio_refault(folio, refault);
     }
 
     /// putback_inactive_pages for a plug-in's candidates: back on the
@@ -731,8 +773,10 @@ impl Cache {
                 let flags = page.flags();
                 vm_bug_on_page!(flags & PG_LRU != 0, page, "putback of a page on a list");
                 let why = if flags & PG_ACTIVE != 0 {
-                    // activate_locked: try_to_unmap found it used.
+                    // activate_locked: try_to_unmap found it used (a
+                    // rotation for get_scan_count, as the kernel counts it).
                     page.clear(PG_ACTIVE, &self.vm);
+                    lru.reclaim_stat().recent_rotated[1] += 1;
                     Putback::Referenced
                 } else if flags & PG_WRITEBACK != 0 && flags & PG_RECLAIM == 0 {
                     Putback::Writeback

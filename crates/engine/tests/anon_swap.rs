@@ -15,8 +15,8 @@ use rand::{Rng, SeedableRng};
 
 use pcache::backing::{Fault, FaultInjector, FaultOp, MemoryDev};
 use pcache::{
-    AnonLru, Config, Error, Item, LruList, Madvise, Mapping, PageCache, ReclaimWriteback, SwapBacking, SwapConfig,
-    Tunables, VmStat,
+    AnonLru, Config, Error, Item, LruList, Madvise, Mapping, PageCache, PolicyKind, ReclaimWriteback, SwapBacking,
+    SwapConfig, Tunables, VmStat,
 };
 
 const PS: u64 = 4096;
@@ -236,8 +236,8 @@ fn dropping_regions_frees_every_swap_slot() {
 /// mapping, the file by read_at), so that reclaim must choose between
 /// them and both kinds of page are found in use (rotated) alike. Returns
 /// the anon share of pages scanned.
-fn anon_scan_share(swappiness: u32) -> f64 {
-    let pc = cache(1024, 4096, Tunables { swappiness, ..quiet() });
+fn anon_scan_share(swappiness: u32, policy: PolicyKind) -> f64 {
+    let pc = cache(1024, 4096, Tunables { swappiness, policy, ..quiet() });
     let m = pc.map_anon(600 * PS).unwrap();
     for i in 0..600 {
         write_stamp(&m, 1, i, 1).unwrap();
@@ -270,11 +270,28 @@ fn anon_scan_share(swappiness: u32) -> f64 {
 // 0.000 against 0.35).
 #[test]
 fn swappiness_moves_the_scan_balance() {
-    let low = anon_scan_share(0);
-    let high = anon_scan_share(100);
+    let low = anon_scan_share(0, PolicyKind::Kernel);
+    let high = anon_scan_share(100, PolicyKind::Kernel);
     eprintln!("anon share of pgscan: swappiness 0 {low:.3}, 100 {high:.3}");
     assert!(low < 0.05, "swappiness 0: anon share {low:.3}");
     assert!(high > 0.2, "swappiness 100: anon share {high:.3}");
+    assert!(high > 5.0 * low.max(0.001), "0: {low:.3}, 100: {high:.3}");
+}
+
+// Goal: with a plug-in holding the file pages, reclaim still balances them
+// against the kernel's anon lists by get_scan_count: the policy's
+// candidates count as file scans, its referenced putbacks and the refaults
+// the kernel would have activated as file rotations. Method: the workload
+// above under S3-FIFO; the file thrashes (it refaults within the cache's
+// size), so at swappiness 100 anon takes a real share, and at 0 almost
+// none.
+#[test]
+fn swappiness_balances_a_plug_ins_file_pages_against_anon() {
+    let low = anon_scan_share(0, PolicyKind::S3fifo);
+    let high = anon_scan_share(100, PolicyKind::S3fifo);
+    eprintln!("S3-FIFO: anon share of pgscan: swappiness 0 {low:.3}, 100 {high:.3}");
+    assert!(low < 0.05, "swappiness 0: anon share {low:.3}");
+    assert!(high > 0.1, "swappiness 100: anon share {high:.3}");
     assert!(high > 5.0 * low.max(0.001), "0: {low:.3}, 100: {high:.3}");
 }
 

@@ -55,7 +55,8 @@ fn hitpath_tiny_json_has_every_key() {
         assert!(json["vmstat"][part].is_object(), "vmstat.{part}");
     }
     assert_eq!(json["samples"]["pcache_read_ns"].as_array().map(Vec::len), Some(2));
-    // Rows: find_page, find_page_mglru, find_page_s3fifo, mapped, mapped_load and mapped_batch for 1 and 2 threads,
+    // Rows: find_page, find_page_mglru, find_page_s3fifo, find_page_lists, mapped, mapped_load and mapped_batch for
+    // 1 and 2 threads,
     // pageref, pagemut and the kernel's mapped access for 1.
     let rows: Vec<(String, u64)> = json["hit"]
         .as_array()
@@ -79,10 +80,12 @@ fn hitpath_tiny_json_has_every_key() {
         ("find_page_mglru", 2),
         ("find_page_s3fifo", 1),
         ("find_page_s3fifo", 2),
+        ("find_page_lists", 1),
+        ("find_page_lists", 2),
     ] {
         assert!(rows.contains(&(access.to_string(), threads)), "no {access} row for {threads} threads: {rows:?}");
     }
-    assert_eq!(rows.len(), 15);
+    assert_eq!(rows.len(), 17);
     assert_eq!(json["targets"].as_array().map(Vec::len), Some(12));
     for t in json["targets"].as_array().unwrap() {
         let status = t["status"].as_str().unwrap();

@@ -200,7 +200,9 @@ pub struct HitpathResult {
     pub mglru_marking_ns: Option<f64>,
     /// find_page on a cache whose pages the S3-FIFO plug-in holds (its
     /// per-frame access count, then the ceiling hint), 1 and 2 threads;
-    /// its 1-thread time over the built-in find_page's, and its scaling.
+    /// its 1-thread time over that of the kernel's lists on a cache of the
+    /// same pages alternated with it (rows `find_page_lists`), and its
+    /// scaling.
     pub policy_hit_ns_1thread: Option<f64>,
     pub policy_hit_ns_2threads: Option<f64>,
     pub policy_over_builtin: Option<f64>,

@@ -164,10 +164,16 @@ impl Cache {
     /// test_clear_page_writeback: clear PG_writeback (waking its waiters)
     /// and take the page out of the writeback counts.
     fn test_clear_page_writeback(&self, inode: &Inode, page: &Page) {
-        let old = page.clear_and_wake(PG_WRITEBACK, &self.vm);
-        vm_bug_on_page!(old & PG_WRITEBACK == 0, page, "end_page_writeback without PG_writeback");
+        vm_bug_on_page!(!page.test(PG_WRITEBACK), page, "end_page_writeback without PG_writeback");
+        // The global and device counts go down before the flag clears (a
+        // waiter that finds the flag clear never sleeps, so waking after
+        // them is not enough): whoever waited for the flag (fsync,
+        // sync_all) reads counts that no longer hold the page. The inode's
+        // goes down after: `wait_writeback_range` trusts a 0 there to mean
+        // no page of the file is under writeback.
         self.wb.dec_writeback();
         inode.bdi.account_writeback_end();
+        page.clear_and_wake(PG_WRITEBACK, &self.vm);
         inode.nr_writeback.fetch_sub(1, Ordering::AcqRel);
     }
 

@@ -33,8 +33,13 @@
 //! only frames parked on another CPU; in exchange an allocation that finds
 //! its CPU's list and the buddy lists empty drains every CPU's list before
 //! it fails (`drain_all_pages`), as does a failing allocation of order > 0.
-//! Lock order: a per-CPU lock, then the zone lock; both are leaves, taken
-//! with no other engine lock held inside them.
+//! So that an order-0 alloc and free touch no shared cache line, each CPU
+//! keeps the frames it handed out as a debt, paid back by its next frees or
+//! folded into `nr_free` once it reaches a batch (the kernel's per-CPU
+//! vmstat diffs): `nr_free` may count up to a batch per CPU too many, never
+//! too few, and `nr_free_exact` subtracts the debts. Lock order: a per-CPU
+//! lock, then the zone lock; both are leaves: nothing else is locked under
+//! them, and no two per-CPU locks are held at once.
 //!
 //! Watermarks are derived as the kernel derives them from
 //! `min_free_kbytes = sqrt(lowmem_kbytes * 16)` (clamped to 128 KiB..256 MiB),
@@ -133,7 +138,7 @@ unsafe impl Sync for Arena {}
 
 impl Arena {
     /// An arena with per-CPU lists for every CPU of the host.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub fn new(nr_pages: u64, page_size: usize) -> Result<Arena> {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         Self::with_cpus(nr_pages, page_size, cpus)
@@ -555,7 +560,7 @@ impl Arena {
             return self.free(pfn);
         }
         vm_bug_on!(
-            order > MAX_ORDER || pfn as u64 % (1 << order) != 0 || pfn as u64 + (1 << order) > self.nr_pages,
+            order > MAX_ORDER || !(pfn as u64).is_multiple_of(1 << order) || pfn as u64 + (1 << order) > self.nr_pages,
             "free_order: no order {order} block at {pfn}"
         );
         for p in pfn..pfn + (1 << order) {

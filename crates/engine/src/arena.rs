@@ -24,7 +24,7 @@
 //! guards the lists.
 //!
 //! Order 0 mostly bypasses it (the kernel's per-CPU pagesets): each CPU has
-//! a short stack of free frames under its own mutex. An allocation pops
+//! a short stack of free frames under its own spin lock. An allocation pops
 //! from it and, when it is empty, refills `batch` frames from the buddy
 //! lists under one zone lock (`rmqueue_bulk`); a free pushes and, past
 //! `high`, returns the `batch` coldest frames (`free_pcppages_bulk`). The

@@ -151,6 +151,25 @@ pub struct Watermarks {
     pub high: u64,
 }
 
+/// The arena's buddy lists by order, 0 to 10 (a block of order n is 2^n
+/// frames): /proc/buddyinfo and debugfs's `unusable_index` and
+/// `extfrag_index`, whose figures are in thousandths.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct BuddyInfo {
+    /// Free blocks of each order on the buddy lists.
+    pub free_blocks: [u64; 11],
+    /// Free frames on the per-CPU lists, which are in no block above.
+    pub pcp_frames: u64,
+    /// The share of the lists' free frames in blocks too small for each
+    /// order (0: none, 1000: all, or nothing free).
+    pub unusable: [u32; 11],
+    /// The fragmentation index of each order: -1000 while a block of that
+    /// order is free; else towards 0 if an allocation of it would fail for
+    /// lack of memory, towards 1000 if for fragmentation.
+    pub fragmentation: [i32; 11],
+}
+
 /// How [`PageCache::open`] opens a host file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OpenOptions {
@@ -293,6 +312,18 @@ impl PageCache {
 
     pub fn nr_free_pages(&self) -> u64 {
         self.cache().nr_free_pages()
+    }
+
+    /// The arena's free blocks by order and its fragmentation.
+    pub fn buddyinfo(&self) -> BuddyInfo {
+        let arena = &self.cache().arena;
+        let free_blocks = arena.buddyinfo();
+        BuddyInfo {
+            free_blocks,
+            pcp_frames: arena.nr_pcp(),
+            unusable: arena.unusable_free_index(),
+            fragmentation: std::array::from_fn(|o| arena::fragmentation_index(&free_blocks, o)),
+        }
     }
 
     /// Open (and by default create) a host file. Files are cached by

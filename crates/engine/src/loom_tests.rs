@@ -15,28 +15,92 @@ use crate::memory::{
 };
 use crate::mmap::{mk_pte, pte_pfn, pte_swap_slot, swp_pte, AtomicPte, PageTable, PTE_DIRTY};
 
-// Goal: the lock-free free stack never hands one frame to two allocators
-// and loses none, whatever the interleaving of alloc and free (ABA included:
-// a frame popped, pushed back and popped again between a reader's load of
-// the head and its compare-exchange).
+// Goal: the arena's lists (one CPU's list in front of the buddy lists,
+// shared by both threads) never hand one frame to two allocators and lose
+// none, whatever the interleaving of alloc and free: a frame freed and
+// taken again meanwhile included.
 #[test]
-fn free_stack_never_double_allocates() {
+fn free_lists_never_double_allocate() {
+    for (batch, high) in [(1, 1), (0, 0)] {
+        loom::model(move || {
+            let arena = Arc::new(Arena::with_pcp(2, 4096, 1, batch, high).expect("arena"));
+            let a2 = arena.clone();
+            let t = thread::spawn(move || {
+                let p = a2.alloc().expect("a frame");
+                a2.page(p).refcount.store(0, Ordering::Relaxed);
+                a2.free(p);
+                a2.alloc()
+            });
+            let mine = arena.alloc();
+            let theirs = t.join().unwrap();
+            if let (Some(a), Some(b)) = (mine, theirs) {
+                assert_ne!(a, b, "one frame handed out twice");
+            }
+            let held = mine.is_some() as u64 + theirs.is_some() as u64;
+            assert_eq!(arena.nr_free_exact(), 2 - held);
+        });
+    }
+}
+
+/// Give back a frame `alloc` returned.
+fn put(arena: &Arena, pfn: u32) {
+    arena.page(pfn).refcount.store(0, Ordering::Relaxed);
+    arena.free(pfn);
+}
+
+// Goal: on two CPUs, a thread that freed a frame and then allocates always
+// gets one (two frames, each thread holding one and trading it back): the
+// other CPU's list never makes an allocation fail while a frame is free,
+// and the per-CPU debts leave the count exact.
+#[test]
+fn free_then_alloc_never_fails_across_cpus() {
     loom::model(|| {
-        let arena = Arc::new(Arena::new(2, 4096).expect("arena"));
+        let arena = Arc::new(Arena::with_pcp(2, 4096, 2, 2, 2).expect("arena"));
+        let p = arena.alloc().expect("a frame");
+        let q = arena.alloc().expect("a frame");
         let a2 = arena.clone();
         let t = thread::spawn(move || {
-            let p = a2.alloc().expect("a frame");
-            a2.page(p).refcount.store(0, Ordering::Relaxed);
-            a2.free(p);
+            crate::arena::LOOM_CPU.with(|c| c.set(1));
+            put(&a2, q);
             a2.alloc()
         });
-        let mine = arena.alloc();
-        let theirs = t.join().unwrap();
-        if let (Some(a), Some(b)) = (mine, theirs) {
-            assert_ne!(a, b, "one frame handed out twice");
+        put(&arena, p);
+        let mine = arena.alloc().expect("a thread that freed a frame gets one");
+        let theirs = t.join().unwrap().expect("a thread that freed a frame gets one");
+        assert_ne!(mine, theirs, "one frame handed out twice");
+        assert_eq!(arena.nr_free_exact(), 0);
+        put(&arena, mine);
+        put(&arena, theirs);
+        arena.drain_all_pages();
+        assert_eq!(arena.nr_free(), 2);
+        assert_eq!(arena.buddyinfo()[1], 1, "the two frames merged back");
+    });
+}
+
+// Goal: frames freed onto another CPU's list while this one allocates are
+// never handed out twice, and once that thread is done they are all found
+// (drain_all_pages) by allocations here: none is lost on a list.
+#[test]
+fn frames_on_another_cpus_list_are_found() {
+    loom::model(|| {
+        let arena = Arc::new(Arena::with_pcp(2, 4096, 2, 1, 2).expect("arena"));
+        let p = arena.alloc().expect("a frame");
+        let q = arena.alloc().expect("a frame");
+        let a2 = arena.clone();
+        let t = thread::spawn(move || {
+            crate::arena::LOOM_CPU.with(|c| c.set(1));
+            put(&a2, q);
+            put(&a2, p);
+        });
+        let early = arena.alloc();
+        t.join().unwrap();
+        let mut got: Vec<u32> = early.into_iter().collect();
+        while got.len() < 2 {
+            got.push(arena.alloc().expect("a frame freed on the other CPU"));
         }
-        let held = mine.is_some() as u64 + theirs.is_some() as u64;
-        assert_eq!(arena.nr_free(), 2 - held);
+        assert_ne!(got[0], got[1], "one frame handed out twice");
+        assert_eq!(arena.alloc(), None);
+        assert_eq!(arena.nr_free_exact(), 0);
     });
 }
 

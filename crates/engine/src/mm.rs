@@ -195,7 +195,7 @@ impl Cache {
         } else {
             config.nr_cpus
         };
-        let arena = Arena::new(config.nr_pages(), config.page_size)?;
+        let arena = Arena::with_cpus(config.nr_pages(), config.page_size, nr_cpus)?;
         // What the cache holds once full: reclaim keeps `high` free with
         // kswapd, `low` without (direct reclaim only).
         let wm = arena.watermarks;
@@ -448,7 +448,7 @@ impl Cache {
     /// so that the snapshot never claims more free frames than exist.
     pub fn nr_free_pages(&self) -> u64 {
         let pending = self.pending.nr();
-        (self.arena.nr_free() + pending).min(self.arena.nr_pages)
+        (self.arena.nr_free_exact() + pending).min(self.arena.nr_pages)
     }
 
     /// A snapshot of every counter.

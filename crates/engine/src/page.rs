@@ -16,8 +16,9 @@
 //! - `mapping`, `index`: set before the page is inserted in a mapping's tree,
 //!   cleared by the remover under the page lock, read by lock-free lookups
 //!   only after they hold a reference and have re-checked the tree slot.
-//! - `lru_prev`, `lru_next`: under `lru_lock` while PG_lru is set; the free
-//!   list reuses `lru_next` while the page is free.
+//! - `lru_prev`, `lru_next`: under `lru_lock` while PG_lru is set; the
+//!   buddy free lists link free blocks through them (arena.rs), and `index`
+//!   holds a free block's order.
 //! - `mapcount`: page table entries mapping the page (the kernel's
 //!   `_mapcount + 1`), changed under the page lock by rmap.rs's
 //!   `page_add_file_rmap`/`page_remove_rmap` as entries are installed and
@@ -56,6 +57,9 @@
 //!   `add_to_swap`, `read_swap_cache_async`), which holds one reference;
 //!   its swap slot is the top half of `index`. Set and cleared under the
 //!   page lock and the swap lock together.
+//!
+//! - PG_free, PG_buddy: the arena's (arena.rs), written only while the
+//!   frame is free, under the lock of the list holding it; see there.
 //!
 //! - The multi-gen LRU's fields (lru_gen.rs; page-flags-layout.h's
 //!   LRU_GEN_MASK and LRU_REFS_MASK): the page's generation + 1 (0: on no
@@ -106,6 +110,13 @@ pub const PG_WINDOW: u32 = 1 << 14;
 pub const PG_PROBATION: u32 = 1 << 15;
 /// In the swap cache (swap_state.rs).
 pub const PG_SWAPCACHE: u32 = 1 << 16;
+/// Free in the arena: on a per-CPU list or inside a free block of the
+/// buddy lists (arena.rs). Every frame of a free block has it, so a second
+/// free of any of them is caught without searching the lists.
+pub const PG_FREE: u32 = 1 << 17;
+/// The first frame of a free block on the buddy lists, whose order is in
+/// `index` (the kernel's PageBuddy and buddy_order).
+pub const PG_BUDDY: u32 = 1 << 18;
 
 /// The multi-gen LRU's generation field: gen + 1, 0 when the page is on no
 /// generation list (LRU_GEN_PGOFF, LRU_GEN_WIDTH = order_base_2(MAX_NR_GENS
@@ -517,7 +528,7 @@ impl Page {
     }
 }
 
-const FLAG_NAMES: [(u32, &str); 17] = [
+const FLAG_NAMES: [(u32, &str); 19] = [
     (PG_LOCKED, "locked"),
     (PG_REFERENCED, "referenced"),
     (PG_UPTODATE, "uptodate"),
@@ -535,6 +546,8 @@ const FLAG_NAMES: [(u32, &str); 17] = [
     (PG_WINDOW, "window"),
     (PG_PROBATION, "probation"),
     (PG_SWAPCACHE, "swapcache"),
+    (PG_FREE, "free"),
+    (PG_BUDDY, "buddy"),
 ];
 
 /// A page's state as `dump_page` shows it.

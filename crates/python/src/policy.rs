@@ -50,7 +50,11 @@
 //! hooks stop calling Python. A cache handle the garbage collector frees
 //! inside a hook is dropped after it (cache.rs, `NoGil`). An instance
 //! serves one cache; one that refers to its cache makes a cycle through
-//! the engine that the garbage collector cannot see (the cache stays).
+//! the engine that the garbage collector cannot see (the cache stays):
+//! keep a `weakref` to it. The cache's wrappers do not report the hooks
+//! to the collector, because they do not own them (the engine does, and
+//! any number of `PageCache` and `File` wrappers share it): reporting one
+//! reference from several owners would let the collector free live ones.
 //!
 //! Cost: a hook is one GIL retake, a `Folio` and a Python call. Replaying
 //! LIRS traces (cpp, ps, multi2, sprite at 10% and 40%) with a Python FIFO

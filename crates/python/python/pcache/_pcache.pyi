@@ -61,7 +61,9 @@ class Folio:
 class _Policy(Protocol):
     """What `replay(policy=...)` and `PageCache(policy=...)` call (optional:
     `name`, `sync_access`, `folio_refault`, `folio_putback`,
-    `folio_reclaimable`). A hook must not call into a cache."""
+    `folio_reclaimable`). A hook must not call into a cache; a policy that
+    keeps its cache should keep a `weakref` to it (the garbage collector
+    cannot see the cycle through the engine)."""
 
     def folio_added(self, folio: Folio) -> object: ...
     def folio_accessed(self, folio: Folio) -> object: ...

@@ -48,14 +48,15 @@
 //! selected at start changes none of their code.
 
 pub mod access;
-pub mod adaptive;
 pub mod clock;
+mod experts;
 pub mod fifo;
 pub mod getscan;
 pub mod lfuda;
 pub mod list;
 pub mod lru;
 pub mod mru;
+pub mod pcache;
 pub mod s3fifo;
 pub mod sieve;
 
@@ -387,8 +388,8 @@ pub enum PolicyKind {
     Mru,
     /// LFU with dynamic aging (LFU-DA): use counts plus the cache's age.
     Lfuda,
-    /// pcache's own: S3-FIFO's queues, the small one sized as ARC sizes
-    /// its recency list (policy/adaptive.rs).
+    /// pcache's own: follows whichever of five simulated policies missed
+    /// least lately (policy/pcache.rs).
     Pcache,
     /// Point reads before scans, after cache_ext's GET-SCAN: pages never
     /// used again (a NOREUSE scan's) go first (policy/getscan.rs).
@@ -444,7 +445,7 @@ impl PolicyKind {
             PolicyKind::S3fifo => Some(Box::new(s3fifo::S3Fifo::new(n, capacity as usize))),
             PolicyKind::Mru => Some(Box::new(mru::Mru::new(n))),
             PolicyKind::Lfuda => Some(Box::new(lfuda::Lfuda::new(n))),
-            PolicyKind::Pcache => Some(Box::new(adaptive::new(n, capacity as usize))),
+            PolicyKind::Pcache => Some(Box::new(pcache::Pcache::new(n, capacity as usize))),
             PolicyKind::Getscan => Some(Box::new(getscan::GetScan::new(n, capacity as usize))),
         }
     }

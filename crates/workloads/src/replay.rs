@@ -164,9 +164,10 @@ pub const PRESETS: &[Preset] = &[
     Preset::new(
         EXPERIMENT,
         "pcache",
-        "plug-in policy pcache (pcache::policy, pcache's own): S3-FIFO's small, main and ghost queues \
-        with the small queue's size moved by ghost hits as ARC moves its split; evicts one page per \
-        miss once full; readahead off, kswapd off",
+        "plug-in policy pcache (pcache::policy, pcache's own): follows whichever of five key-only \
+        simulations (S3-FIFO with an adaptive small queue, ARC, LRU, LFU-DA, LIRS) missed least lately, \
+        evicting first the pages it does not hold; evicts one page per miss once full; readahead off, \
+        kswapd off",
         || policy_tunables(PolicyKind::Pcache),
     )
     .optional(),

@@ -10,12 +10,11 @@
 //! has been evicted yet. Written only against the plug-in trait
 //! (policy.rs).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::adaptive::Sizing;
 use super::list::FolioLists;
 use super::{AccessCounts, AccessMode, EvictionPolicy, FolioRef, Putback, Removal};
 use crate::page::Pfn;
@@ -39,7 +38,7 @@ pub(super) struct Ghost {
     pub(super) cap: usize,
     seq: u64,
     order: VecDeque<(u64, u64)>,
-    live: HashMap<u64, u64>,
+    live: super::experts::KeyMap<u64>,
 }
 
 /// Keys a ghost may hold over its cap until the next add.
@@ -47,7 +46,7 @@ pub(super) const GHOST_SLACK: usize = 64;
 
 impl Ghost {
     pub(super) fn new(cap: usize) -> Ghost {
-        Ghost { cap, seq: 0, order: VecDeque::new(), live: HashMap::new() }
+        Ghost { cap, seq: 0, order: VecDeque::new(), live: Default::default() }
     }
 
     /// Keys held.
@@ -96,8 +95,6 @@ struct State {
     small_size: usize,
     capacity: usize,
     has_evicted: bool,
-    /// pcache's own policy (adaptive.rs): the small queue's size moves.
-    sizing: Option<Sizing>,
 }
 
 impl State {
@@ -127,21 +124,14 @@ impl State {
                 continue;
             }
             self.q.remove(pfn);
-            if let Some(sz) = &mut self.sizing {
-                sz.main_evicted(self.key[pfn as usize]);
-            }
             return Some(pfn);
         }
         None
     }
 
-    fn small_size(&self) -> usize {
-        self.sizing.as_ref().map_or(self.small_size, Sizing::small_target)
-    }
-
     fn evict_one(&mut self) -> Option<Pfn> {
         self.has_evicted = true;
-        let main_size = self.capacity - self.small_size().min(self.capacity);
+        let main_size = self.capacity - self.small_size.min(self.capacity);
         if self.q.len(MAIN) > main_size || self.q.is_empty(SMALL) {
             return self.evict_main();
         }
@@ -157,11 +147,6 @@ pub struct S3Fifo {
 impl S3Fifo {
     /// For `nr_frames` frames and a cache of `capacity` pages.
     pub fn new(nr_frames: usize, capacity: usize) -> S3Fifo {
-        S3Fifo::with_sizing(nr_frames, capacity, None)
-    }
-
-    /// With `sizing`, the small queue's size adapts (adaptive.rs).
-    pub(super) fn with_sizing(nr_frames: usize, capacity: usize, sizing: Option<Sizing>) -> S3Fifo {
         let small_size = capacity / 10;
         S3Fifo {
             s: Mutex::new(State {
@@ -172,7 +157,6 @@ impl S3Fifo {
                 small_size,
                 capacity,
                 has_evicted: false,
-                sizing,
             }),
         }
     }
@@ -180,11 +164,7 @@ impl S3Fifo {
 
 impl EvictionPolicy for S3Fifo {
     fn name(&self) -> &'static str {
-        if self.s.lock().sizing.is_some() {
-            "pcache"
-        } else {
-            "s3fifo"
-        }
+        "s3fifo"
     }
 
     fn access_mode(&self) -> AccessMode {
@@ -195,13 +175,9 @@ impl EvictionPolicy for S3Fifo {
         let mut s = self.s.lock();
         let key = folio.key();
         let ghost_hit = s.ghost.remove(key);
-        let gs_len = s.ghost.len();
-        if let Some(sz) = &mut s.sizing {
-            sz.missed(key, ghost_hit, gs_len);
-        }
         let cap = s.ghost.cap;
         s.ghost.trim(cap);
-        let list = if ghost_hit || (!s.has_evicted && s.q.len(SMALL) >= s.small_size()) { MAIN } else { SMALL };
+        let list = if ghost_hit || (!s.has_evicted && s.q.len(SMALL) >= s.small_size) { MAIN } else { SMALL };
         if s.q.push_head(list, folio.pfn) {
             s.freq.set(folio.pfn, 0);
             s.key[folio.pfn as usize] = key;

@@ -362,6 +362,23 @@ impl Arena {
         self.nr_free.load(Ordering::Acquire)
     }
 
+    /// The free count to hold against `mark`: `nr_free`, or, when the
+    /// per-CPU debts could put it on the other side of `mark`, the exact
+    /// count (the kernel's `percpu_drift_mark`, below which
+    /// zone_watermark_ok_safe reads `zone_page_state_snapshot`). Exact
+    /// watermark decisions keep the number of cached pages what the
+    /// watermarks say (replay's `usable_equals_nominal`).
+    #[inline]
+    pub fn nr_free_against(&self, mark: u64) -> u64 {
+        let free = self.nr_free();
+        let drift = (self.pcp.len() * self.pcp_batch) as u64;
+        if free > mark.saturating_add(drift) {
+            free
+        } else {
+            self.nr_free_exact()
+        }
+    }
+
     /// Free frames less the per-CPU debts: exact when nothing allocates or
     /// frees meanwhile (statistics, tests). The count is read before the
     /// debts, which a fold clears before it lowers the count, so a racing

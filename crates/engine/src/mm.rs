@@ -340,7 +340,7 @@ impl Cache {
         let started = Instant::now();
         let mut fruitless = 0;
         loop {
-            let free = self.arena.nr_free();
+            let free = self.arena.nr_free_against(wm.low.max(floor));
             if free <= wm.low && self.config.tunables.kswapd {
                 // Only a sleeping kswapd needs the doorbell; one that is
                 // about to sleep re-checks the watermark within 100 ms, and

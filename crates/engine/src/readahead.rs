@@ -379,7 +379,8 @@ impl Cache {
         let end = index.saturating_add(nr).min(end_index.saturating_add(1));
         let missing = (index..end).filter(|&i| !entry_present(inode, i)).count();
         let mut frames = Vec::with_capacity(missing);
-        while frames.len() < missing && self.arena.nr_free() > self.arena.watermarks.min {
+        let min = self.arena.watermarks.min;
+        while frames.len() < missing && self.arena.nr_free_against(min) > min {
             let Some(pfn) = self.arena.alloc() else { break };
             frames.push(pfn);
         }
@@ -412,11 +413,11 @@ impl Cache {
         // reader reclaims itself only what is still short.
         self.wakeup_kswapd_ra(missing);
         let need = missing + wm.low;
-        if self.arena.nr_free() >= need {
+        if self.arena.nr_free_against(need) >= need {
             return;
         }
         self.flush_pending_frees();
-        let free = self.arena.nr_free();
+        let free = self.arena.nr_free_against(need);
         if free < need {
             self.reclaim_pages(need - free, false);
             // Reclaimed frames wait on the pending list (hazard.rs).

@@ -227,7 +227,7 @@ impl Cache {
         let pfn = if may_reclaim {
             self.alloc_page()?
         } else {
-            if self.arena.nr_free() <= self.arena.watermarks.low {
+            if self.arena.nr_free_against(self.arena.watermarks.low) <= self.arena.watermarks.low {
                 return Ok(None);
             }
             match self.arena.alloc() {

@@ -888,7 +888,7 @@ impl Cache {
         let target = self.arena.watermarks.high + boost;
         let mut total = 0;
         for prio in (0..=DEF_PRIORITY).rev() {
-            let free = self.arena.nr_free();
+            let free = self.arena.nr_free_against(target);
             if free >= target {
                 break;
             }
@@ -916,7 +916,7 @@ impl Cache {
             return;
         }
         let want = (2 * nr).min(self.arena.nr_pages / 4);
-        if self.arena.nr_free() >= self.arena.watermarks.high + want {
+        if self.arena.nr_free_against(self.arena.watermarks.high + want) >= self.arena.watermarks.high + want {
             return;
         }
         let raised = self.kswapd.boost.fetch_max(want, std::sync::atomic::Ordering::Relaxed) < want;
@@ -972,7 +972,7 @@ impl Kswapd {
 pub fn kswapd_thread(cache: Arc<Cache>) {
     let wm = cache.arena.watermarks;
     while !cache.shutting_down() {
-        if cache.arena.nr_free() > wm.low && !cache.kswapd.boosted() {
+        if cache.arena.nr_free_against(wm.low) > wm.low && !cache.kswapd.boosted() {
             cache.kswapd.wait.wait(Duration::from_millis(100));
             continue;
         }

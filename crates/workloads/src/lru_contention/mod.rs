@@ -99,7 +99,7 @@ pub const PRESETS: &[Preset] = &[
         EXPERIMENT,
         "s3fifo",
         "plug-in policy S3-FIFO (SOSP'23): a small FIFO for new pages, a main CLOCK, a ghost \
-        (pcache::policy): accesses reach it through per-CPU batches under its own lock",
+        (pcache::policy): a hit raises a per-frame count, with no lock",
         || Tunables { policy: PolicyKind::S3fifo, ..Tunables::default() },
     )
     .optional(),
@@ -107,15 +107,15 @@ pub const PRESETS: &[Preset] = &[
         EXPERIMENT,
         "sieve",
         "plug-in policy SIEVE (NSDI'24): a hand sweeping from the oldest page spares visited ones \
-        (pcache::policy): accesses reach it through per-CPU batches under its own lock",
+        (pcache::policy): a hit sets a per-frame visited bit, with no lock",
         || Tunables { policy: PolicyKind::Sieve, ..Tunables::default() },
     )
     .optional(),
     Preset::new(
         EXPERIMENT,
         "pcache",
-        "plug-in policy pcache's own: S3-FIFO with the small queue sized by ghost hits, as ARC \
-        (pcache::policy): accesses reach it through per-CPU batches under its own lock",
+        "plug-in policy pcache's own: follows the best of five simulated policies \
+        (pcache::policy): accesses reach it through per-thread rings, 15 at a time",
         || Tunables { policy: PolicyKind::Pcache, ..Tunables::default() },
     )
     .optional(),

@@ -149,7 +149,7 @@ pub const PRESETS: &[Preset] = &[
     Preset::new(
         EXPERIMENT,
         "pcache",
-        "plug-in policy pcache's own: S3-FIFO with the small queue sized by ghost hits, as ARC \
+        "plug-in policy pcache's own: follows the best of five simulated policies \
         (pcache::policy) with today's re-mark rule; the re-reads reach it as accesses",
         || Tunables { policy: PolicyKind::Pcache, ..with_rule(RemarkRule::PrevPos) },
     )

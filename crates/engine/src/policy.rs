@@ -607,8 +607,9 @@ impl Cache {
     pub(crate) fn policy_deactivate(&self, pfn: Pfn) {
         let Some(policy) = self.policy.get() else { return };
         if self.page(pfn).flags() & (PG_LRU | PG_UNEVICTABLE) == PG_LRU {
-            self.policy.drain(false, |b| self.policy_deliver(b));
+            self.policy_drain(false);
             policy.folio_deactivated(self.folio_ref(pfn));
+            // A counted policy's lowering: its hint goes now.
             self.policy_clear_cooled();
         }
     }

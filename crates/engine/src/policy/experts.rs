@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use super::list::FolioLists;
-use super::s3fifo::Ghost;
+use super::s3fifo::{Ghost, MAX_FREQ, MOVE_TO_MAIN};
 
 /// A hasher for keys (`FolioRef::key`): they come from the engine, not
 /// from an adversary, so one multiply and a fold spread them enough; the
@@ -132,10 +132,6 @@ impl<const N: usize> Slots<N> {
 
 const SMALL: usize = 0;
 const MAIN: usize = 1;
-/// Accesses in the small queue that earn a key its place in main.
-const MOVE_TO_MAIN: u8 = 2;
-/// The main CLOCK's counter ceiling (two bits).
-const MAX_FREQ: u8 = 3;
 
 /// The small queue's target at the start and at most, as fractions of the
 /// capacity, and how much of ARC's step a small-ghost hit grows it by (a

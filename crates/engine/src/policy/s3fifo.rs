@@ -22,9 +22,9 @@ use crate::page::Pfn;
 const SMALL: usize = 0;
 const MAIN: usize = 1;
 /// Accesses in the small queue that earn a page its place in main.
-const MOVE_TO_MAIN: u8 = 2;
+pub(super) const MOVE_TO_MAIN: u8 = 2;
 /// The counter's ceiling (two bits).
-const MAX_FREQ: u8 = 3;
+pub(super) const MAX_FREQ: u8 = 3;
 
 /// Keys in FIFO order, at most `cap` once trimmed; a key removed early
 /// leaves a stale deque entry that its sequence number tells apart.

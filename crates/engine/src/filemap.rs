@@ -35,7 +35,9 @@ use crate::error::{Error, Result};
 use crate::hazard::Hazard;
 use crate::mm::Cache;
 use crate::page::*;
-use crate::pagetree::{entry_pfn, page_entry, PageTree, TreeLocked, MARK_DIRTY, PAGE_HOT, SHADOW_BIT, SLOT_FROZEN};
+use crate::pagetree::{
+    entry_page_pfn, entry_pfn, page_entry, PageTree, TreeLocked, MARK_DIRTY, PAGE_HOT, SHADOW_BIT, SLOT_FROZEN,
+};
 use crate::percpu::thread_slot;
 use crate::readahead::FileRaState;
 use crate::vmstat::Item;
@@ -205,12 +207,11 @@ impl Cache {
         // re-check reads this index's slot or, if the leaf was deleted, 0.
         let row = thread_slot();
         let walk = self.hazards.walk_begin_in_row(row);
-        let slot = inode.tree.slot(index, &walk)?;
-        let entry = slot.load(Ordering::Acquire);
+        let (slot, entry) = inode.tree.lookup(index, &walk)?;
         if entry & SLOT_FROZEN != 0 {
             return None;
         }
-        let pfn = entry_pfn(entry)?;
+        let pfn = entry_page_pfn(entry, index)?;
         let h = self.hazards.pin_in_row(row, pfn)?;
         // Re-check after announcing: still this index's page.
         if slot.load(Ordering::Acquire) != entry {
@@ -480,7 +481,7 @@ impl Cache {
         let mut frozen_seen = 0u32;
         loop {
             let entry = inode.tree.load(index);
-            let pfn = entry_pfn(entry)?;
+            let pfn = entry_page_pfn(entry, index)?;
             let page = self.page(pfn);
             if !page.get_unless_zero() {
                 // Frozen by a remover: it holds the tree lock, or waits for
@@ -493,7 +494,7 @@ impl Cache {
                 }
                 continue;
             }
-            if entry_pfn(inode.tree.load(index)) != Some(pfn) {
+            if entry_page_pfn(inode.tree.load(index), index) != Some(pfn) {
                 // Removed (and maybe reused) between the load and the get.
                 self.put_page(pfn);
                 continue;

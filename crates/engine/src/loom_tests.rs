@@ -190,6 +190,86 @@ fn node_retire_without_announcement_fails() {
     node_retire_model(false);
 }
 
+/// The split protocol (pagetree.rs `split_at`, `lookup_inner`) at its
+/// smallest, both ways a split goes. In a node: an order-2 folio of frames
+/// 8..12 in slots 0..4 (its head and three siblings) becomes four order-0
+/// entries, the head's slot written last; the reader resolves a sibling
+/// to its head and takes the head only if its span reaches the slot
+/// (`spans`). Into a new node: a parent slot holding an order-6 folio of
+/// frames 64.. is replaced by a node whose slots (two, here) hold the
+/// order-0 entries, filled before the link is published with `publish`.
+/// `check_span` false drops the reader's span check.
+fn split_model(check_span: bool, publish: Ordering) {
+    use crate::pagetree::{entry_page_pfn, folio_entry, is_node, is_sibling, sibling, sibling_head, spans};
+    loom::model(move || {
+        let slots: Arc<[AtomicUsize; 4]> =
+            Arc::new(std::array::from_fn(|s| AtomicUsize::new(if s == 0 { folio_entry(8, 2) } else { sibling(0) })));
+        // The parent slot, and the new node it comes to link (64: a
+        // node-shaped word standing for the node's address).
+        const CHILD: usize = 64;
+        let parent = Arc::new(AtomicUsize::new(folio_entry(64, 6)));
+        let child: Arc<[AtomicUsize; 2]> = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
+        let (slots2, parent2, child2) = (slots.clone(), parent.clone(), child.clone());
+        let reader = thread::spawn(move || {
+            for index in [2u64, 3] {
+                // Bounded retries: a lookup that finds nothing here is the
+                // hit path's miss, which is allowed; a wrong frame is not.
+                for _ in 0..2 {
+                    let v = slots2[index as usize].load(Ordering::Acquire);
+                    let e = if is_sibling(v) {
+                        let head = sibling_head(v);
+                        let e = slots2[head].load(Ordering::Acquire);
+                        if check_span && !spans(e, 0, index as usize - head) {
+                            continue;
+                        }
+                        e
+                    } else {
+                        v
+                    };
+                    assert_eq!(entry_page_pfn(e, index), Some(8 + index as u32), "a reader took the wrong frame");
+                    break;
+                }
+            }
+            let v = parent2.load(Ordering::Acquire);
+            let e = if is_node(v) { child2[1].load(Ordering::Relaxed) } else { v };
+            assert_eq!(entry_page_pfn(e, 65), Some(65), "a reader found a gap in a split");
+        });
+        for g in (1..4).rev() {
+            slots[g].store(folio_entry(8 + g as u32, 0), Ordering::Release);
+        }
+        slots[0].store(folio_entry(8, 0), Ordering::Release);
+        child[0].store(folio_entry(64, 0), Ordering::Relaxed);
+        child[1].store(folio_entry(65, 0), Ordering::Relaxed);
+        parent.store(CHILD, publish);
+        reader.join().unwrap();
+    });
+}
+
+// Goal: a reader racing a split of a large folio's entry (within a node,
+// or into a new node) always takes the frame of its own index, or finds
+// nothing and takes the slow path; never another page's frame, never an
+// empty slot in a node being linked.
+#[test]
+fn split_racing_a_reader_takes_the_right_frame() {
+    split_model(true, Ordering::Release);
+}
+
+// Goal: the model has teeth: without the span check, a reader that read a
+// sibling before the split takes the head's new order-0 entry for its own.
+#[test]
+#[should_panic(expected = "a reader took the wrong frame")]
+fn split_without_span_check_takes_a_wrong_frame() {
+    split_model(false, Ordering::Release);
+}
+
+// Goal: the model has teeth: a node linked with a relaxed store can be
+// seen before its slots are.
+#[test]
+#[should_panic(expected = "a reader found a gap in a split")]
+fn split_linked_without_release_shows_a_gap() {
+    split_model(true, Ordering::Relaxed);
+}
+
 // Goal (errseq): an error recorded while two handles fsync is reported to
 // each handle exactly once, and a handle opened after it was seen starts
 // clean.

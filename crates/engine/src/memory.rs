@@ -54,7 +54,7 @@ use crate::mmap::{
     PTE_WRITE, VM_RAND_READ, VM_SEQ_READ,
 };
 use crate::page::*;
-use crate::pagetree::entry_pfn;
+use crate::pagetree::entry_page_pfn;
 use crate::vmstat::Item;
 use std::sync::atomic::AtomicU64 as FrameWord;
 
@@ -861,7 +861,7 @@ impl Cache {
             if vma.table.pte(s).load(Ordering::Relaxed) != 0 {
                 continue;
             }
-            let Some(pfn) = entry_pfn(inode.tree.load(index)) else { continue };
+            let Some(pfn) = entry_page_pfn(inode.tree.load(index), index) else { continue };
             let page = self.page(pfn);
             let f = page.flags();
             if f & (PG_LOCKED | PG_READAHEAD) != 0 || f & PG_UPTODATE == 0 || !page.get_unless_zero() {
@@ -871,7 +871,8 @@ impl Cache {
             // one cached at `index`, lockable without waiting, uptodate
             // and below EOF under its lock (truncation takes the lock to
             // remove it, after lowering i_size).
-            let locked = if entry_pfn(inode.tree.load(index)) == Some(pfn) { self.trylock_page(pfn) } else { None };
+            let locked =
+                if entry_page_pfn(inode.tree.load(index), index) == Some(pfn) { self.trylock_page(pfn) } else { None };
             let Some(locked) = locked else {
                 self.put_page(pfn);
                 continue;

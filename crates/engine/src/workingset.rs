@@ -204,23 +204,24 @@ impl Cache {
         let max = self.max_shadow_nodes();
         let mut reclaimed = 0;
         for _ in 0..nr_to_scan {
-            let Some((id, index)) = self.node_cache.oldest_shadow_node_over(max) else { break };
+            let Some((id, index, level)) = self.node_cache.oldest_shadow_node_over(max) else { break };
             // A node whose inode is no longer reachable by id stays at the
             // tail until its tree drops (which takes it off the list).
             let Some(inode) = self.inode_by_id(id) else { continue };
-            if self.shadow_lru_isolate(&inode, index) {
+            if self.shadow_lru_isolate(&inode, index, level) {
                 reclaimed += 1;
             }
         }
         reclaimed
     }
 
-    /// shadow_lru_isolate: drop every shadow entry of the leaf holding
-    /// `index` and free the leaf, if it still holds nothing else (the list
-    /// was read without the tree lock, so it may have changed since).
-    fn shadow_lru_isolate(&self, inode: &Inode, index: u64) -> bool {
+    /// shadow_lru_isolate: drop every shadow entry of the node at `level`
+    /// holding `index` and free the node, if it still holds nothing else
+    /// (the list was read without the tree lock, so it may have changed
+    /// since).
+    fn shadow_lru_isolate(&self, inode: &Inode, index: u64, level: usize) -> bool {
         let g = inode.tree_lock.lock();
-        let dropped = inode.tree.drop_shadow_node(index, &g);
+        let dropped = inode.tree.drop_shadow_node(index, level, &g);
         if dropped == 0 {
             return false;
         }

@@ -36,7 +36,8 @@ use crate::hazard::Hazard;
 use crate::mm::Cache;
 use crate::page::*;
 use crate::pagetree::{
-    entry_page_pfn, entry_pfn, page_entry, PageTree, TreeLocked, MARK_DIRTY, PAGE_HOT, SHADOW_BIT, SLOT_FROZEN,
+    entry_page_pfn, entry_pfn, page_entry, single_page_pfn, PageTree, TreeLocked, MARK_DIRTY, PAGE_HOT, SHADOW_BIT,
+    SINGLE_PAGE, SINGLE_PAGE_MASK, SLOT_FROZEN,
 };
 use crate::percpu::thread_slot;
 use crate::readahead::FileRaState;
@@ -208,10 +209,14 @@ impl Cache {
         let row = thread_slot();
         let walk = self.hazards.walk_begin_in_row(row);
         let (slot, entry) = inode.tree.lookup(index, &walk)?;
-        if entry & SLOT_FROZEN != 0 {
+        let pfn = if entry & SINGLE_PAGE_MASK == SINGLE_PAGE {
+            // A single page (the common case): one test.
+            single_page_pfn(entry)
+        } else if entry & SLOT_FROZEN != 0 {
             return None;
-        }
-        let pfn = entry_page_pfn(entry, index)?;
+        } else {
+            entry_page_pfn(entry, index)?
+        };
         let h = self.hazards.pin_in_row(row, pfn)?;
         // Re-check after announcing: still this index's page.
         if slot.load(Ordering::Acquire) != entry {

@@ -204,9 +204,9 @@ fn split_model(check_span: bool, publish: Ordering) {
     loom::model(move || {
         let slots: Arc<[AtomicUsize; 4]> =
             Arc::new(std::array::from_fn(|s| AtomicUsize::new(if s == 0 { folio_entry(8, 2) } else { sibling(0) })));
-        // The parent slot, and the new node it comes to link (64: a
-        // node-shaped word standing for the node's address).
-        const CHILD: usize = 64;
+        // The parent slot, and the new node it comes to link (a
+        // node-tagged word standing for the node's address).
+        const CHILD: usize = 64 | 3;
         let parent = Arc::new(AtomicUsize::new(folio_entry(64, 6)));
         let child: Arc<[AtomicUsize; 2]> = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
         let (slots2, parent2, child2) = (slots.clone(), parent.clone(), child.clone());

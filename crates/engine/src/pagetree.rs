@@ -99,12 +99,14 @@ pub const PAGE_HOT: usize = 1 << (usize::BITS - 2);
 /// check; hit-path readers must not take it (filemap::freeze_for_removal).
 pub const SLOT_FROZEN: usize = 1 << (usize::BITS - 3);
 
-/// The low two bits of a word that is not a shadow: `00` a node (in an
-/// interior slot; nodes are 64-byte aligned), `01` a folio entry, `10` a
-/// sibling entry.
+/// The low two bits of a word that is not a shadow: `01` a folio entry,
+/// `10` a sibling entry, `11` a node's address (in an interior slot; nodes
+/// are 64-byte aligned), so that one test tells a link from anything else,
+/// the empty slot included.
 const TAG_MASK: usize = 3;
 const TAG_FOLIO: usize = 1;
 const TAG_SIBLING: usize = 2;
+const TAG_NODE: usize = 3;
 const ORDER_SHIFT: u32 = 2;
 const ORDER_MASK: usize = 0x3f;
 const PFN_SHIFT: u32 = 8;
@@ -147,11 +149,28 @@ pub fn entry_order(entry: usize) -> u32 {
     }
 }
 
+/// The hit path's one test of an entry: `entry & SINGLE_PAGE_MASK ==
+/// SINGLE_PAGE` holds exactly for a single page's entry that is not frozen
+/// (empty, shadow, sibling and large-folio entries fail it).
+pub const SINGLE_PAGE_MASK: usize = SHADOW_BIT | SLOT_FROZEN | (ORDER_MASK << ORDER_SHIFT) | TAG_MASK;
+pub const SINGLE_PAGE: usize = TAG_FOLIO;
+
+/// The frame of an entry that passed the test above.
+#[inline(always)]
+pub fn single_page_pfn(entry: usize) -> Pfn {
+    debug_assert!(entry & SINGLE_PAGE_MASK == SINGLE_PAGE);
+    (entry >> PFN_SHIFT) as Pfn
+}
+
 /// The frame holding page `index` in the folio of `entry`, which covers
 /// it (folios are aligned to their size in the file, as in the kernel).
-#[inline]
+#[inline(always)]
 pub fn entry_page_pfn(entry: usize, index: u64) -> Option<Pfn> {
     let head = entry_pfn(entry)?;
+    if entry & (ORDER_MASK << ORDER_SHIFT) == 0 {
+        // A single page: no offset to add (the common case, kept cheap).
+        return Some(head);
+    }
     Some(head + (index & ((1u64 << entry_order(entry)) - 1)) as Pfn)
 }
 
@@ -162,7 +181,19 @@ fn is_value(entry: usize) -> bool {
 
 #[inline]
 pub(crate) fn is_node(v: usize) -> bool {
-    v != 0 && v & (SHADOW_BIT | TAG_MASK) == 0
+    v & (SHADOW_BIT | TAG_MASK) == TAG_NODE
+}
+
+/// The slot word linking node `n`.
+#[inline]
+fn node_word(n: *const Node) -> usize {
+    n as usize | TAG_NODE
+}
+
+/// The node a slot word that `is_node` links.
+#[inline]
+fn word_node(v: usize) -> *mut Node {
+    (v & !TAG_MASK) as *mut Node
 }
 
 #[inline]
@@ -631,15 +662,50 @@ impl PageTree {
     /// The head slot of the entry covering `index` and the entry it held
     /// (a folio entry that covers `index`, or a shadow), walking from the
     /// top: the caller either holds the tree lock or walks under a guard.
-    ///
-    /// A sibling slot sends the walk to its head slot in the same node. A
-    /// writer may have changed the head meanwhile (a split, a removal):
-    /// an empty head means the entry is gone, any other that does not
-    /// reach this slot sends the walk round again (writers write siblings
-    /// before heads and clear them before heads, so this ends when the
-    /// writer's store does).
-    #[inline]
+    /// The walk the hit path takes: node links down to a leaf slot; an
+    /// entry above the leaves or a sibling sends it to `lookup_sibling`,
+    /// out of line.
+    #[inline(always)]
     fn lookup_inner(&self, index: u64) -> Option<(&AtomicUsize, usize)> {
+        let (mut n, mut level) = self.root();
+        if n.is_null() || !fits(index, level) {
+            return None;
+        }
+        while level > 0 {
+            // SAFETY: `n` came from the root or a parent slot, loaded under
+            // the caller's guard or tree lock, so it is not reused while
+            // the returned reference (bound by the caller's guard) is used.
+            let v = unsafe { node(n) }.slots[offset(index, level)].load(Ordering::Acquire);
+            if v & (SHADOW_BIT | TAG_MASK) != TAG_NODE {
+                if v == 0 {
+                    return None;
+                }
+                // An entry above the leaves: a large folio's, or a shadow.
+                return self.lookup_sibling(index);
+            }
+            n = word_node(v);
+            level -= 1;
+        }
+        // SAFETY: as above.
+        let s = &unsafe { node(n) }.slots[offset(index, 0)];
+        let v = s.load(Ordering::Acquire);
+        if v & (SHADOW_BIT | TAG_SIBLING) == TAG_SIBLING {
+            return self.lookup_sibling(index);
+        }
+        // An empty leaf slot comes back too (the hit path's one test of
+        // the entry rejects it); `load` reads it as 0.
+        Some((s, v))
+    }
+
+    /// `lookup_inner` for an index that a multi-index entry covers: a
+    /// sibling slot sends the walk to its head slot in the same node. A writer may have
+    /// changed the head meanwhile (a split, a removal): an empty head
+    /// means the entry is gone, any other that does not reach this slot
+    /// sends the walk round again (writers write siblings before heads and
+    /// clear them before heads, so this ends when the writer's store does).
+    #[cold]
+    #[inline(never)]
+    fn lookup_sibling(&self, index: u64) -> Option<(&AtomicUsize, usize)> {
         'walk: loop {
             let (mut n, height) = self.root();
             if n.is_null() || !fits(index, height) {
@@ -647,21 +713,21 @@ impl PageTree {
             }
             let mut level = height;
             loop {
-                // SAFETY: `n` came from the root or a parent slot, loaded
-                // under the caller's guard or tree lock, so it is not reused
-                // while the returned reference (bound by the caller's guard)
-                // is used.
+                // SAFETY: as in `lookup_inner`.
                 let nd = unsafe { node(n) };
                 let off = offset(index, level);
                 let s = &nd.slots[off];
                 let v = s.load(Ordering::Acquire);
-                if v & (SHADOW_BIT | TAG_MASK) == 0 {
-                    if v == 0 || level == 0 {
+                if is_node(v) {
+                    if level == 0 {
                         return None;
                     }
-                    n = v as *const Node;
+                    n = word_node(v);
                     level -= 1;
                     continue;
+                }
+                if v == 0 {
+                    return None;
                 }
                 if !is_sibling(v) {
                     return Some((s, v));
@@ -681,11 +747,11 @@ impl PageTree {
         }
     }
 
-    /// The head slot of the entry covering `index` and the entry it held,
-    /// if there is one. Lock-free; the slot stays valid memory while
+    /// The head slot of the entry covering `index` and the entry it held
+    /// (a leaf slot may read 0: no entry). Lock-free; the slot stays valid memory while
     /// `_walk` lives, so the hit path can pin the page and re-check the
     /// slot. If the node is deleted meanwhile, the slot reads 0.
-    #[inline]
+    #[inline(always)]
     pub fn lookup<'g>(&'g self, index: u64, _walk: &'g WalkGuard<'_>) -> Option<(&'g AtomicUsize, usize)> {
         self.lookup_inner(index)
     }
@@ -833,7 +899,7 @@ impl PageTree {
             let base = first + (((s - pos.head) as u64) << low);
             let child = self.build_split(e, first, base, level - 1, order, &marked);
             // Release: the child's slots are visible before the link.
-            nd.slots[s].store(child as usize, Ordering::Release);
+            nd.slots[s].store(node_word(child), Ordering::Release);
             for (m, &on) in marked.iter().enumerate() {
                 if on {
                     nd.marks[m].fetch_or(1 << s, Ordering::Relaxed);
@@ -870,7 +936,7 @@ impl PageTree {
         } else {
             for s in 0..FANOUT {
                 let child = self.build_split(e, first, base + ((s as u64) << low), level - 1, order, marked);
-                nd.slots[s].store(child as usize, Ordering::Relaxed);
+                nd.slots[s].store(node_word(child), Ordering::Relaxed);
             }
             bits = u64::MAX;
         }
@@ -920,7 +986,7 @@ impl PageTree {
             let new = self.alloc_node(0, height + 1);
             // SAFETY: `new` is ours until published; `top` is a live node.
             unsafe {
-                node(new).slots[0].store(top as usize, Ordering::Relaxed);
+                node(new).slots[0].store(node_word(top), Ordering::Relaxed);
                 node(new).count.store(1, Ordering::Relaxed);
                 for m in 0..NR_MARKS {
                     if node(top).marks[m].load(Ordering::Relaxed) != 0 {
@@ -941,12 +1007,12 @@ impl PageTree {
             let mut child = s.load(Ordering::Acquire);
             debug_assert!(child == 0 || is_node(child), "an entry above level {level} covers {index}");
             if child == 0 {
-                child = self.alloc_node(index, lv - 1) as usize;
+                child = node_word(self.alloc_node(index, lv - 1));
                 // Release: the child's fields are visible before the link.
                 s.store(child, Ordering::Release);
                 parent.count.store(parent.count.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
             }
-            n = child as *mut Node;
+            n = word_node(child);
             lv -= 1;
         }
         n
@@ -1034,7 +1100,7 @@ impl PageTree {
             }
             // Readers still in the old top follow its slot 0 to the live
             // child, which keeps its marks.
-            self.root.store(child | (height - 1), Ordering::Release);
+            self.root.store(word_node(child) as usize | (height - 1), Ordering::Release);
             out[nr] = top as *mut Node;
             nr += 1;
         }
@@ -1074,7 +1140,7 @@ impl PageTree {
             if !is_node(v) {
                 return None;
             }
-            n = v as *const Node;
+            n = word_node(v);
             lv -= 1;
         }
         Some(n as *mut Node)
@@ -1139,7 +1205,7 @@ impl PageTree {
                 if level == 0 {
                     return None;
                 }
-                n = v as *const Node;
+                n = word_node(v);
                 level -= 1;
                 continue;
             }
@@ -1246,7 +1312,7 @@ impl PageTree {
                 continue;
             }
             if is_node(v) {
-                if level > 0 && !Self::walk_node(v as *const Node, level - 1, lo, start, end, mark, f) {
+                if level > 0 && !Self::walk_node(word_node(v), level - 1, lo, start, end, mark, f) {
                     return false;
                 }
                 continue;
@@ -1267,7 +1333,7 @@ impl PageTree {
                     // SAFETY: live node of a tree no one else changes.
                     let v = unsafe { node(n) }.slots[s].load(Ordering::Acquire);
                     if is_node(v) {
-                        visit(v as *mut Node, level - 1, f);
+                        visit(word_node(v), level - 1, f);
                     }
                 }
             }
@@ -1779,7 +1845,7 @@ mod tests {
                         x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                         let i = (x >> 33) % 1024;
                         let walk = t.walk();
-                        if let Some((slot, e)) = t.lookup(i, &walk) {
+                        if let Some((slot, e)) = t.lookup(i, &walk).filter(|&(_, e)| e != 0) {
                             assert_eq!(entry_page_pfn(e, i), Some(5000 + i as Pfn), "index {i}: {e:#x}");
                             // The hit path's re-check reads the same slot.
                             let _ = slot.load(Ordering::Acquire);

@@ -66,7 +66,8 @@ use std::ptr::NonNull;
 use crate::error::{Error, Result};
 use crate::mmdebug::{vm_bug_on, vm_bug_on_page};
 use crate::page::{
-    Page, Pfn, NO_PFN, PG_BUDDY, PG_DIRTY, PG_FREE, PG_LOCKED, PG_LRU, PG_SWAPBACKED, PG_SWAPCACHE, PG_WRITEBACK,
+    Page, Pfn, FOLIO_ORDER_MASK, FOLIO_ORDER_PGOFF, NO_PFN, PG_BUDDY, PG_DIRTY, PG_FREE, PG_LOCKED, PG_LRU,
+    PG_SWAPBACKED, PG_SWAPCACHE, PG_TAIL, PG_WRITEBACK,
 };
 use crate::Watermarks;
 
@@ -495,8 +496,7 @@ impl Arena {
     /// as readahead does. The first frame has refcount 1 (it holds the
     /// block's reference, as a compound page's head), the others 0; none
     /// has flags.
-    // Unused outside tests until the page cache holds large folios.
-    #[allow(dead_code)]
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn alloc_order(&self, order: usize) -> Option<Pfn> {
         if order == 0 {
             return self.alloc();
@@ -572,9 +572,77 @@ impl Arena {
         }
     }
 
+    /// A folio of the largest order up to `order_max` that the buddy lists
+    /// have a block for, down to a single page (the fallback of
+    /// page_cache_ra_order and of the kernel's mTHP orders): the orders
+    /// above 0 are tried on the buddy lists only, without draining the
+    /// per-CPU lists (__GFP_NORETRY), so a fragmented arena costs a few
+    /// lock round trips, and order 0 is an ordinary `alloc`. Returns the
+    /// head and the order got. A large folio's head carries its order and
+    /// refcount 1, its tails PG_tail and the head's pfn in `lru_prev`
+    /// (prep_compound_page). None only when no frame is free.
+    // Used by tests until readahead allocates large folios.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn alloc_folio(&self, order_max: usize) -> Option<(Pfn, usize)> {
+        for order in (1..=order_max.min(MAX_ORDER)).rev() {
+            let taken = self.zone.lock().rmqueue_smallest(&self.pages, order);
+            if let Some(pfn) = taken {
+                self.nr_free.fetch_sub(1 << order, Ordering::Release);
+                self.prep_new_page(pfn, order);
+                self.prep_compound_page(pfn, order);
+                return Some((pfn, order));
+            }
+        }
+        self.alloc().map(|pfn| (pfn, 0))
+    }
+
+    /// prep_compound_page: the order on the head, the head's pfn on each
+    /// tail. The folio is invisible: plain stores.
+    #[cfg_attr(not(test), allow(dead_code))]
+    fn prep_compound_page(&self, head: Pfn, order: usize) {
+        let h = self.page(head);
+        let f = h.flags.load(Ordering::Relaxed) & !FOLIO_ORDER_MASK;
+        h.flags.store(f | ((order as u32) << FOLIO_ORDER_PGOFF), Ordering::Relaxed);
+        for p in head + 1..head + (1 << order) {
+            let t = self.page(p);
+            t.flags.store(PG_TAIL, Ordering::Relaxed);
+            t.lru_prev.store(head, Ordering::Relaxed);
+        }
+    }
+
+    /// compound_head: the head of the folio holding frame `pfn` (itself
+    /// for a single page or a head). A tail's link is written only while
+    /// the folio is invisible or frozen, so a reader that holds a pin on
+    /// the frame reads a stable one.
+    #[inline]
+    pub fn compound_head(&self, pfn: Pfn) -> Pfn {
+        let page = self.page(pfn);
+        if page.is_tail() {
+            page.lru_prev.load(Ordering::Relaxed)
+        } else {
+            pfn
+        }
+    }
+
+    /// Give back a folio `alloc_folio` returned, its head's refcount 0:
+    /// the tails lose their links and the block goes back whole.
+    pub fn free_folio(&self, head: Pfn, order: usize) {
+        if order == 0 {
+            return self.free(head);
+        }
+        let h = self.page(head);
+        vm_bug_on_page!(h.folio_order() as usize != order, h, "free_folio: not an order-{order} folio");
+        h.flags.fetch_and(!FOLIO_ORDER_MASK, Ordering::Relaxed);
+        for p in head + 1..head + (1 << order) {
+            let t = self.page(p);
+            vm_bug_on_page!(!t.is_tail() || t.lru_prev.load(Ordering::Relaxed) != head, t, "free_folio: a lost tail");
+            t.flags.fetch_and(!PG_TAIL, Ordering::Relaxed);
+        }
+        self.free_order(head, order);
+    }
+
     /// Give back a block `alloc_order(order)` returned, every frame's
     /// refcount 0 (order 0: as `free`).
-    #[allow(dead_code)]
     pub fn free_order(&self, pfn: Pfn, order: usize) {
         if order == 0 {
             return self.free(pfn);
@@ -1130,6 +1198,57 @@ mod tests {
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
         let ops: Vec<(u8, u8, u16)> = (0..200_000).map(|_| (rng.gen_range(0..6), rng.gen(), rng.gen())).collect();
         run_model(2500, 2, 8, 32, &ops);
+    }
+
+    // Goal: folios of mixed orders (0, 2, 4, 9) under a long random
+    // workload that keeps the arena nearly full: `alloc_folio` never fails
+    // while a frame is free (it falls back to smaller orders, down to one
+    // page), every frame of a folio names its head, the fallbacks happen
+    // (the arena does fragment), and at the end the lists merge back whole.
+    #[test]
+    fn alloc_folio_never_fails_what_order_0_could_serve() {
+        use rand::{Rng, SeedableRng};
+        const NR: u64 = 3000;
+        let arena = Arena::with_pcp(NR, 4096, 2, 8, 32).expect("arena");
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        let mut held: Vec<(Pfn, usize)> = Vec::new();
+        let (mut nr_held, mut fallbacks, mut full) = (0u64, 0u64, 0u64);
+        for _ in 0..100_000 {
+            if rng.gen_range(0..5) < 3 || held.is_empty() {
+                let want = [0usize, 2, 4, 9][rng.gen_range(0..4)];
+                match arena.alloc_folio(want) {
+                    Some((head, order)) => {
+                        assert!(order <= want && (head as u64).is_multiple_of(1 << order));
+                        assert_eq!(arena.page(head).folio_order() as usize, order);
+                        for p in head..head + (1 << order) {
+                            assert_eq!(arena.compound_head(p), head, "frame {p} of the order-{order} folio at {head}");
+                        }
+                        fallbacks += (order < want) as u64;
+                        held.push((head, order));
+                        nr_held += 1 << order;
+                    }
+                    None => {
+                        assert_eq!(nr_held, NR, "alloc_folio({want}) failed with {} frames free", NR - nr_held);
+                        full += 1;
+                    }
+                }
+            } else {
+                let (head, order) = held.swap_remove(rng.gen_range(0..held.len()));
+                arena.page(head).refcount.store(0, Ordering::Relaxed);
+                arena.free_folio(head, order);
+                nr_held -= 1 << order;
+            }
+            assert_eq!(arena.nr_free_exact(), NR - nr_held);
+        }
+        assert!(fallbacks > 1000 && full > 0, "the workload never pressed the arena ({fallbacks}, {full})");
+        for (head, order) in held {
+            arena.page(head).refcount.store(0, Ordering::Relaxed);
+            arena.free_folio(head, order);
+        }
+        for p in 0..NR as Pfn {
+            assert!(!arena.page(p).is_tail() && arena.page(p).folio_order() == 0, "frame {p} kept folio state");
+        }
+        assert_pristine(&arena);
     }
 
     // Goal: under threads allocating and freeing mixed orders at once, no

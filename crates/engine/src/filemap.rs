@@ -487,8 +487,9 @@ impl Cache {
         loop {
             let entry = inode.tree.load(index);
             let pfn = entry_page_pfn(entry, index)?;
-            let page = self.page(pfn);
-            if !page.get_unless_zero() {
+            // The reference is the folio's, taken on its head (folio_try_get).
+            let head = entry_pfn(entry)?;
+            if !self.page(head).get_unless_zero() {
                 // Frozen by a remover: it holds the tree lock, or waits for
                 // one hazard check of its batch. Wait for the lock, and let
                 // the remover run if it takes longer.
@@ -500,8 +501,9 @@ impl Cache {
                 continue;
             }
             if entry_page_pfn(inode.tree.load(index), index) != Some(pfn) {
-                // Removed (and maybe reused) between the load and the get.
-                self.put_page(pfn);
+                // Removed (and maybe reused) between the load and the get:
+                // the reference is on `head`, whatever `pfn` is now.
+                self.put_page(head);
                 continue;
             }
             return Some(pfn);

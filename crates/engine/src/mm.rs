@@ -94,12 +94,13 @@ struct Lifecycle {
     start: Instant,
 }
 
-/// Frames whose last reference is gone, waiting until no hazard pin can
-/// still see them (hazard.rs) before they join the free list: the free
-/// side of the allocator, private to mm.rs.
+/// Folios whose last reference is gone, waiting until no hazard pin can
+/// still see any of their frames (hazard.rs) before they join the free
+/// lists whole: the free side of the allocator, private to mm.rs.
 struct PendingFrees {
+    /// The folios' heads.
     list: Mutex<Vec<Pfn>>,
-    /// The list's length, readable without the lock (`nr_free_pages`).
+    /// The frames they hold, readable without the lock (`nr_free_pages`).
     nr: AtomicU64,
     /// How many frames wait before a flush.
     batch: usize,
@@ -116,11 +117,12 @@ impl PendingFrees {
         }
     }
 
-    /// Queue `pfns`; true when the queue is long enough to flush.
-    fn push(&self, pfns: &[Pfn]) -> bool {
+    /// Queue the folios headed by `pfns`, of `frames` frames in all; true
+    /// when the queue is long enough to flush.
+    fn push(&self, pfns: &[Pfn], frames: u64) -> bool {
         let mut list = self.list.lock();
         // Counted before they can be taken by a flush, which subtracts.
-        self.nr.fetch_add(pfns.len() as u64, Ordering::Relaxed);
+        self.nr.fetch_add(frames, Ordering::Relaxed);
         list.extend_from_slice(pfns);
         list.len() >= self.batch
     }
@@ -142,14 +144,18 @@ impl PendingFrees {
         let mut keep = Vec::new();
         let mut freed = 0;
         for pfn in batch {
-            if pinned.binary_search(&pfn).is_ok() {
+            let order = arena.page(pfn).folio_order() as usize;
+            let nr = 1u32 << order;
+            // A pin on any frame of the folio keeps all of it.
+            let first_pin = pinned.partition_point(|&p| p < pfn);
+            if pinned.get(first_pin).is_some_and(|&p| p - pfn < nr) {
                 keep.push(pfn);
             } else {
                 // Leaves the pending count before it joins the free one, so
                 // no frame is ever counted twice.
-                self.nr.fetch_sub(1, Ordering::Relaxed);
-                arena.free(pfn);
-                freed += 1;
+                self.nr.fetch_sub(nr as u64, Ordering::Relaxed);
+                arena.free_folio(pfn, order);
+                freed += nr as u64;
             }
         }
         if !keep.is_empty() {
@@ -395,10 +401,12 @@ impl Cache {
         self.free_pages(&[pfn]);
     }
 
-    /// free_page for a batch, with one lock of the pending list.
+    /// free_page for a batch of folios (their heads), with one lock of the
+    /// pending list.
     pub fn free_pages(&self, pfns: &[Pfn]) {
-        self.vm.add(Item::pgfree, pfns.len() as u64);
-        let flush = self.pending.push(pfns);
+        let frames: u64 = pfns.iter().map(|&p| 1u64 << self.page(p).folio_order()).sum();
+        self.vm.add(Item::pgfree, frames);
+        let flush = self.pending.push(pfns, frames);
         if flush {
             self.flush_pending_frees();
         }

@@ -117,6 +117,19 @@ pub const PG_FREE: u32 = 1 << 17;
 /// The first frame of a free block on the buddy lists, whose order is in
 /// `index` (the kernel's PageBuddy and buddy_order).
 pub const PG_BUDDY: u32 = 1 << 18;
+/// A tail page of a large folio (PageTail): every frame of the folio but
+/// the first, whose `lru_prev` names the head (the kernel's
+/// compound_head). Set while the folio is invisible, cleared when it is
+/// freed or split.
+pub const PG_TAIL: u32 = 1 << 19;
+/// A large folio's order, on its head page (the kernel keeps it in the
+/// first tail's `_flags_1`; here the head's flags have the room): 0 for a
+/// single page.
+pub const FOLIO_ORDER_PGOFF: u32 = 20;
+pub const FOLIO_ORDER_WIDTH: u32 = 4;
+pub const FOLIO_ORDER_MASK: u32 = ((1 << FOLIO_ORDER_WIDTH) - 1) << FOLIO_ORDER_PGOFF;
+
+const _: () = assert!(FOLIO_ORDER_MASK & (PG_TAIL | PG_BUDDY | LRU_GEN_MASK | LRU_REFS_MASK) == 0);
 
 /// The multi-gen LRU's generation field: gen + 1, 0 when the page is on no
 /// generation list (LRU_GEN_PGOFF, LRU_GEN_WIDTH = order_base_2(MAX_NR_GENS
@@ -259,6 +272,19 @@ impl Page {
     pub fn clear_frozen(&self, flag: u32) {
         crate::mmdebug::vm_bug_on_page!(self.refcount() != 0, self, "clear_frozen on a page in use");
         self.flags.fetch_and(!flag, Ordering::Relaxed);
+    }
+
+    /// folio_order: the order of the folio this page heads (0 for a
+    /// single page or a tail).
+    #[inline]
+    pub fn folio_order(&self) -> u32 {
+        (self.flags.load(Ordering::Relaxed) & FOLIO_ORDER_MASK) >> FOLIO_ORDER_PGOFF
+    }
+
+    /// PageTail.
+    #[inline]
+    pub fn is_tail(&self) -> bool {
+        self.flags.load(Ordering::Relaxed) & PG_TAIL != 0
     }
 
     #[inline]
@@ -528,7 +554,7 @@ impl Page {
     }
 }
 
-const FLAG_NAMES: [(u32, &str); 19] = [
+const FLAG_NAMES: [(u32, &str); 20] = [
     (PG_LOCKED, "locked"),
     (PG_REFERENCED, "referenced"),
     (PG_UPTODATE, "uptodate"),
@@ -548,6 +574,7 @@ const FLAG_NAMES: [(u32, &str); 19] = [
     (PG_SWAPCACHE, "swapcache"),
     (PG_FREE, "free"),
     (PG_BUDDY, "buddy"),
+    (PG_TAIL, "tail"),
 ];
 
 /// A page's state as `dump_page` shows it.

@@ -369,8 +369,10 @@ impl Cache {
     /// put_page: drop a reference; the last one frees the page.
     #[inline]
     pub fn put_page(&self, pfn: Pfn) {
-        if self.page(pfn).put_testzero() {
-            self.free_unref_pages(&[pfn]);
+        // A reference to any page of a folio is one to the folio (folio_put).
+        let head = self.arena.compound_head(pfn);
+        if self.page(head).put_testzero() {
+            self.free_unref_pages(&[head]);
         }
     }
 
@@ -380,8 +382,9 @@ impl Cache {
         let mut to_free = [NO_PFN; PAGEVEC_SIZE];
         let mut n = 0;
         for &pfn in pages {
-            if self.page(pfn).put_testzero() {
-                to_free[n] = pfn;
+            let head = self.arena.compound_head(pfn);
+            if self.page(head).put_testzero() {
+                to_free[n] = head;
                 n += 1;
                 if n == PAGEVEC_SIZE {
                     self.free_unref_pages(&to_free[..n]);

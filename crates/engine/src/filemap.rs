@@ -208,13 +208,16 @@ impl Cache {
         // re-check reads this index's slot or, if the leaf was deleted, 0.
         let row = thread_slot();
         let walk = self.hazards.walk_begin_in_row(row);
-        let (slot, entry) = inode.tree.lookup(index, &walk)?;
+        let (mut slot, mut entry) = inode.tree.lookup_leaf(index, &walk)?;
         let pfn = if entry & SINGLE_PAGE_MASK == SINGLE_PAGE {
             // A single page (the common case): one test.
             single_page_pfn(entry)
-        } else if entry & SLOT_FROZEN != 0 {
-            return None;
         } else {
+            // A sibling, a large folio's entry, or nothing to take.
+            (slot, entry) = inode.tree.lookup(index, &walk)?;
+            if entry & SLOT_FROZEN != 0 {
+                return None;
+            }
             entry_page_pfn(entry, index)?
         };
         let h = self.hazards.pin_in_row(row, pfn)?;

@@ -190,10 +190,11 @@ fn node_word(n: *const Node) -> usize {
     n as usize | TAG_NODE
 }
 
-/// The node a slot word that `is_node` links.
+/// The node a slot word that `is_node` links. A subtraction rather than a
+/// mask, so the walk folds it into the next slot's address.
 #[inline]
 fn word_node(v: usize) -> *mut Node {
-    (v & !TAG_MASK) as *mut Node
+    v.wrapping_sub(TAG_NODE) as *mut Node
 }
 
 #[inline]
@@ -754,6 +755,36 @@ impl PageTree {
     #[inline(always)]
     pub fn lookup<'g>(&'g self, index: u64, _walk: &'g WalkGuard<'_>) -> Option<(&'g AtomicUsize, usize)> {
         self.lookup_inner(index)
+    }
+
+    /// The hit path's walk: the slot the walk ends at and the word it
+    /// held, unresolved: a leaf slot, or a slot above the leaves that holds
+    /// an entry. A word that is not a single page's (`SINGLE_PAGE_MASK`)
+    /// may be a sibling or a large folio's: the caller then takes `lookup`.
+    /// Lock-free, under `_walk` as `lookup`.
+    #[inline(always)]
+    pub fn lookup_leaf<'g>(&'g self, index: u64, _walk: &'g WalkGuard<'_>) -> Option<(&'g AtomicUsize, usize)> {
+        let (mut n, mut level) = self.root();
+        if n.is_null() || !fits(index, level) {
+            return None;
+        }
+        while level > 0 {
+            // SAFETY: as in `lookup_inner`.
+            let s = &unsafe { node(n) }.slots[offset(index, level)];
+            let v = s.load(Ordering::Acquire);
+            // `is_node` and `word_node` in one: a link less its tag is the
+            // node's address, with the tag and shadow bits clear; any other
+            // word less 3 has one of them set (0 and shadows included).
+            let u = v.wrapping_sub(TAG_NODE);
+            if u & (SHADOW_BIT | TAG_MASK) != 0 {
+                return Some((s, v));
+            }
+            n = u as *const Node;
+            level -= 1;
+        }
+        // SAFETY: as above.
+        let s = &unsafe { node(n) }.slots[offset(index, 0)];
+        Some((s, s.load(Ordering::Acquire)))
     }
 
     /// The head slot of the entry covering `index` (see `lookup`).

@@ -142,6 +142,47 @@ pub fn get_next_ra_size(cur: u64, max: u64) -> u64 {
     r.min(max).max(1)
 }
 
+/// page_cache_ra_order's folio order for a window of `size` pages whose
+/// marker folio (the one that triggered it; 0 for a synchronous window)
+/// had order `prev`: two orders up from it, at most `max` and at most
+/// ilog2 of the window, so the order grows with the window as a stream
+/// goes on. A window under 4 pages reads single pages (`None`), as does
+/// `max` 0: `folio_order_max = 0` is today's behaviour.
+// Used by tests until readahead allocates large folios.
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) fn ra_folio_order(size: u64, prev: u32, max: u32) -> Option<u32> {
+    if max == 0 || size < 4 {
+        return None;
+    }
+    let order = if prev < max { prev + 2 } else { prev };
+    Some(order.min(max).min(size.ilog2()))
+}
+
+/// The folios of a window `[index, index + size)`, at most `order` each
+/// (`ra_folio_order`): page_cache_ra_order's loop. A folio is aligned to
+/// its size in the file, so an unaligned index takes the order its
+/// alignment allows first (`__ffs(index)`), and none reaches past `limit`
+/// (the window's last page, or the file's last): there the order drops
+/// until it fits. Yields (first index, order).
+// Used by tests until readahead allocates large folios.
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) fn ra_folios(index: u64, size: u64, limit: u64, order: u32) -> impl Iterator<Item = (u64, u32)> {
+    let limit = limit.min(index.saturating_add(size).saturating_sub(1));
+    let mut next = index;
+    std::iter::from_fn(move || {
+        if size == 0 || next > limit {
+            return None;
+        }
+        let mut o = order.min(next.trailing_zeros());
+        while o > 0 && next + (1u64 << o) - 1 > limit {
+            o -= 1;
+        }
+        let at = next;
+        next += 1u64 << o;
+        Some((at, o))
+    })
+}
+
 /// The largest window taken from a device, 16 MiB (a device may advertise
 /// any read_ahead_kb; the kernel's default maximum for `blockdev --setra`
 /// users is far above what a page cache of this size should read ahead).
@@ -701,4 +742,46 @@ impl Cache {
 
 fn entry_present(inode: &Inode, index: u64) -> bool {
     crate::pagetree::entry_pfn(inode.tree.load(index)).is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Goal: the order grows by two per window from the marker's, capped by
+    // the maximum and by the window's size; small windows and a maximum of
+    // 0 read single pages.
+    #[test]
+    fn ra_folio_order_ramps_with_the_window() {
+        assert_eq!(ra_folio_order(32, 0, 9), Some(2), "a synchronous window starts at order 2");
+        assert_eq!(ra_folio_order(128, 2, 9), Some(4));
+        assert_eq!(ra_folio_order(512, 8, 9), Some(9), "capped at the maximum");
+        assert_eq!(ra_folio_order(512, 9, 9), Some(9));
+        assert_eq!(ra_folio_order(16, 6, 9), Some(4), "capped at ilog2 of the window");
+        assert_eq!(ra_folio_order(3, 0, 9), None, "under 4 pages");
+        assert_eq!(ra_folio_order(1024, 4, 0), None, "folio_order_max 0");
+    }
+
+    // Goal: a window decomposes into folios aligned to their size, none
+    // past the limit, covering every page once: an aligned window in
+    // folios of the full order; an unaligned start climbing by alignment;
+    // an end cut by EOF stepping down.
+    #[test]
+    fn ra_folios_align_and_stop_at_the_limit() {
+        let all = |i, n, l, o| ra_folios(i, n, l, o).collect::<Vec<_>>();
+        assert_eq!(all(64, 64, u64::MAX, 4), vec![(64, 4), (80, 4), (96, 4), (112, 4)]);
+        assert_eq!(all(5, 11, u64::MAX, 3), vec![(5, 0), (6, 1), (8, 3)]);
+        assert_eq!(all(0, 32, 12, 4), vec![(0, 3), (8, 2), (12, 0)], "EOF at page 12");
+        assert_eq!(all(7, 0, u64::MAX, 4), vec![]);
+        for (i, n, l, o) in [(3u64, 1000u64, 900u64, 9u32), (512, 512, u64::MAX, 9), (1, 77, 50, 5), (0, 1, 0, 9)] {
+            let mut next = i;
+            for (at, ord) in ra_folios(i, n, l, o) {
+                assert_eq!(at, next, "gap or overlap");
+                assert!(ord <= o && at % (1 << ord) == 0, "({at}, {ord}) unaligned or too large");
+                assert!(at + (1 << ord) - 1 <= l.min(i + n - 1), "({at}, {ord}) past the limit");
+                next = at + (1 << ord);
+            }
+            assert_eq!(next, l.min(i + n - 1) + 1, "the window covered");
+        }
+    }
 }

@@ -113,8 +113,8 @@ fn hazard_pin_keeps_frame_from_reuse() {
     loom::model(|| {
         let hz = Arc::new(HazardTable::new());
         const PFN: u32 = 7;
-        // The tree slot (page entry pfn + 1) and the frame's identity.
-        let slot = Arc::new(AtomicUsize::new(PFN as usize + 1));
+        // The tree slot (the frame's page entry) and the frame's identity.
+        let slot = Arc::new(AtomicUsize::new(crate::pagetree::page_entry(PFN)));
         let generation = Arc::new(AtomicU32::new(0));
         let (hz2, slot2, gen2) = (hz.clone(), slot.clone(), generation.clone());
         let reader = thread::spawn(move || {

@@ -41,22 +41,23 @@
 //! than activating the page (lru_gen_refault), as in Linux 6.1+.
 //!
 //! Shadow entries are bounded as the kernel's shadow-node shrinker bounds
-//! them (count_shadow_nodes / shadow_lru_isolate): a page-tree leaf that
-//! holds only shadows is a shadow node (`workingset_nodes`); when there are
+//! them (count_shadow_nodes / shadow_lru_isolate): a page-tree node that
+//! holds only shadows (a leaf, or a node above that holds large folios'
+//! shadows) is a shadow node (`workingset_nodes`); when there are
 //! more than one per 8 frames of memory (`nr_pages >> (6 - 3)`, the
 //! kernel's limit for 64-slot nodes, i.e. at most 8 shadows per frame in
 //! dense nodes), reclaim drops every shadow of the oldest shadow nodes
-//! (`workingset_nodereclaim`) and the emptied leaves are freed, deferred
+//! (`workingset_nodereclaim`) and the emptied nodes are freed, deferred
 //! until no lock-free reader can be in them (pagetree.rs).
 //!
-//! Implementation of the list: shadow nodes are linked through the leaf
+//! Implementation of the list: shadow nodes are linked through the node
 //! itself on one list shared by all trees (`NodeCache`, the kernel's
 //! `shadow_nodes` list_lru). The page tree keeps membership exact as it
-//! stores (`workingset_update_node`): a leaf joins when it holds shadows
-//! and nothing else, and leaves when it gains a page or empties. The
-//! shrinker reads the oldest node's (mapping, index) under the list lock,
-//! rotates it to the tail, then takes that inode's tree lock and checks the
-//! leaf again before dropping its shadows, so the list lock is never held
+//! stores (`workingset_update_node`): a node joins when it holds shadows
+//! and nothing else, and leaves when it gains a page or a child, or
+//! empties. The shrinker reads the oldest node's (mapping, index, level)
+//! under the list lock, rotates it to the tail, then takes that inode's
+//! tree lock and checks the node again before dropping its shadows, so the list lock is never held
 //! while waiting for a tree lock (tree lock, then list lock, is the order).
 
 use crate::filemap::Inode;

@@ -1903,4 +1903,24 @@ mod tests {
         assert!(found > 0, "the readers found nothing to check");
         check(&t);
     }
+
+    // Goal: multi-index entries are what cuts the tree's metadata: a dense
+    // 256 MiB of pages and three times as much of shadows behind it (the
+    // metadata example's dense case) takes a leaf per 64 indices at order 0
+    // and no leaf at all at order 9, one level-1 node per 4,096 indices.
+    #[test]
+    fn dense_order_9_entries_need_no_leaves() {
+        const PAGES: u64 = 65_536;
+        for (order, want_nodes) in [(0u32, 4 * PAGES / 64 + 4 * PAGES / 4096 + 1), (9, 4 * PAGES / 4096 + 1)] {
+            let t = PageTree::detached();
+            let g = locked();
+            for (n, i) in (0..4 * PAGES).step_by(1 << order).enumerate() {
+                let e = if i < 3 * PAGES { SHADOW_BIT | n } else { folio_entry(i as Pfn, order) };
+                t.store_order(i, order, e, &g);
+            }
+            drop(g);
+            assert_eq!(nodes(&t), want_nodes, "order {order}");
+            check(&t);
+        }
+    }
 }

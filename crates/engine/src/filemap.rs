@@ -503,9 +503,11 @@ impl Cache {
                 }
                 continue;
             }
-            if entry_page_pfn(inode.tree.load(index), index) != Some(pfn) {
-                // Removed (and maybe reused) between the load and the get:
-                // the reference is on `head`, whatever `pfn` is now.
+            let now = inode.tree.load(index);
+            if entry_pfn(now) != Some(head) || entry_page_pfn(now, index) != Some(pfn) {
+                // Removed (and maybe reused), or split, between the load and
+                // the get: the reference is on `head`, whatever `pfn` is now
+                // (after a split the page is no longer the head's to count).
                 self.put_page(head);
                 continue;
             }
@@ -610,6 +612,19 @@ impl Cache {
     /// index is already taken. The caller's reference stays the caller's;
     /// the cache takes its own.
     pub fn add_to_page_cache_lru(&self, pfn: Pfn, inode: &Inode, index: u64) -> Option<LockedPage<'_>> {
+        self.filemap_add_folio(pfn, 0, inode, index)
+    }
+
+    /// __filemap_add_folio and the LRU add: insert the folio of `1 <<
+    /// order` pages headed by `pfn` (from `Arena::alloc_folio`) at `index`,
+    /// aligned to its size, as `add_to_page_cache_lru` inserts a page. None
+    /// if any page of its range is cached. The range's shadows go (one of
+    /// them, the first, decides the refault); a larger shadow around the
+    /// range is split and keeps its other parts. The cache holds one
+    /// reference on the head for the whole folio.
+    pub fn filemap_add_folio(&self, pfn: Pfn, order: u32, inode: &Inode, index: u64) -> Option<LockedPage<'_>> {
+        let nr = 1u64 << order;
+        debug_assert!(index.is_multiple_of(nr) && self.page(pfn).folio_order() == order);
         let page = self.page(pfn);
         // Invisible until stored in the tree: plain stores suffice.
         page.set_nonatomic(PG_LOCKED);
@@ -619,10 +634,15 @@ impl Cache {
         let mut refault = None;
         {
             let g = inode.tree_lock.lock();
-            let old = inode.tree.load(index);
+            let (old, shadows, taken) = if order == 0 {
+                let old = inode.tree.load(index);
+                (old, (old & SHADOW_BIT != 0) as i64, entry_pfn(old).is_some())
+            } else {
+                self.folio_range_entries(inode, index, order, &g)
+            };
             if old & SHADOW_BIT != 0 {
-                // The page takes the shadow's slot below.
-                self.node_stat.sub(NodeStat::Shadows, 1);
+                // The folio takes the shadows' slots below.
+                self.node_stat.sub(NodeStat::Shadows, shadows);
             }
             if old & SHADOW_BIT != 0 && self.config.tunables.workingset && self.policy.active() {
                 // The plug-in decides what a refault means (after the add).
@@ -642,7 +662,7 @@ impl Cache {
                     self.workingset_activation();
                 }
             }
-            if entry_pfn(old).is_some() {
+            if taken {
                 drop(g);
                 page.refcount.fetch_sub(1, Ordering::Relaxed);
                 page.mapping.store(NO_MAPPING, Ordering::Relaxed);
@@ -652,15 +672,42 @@ impl Cache {
             // Release: the descriptor's fields are visible before the entry.
             // Counted under the tree lock, before anyone can delete the
             // page and uncount it.
-            self.node_stat.add(NodeStat::FilePages, 1);
-            inode.nrpages.fetch_add(1, Ordering::Relaxed);
-            inode.tree.store(index, page_entry(pfn), &g);
+            self.node_stat.add(NodeStat::FilePages, nr as i64);
+            inode.nrpages.fetch_add(nr, Ordering::Relaxed);
+            inode.tree.store_order(index, order, crate::pagetree::folio_entry(pfn, order), &g);
         }
         self.lru_cache_add(pfn);
         if let Some(r) = refault {
-            self.policy_refault(crate::policy::FolioRef { pfn, order: 0, mapping: inode.id, index }, r);
+            self.policy_refault(crate::policy::FolioRef { pfn, order: order as u8, mapping: inode.id, index }, r);
         }
         Some(LockedPage::adopt(page, pfn, &self.vm))
+    }
+
+    /// What the range of an order-`order` folio at `index` holds, tree lock
+    /// held: the first shadow (0 if none), the shadow entries the folio's
+    /// store takes away (those inside the range, and a larger one around
+    /// it less the parts it keeps), and whether a page is cached there.
+    fn folio_range_entries(&self, inode: &Inode, index: u64, order: u32, g: &TreeLocked<'_>) -> (usize, i64, bool) {
+        let end = index + (1u64 << order);
+        let (mut first, mut shadows, mut taken) = (0, 0i64, false);
+        inode.tree.for_each(index, end, None, &mut |_, e| {
+            if e & SHADOW_BIT != 0 {
+                if first == 0 {
+                    first = e;
+                }
+                shadows += 1;
+            } else if entry_pfn(e).is_some() {
+                taken = true;
+            }
+            !taken
+        });
+        if let Some((e, _, big)) = inode.tree.load_order(index, g) {
+            if e & SHADOW_BIT != 0 && big > order {
+                // Split into 2^(big - order) parts, all kept but ours.
+                shadows -= (1i64 << (big - order)) - 1;
+            }
+        }
+        (first, shadows, taken)
     }
 
     /// __delete_from_page_cache with the tree lock held (`locked`): the slot empties (or

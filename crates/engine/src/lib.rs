@@ -35,6 +35,7 @@ mod errseq;
 mod filemap;
 mod hazard;
 mod highmem;
+mod huge_memory;
 mod inode;
 #[cfg(all(loom, test))]
 mod loom_tests;

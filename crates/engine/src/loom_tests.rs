@@ -270,6 +270,81 @@ fn split_linked_without_release_shows_a_gap() {
     split_model(true, Ordering::Relaxed);
 }
 
+/// find_get_page against split_folio at their smallest: an order-1 folio
+/// of frames 8 and 9 (the cache's reference on 8, 9 a tail naming it), a
+/// reader looking up index 1 (frame 9) by reference on the head, and a
+/// splitter that freezes the head at the cache's reference, makes 9 a page
+/// with the cache's reference, publishes 9's own entry and thaws the head.
+/// The reader re-checks the entry after its get and drops the page through
+/// `put_page`'s compound_head. `check_head` false drops the re-check's
+/// test that the entry still names the head it took the reference on.
+fn split_get_model(check_head: bool) {
+    use crate::pagetree::{entry_page_pfn, entry_pfn, folio_entry};
+    loom::model(move || {
+        let slot = Arc::new(AtomicUsize::new(folio_entry(8, 1)));
+        let refs = Arc::new([AtomicU32::new(1), AtomicU32::new(0)]);
+        let tail = Arc::new(AtomicU32::new(1));
+        let (slot2, refs2, tail2) = (slot.clone(), refs.clone(), tail.clone());
+        let reader = thread::spawn(move || {
+            let r = |pfn: u32| &refs2[(pfn - 8) as usize];
+            for _ in 0..2 {
+                let e = slot2.load(Ordering::Acquire);
+                let (Some(head), Some(pfn)) = (entry_pfn(e), entry_page_pfn(e, 1)) else { return };
+                // get_page_unless_zero on the head.
+                let mut v = r(head).load(Ordering::Relaxed);
+                loop {
+                    if v == 0 {
+                        break;
+                    }
+                    match r(head).compare_exchange(v, v + 1, Ordering::Acquire, Ordering::Relaxed) {
+                        Ok(_) => break,
+                        Err(cur) => v = cur,
+                    }
+                }
+                if v == 0 {
+                    continue;
+                }
+                let now = slot2.load(Ordering::Acquire);
+                if (check_head && entry_pfn(now) != Some(head)) || entry_page_pfn(now, 1) != Some(pfn) {
+                    r(head).fetch_sub(1, Ordering::Release);
+                    continue;
+                }
+                // put_page(pfn): the reference goes to compound_head(pfn).
+                let h = if pfn == 9 && tail2.load(Ordering::Relaxed) != 0 { 8 } else { pfn };
+                r(h).fetch_sub(1, Ordering::Release);
+                return;
+            }
+        });
+        // split_folio: freeze at the cache's reference, or give up.
+        let split = refs[0].compare_exchange(1, 0, Ordering::AcqRel, Ordering::Relaxed).is_ok();
+        if split {
+            tail.store(0, Ordering::Relaxed);
+            refs[1].store(1, Ordering::Release);
+            slot.store(folio_entry(9, 0), Ordering::Release);
+            refs[0].store(1, Ordering::Release);
+        }
+        reader.join().unwrap();
+        let counts = (refs[0].load(Ordering::Acquire), refs[1].load(Ordering::Acquire));
+        assert_eq!(counts, (1, split as u32), "a reference was dropped on another page than it was taken on");
+    });
+}
+
+// Goal: a lookup racing a split never drops its reference on another
+// descriptor than it took it on: each page ends with the cache's
+// reference alone, whatever the interleaving.
+#[test]
+fn split_racing_a_lookup_keeps_references() {
+    split_get_model(true);
+}
+
+// Goal: the model has teeth: without the head test, a lookup that took
+// the head's reference just after the split drops it on the new page.
+#[test]
+#[should_panic(expected = "a reference was dropped on another page")]
+fn split_lookup_without_head_check_drops_a_wrong_reference() {
+    split_get_model(false);
+}
+
 // Goal (errseq): an error recorded while two handles fsync is reported to
 // each handle exactly once, and a handle opened after it was seen starts
 // clean.

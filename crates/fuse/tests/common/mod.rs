@@ -119,8 +119,14 @@ impl Mount {
     /// Unmount as a user would (fusermount3 -u) and wait for the daemon,
     /// which writes everything back before it exits.
     pub fn unmount(&mut self) {
-        let st = run("fusermount3", &["-u".as_ref(), self.mnt().as_os_str()], 30);
-        assert!(st.success(), "fusermount3 -u failed");
+        // Files closed just before are released asynchronously (the kernel
+        // queues FUSE_RELEASE); until the daemon has answered, the mount
+        // is busy, so a user's unmount is retried for a while, as here.
+        let started = Instant::now();
+        while !run("fusermount3", &["-u".as_ref(), self.mnt().as_os_str()], 30).success() {
+            assert!(started.elapsed() < Duration::from_secs(10), "fusermount3 -u failed for 10 s");
+            std::thread::sleep(Duration::from_millis(100));
+        }
         let st = self.wait_exit(60);
         assert!(st.success(), "daemon failed ({st}):\n{}", self.log());
     }

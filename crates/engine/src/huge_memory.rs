@@ -1,0 +1,220 @@
+//! Splitting large page-cache folios (mm/huge_memory.c's
+//! split_huge_page_to_list_to_order, for file folios, to order 0).
+//!
+//! A large folio is one head page descriptor standing for `2^order`
+//! frames: its flags, lock, references, LRU place and tree entry are the
+//! folio's; its tails carry only PG_tail and the head's pfn. Splitting
+//! makes each frame a page of its own again, for a path that works on
+//! single pages. As the kernel does, the split needs the folio to itself:
+//! the caller holds the folio locked and one reference, and the refcount
+//! is frozen at exactly the cache's and the caller's, so no one can take
+//! a reference to the folio while its tails become pages (hit-path pins
+//! take none, and keep their frames: a split frees nothing). Under the
+//! tree lock and lru_lock: each tail gets the head's state (uptodate,
+//! referenced, active, workingset), its mapping and index, the cache's
+//! reference and, if the head is on a list, a place on the same list (at
+//! its head: the kernel puts tails right after the folio); the
+//! tree's entry is split into order-0 entries, which readers see either
+//! whole or in parts, never a gap (pagetree.rs). Then the head's count
+//! is thawed. Deviations: only clean folios (a dirty one would need its
+//! dirty accounting split too); not under a plug-in policy, which holds
+//! folios of its own.
+
+use crate::sync::atomic::Ordering;
+
+use crate::filemap::Inode;
+use crate::mm::Cache;
+use crate::page::*;
+
+impl Cache {
+    /// split_folio: split the large folio headed by `head`, locked by the
+    /// caller, who holds one reference to it, into single pages. False
+    /// when it cannot now (others hold references: one queued for the LRU
+    /// is drained by `lru_add_drain`; dirty or under writeback; under a
+    /// plug-in policy); a single page is already split.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn split_folio(&self, inode: &Inode, head: Pfn) -> bool {
+        let page = self.page(head);
+        let order = page.folio_order();
+        if order == 0 {
+            return true;
+        }
+        if page.flags() & (PG_DIRTY | PG_WRITEBACK) != 0 || self.policy.active() || page.mapping() != inode.id {
+            return false;
+        }
+        let g = inode.tree_lock.lock();
+        // The cache's reference and the caller's.
+        if !page.freeze(2) {
+            return false;
+        }
+        let index = page.index();
+        let flags = page.flags();
+        let kept = flags & (PG_UPTODATE | PG_REFERENCED | PG_ACTIVE | PG_WORKINGSET | PG_UNEVICTABLE | PG_WINDOW);
+        let mut lru = self.lruvec.lock(&self.arena, &self.vm);
+        for i in 1..1u32 << order {
+            let t = self.page(head + i);
+            // The tails are the folio's, frozen with it: plain stores.
+            t.lru_prev.store(NO_PFN, Ordering::Relaxed);
+            t.lru_next.store(NO_PFN, Ordering::Relaxed);
+            t.mapping.store(inode.id, Ordering::Relaxed);
+            t.index.store(index + i as u64, Ordering::Relaxed);
+            t.flags.store(kept, Ordering::Relaxed);
+            // Release: the fields above are visible to whoever takes a
+            // reference once the tree names the page.
+            t.refcount.store(1, Ordering::Release);
+        }
+        page.flags.fetch_and(!FOLIO_ORDER_MASK, Ordering::Relaxed);
+        if flags & PG_LRU != 0 {
+            for i in 1..1u32 << order {
+                self.page(head + i).set(PG_LRU, &self.vm);
+                self.lruvec_add_folio(&mut lru, head + i);
+            }
+        }
+        drop(lru);
+        inode.tree.split(index, 0, &g);
+        drop(g);
+        page.unfreeze(2);
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backing::{BackingDev, MemoryDev};
+    use crate::{Config, LruList, Tunables};
+    use std::sync::Arc;
+
+    // Goal: a large folio inserted at an aligned index holds its range in
+    // the tree and counts its pages; split, every frame is a page of the
+    // file with its own entry, the folio's state, a place on the folio's
+    // LRU list and the right bytes; truncation then frees every frame.
+    #[test]
+    fn a_split_folio_is_its_pages() {
+        let c = Cache::new(Config {
+            memory_bytes: 512 * 4096,
+            tunables: Tunables { kswapd: false, ..Tunables::default() },
+            ..Config::default()
+        })
+        .unwrap();
+        let dev = Arc::new(MemoryDev::new("t", 4096));
+        let data: Vec<u8> = (0..64 * 4096u32).map(|i| (i / 4096 * 7 + i % 251) as u8).collect();
+        let chunks: Vec<&[u8]> = data.chunks(4096).collect();
+        dev.write_pages(0, &chunks, data.len() as u64).unwrap();
+        let inode = c.iget("t", "t", || Ok(dev.clone() as Arc<dyn BackingDev>)).unwrap();
+        inode.size.store(64 * 4096, Ordering::Release);
+        c.arena.drain_all_pages();
+        let free = c.nr_free_pages();
+        let (head, order) = c.arena.alloc_folio(4).expect("an order-4 folio");
+        assert_eq!(order, 4);
+        let locked = c.filemap_add_folio(head, 4, &inode, 16).expect("the range is free");
+        let frames: Vec<Pfn> = (head..head + 16).collect();
+        assert_eq!(inode.nrpages.load(Ordering::Relaxed), 16);
+        let single = c.arena.alloc_folio(0).expect("a page").0;
+        assert!(c.filemap_add_folio(single, 0, &inode, 20).is_none(), "inside the folio");
+        c.put_page(single);
+        for i in 16..32 {
+            assert_eq!(crate::pagetree::entry_page_pfn(inode.tree.load(i), i), Some(head + (i - 16) as Pfn));
+        }
+        // Read the folio's frames in (one run), uptodate on the head.
+        let mut bufs: Vec<&mut [u8]> = frames.iter().map(|&p| unsafe { c.arena.frame_for_io_mut(p) }).collect();
+        dev.read_pages(16 * 4096, &mut bufs).unwrap();
+        drop(bufs);
+        c.page(head).set(PG_UPTODATE, &c.vm);
+        c.lru_add_drain();
+        assert!(c.page(head).test(PG_LRU));
+        assert!(c.split_folio(&inode, head), "the folio to itself");
+        drop(locked);
+        // The allocation's reference (the cache holds its own).
+        c.put_page(head);
+        for (k, &p) in frames.iter().enumerate() {
+            let pg = c.page(p);
+            assert!(!pg.is_tail() && pg.folio_order() == 0, "frame {k}");
+            assert_eq!((pg.mapping(), pg.index()), (inode.id, 16 + k as u64), "frame {k}");
+            assert!(pg.test(PG_UPTODATE) && pg.test(PG_LRU), "frame {k}: {}", pg.dump());
+            assert_eq!(inode.tree.load(16 + k as u64), crate::pagetree::page_entry(p));
+        }
+        assert_eq!(c.lruvec.len(LruList::InactiveFile), 16);
+        let mut buf = vec![0u8; 4096];
+        for i in 16..32u64 {
+            let pfn = c.find_get_page(&inode, i).expect("cached");
+            c.memcpy_from_page(pfn, 0, &mut buf);
+            assert_eq!(&buf[..], &data[i as usize * 4096..(i as usize + 1) * 4096], "page {i}");
+            c.put_page(pfn);
+        }
+        c.truncate_inode_pages_range(&inode, 0, u64::MAX);
+        c.flush_pending_frees();
+        assert_eq!(inode.nrpages.load(Ordering::Relaxed), 0);
+        assert_eq!(c.nr_free_pages(), free, "every frame back");
+    }
+
+    // Goal: readers taking references to the folio's pages through the
+    // tree while it is split (the split retrying until their references
+    // are gone) read the right bytes, and every page ends with the cache's
+    // reference alone: none leaks, none is dropped twice; truncation then
+    // frees every frame. The narrow interleaving where a lookup takes the
+    // head's reference just after a split is loom's
+    // (`split_racing_a_lookup_keeps_references`).
+    #[test]
+    fn readers_racing_a_split_keep_counts_and_bytes() {
+        let c = Cache::new(Config {
+            memory_bytes: 512 * 4096,
+            tunables: Tunables { kswapd: false, ..Tunables::default() },
+            ..Config::default()
+        })
+        .unwrap();
+        let dev = Arc::new(MemoryDev::new("t", 4096));
+        let data: Vec<u8> = (0..64 * 4096u32).map(|i| (i / 4096 * 13 + i % 241) as u8).collect();
+        let chunks: Vec<&[u8]> = data.chunks(4096).collect();
+        dev.write_pages(0, &chunks, data.len() as u64).unwrap();
+        let inode = c.iget("t", "t", || Ok(dev.clone() as Arc<dyn BackingDev>)).unwrap();
+        inode.size.store(64 * 4096, Ordering::Release);
+        c.arena.drain_all_pages();
+        let free = c.nr_free_pages();
+        for round in 0..50 {
+            let (head, order) = c.arena.alloc_folio(5).expect("an order-5 folio");
+            assert_eq!(order, 5);
+            let locked = c.filemap_add_folio(head, 5, &inode, 32).expect("the range is free");
+            let frames: Vec<Pfn> = (head..head + 32).collect();
+            let mut bufs: Vec<&mut [u8]> =
+                // SAFETY: the folio is locked, not uptodate, held by us.
+                frames.iter().map(|&p| unsafe { c.arena.frame_for_io_mut(p) }).collect();
+            dev.read_pages(32 * 4096, &mut bufs).unwrap();
+            drop(bufs);
+            c.page(head).set(PG_UPTODATE, &c.vm);
+            c.lru_add_drain();
+            let stop = std::sync::atomic::AtomicBool::new(false);
+            std::thread::scope(|s| {
+                for r in 0..2u64 {
+                    let (c, inode, data, stop) = (&c, &inode, &data, &stop);
+                    s.spawn(move || {
+                        let mut buf = vec![0u8; 4096];
+                        let mut i = 32 + (round + r * 7) % 32;
+                        while !stop.load(Ordering::Relaxed) {
+                            if let Some(pfn) = c.find_get_page(inode, i) {
+                                c.memcpy_from_page(pfn, 0, &mut buf);
+                                assert_eq!(&buf[..], &data[i as usize * 4096..][..4096], "page {i}");
+                                c.put_page(pfn);
+                            }
+                            i = 32 + (i + 5) % 32;
+                            std::thread::yield_now();
+                        }
+                    });
+                }
+                while !c.split_folio(&inode, head) {
+                    std::thread::yield_now();
+                }
+                std::thread::sleep(std::time::Duration::from_micros(200));
+                stop.store(true, Ordering::Relaxed);
+            });
+            drop(locked);
+            c.put_page(head);
+            for &p in &frames {
+                assert_eq!(c.page(p).refcount(), 1, "round {round}: frame {p} holds only the cache's reference");
+            }
+            c.truncate_inode_pages_range(&inode, 0, u64::MAX);
+            c.flush_pending_frees();
+            assert_eq!(c.nr_free_pages(), free, "round {round}: every frame back");
+        }
+    }
+}

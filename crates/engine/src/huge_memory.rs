@@ -85,12 +85,9 @@ mod tests {
     use crate::{Config, LruList, Tunables};
     use std::sync::Arc;
 
-    // Goal: a large folio inserted at an aligned index holds its range in
-    // the tree and counts its pages; split, every frame is a page of the
-    // file with its own entry, the folio's state, a place on the folio's
-    // LRU list and the right bytes; truncation then frees every frame.
-    #[test]
-    fn a_split_folio_is_its_pages() {
+    /// A cache of 512 frames (per-CPU lists drained) and a 64-page file
+    /// of known bytes on a memory device.
+    fn file() -> (Arc<Cache>, Arc<MemoryDev>, Arc<Inode>, Vec<u8>) {
         let c = Cache::new(Config {
             memory_bytes: 512 * 4096,
             tunables: Tunables { kswapd: false, ..Tunables::default() },
@@ -104,11 +101,42 @@ mod tests {
         let inode = c.iget("t", "t", || Ok(dev.clone() as Arc<dyn BackingDev>)).unwrap();
         inode.size.store(64 * 4096, Ordering::Release);
         c.arena.drain_all_pages();
+        (c, dev, inode, data)
+    }
+
+    /// An order-`order` folio added at `index`, read in from the device in
+    /// one run, uptodate, on the LRU; locked, with the allocation's
+    /// reference. Its frames.
+    fn read_folio<'c>(
+        c: &'c Cache,
+        dev: &MemoryDev,
+        inode: &Inode,
+        order: u32,
+        index: u64,
+    ) -> (Vec<Pfn>, LockedPage<'c>) {
+        let (head, got) = c.arena.alloc_folio(order as usize).expect("a folio");
+        assert_eq!(got as u32, order);
+        let locked = c.filemap_add_folio(head, order, inode, index).expect("the range is free");
+        let frames: Vec<Pfn> = (head..head + (1 << order)).collect();
+        // SAFETY: the folio is locked, not uptodate, and held by us.
+        let mut bufs: Vec<&mut [u8]> = frames.iter().map(|&p| unsafe { c.arena.frame_for_io_mut(p) }).collect();
+        dev.read_pages(index * 4096, &mut bufs).unwrap();
+        drop(bufs);
+        c.page(head).set(PG_UPTODATE, &c.vm);
+        c.lru_add_drain();
+        (frames, locked)
+    }
+
+    // Goal: a large folio inserted at an aligned index holds its range in
+    // the tree and counts its pages; split, every frame is a page of the
+    // file with its own entry, the folio's state, a place on the folio's
+    // LRU list and the right bytes; truncation then frees every frame.
+    #[test]
+    fn a_split_folio_is_its_pages() {
+        let (c, dev, inode, data) = file();
         let free = c.nr_free_pages();
-        let (head, order) = c.arena.alloc_folio(4).expect("an order-4 folio");
-        assert_eq!(order, 4);
-        let locked = c.filemap_add_folio(head, 4, &inode, 16).expect("the range is free");
-        let frames: Vec<Pfn> = (head..head + 16).collect();
+        let (frames, locked) = read_folio(&c, &dev, &inode, 4, 16);
+        let head = frames[0];
         assert_eq!(inode.nrpages.load(Ordering::Relaxed), 16);
         let single = c.arena.alloc_folio(0).expect("a page").0;
         assert!(c.filemap_add_folio(single, 0, &inode, 20).is_none(), "inside the folio");
@@ -116,12 +144,6 @@ mod tests {
         for i in 16..32 {
             assert_eq!(crate::pagetree::entry_page_pfn(inode.tree.load(i), i), Some(head + (i - 16) as Pfn));
         }
-        // Read the folio's frames in (one run), uptodate on the head.
-        let mut bufs: Vec<&mut [u8]> = frames.iter().map(|&p| unsafe { c.arena.frame_for_io_mut(p) }).collect();
-        dev.read_pages(16 * 4096, &mut bufs).unwrap();
-        drop(bufs);
-        c.page(head).set(PG_UPTODATE, &c.vm);
-        c.lru_add_drain();
         assert!(c.page(head).test(PG_LRU));
         assert!(c.split_folio(&inode, head), "the folio to itself");
         drop(locked);
@@ -157,32 +179,11 @@ mod tests {
     // (`split_racing_a_lookup_keeps_references`).
     #[test]
     fn readers_racing_a_split_keep_counts_and_bytes() {
-        let c = Cache::new(Config {
-            memory_bytes: 512 * 4096,
-            tunables: Tunables { kswapd: false, ..Tunables::default() },
-            ..Config::default()
-        })
-        .unwrap();
-        let dev = Arc::new(MemoryDev::new("t", 4096));
-        let data: Vec<u8> = (0..64 * 4096u32).map(|i| (i / 4096 * 13 + i % 241) as u8).collect();
-        let chunks: Vec<&[u8]> = data.chunks(4096).collect();
-        dev.write_pages(0, &chunks, data.len() as u64).unwrap();
-        let inode = c.iget("t", "t", || Ok(dev.clone() as Arc<dyn BackingDev>)).unwrap();
-        inode.size.store(64 * 4096, Ordering::Release);
-        c.arena.drain_all_pages();
+        let (c, dev, inode, data) = file();
         let free = c.nr_free_pages();
         for round in 0..50 {
-            let (head, order) = c.arena.alloc_folio(5).expect("an order-5 folio");
-            assert_eq!(order, 5);
-            let locked = c.filemap_add_folio(head, 5, &inode, 32).expect("the range is free");
-            let frames: Vec<Pfn> = (head..head + 32).collect();
-            let mut bufs: Vec<&mut [u8]> =
-                // SAFETY: the folio is locked, not uptodate, held by us.
-                frames.iter().map(|&p| unsafe { c.arena.frame_for_io_mut(p) }).collect();
-            dev.read_pages(32 * 4096, &mut bufs).unwrap();
-            drop(bufs);
-            c.page(head).set(PG_UPTODATE, &c.vm);
-            c.lru_add_drain();
+            let (frames, locked) = read_folio(&c, &dev, &inode, 5, 32);
+            let head = frames[0];
             let stop = std::sync::atomic::AtomicBool::new(false);
             std::thread::scope(|s| {
                 for r in 0..2u64 {

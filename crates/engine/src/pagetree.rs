@@ -660,14 +660,12 @@ impl PageTree {
         ((r & !HEIGHT_MASK) as *const Node, r & HEIGHT_MASK)
     }
 
-    /// The head slot of the entry covering `index` and the entry it held
-    /// (a folio entry that covers `index`, or a shadow), walking from the
-    /// top: the caller either holds the tree lock or walks under a guard.
-    /// The walk the hit path takes: node links down to a leaf slot; an
-    /// entry above the leaves or a sibling sends it to `lookup_sibling`,
-    /// out of line.
+    /// The walk every lookup starts with: node links down to the first
+    /// slot on the way to `index` that holds anything else (an entry above
+    /// the leaves, a sibling, or 0), or the leaf slot, with the word it
+    /// held. The caller either holds the tree lock or walks under a guard.
     #[inline(always)]
-    fn lookup_inner(&self, index: u64) -> Option<(&AtomicUsize, usize)> {
+    fn walk_to_entry(&self, index: u64) -> Option<(&AtomicUsize, usize)> {
         let (mut n, mut level) = self.root();
         if n.is_null() || !fits(index, level) {
             return None;
@@ -676,25 +674,33 @@ impl PageTree {
             // SAFETY: `n` came from the root or a parent slot, loaded under
             // the caller's guard or tree lock, so it is not reused while
             // the returned reference (bound by the caller's guard) is used.
-            let v = unsafe { node(n) }.slots[offset(index, level)].load(Ordering::Acquire);
-            if v & (SHADOW_BIT | TAG_MASK) != TAG_NODE {
-                if v == 0 {
-                    return None;
-                }
-                // An entry above the leaves: a large folio's, or a shadow.
-                return self.lookup_sibling(index);
+            let s = &unsafe { node(n) }.slots[offset(index, level)];
+            let v = s.load(Ordering::Acquire);
+            // `is_node` and `word_node` in one: a link less its tag is the
+            // node's address, with the tag and shadow bits clear; any other
+            // word less 3 has one of them set (0 and shadows included).
+            let u = v.wrapping_sub(TAG_NODE);
+            if u & (SHADOW_BIT | TAG_MASK) != 0 {
+                return Some((s, v));
             }
-            n = word_node(v);
+            n = u as *const Node;
             level -= 1;
         }
         // SAFETY: as above.
         let s = &unsafe { node(n) }.slots[offset(index, 0)];
-        let v = s.load(Ordering::Acquire);
-        if v & (SHADOW_BIT | TAG_SIBLING) == TAG_SIBLING {
+        Some((s, s.load(Ordering::Acquire)))
+    }
+
+    /// The head slot of the entry covering `index` and the entry it held
+    /// (a folio entry that covers `index`, a shadow, or 0), walking from
+    /// the top; a sibling sends it to `lookup_sibling`, out of line. The
+    /// caller either holds the tree lock or walks under a guard.
+    #[inline(always)]
+    fn lookup_inner(&self, index: u64) -> Option<(&AtomicUsize, usize)> {
+        let (s, v) = self.walk_to_entry(index)?;
+        if is_sibling(v) {
             return self.lookup_sibling(index);
         }
-        // An empty leaf slot comes back too (the hit path's one test of
-        // the entry rejects it); `load` reads it as 0.
         Some((s, v))
     }
 
@@ -749,7 +755,7 @@ impl PageTree {
     }
 
     /// The head slot of the entry covering `index` and the entry it held
-    /// (a leaf slot may read 0: no entry). Lock-free; the slot stays valid memory while
+    /// (0: no entry). Lock-free; the slot stays valid memory while
     /// `_walk` lives, so the hit path can pin the page and re-check the
     /// slot. If the node is deleted meanwhile, the slot reads 0.
     #[inline(always)]
@@ -757,34 +763,13 @@ impl PageTree {
         self.lookup_inner(index)
     }
 
-    /// The hit path's walk: the slot the walk ends at and the word it
-    /// held, unresolved: a leaf slot, or a slot above the leaves that holds
-    /// an entry. A word that is not a single page's (`SINGLE_PAGE_MASK`)
+    /// The hit path's walk (`walk_to_entry`): the slot it ends at and the
+    /// word it held, unresolved. A word that is not a single page's (`SINGLE_PAGE_MASK`)
     /// may be a sibling or a large folio's: the caller then takes `lookup`.
     /// Lock-free, under `_walk` as `lookup`.
     #[inline(always)]
     pub fn lookup_leaf<'g>(&'g self, index: u64, _walk: &'g WalkGuard<'_>) -> Option<(&'g AtomicUsize, usize)> {
-        let (mut n, mut level) = self.root();
-        if n.is_null() || !fits(index, level) {
-            return None;
-        }
-        while level > 0 {
-            // SAFETY: as in `lookup_inner`.
-            let s = &unsafe { node(n) }.slots[offset(index, level)];
-            let v = s.load(Ordering::Acquire);
-            // `is_node` and `word_node` in one: a link less its tag is the
-            // node's address, with the tag and shadow bits clear; any other
-            // word less 3 has one of them set (0 and shadows included).
-            let u = v.wrapping_sub(TAG_NODE);
-            if u & (SHADOW_BIT | TAG_MASK) != 0 {
-                return Some((s, v));
-            }
-            n = u as *const Node;
-            level -= 1;
-        }
-        // SAFETY: as above.
-        let s = &unsafe { node(n) }.slots[offset(index, 0)];
-        Some((s, s.load(Ordering::Acquire)))
+        self.walk_to_entry(index)
     }
 
     /// The head slot of the entry covering `index` (see `lookup`).
@@ -810,7 +795,6 @@ impl PageTree {
 
     /// The entry covering `index` with its first index and order, under
     /// the tree lock (`_locked`).
-    #[cfg_attr(not(test), allow(dead_code))]
     pub fn load_order(&self, index: u64, _locked: &TreeLocked<'_>) -> Option<(usize, u64, u32)> {
         let pos = self.find(index)?;
         Some((pos.entry(), pos.index(), pos.order()))

@@ -581,24 +581,30 @@ impl Arena {
     /// head and the order got. A large folio's head carries its order and
     /// refcount 1, its tails PG_tail and the head's pfn in `lru_prev`
     /// (prep_compound_page). None only when no frame is free.
-    // Used by tests until readahead allocates large folios.
     #[cfg_attr(not(test), allow(dead_code))]
     pub fn alloc_folio(&self, order_max: usize) -> Option<(Pfn, usize)> {
         for order in (1..=order_max.min(MAX_ORDER)).rev() {
-            let taken = self.zone.lock().rmqueue_smallest(&self.pages, order);
-            if let Some(pfn) = taken {
-                self.nr_free.fetch_sub(1 << order, Ordering::Release);
-                self.prep_new_page(pfn, order);
-                self.prep_compound_page(pfn, order);
+            if let Some(pfn) = self.alloc_large_folio(order) {
                 return Some((pfn, order));
             }
         }
         self.alloc().map(|pfn| (pfn, 0))
     }
 
+    /// A folio of exactly `order` (1..=MAX_ORDER) from the buddy lists,
+    /// without draining the per-CPU lists (__GFP_NORETRY): None when no
+    /// block that large is free. The caller falls back to smaller orders.
+    pub fn alloc_large_folio(&self, order: usize) -> Option<Pfn> {
+        debug_assert!((1..=MAX_ORDER).contains(&order));
+        let pfn = self.zone.lock().rmqueue_smallest(&self.pages, order)?;
+        self.nr_free.fetch_sub(1 << order, Ordering::Release);
+        self.prep_new_page(pfn, order);
+        self.prep_compound_page(pfn, order);
+        Some(pfn)
+    }
+
     /// prep_compound_page: the order on the head, the head's pfn on each
     /// tail. The folio is invisible: plain stores.
-    #[cfg_attr(not(test), allow(dead_code))]
     fn prep_compound_page(&self, head: Pfn, order: usize) {
         let h = self.page(head);
         let f = h.flags.load(Ordering::Relaxed) & !FOLIO_ORDER_MASK;

@@ -64,6 +64,8 @@ pub const MAX_WRITE_REQUEST_BYTES: usize = 256 << 10;
 
 /// One read: a run of locked, not-uptodate pages of `inode` starting at
 /// page `first` (kept in the page cache by their lock, not by a reference).
+/// A large folio's frames are all in `pages`, head first; its state (the
+/// lock, uptodate) is its head's, so a request is never split inside one.
 pub struct ReadRequest {
     pub inode: Arc<Inode>,
     pub first: u64,
@@ -202,9 +204,13 @@ impl Cache {
         };
         let max = self.read_request_pages(&req.inode);
         let mut pieces = Vec::with_capacity(req.pages.len().div_ceil(max));
-        while req.pages.len() > max {
-            let rest = req.pages.split_off(max);
-            let next = ReadRequest { inode: req.inode.clone(), first: req.first + max as u64, pages: rest };
+        loop {
+            let at = self.read_split_point(&req.pages, max);
+            if at >= req.pages.len() {
+                break;
+            }
+            let rest = req.pages.split_off(at);
+            let next = ReadRequest { inode: req.inode.clone(), first: req.first + at as u64, pages: rest };
             pieces.push(std::mem::replace(&mut req, next));
         }
         pieces.push(req);
@@ -233,6 +239,17 @@ impl Cache {
             self.vm.inc(Item::ra_submit_inline);
             self.end_page_read(&req.inode, req.first, &req.pages);
         }
+    }
+
+    /// Where a read run of `pages` splits to be at most `max` pages: at
+    /// `max`, or past it at the end of the large folio `max` falls in
+    /// (a folio completes as one, on its head).
+    pub(crate) fn read_split_point(&self, pages: &[Pfn], max: usize) -> usize {
+        let mut at = max;
+        while at < pages.len() && self.page(pages[at]).is_tail() {
+            at += 1;
+        }
+        at
     }
 
     /// The largest read request, in pages, for either engine: the
@@ -351,11 +368,19 @@ impl Cache {
     /// page lock keeps each in the page cache until this unlock.
     pub(crate) fn end_page_read(&self, inode: &Inode, first: u64, pages: &[Pfn]) {
         let ok = self.read_pages_raw(inode, first, pages).is_ok();
+        self.end_read_folios(pages, ok);
+    }
+
+    /// folio_end_read for each folio of a read run (its tails' frames
+    /// are in the run too: the state is the head's): uptodate (or PG_error)
+    /// and unlocked in one atomic step, so no reader copies a page that is
+    /// still locked and a folio's lock is not held past its own completion.
+    pub(crate) fn end_read_folios(&self, pages: &[Pfn], ok: bool) {
         for &pfn in pages {
-            // folio_end_read: uptodate (or PG_error) and unlocked in one
-            // atomic step, so no reader copies a page that is still locked
-            // and a page's lock is not held past its own completion.
-            self.page(pfn).end_read(ok, &self.vm);
+            let page = self.page(pfn);
+            if !page.is_tail() {
+                page.end_read(ok, &self.vm);
+            }
         }
     }
 

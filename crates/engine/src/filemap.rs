@@ -36,7 +36,7 @@ use crate::hazard::Hazard;
 use crate::mm::Cache;
 use crate::page::*;
 use crate::pagetree::{
-    entry_page_pfn, entry_pfn, page_entry, single_page_pfn, PageTree, TreeLocked, MARK_DIRTY, PAGE_HOT, SHADOW_BIT,
+    entry_page_pfn, entry_pfn, folio_entry, single_page_pfn, PageTree, TreeLocked, MARK_DIRTY, PAGE_HOT, SHADOW_BIT,
     SINGLE_PAGE, SINGLE_PAGE_MASK, SLOT_FROZEN,
 };
 use crate::percpu::thread_slot;
@@ -209,16 +209,18 @@ impl Cache {
         let row = thread_slot();
         let walk = self.hazards.walk_begin_in_row(row);
         let (mut slot, mut entry) = inode.tree.lookup_leaf(index, &walk)?;
-        let pfn = if entry & SINGLE_PAGE_MASK == SINGLE_PAGE {
+        let (pfn, head) = if entry & SINGLE_PAGE_MASK == SINGLE_PAGE {
             // A single page (the common case): one test.
-            single_page_pfn(entry)
+            let pfn = single_page_pfn(entry);
+            (pfn, pfn)
         } else {
-            // A sibling, a large folio's entry, or nothing to take.
+            // A sibling, a large folio's entry, or nothing to take: the
+            // head's slot and entry. The folio's state is its head's.
             (slot, entry) = inode.tree.lookup(index, &walk)?;
             if entry & SLOT_FROZEN != 0 {
                 return None;
             }
-            entry_page_pfn(entry, index)?
+            (entry_page_pfn(entry, index)?, entry_pfn(entry)?)
         };
         let h = self.hazards.pin_in_row(row, pfn)?;
         // Re-check after announcing: still this index's page.
@@ -229,7 +231,7 @@ impl Cache {
         if entry & PAGE_HOT != 0 {
             return Some((pfn, h, true));
         }
-        let page = self.page(pfn);
+        let page = self.page(head);
         let flags = page.flags();
         if flags & (PG_UPTODATE | PG_READAHEAD) != PG_UPTODATE {
             self.hazards.unpin(h);
@@ -267,7 +269,7 @@ impl Cache {
         }
         let walk = inode.tree.walk();
         if let Some(slot) = inode.tree.slot(page.index(), &walk) {
-            let entry = page_entry(pfn);
+            let entry = folio_entry(pfn, page.folio_order());
             let _ = slot.compare_exchange(entry | PAGE_HOT, entry, Ordering::AcqRel, Ordering::Relaxed);
         }
     }
@@ -279,6 +281,44 @@ impl Cache {
             self.vm.inc(Item::mark_page_accessed_calls);
         } else {
             self.mark_page_accessed(pfn);
+        }
+    }
+
+    /// The frames of the folio headed by `head`, in index order (a read
+    /// run: the I/O fills them all, the state is the head's).
+    pub(crate) fn folio_frames(&self, head: Pfn) -> Vec<Pfn> {
+        let nr = 1 << self.page(head).folio_order();
+        (head..head + nr).collect()
+    }
+
+    /// find_get_page for a caller that will lock, dirty or map the page:
+    /// a page of a large folio is split out of it first (large folios
+    /// here are only ever clean and unmapped, as the kernel's read-only
+    /// file THPs were: whatever would write or map one splits it). The
+    /// split needs the folio idle but for the cache and this lookup; a
+    /// transient reference (a reader's, an LRU batch's) makes it wait and
+    /// retry, draining the batches.
+    pub fn find_get_single_page(&self, inode: &Inode, index: u64) -> Option<Pfn> {
+        let mut tries = 0u32;
+        loop {
+            let pfn = self.find_get_page(inode, index)?;
+            let head = self.arena.compound_head(pfn);
+            if head == pfn && self.page(pfn).folio_order() == 0 {
+                return Some(pfn);
+            }
+            let locked = self.lock_page(head);
+            let split = locked.mapping() != inode.id || self.split_folio(inode, head);
+            locked.unlock();
+            self.put_page(head);
+            if !split {
+                tries += 1;
+                self.lru_add_drain_all();
+                if tries > 3 {
+                    std::thread::sleep(std::time::Duration::from_micros(50 << tries.min(8)));
+                } else {
+                    std::thread::yield_now();
+                }
+            }
         }
     }
 
@@ -295,7 +335,7 @@ impl Cache {
         let slot = inode.tree.slot_locked(page.index(), &g);
         match slot {
             Some(slot) if !page.test(PG_DIRTY) && entry_pfn(slot.load(Ordering::Acquire)) == Some(pfn) => {
-                slot.store(page_entry(pfn) | SLOT_FROZEN, Ordering::Release);
+                slot.store(folio_entry(pfn, page.folio_order()) | SLOT_FROZEN, Ordering::Release);
                 true
             }
             _ => {
@@ -328,9 +368,12 @@ impl Cache {
         for (pfn, inode) in batch {
             let page = self.page(*pfn);
             let g = inode.tree_lock.lock();
-            if pinned.binary_search(pfn).is_ok() {
+            // A pin on any frame of a folio keeps it.
+            let nr = 1 << page.folio_order();
+            let at = pinned.partition_point(|&p| p < *pfn);
+            if pinned.get(at).is_some_and(|&p| p < *pfn + nr) {
                 if let Some(slot) = inode.tree.slot_locked(page.index(), &g) {
-                    slot.store(page_entry(*pfn), Ordering::Release);
+                    slot.store(folio_entry(*pfn, page.folio_order()), Ordering::Release);
                 }
                 page.unfreeze(refs);
                 kept.push(*pfn);
@@ -518,7 +561,14 @@ impl Cache {
     /// pagecache_get_page: the core of every lookup (accessed-v2, Linux 3.16).
     pub fn pagecache_get_page(&self, inode: &Inode, index: u64, fgp: u32) -> Result<Option<Pfn>> {
         loop {
-            if let Some(pfn) = self.find_get_page(inode, index) {
+            // A caller that locks the page gets a single page (large
+            // folios are read-only here: `find_get_single_page`).
+            let found = if fgp & FGP_LOCK != 0 {
+                self.find_get_single_page(inode, index)
+            } else {
+                self.find_get_page(inode, index)
+            };
+            if let Some(pfn) = found {
                 if fgp & FGP_LOCK != 0 {
                     let page = if fgp & FGP_NOWAIT != 0 {
                         let Some(page) = self.trylock_page(pfn) else {
@@ -659,7 +709,7 @@ impl Cache {
                     // of the working set; it goes straight to the active
                     // list.
                     page.set_nonatomic(PG_ACTIVE);
-                    self.workingset_activation();
+                    self.workingset_activation_nr(nr);
                 }
             }
             if taken {
@@ -724,18 +774,23 @@ impl Cache {
     ) {
         let page = self.page(pfn);
         let index = page.index();
+        let order = page.folio_order();
         if let Some(p) = self.policy.get() {
-            p.folio_removed(crate::policy::FolioRef { pfn, order: 0, mapping: inode.id, index }, why);
+            p.folio_removed(crate::policy::FolioRef { pfn, order: order as u8, mapping: inode.id, index }, why);
         }
         debug_assert_eq!(entry_pfn(inode.tree.load(index)), Some(pfn));
         self.cancel_dirty_page(inode, pfn);
         inode.tree.clear_mark(index, MARK_DIRTY, locked);
-        inode.tree.store(index, shadow, locked);
         if shadow != 0 {
+            // One shadow for the whole folio (workingset_eviction per folio).
+            inode.tree.store_order(index, order, shadow, locked);
             self.node_stat.add(NodeStat::Shadows, 1);
+        } else {
+            inode.tree.store(index, 0, locked);
         }
-        inode.nrpages.fetch_sub(1, Ordering::Relaxed);
-        self.node_stat.sub(NodeStat::FilePages, 1);
+        let nr = 1u64 << order;
+        inode.nrpages.fetch_sub(nr, Ordering::Relaxed);
+        self.node_stat.sub(NodeStat::FilePages, nr as i64);
         page.mapping.store(NO_MAPPING, Ordering::Release);
     }
 
@@ -745,8 +800,8 @@ impl Cache {
     pub fn read_pages_io(&self, inode: &Inode, first: u64, pages: &[Pfn]) -> Result<()> {
         let res = self.read_pages_raw(inode, first, pages);
         let ok = res.is_ok();
-        for &p in pages {
-            let page = self.page(p);
+        // A large folio's state is its head's.
+        for page in pages.iter().map(|&p| self.page(p)).filter(|p| !p.is_tail()) {
             if ok {
                 page.clear(PG_ERROR, &self.vm);
                 page.set(PG_UPTODATE, &self.vm);
@@ -812,7 +867,10 @@ impl Cache {
     /// read it ourselves if that failed. Returns false if the page was
     /// truncated meanwhile (the caller retries the lookup).
     pub fn wait_page_uptodate(&self, inode: &Inode, pfn: Pfn) -> Result<bool> {
-        let page = self.page(pfn);
+        // A large folio's state is its head's (the reference, on the
+        // head, keeps it from being split meanwhile).
+        let head = self.arena.compound_head(pfn);
+        let page = self.page(head);
         if page.test(PG_UPTODATE) {
             return Ok(true);
         }
@@ -821,11 +879,15 @@ impl Cache {
         if page.test(PG_LOCKED) && self.run_queued_read(inode, page.index()) && page.test(PG_UPTODATE) {
             return Ok(true);
         }
-        let page = self.lock_page(pfn);
+        let page = self.lock_page(head);
         if page.mapping() != inode.id {
             return Ok(false);
         }
-        let res = if page.test(PG_UPTODATE) { Ok(()) } else { self.read_pages_io(inode, page.index(), &[pfn]) };
+        let res = if page.test(PG_UPTODATE) {
+            Ok(())
+        } else {
+            self.read_pages_io(inode, page.index(), &self.folio_frames(head))
+        };
         page.unlock();
         res.map(|_| true)
     }
@@ -854,7 +916,7 @@ impl Cache {
                 }
             };
             if let Some(ra) = ra {
-                if self.page(pfn).test(PG_READAHEAD) {
+                if self.page(self.arena.compound_head(pfn)).test(PG_READAHEAD) {
                     self.page_cache_async_readahead_file(inode, ra, pfn, index, req);
                 }
             }
@@ -929,7 +991,7 @@ impl Cache {
         while cur < end {
             let index = cur >> shift;
             let offset = cur & (ps - 1);
-            let (pfn, pin, hot) = match self.find_page_fast(inode, index) {
+            let (pfn, mut pin, hot) = match self.find_page_fast(inode, index) {
                 Some((pfn, h, hot)) => {
                     self.vm.inc(Item::pgcache_hit);
                     (pfn, Pin::Hazard(h), hot)
@@ -951,19 +1013,50 @@ impl Cache {
                 self.unpin(pfn, pin);
                 break;
             }
-            let nr = (ps - offset).min(end - cur).min(size - cur);
-            if !noreuse && self.should_mark_accessed(ra, prev_pos, index, cur) {
+            // The folio holding the page: one lookup, one mark and one
+            // copy per page of it that this read covers (filemap_read's
+            // folio batch).
+            let (first, folio_end) = if self.page(pfn).flags() & (PG_TAIL | FOLIO_ORDER_MASK) == 0 {
+                (index, index + 1)
+            } else {
+                let head = self.arena.compound_head(pfn);
+                if let Pin::Hazard(h) = pin {
+                    // The copy reads the folio's other frames too, which a
+                    // hazard pin on one frame keeps only while the folio
+                    // is whole: a reference on the head keeps it whole.
+                    let got = self.page(head).get_unless_zero();
+                    self.hazards.unpin(h);
+                    if !got || entry_pfn(inode.tree.load(index)) != Some(head) {
+                        if got {
+                            self.put_page(head);
+                        }
+                        continue;
+                    }
+                    pin = Pin::Ref;
+                }
+                let first = index - (pfn - head) as u64;
+                (first, first + (1u64 << self.page(head).folio_order()))
+            };
+            let stop = end.min(size).min(folio_end << shift);
+            if !noreuse && self.should_mark_accessed(ra, prev_pos, first..folio_end, index, cur) {
                 self.mark_page_accessed_hit(pfn, hot);
                 // Counted after the lookup, so a refault's admission saw
                 // the count of its earlier accesses only.
                 self.admission_access(inode.id, index);
             }
-            let done = (cur - pos) as usize;
-            // The pin keeps the frame this page's; the copy is one state of
-            // the page between two write sections (highmem.rs).
-            self.memcpy_from_page(pfn, offset as usize, &mut buf[done..done + nr as usize]);
+            let mut frame = pfn;
+            let mut offset = offset;
+            while cur < stop {
+                let nr = (ps - offset).min(stop - cur);
+                let done = (cur - pos) as usize;
+                // The pin keeps the folio's frames its own; the copy is one
+                // state of the page between two write sections (highmem.rs).
+                self.memcpy_from_page(frame, offset as usize, &mut buf[done..done + nr as usize]);
+                cur += nr;
+                frame += 1;
+                offset = 0;
+            }
             self.unpin(pfn, pin);
-            cur += nr;
             prev_pos = cur;
         }
         ra.prev_pos.store(cur, Ordering::Relaxed);
@@ -973,11 +1066,24 @@ impl Cache {
     /// The re-mark rule (`Tunables::remark`): does a read starting at byte
     /// `pos` in page `index` re-mark it?
     /// `prev_pos` is where the previous read through this handle ended.
+    /// `folio`: the indices of the folio holding it; for a large folio
+    /// the rule is 6.x filemap_read's whatever the tunable says: mark
+    /// unless the last read ended in this folio.
     #[inline]
-    fn should_mark_accessed(&self, ra: &FileRaState, prev_pos: u64, index: u64, pos: u64) -> bool {
+    fn should_mark_accessed(
+        &self,
+        ra: &FileRaState,
+        prev_pos: u64,
+        folio: std::ops::Range<u64>,
+        index: u64,
+        pos: u64,
+    ) -> bool {
         let shift = self.page_shift();
         let offset = pos & ((1 << shift) - 1);
         let prev_index = if prev_pos == 0 || prev_pos == u64::MAX { None } else { Some((prev_pos - 1) >> shift) };
+        if folio.end - folio.start > 1 {
+            return !prev_index.is_some_and(|p| folio.contains(&p));
+        }
         let same_page = prev_index == Some(index);
         match self.config.tunables.remark_rule {
             RemarkRule::PageAligned => offset == 0,

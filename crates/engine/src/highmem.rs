@@ -505,7 +505,8 @@ impl Cache {
     /// possible, its first optimistic copy succeeds.
     #[cold]
     fn memcpy_from_page_slow(&self, pfn: Pfn, offset: usize, buf: &mut [u8]) {
-        let page = self.lock_page(pfn);
+        // A large folio's lock is its head's.
+        let page = self.lock_page(self.arena.compound_head(pfn));
         self.__memcpy_from_page(pfn, offset, buf);
         page.unlock();
     }

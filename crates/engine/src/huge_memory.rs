@@ -25,6 +25,7 @@ use crate::sync::atomic::Ordering;
 use crate::filemap::Inode;
 use crate::mm::Cache;
 use crate::page::*;
+use crate::vmstat::Item;
 
 impl Cache {
     /// split_folio: split the large folio headed by `head`, locked by the
@@ -32,7 +33,6 @@ impl Cache {
     /// when it cannot now (others hold references: one queued for the LRU
     /// is drained by `lru_add_drain`; dirty or under writeback; under a
     /// plug-in policy); a single page is already split.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub fn split_folio(&self, inode: &Inode, head: Pfn) -> bool {
         let page = self.page(head);
         let order = page.folio_order();
@@ -63,6 +63,10 @@ impl Cache {
             // reference once the tree names the page.
             t.refcount.store(1, Ordering::Release);
         }
+        if flags & PG_LRU != 0 {
+            // The head now counts one page on its list.
+            lru.shrink_folio_len(crate::LruList::of_flags(flags), (1 << order) - 1);
+        }
         page.flags.fetch_and(!FOLIO_ORDER_MASK, Ordering::Relaxed);
         if flags & PG_LRU != 0 {
             for i in 1..1u32 << order {
@@ -74,6 +78,7 @@ impl Cache {
         inode.tree.split(index, 0, &g);
         drop(g);
         page.unfreeze(2);
+        self.vm.inc(Item::thp_split_page);
         true
     }
 }

@@ -86,8 +86,8 @@ pub use swapfile::{SwapBacking, SwapConfig};
 pub use sysctl::SYSCTL_NAMES;
 pub use tunables::{
     AccessedInit, Admission, Advice, AnonLru, Config, DevReadMode, IoEngine, LruBatching, LruPolicy, MappedActivation,
-    PagevecDrain, PolicyKind, ReclaimWriteback, RemarkRule, Tunables, WorkingsetVersion, MAX_PAGE_SIZE, MIN_PAGES,
-    MIN_PAGE_SIZE,
+    PagevecDrain, PolicyKind, ReclaimWriteback, RemarkRule, Tunables, WorkingsetVersion, FOLIO_ORDER_MAX_5_18,
+    FOLIO_ORDER_MAX_6, MAX_PAGECACHE_ORDER, MAX_PAGE_SIZE, MIN_PAGES, MIN_PAGE_SIZE,
 };
 pub use vmstat::{Item, VmStat};
 
@@ -945,18 +945,21 @@ impl File {
         let Some(pfn) = self.cache.find_get_page(&self.inode, index) else {
             return Ok(None);
         };
-        if !self.cache.page(pfn).test(PG_UPTODATE) {
+        // A large folio's state is its head's.
+        let head = self.cache.arena.compound_head(pfn);
+        if !self.cache.page(head).test(PG_UPTODATE) {
             self.cache.put_page(pfn);
             return Ok(None);
         }
-        self.cache.mark_page_accessed(pfn);
+        self.cache.mark_page_accessed(head);
         Ok(Some(PageRef::new(self, pfn, index, Pin::Ref)))
     }
 
     /// The state of the cached page at `index`, if any.
     pub fn page_state(&self, index: u64) -> Option<PageState> {
         let pfn = self.cache.find_get_page(&self.inode, index)?;
-        let page = self.cache.page(pfn);
+        // A large folio's state is its head's.
+        let page = self.cache.page(self.cache.arena.compound_head(pfn));
         let f = page.flags();
         let st = PageState {
             lru: (f & PG_LRU != 0).then(|| LruList::of_flags(f)),
@@ -980,8 +983,14 @@ impl File {
     /// Pages of this file cached in the page range `[start, end)`.
     fn cached_in(&self, start: u64, end: u64) -> u64 {
         let mut n = 0;
-        self.inode.tree.for_each(start, end, None, &mut |_, e| {
-            n += pagetree::entry_pfn(e).is_some() as u64;
+        self.inode.tree.for_each(start, end, None, &mut |i, e| {
+            if pagetree::entry_pfn(e).is_some() {
+                // A large folio's pages inside the range (`i` is where it
+                // starts, or `start` if it starts before).
+                let order = pagetree::entry_order(e);
+                let folio_end = (i & !((1u64 << order) - 1)) + (1u64 << order);
+                n += folio_end.min(end) - i;
+            }
             true
         });
         n

@@ -242,8 +242,10 @@ impl LruGuard<'_> {
                 self.lists.heads[idx].tail = pfn;
             }
         }
-        self.lists.lens[idx] += 1;
-        self.lists.gen_pages += (idx >= NR_LRU_LISTS) as u64;
+        // Lengths count pages: a folio counts its size (folio_nr_pages).
+        let nr = 1u64 << page.folio_order();
+        self.lists.lens[idx] += nr;
+        self.lists.gen_pages += (idx >= NR_LRU_LISTS) as u64 * nr;
     }
 
     /// Unlink `pfn` from list `idx`.
@@ -264,8 +266,9 @@ impl LruGuard<'_> {
         }
         page.lru_prev.store(NO_PFN, Ordering::Relaxed);
         page.lru_next.store(NO_PFN, Ordering::Relaxed);
-        self.lists.lens[idx] -= 1;
-        self.lists.gen_pages -= (idx >= NR_LRU_LISTS) as u64;
+        let nr = 1u64 << page.folio_order();
+        self.lists.lens[idx] -= nr;
+        self.lists.gen_pages -= (idx >= NR_LRU_LISTS) as u64 * nr;
     }
 
     /// Mirror a classic list's length and tail in the atomics.
@@ -294,6 +297,14 @@ impl LruGuard<'_> {
     pub fn add_tail(&mut self, pfn: Pfn, lru: LruList) {
         self.check_list(pfn, lru, "add to the tail of");
         self.link(pfn, lru.idx(), true);
+        self.mirror(lru);
+    }
+
+    /// A folio on `lru` became `nr` single pages' worth smaller in place
+    /// (split_folio: the head stays, now one page; its tails are added
+    /// one by one).
+    pub fn shrink_folio_len(&mut self, lru: LruList, nr: u64) {
+        self.lists.lens[lru.idx()] -= nr;
         self.mirror(lru);
     }
 

@@ -54,7 +54,7 @@ use crate::mmap::{
     PTE_WRITE, VM_RAND_READ, VM_SEQ_READ,
 };
 use crate::page::*;
-use crate::pagetree::entry_page_pfn;
+use crate::pagetree::{entry_order, entry_page_pfn};
 use crate::vmstat::Item;
 use std::sync::atomic::AtomicU64 as FrameWord;
 
@@ -740,7 +740,8 @@ impl Cache {
             if index >= size.div_ceil(ps) {
                 return Err(past_eof(size));
             }
-            let pfn = match self.find_get_page(inode, index) {
+            // A mapped page is a single page: a large folio is split first.
+            let pfn = match self.find_get_single_page(inode, index) {
                 Some(pfn) => {
                     self.vm.inc(Item::pgcache_hit);
                     if self.page(pfn).test(PG_READAHEAD) {
@@ -754,6 +755,12 @@ impl Cache {
                     self.read_cache_page(inode, None, index, 1)?
                 }
             };
+            if self.page(pfn).flags() & (PG_TAIL | FOLIO_ORDER_MASK) != 0 {
+                // Read into a large folio meanwhile (by read(2)'s
+                // readahead): split on the next try.
+                self.put_page(pfn);
+                continue;
+            }
             let page = self.lock_page(pfn);
             if page.mapping() != inode.id || page.index() != index {
                 page.unlock();
@@ -861,7 +868,12 @@ impl Cache {
             if vma.table.pte(s).load(Ordering::Relaxed) != 0 {
                 continue;
             }
-            let Some(pfn) = entry_page_pfn(inode.tree.load(index), index) else { continue };
+            let entry = inode.tree.load(index);
+            if entry_order(entry) != 0 {
+                // A large folio: only a fault, which splits it, maps it.
+                continue;
+            }
+            let Some(pfn) = entry_page_pfn(entry, index) else { continue };
             let page = self.page(pfn);
             let f = page.flags();
             if f & (PG_LOCKED | PG_READAHEAD) != 0 || f & PG_UPTODATE == 0 || !page.get_unless_zero() {

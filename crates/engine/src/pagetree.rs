@@ -124,6 +124,7 @@ pub fn folio_entry(pfn: Pfn, order: u32) -> usize {
 }
 
 /// The entry of a single page (a folio of order 0).
+#[cfg_attr(not(test), allow(dead_code))]
 #[inline]
 pub fn page_entry(pfn: Pfn) -> usize {
     folio_entry(pfn, 0)
@@ -873,7 +874,6 @@ impl PageTree {
     /// whole entry or the part covering their index, never a gap: parts
     /// that need nodes of their own are built in full before they are
     /// linked, and the head slot changes last. `_locked`: tree lock held.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub fn split(&self, index: u64, order: u32, _locked: &TreeLocked<'_>) {
         if let Some(pos) = self.find(index) {
             if pos.order() > order {

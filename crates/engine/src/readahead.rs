@@ -148,8 +148,6 @@ pub fn get_next_ra_size(cur: u64, max: u64) -> u64 {
 /// ilog2 of the window, so the order grows with the window as a stream
 /// goes on. A window under 4 pages reads single pages (`None`), as does
 /// `max` 0: `folio_order_max = 0` is today's behaviour.
-// Used by tests until readahead allocates large folios.
-#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) fn ra_folio_order(size: u64, prev: u32, max: u32) -> Option<u32> {
     if max == 0 || size < 4 {
         return None;
@@ -164,8 +162,6 @@ pub(crate) fn ra_folio_order(size: u64, prev: u32, max: u32) -> Option<u32> {
 /// alignment allows first (`__ffs(index)`), and none reaches past `limit`
 /// (the window's last page, or the file's last): there the order drops
 /// until it fits. Yields (first index, order).
-// Used by tests until readahead allocates large folios.
-#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) fn ra_folios(index: u64, size: u64, limit: u64, order: u32) -> impl Iterator<Item = (u64, u32)> {
     let limit = limit.min(index.saturating_add(size).saturating_sub(1));
     let mut next = index;
@@ -238,7 +234,7 @@ impl Cache {
         if ra.ra_pages.load(Ordering::Relaxed) == 0 {
             return;
         }
-        self.ondemand_readahead(inode, ra, false, false, index, req);
+        self.ondemand_readahead(inode, ra, false, false, index, req, 0);
     }
 
     /// page_cache_async_readahead: the reader hit the PG_readahead marker.
@@ -257,17 +253,32 @@ impl Cache {
         if ra.ra_pages.load(Ordering::Relaxed) == 0 {
             return;
         }
-        let page = self.page(pfn);
+        // The marker is on a folio's head; the window's expected start is
+        // the folio's index, and its order feeds the next window's.
+        let head = self.arena.compound_head(pfn);
+        let page = self.page(head);
         if page.test(PG_WRITEBACK) {
             return;
         }
         page.clear(PG_READAHEAD, &self.vm);
-        self.ondemand_readahead(inode, ra, true, defer, index, req);
+        let order = page.folio_order();
+        let index = if order > 0 { index & !((1u64 << order) - 1) } else { index };
+        self.ondemand_readahead(inode, ra, true, defer, index, req, order);
     }
 
     /// ondemand_readahead: decide the window and read it (`defer`: an
     /// asynchronous window may be handed to the readahead thread).
-    fn ondemand_readahead(&self, inode: &Inode, ra: &FileRaState, hit_marker: bool, defer: bool, index: u64, req: u64) {
+    #[allow(clippy::too_many_arguments)]
+    fn ondemand_readahead(
+        &self,
+        inode: &Inode,
+        ra: &FileRaState,
+        hit_marker: bool,
+        defer: bool,
+        index: u64,
+        req: u64,
+        prev_order: u32,
+    ) {
         let mut max = ra.ra_pages.load(Ordering::Relaxed) as u64;
         // A read larger than the window may take up to the device's
         // largest request in one go (4.10's bdi->io_pages).
@@ -283,7 +294,7 @@ impl Cache {
         };
         if index == 0 {
             initial(ra);
-        } else if size > 0 && (index == start + size - async_size || index == start + size) {
+        } else if size > 0 && (index == ra_mark(start, size, async_size, prev_order) || index == start + size) {
             // Sequential: the expected next window.
             let next = get_next_ra_size(size, max);
             ra.set_window(start + size, next, next);
@@ -323,10 +334,112 @@ impl Cache {
         if start < index && !hit_marker {
             start = index;
         }
-        if defer && hit_marker && size == async_size && self.ra_queue_window(inode, ra, start, size) {
+        // page_cache_ra_order: the window's folio order (0 without large
+        // folios, and for windows under 4 pages).
+        let order = ra_folio_order(size, prev_order, self.config.tunables.folio_order_max).unwrap_or(0);
+        if defer && hit_marker && size == async_size && self.ra_queue_window(inode, ra, start, size, order) {
             return;
         }
-        self.do_page_cache_ra(inode, start, size, async_size);
+        self.page_cache_ra_order(inode, start, size, async_size, order);
+    }
+
+    /// page_cache_ra_order: read the window `[index, index + nr)`, its
+    /// last `lookahead` pages asynchronously, in folios of at most
+    /// `order` (`ra_folios`: aligned, none past the window or EOF). A
+    /// folio whose range is partly cached, or for which the buddy lists
+    /// have no block that large (the kernel's NORETRY allocation, without
+    /// draining), is tried again as two halves, down to single pages; so a
+    /// fragmented arena reads smaller folios, never fewer pages. Order 0
+    /// is `do_page_cache_ra`, exactly as before large folios.
+    pub(crate) fn page_cache_ra_order(&self, inode: &Inode, index: u64, nr: u64, lookahead: u64, order: u32) {
+        if order == 0 {
+            return self.do_page_cache_ra(inode, index, nr, lookahead);
+        }
+        self.ra_make_room(inode, index, nr);
+        let _inval = inode.invalidate_lock.read();
+        let size = inode.size.load(Ordering::Acquire);
+        if size == 0 || nr == 0 {
+            return;
+        }
+        let limit = ((size - 1) >> self.page_shift()).min(index + nr - 1);
+        // The folio holding the window's async start carries the marker
+        // and starts the asynchronous part.
+        let mark = if lookahead > 0 { index + nr - lookahead.min(nr) } else { u64::MAX };
+        let max_req = self.read_request_pages(inode);
+        let min = self.arena.watermarks.min;
+        let mut run: Vec<Pfn> = Vec::with_capacity(nr.min(1024) as usize);
+        let mut run_start = index;
+        let mut is_async = false;
+        // Folios still to read, the lowest index on top; each split
+        // pushes its halves, so the stack stays in index order and holds
+        // at most `order` more entries than the window's folios.
+        let mut todo: Vec<(u64, u32)> = ra_folios(index, nr, limit, order).collect();
+        todo.reverse();
+        while let Some((at, o)) = todo.pop() {
+            let n = 1u64 << o;
+            let has_mark = (at..at + n).contains(&mark);
+            if has_mark {
+                // What comes before the marker the caller needs now.
+                self.submit_ra_run(inode, run_start, &mut run, false);
+                is_async = true;
+            }
+            let halves = |todo: &mut Vec<(u64, u32)>| {
+                todo.push((at + n / 2, o - 1));
+                todo.push((at, o - 1));
+            };
+            if range_present(inode, at, n) {
+                self.submit_ra_run(inode, run_start, &mut run, is_async);
+                if o > 0 {
+                    halves(&mut todo);
+                }
+                continue;
+            }
+            // Readahead does not push hard for memory: out of frames (the
+            // min watermark reached), the window stops here.
+            if self.arena.nr_free_against(min + n) < min + n {
+                if o > 0 {
+                    halves(&mut todo);
+                    continue;
+                }
+                break;
+            }
+            let pfn = if o > 0 { self.arena.alloc_large_folio(o as usize) } else { self.arena.alloc() };
+            let Some(pfn) = pfn else {
+                if o > 0 {
+                    self.vm.inc(Item::thp_file_fallback);
+                    halves(&mut todo);
+                    continue;
+                }
+                break;
+            };
+            self.vm.add(Item::pgalloc, n);
+            if o > 0 {
+                self.vm.inc(Item::thp_file_alloc);
+            }
+            if has_mark {
+                self.page(pfn).set_nonatomic(PG_READAHEAD);
+            }
+            let Some(page) = self.filemap_add_folio(pfn, o, inode, at) else {
+                // Inserted by someone else meanwhile.
+                self.put_page(pfn);
+                self.submit_ra_run(inode, run_start, &mut run, is_async);
+                if o > 0 {
+                    halves(&mut todo);
+                }
+                continue;
+            };
+            if run.is_empty() {
+                run_start = at;
+            }
+            // Locked until its read completes; every frame goes in the run.
+            let head = page.into_raw();
+            run.extend(head..head + n as Pfn);
+            self.vm.add(Item::pgreadahead, n);
+            if is_async && run.len() >= max_req {
+                self.submit_ra_run(inode, run_start, &mut run, true);
+            }
+        }
+        self.submit_ra_run(inode, run_start, &mut run, is_async);
     }
 
     /// force_page_cache_readahead: read `[index, index + nr)` in chunks of
@@ -478,8 +591,14 @@ impl Cache {
         // As readahead_folio does, the submitter's references go now: a
         // locked page in the page cache stays (its removal takes the page
         // lock), and no reference outlives the read to keep a page the
-        // reader has done with from being dropped or reclaimed.
-        self.release_pages(&pages);
+        // reader has done with from being dropped or reclaimed. One per
+        // folio: a large folio's tails are in the run for the I/O only.
+        if self.config.tunables.folio_order_max == 0 {
+            self.release_pages(&pages);
+        } else {
+            let heads: Vec<Pfn> = pages.iter().copied().filter(|&p| !self.page(p).is_tail()).collect();
+            self.release_pages(&heads);
+        }
         if is_async {
             if let Some(inode) = self.inode_by_id(inode.id) {
                 self.submit_read(ReadRequest { inode, first, pages });
@@ -507,6 +626,8 @@ pub(crate) struct RaJob {
     inode: Arc<Inode>,
     start: u64,
     nr: u64,
+    /// The window's folio order (page_cache_ra_order).
+    order: u32,
     state: Mutex<JobState>,
     done: Condvar,
 }
@@ -613,7 +734,7 @@ impl Cache {
     /// tunable off, a device reporting no queue limits (a memory device:
     /// small windows whose insertion costs less than the hand-off), the
     /// queue full or closed.
-    fn ra_queue_window(&self, inode: &Inode, ra: &FileRaState, start: u64, nr: u64) -> bool {
+    fn ra_queue_window(&self, inode: &Inode, ra: &FileRaState, start: u64, nr: u64, order: u32) -> bool {
         let t = &self.config.tunables;
         if !t.ra_async_thread || t.io_threads == 0 || inode.dev_io_pages == 0 || self.shutting_down() {
             return false;
@@ -622,8 +743,14 @@ impl Cache {
         // The reader's own handle is open, so the count is not 0 here and
         // the inode cannot be freed between the lookup and this.
         owner.handles.fetch_add(1, Ordering::AcqRel);
-        let job =
-            Arc::new(RaJob { inode: owner, start, nr, state: Mutex::new(JobState::Queued), done: Condvar::new() });
+        let job = Arc::new(RaJob {
+            inode: owner,
+            start,
+            nr,
+            order,
+            state: Mutex::new(JobState::Queued),
+            done: Condvar::new(),
+        });
         // The handle knows the job before the thread can see it, so a
         // reader that gets there first always finds it.
         {
@@ -695,7 +822,7 @@ impl Cache {
     /// reader inserted itself.
     fn ra_run_job(&self, job: &RaJob, item: Item) {
         let _done = FinishJob(job);
-        self.do_page_cache_ra(&job.inode, job.start, job.nr, job.nr);
+        self.page_cache_ra_order(&job.inode, job.start, job.nr, job.nr, job.order);
         // The window's pages sit in this thread's CPU's LRU batch; the
         // thread may not run again for a while, so apply it now
         // (uncounted: a drain an experiment counts per truncate or per
@@ -742,6 +869,26 @@ impl Cache {
 
 fn entry_present(inode: &Inode, index: u64) -> bool {
     crate::pagetree::entry_pfn(inode.tree.load(index)).is_some()
+}
+
+/// Whether any page of `[index, index + n)` is cached.
+fn range_present(inode: &Inode, index: u64, n: u64) -> bool {
+    if n == 1 {
+        return entry_present(inode, index);
+    }
+    let mut found = false;
+    inode.tree.for_each(index, index + n, None, &mut |_, e| {
+        found = crate::pagetree::entry_pfn(e).is_some();
+        !found
+    });
+    found
+}
+
+/// The index where a window's asynchronous part starts, rounded down to
+/// the marker folio's start (`order`): the index a reader hitting the
+/// marker reports (ondemand_readahead's `expected`).
+fn ra_mark(start: u64, size: u64, async_size: u64, order: u32) -> u64 {
+    (start + size - async_size) & !((1u64 << order) - 1)
 }
 
 #[cfg(test)]

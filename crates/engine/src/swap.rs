@@ -177,7 +177,7 @@ impl Cache {
         // update_page_reclaim_stat: an activation is a rotation.
         lru.reclaim_stat().note(list.file_idx(), true);
         self.vm.inc(Item::pgactivate);
-        self.workingset_activation();
+        self.workingset_activation_nr(1 << page.folio_order());
     }
 
     /// Queue a per-CPU batched move of `pfn`.
@@ -230,9 +230,11 @@ impl Cache {
     }
 
     /// mark_page_accessed (see the module comment for the state machine).
-    /// The caller holds a reference on the page.
+    /// The caller holds a reference on the page. A page of a large folio
+    /// marks the folio (folio_mark_accessed).
     #[inline]
     pub fn mark_page_accessed(&self, pfn: Pfn) {
+        let pfn = self.arena.compound_head(pfn);
         self.vm.inc(Item::mark_page_accessed_calls);
         if self.lru_gen_enabled() {
             // folio_mark_accessed with the multi-gen LRU: count the

@@ -17,7 +17,7 @@ use crate::error::Result;
 use crate::filemap::Inode;
 use crate::mm::Cache;
 use crate::page::*;
-use crate::pagetree::{entry_pfn, SHADOW_BIT};
+use crate::pagetree::{entry_order, entry_pfn, SHADOW_BIT};
 use crate::pagevec::{PageVec, PAGEVEC_SIZE};
 use crate::vmstat::NodeStat;
 
@@ -25,11 +25,11 @@ impl Cache {
     /// Gather up to PAGEVEC_SIZE pages of `[start, end)` with references
     /// (pagevec_lookup_entries). Returns the next index to look at.
     fn pagevec_lookup(&self, inode: &Inode, start: u64, end: u64, pv: &mut PageVec) -> Option<u64> {
-        let mut found: [(u64, Pfn); PAGEVEC_SIZE] = [(0, NO_PFN); PAGEVEC_SIZE];
+        let mut found: [(u64, u32); PAGEVEC_SIZE] = [(0, 0); PAGEVEC_SIZE];
         let mut n = 0;
         inode.tree.for_each(start, end, None, &mut |idx, e| {
             if entry_pfn(e).is_some() {
-                found[n] = (idx, 0);
+                found[n] = (idx, entry_order(e));
                 n += 1;
             }
             n < PAGEVEC_SIZE
@@ -37,12 +37,29 @@ impl Cache {
         if n == 0 {
             return None;
         }
-        for &(idx, _) in &found[..n] {
+        for &(idx, order) in &found[..n] {
+            let nr = 1u64 << order;
+            let first = idx & !(nr - 1);
+            if order > 0 && (first < start || first + nr > end) {
+                // The range's edge cuts through a large folio: it is split
+                // (truncate_inode_partial_folio), and its pages inside the
+                // range are looked up again as pages.
+                if let Some(pfn) = self.find_get_single_page(inode, idx) {
+                    self.put_page(pfn);
+                }
+                return Some(idx);
+            }
+            // A whole folio: its head, with the folio's reference.
             if let Some(pfn) = self.find_get_page(inode, idx) {
+                if self.page(pfn).folio_order() != order {
+                    // Split (or replaced) since the walk: look again.
+                    self.put_page(pfn);
+                    return Some(idx);
+                }
                 pv.add(pfn);
             }
         }
-        Some(found[n - 1].0 + 1)
+        Some(found[n - 1].0 + (1u64 << found[n - 1].1))
     }
 
     /// truncate_inode_pages_range: drop every page wholly inside the byte

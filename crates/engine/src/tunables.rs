@@ -393,7 +393,25 @@ pub struct Tunables {
     /// usable pages, as a simulator's does (replay's policy variants).
     #[serde(default = "default_reclaim_batch")]
     pub reclaim_batch: u32,
+    /// The largest page-cache folio readahead allocates, as an order (a
+    /// folio of 2^order pages, physically contiguous in the arena;
+    /// huge_memory.rs). 0: single pages only, the kernels of the seeds
+    /// and pcache before large folios, exactly. `FOLIO_ORDER_MAX_5_18`
+    /// and `FOLIO_ORDER_MAX_6` are the kernels' (MAX_PAGECACHE_ORDER).
+    /// Large folios need the classic lists, the kernel's admission and no
+    /// plug-in policy.
+    #[serde(default)]
+    pub folio_order_max: u32,
 }
+
+/// Linux 5.18's page_cache_ra_order (large folios for file systems that
+/// ask for them, XFS first): up to a PMD's worth, order 9 at 4 KiB pages.
+pub const FOLIO_ORDER_MAX_5_18: u32 = 9;
+/// Linux 6.x (ext4 too since 6.16): still capped at MAX_PAGECACHE_ORDER,
+/// the PMD order, for readahead.
+pub const FOLIO_ORDER_MAX_6: u32 = 9;
+/// The largest `folio_order_max` accepted: the PMD order at 4 KiB pages.
+pub const MAX_PAGECACHE_ORDER: u32 = 9;
 
 fn default_reclaim_batch() -> u32 {
     crate::vmscan::SWAP_CLUSTER_MAX as u32
@@ -486,6 +504,7 @@ impl Default for Tunables {
             arena_prefault: true,
             policy: PolicyKind::Kernel,
             reclaim_batch: default_reclaim_batch(),
+            folio_order_max: 0,
         }
     }
 }
@@ -562,6 +581,20 @@ impl Config {
         }
         if t.reclaim_batch == 0 || t.reclaim_batch > 1024 {
             return Err(Error::InvalidConfig(format!("reclaim_batch {} must be 1..=1024", t.reclaim_batch)));
+        }
+        if t.folio_order_max > MAX_PAGECACHE_ORDER {
+            return Err(Error::InvalidConfig(format!(
+                "folio_order_max {} is above {MAX_PAGECACHE_ORDER} (2 MiB folios at 4 KiB pages)",
+                t.folio_order_max
+            )));
+        }
+        if t.folio_order_max > 0
+            && (t.policy != PolicyKind::Kernel || t.lru != LruPolicy::Classic || t.admission != Admission::Kernel)
+        {
+            return Err(Error::InvalidConfig(format!(
+                "folio_order_max {} needs the classic lists (lru Classic, admission Kernel, policy kernel)",
+                t.folio_order_max
+            )));
         }
         if self.nr_cpus > 1024 {
             return Err(Error::InvalidConfig(format!("nr_cpus {} is above 1024", self.nr_cpus)));

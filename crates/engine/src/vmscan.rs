@@ -336,8 +336,9 @@ impl Cache {
                 break;
             }
             cur = lru.prev(pfn);
-            scanned += 1;
             let page = self.page(pfn);
+            // Counted in pages: a folio scans its size.
+            scanned += 1u64 << page.folio_order();
             // A page at count 0 is being freed and waits for lru_lock to
             // leave the list: skip it.
             if !page.get_unless_zero() {
@@ -603,8 +604,8 @@ impl Cache {
                     p
                 };
                 if page.put_testzero() {
+                    reclaimed += 1u64 << page.folio_order();
                     self.free_page(pfn);
-                    reclaimed += 1;
                 } else {
                     // Someone else still holds it; it is off the LRU and will
                     // be freed by their put_page.
@@ -719,7 +720,7 @@ impl Cache {
     fn remove_mapping_batch(&self, frozen: &[(Pfn, Arc<Inode>)], keep: &mut Vec<Pfn>) -> u64 {
         let (mut removed, mut pinned) = (Vec::new(), Vec::new());
         self.finish_removal(frozen, 2, true, &mut removed, &mut pinned);
-        let freed = removed.len() as u64;
+        let freed = removed.iter().map(|&p| 1u64 << self.page(p).folio_order()).sum();
         for pfn in removed {
             // Frozen at 0 and out of the tree, but a thread that found it
             // earlier under a hazard pin (no reference, unlike the

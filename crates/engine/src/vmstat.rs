@@ -132,6 +132,13 @@ items! {
     nr_vmscan_write_kswapd,
     nr_vmscan_immediate_reclaim,
     pgreadahead,
+    /// Large page-cache folios allocated by readahead, the orders it
+    /// wanted but the buddy lists could not serve (it tried halves), and
+    /// large folios split into pages (the kernel's thp_file_alloc,
+    /// thp_file_fallback and thp_split_page, for every order above 0).
+    thp_file_alloc,
+    thp_file_fallback,
+    thp_split_page,
     workingset_refault,
     workingset_activate,
     /// Refaults activated that had been active before eviction.

@@ -87,19 +87,22 @@ impl Cache {
             return self.lru_gen_eviction(pfn);
         }
         let page = self.page(pfn);
-        self.workingset_eviction(page.test(crate::page::PG_WORKINGSET), page.test(crate::page::PG_PROBATION))
+        let nr = 1u64 << page.folio_order();
+        self.workingset_eviction(page.test(crate::page::PG_WORKINGSET), page.test(crate::page::PG_PROBATION), nr)
     }
 
     /// workingset_eviction: the shadow entry a page leaves behind when it
     /// is reclaimed from the inactive list; `workingset` says the page had
     /// been active, `probation` that it lost the admission contest.
-    pub fn workingset_eviction(&self, workingset: bool, probation: bool) -> usize {
-        let before = self.lruvec.inactive_age.fetch_add(1, Ordering::Relaxed);
+    /// A folio of `nr` pages leaves one shadow and ages the clock by its
+    /// size (workingset_age_nonresident(lruvec, nr)).
+    pub fn workingset_eviction(&self, workingset: bool, probation: bool, nr: u64) -> usize {
+        let before = self.lruvec.inactive_age.fetch_add(nr, Ordering::Relaxed);
         // 3.15 stores the clock after this eviction advanced it
         // (atomic_long_inc_return); 5.9+ reads nonresident_age first and
         // ages it after, so the same refault is one step further away.
         let eviction = match self.config.tunables.workingset_version {
-            WorkingsetVersion::Linux315 => before.wrapping_add(1),
+            WorkingsetVersion::Linux315 => before.wrapping_add(nr),
             WorkingsetVersion::Linux6 => before,
         };
         let mut flags = if workingset { SHADOW_WORKINGSET } else { 0 };
@@ -189,7 +192,13 @@ impl Cache {
     /// workingset_activation: a page was activated; the clock advances.
     #[inline]
     pub fn workingset_activation(&self) {
-        self.lruvec.inactive_age.fetch_add(1, Ordering::Relaxed);
+        self.workingset_activation_nr(1);
+    }
+
+    /// workingset_activation of a folio of `nr` pages.
+    #[inline]
+    pub fn workingset_activation_nr(&self, nr: u64) {
+        self.lruvec.inactive_age.fetch_add(nr, Ordering::Relaxed);
     }
 
     /// The most shadow nodes kept (count_shadow_nodes): one per 8 frames.
@@ -254,13 +263,13 @@ mod tests {
     fn refault_distance_wraps() {
         let c = cache();
         c.lruvec.inactive_age.store(EVICTION_MASK - 1, Ordering::Relaxed);
-        let shadow = c.workingset_eviction(true, false); // clock: MASK
+        let shadow = c.workingset_eviction(true, false, 1); // clock: MASK
         assert_eq!(shadow as u64 & EVICTION_MASK, EVICTION_MASK);
         assert!(shadow & SHADOW_BIT != 0 && shadow & SHADOW_WORKINGSET != 0);
         // Refault at once: distance 0 fits even an empty active list.
         assert_eq!(c.workingset_refault(shadow, 0), (true, true));
         // One more eviction wraps the masked clock to 0: distance 1.
-        let _ = c.workingset_eviction(false, false);
+        let _ = c.workingset_eviction(false, false, 1);
         assert_eq!(c.lruvec.inactive_age.load(Ordering::Relaxed) & EVICTION_MASK, 0);
         assert_eq!(c.workingset_refault(shadow, 0), (false, false));
         assert_eq!(c.vm.sum(Item::workingset_refault), 2);

@@ -461,6 +461,8 @@ struct Params {
     seed: u64,
     /// The eviction policy plug-in (`Kernel`: the kernel's lists).
     policy: PolicyKind,
+    /// The largest page-cache folio (`Tunables::folio_order_max`).
+    folio_order_max: u32,
 }
 
 /// One thread's random workload on its own files.
@@ -567,9 +569,18 @@ fn run_private(p: Params) {
     }
 }
 
-fn run_private_on(p: Params) {
-    let tunables = Tunables { kswapd: p.kswapd, policy: p.policy, ..Tunables::default() };
-    let Some(cache) = cache_on(p.engine, p.cache_pages, p.page_size, tunables) else { return };
+/// Returns the counters as the workload left them.
+fn run_private_on(p: Params) -> Option<pcache::VmStat> {
+    let tunables = Tunables {
+        kswapd: p.kswapd,
+        policy: p.policy,
+        folio_order_max: p.folio_order_max,
+        // Windows of up to 2 MiB on the memory files too, so readahead
+        // reaches every order.
+        ra_pages: if p.name == "large-folios" { 512 } else { Tunables::default().ra_pages },
+        ..Tunables::default()
+    };
+    let cache = cache_on(p.engine, p.cache_pages, p.page_size, tunables)?;
     eprintln!("{}: io_engine {:?}, policy {}", p.name, p.engine, p.policy.name());
     let nr_pages = p.cache_pages;
     let dir = tempfile::tempdir().unwrap();
@@ -643,6 +654,7 @@ fn run_private_on(p: Params) {
     drop(files);
     drop(cache);
     check_on_disk(&on_disk);
+    Some(vm)
 }
 
 // Goal: many threads, each with its own host (O_DIRECT) and memory files, on
@@ -667,7 +679,41 @@ fn private_files_under_pressure() {
         seed: seed(0x5eed_0001),
         engine: IoEngine::Threads,
         policy: PolicyKind::Kernel,
+        folio_order_max: 0,
     });
+}
+
+// Goal: the same guarantees with large folios of every order mixed with
+// single pages: readahead reads streams into folios up to order 9 while
+// writes, write pins, mappings' neighbours (find_page, get_page), punches,
+// truncations and fadvise split them or drop them whole, and reclaim
+// evicts them, all under memory pressure. Method: the private-files
+// workload at `folio_order_max = 9` on a 1,024-page cache (4 MiB), with
+// files of up to 1,024 pages and 2 MiB readahead windows, so whole-file
+// reads ramp through the orders while the arena is fragmented; many
+// large folios must have been read and split.
+#[test]
+fn private_files_large_folios() {
+    for engine in ENGINES {
+        let p = Params {
+            name: "large-folios",
+            threads: 4,
+            cache_pages: 1024,
+            page_size: 4096,
+            kswapd: true,
+            file_pages: 1024,
+            host_files: 1,
+            memory_files: 1,
+            ops: 15000,
+            seed: seed(0x5eed_0020),
+            engine,
+            policy: PolicyKind::Kernel,
+            folio_order_max: 9,
+        };
+        let Some(vm) = run_private_on(p) else { continue };
+        let (folios, splits) = (vm.get(Item::thp_file_alloc), vm.get(Item::thp_split_page));
+        assert!(folios > 100 && splits > 10, "{engine:?}: {folios} large folios read, {splits} split");
+    }
 }
 
 // Goal: the same guarantees with kswapd off, so every free frame comes from
@@ -688,6 +734,7 @@ fn private_files_direct_reclaim_only() {
         seed: seed(0x5eed_0002),
         engine: IoEngine::Threads,
         policy: PolicyKind::Kernel,
+        folio_order_max: 0,
     });
 }
 
@@ -710,6 +757,7 @@ fn private_files_64k_pages() {
         seed: seed(0x5eed_0003),
         engine: IoEngine::Threads,
         policy: PolicyKind::Kernel,
+        folio_order_max: 0,
     });
 }
 
@@ -738,6 +786,7 @@ fn private_files_every_policy() {
                 seed: seed(0x5eed_0010),
                 engine: IoEngine::Threads,
                 policy,
+                folio_order_max: 0,
             });
         }
     }

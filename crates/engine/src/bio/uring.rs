@@ -380,10 +380,16 @@ impl Cache {
         // Split as the block layer splits a bio: each piece completes, and
         // unlocks its pages, on its own, so the reader of the first pages
         // does not wait for the last ones of a large window.
-        let max = self.read_request_pages(&req.inode).min(IOV_MAX);
-        while req.pages.len() > max {
-            let rest = req.pages.split_off(max);
-            let next = ReadRequest { inode: req.inode.clone(), first: req.first + max as u64, pages: rest };
+        // Room for a split point moved to a large folio's end.
+        let room = (1usize << self.config.tunables.folio_order_max) - 1;
+        let max = self.read_request_pages(&req.inode).min(IOV_MAX - room);
+        loop {
+            let at = self.read_split_point(&req.pages, max);
+            if at >= req.pages.len() {
+                break;
+            }
+            let rest = req.pages.split_off(at);
+            let next = ReadRequest { inode: req.inode.clone(), first: req.first + at as u64, pages: rest };
             let head = std::mem::replace(&mut req, next);
             if let Err(mut head) = self.uring_submit_read_one(head) {
                 // The ring is full or refuses this device: the rest goes
@@ -506,9 +512,7 @@ impl Cache {
                 // uptodate (or PG_error) and unlocked in one step per page;
                 // the submitter's references went at submission.
                 let ok = self.end_read_pages(&r.inode, &r.pages, got).is_ok();
-                for &pfn in &r.pages {
-                    self.page(pfn).end_read(ok, &self.vm);
-                }
+                self.end_read_folios(&r.pages, ok);
             }
             Op::Write(w) if done == Some(len) => self.end_queued_write(&w, Ok(())),
             Op::Write(w) => {

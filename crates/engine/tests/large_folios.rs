@@ -1,0 +1,208 @@
+//! Large page-cache folios (`Tunables::folio_order_max`): readahead reads
+//! a stream into folios of growing order, and every path that reads,
+//! writes, maps, truncates, punches or reclaims pages keeps each byte
+//! right through them. Each test checks every byte it reads against the
+//! file's model, and the frame accounting at the end.
+
+mod common;
+
+use std::thread;
+use std::time::Duration;
+
+use common::{delta, scratch, stamped_page, write_stamped_file};
+use pcache::{Config, File, Item, MapFlags, OpenOptions, PageCache, Tunables, FOLIO_ORDER_MAX_6};
+
+const PS: u64 = 4096;
+
+/// A cache of `mb` MiB whose readahead allocates folios up to `order`.
+fn cache(mb: u64, order: u32) -> PageCache {
+    let tunables = Tunables { folio_order_max: order, ..Tunables::default() };
+    PageCache::new(Config { memory_bytes: mb << 20, tunables, ..Config::default() }).unwrap()
+}
+
+/// The model of a stamped file of `pages` pages.
+fn model(seed: u64, pages: u64) -> Vec<u8> {
+    (0..pages).flat_map(|i| stamped_page(seed, i)).collect()
+}
+
+/// Read `f` from start to end in `chunk`-byte reads, checking each
+/// against `want`.
+fn read_checked(f: &File, want: &[u8], chunk: usize, what: &str) {
+    let mut buf = vec![0u8; chunk];
+    let mut pos = 0usize;
+    loop {
+        let n = f.read_at(&mut buf, pos as u64).unwrap();
+        if n == 0 {
+            break;
+        }
+        if buf[..n] != want[pos..pos + n] {
+            let at = buf[..n].iter().zip(&want[pos..]).position(|(a, b)| a != b).unwrap_or(0);
+            panic!("{what}: byte {} differs (page {})", pos + at, (pos + at) as u64 / PS);
+        }
+        pos += n;
+    }
+    assert_eq!(pos, want.len(), "{what}: read {pos} bytes of {}", want.len());
+}
+
+/// Every frame is free or caches a file page, once nothing is pinned.
+fn check_frames(cache: &PageCache, what: &str) {
+    let nr = cache.config().nr_pages();
+    let mut last = (0, 0);
+    for _ in 0..400 {
+        cache.lru_add_drain_all();
+        let vm = cache.vmstat();
+        last = (vm.get(Item::nr_free_pages), vm.get(Item::nr_file_pages));
+        if last.0 + last.1 == nr {
+            return;
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+    panic!("{what}: free {} + file {} != {nr} frames", last.0, last.1);
+}
+
+// Goal: a sequential read of a host file fills the cache with large
+// folios whose order grows with the window (page_cache_ra_order), and
+// with `folio_order_max = 0` with single pages only, as before; the bytes
+// are the file's either way. Method: a 32 MiB stamped file read in 64 KiB
+// reads through a 64 MiB cache at order 9 and at order 0; thp_file_alloc
+// counts the large folios, pgreadahead the pages read ahead.
+#[test]
+fn a_sequential_read_caches_large_folios() {
+    let dir = scratch();
+    let pages = 8192;
+    let path = write_stamped_file(dir.path(), "seq", 7, pages);
+    let want = model(7, pages);
+    for order in [FOLIO_ORDER_MAX_6, 0] {
+        let c = cache(64, order);
+        let f = c.open(&path, OpenOptions::default()).unwrap();
+        let before = c.vmstat();
+        read_checked(&f, &want, 64 << 10, &format!("order {order}"));
+        let folios = delta(&c, &before, Item::thp_file_alloc);
+        let ra = delta(&c, &before, Item::pgreadahead);
+        assert_eq!(f.cached_pages(), pages, "order {order}: the whole file is cached");
+        if order == 0 {
+            assert_eq!(folios, 0, "order 0 allocates no large folio");
+        } else {
+            // Most of the file is in folios of hundreds of pages.
+            assert!(folios > 0 && ra / folios >= 64, "order {order}: {folios} large folios for {ra} pages");
+        }
+        // Read again from the cache (the hit path through the folios).
+        read_checked(&f, &want, 12345, &format!("order {order}, cached"));
+        drop(f);
+        c.drop_caches();
+        check_frames(&c, &format!("order {order}"));
+    }
+}
+
+// Goal: truncation and hole punching through large folios keep every
+// byte: whole folios go at once, a folio a hole's edge cuts through is
+// split, and what stays reads as before. Method: a 16 MiB file cached in
+// large folios; punch holes at unaligned offsets inside folios, truncate
+// to an offset inside a folio, grow it back; after each step the whole
+// file is read against the model; splits are counted.
+#[test]
+fn truncate_and_punch_cut_through_large_folios() {
+    let dir = scratch();
+    let pages = 4096;
+    let path = write_stamped_file(dir.path(), "cut", 11, pages);
+    let mut want = model(11, pages);
+    let c = cache(64, FOLIO_ORDER_MAX_6);
+    let f = c.open(&path, OpenOptions::default()).unwrap();
+    read_checked(&f, &want, 1 << 20, "first read");
+    let before = c.vmstat();
+    for (off, len) in [(1_000_000u64, 300_000u64), (5 << 20, 2 << 20), ((8 << 20) + 4096, 4096), (123, 1)] {
+        f.punch_hole(off, len).unwrap();
+        want[off as usize..(off + len) as usize].fill(0);
+        read_checked(&f, &want, 100_000, &format!("after punch_hole({off}, {len})"));
+    }
+    let cut = (12 << 20) + 12345;
+    f.set_len(cut).unwrap();
+    want.truncate(cut as usize);
+    read_checked(&f, &want, 1 << 20, "after truncate");
+    f.set_len(14 << 20).unwrap();
+    want.resize(14 << 20, 0);
+    read_checked(&f, &want, 1 << 20, "after growing again");
+    assert!(delta(&c, &before, Item::thp_split_page) > 0, "no folio was split");
+    f.fsync().unwrap();
+    drop(f);
+    c.drop_caches();
+    check_frames(&c, "truncate and punch");
+    let f = c.open(&path, OpenOptions::default()).unwrap();
+    read_checked(&f, &want, 1 << 20, "from the disk");
+}
+
+// Goal: a write into a large folio, a write pin, and a mapping of it each
+// split the folio (large folios stay clean and unmapped) and see and keep
+// the right bytes. Method: a file cached in large folios; a write_at
+// inside one folio, get_page_mut on another, and a shared mapping read
+// and written over a third; the whole file is read against the model
+// after each, and again from the disk after fsync and drop_caches.
+#[test]
+fn writes_and_mappings_split_large_folios() {
+    let dir = scratch();
+    let pages = 4096;
+    let path = write_stamped_file(dir.path(), "wr", 13, pages);
+    let mut want = model(13, pages);
+    let c = cache(64, FOLIO_ORDER_MAX_6);
+    let f = c.open(&path, OpenOptions::default()).unwrap();
+    read_checked(&f, &want, 1 << 20, "first read");
+    let before = c.vmstat();
+    let at = (3 << 20) + 777;
+    f.write_at(b"large folios", at).unwrap();
+    want[at as usize..at as usize + 12].copy_from_slice(b"large folios");
+    read_checked(&f, &want, 1 << 20, "after write_at");
+    {
+        let mut p = f.get_page_mut(1500).unwrap();
+        p.write(100, b"pinned").unwrap();
+    }
+    want[1500 * PS as usize + 100..1500 * PS as usize + 106].copy_from_slice(b"pinned");
+    read_checked(&f, &want, 1 << 20, "after get_page_mut");
+    let m = f.map(10 << 20, 1 << 20, MapFlags::READ | MapFlags::WRITE).unwrap();
+    let mut got = vec![0u8; 1 << 20];
+    m.read(0, &mut got).unwrap();
+    assert!(got[..] == want[10 << 20..11 << 20], "the mapping reads the file's bytes");
+    m.write(5000, b"mapped").unwrap();
+    want[(10 << 20) + 5000..(10 << 20) + 5006].copy_from_slice(b"mapped");
+    drop(m);
+    read_checked(&f, &want, 1 << 20, "after the mapping");
+    assert!(delta(&c, &before, Item::thp_split_page) >= 3, "each of the three splits a folio");
+    f.fsync().unwrap();
+    drop(f);
+    c.drop_caches();
+    check_frames(&c, "writes and mappings");
+    let f = c.open(&path, OpenOptions::default()).unwrap();
+    read_checked(&f, &want, 1 << 20, "from the disk");
+}
+
+// Goal: reclaim evicts large folios whole and the bytes survive: a file
+// four times the cache read twice, every byte checked, with pages stolen
+// and the frames all accounted for after. Method: a 64 MiB file through a
+// 16 MiB cache at order 9, two sequential passes and one of random
+// 20 KiB reads; pgsteal counts pages (a folio counts its size).
+#[test]
+fn reclaim_evicts_large_folios_whole() {
+    let dir = scratch();
+    let pages = 16384;
+    let path = write_stamped_file(dir.path(), "big", 17, pages);
+    let want = model(17, pages);
+    let c = cache(16, FOLIO_ORDER_MAX_6);
+    let f = c.open(&path, OpenOptions::default()).unwrap();
+    let before = c.vmstat();
+    for pass in 0..2 {
+        read_checked(&f, &want, 256 << 10, &format!("pass {pass}"));
+    }
+    let mut x = 12345u64;
+    let mut buf = vec![0u8; 20 << 10];
+    for _ in 0..2000 {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let pos = (x >> 20) % (want.len() as u64 - buf.len() as u64);
+        f.read_at(&mut buf, pos).unwrap();
+        assert!(buf[..] == want[pos as usize..pos as usize + buf.len()], "random read at {pos}");
+    }
+    let stolen = delta(&c, &before, Item::pgsteal_kswapd) + delta(&c, &before, Item::pgsteal_direct);
+    assert!(stolen > 2 * pages, "{stolen} pages stolen for two passes over a file 4x the cache");
+    assert!(delta(&c, &before, Item::thp_file_alloc) > 0);
+    drop(f);
+    c.drop_caches();
+    check_frames(&c, "reclaim");
+}

@@ -715,6 +715,11 @@ impl File {
         &self.inode.name
     }
 
+    /// The page size of the cache holding the file, in bytes.
+    pub fn page_size(&self) -> usize {
+        self.cache.page_size()
+    }
+
     /// Read up to `buf.len()` bytes at `offset`; fewer at end of file.
     #[inline]
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {

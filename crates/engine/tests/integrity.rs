@@ -106,6 +106,22 @@ impl Tracked {
         s
     }
 
+    /// Where the byte at `pos` came from, for a failure message: the
+    /// state of the cached page holding it, a second read through the
+    /// cache, and the host file's byte on disk.
+    fn where_is(&self, pos: u64) -> String {
+        let ps = self.file.page_size() as u64;
+        let state = self.file.page_state(pos / ps);
+        let mut again = [0u8; 1];
+        let again = self.file.read_at(&mut again, pos).map(|_| again[0]);
+        let disk = self.host.as_ref().map(|h| {
+            use std::os::unix::fs::FileExt;
+            let mut b = [0u8; 1];
+            std::fs::File::open(h).and_then(|f| f.read_at(&mut b, pos)).map(|n| (n, b[0]))
+        });
+        format!("\n  byte {pos}: page state {state:?}; read again {again:?}; on disk {disk:?}")
+    }
+
     fn fail(&self, ctx: &str, msg: String) -> ! {
         panic!(
             "{ctx}: file {}: {msg}\n  model size {}; last ops (oldest first):{}",
@@ -248,7 +264,8 @@ fn check_read(t: &Tracked, ctx: &str, off: u64, len: usize) {
     }
     let want: &[u8] = if want_n == 0 { &[] } else { &t.model[off as usize..off as usize + want_n] };
     if let Some(m) = describe_mismatch(&buf[..n], want) {
-        t.fail(ctx, format!("read_at(off={off}, len={len}) data differs from the model: {m}"));
+        let first = buf[..n].iter().zip(want).position(|(a, b)| a != b).unwrap_or(0) as u64 + off;
+        t.fail(ctx, format!("read_at(off={off}, len={len}) data differs from the model: {m}{}", t.where_is(first)));
     }
 }
 

@@ -64,6 +64,7 @@ use crate::bio::ReadRequest;
 use crate::filemap::Inode;
 use crate::mm::Cache;
 use crate::page::*;
+use crate::tunables::FolioRamp;
 use crate::vmstat::Item;
 
 /// FMODE_RANDOM: no readahead (POSIX_FADV_RANDOM).
@@ -82,6 +83,9 @@ pub struct FileRaState {
     /// Mohr's counter of repeated hits on the same page (the every-32nd re-mark rule).
     pub repeat_hits: AtomicU32,
     pub mode: AtomicU32,
+    /// The folio order of the last window (6.16's `ra->order`): the next
+    /// asynchronous window's starts two above it (`FolioRamp::Linux6`).
+    pub order: AtomicU32,
     /// Asynchronous windows queued to the readahead thread from this
     /// handle and not known to be inserted: the reader can hit the marker
     /// on a window's first page, and queue the next, while the thread is
@@ -99,6 +103,7 @@ impl FileRaState {
             prev_pos: AtomicU64::new(u64::MAX),
             repeat_hits: AtomicU32::new(0),
             mode: AtomicU32::new(0),
+            order: AtomicU32::new(0),
             pending: Mutex::new(Vec::new()),
         }
     }
@@ -292,7 +297,10 @@ impl Cache {
             let async_size = if size > req { size - req } else { size };
             ra.set_window(index, size, async_size);
         };
-        if index == 0 {
+        // A large folio's marker can sit on the folio at 0 (the mark
+        // rounded down to the folio): that is the window's marker hit,
+        // which 6.x's page_cache_async_ra ramps, not a new stream.
+        if index == 0 && !(hit_marker && prev_order > 0) {
             initial(ra);
         } else if size > 0 && (index == ra_mark(start, size, async_size, prev_order) || index == start + size) {
             // Sequential: the expected next window.
@@ -336,7 +344,16 @@ impl Cache {
         }
         // page_cache_ra_order: the window's folio order (0 without large
         // folios, and for windows under 4 pages).
-        let order = ra_folio_order(size, prev_order, self.config.tunables.folio_order_max).unwrap_or(0);
+        // The order the window ramps from: the marker folio's (5.18), or
+        // the last window's (6.16: a window's first folio, which carries
+        // the marker, is cut small where the window starts unaligned, so
+        // the marker's order alone would hold the ramp at its alignment).
+        let prev = match self.config.tunables.folio_ramp {
+            FolioRamp::Linux6 if hit_marker => ra.order.load(Ordering::Relaxed).max(prev_order),
+            _ => prev_order,
+        };
+        let order = ra_folio_order(size, prev, self.config.tunables.folio_order_max).unwrap_or(0);
+        ra.order.store(order, Ordering::Relaxed);
         if defer && hit_marker && size == async_size && self.ra_queue_window(inode, ra, start, size, order) {
             return;
         }

@@ -402,14 +402,33 @@ pub struct Tunables {
     /// plug-in policy.
     #[serde(default)]
     pub folio_order_max: u32,
+    /// How readahead grows the folio order (5.18's or 6.16's).
+    #[serde(default)]
+    pub folio_ramp: FolioRamp,
 }
 
 /// Linux 5.18's page_cache_ra_order (large folios for file systems that
-/// ask for them, XFS first): up to a PMD's worth, order 9 at 4 KiB pages.
+/// ask for them, XFS first): up to a PMD's worth, order 9 at 4 KiB pages;
+/// with `FolioRamp::Linux5_18`.
 pub const FOLIO_ORDER_MAX_5_18: u32 = 9;
 /// Linux 6.x (ext4 too since 6.16): still capped at MAX_PAGECACHE_ORDER,
-/// the PMD order, for readahead.
+/// the PMD order, for readahead; with `FolioRamp::Linux6`.
 pub const FOLIO_ORDER_MAX_6: u32 = 9;
+
+/// Which kernel's readahead ramps the folio order from window to window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum FolioRamp {
+    /// 5.18: two orders above the folio that carried the marker. A
+    /// window that starts unaligned begins with a small folio, which
+    /// carries the marker when the whole window is asynchronous, so a
+    /// stream's order stays near its windows' alignment.
+    Linux5_18,
+    /// 6.16 ("mm/readahead: Store folio order in struct file_ra_state"):
+    /// two orders above the last window's, kept in the handle's
+    /// readahead state, so a stream reaches the largest order.
+    #[default]
+    Linux6,
+}
 /// The largest `folio_order_max` accepted: the PMD order at 4 KiB pages.
 pub const MAX_PAGECACHE_ORDER: u32 = 9;
 
@@ -505,6 +524,7 @@ impl Default for Tunables {
             policy: PolicyKind::Kernel,
             reclaim_batch: default_reclaim_batch(),
             folio_order_max: 0,
+            folio_ramp: FolioRamp::Linux6,
         }
     }
 }

@@ -10,13 +10,19 @@ use std::thread;
 use std::time::Duration;
 
 use common::{delta, scratch, stamped_page, write_stamped_file};
-use pcache::{Config, File, Item, MapFlags, OpenOptions, PageCache, Tunables, FOLIO_ORDER_MAX_6};
+use pcache::{
+    Config, File, FolioRamp, Item, MapFlags, OpenOptions, PageCache, Tunables, FOLIO_ORDER_MAX_5_18, FOLIO_ORDER_MAX_6,
+};
 
 const PS: u64 = 4096;
 
 /// A cache of `mb` MiB whose readahead allocates folios up to `order`.
 fn cache(mb: u64, order: u32) -> PageCache {
-    let tunables = Tunables { folio_order_max: order, ..Tunables::default() };
+    cache_ramp(mb, order, FolioRamp::default())
+}
+
+fn cache_ramp(mb: u64, order: u32, folio_ramp: FolioRamp) -> PageCache {
+    let tunables = Tunables { folio_order_max: order, folio_ramp, ..Tunables::default() };
     PageCache::new(Config { memory_bytes: mb << 20, tunables, ..Config::default() }).unwrap()
 }
 
@@ -92,6 +98,38 @@ fn a_sequential_read_caches_large_folios() {
         c.drop_caches();
         check_frames(&c, &format!("order {order}"));
     }
+}
+
+// Goal: the two kernels' ramps differ as they did: 6.16 grows the order
+// from the last window's, so a stream's folios reach order 9; 5.18 grows
+// it from the marker folio's, which is the small first folio of a window
+// that starts unaligned, so a stream's folios stay small. Method: a 16 MiB
+// memory file read in 4 KiB reads with 2 MiB windows under each ramp;
+// pages per large folio, and the bytes, checked.
+#[test]
+fn the_order_ramps_as_each_kernel_ramped_it() {
+    let mut per_folio = Vec::new();
+    for (order, ramp) in [(FOLIO_ORDER_MAX_6, FolioRamp::Linux6), (FOLIO_ORDER_MAX_5_18, FolioRamp::Linux5_18)] {
+        let tunables = Tunables { folio_order_max: order, folio_ramp: ramp, ra_pages: 512, ..Tunables::default() };
+        let c = PageCache::new(Config { memory_bytes: 64 << 20, tunables, ..Config::default() }).unwrap();
+        let f = c.open_memory("ramp").unwrap();
+        let want = model(19, 4096);
+        f.write_at(&want, 0).unwrap();
+        f.fsync().unwrap();
+        c.drop_caches();
+        let before = c.vmstat();
+        read_checked(&f, &want, 4096, &format!("{ramp:?}"));
+        let folios = delta(&c, &before, Item::thp_file_alloc).max(1);
+        per_folio.push(delta(&c, &before, Item::pgreadahead) / folios);
+    }
+    // Windows start unaligned under both, so their first folios are small
+    // (6.16: orders 2, 3, 5, then 9s; 5.18: 2, 3, 4, 4, ...).
+    assert!(
+        per_folio[0] >= 3 * per_folio[1],
+        "pages per large folio: 6.16's ramp {}, 5.18's {}",
+        per_folio[0],
+        per_folio[1]
+    );
 }
 
 // Goal: truncation and hole punching through large folios keep every

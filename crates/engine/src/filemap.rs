@@ -991,7 +991,7 @@ impl Cache {
         while cur < end {
             let index = cur >> shift;
             let offset = cur & (ps - 1);
-            let (pfn, mut pin, hot) = match self.find_page_fast(inode, index) {
+            let (mut pfn, mut pin, hot) = match self.find_page_fast(inode, index) {
                 Some((pfn, h, hot)) => {
                     self.vm.inc(Item::pgcache_hit);
                     (pfn, Pin::Hazard(h), hot)
@@ -1024,15 +1024,25 @@ impl Cache {
                     // The copy reads the folio's other frames too, which a
                     // hazard pin on one frame keeps only while the folio
                     // is whole: a reference on the head keeps it whole.
+                    // The pin does not keep the head's frame once a split
+                    // has made it a page of its own: it may have been
+                    // freed and now head another folio at this index, not
+                    // yet read. So the reference counts only if the tree
+                    // still names it here and it is uptodate.
                     let got = self.page(head).get_unless_zero();
                     self.hazards.unpin(h);
-                    if !got || entry_pfn(inode.tree.load(index)) != Some(head) {
+                    let now = inode.tree.load(index);
+                    let valid = got && entry_pfn(now) == Some(head) && self.page(head).test(PG_UPTODATE);
+                    if !valid {
                         if got {
                             self.put_page(head);
                         }
                         continue;
                     }
                     pin = Pin::Ref;
+                    // The frame of `index` in the folio now held (which
+                    // may be another than the one the walk found).
+                    pfn = entry_page_pfn(now, index).unwrap_or(pfn);
                 }
                 let first = index - (pfn - head) as u64;
                 (first, first + (1u64 << self.page(head).folio_order()))

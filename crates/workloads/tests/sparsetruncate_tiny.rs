@@ -1,8 +1,10 @@
 //! Runs `sparsetruncate` at a tiny size and checks what it measures: one
 //! sample per truncate, the mechanism the variants differ in by
-//! construction (drains per truncate), the original's rows, the CDF plots. The
-//! report's and the JSON's completeness is the registry's contract test
-//! (contract.rs). Asserts nothing about timings.
+//! construction (drains per truncate), the original's rows, the CDF plots,
+//! and the large-folio variant beside the seed's pair (its pages in large
+//! folios, the others' not). The report's and the JSON's completeness is
+//! the registry's contract test (contract.rs). Asserts nothing about
+//! timings.
 
 mod common;
 
@@ -20,9 +22,15 @@ fn sparsetruncate_tiny_measures_what_it_claims() {
     let pages = p["file_bytes"].as_u64().unwrap() / p["page_size"].as_u64().unwrap();
 
     let backends = ["tmpfs", "file"];
-    let measures =
-        ["truncate_us", "truncate_cpu_us", "lru_drain/truncate", "pagevec_release/truncate", "lru_lock/truncate"];
-    assert_eq!(t.variant_names(), [sparsetruncate::BEFORE, sparsetruncate::AFTER]);
+    let measures = [
+        "truncate_us",
+        "truncate_cpu_us",
+        "lru_drain/truncate",
+        "pagevec_release/truncate",
+        "lru_lock/truncate",
+        "large_folios/truncate",
+    ];
+    assert_eq!(t.variant_names(), [sparsetruncate::BEFORE, sparsetruncate::AFTER, sparsetruncate::LARGE_FOLIOS]);
     // Times: one per truncate; counters: one per run.
     let per = |n: &str| if n.ends_with("_us") { truncates } else { 1 };
     t.assert_metrics(&common::metric_names(&backends, &measures), per, |_| false);
@@ -31,9 +39,20 @@ fn sparsetruncate_tiny_measures_what_it_claims() {
             let vm = Tiny::vmstat(v, b, &["lru_drain", "pagevec_release", "lru_lock_acquire", "pgfree"]);
             // Every hole page read was cached, and freed by the unlinks.
             assert_eq!(vm["pgfree"].as_u64().unwrap(), pages * truncates as u64, "{b}");
+            // The fills read large folios (thp_file_alloc) for the third
+            // variant only.
+            let large = Tiny::first(v, &format!("{b} large_folios/truncate"));
+            assert_eq!(large > 0.0, v["name"] == sparsetruncate::LARGE_FOLIOS, "{} {b}: {large}", v["name"]);
             let drains = Tiny::first(v, &format!("{b} lru_drain/truncate"));
             let releases = Tiny::first(v, &format!("{b} pagevec_release/truncate"));
-            assert!(releases > 1.0, "{b}: {releases} releases per truncate");
+            if v["name"] == sparsetruncate::LARGE_FOLIOS {
+                // A pagevec entry per folio: as few releases as onedrain's
+                // pages need, or fewer (one, at this size).
+                let single = Tiny::first(&t.variants()[1], &format!("{b} pagevec_release/truncate"));
+                assert!((1.0..=single).contains(&releases), "{b}: {releases} releases per truncate, {single}");
+            } else {
+                assert!(releases > 1.0, "{b}: {releases} releases per truncate");
+            }
             // The mechanism: a drain per release, or one per truncate.
             if v["name"] == sparsetruncate::BEFORE {
                 assert_eq!(drains, releases, "{b}");
@@ -49,7 +68,8 @@ fn sparsetruncate_tiny_measures_what_it_claims() {
         let c = t.checks().iter().find(|c| c["name"].as_str().unwrap().starts_with(&name));
         assert_eq!(c.map(|c| &c["agrees"]), Some(&serde_json::Value::Bool(true)), "{name}");
         for suffix in ["cdf", "cdf-body"] {
-            assert!(t.svg(&format!("sparsetruncate-{b}-{suffix}.svg")).contains(sparsetruncate::AFTER));
+            let svg = t.svg(&format!("sparsetruncate-{b}-{suffix}.svg"));
+            assert!(svg.contains(sparsetruncate::AFTER) && svg.contains(sparsetruncate::LARGE_FOLIOS), "{b} {suffix}");
         }
     }
     // The headline: the Max of each round's truncate CPU time (memory
@@ -71,5 +91,7 @@ fn sparsetruncate_tiny_measures_what_it_claims() {
         "sparsetruncate (file)",
         "tmpfs lru_drain/truncate",
         "file pagevec_release/truncate",
+        "largefolios (not part of the seed's comparison), median truncate time",
+        "file large_folios/truncate",
     ]);
 }

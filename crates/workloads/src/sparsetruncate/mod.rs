@@ -13,11 +13,17 @@
 //! Here every cache is filled to `fill_ratio` with sparse files of 4 MiB
 //! (as in Jan Kara's truncation benchmark of the same series), memory-only
 //! and host files (the host's unlink inside the timing, as in the original),
-//! then unlinked one by one, the variants alternating file by file. Every
+//! then unlinked one by one, the variants taking turns file by file. Every
 //! truncate's wall time and its thread CPU time (which leaves out
 //! preemption, on a shared machine most of the wall-time tail) are pooled
-//! over rounds and runs; the report prints the original's rows for both and the
-//! cost of one drain implied by the difference of the CPU times.
+//! over rounds and runs; the report prints the original's rows for every
+//! variant and the cost of one drain implied by the difference of the CPU
+//! times.
+//!
+//! A third variant, largefolios (onedrain with Linux 6.x's large folios),
+//! runs beside the two and is reported in the same tables, with its median
+//! truncate time against the kernel's; the checks and the verdict stay
+//! batchshadow against onedrain, the seed's comparison.
 
 use std::fmt::Write as _;
 use std::os::unix::fs::FileExt;
@@ -49,6 +55,9 @@ mod workload;
 pub const EXPERIMENT: &str = "sparsetruncate";
 pub const BEFORE: &str = "batchshadow";
 pub const AFTER: &str = "onedrain";
+/// Not part of the seed's comparison: what today's kernel does with the
+/// same files.
+pub const LARGE_FOLIOS: &str = "largefolios";
 
 const MIB: u64 = 1 << 20;
 /// Bytes read at every page.
@@ -71,9 +80,20 @@ pub const PRESETS: &[Preset] = &[
         AFTER,
         "4.14-rc4 onedrain-v1r1: __pagevec_release calls lru_add_drain once per pagevec lifecycle \
         (pvec->drained; PagevecDrain::Once)",
-        || Tunables { pagevec_drain: PagevecDrain::Once, ..Tunables::default() },
+        onedrain,
+    ),
+    Preset::new(
+        EXPERIMENT,
+        LARGE_FOLIOS,
+        "Linux 6.x large folios, not part of the seed's comparison: onedrain, with readahead allocating \
+        folios up to order 9 and truncate freeing a folio at a time (folio_order_max FOLIO_ORDER_MAX_6)",
+        || Tunables { folio_order_max: pcache::FOLIO_ORDER_MAX_6, ..onedrain() },
     ),
 ];
+
+fn onedrain() -> Tunables {
+    Tunables { pagevec_drain: PagevecDrain::Once, ..Tunables::default() }
+}
 
 pub const BACKENDS: [Backend; 2] = [Backend::Tmpfs, Backend::File];
 
@@ -208,10 +228,32 @@ mod tests {
 
     #[test]
     fn presets_and_sizes() {
-        // Both presets run by default, the original's before first.
-        let v: Vec<_> = PRESETS.iter().map(|p| (p.name, p.default, (p.tunables)().pagevec_drain)).collect();
-        assert_eq!(v, [(BEFORE, true, PagevecDrain::EveryRelease), (AFTER, true, PagevecDrain::Once)]);
+        // Every preset runs by default, the original's before first; large
+        // folios only in the third.
+        let v: Vec<_> = PRESETS
+            .iter()
+            .map(|p| {
+                let t = (p.tunables)();
+                (p.name, p.default, t.pagevec_drain, t.folio_order_max)
+            })
+            .collect();
+        assert_eq!(
+            v,
+            [
+                (BEFORE, true, PagevecDrain::EveryRelease, 0),
+                (AFTER, true, PagevecDrain::Once, 0),
+                (LARGE_FOLIOS, true, PagevecDrain::Once, pcache::FOLIO_ORDER_MAX_6)
+            ]
+        );
+        // Apart from the folios, largefolios is onedrain.
+        let large = (PRESETS[2].tunables)();
+        assert_eq!(Tunables { folio_order_max: 0, ..large }, (PRESETS[1].tunables)());
         let p = SparseParams::from_opts(&ExpOpts::default()).unwrap();
+        assert_eq!(p.variants, [BEFORE, AFTER, LARGE_FOLIOS]);
+        // --variants picks a subset: the seed's pair alone, say.
+        let pair = vec![BEFORE.to_string(), AFTER.to_string()];
+        let two = SparseParams::from_opts(&ExpOpts { variants: Some(pair.clone()), ..ExpOpts::default() }).unwrap();
+        assert_eq!(two.variants, pair);
         assert_eq!((p.file_bytes, p.files, p.rounds, p.runs), (4 * MIB, 153, 10, 3));
         let t = SparseParams::from_opts(&ExpOpts { mem_bytes: Some(8 * MIB), ..ExpOpts::default() }).unwrap();
         assert!(t.file_bytes < 512 << 10 && t.file_bytes.is_multiple_of(4096));

@@ -1,5 +1,6 @@
-use super::workload::PER_TRUNCATE;
+use super::workload::{LARGE_FOLIOS_PER_TRUNCATE, PER_TRUNCATE};
 use super::*;
+use crate::runner::KERNEL_COLUMN;
 
 pub(super) const VM_ITEMS: &[Item] = &[
     Item::lru_drain,
@@ -30,6 +31,40 @@ pub(super) fn render_original_table(r: &ExperimentResult, metric: &str) -> Strin
     render::render_columns(cols.iter().map(|(n, _)| n), rows)
 }
 
+/// The large-folio variant's median truncate time per backend, beside
+/// onedrain's (the same tunables with single pages) and, on host files, the
+/// kernel's of the same run; empty when it did not run.
+fn large_folios(r: &ExperimentResult) -> String {
+    if r.variant(LARGE_FOLIOS).is_none() {
+        return String::new();
+    }
+    let i = row_index("2nd-qrtle");
+    let median = |v: &str, metric: &str| {
+        r.variant(v).and_then(|c| original_rows(c.samples(metric))).map_or(f64::NAN, |rows| rows[i])
+    };
+    let mut s = format!("\n{LARGE_FOLIOS} (not part of the seed's comparison), median truncate time (wall clock)\n");
+    for b in BACKENDS {
+        let metric = format!("{} truncate_us", b.name());
+        let large = median(LARGE_FOLIOS, &metric);
+        let _ = write!(s, "  {:<5} {LARGE_FOLIOS} {}", b.name(), render::fmt_fixed(large, 2, " us"));
+        let mut others = vec![AFTER];
+        // The kernel's column has host files only.
+        if b == Backend::File && r.variant(KERNEL_COLUMN).is_some() {
+            others.push(KERNEL_COLUMN);
+        }
+        for v in others {
+            let m = median(v, &metric);
+            let pct = pct_better(m, large, Better::Lower);
+            if !pct.is_nan() {
+                let way = if pct >= 0.0 { "lower" } else { "higher" };
+                let _ = write!(s, "; {v} {} ({LARGE_FOLIOS} {:.2}% {way})", render::fmt_fixed(m, 2, " us"), pct.abs());
+            }
+        }
+        s.push('\n');
+    }
+    s
+}
+
 impl SeedReport for Sparsetruncate {
     fn sizes(r: &ExperimentResult, p: &SparseParams) -> String {
         format!("{} runs x {} rounds x {} files of {}", r.runs, p.rounds, p.files, fmt_size(p.file_bytes))
@@ -57,7 +92,10 @@ impl SeedReport for Sparsetruncate {
         let _ = writeln!(s, "\nthe mechanism, per truncate (mean over runs)");
         let metrics: Vec<String> = BACKENDS
             .iter()
-            .flat_map(|b| PER_TRUNCATE.iter().map(move |(measure, _)| format!("{} {measure}", b.name())))
+            .flat_map(|b| {
+                let measures = PER_TRUNCATE.map(|(m, _)| m).into_iter().chain([LARGE_FOLIOS_PER_TRUNCATE]);
+                measures.map(move |measure| format!("{} {measure}", b.name()))
+            })
             .collect();
         s.push_str(&render::pcache_means(r, &metrics, fmt_count));
         // What one extra drain costs, from robust statistics of the CPU time.
@@ -82,6 +120,8 @@ impl SeedReport for Sparsetruncate {
                 }
             }
         }
+
+        s.push_str(&large_folios(r));
 
         // Per truncate: the counters over the truncates measured.
         let n = |w: &str, v: &VariantResult| v.samples(&format!("{w} truncate_us")).len().max(1) as f64;

@@ -7,6 +7,8 @@ pub(super) struct RunOut {
     /// µs per truncate, this thread's CPU time.
     cpu: Vec<f64>,
     vm: Vec<VmStat>,
+    /// Large folios the fills read (thp_file_alloc), all rounds.
+    large_folios: u64,
 }
 
 impl RunOut {
@@ -16,6 +18,13 @@ impl RunOut {
             return f64::NAN;
         }
         self.vm.iter().map(|d| d.get(item)).sum::<u64>() as f64 / n as f64
+    }
+
+    fn large_folios_per_truncate(&self) -> f64 {
+        match self.times.len() {
+            0 => f64::NAN,
+            n => self.large_folios as f64 / n as f64,
+        }
     }
 }
 
@@ -83,7 +92,7 @@ impl Subject {
 }
 
 /// One backend in one run: `rounds` of fill then truncate, the variants
-/// alternating file by file.
+/// taking turns file by file.
 pub(super) fn run_backend(
     variants: &[Variant],
     run: usize,
@@ -101,14 +110,19 @@ pub(super) fn run_backend(
     }
     let mut outs: Vec<RunOut> = (0..nv).map(|_| RunOut::default()).collect();
     for round in 0..p.rounds {
+        let fills: Vec<VmStat> = subjects.iter().map(|s| s.cache.vmstat()).collect();
         for s in &subjects {
             s.fill(b, p)?;
         }
         let befores: Vec<VmStat> = subjects.iter().map(|s| s.cache.vmstat()).collect();
+        for (vi, out) in outs.iter_mut().enumerate() {
+            out.large_folios += befores[vi].delta(&fills[vi]).get(Item::thp_file_alloc);
+        }
         for j in 0..p.files {
-            let order: Vec<usize> =
-                if (run + round + j).is_multiple_of(2) { (0..nv).collect() } else { (0..nv).rev().collect() };
-            for vi in order {
+            // Who goes first rotates, so that every variant takes every
+            // place equally often (with two, they alternate).
+            let first = (run + round + j) % nv;
+            for vi in (0..nv).map(|k| (first + k) % nv) {
                 let (wall, cpu) = subjects[vi].truncate(b, j)?;
                 outs[vi].times.push(wall);
                 outs[vi].cpu.push(cpu);
@@ -127,6 +141,10 @@ pub(super) const PER_TRUNCATE: [(&str, Item); 3] = [
     ("lru_lock/truncate", Item::lru_lock_acquire),
 ];
 
+/// The large folios read into each file truncated, so freed by its
+/// truncate: counted in the fill, as truncation has no counter of its own.
+pub(super) const LARGE_FOLIOS_PER_TRUNCATE: &str = "large_folios/truncate";
+
 impl SeedMeasure for Sparsetruncate {
     fn measure(ctx: &Ctx<'_>, p: &SparseParams) -> Result<(Measured, ())> {
         let names: Vec<String> = BACKENDS.iter().map(|b| b.name().to_string()).collect();
@@ -137,7 +155,7 @@ impl SeedMeasure for Sparsetruncate {
         for b in BACKENDS {
             specs.push(MetricSpec::new(b.name(), "truncate_us", "us", Better::Lower, Mean::Arithmetic, true));
             specs.push(MetricSpec::new(b.name(), "truncate_cpu_us", "us", Better::Lower, Mean::Arithmetic, true));
-            for (measure, _) in PER_TRUNCATE {
+            for measure in PER_TRUNCATE.map(|(m, _)| m).into_iter().chain([LARGE_FOLIOS_PER_TRUNCATE]) {
                 specs.push(MetricSpec::new(b.name(), measure, "per truncate", Better::Lower, Mean::Arithmetic, false));
             }
         }
@@ -149,6 +167,8 @@ impl SeedMeasure for Sparsetruncate {
             for (measure, item) in PER_TRUNCATE {
                 metrics.insert(format!("{w} {measure}"), Samples(runs.iter().map(|o| o.per_truncate(item)).collect()));
             }
+            let large = runs.iter().map(RunOut::large_folios_per_truncate).collect();
+            metrics.insert(format!("{w} {LARGE_FOLIOS_PER_TRUNCATE}"), Samples(large));
             runs.iter().flat_map(|o| o.vm.iter().cloned()).collect()
         });
 
@@ -164,8 +184,8 @@ impl SeedMeasure for Sparsetruncate {
             "tmpfs: memory-only files; the kernel's tmpfs would not cache hole pages on read (shmem maps the zero \
              page), pcache's memory files do, so tmpfs here is the page cache's truncation alone"
                 .to_string(),
-            "the variants run side by side (a cache each, files unlinked alternately), so drifts of the machine fall \
-             on both"
+            "the variants run side by side (a cache each, files unlinked in turn), so drifts of the machine fall on \
+             every one"
                 .to_string(),
         ];
         // Where the wall-time tail is time off the CPU, say so.
@@ -194,6 +214,8 @@ impl SeedMeasure for Sparsetruncate {
             "samples": "truncate_us, truncate_cpu_us: one per truncate, pooled over rounds and runs; */truncate: one \
                         per run",
             "vmstat": "deltas of the truncation phases per backend, summed over rounds and runs",
+            "large_folios": "large_folios/truncate: the large folios the fills read (thp_file_alloc) per file, so \
+                             those its truncate freed; 0 with single pages",
         });
         Ok((Measured { variants: columns, specs, params: into_map(params), extra: Default::default(), notes }, ()))
     }

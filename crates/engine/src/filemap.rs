@@ -1019,31 +1019,26 @@ impl Cache {
             let (first, folio_end) = if self.page(pfn).flags() & (PG_TAIL | FOLIO_ORDER_MASK) == 0 {
                 (index, index + 1)
             } else {
-                let head = self.arena.compound_head(pfn);
                 if let Pin::Hazard(h) = pin {
-                    // The copy reads the folio's other frames too, which a
-                    // hazard pin on one frame keeps only while the folio
-                    // is whole: a reference on the head keeps it whole.
-                    // The pin does not keep the head's frame once a split
-                    // has made it a page of its own: it may have been
-                    // freed and now head another folio at this index, not
-                    // yet read. So the reference counts only if the tree
-                    // still names it here and it is uptodate.
-                    let got = self.page(head).get_unless_zero();
+                    // The copy reads the folio's other frames too, which
+                    // a hazard pin on one frame does not keep once a split
+                    // has made them pages of their own: the folio is read
+                    // under a reference, taken as find_get_page takes it
+                    // (the tree re-checked after the get), and only if
+                    // uptodate; else the lookup starts again.
                     self.hazards.unpin(h);
-                    let now = inode.tree.load(index);
-                    let valid = got && entry_pfn(now) == Some(head) && self.page(head).test(PG_UPTODATE);
-                    if !valid {
-                        if got {
-                            self.put_page(head);
+                    match self.find_get_page(inode, index) {
+                        Some(p) if self.page(self.arena.compound_head(p)).test(PG_UPTODATE) => {
+                            (pfn, pin) = (p, Pin::Ref);
                         }
-                        continue;
+                        Some(p) => {
+                            self.put_page(p);
+                            continue;
+                        }
+                        None => continue,
                     }
-                    pin = Pin::Ref;
-                    // The frame of `index` in the folio now held (which
-                    // may be another than the one the walk found).
-                    pfn = entry_page_pfn(now, index).unwrap_or(pfn);
                 }
+                let head = self.arena.compound_head(pfn);
                 let first = index - (pfn - head) as u64;
                 (first, first + (1u64 << self.page(head).folio_order()))
             };

@@ -991,7 +991,7 @@ impl Cache {
         while cur < end {
             let index = cur >> shift;
             let offset = cur & (ps - 1);
-            let (mut pfn, mut pin, hot) = match self.find_page_fast(inode, index) {
+            let (pfn, pin, hot) = match self.find_page_fast(inode, index) {
                 Some((pfn, h, hot)) => {
                     self.vm.inc(Item::pgcache_hit);
                     (pfn, Pin::Hazard(h), hot)
@@ -1019,25 +1019,9 @@ impl Cache {
             let (first, folio_end) = if self.page(pfn).flags() & (PG_TAIL | FOLIO_ORDER_MASK) == 0 {
                 (index, index + 1)
             } else {
-                if let Pin::Hazard(h) = pin {
-                    // The copy reads the folio's other frames too, which
-                    // a hazard pin on one frame does not keep once a split
-                    // has made them pages of their own: the folio is read
-                    // under a reference, taken as find_get_page takes it
-                    // (the tree re-checked after the get), and only if
-                    // uptodate; else the lookup starts again.
-                    self.hazards.unpin(h);
-                    match self.find_get_page(inode, index) {
-                        Some(p) if self.page(self.arena.compound_head(p)).test(PG_UPTODATE) => {
-                            (pfn, pin) = (p, Pin::Ref);
-                        }
-                        Some(p) => {
-                            self.put_page(p);
-                            continue;
-                        }
-                        None => continue,
-                    }
-                }
+                // Whole and unfreed while the pin or reference is held (a
+                // split checks both), so the tail's link and every frame
+                // of the folio are stable.
                 let head = self.arena.compound_head(pfn);
                 let first = index - (pfn - head) as u64;
                 (first, first + (1u64 << self.page(head).folio_order()))

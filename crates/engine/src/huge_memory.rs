@@ -8,8 +8,10 @@
 //! single pages. As the kernel does, the split needs the folio to itself:
 //! the caller holds the folio locked and one reference, and the refcount
 //! is frozen at exactly the cache's and the caller's, so no one can take
-//! a reference to the folio while its tails become pages (hit-path pins
-//! take none, and keep their frames: a split frees nothing). Under the
+//! a reference to the folio while its tails become pages; and no hit-path
+//! reader may hold a hazard pin on any of its frames (checked as removal
+//! checks: the head's slot frozen, then one scan), since such a reader
+//! copies every frame of the folio under one pin. Under the
 //! tree lock and lru_lock: each tail gets the head's state (uptodate,
 //! referenced, active, workingset), its mapping and index, the cache's
 //! reference and, if the head is on a list, a place on the same list (at
@@ -25,6 +27,7 @@ use crate::sync::atomic::Ordering;
 use crate::filemap::Inode;
 use crate::mm::Cache;
 use crate::page::*;
+use crate::pagetree::SLOT_FROZEN;
 use crate::vmstat::Item;
 
 impl Cache {
@@ -48,6 +51,25 @@ impl Cache {
             return false;
         }
         let index = page.index();
+        // No hit-path reader may hold a frame of it either: a hazard pin on
+        // any frame keeps the folio whole (a reader copies all of its
+        // frames under one pin, and takes the head from the tail's link).
+        // As removal does: the head's slot frozen first, so a reader that
+        // pins from now on fails its re-check, then one scan of the pins.
+        let Some(slot) = inode.tree.slot_locked(index, &g) else {
+            page.unfreeze(2);
+            return false;
+        };
+        let entry = slot.load(Ordering::Acquire);
+        slot.store(entry | SLOT_FROZEN, Ordering::Release);
+        let mut pinned = Vec::new();
+        self.hazards.scan(&mut pinned);
+        let at = pinned.partition_point(|&p| p < head);
+        if pinned.get(at).is_some_and(|&p| p - head < 1 << order) {
+            slot.store(entry, Ordering::Release);
+            page.unfreeze(2);
+            return false;
+        }
         let flags = page.flags();
         let kept = flags & (PG_UPTODATE | PG_REFERENCED | PG_ACTIVE | PG_WORKINGSET | PG_UNEVICTABLE | PG_WINDOW);
         let mut lru = self.lruvec.lock(&self.arena, &self.vm);
@@ -75,6 +97,8 @@ impl Cache {
             }
         }
         drop(lru);
+        // The parts' entries are new words: the frozen head's slot thaws
+        // as it is rewritten, last.
         inode.tree.split(index, 0, &g);
         drop(g);
         page.unfreeze(2);

@@ -348,6 +348,66 @@ fn split_lookup_without_head_check_drops_a_wrong_reference() {
 // Goal (errseq): an error recorded while two handles fsync is reported to
 // each handle exactly once, and a handle opened after it was seen starts
 // clean.
+/// split_folio against a hit-path reader at their smallest: an order-1
+/// folio of frames 8 and 9 at index 0, a reader that pins frame 9 (index
+/// 1) and re-checks the head's slot, then takes the head from 9's tail
+/// link and reads the folio's frames; a splitter that freezes the slot,
+/// scans the pins and, finding none on either frame, makes 9 a page (its
+/// link rewritten) and stores the parts' entries. `check_pins` false
+/// drops the scan.
+fn split_hazard_model(check_pins: bool) {
+    use crate::pagetree::{folio_entry, SLOT_FROZEN};
+    loom::model(move || {
+        let hz = Arc::new(HazardTable::new());
+        let slot = Arc::new(AtomicUsize::new(folio_entry(8, 1)));
+        // Frame 9's tail link (compound_head), and whether it is split.
+        let link = Arc::new(AtomicU32::new(8));
+        let split = Arc::new(AtomicU32::new(0));
+        let (hz2, slot2, link2, split2) = (hz.clone(), slot.clone(), link.clone(), split.clone());
+        let reader = thread::spawn(move || {
+            let entry = slot2.load(Ordering::Acquire);
+            if entry & SLOT_FROZEN != 0 || entry != folio_entry(8, 1) {
+                return;
+            }
+            let h = hz2.pin_in_row(1, 9).expect("a free hazard slot");
+            if slot2.load(Ordering::Acquire) == entry {
+                // The folio must stay whole while the pin is held.
+                assert_eq!(link2.load(Ordering::Relaxed), 8, "a pinned tail lost its head");
+                assert_eq!(split2.load(Ordering::Acquire), 0, "a pinned folio was split");
+            }
+            hz2.unpin(h);
+        });
+        let entry = slot.load(Ordering::Acquire);
+        slot.store(entry | SLOT_FROZEN, Ordering::Release);
+        let mut pinned = Vec::new();
+        hz.scan(&mut pinned);
+        if check_pins && pinned.iter().any(|&p| p == 8 || p == 9) {
+            slot.store(entry, Ordering::Release);
+        } else {
+            link.store(crate::page::NO_PFN, Ordering::Relaxed);
+            split.store(1, Ordering::Release);
+            slot.store(folio_entry(8, 0), Ordering::Release);
+        }
+        reader.join().unwrap();
+    });
+}
+
+// Goal: a split never happens under a hit-path reader's pin on any frame
+// of the folio (it freezes the head's slot and scans the pins, as removal
+// does), so the reader's head (from the tail's link) and every frame it
+// copies stay the folio's.
+#[test]
+fn split_waits_for_hazard_pinned_readers() {
+    split_hazard_model(true);
+}
+
+// The model has teeth: without the scan a pinned tail loses its head.
+#[test]
+#[should_panic(expected = "a pinned")]
+fn split_without_pin_scan_breaks_a_pinned_reader() {
+    split_hazard_model(false);
+}
+
 #[test]
 fn errseq_reports_once_per_handle() {
     loom::model(|| {

@@ -664,9 +664,11 @@ impl PageTree {
     /// The walk every lookup starts with: node links down to the first
     /// slot on the way to `index` that holds anything else (an entry above
     /// the leaves, a sibling, or 0), or the leaf slot, with the word it
-    /// held. The caller either holds the tree lock or walks under a guard.
+    /// held and the node's level (the slot is that node's
+    /// `slots[offset(index, level)]`). The caller either holds the tree
+    /// lock or walks under a guard.
     #[inline(always)]
-    fn walk_to_entry(&self, index: u64) -> Option<(&AtomicUsize, usize)> {
+    fn walk_to_entry(&self, index: u64) -> Option<(&AtomicUsize, usize, usize)> {
         let (mut n, mut level) = self.root();
         if n.is_null() || !fits(index, level) {
             return None;
@@ -682,14 +684,14 @@ impl PageTree {
             // word less 3 has one of them set (0 and shadows included).
             let u = v.wrapping_sub(TAG_NODE);
             if u & (SHADOW_BIT | TAG_MASK) != 0 {
-                return Some((s, v));
+                return Some((s, v, level));
             }
             n = u as *const Node;
             level -= 1;
         }
         // SAFETY: as above.
         let s = &unsafe { node(n) }.slots[offset(index, 0)];
-        Some((s, s.load(Ordering::Acquire)))
+        Some((s, s.load(Ordering::Acquire), 0))
     }
 
     /// The head slot of the entry covering `index` and the entry it held
@@ -698,11 +700,40 @@ impl PageTree {
     /// caller either holds the tree lock or walks under a guard.
     #[inline(always)]
     fn lookup_inner(&self, index: u64) -> Option<(&AtomicUsize, usize)> {
-        let (s, v) = self.walk_to_entry(index)?;
+        let (s, v, level) = self.walk_to_entry(index)?;
         if is_sibling(v) {
-            return self.lookup_sibling(index);
+            return self.resolve_sibling(index, s, v, level);
         }
         Some((s, v))
+    }
+
+    /// A sibling `v` that a walk to `index` found in slot `s` of a node at
+    /// `level`: the head's slot in the same node and its entry, if that
+    /// still spans this slot; else the walk again (`lookup_sibling`).
+    #[inline]
+    fn resolve_sibling<'a>(
+        &'a self,
+        index: u64,
+        s: &'a AtomicUsize,
+        v: usize,
+        level: usize,
+    ) -> Option<(&'a AtomicUsize, usize)> {
+        let off = offset(index, level);
+        let head = sibling_head(v);
+        if head < off {
+            // SAFETY: `s` is `slots[off]` of a node (`walk_to_entry`), so
+            // `off - head` elements back is `slots[head]` of the same array,
+            // borrowed under the same guard or lock as `s`.
+            let hs = unsafe { &*(s as *const AtomicUsize).sub(off - head) };
+            let e = hs.load(Ordering::Acquire);
+            if spans(e, level, off - head) {
+                return Some((hs, e));
+            }
+            if e == 0 {
+                return None;
+            }
+        }
+        self.lookup_sibling(index)
     }
 
     /// `lookup_inner` for an index that a multi-index entry covers: a
@@ -765,12 +796,13 @@ impl PageTree {
     }
 
     /// The hit path's walk (`walk_to_entry`): the slot it ends at and the
-    /// word it held, unresolved. A word that is not a single page's (`SINGLE_PAGE_MASK`)
-    /// may be a sibling or a large folio's: the caller then takes `lookup`.
-    /// Lock-free, under `_walk` as `lookup`.
+    /// word it held, unresolved. A word that is not a single page's
+    /// (`SINGLE_PAGE_MASK`) may be a sibling or a large folio's: the caller
+    /// then takes `lookup` (one more walk, which resolves a sibling in its
+    /// node). Lock-free, under `_walk` as `lookup`.
     #[inline(always)]
     pub fn lookup_leaf<'g>(&'g self, index: u64, _walk: &'g WalkGuard<'_>) -> Option<(&'g AtomicUsize, usize)> {
-        self.walk_to_entry(index)
+        self.walk_to_entry(index).map(|(s, v, _)| (s, v))
     }
 
     /// The head slot of the entry covering `index` (see `lookup`).

@@ -10,7 +10,10 @@ pub fn cache(tunables: Tunables) -> (PageCache, pcache::File) {
     let cache = PageCache::new(Config {
         memory_bytes: 64 << 20,
         nr_cpus: 1,
-        tunables: Tunables { kswapd: false, ra_pages: 0, ..tunables },
+        // No readahead (every page read on its own), but for large
+        // folios, which readahead makes: 2 MiB windows, so they reach
+        // order 9.
+        tunables: Tunables { kswapd: false, ra_pages: if tunables.folio_order_max > 0 { 512 } else { 0 }, ..tunables },
         ..Config::default()
     })
     .expect("cache");

@@ -352,12 +352,27 @@ impl Cache {
             FolioRamp::Linux6 if hit_marker => ra.order.load(Ordering::Relaxed).max(prev_order),
             _ => prev_order,
         };
-        let order = ra_folio_order(size, prev, self.config.tunables.folio_order_max).unwrap_or(0);
+        let order = ra_folio_order(size, prev, self.folio_order_cap(inode)).unwrap_or(0);
         ra.order.store(order, Ordering::Relaxed);
         if defer && hit_marker && size == async_size && self.ra_queue_window(inode, ra, start, size, order) {
             return;
         }
         self.page_cache_ra_order(inode, start, size, async_size, order);
+    }
+
+    /// The largest folio order readahead allocates for `inode`:
+    /// `folio_order_max`, but (deviations) a folio is at most a sixteenth
+    /// of the cache, so the folios a few readers hold while they copy
+    /// cannot take all of a small cache, and at most one read request
+    /// where the device or `max_read_request_kb` sets one, since a request
+    /// never ends inside a folio (bio.rs `read_split_point`).
+    pub(crate) fn folio_order_cap(&self, inode: &Inode) -> u32 {
+        let t = &self.config.tunables;
+        let mut cap = (self.arena.nr_pages / 16).max(1);
+        if t.max_read_request_kb > 0 || inode.dev_io_pages > 0 {
+            cap = cap.min(self.read_request_pages(inode) as u64);
+        }
+        t.folio_order_max.min(cap.ilog2())
     }
 
     /// page_cache_ra_order: read the window `[index, index + nr)`, its

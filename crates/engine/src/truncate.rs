@@ -47,14 +47,15 @@ impl Cache {
                 if let Some(pfn) = self.find_get_single_page(inode, idx) {
                     self.put_page(pfn);
                 }
-                return Some(idx);
+                // `idx` is where the folio starts, maybe before the range.
+                return Some(idx.max(start));
             }
             // A whole folio: its head, with the folio's reference.
             if let Some(pfn) = self.find_get_page(inode, idx) {
                 if self.page(pfn).folio_order() != order {
                     // Split (or replaced) since the walk: look again.
                     self.put_page(pfn);
-                    return Some(idx);
+                    return Some(idx.max(start));
                 }
                 pv.add(pfn);
             }
@@ -273,9 +274,9 @@ impl Cache {
             self.finish_removal(&frozen, 2, false, &mut removed, &mut pinned);
             for pfn in removed {
                 // Our lookup reference is the page's last.
+                dropped += 1u64 << self.page(pfn).folio_order();
                 self.page(pfn).unfreeze(1);
                 self.adopt_page_lock(pfn).unlock();
-                dropped += 1;
             }
             for pfn in pinned {
                 self.adopt_page_lock(pfn).unlock();

@@ -148,6 +148,11 @@ fn truncate_and_punch_cut_through_large_folios() {
     let f = c.open(&path, OpenOptions::default()).unwrap();
     read_checked(&f, &want, 1 << 20, "first read");
     let before = c.vmstat();
+    // DONTNEED of pages inside the last 2 MiB (an order-9 folio by then):
+    // only the whole pages of the range go, none before or after it.
+    f.fadvise(3684 * PS + 100, 10 * PS, pcache::Advice::DontNeed).unwrap();
+    let gone: Vec<u64> = (3584..4096).filter(|&i| f.page_state(i).is_none()).collect();
+    assert_eq!(gone, (3685..3694).collect::<Vec<u64>>(), "DONTNEED inside a large folio");
     for (off, len) in [(1_000_000u64, 300_000u64), (5 << 20, 2 << 20), ((8 << 20) + 4096, 4096), (123, 1)] {
         f.punch_hole(off, len).unwrap();
         want[off as usize..(off + len) as usize].fill(0);

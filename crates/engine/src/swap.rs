@@ -63,9 +63,14 @@ impl Cache {
             return;
         }
         self.lru_gen_fault_activate(pfn);
-        self.page(pfn).get();
+        let page = self.page(pfn);
+        page.get();
+        // A large folio goes to the lists at once (6.x's
+        // folio_batch_add_and_move): 15 of them queued could hold a small
+        // cache's every frame off the lists, out of reclaim's reach.
+        let large = page.folio_order() > 0;
         let mut b = self.this_cpu().batches.lock();
-        if b.lru_add.add(pfn) == 0 {
+        if b.lru_add.add(pfn) == 0 || large {
             let pv = b.lru_add.take();
             drop(b);
             self.pagevec_lru_add(&pv);
@@ -194,7 +199,8 @@ impl Cache {
             MoveFn::DeactivateFile => &mut b.deactivate,
             MoveFn::MarkAccessed => &mut b.accessed,
         };
-        if pv.add(pfn) == 0 {
+        // A large folio moves at once, as in lru_cache_add.
+        if pv.add(pfn) == 0 || self.page(pfn).folio_order() > 0 {
             let full = pv.take();
             drop(b);
             self.pagevec_lru_move(&full, f);

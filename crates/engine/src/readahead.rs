@@ -361,14 +361,16 @@ impl Cache {
     }
 
     /// The largest folio order readahead allocates for `inode`:
-    /// `folio_order_max`, but (deviations) a folio is at most a sixteenth
-    /// of the cache, so the folios a few readers hold while they copy
-    /// cannot take all of a small cache, and at most one read request
+    /// `folio_order_max`, but (deviations) a folio is at most 1/32 of the
+    /// cache, so the folios a few readers hold while they copy, lock for
+    /// their reads or have isolated for reclaim cannot take all of a small
+    /// cache (three readers of a 32-frame cache failed with ENOMEM at 1/16,
+    /// never with single pages), and at most one read request
     /// where the device or `max_read_request_kb` sets one, since a request
     /// never ends inside a folio (bio.rs `read_split_point`).
     pub(crate) fn folio_order_cap(&self, inode: &Inode) -> u32 {
         let t = &self.config.tunables;
-        let mut cap = (self.arena.nr_pages / 16).max(1);
+        let mut cap = (self.arena.nr_pages / 32).max(1);
         if t.max_read_request_kb > 0 || inode.dev_io_pages > 0 {
             cap = cap.min(self.read_request_pages(inode) as u64);
         }

@@ -203,7 +203,7 @@ fn split_model(check_span: bool, publish: Ordering) {
     use crate::pagetree::{entry_page_pfn, folio_entry, is_node, is_sibling, sibling, sibling_head, spans};
     loom::model(move || {
         let slots: Arc<[AtomicUsize; 4]> =
-            Arc::new(std::array::from_fn(|s| AtomicUsize::new(if s == 0 { folio_entry(8, 2) } else { sibling(0) })));
+            Arc::new(std::array::from_fn(|s| AtomicUsize::new(if s == 0 { folio_entry(8, 2) } else { sibling(0, s) })));
         // The parent slot, and the new node it comes to link (a
         // node-tagged word standing for the node's address).
         const CHILD: usize = 64 | 3;

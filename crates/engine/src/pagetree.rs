@@ -203,14 +203,23 @@ pub(crate) fn is_sibling(v: usize) -> bool {
     v & (SHADOW_BIT | TAG_MASK) == TAG_SIBLING
 }
 
+/// The word of slot `own` of a node, a sibling of the entry at slot
+/// `head`: both offsets in the word, so a reader that reached the slot
+/// finds the head slot in place, `own - head` slots before it.
 #[inline]
-pub(crate) fn sibling(head: usize) -> usize {
-    (head << 2) | TAG_SIBLING
+pub(crate) fn sibling(head: usize, own: usize) -> usize {
+    (own << 8) | (head << 2) | TAG_SIBLING
 }
 
 #[inline]
 pub(crate) fn sibling_head(v: usize) -> usize {
     (v >> 2) & (FANOUT - 1)
+}
+
+/// The offset of the slot a sibling word sits in.
+#[inline]
+pub(crate) fn sibling_own(v: usize) -> usize {
+    (v >> 8) & (FANOUT - 1)
 }
 
 /// Whether `e`, found at the head slot of a node at `level`, spans the
@@ -664,11 +673,9 @@ impl PageTree {
     /// The walk every lookup starts with: node links down to the first
     /// slot on the way to `index` that holds anything else (an entry above
     /// the leaves, a sibling, or 0), or the leaf slot, with the word it
-    /// held and the node's level (the slot is that node's
-    /// `slots[offset(index, level)]`). The caller either holds the tree
-    /// lock or walks under a guard.
+    /// held. The caller either holds the tree lock or walks under a guard.
     #[inline(always)]
-    fn walk_to_entry(&self, index: u64) -> Option<(&AtomicUsize, usize, usize)> {
+    fn walk_to_entry(&self, index: u64) -> Option<(&AtomicUsize, usize)> {
         let (mut n, mut level) = self.root();
         if n.is_null() || !fits(index, level) {
             return None;
@@ -684,14 +691,14 @@ impl PageTree {
             // word less 3 has one of them set (0 and shadows included).
             let u = v.wrapping_sub(TAG_NODE);
             if u & (SHADOW_BIT | TAG_MASK) != 0 {
-                return Some((s, v, level));
+                return Some((s, v));
             }
             n = u as *const Node;
             level -= 1;
         }
         // SAFETY: as above.
         let s = &unsafe { node(n) }.slots[offset(index, 0)];
-        Some((s, s.load(Ordering::Acquire), 0))
+        Some((s, s.load(Ordering::Acquire)))
     }
 
     /// The head slot of the entry covering `index` and the entry it held
@@ -700,33 +707,34 @@ impl PageTree {
     /// caller either holds the tree lock or walks under a guard.
     #[inline(always)]
     fn lookup_inner(&self, index: u64) -> Option<(&AtomicUsize, usize)> {
-        let (s, v, level) = self.walk_to_entry(index)?;
+        let (s, v) = self.walk_to_entry(index)?;
         if is_sibling(v) {
-            return self.resolve_sibling(index, s, v, level);
+            return self.resolve_sibling(index, s, v);
         }
         Some((s, v))
     }
 
-    /// A sibling `v` that a walk to `index` found in slot `s` of a node at
-    /// `level`: the head's slot in the same node and its entry, if that
-    /// still spans this slot; else the walk again (`lookup_sibling`).
-    #[inline]
-    fn resolve_sibling<'a>(
-        &'a self,
-        index: u64,
-        s: &'a AtomicUsize,
-        v: usize,
-        level: usize,
-    ) -> Option<(&'a AtomicUsize, usize)> {
-        let off = offset(index, level);
-        let head = sibling_head(v);
-        if head < off {
-            // SAFETY: `s` is `slots[off]` of a node (`walk_to_entry`), so
-            // `off - head` elements back is `slots[head]` of the same array,
-            // borrowed under the same guard or lock as `s`.
-            let hs = unsafe { &*(s as *const AtomicUsize).sub(off - head) };
+    /// A sibling `v` that a walk to `index` found in slot `s`: the head's
+    /// slot in the same node, `own - head` slots back, and its entry, if
+    /// that still spans this slot; else the walk again (`lookup_sibling`).
+    /// The span needs no level: an entry in a node of level L has an
+    /// order from 6L to 6L + 5 (a split's smaller parts go to new nodes).
+    /// Out of line, as `lookup_sibling`: lookups of single pages, which
+    /// inline the walk, stay as small as they were.
+    #[cold]
+    #[inline(never)]
+    fn resolve_sibling<'a>(&'a self, index: u64, s: &'a AtomicUsize, v: usize) -> Option<(&'a AtomicUsize, usize)> {
+        let (own, head) = (sibling_own(v), sibling_head(v));
+        if head < own {
+            // SAFETY: a sibling word is stored only in the slot whose
+            // offset it carries (`sibling(head, own)` into `slots[own]`),
+            // so `s` is `slots[own]` of a node and `own - head` elements
+            // back is `slots[head]` of the same array, borrowed under the
+            // same guard or lock as `s` (the node is not reused meanwhile).
+            let hs = unsafe { &*(s as *const AtomicUsize).sub(own - head) };
             let e = hs.load(Ordering::Acquire);
-            if spans(e, level, off - head) {
+            let delta = own - head;
+            if is_value(e) || (entry_pfn(e).is_some() && delta < 1 << (entry_order(e) % SHIFT)) {
                 return Some((hs, e));
             }
             if e == 0 {
@@ -802,7 +810,7 @@ impl PageTree {
     /// node). Lock-free, under `_walk` as `lookup`.
     #[inline(always)]
     pub fn lookup_leaf<'g>(&'g self, index: u64, _walk: &'g WalkGuard<'_>) -> Option<(&'g AtomicUsize, usize)> {
-        self.walk_to_entry(index).map(|(s, v, _)| (s, v))
+        self.walk_to_entry(index)
     }
 
     /// The head slot of the entry covering `index` (see `lookup`).
@@ -887,7 +895,7 @@ impl PageTree {
         // Siblings before the head: a reader that resolves one finds the
         // old head (0, or the same-span entry this replaces) or the new.
         for s in head + 1..head + nr {
-            filled += (nd.slots[s].swap(sibling(head), Ordering::Release) != 0) as u32;
+            filled += (nd.slots[s].swap(sibling(head, s), Ordering::Release) != 0) as u32;
         }
         filled += (nd.slots[head].swap(entry, Ordering::AcqRel) != 0) as u32;
         let count = nd.count.load(Ordering::Relaxed) + nr as u32 - filled;
@@ -928,7 +936,7 @@ impl PageTree {
             let group = 1usize << (order - low);
             for g in (pos.head..pos.head + pos.nr).step_by(group).rev() {
                 for s in g + 1..g + group {
-                    nd.slots[s].store(sibling(g), Ordering::Release);
+                    nd.slots[s].store(sibling(g, s), Ordering::Release);
                 }
                 nd.slots[g].store(sub_entry(e, ((g - pos.head) as u64) << low, order), Ordering::Release);
                 for (m, &on) in marked.iter().enumerate() {
@@ -973,7 +981,7 @@ impl PageTree {
                 let at = base + ((g as u64) << low);
                 nd.slots[g].store(sub_entry(e, at - first, order), Ordering::Relaxed);
                 for s in g + 1..g + group {
-                    nd.slots[s].store(sibling(g), Ordering::Relaxed);
+                    nd.slots[s].store(sibling(g, s), Ordering::Relaxed);
                 }
                 bits |= 1 << g;
             }
@@ -1258,7 +1266,7 @@ impl PageTree {
             }
             let head = if is_sibling(v) { sibling_head(v) } else { off };
             let mut nr = 1;
-            while head + nr < FANOUT && nd.slots[head + nr].load(Ordering::Relaxed) == sibling(head) {
+            while head + nr < FANOUT && nd.slots[head + nr].load(Ordering::Relaxed) == sibling(head, head + nr) {
                 nr += 1;
             }
             return Some(Pos { path, height, level, head, nr });
@@ -1666,7 +1674,7 @@ mod tests {
                 if is_sibling(v) {
                     let h = sibling_head(v);
                     assert!(h < s, "a sibling names a later slot");
-                    assert!((h + 1..s).all(|i| nd.slots[i].load(Ordering::Relaxed) == sibling(h)), "gap in a span");
+                    assert!((h + 1..s).all(|i| nd.slots[i].load(Ordering::Relaxed) == sibling(h, i)), "gap in a span");
                     values += head_value as u32;
                 } else {
                     assert!(level > 0 || !is_node(v), "a node pointer in a leaf");

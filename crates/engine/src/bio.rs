@@ -376,11 +376,15 @@ impl Cache {
     /// and unlocked in one atomic step, so no reader copies a page that is
     /// still locked and a folio's lock is not held past its own completion.
     pub(crate) fn end_read_folios(&self, pages: &[Pfn], ok: bool) {
-        for &pfn in pages {
-            let page = self.page(pfn);
-            if !page.is_tail() {
-                page.end_read(ok, &self.vm);
-            }
+        // Folio by folio, each one's size read from its head while it is
+        // still locked: once a head is unlocked its folio may be split (its
+        // tails become pages of their own, maybe freed), so no frame after
+        // it may be judged by its flags then.
+        let mut i = 0;
+        while let Some(&head) = pages.get(i) {
+            let page = self.page(head);
+            i += 1 << page.folio_order();
+            page.end_read(ok, &self.vm);
         }
     }
 

@@ -515,7 +515,7 @@ impl Cache {
     /// be inside a section, so the copy needs no validation.
     #[inline]
     pub fn __memcpy_from_page(&self, pfn: Pfn, offset: usize, buf: &mut [u8]) {
-        vm_bug_on_page!(!self.page(pfn).test(PG_LOCKED), self.page(pfn), "__memcpy_from_page without the page lock");
+        vm_bug_on_page!(!self.folio_locked(pfn), self.page(pfn), "__memcpy_from_page without the page lock");
         FrameWord::copy_out(self.arena.frame_words(pfn), offset, buf);
     }
 
@@ -535,16 +535,22 @@ impl Cache {
     /// exclusive) and has waited for PG_writeback (stable pages).
     #[inline]
     pub fn memcpy_to_page(&self, pfn: Pfn, offset: usize, data: &[u8]) {
-        vm_bug_on_page!(!self.page(pfn).test(PG_LOCKED), self.page(pfn), "memcpy_to_page without the page lock");
+        vm_bug_on_page!(!self.folio_locked(pfn), self.page(pfn), "memcpy_to_page without the page lock");
         let (seq, words) = (self.arena.frame_seq(pfn), self.arena.frame_words(pfn));
         write_section(seq, words, |w| FrameWord::copy_in(w, offset, data));
+    }
+
+    /// Whether the folio holding `pfn` is locked (a large folio's lock is
+    /// its head's): the debug checks of the write sections.
+    fn folio_locked(&self, pfn: Pfn) -> bool {
+        self.page(self.arena.compound_head(pfn)).test(PG_LOCKED)
     }
 
     /// memset_page: set `len` bytes at `offset` to `value`, in one write
     /// section, under the page lock as `memcpy_to_page`.
     #[inline]
     pub fn memset_page(&self, pfn: Pfn, offset: usize, len: usize, value: u8) {
-        vm_bug_on_page!(!self.page(pfn).test(PG_LOCKED), self.page(pfn), "memset_page without the page lock");
+        vm_bug_on_page!(!self.folio_locked(pfn), self.page(pfn), "memset_page without the page lock");
         let (seq, words) = (self.arena.frame_seq(pfn), self.arena.frame_words(pfn));
         write_section(seq, words, |w| fill_words(w, offset, len, value));
     }

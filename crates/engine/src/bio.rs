@@ -204,14 +204,8 @@ impl Cache {
         };
         let max = self.read_request_pages(&req.inode);
         let mut pieces = Vec::with_capacity(req.pages.len().div_ceil(max));
-        loop {
-            let at = self.read_split_point(&req.pages, max);
-            if at >= req.pages.len() {
-                break;
-            }
-            let rest = req.pages.split_off(at);
-            let next = ReadRequest { inode: req.inode.clone(), first: req.first + at as u64, pages: rest };
-            pieces.push(std::mem::replace(&mut req, next));
+        while let Some(piece) = self.split_read_front(&mut req, max) {
+            pieces.push(piece);
         }
         pieces.push(req);
         let mut inline = Vec::new();
@@ -241,15 +235,21 @@ impl Cache {
         }
     }
 
-    /// Where a read run of `pages` splits to be at most `max` pages: at
-    /// `max`, or past it at the end of the large folio `max` falls in
-    /// (a folio completes as one, on its head).
-    pub(crate) fn read_split_point(&self, pages: &[Pfn], max: usize) -> usize {
+    /// Split the front off a read run longer than `max` pages: `max`
+    /// pages, or more, to the end of the large folio `max` falls in (a
+    /// folio completes as one, on its head). `req` keeps the rest; None
+    /// when it is short enough whole.
+    pub(crate) fn split_read_front(&self, req: &mut ReadRequest, max: usize) -> Option<ReadRequest> {
         let mut at = max;
-        while at < pages.len() && self.page(pages[at]).is_tail() {
+        while at < req.pages.len() && self.page(req.pages[at]).is_tail() {
             at += 1;
         }
-        at
+        if at >= req.pages.len() {
+            return None;
+        }
+        let rest = req.pages.split_off(at);
+        let next = ReadRequest { inode: req.inode.clone(), first: req.first + at as u64, pages: rest };
+        Some(std::mem::replace(req, next))
     }
 
     /// The largest read request, in pages, for either engine: the

@@ -367,7 +367,7 @@ impl Cache {
     /// cache (three readers of a 32-frame cache failed with ENOMEM at 1/16,
     /// never with single pages), and at most one read request
     /// where the device or `max_read_request_kb` sets one, since a request
-    /// never ends inside a folio (bio.rs `read_split_point`).
+    /// never ends inside a folio (bio.rs `split_read_front`).
     pub(crate) fn folio_order_cap(&self, inode: &Inode) -> u32 {
         let t = &self.config.tunables;
         let mut cap = (self.arena.nr_pages / 32).max(1);

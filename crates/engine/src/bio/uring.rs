@@ -383,14 +383,7 @@ impl Cache {
         // Room for a split point moved to a large folio's end.
         let room = (1usize << self.config.tunables.folio_order_max) - 1;
         let max = self.read_request_pages(&req.inode).min(IOV_MAX - room);
-        loop {
-            let at = self.read_split_point(&req.pages, max);
-            if at >= req.pages.len() {
-                break;
-            }
-            let rest = req.pages.split_off(at);
-            let next = ReadRequest { inode: req.inode.clone(), first: req.first + at as u64, pages: rest };
-            let head = std::mem::replace(&mut req, next);
+        while let Some(head) = self.split_read_front(&mut req, max) {
             if let Err(mut head) = self.uring_submit_read_one(head) {
                 // The ring is full or refuses this device: the rest goes
                 // back to the caller in one run, as it came.

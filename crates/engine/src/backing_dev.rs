@@ -61,34 +61,34 @@ impl Bdi {
         }
     }
 
-    /// A page of this device became dirty (account_page_dirtied).
+    /// `nr` pages (a folio) of this device became dirty (account_page_dirtied).
     #[inline]
-    pub(crate) fn account_dirtied(&self) {
-        self.nr_dirty.fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn account_dirtied(&self, nr: i64) {
+        self.nr_dirty.fetch_add(nr, Ordering::Relaxed);
     }
 
     /// A dirty page was cleaned or dropped (account_page_cleaned).
     #[inline]
-    pub(crate) fn account_cleaned(&self) {
-        self.nr_dirty.fetch_sub(1, Ordering::Relaxed);
+    pub(crate) fn account_cleaned(&self, nr: i64) {
+        self.nr_dirty.fetch_sub(nr, Ordering::Relaxed);
     }
 
     /// Writeback of a page began (account_page_writeback).
     #[inline]
-    pub(crate) fn account_writeback_start(&self) {
-        self.nr_writeback.fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn account_writeback_start(&self, nr: i64) {
+        self.nr_writeback.fetch_add(nr, Ordering::Relaxed);
     }
 
     /// Writeback of a page ended (test_clear_page_writeback).
     #[inline]
-    pub(crate) fn account_writeback_end(&self) {
-        self.nr_writeback.fetch_sub(1, Ordering::Relaxed);
+    pub(crate) fn account_writeback_end(&self, nr: i64) {
+        self.nr_writeback.fetch_sub(nr, Ordering::Relaxed);
     }
 
     /// A page's writeback succeeded.
     #[inline]
-    pub(crate) fn account_written(&self) {
-        self.written.fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn account_written(&self, nr: u64) {
+        self.written.fetch_add(nr, Ordering::Relaxed);
     }
 
     pub fn congested(&self) -> bool {

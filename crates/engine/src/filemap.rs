@@ -55,6 +55,11 @@ pub const FGP_CREAT: u32 = 1 << 2;
 pub const FGP_WRITE: u32 = 1 << 3;
 /// Do not sleep on the page lock or in reclaim.
 pub const FGP_NOWAIT: u32 = 1 << 4;
+/// With FGP_LOCK: the caller takes a large folio whole (its head comes
+/// back, locked, holding the index); without it a large folio is split
+/// and the single page comes back (`find_get_single_page`). The kernel's
+/// callers all take folios; here only buffered writes do.
+pub const FGP_FOLIO: u32 = 1 << 5;
 
 /// The largest file: page indices stay below 2^40.
 pub const MAX_FILE_PAGES_SHIFT: u32 = 40;
@@ -291,13 +296,14 @@ impl Cache {
         (head..head + nr).collect()
     }
 
-    /// find_get_page for a caller that will lock, dirty or map the page:
-    /// a page of a large folio is split out of it first (large folios
-    /// here are only ever clean and unmapped, as the kernel's read-only
-    /// file THPs were: whatever would write or map one splits it). The
-    /// split needs the folio idle but for the cache and this lookup; a
-    /// transient reference (a reader's, an LRU batch's) makes it wait and
-    /// retry, draining the batches.
+    /// find_get_page for a caller that works on one page (locks, pins or
+    /// maps it): a page of a large folio is split out of it first (large
+    /// folios here are never mapped, as the kernel's read-only file THPs
+    /// were; buffered writes alone dirty them whole, `FGP_FOLIO`). The
+    /// split needs the folio idle but for the cache and this lookup, and
+    /// out of writeback, which it waits for; a transient reference (a
+    /// reader's, an LRU batch's) makes it wait and retry, draining the
+    /// batches.
     pub fn find_get_single_page(&self, inode: &Inode, index: u64) -> Option<Pfn> {
         let mut tries = 0u32;
         loop {
@@ -307,6 +313,9 @@ impl Cache {
                 return Some(pfn);
             }
             let locked = self.lock_page(head);
+            if locked.mapping() == inode.id {
+                locked.wait_on_writeback();
+            }
             let split = locked.mapping() != inode.id || self.split_folio(inode, head);
             locked.unlock();
             self.put_page(head);
@@ -559,12 +568,17 @@ impl Cache {
     }
 
     /// pagecache_get_page: the core of every lookup (accessed-v2, Linux 3.16).
+    /// With FGP_LOCK | FGP_FOLIO the page returned is the head of the
+    /// folio holding `index` (itself, for a single page).
     pub fn pagecache_get_page(&self, inode: &Inode, index: u64, fgp: u32) -> Result<Option<Pfn>> {
         loop {
-            // A caller that locks the page gets a single page (large
-            // folios are read-only here: `find_get_single_page`).
-            let found = if fgp & FGP_LOCK != 0 {
+            // A caller that locks the page gets a single page unless it
+            // takes folios (`find_get_single_page`); one that takes folios
+            // gets the head, which holds the reference and the lock.
+            let found = if fgp & (FGP_LOCK | FGP_FOLIO) == FGP_LOCK {
                 self.find_get_single_page(inode, index)
+            } else if fgp & FGP_FOLIO != 0 {
+                self.find_get_page(inode, index).map(|pfn| self.arena.compound_head(pfn))
             } else {
                 self.find_get_page(inode, index)
             };
@@ -579,8 +593,10 @@ impl Cache {
                     } else {
                         self.lock_page(pfn)
                     };
-                    // Truncated while we slept on the lock?
-                    if page.mapping() != inode.id || page.index() != index {
+                    // Truncated (or split, or freed and reused) while we
+                    // slept on the lock?
+                    let first = page.index();
+                    if page.mapping() != inode.id || index < first || index - first >= page.folio_nr_pages() {
                         page.unlock();
                         self.put_page(pfn);
                         continue;
@@ -646,8 +662,13 @@ impl Cache {
 
     /// grab_cache_page_write_begin. With accessed-v2 the page is marked
     /// accessed here (FGP_ACCESSED); 3.15 vanilla marks it after the copy.
-    pub fn grab_cache_page_write_begin(&self, inode: &Inode, index: u64) -> Result<Pfn> {
+    /// With `folio`, a large folio holding `index` comes back whole, by its
+    /// head; without, split to the page.
+    pub fn grab_cache_page_write_begin(&self, inode: &Inode, index: u64, folio: bool) -> Result<Pfn> {
         let mut fgp = FGP_LOCK | FGP_WRITE | FGP_CREAT;
+        if folio {
+            fgp |= FGP_FOLIO;
+        }
         if self.config.tunables.accessed_init == AccessedInit::AccessedV2 {
             fgp |= FGP_ACCESSED;
         }
@@ -1104,22 +1125,16 @@ impl Cache {
     /// and EFBIG come back from this call, not from a later writeback.
     pub fn generic_perform_write(&self, inode: &Inode, buf: &[u8], pos: u64) -> Result<usize> {
         self.generic_write_checks(inode, pos, buf.len() as u64)?;
-        let shift = self.page_shift();
-        let ps = self.page_size() as u64;
         let mut written = 0usize;
         while written < buf.len() {
-            let cur = pos + written as u64;
-            let index = cur >> shift;
-            let offset = cur & (ps - 1);
-            let bytes = (ps - offset).min((buf.len() - written) as u64) as usize;
-            let res = self.write_one_page(inode, index, offset as usize, &buf[written..written + bytes]);
-            match res {
-                Ok(()) => {}
+            let res = self.write_one_folio(inode, pos + written as u64, &buf[written..]);
+            let (bytes, pages) = match res {
+                Ok(done) => done,
                 Err(e) if written == 0 => return Err(e),
                 Err(_) => break,
-            }
+            };
             written += bytes;
-            if let Err(e) = self.balance_dirty_pages_ratelimited(inode) {
+            if let Err(e) = self.balance_dirty_pages_ratelimited(inode, pages) {
                 // Interrupted or shut down while throttled: what is written
                 // stays written; the call reports it, or the error.
                 return if written == 0 { Err(e) } else { Ok(written) };
@@ -1145,29 +1160,46 @@ impl Cache {
         Ok(())
     }
 
-    /// write_begin, copy, write_end for one page.
-    fn write_one_page(&self, inode: &Inode, index: u64, offset: usize, data: &[u8]) -> Result<()> {
-        let ps = self.page_size();
-        let pfn = self.write_begin_locked(inode, index, data.len() == ps)?;
-        let page = self.adopt_page_lock(pfn);
-        // One write section: a reader of this uptodate page sees the page
-        // before or after this copy, never part of it (highmem.rs).
-        self.memcpy_to_page(pfn, offset, data);
+    /// write_begin, copy, write_end for the folio holding `pos`: as much
+    /// of `data` as falls in it (a page's worth, or up to a large folio's
+    /// end). Returns the bytes written and the pages they touched.
+    fn write_one_folio(&self, inode: &Inode, pos: u64, data: &[u8]) -> Result<(usize, u32)> {
+        let (shift, ps) = (self.page_shift(), self.page_size());
+        let index = pos >> shift;
+        let offset = pos as usize & (ps - 1);
+        let head = self.write_begin_locked(inode, index, offset == 0 && data.len() >= ps, true)?;
+        let page = self.adopt_page_lock(head);
+        let first = page.index();
+        let folio_end = (first + page.folio_nr_pages()) << shift;
+        let bytes = (folio_end - pos).min(data.len() as u64) as usize;
+        // One write section per page: a reader of this uptodate page sees
+        // the page before or after its copy, never part of it (highmem.rs).
+        let mut done = 0;
+        while done < bytes {
+            let at = pos + done as u64;
+            let off = at as usize & (ps - 1);
+            let n = (ps - off).min(bytes - done);
+            self.memcpy_to_page(head + ((at >> shift) - first) as Pfn, off, &data[done..done + n]);
+            done += n;
+        }
+        // Only a single page can be here not uptodate (write_begin_locked),
+        // and the write covers it whole.
         if !page.test(PG_UPTODATE) {
             page.set(PG_UPTODATE, &self.vm);
         }
-        self.set_page_dirty(inode, pfn);
-        // i_size grows before the page is unlocked (generic_write_end), so
-        // writeback, which locks the page first, never writes these bytes
+        self.set_page_dirty(inode, head);
+        // i_size grows before the folio is unlocked (generic_write_end), so
+        // writeback, which locks the folio first, never writes these bytes
         // with a stale size and cuts them off the device.
-        inode.size.fetch_max((index << self.page_shift()) + (offset + data.len()) as u64, Ordering::AcqRel);
+        inode.size.fetch_max(pos + bytes as u64, Ordering::AcqRel);
         page.unlock();
         if self.config.tunables.accessed_init == AccessedInit::Vanilla315 {
-            self.mark_page_accessed(pfn);
+            self.mark_page_accessed(head);
         }
         self.admission_access(inode.id, index);
-        self.put_page(pfn);
-        Ok(())
+        self.put_page(head);
+        let pages = ((pos + bytes as u64 - 1) >> shift) - index + 1;
+        Ok((bytes, pages as u32))
     }
 }
 
@@ -1183,18 +1215,26 @@ impl Cache {
         let ps = self.page_size();
         let pos = index << self.page_shift();
         self.generic_write_checks(inode, pos, ps as u64)?;
-        self.write_begin_locked(inode, index, false)
+        self.write_begin_locked(inode, index, false, false)
     }
 
-    /// The page at `index` for a writer: locked, out of writeback (stable
-    /// pages: bytes being written out never change; a signal ends that
-    /// wait with `Interrupted`) and, unless the writer
-    /// overwrites it `whole`, uptodate: read in if it lies inside the file,
-    /// zeroed past EOF. On a read error the page is unlocked and released.
-    fn write_begin_locked(&self, inode: &Inode, index: u64, whole: bool) -> Result<Pfn> {
+    /// The page at `index` for a writer, or with `folio` the large folio
+    /// holding it (by its head): locked, out of writeback (stable pages:
+    /// bytes being written out never change; a signal ends that wait with
+    /// `Interrupted`) and, unless the writer overwrites a single page
+    /// `whole`, uptodate: read in if it lies inside the file, zeroed past
+    /// EOF. A large folio that is not uptodate (its read failed) is split,
+    /// and the page comes back. On a read error the page is unlocked and
+    /// released.
+    fn write_begin_locked(&self, inode: &Inode, index: u64, whole: bool, folio: bool) -> Result<Pfn> {
         let ps = self.page_size();
-        let pfn = self.grab_cache_page_write_begin(inode, index)?;
+        let pfn = self.grab_cache_page_write_begin(inode, index, folio)?;
         let page = self.adopt_page_lock(pfn);
+        if page.folio_order() > 0 && !page.test(PG_UPTODATE) {
+            page.unlock();
+            self.put_page(pfn);
+            return self.write_begin_locked(inode, index, whole, false);
+        }
         // Killable: the write it waits for may not end while the store is
         // frozen or hung (a FUSE writer's partial page, written by two
         // requests with writeback started between them).
@@ -1306,7 +1346,7 @@ mod tests {
             assert_eq!(again, pfn);
             c.adopt_page_lock(again).unlock();
             c.put_page(again);
-            let w = c.grab_cache_page_write_begin(&inode, 1).unwrap();
+            let w = c.grab_cache_page_write_begin(&inode, 1, false).unwrap();
             assert!(c.page(w).test(PG_LOCKED));
             c.adopt_page_lock(w).unlock();
             c.put_page(w);

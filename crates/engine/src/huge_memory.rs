@@ -18,9 +18,11 @@
 //! its head: the kernel puts tails right after the folio); the
 //! tree's entry is split into order-0 entries, which readers see either
 //! whole or in parts, never a gap (pagetree.rs). Then the head's count
-//! is thawed. Deviations: only clean folios (a dirty one would need its
-//! dirty accounting split too); not under a plug-in policy, which holds
-//! folios of its own.
+//! is thawed. A dirty folio splits into dirty pages: its dirty accounting
+//! already counts pages, and every part keeps the entry's dirty mark. Not
+//! under writeback (as the kernel's, which returns -EBUSY): a request
+//! never ends inside a folio. Deviation: not under a plug-in policy,
+//! which holds folios of its own.
 
 use crate::sync::atomic::Ordering;
 
@@ -34,15 +36,15 @@ impl Cache {
     /// split_folio: split the large folio headed by `head`, locked by the
     /// caller, who holds one reference to it, into single pages. False
     /// when it cannot now (others hold references: one queued for the LRU
-    /// is drained by `lru_add_drain`; dirty or under writeback; under a
-    /// plug-in policy); a single page is already split.
+    /// is drained by `lru_add_drain`; under writeback; under a plug-in
+    /// policy); a single page is already split.
     pub fn split_folio(&self, inode: &Inode, head: Pfn) -> bool {
         let page = self.page(head);
         let order = page.folio_order();
         if order == 0 {
             return true;
         }
-        if page.flags() & (PG_DIRTY | PG_WRITEBACK) != 0 || self.policy.active() || page.mapping() != inode.id {
+        if page.test(PG_WRITEBACK) || self.policy.active() || page.mapping() != inode.id {
             return false;
         }
         let g = inode.tree_lock.lock();
@@ -71,7 +73,8 @@ impl Cache {
             return false;
         }
         let flags = page.flags();
-        let kept = flags & (PG_UPTODATE | PG_REFERENCED | PG_ACTIVE | PG_WORKINGSET | PG_UNEVICTABLE | PG_WINDOW);
+        let kept =
+            flags & (PG_UPTODATE | PG_DIRTY | PG_REFERENCED | PG_ACTIVE | PG_WORKINGSET | PG_UNEVICTABLE | PG_WINDOW);
         let mut lru = self.lruvec.lock(&self.arena, &self.vm);
         for i in 1..1u32 << order {
             let t = self.page(head + i);

@@ -141,6 +141,9 @@ pub struct PageState {
     pub refcount: u32,
     /// Page table entries mapping the page (page_mapcount).
     pub mapcount: u32,
+    /// The order of the folio holding the page (0: a page of its own);
+    /// the state above is the folio's.
+    pub folio_order: u32,
 }
 
 /// The free-frame watermarks, in pages.
@@ -980,6 +983,7 @@ impl File {
             // Less the reference this call took.
             refcount: page.refcount() - 1,
             mapcount: page.mapcount.load(Ordering::Relaxed),
+            folio_order: page.folio_order(),
         };
         self.cache.put_page(pfn);
         Some(st)
@@ -1236,7 +1240,7 @@ impl Drop for PageMut<'_> {
         // Truncation may go on; the throttle may sleep, so no lock is held.
         drop(self.inval.take());
         if self.dirtied {
-            let _ = cache.balance_dirty_pages_ratelimited(inode);
+            let _ = cache.balance_dirty_pages_ratelimited(inode, 1);
         }
     }
 }

@@ -714,7 +714,7 @@ impl Cache {
         if write {
             // Throttled with no lock held. An interrupt or the shutdown
             // arriving here leaves the fault done; the write goes on.
-            let _ = self.balance_dirty_pages_ratelimited(inode);
+            let _ = self.balance_dirty_pages_ratelimited(inode, 1);
         }
         Ok(pfn)
     }
@@ -1050,7 +1050,7 @@ impl Cache {
             self.memcpy_to_page(pfn, offset, data);
             page.unlock();
             if faulted {
-                let _ = self.balance_dirty_pages_ratelimited(inode);
+                let _ = self.balance_dirty_pages_ratelimited(inode, 1);
             }
             return Ok(WriteFault::Written);
         }

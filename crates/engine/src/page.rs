@@ -281,6 +281,13 @@ impl Page {
         (self.flags.load(Ordering::Relaxed) & FOLIO_ORDER_MASK) >> FOLIO_ORDER_PGOFF
     }
 
+    /// folio_nr_pages: the pages of the folio this page heads (1 for a
+    /// single page or a tail).
+    #[inline]
+    pub fn folio_nr_pages(&self) -> u64 {
+        1 << self.folio_order()
+    }
+
     /// PageTail.
     #[inline]
     pub fn is_tail(&self) -> bool {

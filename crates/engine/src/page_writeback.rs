@@ -33,7 +33,7 @@ use crate::errseq::{errseq_set, ERRSEQ_ERRNO_MASK};
 use crate::filemap::Inode;
 use crate::mm::Cache;
 use crate::page::*;
-use crate::pagetree::{entry_pfn, MARK_DIRTY};
+use crate::pagetree::{entry_order, entry_pfn, MARK_DIRTY};
 use crate::vmstat::Item;
 
 /// Dirty pages looked up per walk of the tree's dirty marks (the
@@ -77,10 +77,14 @@ impl Cache {
         (bg.max(1), limit)
     }
 
-    /// set_page_dirty (__set_page_dirty_nobuffers). The page is locked or
-    /// otherwise held against truncation by the caller.
+    /// set_page_dirty (filemap_dirty_folio): the folio headed by `pfn` (a
+    /// single page, or a large folio's head: its dirty state, tag and
+    /// accounting are the whole folio's, counted in pages as the kernel's
+    /// NR_FILE_DIRTY is) becomes dirty. The folio is locked or otherwise
+    /// held against truncation by the caller.
     pub fn set_page_dirty(&self, inode: &Inode, pfn: Pfn) {
         let page = self.page(pfn);
+        vm_bug_on_page!(page.is_tail(), page, "set_page_dirty on a tail page");
         if page.test_set(PG_DIRTY, &self.vm) {
             return;
         }
@@ -90,40 +94,45 @@ impl Cache {
                 inode.tree.set_mark(page.index(), MARK_DIRTY, &g);
             }
         }
-        self.account_page_dirtied(inode);
+        self.account_page_dirtied(inode, page.folio_nr_pages());
     }
 
-    /// account_page_dirtied: a page of `inode` became dirty (its PG_dirty
-    /// was just set by the caller).
-    fn account_page_dirtied(&self, inode: &Inode) {
-        let was = self.wb.inc_dirty();
-        vm_bug_on!(was >= self.arena.nr_pages as i64, "nr_dirty {} past the {} frames", was + 1, self.arena.nr_pages);
-        inode.bdi.account_dirtied();
-        if inode.nr_dirty.fetch_add(1, Ordering::Relaxed) == 0 {
+    /// account_page_dirtied (folio_account_dirtied): `nr` pages of `inode`
+    /// became dirty (the caller just set their folio's PG_dirty).
+    fn account_page_dirtied(&self, inode: &Inode, nr: u64) {
+        let was = self.wb.inc_dirty(nr as i64);
+        vm_bug_on!(
+            was + nr as i64 > self.arena.nr_pages as i64,
+            "nr_dirty {} past the {} frames",
+            was + nr as i64,
+            self.arena.nr_pages
+        );
+        inode.bdi.account_dirtied(nr as i64);
+        if inode.nr_dirty.fetch_add(nr, Ordering::Relaxed) == 0 {
             let _ = inode.dirtied_when.compare_exchange(0, self.now_ms(), Ordering::Relaxed, Ordering::Relaxed);
         }
     }
 
-    /// account_page_cleaned: the dirty accounting half of
-    /// cancel_dirty_page / clear_page_dirty_for_io (the caller cleared
-    /// PG_dirty, or is about to).
-    fn account_page_cleaned(&self, inode: &Inode) {
-        self.wb.dec_dirty();
-        inode.bdi.account_cleaned();
+    /// account_page_cleaned (folio_account_cleaned): the dirty accounting
+    /// half of cancel_dirty_page / clear_page_dirty_for_io for a folio of
+    /// `nr` pages (the caller cleared its PG_dirty, or is about to).
+    fn account_page_cleaned(&self, inode: &Inode, nr: u64) {
+        self.wb.dec_dirty(nr as i64);
+        inode.bdi.account_cleaned(nr as i64);
         // Release: pairs with dirty_inodes' Acquire, so sync_all that finds
         // this inode clean also sees the writeback counted before it
         // (start_writeback_locked).
-        if inode.nr_dirty.fetch_sub(1, Ordering::Release) == 1 {
+        if inode.nr_dirty.fetch_sub(nr, Ordering::Release) == nr {
             inode.dirtied_when.store(0, Ordering::Relaxed);
         }
     }
 
-    /// cancel_dirty_page: a page leaving the cache (tree lock held) drops
+    /// cancel_dirty_page: a folio leaving the cache (tree lock held) drops
     /// its dirty state and its accounting without being written.
     pub fn cancel_dirty_page(&self, inode: &Inode, pfn: Pfn) {
         let page = self.page(pfn);
         if page.test(PG_DIRTY) {
-            self.account_page_cleaned(inode);
+            self.account_page_cleaned(inode, page.folio_nr_pages());
             page.clear(PG_DIRTY, &self.vm);
         }
     }
@@ -143,27 +152,28 @@ impl Cache {
         // counts (the kernel keeps the dirty tag until the writeback tag is
         // set): otherwise sync_all, between the two, finds the inode clean
         // and no writeback in flight, and returns before this page's write.
+        let nr = page.folio_nr_pages();
         page.set(PG_WRITEBACK, &self.vm);
-        self.account_page_writeback(inode);
+        self.account_page_writeback(inode, nr);
         {
             let g = inode.tree_lock.lock();
             inode.tree.clear_mark(page.index(), MARK_DIRTY, &g);
         }
-        self.account_page_cleaned(inode);
+        self.account_page_cleaned(inode, nr);
         true
     }
 
     /// The accounting half of set_page_writeback (the caller set
-    /// PG_writeback on a locked page).
-    fn account_page_writeback(&self, inode: &Inode) {
-        inode.nr_writeback.fetch_add(1, Ordering::AcqRel);
-        self.wb.inc_writeback();
-        inode.bdi.account_writeback_start();
+    /// PG_writeback on a locked folio of `nr` pages).
+    fn account_page_writeback(&self, inode: &Inode, nr: u64) {
+        inode.nr_writeback.fetch_add(nr, Ordering::AcqRel);
+        self.wb.inc_writeback(nr as i64);
+        inode.bdi.account_writeback_start(nr as i64);
     }
 
-    /// test_clear_page_writeback: clear PG_writeback (waking its waiters)
-    /// and take the page out of the writeback counts.
-    fn test_clear_page_writeback(&self, inode: &Inode, page: &Page) {
+    /// test_clear_page_writeback: clear PG_writeback of a folio of `nr`
+    /// pages (waking its waiters) and take it out of the writeback counts.
+    fn test_clear_page_writeback(&self, inode: &Inode, page: &Page, nr: u64) {
         vm_bug_on_page!(!page.test(PG_WRITEBACK), page, "end_page_writeback without PG_writeback");
         // The global and device counts go down before the flag clears (a
         // waiter that finds the flag clear never sleeps, so waking after
@@ -171,15 +181,16 @@ impl Cache {
         // sync_all) reads counts that no longer hold the page. The inode's
         // goes down after: `wait_writeback_range` trusts a 0 there to mean
         // no page of the file is under writeback.
-        self.wb.dec_writeback();
-        inode.bdi.account_writeback_end();
+        self.wb.dec_writeback(nr as i64);
+        inode.bdi.account_writeback_end(nr as i64);
         page.clear_and_wake(PG_WRITEBACK, &self.vm);
-        inode.nr_writeback.fetch_sub(1, Ordering::AcqRel);
+        inode.nr_writeback.fetch_sub(nr, Ordering::AcqRel);
     }
 
-    /// end_page_writeback: on failure the page is redirtied so its data is
-    /// written again later; a PG_reclaim page is rotated for reclaim.
-    fn end_page_writeback(&self, inode: &Inode, pfn: Pfn, ok: bool) {
+    /// end_page_writeback (folio_end_writeback) for the folio headed by
+    /// `pfn`, of `nr` pages: on failure it is redirtied so its data is
+    /// written again later; a PG_reclaim folio is rotated for reclaim.
+    fn end_page_writeback(&self, inode: &Inode, pfn: Pfn, nr: u64, ok: bool) {
         let page = self.page(pfn);
         if ok {
             page.clear(PG_ERROR, &self.vm);
@@ -196,9 +207,9 @@ impl Cache {
         if ok && page.test_clear(PG_RECLAIM, &self.vm) {
             self.rotate_reclaimable_page(pfn);
         }
-        self.test_clear_page_writeback(inode, page);
+        self.test_clear_page_writeback(inode, page, nr);
         if ok {
-            inode.bdi.account_written();
+            inode.bdi.account_written(nr);
         }
         self.progress.wake_if_waiting();
     }
@@ -250,7 +261,8 @@ impl Cache {
     }
 
     /// Write one run of pages under writeback, consecutive from `first`,
-    /// ending their writeback and dropping one reference on each.
+    /// ending their writeback and dropping one reference on each folio.
+    /// The run lists every frame of its folios (each folio's head first).
     pub fn write_pages_now(&self, inode: &Inode, first: u64, run: &[Pfn]) -> Result<()> {
         let size = inode.size.load(Ordering::Acquire);
         // SAFETY: each page of the run is held (a reference per page) and
@@ -264,7 +276,7 @@ impl Cache {
 
     /// The completion half of `write_pages_now` (the device call done,
     /// the frames no longer borrowed): the error into the file's errseq,
-    /// end_page_writeback and a reference dropped on each page.
+    /// end_page_writeback and a reference dropped on each folio.
     pub(crate) fn end_write_pages(&self, inode: &Inode, run: &[Pfn], res: std::io::Result<()>) -> Result<()> {
         let ok = res.is_ok();
         if let Err(e) = &res {
@@ -275,9 +287,21 @@ impl Cache {
             self.vm.add(Item::pgpgout, (run.len() * self.page_size() / 1024) as u64);
             self.vm.add(Item::pgwriteback, run.len() as u64);
         }
-        for &pfn in run {
-            self.end_page_writeback(inode, pfn, ok);
+        let mut i = 0;
+        while i < run.len() {
+            let pfn = run[i];
+            // The folio's size is read while it is under writeback, which
+            // keeps it whole (split_folio refuses it); once that ends, a
+            // split may make its tails pages of their own.
+            let nr = self.page(pfn).folio_nr_pages();
+            vm_bug_on_page!(
+                i + nr as usize > run.len() || run[i + nr as usize - 1] != pfn + nr as Pfn - 1,
+                self.page(pfn),
+                "a write run ends inside a folio"
+            );
+            self.end_page_writeback(inode, pfn, nr, ok);
             self.put_page(pfn);
+            i += nr as usize;
         }
         res.map_err(|e| Error::io(&inode.name, e))
     }
@@ -330,29 +354,39 @@ impl Cache {
         let mut batch: Vec<(u64, Pfn)> = Vec::with_capacity(WRITEBACK_BATCH);
         // The run being built: pages under writeback, consecutive from
         // `run_first`, kept across walks and written when it breaks, when
-        // it reaches the device's largest request, or at the end.
+        // the next folio would take it past the device's largest request
+        // (a folio larger than that is a run of its own: a request never
+        // ends inside a folio), or at the end.
         let cap = self.write_request_pages(inode);
         let mut run: Vec<Pfn> = Vec::with_capacity(cap.min(1024));
         let mut run_first = 0u64;
         while written < nr_to_write && next < end {
             batch.clear();
             // Gather a pagevec-sized batch of dirty-tagged pages in order.
+            // A folio is found at its first index, which may lie before
+            // `next`; the walk goes on past its last.
+            let mut after = next;
             inode.tree.for_each(next, end, Some(MARK_DIRTY), &mut |idx, e| {
                 if let Some(pfn) = entry_pfn(e) {
                     batch.push((idx, pfn));
+                    after = idx + (1u64 << entry_order(e));
                 }
                 batch.len() < WRITEBACK_BATCH
             });
             if batch.is_empty() {
                 break;
             }
-            next = batch[batch.len() - 1].0 + 1;
+            next = after;
             for &(idx, _) in batch.iter() {
-                let Some(pfn) = self.find_get_page(inode, idx) else {
+                let Some(found) = self.find_get_page(inode, idx) else {
                     continue;
                 };
+                // The reference and the lock are the folio's, on its head.
+                // A folio read in over `idx` since the walk, starting
+                // before it, is not the one the walk found dirty: skipped.
+                let pfn = self.arena.compound_head(found);
                 let page = self.lock_page(pfn);
-                if page.mapping() != inode.id || !page.test(PG_DIRTY) {
+                if page.mapping() != inode.id || page.index() != idx || !page.test(PG_DIRTY) {
                     page.unlock();
                     self.put_page(pfn);
                     continue;
@@ -366,13 +400,15 @@ impl Cache {
                         continue;
                     }
                 }
+                // The folio's size holds while it is locked.
+                let nr = page.folio_nr_pages();
                 let started = self.start_writeback_locked(inode, &page);
                 page.unlock();
                 if !started {
                     self.put_page(pfn);
                     continue;
                 }
-                if !run.is_empty() && (run_first + run.len() as u64 != idx || run.len() >= cap) {
+                if !run.is_empty() && (run_first + run.len() as u64 != idx || run.len() + nr as usize > cap) {
                     let r = submit(run_first, &mut run, false);
                     if first_err.is_ok() {
                         first_err = r;
@@ -381,8 +417,8 @@ impl Cache {
                 if run.is_empty() {
                     run_first = idx;
                 }
-                run.push(pfn);
-                written += 1;
+                run.extend(pfn..pfn + nr as Pfn);
+                written += nr;
                 if written >= nr_to_write {
                     break;
                 }
@@ -448,10 +484,13 @@ impl Cache {
         (limit / (self.percpu.len() as u64 * 8)).clamp(1, RATELIMIT_PAGES as u64) as u32
     }
 
-    pub fn balance_dirty_pages_ratelimited(&self, inode: &Inode) -> Result<()> {
+    /// balance_dirty_pages_ratelimited: the caller just dirtied `pages`
+    /// pages (a folio's worth or less); every `ratelimit_pages` of them, it
+    /// is checked against the dirty limit.
+    pub fn balance_dirty_pages_ratelimited(&self, inode: &Inode, pages: u32) -> Result<()> {
         let ratelimit = self.ratelimit_pages();
         let due = DIRTIED.with(|d| {
-            let n = d.get() + 1;
+            let n = d.get().saturating_add(pages);
             d.set(if n >= ratelimit { 0 } else { n });
             n >= ratelimit
         });

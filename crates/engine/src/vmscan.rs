@@ -637,7 +637,7 @@ impl Cache {
         let pfn = page.pfn();
         if page.test(PG_WRITEBACK) {
             // Being cleaned already: leave it be.
-            stat.nr_writeback += 1;
+            stat.nr_writeback += page.folio_nr_pages();
             return false;
         }
         let refs = self.page_check_references(inode, pfn);
@@ -688,7 +688,7 @@ impl Cache {
         stat: &mut ReclaimStat,
     ) -> Option<LockedPage<'a>> {
         let pfn = page.pfn();
-        stat.nr_dirty += 1;
+        stat.nr_dirty += page.folio_nr_pages();
         if !self.may_writepage(sc) {
             // The Linux 3.2 reclaim-writeback series, patches 1, 5, 7: leave the write to the
             // flushers and have the page rotated to the tail, to be freed
@@ -859,10 +859,11 @@ impl Cache {
         }
     }
 
-    /// pageout: write one locked dirty page synchronously. Unlocks it.
-    /// Returns whether the write succeeded.
+    /// pageout: write one locked dirty folio synchronously, whole.
+    /// Unlocks it. Returns whether the write succeeded.
     fn pageout(&self, inode: &Inode, page: LockedPage<'_>, sc: &ScanControl) -> bool {
         let pfn = page.pfn();
+        let nr = page.folio_nr_pages() as Pfn;
         self.vm.inc(Item::nr_vmscan_write);
         self.vm.inc(if sc.kswapd { Item::nr_vmscan_write_kswapd } else { Item::nr_vmscan_write_direct });
         let index = page.index();
@@ -875,9 +876,11 @@ impl Cache {
         if !started {
             return false;
         }
-        // write_pages_now drops a reference per page; keep our isolation one.
+        // write_pages_now drops a reference per folio; keep our isolation
+        // one. Under writeback the folio stays whole.
         page.get();
-        self.write_pages_now(inode, index, &[pfn]).is_ok()
+        let frames: Vec<Pfn> = (pfn..pfn + nr).collect();
+        self.write_pages_now(inode, index, &frames).is_ok()
     }
 
     /// One kswapd pass (balance_pgdat): reclaim until `high` pages, plus

@@ -48,25 +48,25 @@ impl WbAccounting {
         (self.nr_dirty.load(Ordering::Relaxed) + self.nr_writeback.load(Ordering::Relaxed)).max(0) as u64
     }
 
-    /// A page became dirty; returns the count before it.
+    /// `nr` pages (a folio) became dirty; returns the count before them.
     #[inline]
-    pub(crate) fn inc_dirty(&self) -> i64 {
-        self.nr_dirty.fetch_add(1, Ordering::Relaxed)
+    pub(crate) fn inc_dirty(&self, nr: i64) -> i64 {
+        self.nr_dirty.fetch_add(nr, Ordering::Relaxed)
     }
 
     #[inline]
-    pub(crate) fn dec_dirty(&self) {
-        self.nr_dirty.fetch_sub(1, Ordering::Relaxed);
+    pub(crate) fn dec_dirty(&self, nr: i64) {
+        self.nr_dirty.fetch_sub(nr, Ordering::Relaxed);
     }
 
     #[inline]
-    pub(crate) fn inc_writeback(&self) {
-        self.nr_writeback.fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn inc_writeback(&self, nr: i64) {
+        self.nr_writeback.fetch_add(nr, Ordering::Relaxed);
     }
 
     #[inline]
-    pub(crate) fn dec_writeback(&self) {
-        self.nr_writeback.fetch_sub(1, Ordering::Relaxed);
+    pub(crate) fn dec_writeback(&self, nr: i64) {
+        self.nr_writeback.fetch_sub(nr, Ordering::Relaxed);
     }
 
     /// The file `id`'s writeback is failing (listed once).

@@ -702,8 +702,9 @@ fn private_files_under_pressure() {
 
 // Goal: the same guarantees with large folios of every order mixed with
 // single pages: readahead reads streams into folios up to order 9 while
-// writes, write pins, mappings' neighbours (find_page, get_page), punches,
-// truncations and fadvise split them or drop them whole, and reclaim
+// writes dirty them whole, writeback and reclaim write them whole, write
+// pins, mappings' neighbours (find_page, get_page), punches, truncations
+// and fadvise split them (dirty or clean) or drop them whole, and reclaim
 // evicts them, all under memory pressure. Method: the private-files
 // workload at `folio_order_max = 9` on a 1,024-page cache (4 MiB), with
 // files of up to 1,024 pages and 2 MiB readahead windows, so whole-file

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use common::{delta, scratch, stamped_page, write_stamped_file};
 use pcache::{
-    Config, File, FolioRamp, Item, MapFlags, OpenOptions, PageCache, Tunables, FOLIO_ORDER_MAX_5_18, FOLIO_ORDER_MAX_6,
+    Config, File, FolioRamp, Item, MapFlags, OpenOptions, PageCache, ReclaimWriteback, Tunables, FOLIO_ORDER_MAX_5_18,
+    FOLIO_ORDER_MAX_6,
 };
 
 const PS: u64 = 4096;
@@ -174,14 +175,90 @@ fn truncate_and_punch_cut_through_large_folios() {
     read_checked(&f, &want, 1 << 20, "from the disk");
 }
 
-// Goal: a write into a large folio, a write pin, and a mapping of it each
-// split the folio (large folios stay clean and unmapped) and see and keep
-// the right bytes. Method: a file cached in large folios; a write_at
-// inside one folio, get_page_mut on another, and a shared mapping read
-// and written over a third; the whole file is read against the model
-// after each, and again from the disk after fsync and drop_caches.
+/// The folio holding page `index` of `f`: its order, and whether it is
+/// dirty.
+fn folio(f: &File, index: u64) -> (u32, bool) {
+    let st = f.page_state(index).expect("cached");
+    (st.folio_order, st.dirty)
+}
+
+/// Pages dirty and under writeback in the whole cache.
+fn dirty_and_writeback(c: &PageCache) -> (u64, u64) {
+    let vm = c.vmstat();
+    (vm.get(Item::nr_dirty), vm.get(Item::nr_writeback))
+}
+
+// Goal: buffered writes dirty large folios whole, as 6.x's do: no split,
+// the folio's every page dirty, the dirty count in pages; writeback then
+// writes each folio whole, once, and leaves it whole and clean; the bytes
+// are right in the cache and on the disk. Method: a file cached in large
+// folios; a small write inside one folio, then a 3 MiB write across
+// several; counts checked after each; fsync; then the file read from the
+// disk after drop_caches.
 #[test]
-fn writes_and_mappings_split_large_folios() {
+fn writes_dirty_large_folios_whole() {
+    let dir = scratch();
+    let pages = 4096;
+    let path = write_stamped_file(dir.path(), "dirty", 11, pages);
+    let mut want = model(11, pages);
+    let c = cache(64, FOLIO_ORDER_MAX_6);
+    let f = c.open(&path, OpenOptions::default()).unwrap();
+    read_checked(&f, &want, 1 << 20, "first read");
+    let before = c.vmstat();
+    let at = (3 << 20) + 777;
+    let (order, _) = folio(&f, at / PS);
+    assert!(order >= 4, "a stream read 3 MiB in reads folios of order >= 4, not {order}");
+    let nr = 1u64 << order;
+    f.write_at(b"large folios", at).unwrap();
+    want[at as usize..at as usize + 12].copy_from_slice(b"large folios");
+    let first = (at / PS) & !(nr - 1);
+    for i in first..first + nr {
+        assert_eq!(folio(&f, i), (order, true), "page {i}: the folio is dirty whole");
+    }
+    assert_eq!(dirty_and_writeback(&c), (nr, 0), "the dirty count is the folio's pages");
+    read_checked(&f, &want, 1 << 20, "after the small write");
+    // A write across folios: the last bytes of one, the middle ones whole,
+    // the first bytes of another.
+    let (at, len) = ((5 << 20) + 1000, 3 << 20);
+    let data: Vec<u8> = (0..len).map(|i| (i * 31 % 253) as u8).collect();
+    assert_eq!(f.write_at(&data, at).unwrap(), len);
+    want[at as usize..at as usize + len].copy_from_slice(&data);
+    read_checked(&f, &want, 1 << 20, "after the large write");
+    assert_eq!(delta(&c, &before, Item::thp_split_page), 0, "a buffered write splits no folio");
+    let mut dirty_pages = 0;
+    let mut i = 0;
+    while i < pages {
+        let (o, d) = folio(&f, i);
+        let (lo, hi) = (i * PS, (i + (1 << o)) * PS);
+        let written = (lo < (3 << 20) + 789 && hi > (3 << 20) + 777) || (lo < at + len as u64 && hi > at);
+        assert_eq!(d, written, "the folio of order {o} at page {i}: dirty exactly when written");
+        dirty_pages += if d { 1 << o } else { 0 };
+        i += 1 << o;
+    }
+    assert_eq!(dirty_and_writeback(&c), (dirty_pages, 0));
+    f.fsync().unwrap();
+    assert_eq!(dirty_and_writeback(&c), (0, 0));
+    assert_eq!(delta(&c, &before, Item::pgwriteback), dirty_pages, "each dirty folio written once, whole");
+    assert_eq!(delta(&c, &before, Item::thp_split_page), 0, "writeback splits no folio");
+    assert_eq!(folio(&f, first), (order, false), "written back, the folio is clean and whole");
+    drop(f);
+    c.drop_caches();
+    check_frames(&c, "dirty folios");
+    let f = c.open(&path, OpenOptions::default()).unwrap();
+    read_checked(&f, &want, 1 << 20, "from the disk");
+}
+
+// Goal: a write pin and a mapping split a large folio (mapped and pinned
+// folios are single pages here), a dirty one into dirty pages, so no
+// written byte is lost to the split; a punched hole splits a dirty folio
+// too. The bytes are right in the cache and on the disk. Method: a file
+// cached in large folios; a write dirties a folio and get_page_mut then
+// pins a page of it; a shared mapping reads and writes a second folio; a
+// third, written whole, is punched in its middle; the whole file is read
+// against the model after each, and from the disk after fsync and
+// drop_caches.
+#[test]
+fn pins_mappings_and_holes_split_dirty_folios() {
     let dir = scratch();
     let pages = 4096;
     let path = write_stamped_file(dir.path(), "wr", 13, pages);
@@ -191,14 +268,23 @@ fn writes_and_mappings_split_large_folios() {
     read_checked(&f, &want, 1 << 20, "first read");
     let before = c.vmstat();
     let at = (3 << 20) + 777;
+    let (order, _) = folio(&f, at / PS);
+    assert!(order >= 4, "order {order}");
+    let nr = 1u64 << order;
+    let first = (at / PS) & !(nr - 1);
     f.write_at(b"large folios", at).unwrap();
     want[at as usize..at as usize + 12].copy_from_slice(b"large folios");
-    read_checked(&f, &want, 1 << 20, "after write_at");
+    let pinned = first + nr - 1;
     {
-        let mut p = f.get_page_mut(1500).unwrap();
+        let mut p = f.get_page_mut(pinned).unwrap();
         p.write(100, b"pinned").unwrap();
     }
-    want[1500 * PS as usize + 100..1500 * PS as usize + 106].copy_from_slice(b"pinned");
+    want[(pinned * PS) as usize + 100..][..6].copy_from_slice(b"pinned");
+    assert_eq!(delta(&c, &before, Item::thp_split_page), 1, "the pin split the dirty folio");
+    for i in first..first + nr {
+        assert_eq!(folio(&f, i), (0, true), "page {i} of the split dirty folio: a dirty page");
+    }
+    assert_eq!(dirty_and_writeback(&c), (nr, 0), "the split keeps the dirty count");
     read_checked(&f, &want, 1 << 20, "after get_page_mut");
     let m = f.map(10 << 20, 1 << 20, MapFlags::READ | MapFlags::WRITE).unwrap();
     let mut got = vec![0u8; 1 << 20];
@@ -208,11 +294,88 @@ fn writes_and_mappings_split_large_folios() {
     want[(10 << 20) + 5000..(10 << 20) + 5006].copy_from_slice(b"mapped");
     drop(m);
     read_checked(&f, &want, 1 << 20, "after the mapping");
-    assert!(delta(&c, &before, Item::thp_split_page) >= 3, "each of the three splits a folio");
+    assert!(delta(&c, &before, Item::thp_split_page) >= 2, "the mapping split a folio");
+    // A folio written whole, then punched in its middle.
+    let (o, _) = folio(&f, 12 << 8);
+    assert!(o >= 2, "order {o} at 12 MiB");
+    let span = (PS << o) as usize;
+    let data = vec![0x5au8; span];
+    f.write_at(&data, 12 << 20).unwrap();
+    want[12 << 20..(12 << 20) + span].copy_from_slice(&data);
+    let splits = delta(&c, &before, Item::thp_split_page);
+    let (hole, hole_len) = ((12 << 20) + PS + 10, PS);
+    f.punch_hole(hole, hole_len).unwrap();
+    want[hole as usize..(hole + hole_len) as usize].fill(0);
+    assert_eq!(delta(&c, &before, Item::thp_split_page), splits + 1, "the hole split the dirty folio");
+    assert!(folio(&f, (12 << 8) + 3).1, "a page past the hole stays dirty");
+    read_checked(&f, &want, 1 << 20, "after the hole");
     f.fsync().unwrap();
+    assert_eq!(dirty_and_writeback(&c), (0, 0));
     drop(f);
     c.drop_caches();
     check_frames(&c, "writes and mappings");
+    let f = c.open(&path, OpenOptions::default()).unwrap();
+    read_checked(&f, &want, 1 << 20, "from the disk");
+}
+
+// Goal: reclaim writes dirty large folios back whole and frees them, with
+// no byte lost: a file four times the cache, read into folios and
+// overwritten through them, twice; read back from the cache and, after
+// drop_caches, from the disk. Method: 64 MiB through a 16 MiB cache at
+// order 9: a sequential read, then 1 MiB writes over it (each dirtying
+// cached folios, which reclaim and the flushers must clean to make room);
+// every byte checked; pages written back and stolen counted. Twice:
+// with the flushers writing (the default) and with reclaim writing each
+// folio itself (`pageout`, Linux 3.1's writepage from reclaim).
+#[test]
+fn reclaim_writes_dirty_folios_back_whole() {
+    for rw in [ReclaimWriteback::default(), ReclaimWriteback::Writepage31] {
+        reclaim_dirty_folios(rw);
+    }
+}
+
+fn reclaim_dirty_folios(reclaim_writeback: ReclaimWriteback) {
+    let dir = scratch();
+    let pages = 16384;
+    let path = write_stamped_file(dir.path(), "dirtybig", 19, pages);
+    let mut want = model(19, pages);
+    let tunables = Tunables { folio_order_max: FOLIO_ORDER_MAX_6, reclaim_writeback, ..Tunables::default() };
+    let c = PageCache::new(Config { memory_bytes: 16 << 20, tunables, ..Config::default() }).unwrap();
+    let f = c.open(&path, OpenOptions::default()).unwrap();
+    let before = c.vmstat();
+    let mut dirty_folios = 0;
+    for pass in 0..2u8 {
+        let mut pos = 0;
+        let mut buf = vec![0u8; 1 << 20];
+        while pos < want.len() {
+            // Read the MiB into folios, then overwrite it through them.
+            let n = f.read_at(&mut buf, pos as u64).unwrap();
+            assert!(buf[..n] == want[pos..pos + n], "pass {pass}: the MiB at {pos}");
+            for (k, b) in buf.iter_mut().enumerate() {
+                *b = b.wrapping_add(pass + 1).wrapping_mul(((k % 7) + 1) as u8);
+            }
+            f.write_at(&buf, pos as u64).unwrap();
+            want[pos..pos + n].copy_from_slice(&buf[..n]);
+            // Reclaim may have taken it already; if not, it is dirty.
+            if let Some(st) = f.page_state(pos as u64 / PS + 128) {
+                dirty_folios += (st.folio_order > 0 && st.dirty) as u32;
+            }
+            pos += n;
+        }
+        read_checked(&f, &want, 256 << 10, &format!("pass {pass}"));
+    }
+    assert!(dirty_folios > 64, "{dirty_folios} of 128 MiB written were seen in dirty large folios");
+    let stolen = delta(&c, &before, Item::pgsteal_kswapd) + delta(&c, &before, Item::pgsteal_direct);
+    assert!(stolen > 2 * pages, "{stolen} pages stolen for two passes over a file 4x the cache");
+    assert!(delta(&c, &before, Item::pgwriteback) >= 2 * pages - 4096, "the written pages were written back");
+    assert!(delta(&c, &before, Item::thp_file_alloc) > 0);
+    if reclaim_writeback == ReclaimWriteback::Writepage31 {
+        assert!(delta(&c, &before, Item::nr_vmscan_write) > 0, "reclaim wrote folios itself");
+    }
+    f.fsync().unwrap();
+    drop(f);
+    c.drop_caches();
+    check_frames(&c, "dirty reclaim");
     let f = c.open(&path, OpenOptions::default()).unwrap();
     read_checked(&f, &want, 1 << 20, "from the disk");
 }

@@ -296,14 +296,15 @@ impl Cache {
         (head..head + nr).collect()
     }
 
-    /// find_get_page for a caller that works on one page (locks, pins or
-    /// maps it): a page of a large folio is split out of it first (large
-    /// folios here are never mapped, as the kernel's read-only file THPs
-    /// were; buffered writes alone dirty them whole, `FGP_FOLIO`). The
-    /// split needs the folio idle but for the cache and this lookup, and
-    /// out of writeback, which it waits for; a transient reference (a
-    /// reader's, an LRU batch's) makes it wait and retry, draining the
-    /// batches.
+    /// find_get_page for a caller that works on one page (locks or pins
+    /// it, zeroes part of it): a page of a large folio is split out of it
+    /// first (buffered writes and faults take folios whole, `FGP_FOLIO`
+    /// and filemap_fault). The split needs the folio idle but for the
+    /// cache and this lookup: out of writeback, which it waits for, and
+    /// unmapped, which it does first (as the kernel's unmap_folio; the
+    /// entries' dirty bits go to the folio, and the pages fault back in
+    /// one by one); a transient reference (a reader's, an LRU batch's)
+    /// makes it wait and retry, draining the batches.
     pub fn find_get_single_page(&self, inode: &Inode, index: u64) -> Option<Pfn> {
         let mut tries = 0u32;
         loop {
@@ -315,6 +316,7 @@ impl Cache {
             let locked = self.lock_page(head);
             if locked.mapping() == inode.id {
                 locked.wait_on_writeback();
+                self.try_to_unmap(inode, &locked, true);
             }
             let split = locked.mapping() != inode.id || self.split_folio(inode, head);
             locked.unlock();

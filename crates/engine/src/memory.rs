@@ -54,7 +54,7 @@ use crate::mmap::{
     PTE_WRITE, VM_RAND_READ, VM_SEQ_READ,
 };
 use crate::page::*;
-use crate::pagetree::{entry_order, entry_page_pfn};
+use crate::pagetree::{entry_page_pfn, entry_pfn};
 use crate::vmstat::Item;
 use std::sync::atomic::AtomicU64 as FrameWord;
 
@@ -698,15 +698,14 @@ impl Cache {
             // failing-file writeback and the device may need page locks.
             self.generic_write_checks(inode, index << self.page_shift(), self.page_size() as u64)?;
         }
-        let (page, major) = self.filemap_fault(inode, vma, index)?;
+        let (page, pfn, major) = self.filemap_fault(inode, vma, index)?;
         if major {
             self.vm.inc(Item::pgmajfault);
         }
         if write {
             self.do_page_mkwrite(inode, &page);
         }
-        self.finish_fault(vma, slot, &page, write);
-        let pfn = page.pfn();
+        self.finish_fault(vma, slot, &page, pfn, write);
         page.unlock();
         if !write {
             self.do_fault_around(inode, vma, slot);
@@ -719,17 +718,19 @@ impl Cache {
         Ok(pfn)
     }
 
-    /// do_page_mkwrite, page locked: stable pages, then dirty.
+    /// do_page_mkwrite, folio locked: stable pages, then dirty (a large
+    /// folio whole).
     fn do_page_mkwrite(&self, inode: &Inode, page: &LockedPage) {
         self.vm.inc(Item::pgmkwrite);
         page.wait_on_writeback();
         self.set_page_dirty(inode, page.pfn());
     }
 
-    /// filemap_fault: the page at `index`, referenced, locked, uptodate,
-    /// still in `inode` and below EOF; and whether it took I/O (a major
-    /// fault). PastEof past the end of the file (SIGBUS).
-    fn filemap_fault(&self, inode: &Inode, vma: &Vma, index: u64) -> Result<(LockedPage<'_>, bool)> {
+    /// filemap_fault: the folio holding `index`, referenced, locked,
+    /// uptodate, still in `inode` and below EOF; the frame of it that
+    /// caches `index`; and whether it took I/O (a major fault). PastEof
+    /// past the end of the file (SIGBUS).
+    fn filemap_fault(&self, inode: &Inode, vma: &Vma, index: u64) -> Result<(LockedPage<'_>, Pfn, bool)> {
         let ps = self.page_size() as u64;
         let past_eof = |size: u64| Error::PastEof { offset: index << self.page_shift(), size };
         let mut major = false;
@@ -740,11 +741,13 @@ impl Cache {
             if index >= size.div_ceil(ps) {
                 return Err(past_eof(size));
             }
-            // A mapped page is a single page: a large folio is split first.
-            let pfn = match self.find_get_single_page(inode, index) {
+            // The reference is the folio's, on its head, and keeps it
+            // whole (a split needs it to itself).
+            let pfn = match self.find_get_page(inode, index) {
                 Some(pfn) => {
                     self.vm.inc(Item::pgcache_hit);
-                    if self.page(pfn).test(PG_READAHEAD) {
+                    // The marker is on a folio's head.
+                    if self.page(self.arena.compound_head(pfn)).test(PG_READAHEAD) {
                         self.do_async_mmap_readahead(inode, vma, pfn, index);
                     }
                     pfn
@@ -755,21 +758,25 @@ impl Cache {
                     self.read_cache_page(inode, None, index, 1)?
                 }
             };
-            if self.page(pfn).flags() & (PG_TAIL | FOLIO_ORDER_MASK) != 0 {
-                // Read into a large folio meanwhile (by read(2)'s
-                // readahead): split on the next try.
-                self.put_page(pfn);
-                continue;
-            }
-            let page = self.lock_page(pfn);
-            if page.mapping() != inode.id || page.index() != index {
+            let head = self.arena.compound_head(pfn);
+            let page = self.lock_page(head);
+            if page.mapping() != inode.id || page.index() + (pfn - head) as u64 != index {
                 page.unlock();
-                self.put_page(pfn);
+                self.put_page(head);
                 continue;
             }
             if !page.test(PG_UPTODATE) {
-                // Readahead's I/O failed: read it ourselves.
+                // Readahead's I/O failed: read it ourselves; a large folio
+                // is split first, and its page read alone on the next try.
                 major = true;
+                if page.folio_order() > 0 {
+                    page.unlock();
+                    self.put_page(head);
+                    if let Some(p) = self.find_get_single_page(inode, index) {
+                        self.put_page(p);
+                    }
+                    continue;
+                }
                 if let Err(e) = self.read_pages_io(inode, index, &[pfn]) {
                     page.unlock();
                     self.put_page(pfn);
@@ -784,7 +791,7 @@ impl Cache {
                 self.put_page(pfn);
                 return Err(past_eof(size));
             }
-            return Ok((page, major));
+            return Ok((page, pfn, major));
         }
     }
 
@@ -829,7 +836,7 @@ impl Cache {
         if miss > 0 {
             vma.mmap_miss.store(miss - 1, Ordering::Relaxed);
         }
-        if self.page(pfn).test(PG_READAHEAD) {
+        if self.page(self.arena.compound_head(pfn)).test(PG_READAHEAD) {
             let ra_pages = vma.ra.ra_pages.load(Ordering::Relaxed) as u64;
             self.page_cache_async_readahead(inode, &vma.ra, pfn, index, ra_pages);
         }
@@ -868,35 +875,33 @@ impl Cache {
             if vma.table.pte(s).load(Ordering::Relaxed) != 0 {
                 continue;
             }
+            // A large folio's state, reference and lock are its head's.
             let entry = inode.tree.load(index);
-            if entry_order(entry) != 0 {
-                // A large folio: only a fault, which splits it, maps it.
-                continue;
-            }
-            let Some(pfn) = entry_page_pfn(entry, index) else { continue };
-            let page = self.page(pfn);
+            let (Some(pfn), Some(head)) = (entry_page_pfn(entry, index), entry_pfn(entry)) else { continue };
+            let page = self.page(head);
             let f = page.flags();
             if f & (PG_LOCKED | PG_READAHEAD) != 0 || f & PG_UPTODATE == 0 || !page.get_unless_zero() {
                 continue;
             }
-            // The reference taken, the page is ours to check: still the
+            // The reference taken, the folio is ours to check: still the
             // one cached at `index`, lockable without waiting, uptodate
             // and below EOF under its lock (truncation takes the lock to
             // remove it, after lowering i_size).
-            let locked =
-                if entry_page_pfn(inode.tree.load(index), index) == Some(pfn) { self.trylock_page(pfn) } else { None };
+            let now = inode.tree.load(index);
+            let same = entry_pfn(now) == Some(head) && entry_page_pfn(now, index) == Some(pfn);
+            let locked = if same { self.trylock_page(head) } else { None };
             let Some(locked) = locked else {
-                self.put_page(pfn);
+                self.put_page(head);
                 continue;
             };
             let valid = page.mapping() == inode.id
-                && page.index() == index
+                && page.index() + (pfn - head) as u64 == index
                 && page.test(PG_UPTODATE)
                 && index < inode.size.load(Ordering::Acquire).div_ceil(self.page_size() as u64);
-            if valid && self.set_pte_old(vma, s, &locked) {
+            if valid && self.set_pte_old(vma, s, &locked, pfn) {
                 mapped += 1;
             } else {
-                self.put_page(pfn);
+                self.put_page(head);
             }
             locked.unlock();
         }
@@ -919,17 +924,16 @@ impl Cache {
         }
     }
 
-    /// Install an old, clean entry for the locked `page` at `slot`,
-    /// handing it the caller's page reference. False if the slot got an
-    /// entry meanwhile (the caller keeps its reference).
-    fn set_pte_old(&self, vma: &Vma, slot: usize, page: &LockedPage) -> bool {
-        let pfn = page.pfn();
+    /// Install an old, clean entry for the frame `pfn` of the locked folio
+    /// `page` at `slot`, handing it the caller's folio reference. False if
+    /// the slot got an entry meanwhile (the caller keeps its reference).
+    fn set_pte_old(&self, vma: &Vma, slot: usize, page: &LockedPage, pfn: Pfn) -> bool {
         let pte = vma.table.pte(slot);
         let _ptl = vma.ptl.lock();
         if pte.load(Ordering::Relaxed) != 0 {
             return false;
         }
-        self.page_add_file_rmap(pfn);
+        self.page_add_file_rmap(page.pfn());
         // Old: a young byte left behind by an access racing an earlier
         // unmap of this slot (mmap.rs) must not count as a reference.
         vma.table.young(slot).store(0, Ordering::Relaxed);
@@ -938,12 +942,12 @@ impl Cache {
         true
     }
 
-    /// finish_fault (do_set_pte): install the entry for the locked page
-    /// `pfn` at `slot`, or upgrade it for a write. A new entry takes a page
-    /// reference and a mapcount. The young byte is set: the access that
-    /// faulted is the page's first reference through this mapping.
-    pub(crate) fn finish_fault(&self, vma: &Vma, slot: usize, page: &LockedPage, write: bool) {
-        let pfn = page.pfn();
+    /// finish_fault (do_set_pte): install the entry for the frame `pfn`
+    /// of the locked folio `page` at `slot`, or upgrade it for a write. A
+    /// new entry takes a folio reference and a mapcount. The young byte is
+    /// set: the access that faulted is the page's first reference through
+    /// this mapping.
+    pub(crate) fn finish_fault(&self, vma: &Vma, slot: usize, page: &LockedPage, pfn: Pfn, write: bool) {
         let pte = vma.table.pte(slot);
         let bits = if write { PTE_WRITE | PTE_DIRTY } else { 0 };
         {
@@ -961,7 +965,7 @@ impl Cache {
                 }
                 None => {
                     page.get();
-                    self.page_add_file_rmap(pfn);
+                    self.page_add_file_rmap(page.pfn());
                     // Release: pairs with pte_pin's Acquire load.
                     pte.store(mk_pte(pfn) | bits, Ordering::Release);
                 }
@@ -1015,8 +1019,11 @@ impl Cache {
                 self.generic_write_checks(inode, pos, self.page_size() as u64)?;
                 reserved = true;
             }
-            let page = self.lock_page(pfn);
-            if page.mapping() != inode.id || page.index() != index {
+            // The caller's pin keeps the folio whole: its head is
+            // stable, and holds its lock.
+            let head = self.arena.compound_head(pfn);
+            let page = self.lock_page(head);
+            if page.mapping() != inode.id || page.index() + (pfn - head) as u64 != index {
                 return Ok(WriteFault::Stale);
             }
             let size = inode.size.load(Ordering::Acquire);
@@ -1036,7 +1043,7 @@ impl Cache {
                 }
                 self.vm.inc(Item::pgfault);
                 self.do_page_mkwrite(inode, &page);
-                self.finish_fault(vma, slot, &page, true);
+                self.finish_fault(vma, slot, &page, pfn, true);
                 faulted = true;
             }
             // A writable entry was granted by page_mkwrite, which dirtied
@@ -1291,11 +1298,10 @@ impl Cache {
     /// do_read_fault on a private mapping: map the file's page read-only.
     /// None if a racing fault filled the entry first.
     fn do_read_fault(&self, inode: &Inode, vma: &Vma, slot: usize) -> Result<Option<Pfn>> {
-        let (page, major) = self.filemap_fault(inode, vma, vma.pgoff + slot as u64)?;
+        let (page, pfn, major) = self.filemap_fault(inode, vma, vma.pgoff + slot as u64)?;
         if major {
             self.vm.inc(Item::pgmajfault);
         }
-        let pfn = page.pfn();
         let pte = vma.table.pte(slot);
         let installed = {
             let _ptl = vma.ptl.lock();
@@ -1303,7 +1309,7 @@ impl Cache {
             let empty = pte.load(Ordering::Relaxed) == 0;
             if empty {
                 page.get();
-                self.page_add_file_rmap(pfn);
+                self.page_add_file_rmap(page.pfn());
                 // Release: pairs with pte_pin's Acquire load.
                 pte.store(mk_pte(pfn), Ordering::Release);
             }
@@ -1326,7 +1332,7 @@ impl Cache {
     /// a racing fault filled the entry first.
     fn do_cow_fault(&self, inode: &Inode, vma: &Vma, slot: usize) -> Result<Option<Pfn>> {
         let copy = self.alloc_page()?;
-        let (page, major) = match self.filemap_fault(inode, vma, vma.pgoff + slot as u64) {
+        let (page, pfn, major) = match self.filemap_fault(inode, vma, vma.pgoff + slot as u64) {
             Ok(found) => found,
             Err(e) => {
                 self.put_page(copy);
@@ -1336,8 +1342,7 @@ impl Cache {
         if major {
             self.vm.inc(Item::pgmajfault);
         }
-        let done = self.install_cow_copy(vma, slot, &page, copy, None);
-        let pfn = page.pfn();
+        let done = self.install_cow_copy(vma, slot, pfn, copy, None);
         page.unlock();
         self.put_page(pfn);
         Ok(done.then_some(copy))
@@ -1358,24 +1363,28 @@ impl Cache {
         // A write fault, counted as the shared mapping's write faults are.
         self.vm.inc(Item::pgfault);
         let copy = self.alloc_page()?;
-        // The caller's pin keeps the frame from reuse, so it can be locked.
-        let page = self.lock_page(old);
-        let done = self.install_cow_copy(vma, slot, &page, copy, Some(old));
+        // The caller's pin keeps the frame from reuse and its folio whole,
+        // so the folio can be locked (by its head).
+        let head = self.arena.compound_head(old);
+        let page = self.lock_page(head);
+        let done = self.install_cow_copy(vma, slot, old, copy, Some(old));
         if done {
-            // The entry held a reference and a mapcount on the file's page.
-            // The page cache holds another (the entry mapped `old` under
-            // its lock, so it is still cached): this put is never the last.
-            self.put_pte_refs(old, 1);
+            // The entry held a reference and a mapcount on the file's
+            // folio. The page cache holds another (the entry mapped `old`
+            // under its lock, so it is still cached): this put is never
+            // the last.
+            self.put_pte_refs(head, 1);
         }
         page.unlock();
         Ok(done.then_some(copy))
     }
 
     /// Fill the fresh frame `copy` (the allocator's reference, which goes
-    /// to the caller on success) from the locked page `src`, and map it
+    /// to the caller on success) from the frame `src` of a folio the
+    /// caller holds locked, and map it
     /// writable and dirty at `slot` if the entry still maps `expect` (or
     /// is empty, for None). On failure the copy is freed.
-    fn install_cow_copy(&self, vma: &Vma, slot: usize, src: &LockedPage, copy: Pfn, expect: Option<Pfn>) -> bool {
+    fn install_cow_copy(&self, vma: &Vma, slot: usize, src: Pfn, copy: Pfn, expect: Option<Pfn>) -> bool {
         let new = self.page(copy);
         // Invisible until its entry is stored: plain flag stores, as for
         // do_anonymous_page's page, and the same LRU placement.
@@ -1420,11 +1429,11 @@ impl Cache {
         true
     }
 
-    /// copy_user_highpage: the bytes of the locked page `src` into the
-    /// locked, unmapped frame `dst`, in one write section.
-    fn copy_user_highpage(&self, dst: &LockedPage, src: &LockedPage) {
+    /// copy_user_highpage: the bytes of the frame `src`, of a locked
+    /// folio, into the locked, unmapped frame `dst`, in one write section.
+    fn copy_user_highpage(&self, dst: &LockedPage, src: Pfn) {
         let mut buf = vec![0u8; self.page_size()];
-        self.__memcpy_from_page(src.pfn(), 0, &mut buf);
+        self.__memcpy_from_page(src, 0, &mut buf);
         self.memcpy_to_page(dst.pfn(), 0, &buf);
     }
 }

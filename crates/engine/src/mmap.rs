@@ -465,13 +465,6 @@ impl Vma {
         self.unmap_seq.0.fetch_add(1, Ordering::Release);
     }
 
-    /// This mapping's slot for file page `index`, if it covers it.
-    #[inline]
-    pub(crate) fn slot_of(&self, index: u64) -> Option<usize> {
-        let i = index.checked_sub(self.pgoff)?;
-        (i < self.nr_pages).then_some(i as usize)
-    }
-
     pub(crate) fn is_exec(&self) -> bool {
         self.flags.contains(MapFlags::EXEC)
     }

@@ -16,6 +16,15 @@
 //! installs under the page lock) cannot map the page again halfway.
 //! `page_referenced` only swaps young bytes and needs no lock.
 //!
+//! A large file folio is mapped page by page: each entry maps one frame of
+//! it, and holds a reference to the folio (on its head, as every folio
+//! reference). The head's mapcount counts the entries mapping any of its
+//! frames (the kernel's folio mapcount; a page's own count is not kept),
+//! so `mapped()` on the head says whether the folio is mapped, and the
+//! walks above visit every index of the folio in each mapping
+//! (`rmap_walk_folio`). NR_FILE_MAPPED counts the folio's pages from its
+//! first entry to its last.
+//!
 //! Anonymous pages have a simpler map (no fork: one entry at most): the
 //! page's `mapping` names its region (`PAGE_MAPPING_ANON | id`, looked up
 //! in `Cache::anon`, mmap.rs's `AnonVmas`), its `index` the entry's slot. `try_to_unmap_anon`
@@ -36,30 +45,53 @@ use crate::vmstat::Item;
 use crate::vmstat::NodeStat;
 
 impl Cache {
-    /// page_add_file_rmap: one more entry maps the page (page locked).
-    pub(crate) fn page_add_file_rmap(&self, pfn: Pfn) {
-        vm_bug_on_page!(self.page(pfn).anon(), self.page(pfn), "page_add_file_rmap of an anonymous page");
-        if self.page(pfn).mapcount.fetch_add(1, Ordering::Relaxed) == 0 {
-            self.node_stat.add(NodeStat::Mapped, 1);
+    /// page_add_file_rmap: one more entry maps a frame of the folio
+    /// headed by `head` (folio locked).
+    pub(crate) fn page_add_file_rmap(&self, head: Pfn) {
+        let page = self.page(head);
+        vm_bug_on_page!(page.anon() || page.is_tail(), page, "page_add_file_rmap of an anonymous or tail page");
+        if page.mapcount.fetch_add(1, Ordering::Relaxed) == 0 {
+            self.node_stat.add(NodeStat::Mapped, page.folio_nr_pages() as i64);
         }
     }
 
-    /// page_remove_rmap: one entry fewer (page locked).
-    pub(crate) fn page_remove_rmap(&self, pfn: Pfn) {
-        let old = self.page(pfn).mapcount.fetch_sub(1, Ordering::Relaxed);
-        vm_bug_on_page!(old == 0, self.page(pfn), "page_remove_rmap of an unmapped page");
+    /// page_remove_rmap: one entry fewer (folio locked).
+    pub(crate) fn page_remove_rmap(&self, head: Pfn) {
+        let page = self.page(head);
+        let old = page.mapcount.fetch_sub(1, Ordering::Relaxed);
+        vm_bug_on_page!(old == 0 || page.is_tail(), page, "page_remove_rmap of an unmapped or tail page");
         if old == 1 {
-            self.node_stat.sub(NodeStat::Mapped, 1);
+            self.node_stat.sub(NodeStat::Mapped, page.folio_nr_pages() as i64);
         }
     }
 
-    /// Drop the references of `n` entries just cleared. The caller holds a
-    /// reference of its own, so none of these is the last.
-    pub(crate) fn put_pte_refs(&self, pfn: Pfn, n: u32) {
+    /// Drop the references of `n` entries just cleared, which mapped
+    /// frames of the folio headed by `head`. The caller holds a reference
+    /// of its own, so none of these is the last.
+    pub(crate) fn put_pte_refs(&self, head: Pfn, n: u32) {
         for _ in 0..n {
-            self.page_remove_rmap(pfn);
-            let last = self.page(pfn).put_testzero();
-            vm_bug_on_page!(last, self.page(pfn), "an entry held a page's last reference");
+            self.page_remove_rmap(head);
+            let last = self.page(head).put_testzero();
+            vm_bug_on_page!(last, self.page(head), "an entry held a page's last reference");
+        }
+    }
+
+    /// rmap_walk_file for the folio headed by `head`, of `inode`: `f(vma,
+    /// slot, frame)` for every slot of every mapping that covers one of
+    /// the folio's indices, with the frame of the folio that belongs
+    /// there (the entry maps the folio there if it maps that frame). `f`
+    /// returns false to stop the walk. `i_mmap` is read-locked throughout.
+    fn rmap_walk_folio(&self, inode: &Inode, head: Pfn, f: &mut dyn FnMut(&Vma, usize, Pfn) -> bool) {
+        let page = self.page(head);
+        let (first, nr) = (page.index(), page.folio_nr_pages());
+        for vma in inode.i_mmap.read().iter() {
+            let lo = first.max(vma.pgoff);
+            let hi = (first + nr).min(vma.pgoff + vma.nr_pages);
+            for index in lo..hi {
+                if !f(vma, (index - vma.pgoff) as usize, head + (index - first) as Pfn) {
+                    return;
+                }
+            }
         }
     }
 
@@ -74,12 +106,10 @@ impl Cache {
         if !page.mapped() {
             return (0, false);
         }
-        let index = page.index();
         let (mut referenced, mut exec) = (0, false);
-        for vma in inode.i_mmap.read().iter() {
-            let Some(slot) = vma.slot_of(index) else { continue };
-            if pte_pfn(vma.table.pte(slot).load(Ordering::Acquire)) != Some(pfn) {
-                continue;
+        self.rmap_walk_folio(inode, pfn, &mut |vma, slot, frame| {
+            if pte_pfn(vma.table.pte(slot).load(Ordering::Acquire)) != Some(frame) {
+                return true;
             }
             // ptep_clear_flush_young: look first, so an old entry's byte
             // is not written (no cache line taken from the readers).
@@ -90,7 +120,8 @@ impl Cache {
                 // The multi-gen LRU scans the neighbours too (lru_gen.rs).
                 self.lru_gen_look_around(vma, slot);
             }
-        }
+            true
+        });
         (referenced, exec)
     }
 
@@ -105,25 +136,24 @@ impl Cache {
         if !page.mapped() {
             return true;
         }
-        let index = page.index();
         let (mut cleared, mut dirty, mut unmapped) = (0u32, false, true);
-        for vma in inode.i_mmap.read().iter() {
-            let Some(slot) = vma.slot_of(index) else { continue };
+        self.rmap_walk_folio(inode, pfn, &mut |vma, slot, frame| {
             let _ptl = vma.ptl.lock();
             let pte = vma.table.pte(slot);
-            if pte_pfn(pte.load(Ordering::Relaxed)) != Some(pfn) {
-                continue;
+            if pte_pfn(pte.load(Ordering::Relaxed)) != Some(frame) {
+                return true;
             }
             let young = vma.table.young(slot).swap(0, Ordering::Relaxed) != 0;
             if young && !ignore_access {
                 unmapped = false;
-                break;
+                return false;
             }
             let old = ptep_get_and_clear(pte);
             vma.pte_removed();
             dirty |= old & PTE_DIRTY != 0;
             cleared += 1;
-        }
+            true
+        });
         if dirty && !page.test(PG_DIRTY) {
             self.set_page_dirty(inode, pfn);
         }
@@ -141,18 +171,17 @@ impl Cache {
         if !page.mapped() {
             return false;
         }
-        let index = page.index();
         let mut dirty = false;
-        for vma in inode.i_mmap.read().iter() {
-            let Some(slot) = vma.slot_of(index) else { continue };
+        self.rmap_walk_folio(inode, pfn, &mut |vma, slot, frame| {
             let _ptl = vma.ptl.lock();
             let pte = vma.table.pte(slot);
             let e = pte.load(Ordering::Relaxed);
-            if pte_pfn(e) == Some(pfn) && e & (PTE_WRITE | PTE_DIRTY) != 0 {
+            if pte_pfn(e) == Some(frame) && e & (PTE_WRITE | PTE_DIRTY) != 0 {
                 pte.store(e & !(PTE_WRITE | PTE_DIRTY), Ordering::Release);
                 dirty |= e & PTE_DIRTY != 0;
             }
-        }
+            true
+        });
         dirty
     }
 
@@ -163,14 +192,8 @@ impl Cache {
     /// (zap_pte_range), so a reference is not lost with the mapping.
     pub(crate) fn zap_page_range(&self, inode: &Inode, vma: &Vma, first: usize, end: usize) {
         for slot in first..end {
-            let Some(pfn) = pte_pfn(vma.table.pte(slot).load(Ordering::Acquire)) else { continue };
-            let page = self.page(pfn);
-            // A count of 0 means the frame is free or frozen, and a frame
-            // an entry maps is neither: the entry is gone already.
-            if !page.get_unless_zero() {
-                continue;
-            }
-            let page = self.lock_page(pfn);
+            let Some((pfn, head)) = self.get_mapped_folio(vma, slot) else { continue };
+            let page = self.lock_page(head);
             let old = {
                 let _ptl = vma.ptl.lock();
                 let pte = vma.table.pte(slot);
@@ -185,16 +208,43 @@ impl Cache {
                 let young = vma.table.young(slot).swap(0, Ordering::Relaxed) != 0;
                 let cached = page.mapping() == inode.id;
                 if old & PTE_DIRTY != 0 && cached && !page.test(PG_DIRTY) {
-                    self.set_page_dirty(inode, pfn);
+                    self.set_page_dirty(inode, head);
                 }
-                self.put_pte_refs(pfn, 1);
+                self.put_pte_refs(head, 1);
                 accessed = young && cached && !vma.seq_read();
             }
             page.unlock();
             if accessed {
-                self.mark_page_accessed(pfn);
+                self.mark_page_accessed(head);
             }
-            self.put_page(pfn);
+            self.put_page(head);
+        }
+    }
+
+    /// The frame the entry at `slot` maps and a reference to its folio,
+    /// by the folio's head: (frame, head). None if the entry is empty, or
+    /// went while we looked. The entry's own reference keeps the folio
+    /// whole while it maps it (a split needs it unmapped), so a head that
+    /// still heads the frame once our reference is taken is its folio's.
+    fn get_mapped_folio(&self, vma: &Vma, slot: usize) -> Option<(Pfn, Pfn)> {
+        loop {
+            let pfn = pte_pfn(vma.table.pte(slot).load(Ordering::Acquire))?;
+            let head = self.arena.compound_head(pfn);
+            if head > pfn || pfn - head >= 1 << crate::arena::MAX_ORDER {
+                // A frame freed since the load: its link is no head's.
+                continue;
+            }
+            // A count of 0 means the frame is free or frozen, or a tail (a
+            // frame freed and reused), and a folio an entry maps is none
+            // of these: the entry is gone already.
+            if !self.page(head).get_unless_zero() {
+                return None;
+            }
+            if self.arena.compound_head(pfn) == head {
+                return Some((pfn, head));
+            }
+            // Freed and reused since the load: look again.
+            self.put_page(head);
         }
     }
 
@@ -204,14 +254,13 @@ impl Cache {
     /// tail (lru_deactivate_file_fn's move), not the head.
     pub(crate) fn madvise_cold(&self, inode: &Inode, vma: &Vma, first: usize, end: usize) {
         for slot in first..end {
-            let Some(pfn) = pte_pfn(vma.table.pte(slot).load(Ordering::Acquire)) else { continue };
             vma.table.young(slot).store(0, Ordering::Relaxed);
-            let page = self.page(pfn);
-            if !page.get_unless_zero() {
-                continue;
-            }
+            let Some((pfn, head)) = self.get_mapped_folio(vma, slot) else { continue };
+            let page = self.page(head);
             let still = pte_pfn(vma.table.pte(slot).load(Ordering::Acquire)) == Some(pfn);
-            if still && page.mapcount.load(Ordering::Relaxed) == 1 {
+            // A large folio is left alone: its mapcount counts entries,
+            // not mappers, so it cannot tell it is this mapping's alone.
+            if still && page.folio_order() == 0 && page.mapcount.load(Ordering::Relaxed) == 1 {
                 if page.test(PG_REFERENCED) {
                     page.clear(PG_REFERENCED, &self.vm);
                     self.clear_page_hot(inode, pfn);

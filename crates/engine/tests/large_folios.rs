@@ -248,17 +248,16 @@ fn writes_dirty_large_folios_whole() {
     read_checked(&f, &want, 1 << 20, "from the disk");
 }
 
-// Goal: a write pin and a mapping split a large folio (mapped and pinned
-// folios are single pages here), a dirty one into dirty pages, so no
-// written byte is lost to the split; a punched hole splits a dirty folio
-// too. The bytes are right in the cache and on the disk. Method: a file
-// cached in large folios; a write dirties a folio and get_page_mut then
-// pins a page of it; a shared mapping reads and writes a second folio; a
-// third, written whole, is punched in its middle; the whole file is read
+// Goal: a write pin splits a large folio (pinned pages are single pages
+// here), a dirty one into dirty pages, so no written byte is lost to the
+// split; a punched hole splits a dirty folio too. The bytes are right in
+// the cache and on the disk. Method: a file cached in large folios; a
+// write dirties a folio and get_page_mut then pins a page of it; a
+// folio written whole is punched in its middle; the whole file is read
 // against the model after each, and from the disk after fsync and
 // drop_caches.
 #[test]
-fn pins_mappings_and_holes_split_dirty_folios() {
+fn pins_and_holes_split_dirty_folios() {
     let dir = scratch();
     let pages = 4096;
     let path = write_stamped_file(dir.path(), "wr", 13, pages);
@@ -286,15 +285,6 @@ fn pins_mappings_and_holes_split_dirty_folios() {
     }
     assert_eq!(dirty_and_writeback(&c), (nr, 0), "the split keeps the dirty count");
     read_checked(&f, &want, 1 << 20, "after get_page_mut");
-    let m = f.map(10 << 20, 1 << 20, MapFlags::READ | MapFlags::WRITE).unwrap();
-    let mut got = vec![0u8; 1 << 20];
-    m.read(0, &mut got).unwrap();
-    assert!(got[..] == want[10 << 20..11 << 20], "the mapping reads the file's bytes");
-    m.write(5000, b"mapped").unwrap();
-    want[(10 << 20) + 5000..(10 << 20) + 5006].copy_from_slice(b"mapped");
-    drop(m);
-    read_checked(&f, &want, 1 << 20, "after the mapping");
-    assert!(delta(&c, &before, Item::thp_split_page) >= 2, "the mapping split a folio");
     // A folio written whole, then punched in its middle.
     let (o, _) = folio(&f, 12 << 8);
     assert!(o >= 2, "order {o} at 12 MiB");
@@ -302,28 +292,134 @@ fn pins_mappings_and_holes_split_dirty_folios() {
     let data = vec![0x5au8; span];
     f.write_at(&data, 12 << 20).unwrap();
     want[12 << 20..(12 << 20) + span].copy_from_slice(&data);
-    let splits = delta(&c, &before, Item::thp_split_page);
     let (hole, hole_len) = ((12 << 20) + PS + 10, PS);
     f.punch_hole(hole, hole_len).unwrap();
     want[hole as usize..(hole + hole_len) as usize].fill(0);
-    assert_eq!(delta(&c, &before, Item::thp_split_page), splits + 1, "the hole split the dirty folio");
+    assert_eq!(delta(&c, &before, Item::thp_split_page), 2, "the hole split the dirty folio");
     assert!(folio(&f, (12 << 8) + 3).1, "a page past the hole stays dirty");
     read_checked(&f, &want, 1 << 20, "after the hole");
     f.fsync().unwrap();
     assert_eq!(dirty_and_writeback(&c), (0, 0));
     drop(f);
     c.drop_caches();
-    check_frames(&c, "writes and mappings");
+    check_frames(&c, "pins and holes");
     let f = c.open(&path, OpenOptions::default()).unwrap();
     read_checked(&f, &want, 1 << 20, "from the disk");
+}
+
+// Goal: a shared mapping maps large folios page by page without
+// splitting them: the folio's mapcount counts its entries, nr_mapped its
+// pages; a write through the mapping dirties the folio whole, writeback
+// write-protects every entry of it (page_mkclean per folio) so the next
+// write faults and dirties it again; a write pin on a mapped folio unmaps
+// and splits it, and the mapping faults the pages back in. Bytes checked
+// throughout and on the disk.
+#[test]
+fn mappings_map_large_folios_whole() {
+    let dir = scratch();
+    let pages = 4096;
+    let path = write_stamped_file(dir.path(), "map", 23, pages);
+    let mut want = model(23, pages);
+    let c = cache(64, FOLIO_ORDER_MAX_6);
+    let f = c.open(&path, OpenOptions::default()).unwrap();
+    read_checked(&f, &want, 1 << 20, "first read");
+    let before = c.vmstat();
+    let (off, len) = (8u64 << 20, 4u64 << 20);
+    let m = f.map(off, len, MapFlags::READ | MapFlags::WRITE).unwrap();
+    let mut got = vec![0u8; len as usize];
+    m.read(0, &mut got).unwrap();
+    assert!(got[..] == want[off as usize..(off + len) as usize], "the mapping reads the file's bytes");
+    assert_eq!(delta(&c, &before, Item::thp_split_page), 0, "mapping splits no folio");
+    let base = off / PS;
+    let (order, _) = folio(&f, base + 300);
+    assert!(order >= 4, "order {order} at 8 MiB");
+    let nr = 1u64 << order;
+    let first = (base + 300) & !(nr - 1);
+    let st = f.page_state(first + 1).unwrap();
+    assert_eq!(st.mapcount as u64, nr, "every page of the folio mapped once: the folio's mapcount");
+    assert_eq!(c.vmstat().get(Item::nr_mapped), len / PS, "nr_mapped counts pages");
+    // A write through the mapping dirties the whole folio, once.
+    let w = (first - base) * PS + 5000;
+    m.write(w, b"mapped").unwrap();
+    want[(off + w) as usize..][..6].copy_from_slice(b"mapped");
+    for i in first..first + nr {
+        assert!(folio(&f, i).1, "page {i}: the folio is dirty whole");
+    }
+    assert_eq!(dirty_and_writeback(&c), (nr, 0));
+    f.fsync().unwrap();
+    assert_eq!(dirty_and_writeback(&c), (0, 0), "written back whole");
+    // Write-protected by writeback: the next write faults, dirtying again.
+    let faults = c.vmstat().get(Item::pgmkwrite);
+    m.write(w + 6, b"again").unwrap();
+    want[(off + w + 6) as usize..][..5].copy_from_slice(b"again");
+    assert_eq!(c.vmstat().get(Item::pgmkwrite), faults + 1, "the write after writeback faults");
+    assert_eq!(dirty_and_writeback(&c), (nr, 0));
+    assert_eq!(delta(&c, &before, Item::thp_split_page), 0);
+    // A pin on a mapped folio: unmapped, split; the mapping faults back.
+    let pinned = first + 2;
+    {
+        let mut p = f.get_page_mut(pinned).unwrap();
+        p.write(8, b"pin").unwrap();
+    }
+    want[(pinned * PS + 8) as usize..][..3].copy_from_slice(b"pin");
+    assert_eq!(delta(&c, &before, Item::thp_split_page), 1, "the pin split the mapped folio");
+    assert_eq!(f.page_state(first + 1).unwrap().mapcount, 0, "unmapped by the split");
+    m.read(0, &mut got).unwrap();
+    assert!(got[..] == want[off as usize..(off + len) as usize], "the mapping after the split");
+    drop(f);
+    drop(m);
+    assert_eq!(c.vmstat().get(Item::nr_mapped), 0, "unmapped");
+    let f = c.open(&path, OpenOptions::default()).unwrap();
+    f.fsync().unwrap();
+    drop(f);
+    c.drop_caches();
+    check_frames(&c, "mappings");
+    let f = c.open(&path, OpenOptions::default()).unwrap();
+    read_checked(&f, &want, 1 << 20, "from the disk");
+}
+
+// Goal: reclaim finds a mapped large folio referenced through any one of
+// its entries (page_referenced walks every frame's entry) and keeps it,
+// while the unmapped folios around it go. Method: kswapd off; a file read
+// into large folios; a mapping of one folio touched through its last page
+// only (fault-around maps the pages before it old); then reclaim of every
+// page it can take.
+#[test]
+fn reclaim_sees_a_folio_referenced_through_any_entry() {
+    let dir = scratch();
+    let pages = 2048;
+    let path = write_stamped_file(dir.path(), "ref", 31, pages);
+    let want = model(31, pages);
+    let tunables = Tunables { folio_order_max: FOLIO_ORDER_MAX_6, kswapd: false, ..Tunables::default() };
+    let c = PageCache::new(Config { memory_bytes: 32 << 20, tunables, ..Config::default() }).unwrap();
+    let f = c.open(&path, OpenOptions::default()).unwrap();
+    read_checked(&f, &want, 1 << 20, "first read");
+    let (order, _) = folio(&f, 1536);
+    assert!(order >= 4, "order {order} at 6 MiB");
+    let nr = 1u64 << order;
+    let first = 1536 & !(nr - 1);
+    let m = f.map(first * PS, nr * PS, MapFlags::READ).unwrap();
+    let last = m.page(nr - 1).unwrap();
+    assert_eq!(last.read_into(0, &mut [0u8; 8]).ok(), Some(()));
+    drop(last);
+    c.lru_add_drain_all();
+    c.reclaim(pages);
+    assert!(f.page_state(first / 2).is_none(), "an unmapped folio was reclaimed");
+    let st = f.page_state(first).expect("the mapped folio stays");
+    assert_eq!(st.folio_order, order, "whole");
+    assert!(st.active, "referenced through its last entry: activated ({st:?})");
+    let mut got = vec![0u8; (nr * PS) as usize];
+    m.read(0, &mut got).unwrap();
+    assert!(got[..] == want[(first * PS) as usize..((first + nr) * PS) as usize]);
 }
 
 // Goal: reclaim writes dirty large folios back whole and frees them, with
 // no byte lost: a file four times the cache, read into folios and
 // overwritten through them, twice; read back from the cache and, after
 // drop_caches, from the disk. Method: 64 MiB through a 16 MiB cache at
-// order 9: a sequential read, then 1 MiB writes over it (each dirtying
-// cached folios, which reclaim and the flushers must clean to make room);
+// order 9, dirty limits at 90%: a sequential read, then 1 MiB writes over
+// it (each dirtying cached folios, which reclaim must see cleaned to make
+// room);
 // every byte checked; pages written back and stolen counted. Twice:
 // with the flushers writing (the default) and with reclaim writing each
 // folio itself (`pageout`, Linux 3.1's writepage from reclaim).
@@ -341,6 +437,10 @@ fn reclaim_dirty_folios(reclaim_writeback: ReclaimWriteback) {
     let mut want = model(19, pages);
     let tunables = Tunables { folio_order_max: FOLIO_ORDER_MAX_6, reclaim_writeback, ..Tunables::default() };
     let c = PageCache::new(Config { memory_bytes: 16 << 20, tunables, ..Config::default() }).unwrap();
+    // Dirty limits high, so reclaim meets dirty folios, not only the
+    // flushers.
+    c.sysctl_write("dirty_ratio", "90").unwrap();
+    c.sysctl_write("dirty_background_ratio", "80").unwrap();
     let f = c.open(&path, OpenOptions::default()).unwrap();
     let before = c.vmstat();
     let mut dirty_folios = 0;

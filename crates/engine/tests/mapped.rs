@@ -509,16 +509,32 @@ fn exec_mappings_kept_under_pressure() {
 // a fixed number of accesses each, the other threads running until then.
 #[test]
 fn unmap_racing_access() {
-    const PAGES: u64 = 200;
-    const HALF: u64 = 100;
+    unmap_racing(0, 96, 200, 4);
+}
+
+// Goal: the same with large folios mapped page by page, which reclaim
+// unmaps and evicts whole, truncation removes or splits, and a thread of
+// write pins (rewriting whole pages with their own bytes) unmaps and
+// splits; a streaming reader brings the file back in as folios.
+// Method: folios up to order 9 (capped at 1/32 of the cache), a 512-page
+// cache under an 800-page file, readahead windows of 16 pages.
+#[test]
+fn unmap_racing_access_large_folios() {
+    let vm = unmap_racing(9, 512, 800, 16);
+    let (folios, splits) = (vm.get(Item::thp_file_alloc), vm.get(Item::thp_split_page));
+    assert!(folios > 10 && splits > 0, "{folios} large folios read, {splits} split");
+}
+
+fn unmap_racing(folio_order_max: u32, cache_pages: u64, pages: u64, ra_pages: u32) -> VmStat {
+    let (big, half) = (pages, pages / 2);
     let cache = PageCache::new(Config {
-        memory_bytes: 96 * PS,
-        tunables: Tunables { ra_pages: 4, ..Tunables::default() },
+        memory_bytes: cache_pages * PS,
+        tunables: Tunables { ra_pages, folio_order_max, ..Tunables::default() },
         ..Config::default()
     })
     .unwrap();
-    let f = Arc::new(filled(&cache, "race", PAGES));
-    let m = Arc::new(f.map(0, PAGES * PS, MapFlags::READ).unwrap());
+    let f = Arc::new(filled(&cache, "race", big));
+    let m = Arc::new(f.map(0, big * PS, MapFlags::READ).unwrap());
     let stop = Arc::new(AtomicBool::new(false));
     let mut others = Vec::new();
     {
@@ -534,7 +550,7 @@ fn unmap_racing_access() {
         others.push(std::thread::spawn(move || {
             let mut rng = StdRng::seed_from_u64(7);
             while !stop.load(Ordering::Relaxed) {
-                let first = rng.gen_range(0..PAGES - 8);
+                let first = rng.gen_range(0..big - 8);
                 m.madvise(first * PS, rng.gen_range(1..8) * PS, Madvise::DontNeed).unwrap();
             }
         }));
@@ -543,9 +559,9 @@ fn unmap_racing_access() {
         let (f, stop) = (f.clone(), stop.clone());
         others.push(std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
-                f.set_len(HALF * PS).unwrap();
-                f.set_len(PAGES * PS).unwrap();
-                for i in HALF..PAGES {
+                f.set_len(half * PS).unwrap();
+                f.set_len(big * PS).unwrap();
+                for i in half..big {
                     f.write_at(&[(i + 1) as u8; PS as usize], i * PS).unwrap();
                 }
             }
@@ -557,15 +573,33 @@ fn unmap_racing_access() {
         // the flusher's writeback keeps re-arming.
         let (f, stop) = (f.clone(), stop.clone());
         others.push(std::thread::spawn(move || {
-            let w = f.map(0, PAGES * PS, MapFlags::READ | MapFlags::WRITE).unwrap();
+            let w = f.map(0, big * PS, MapFlags::READ | MapFlags::WRITE).unwrap();
             let mut rng = StdRng::seed_from_u64(9);
             while !stop.load(Ordering::Relaxed) {
-                let i = rng.gen_range(0..PAGES);
+                let i = rng.gen_range(0..big);
                 match w.write(i * PS, &[(i + 1) as u8; PS as usize]) {
                     Ok(()) => {}
-                    Err(Error::PastEof { .. }) => assert!(i >= HALF),
+                    Err(Error::PastEof { .. }) => assert!(i >= half),
                     Err(e) => panic!("mapped write of page {i}: {e}"),
                 }
+            }
+        }));
+    }
+    if folio_order_max > 0 {
+        // A streaming reader (readahead reads folios) and write pins
+        // rewriting pages with their own bytes (each splits a folio).
+        let (f, stop) = (f.clone(), stop.clone());
+        others.push(std::thread::spawn(move || {
+            let mut rng = StdRng::seed_from_u64(11);
+            let mut buf = vec![0u8; 64 << 10];
+            while !stop.load(Ordering::Relaxed) {
+                let start = rng.gen_range(0..half / 2) * PS;
+                for k in 0..8 {
+                    let _ = f.read_at(&mut buf, start + k * (64 << 10));
+                }
+                let i = rng.gen_range(0..half);
+                let mut p = f.get_page_mut(i).unwrap();
+                p.write(0, &[(i + 1) as u8; PS as usize]).unwrap();
             }
         }));
     }
@@ -577,19 +611,19 @@ fn unmap_racing_access() {
                 let mut buf = [0u8; 256];
                 let (mut seen, mut past_eof) = (0u64, 0u64);
                 for _ in 0..20_000 {
-                    let i = rng.gen_range(0..PAGES);
+                    let i = rng.gen_range(0..big);
                     let off = rng.gen_range(0..(PS as usize - buf.len()) / 8) * 8;
                     match m.page(i) {
                         Ok(p) => {
                             p.read_into(off, &mut buf).unwrap();
                             let v = buf[0];
                             assert!(buf.iter().all(|&b| b == v), "page {i}: a torn page");
-                            let ok = v == (i + 1) as u8 || (i >= HALF && v == 0);
+                            let ok = v == (i + 1) as u8 || (i >= half && v == 0);
                             assert!(ok, "page {i} shows {v}");
                             seen += 1;
                         }
                         Err(Error::PastEof { .. }) => {
-                            assert!(i >= HALF, "page {i} below the truncation point is past EOF");
+                            assert!(i >= half, "page {i} below the truncation point is past EOF");
                             past_eof += 1;
                         }
                         Err(e) => panic!("page {i}: {e}"),
@@ -611,17 +645,17 @@ fn unmap_racing_access() {
             let mut seen = 0u64;
             for _ in 0..1_500 {
                 let pos: Vec<u64> =
-                    (0..16).map(|_| rng.gen_range(0..PAGES) * PS + rng.gen_range(0..PS / 8) * 8).collect();
+                    (0..16).map(|_| rng.gen_range(0..big) * PS + rng.gen_range(0..PS / 8) * 8).collect();
                 match m.load_u64_many(&pos, &mut out) {
                     Ok(()) => {
                         for (&p, &w) in pos.iter().zip(&out) {
                             let i = p / PS;
-                            let ok = w == u64::from_ne_bytes([(i + 1) as u8; 8]) || (i >= HALF && w == 0);
+                            let ok = w == u64::from_ne_bytes([(i + 1) as u8; 8]) || (i >= half && w == 0);
                             assert!(ok, "page {i} shows {w:#x}");
                         }
                         seen += 16;
                     }
-                    Err(Error::PastEof { .. }) => assert!(pos.iter().any(|&p| p / PS >= HALF)),
+                    Err(Error::PastEof { .. }) => assert!(pos.iter().any(|&p| p / PS >= half)),
                     Err(e) => panic!("load_u64_many: {e}"),
                 }
             }
@@ -641,9 +675,10 @@ fn unmap_racing_access() {
     assert!(batched > 0, "some batch loaded all its words");
     let vm = cache.vmstat();
     assert!(vm.get(Item::pgunmap) > 0, "reclaim or truncation unmapped pages");
-    assert!(vm.get(Item::pgfault) > PAGES, "accesses faulted pages back in");
+    assert!(vm.get(Item::pgfault) > big, "accesses faulted pages back in");
     drop(m);
     assert_eq!(cache.vmstat().get(Item::nr_mapped), 0, "munmap left no page mapped");
+    vm
 }
 
 // Goal: `Mapping::load_u64` (on x86_64 an optimistic read: no pin, the
@@ -748,20 +783,36 @@ fn load_u64_racing_reclaim_returns_stored_words() {
 // whole and writable; 4000 random operations from a fixed seed.
 #[test]
 fn mapped_reads_and_writes_match_a_model_under_pressure() {
-    const PAGES: u64 = 160;
+    mapped_model(0, 64, 160, 4000);
+}
+
+// Goal: the same with large folios mapped page by page: streaming reads
+// bring the file in as folios, mapped writes dirty them whole, write pins
+// and holes unmap and split them, and reclaim unmaps and evicts them
+// whole. Method: folios up to order 9 (capped at 1/32 of the cache), a
+// 1,024-page cache under a 2,560-page file, 6000 operations.
+#[test]
+fn mapped_large_folios_match_a_model_under_pressure() {
+    let vm = mapped_model(9, 1024, 2560, 6000);
+    assert!(vm.get(Item::thp_file_alloc) > 100, "large folios were read");
+    assert!(vm.get(Item::thp_split_page) > 10, "mapped folios were split");
+}
+
+fn mapped_model(folio_order_max: u32, cache_pages: u64, pages: u64, steps: u64) -> VmStat {
     let dir = tempfile::tempdir().unwrap();
     let cache = PageCache::new(Config {
-        memory_bytes: 64 * PS,
-        tunables: Tunables { dirty_ratio: 40, dirty_background_ratio: 20, ..Tunables::default() },
+        memory_bytes: cache_pages * PS,
+        tunables: Tunables { dirty_ratio: 40, dirty_background_ratio: 20, folio_order_max, ..Tunables::default() },
         ..Config::default()
     })
     .unwrap();
-    let (f, path) = host_file(&cache, &dir, PAGES);
-    let mut model: Vec<u8> = (0..PAGES).flat_map(|i| vec![(i + 1) as u8; PS as usize]).collect();
-    let m = f.map(0, PAGES * PS, MapFlags::READ | MapFlags::WRITE).unwrap();
+    let (f, path) = host_file(&cache, &dir, pages);
+    let mut model: Vec<u8> = (0..pages).flat_map(|i| vec![(i + 1) as u8; PS as usize]).collect();
+    let m = f.map(0, pages * PS, MapFlags::READ | MapFlags::WRITE).unwrap();
     let mut rng = StdRng::seed_from_u64(15);
     let size = model.len() as u64;
-    for step in 0..4000u64 {
+    let folios = folio_order_max > 0;
+    for step in 0..steps {
         let len = match rng.gen_range(0..3) {
             0 => rng.gen_range(1..64),
             1 => rng.gen_range(1..=PS as usize),
@@ -769,7 +820,7 @@ fn mapped_reads_and_writes_match_a_model_under_pressure() {
         };
         let pos = rng.gen_range(0..size - len as u64);
         let at = pos as usize..pos as usize + len;
-        match rng.gen_range(0..10) {
+        match rng.gen_range(0..if folios { 13 } else { 10 }) {
             0..=2 => {
                 let data: Vec<u8> = (0..len).map(|i| (step as usize * 7 + i) as u8).collect();
                 m.write(pos, &data).unwrap();
@@ -790,18 +841,44 @@ fn mapped_reads_and_writes_match_a_model_under_pressure() {
                 f.read_at(&mut buf, pos).unwrap();
                 assert!(buf == model[at], "read_at at {pos}+{len}, step {step}");
             }
-            8 => m.msync(0, PAGES * PS).unwrap(),
-            _ => {
-                let first = rng.gen_range(0..PAGES - 16);
+            8 => m.msync(0, pages * PS).unwrap(),
+            9 => {
+                let first = rng.gen_range(0..pages - 16);
                 m.madvise(first * PS, 16 * PS, Madvise::DontNeed).unwrap();
+            }
+            10 => {
+                // A stream of 256 KiB reads: readahead brings folios in.
+                let start = rng.gen_range(0..pages - 256) * PS;
+                let mut buf = vec![0u8; 256 << 10];
+                for k in 0..4 {
+                    let p = start + k * (256 << 10);
+                    let n = f.read_at(&mut buf, p).unwrap();
+                    assert!(buf[..n] == model[p as usize..p as usize + n], "stream at {p}, step {step}");
+                }
+            }
+            11 => {
+                // A write pin: a mapped folio is unmapped and split.
+                let idx = pos / PS;
+                let data = [(step % 251) as u8; 16];
+                f.get_page_mut(idx).unwrap().write(32, &data).unwrap();
+                model[(idx * PS + 32) as usize..][..16].copy_from_slice(&data);
+            }
+            _ => {
+                f.punch_hole(pos, len as u64).unwrap();
+                model[at].fill(0);
             }
         }
     }
     let vm = cache.vmstat();
-    assert!(vm.get(Item::pgunmap) > 0 && vm.get(Item::pgmajfault) > PAGES, "pages were evicted and refaulted");
+    let stolen = vm.get(Item::pgsteal_kswapd) + vm.get(Item::pgsteal_direct);
+    assert!(
+        vm.get(Item::pgunmap) > 0 && stolen > pages && vm.get(Item::pgmajfault) > pages / 2,
+        "pages were unmapped, evicted and refaulted"
+    );
     drop(m);
     f.fsync().unwrap();
     assert!(std::fs::read(&path).unwrap() == model, "the host file holds the model");
+    vm
 }
 
 // Goal: the README's embedding example runs as written (on a memory file).

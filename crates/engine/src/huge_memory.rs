@@ -110,6 +110,77 @@ impl Cache {
     }
 }
 
+impl Cache {
+    /// split_folio for an anonymous folio before swap-out (6.8's
+    /// shrink_folio_list splits an mTHP folio it is about to swap; 6.10
+    /// swaps it whole). The folio is locked and isolated, the caller
+    /// holding its isolation reference; the split is made under the
+    /// region's ptl, where every reader of an entry's head looks
+    /// (`get_mapped_folio`), with the count frozen at the isolation
+    /// reference plus one per entry. Each frame still mapped becomes a page
+    /// of its own with the folio's state, its entry's reference and
+    /// mapcount, and an isolation reference: it goes to `keep`, which the
+    /// caller puts back on the LRU. A frame no longer mapped (zapped by
+    /// MADV_DONTNEED) is freed. False (nothing changed) while another
+    /// reference is held.
+    pub(crate) fn split_anon_folio(&self, vma: &crate::mmap::Vma, page: &LockedPage<'_>, keep: &mut Vec<Pfn>) -> bool {
+        let head = page.pfn();
+        let nr = page.folio_nr_pages() as usize;
+        let first = page.anon_slot();
+        let mut unmapped = Vec::new();
+        {
+            let _ptl = vma.ptl.lock();
+            let maps = |i: usize| {
+                first + i < vma.nr_pages as usize
+                    && crate::mmap::pte_pfn(vma.table.pte(first + i).load(Ordering::Relaxed)) == Some(head + i as Pfn)
+            };
+            let mapped: Vec<bool> = (0..nr).map(maps).collect();
+            let entries = mapped.iter().filter(|&&m| m).count() as u32;
+            if !page.freeze(1 + entries) {
+                return false;
+            }
+            crate::mmdebug::vm_bug_on_page!(
+                page.mapcount.load(Ordering::Relaxed) != entries,
+                page,
+                "an anonymous folio's mapcount is not its entries ({entries})"
+            );
+            let kept = page.flags()
+                & (PG_UPTODATE | PG_DIRTY | PG_SWAPBACKED | PG_REFERENCED | PG_ACTIVE | PG_WORKINGSET | PG_UNEVICTABLE);
+            let mapping = page.mapping();
+            for (i, &on) in mapped.iter().enumerate().skip(1) {
+                let t = self.page(head + i as Pfn);
+                // The tails are the folio's, frozen with it: plain stores.
+                t.lru_prev.store(NO_PFN, Ordering::Relaxed);
+                t.lru_next.store(NO_PFN, Ordering::Relaxed);
+                if on {
+                    t.mapping.store(mapping, Ordering::Relaxed);
+                    t.index.store(crate::page::anon_index(first + i, None), Ordering::Relaxed);
+                    t.flags.store(kept, Ordering::Relaxed);
+                    t.mapcount.store(1, Ordering::Relaxed);
+                    // The entry's and an isolation reference; Release: the
+                    // fields above are visible to whoever takes one.
+                    t.refcount.store(2, Ordering::Release);
+                    keep.push(head + i as Pfn);
+                } else {
+                    t.flags.store(0, Ordering::Relaxed);
+                    unmapped.push(head + i as Pfn);
+                }
+            }
+            page.flags.fetch_and(!FOLIO_ORDER_MASK, Ordering::Relaxed);
+            page.mapcount.store(mapped[0] as u32, Ordering::Relaxed);
+            if !mapped[0] {
+                page.set_anon(NO_MAPPING, page.index());
+            }
+            page.unfreeze(1 + mapped[0] as u32);
+        }
+        // Frames pinned by a reader of their old entry wait in the
+        // pending frees (mm.rs).
+        self.free_pages(&unmapped);
+        self.vm.inc(Item::thp_split_page);
+        true
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -87,7 +87,8 @@ pub use sysctl::SYSCTL_NAMES;
 pub use tunables::{
     AccessedInit, Admission, Advice, AnonLru, Config, DevReadMode, FolioRamp, IoEngine, LruBatching, LruPolicy,
     MappedActivation, PagevecDrain, PolicyKind, ReclaimWriteback, RemarkRule, Tunables, WorkingsetVersion,
-    FOLIO_ORDER_MAX_5_18, FOLIO_ORDER_MAX_6, MAX_PAGECACHE_ORDER, MAX_PAGE_SIZE, MIN_PAGES, MIN_PAGE_SIZE,
+    ANON_MTHP_64K, ANON_MTHP_ALL, FOLIO_ORDER_MAX_5_18, FOLIO_ORDER_MAX_6, MAX_PAGECACHE_ORDER, MAX_PAGE_SIZE,
+    MIN_PAGES, MIN_PAGE_SIZE,
 };
 pub use vmstat::{Item, VmStat};
 

@@ -998,7 +998,7 @@ impl Cache {
             return Ok(written(self.anon_mapped_write(vma, slot, pfn, offset, data)));
         }
         if vma.is_cow_mapping() {
-            if self.page(pfn).mapping() == vma.anon_mapping() {
+            if self.page(self.arena.compound_head(pfn)).mapping() == vma.anon_mapping() {
                 // Our own copy (do_wp_page's reuse if read-only after a
                 // swap-in).
                 return Ok(written(self.anon_mapped_write(vma, slot, pfn, offset, data)));
@@ -1078,21 +1078,6 @@ impl Cache {
 /// since the copy on swap is about to go stale. A later write to a
 /// read-only entry is `do_wp_page`: the same reuse, under the page lock.
 impl Cache {
-    /// A reference to `pfn`, which the entry `pte` was seen to map, if the
-    /// page is not being freed and the entry still maps it after the
-    /// reference was taken; false (no reference held) if the entry changed
-    /// and the fault must look again.
-    fn get_mapped_page(&self, pte: &AtomicPte, pfn: Pfn) -> bool {
-        if !self.page(pfn).get_unless_zero() {
-            return false;
-        }
-        if pte_pfn(pte.load(Ordering::Acquire)) == Some(pfn) {
-            return true;
-        }
-        self.put_page(pfn);
-        false
-    }
-
     /// handle_mm_fault on an anonymous region: the page at `slot`, mapped,
     /// with a reference the caller drops.
     fn handle_anon_fault(&self, vma: &Vma, slot: usize, write: bool) -> Result<Pfn> {
@@ -1118,7 +1103,9 @@ impl Cache {
         for _ in 0..16 {
             let e = pte.load(Ordering::Acquire);
             if let Some(pfn) = pte_pfn(e) {
-                if self.get_mapped_page(pte, pfn) {
+                // The reference is the folio's; the caller's put_page finds
+                // the head from the frame.
+                if self.get_mapped_folio(vma, slot, Some(pfn)).is_some() {
                     return Some(Ok(pfn));
                 }
                 continue;
@@ -1136,9 +1123,14 @@ impl Cache {
         None
     }
 
-    /// do_anonymous_page: a zero-filled page for an empty entry. None if a
-    /// racing fault filled the entry first.
+    /// do_anonymous_page: a zero-filled page for an empty entry, or with
+    /// mTHP a zero-filled folio for the empty aligned range around it
+    /// (`do_anonymous_folio`). None if a racing fault filled the entry
+    /// first.
     fn do_anonymous_page(&self, vma: &Vma, slot: usize) -> Result<Option<Pfn>> {
+        if let Some((head, order, first)) = self.alloc_anon_folio(vma, slot) {
+            return Ok(self.do_anonymous_folio(vma, slot, head, order, first));
+        }
         // Allocate (maybe reclaiming) before any lock is taken.
         let pfn = self.alloc_page()?;
         let page = self.page(pfn);
@@ -1169,6 +1161,85 @@ impl Cache {
         // lru_cache_add_active_or_unevictable (3.x), lru_cache_add (5.9+).
         self.lru_cache_add(pfn);
         Ok(Some(pfn))
+    }
+
+    /// alloc_anon_folio (6.8's mTHP): the largest enabled order whose
+    /// aligned range around `slot` lies in the region with every entry
+    /// empty (no page, no swap entry: pte_range_none), and a free block of
+    /// it above the low watermark; none at all (pages only) falls back to
+    /// a page, with no reclaim for a folio (__GFP_NORETRY). Returns the
+    /// folio (the allocation's reference), its order and first slot.
+    fn alloc_anon_folio(&self, vma: &Vma, slot: usize) -> Option<(Pfn, u32, usize)> {
+        let orders = self.config.tunables.anon_mthp_orders;
+        if orders == 0 || !vma.is_anon() {
+            return None;
+        }
+        let low = self.arena.watermarks.low;
+        for order in (2..=crate::MAX_PAGECACHE_ORDER).rev().filter(|o| orders & (1 << o) != 0) {
+            let nr = 1usize << order;
+            let first = slot & !(nr - 1);
+            if first + nr > vma.nr_pages as usize
+                || (first..first + nr).any(|s| vma.table.pte(s).load(Ordering::Relaxed) != 0)
+            {
+                continue;
+            }
+            let want = low + nr as u64;
+            let head = if self.arena.nr_free_against(want) >= want {
+                self.arena.alloc_large_folio(order as usize)
+            } else {
+                None
+            };
+            match head {
+                Some(head) => {
+                    self.vm.inc(Item::mthp_anon_fault_alloc);
+                    self.vm.add(Item::pgalloc, nr as u64);
+                    return Some((head, order, first));
+                }
+                None => self.vm.inc(Item::mthp_anon_fault_fallback),
+            }
+        }
+        None
+    }
+
+    /// do_anonymous_page for the fresh folio `head` of `order` over the
+    /// slots from `first`: zeroed, mapped writable and dirty at every slot
+    /// (each entry a reference and a mapcount on the head) if they are all
+    /// still empty, and queued for the LRU whole. Returns the frame at
+    /// `slot`, with the allocation's reference for the caller; None (the
+    /// folio freed) if a racing fault filled one of the entries.
+    fn do_anonymous_folio(&self, vma: &Vma, slot: usize, head: Pfn, order: u32, first: usize) -> Option<Pfn> {
+        let nr = 1usize << order;
+        let page = self.page(head);
+        let active = if self.config.tunables.anon_lru == crate::AnonLru::Linux3 { PG_ACTIVE } else { 0 };
+        page.set_nonatomic(PG_LOCKED | PG_SWAPBACKED | PG_UPTODATE | active);
+        let page = LockedPage::adopt(page, head, &self.vm);
+        page.set_anon(vma.anon_mapping(), anon_index(first, None));
+        for i in 0..nr {
+            self.memzero_page(head + i as Pfn, 0, self.page_size());
+        }
+        {
+            let _ptl = vma.ptl.lock();
+            if (first..first + nr).any(|s| vma.table.pte(s).load(Ordering::Relaxed) != 0) {
+                drop(_ptl);
+                // Never visible: no waiters, a plain store unlocks.
+                self.page(page.into_raw()).clear_nonatomic(PG_LOCKED);
+                self.put_page(head);
+                return None;
+            }
+            for i in 0..nr {
+                page.get();
+                self.page_add_anon_rmap(head);
+                // Release: pairs with pte_pin's Acquire load.
+                vma.table.pte(first + i).store(mk_pte(head + i as Pfn) | PTE_WRITE | PTE_DIRTY, Ordering::Release);
+            }
+        }
+        // Young, as set_ptes maps a new anonymous folio.
+        for s in first..first + nr {
+            vma.table.young(s).store(1, Ordering::Relaxed);
+        }
+        page.unlock();
+        self.lru_cache_add(head);
+        Some(head + (slot - first) as Pfn)
     }
 
     /// do_swap_page: map the page of swap slot `swap` at `slot`. None if
@@ -1245,9 +1316,14 @@ impl Cache {
     /// caller faults it in and retries.
     fn anon_mapped_write(&self, vma: &Vma, slot: usize, pfn: Pfn, offset: usize, data: &[u8]) -> bool {
         let pte = vma.table.pte(slot);
-        let page = self.lock_page(pfn);
+        // The folio's head holds the lock and the identity; it is read
+        // under the ptl, with a reference (a split may run otherwise).
+        let Some((_, head)) = self.get_mapped_folio(vma, slot, Some(pfn)) else { return false };
+        let page = self.lock_page(head);
         let e = pte.load(Ordering::Acquire);
         if pte_pfn(e) != Some(pfn) || page.mapping() != vma.anon_mapping() {
+            drop(page);
+            self.put_page(head);
             return false;
         }
         if e & PTE_WRITE == 0 {
@@ -1261,6 +1337,7 @@ impl Cache {
         vm_bug_on_page!(page.test(PG_WRITEBACK), page, "under writeback");
         self.memcpy_to_page(pfn, offset, data);
         page.unlock();
+        self.put_page(head);
         true
     }
 }

@@ -192,7 +192,7 @@ impl Cache {
     /// (zap_pte_range), so a reference is not lost with the mapping.
     pub(crate) fn zap_page_range(&self, inode: &Inode, vma: &Vma, first: usize, end: usize) {
         for slot in first..end {
-            let Some((pfn, head)) = self.get_mapped_folio(vma, slot) else { continue };
+            let Some((pfn, head)) = self.get_mapped_folio(vma, slot, None) else { continue };
             let page = self.lock_page(head);
             let old = {
                 let _ptl = vma.ptl.lock();
@@ -221,31 +221,23 @@ impl Cache {
         }
     }
 
-    /// The frame the entry at `slot` maps and a reference to its folio,
-    /// by the folio's head: (frame, head). None if the entry is empty, or
-    /// went while we looked. The entry's own reference keeps the folio
-    /// whole while it maps it (a split needs it unmapped), so a head that
-    /// still heads the frame once our reference is taken is its folio's.
-    fn get_mapped_folio(&self, vma: &Vma, slot: usize) -> Option<(Pfn, Pfn)> {
-        loop {
-            let pfn = pte_pfn(vma.table.pte(slot).load(Ordering::Acquire))?;
-            let head = self.arena.compound_head(pfn);
-            if head > pfn || pfn - head >= 1 << crate::arena::MAX_ORDER {
-                // A frame freed since the load: its link is no head's.
-                continue;
-            }
-            // A count of 0 means the frame is free or frozen, or a tail (a
-            // frame freed and reused), and a folio an entry maps is none
-            // of these: the entry is gone already.
-            if !self.page(head).get_unless_zero() {
-                return None;
-            }
-            if self.arena.compound_head(pfn) == head {
-                return Some((pfn, head));
-            }
-            // Freed and reused since the load: look again.
-            self.put_page(head);
+    /// The frame the entry at `slot` maps (`expect`, if given) and a
+    /// reference to its folio, by the folio's head: (frame, head). None if
+    /// the entry is empty or maps another frame. Read under the region's
+    /// ptl, under which an entry's frame has a stable head: the entry's
+    /// reference keeps its folio alive and unfrozen (removal and a file
+    /// split need the folio unmapped), and an anonymous folio is split
+    /// only under the ptl (huge_memory.rs).
+    pub(crate) fn get_mapped_folio(&self, vma: &Vma, slot: usize, expect: Option<Pfn>) -> Option<(Pfn, Pfn)> {
+        let _ptl = vma.ptl.lock();
+        let pfn = pte_pfn(vma.table.pte(slot).load(Ordering::Relaxed))?;
+        if expect.is_some_and(|e| e != pfn) {
+            return None;
         }
+        let head = self.arena.compound_head(pfn);
+        let got = self.page(head).get_unless_zero();
+        vm_bug_on_page!(!got, self.page(head), "a mapped folio at count 0");
+        got.then_some((pfn, head))
     }
 
     /// MADV_COLD on slots `[first, end)`: clear the young bytes and
@@ -255,7 +247,7 @@ impl Cache {
     pub(crate) fn madvise_cold(&self, inode: &Inode, vma: &Vma, first: usize, end: usize) {
         for slot in first..end {
             vma.table.young(slot).store(0, Ordering::Relaxed);
-            let Some((pfn, head)) = self.get_mapped_folio(vma, slot) else { continue };
+            let Some((pfn, head)) = self.get_mapped_folio(vma, slot, None) else { continue };
             let page = self.page(head);
             let still = pte_pfn(vma.table.pte(slot).load(Ordering::Acquire)) == Some(pfn);
             // A large folio is left alone: its mapcount counts entries,
@@ -276,6 +268,10 @@ impl Cache {
 /// entry at most (no fork, so no anon_vma chains): the entry at its slot
 /// (`Page::anon_slot`) of the region its `mapping` names. The page lock
 /// serialises everything that changes that entry or the page's identity.
+/// An anonymous large folio (mTHP, memory.rs) is its head's identity: its
+/// frame i is mapped, if at all, at the head's slot + i; each entry holds
+/// a reference and a mapcount on the head, and counts one page in
+/// NR_ANON_MAPPED, so a folio partly zapped counts what is still mapped.
 impl Cache {
     /// Register a new anonymous region, giving it an id (anon_vma_prepare).
     pub(crate) fn anon_vma_register(&self, make: impl FnOnce(u32) -> Vma) -> Result<Arc<Vma>> {
@@ -292,40 +288,43 @@ impl Cache {
         self.anon.get(id)
     }
 
-    /// page_add_anon_rmap, page locked.
-    pub(crate) fn page_add_anon_rmap(&self, pfn: Pfn) {
-        let page = self.page(pfn);
+    /// page_add_anon_rmap: one more entry maps a frame of the anonymous
+    /// folio headed by `head` (locked).
+    pub(crate) fn page_add_anon_rmap(&self, head: Pfn) {
+        let page = self.page(head);
         vm_bug_on_page!(!page.anon() || !page.test(PG_SWAPBACKED), page, "page_add_anon_rmap of a file page");
-        if page.mapcount.fetch_add(1, Ordering::Relaxed) == 0 {
-            self.node_stat.add(NodeStat::AnonPages, 1);
-        }
+        page.mapcount.fetch_add(1, Ordering::Relaxed);
+        self.node_stat.add(NodeStat::AnonPages, 1);
     }
 
-    /// page_remove_rmap of an anonymous page, page locked; drops the
-    /// entry's reference, which is never the last (the caller holds one).
-    fn page_remove_anon_rmap(&self, pfn: Pfn) {
-        let old = self.page(pfn).mapcount.fetch_sub(1, Ordering::Relaxed);
-        vm_bug_on_page!(old == 0, self.page(pfn), "page_remove_rmap of an unmapped anonymous page");
-        if old == 1 {
-            self.node_stat.sub(NodeStat::AnonPages, 1);
-        }
-        let last = self.page(pfn).put_testzero();
-        vm_bug_on_page!(last, self.page(pfn), "an entry held an anonymous page's last reference");
+    /// page_remove_rmap of an anonymous folio, locked; drops the entry's
+    /// reference, which is never the last (the caller holds one).
+    fn page_remove_anon_rmap(&self, head: Pfn) {
+        let old = self.page(head).mapcount.fetch_sub(1, Ordering::Relaxed);
+        vm_bug_on_page!(old == 0, self.page(head), "page_remove_rmap of an unmapped anonymous page");
+        self.node_stat.sub(NodeStat::AnonPages, 1);
+        let last = self.page(head).put_testzero();
+        vm_bug_on_page!(last, self.page(head), "an entry held an anonymous page's last reference");
     }
 
-    /// page_referenced for an anonymous page: test and clear its entry's
-    /// young byte. 1 if it was young.
+    /// page_referenced for an anonymous folio headed by `pfn`: test and
+    /// clear the young byte of each of its entries. How many were young.
     pub(crate) fn page_referenced_anon(&self, vma: &Vma, pfn: Pfn) -> u32 {
-        let slot = self.page(pfn).anon_slot();
-        if slot >= vma.nr_pages as usize || pte_pfn(vma.table.pte(slot).load(Ordering::Acquire)) != Some(pfn) {
-            return 0;
+        let page = self.page(pfn);
+        let first = page.anon_slot();
+        let end = (first + page.folio_nr_pages() as usize).min(vma.nr_pages as usize);
+        let mut referenced = 0;
+        for slot in first..end {
+            if pte_pfn(vma.table.pte(slot).load(Ordering::Acquire)) != Some(pfn + (slot - first) as Pfn) {
+                continue;
+            }
+            let young = vma.table.young(slot);
+            if young.load(Ordering::Relaxed) != 0 && young.swap(0, Ordering::Relaxed) != 0 {
+                referenced += 1;
+                self.lru_gen_look_around(vma, slot);
+            }
         }
-        let young = vma.table.young(slot);
-        let referenced = young.load(Ordering::Relaxed) != 0 && young.swap(0, Ordering::Relaxed) != 0;
-        if referenced {
-            self.lru_gen_look_around(vma, slot);
-        }
-        referenced as u32
+        referenced
     }
 
     /// try_to_unmap of an anonymous page, page locked and in the swap
@@ -384,12 +383,9 @@ impl Cache {
         let pte = vma.table.pte(slot);
         for _ in 0..8 {
             let e = pte.load(Ordering::Acquire);
-            if let Some(pfn) = pte_pfn(e) {
-                let page = self.page(pfn);
-                if !page.get_unless_zero() {
-                    continue;
-                }
-                let page = self.lock_page(pfn);
+            if let Some(seen) = pte_pfn(e) {
+                let Some((pfn, head)) = self.get_mapped_folio(vma, slot, Some(seen)) else { continue };
+                let page = self.lock_page(head);
                 let cleared = {
                     let _ptl = vma.ptl.lock();
                     let old = (pte_pfn(pte.load(Ordering::Relaxed)) == Some(pfn)).then(|| ptep_get_and_clear(pte));
@@ -402,25 +398,29 @@ impl Cache {
                 if cleared.is_some() {
                     let young = vma.table.young(slot).swap(0, Ordering::Relaxed) != 0;
                     if page.anon() {
-                        self.page_remove_anon_rmap(pfn);
+                        self.page_remove_anon_rmap(head);
                         if page.test(PG_SWAPCACHE) {
                             self.try_to_free_swap(&page);
                         }
-                        // Nobody maps it now: reclaim (or our put) frees it.
-                        page.set_anon(NO_MAPPING, page.index());
+                        if !page.mapped() {
+                            // Nobody maps it now: reclaim (or our put)
+                            // frees it. A large folio partly zapped
+                            // stays whole until its last entry goes.
+                            page.set_anon(NO_MAPPING, page.index());
+                        }
                     } else {
                         // A private mapping's read-only entry for a page of
                         // its file (never dirty: writes copied the page);
                         // young is a reference, as in zap_page_range.
-                        self.put_pte_refs(pfn, 1);
+                        self.put_pte_refs(head, 1);
                         accessed = young && !vma.seq_read();
                     }
                 }
                 page.unlock();
                 if accessed {
-                    self.mark_page_accessed(pfn);
+                    self.mark_page_accessed(head);
                 }
-                self.put_page(pfn);
+                self.put_page(head);
                 if cleared.is_some() {
                     return;
                 }

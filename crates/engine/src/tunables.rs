@@ -405,7 +405,24 @@ pub struct Tunables {
     /// How readahead grows the folio order (5.18's or 6.16's).
     #[serde(default)]
     pub folio_ramp: FolioRamp,
+    /// Anonymous multi-size THP (Linux 6.8's mTHP): the orders a first
+    /// touch of anonymous memory may allocate a folio of, as a bit mask
+    /// (bit n: order n, 2..=9; the kernel's per-size `enabled` files). A
+    /// fault takes the largest enabled order whose aligned range lies in
+    /// the region with every entry empty and a free block above the low
+    /// watermark, else the next, else a page. 0 (the default, and the
+    /// kernel's for every size below the PMD's): pages only. Swap-out
+    /// splits a folio first, as 6.8 did (6.10 swaps one out whole). Needs
+    /// the classic lists, as `folio_order_max` does.
+    #[serde(default)]
+    pub anon_mthp_orders: u32,
 }
+
+/// Anonymous 64 KiB folios (order 4), the mTHP size most deployments
+/// enable.
+pub const ANON_MTHP_64K: u32 = 1 << 4;
+/// Every anonymous mTHP order, 16 KiB to 2 MiB.
+pub const ANON_MTHP_ALL: u32 = 0b11_1111_1100;
 
 /// Linux 5.18's page_cache_ra_order (large folios for file systems that
 /// ask for them, XFS first): up to a PMD's worth, order 9 at 4 KiB pages;
@@ -524,6 +541,7 @@ impl Default for Tunables {
             policy: PolicyKind::Kernel,
             reclaim_batch: default_reclaim_batch(),
             folio_order_max: 0,
+            anon_mthp_orders: 0,
             folio_ramp: FolioRamp::Linux6,
         }
     }
@@ -614,6 +632,20 @@ impl Config {
             return Err(Error::InvalidConfig(format!(
                 "folio_order_max {} needs the classic lists (lru Classic, admission Kernel, policy kernel)",
                 t.folio_order_max
+            )));
+        }
+        if t.anon_mthp_orders & !ANON_MTHP_ALL != 0 {
+            return Err(Error::InvalidConfig(format!(
+                "anon_mthp_orders {:#x} names an order outside 2..=9",
+                t.anon_mthp_orders
+            )));
+        }
+        if t.anon_mthp_orders != 0
+            && (t.policy != PolicyKind::Kernel || t.lru != LruPolicy::Classic || t.admission != Admission::Kernel)
+        {
+            return Err(Error::InvalidConfig(format!(
+                "anon_mthp_orders {:#x} needs the classic lists (lru Classic, admission Kernel, policy kernel)",
+                t.anon_mthp_orders
             )));
         }
         if self.nr_cpus > 1024 {

@@ -781,6 +781,17 @@ impl Cache {
             keep.push(pfn);
             return AnonVerdict::Done(0);
         }
+        if page.folio_order() > 0 && self.swap().is_some() {
+            // 6.8: an mTHP folio is split before it gets swap slots; its
+            // head goes on as a page, its other mapped pages back to the
+            // LRU for the next pass.
+            if !vma.as_ref().is_some_and(|v| self.split_anon_folio(v, &page, keep)) {
+                page.unlock();
+                keep.push(pfn);
+                return AnonVerdict::Done(0);
+            }
+            return self.shrink_anon_page(page, keep, stat);
+        }
         if !swapcache && !self.add_to_swap(pfn) {
             activate(page);
             keep.push(pfn);

@@ -139,6 +139,12 @@ items! {
     thp_file_alloc,
     thp_file_fallback,
     thp_split_page,
+    /// Anonymous mTHP folios a first touch allocated, and the orders it
+    /// wanted but could not have (the kernel's per-size anon_fault_alloc
+    /// and anon_fault_fallback, summed over the sizes). Their splits count
+    /// in thp_split_page.
+    mthp_anon_fault_alloc,
+    mthp_anon_fault_fallback,
     workingset_refault,
     workingset_activate,
     /// Refaults activated that had been active before eviction.

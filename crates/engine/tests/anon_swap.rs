@@ -16,7 +16,7 @@ use rand::{Rng, SeedableRng};
 use pcache::backing::{Fault, FaultInjector, FaultOp, MemoryDev};
 use pcache::{
     AnonLru, Config, Error, Item, LruList, Madvise, Mapping, PageCache, PolicyKind, ReclaimWriteback, SwapBacking,
-    SwapConfig, Tunables, VmStat,
+    SwapConfig, Tunables, VmStat, ANON_MTHP_64K, ANON_MTHP_ALL,
 };
 
 const PS: u64 = 4096;
@@ -91,13 +91,64 @@ fn first_touch_is_a_zeroed_frame_on_the_active_anon_list() {
     assert_eq!(pc.nr_free_pages(), free + 16, "dropping the region frees its frames");
 }
 
+// Goal: anonymous mTHP as 6.8 maps it. A first touch maps a zeroed folio
+// over the aligned range around it (one fault for its 16 pages at 64 KiB),
+// counted in nr_anon_pages and the active anon list by pages; a range that
+// is no longer empty (part zapped) falls back to single pages; a partly
+// zapped folio stays until its last entry goes, then every frame is free.
+#[test]
+fn mthp_first_touch_maps_an_aligned_folio() {
+    let pc = cache(1024, 0, Tunables { anon_mthp_orders: ANON_MTHP_64K, ..quiet() });
+    let free = pc.nr_free_pages();
+    let m = pc.map_anon(64 * PS).unwrap();
+    let before = pc.vmstat();
+    write_stamp(&m, 3, 21, 1).unwrap();
+    assert_eq!(delta(&pc, &before, Item::mthp_anon_fault_alloc), 1);
+    for i in 16..32 {
+        check_stamp(&m, 3, i, if i == 21 { 1 } else { 0 });
+    }
+    assert_eq!(delta(&pc, &before, Item::pgfault), 1, "one fault mapped the folio's 16 pages");
+    pc.lru_add_drain_all();
+    let vm = pc.vmstat();
+    assert_eq!((vm.get(Item::nr_anon_pages), vm.get(Item::nr_active_anon)), (16, 16));
+    // Two pages zapped: the folio stays, 14 pages mapped; touching one
+    // again takes a page (its range is not empty).
+    m.madvise(18 * PS, 2 * PS, Madvise::DontNeed).unwrap();
+    assert_eq!(pc.vmstat().get(Item::nr_anon_pages), 14);
+    check_stamp(&m, 3, 21, 1);
+    let before = pc.vmstat();
+    write_stamp(&m, 3, 18, 2).unwrap();
+    assert_eq!(delta(&pc, &before, Item::mthp_anon_fault_alloc), 0, "no folio over a mapped range");
+    assert_eq!(delta(&pc, &before, Item::pgfault), 1);
+    assert_eq!(pc.vmstat().get(Item::nr_anon_pages), 15);
+    check_stamp(&m, 3, 18, 2);
+    check_stamp(&m, 3, 19, 0);
+    drop(m);
+    assert_eq!(pc.vmstat().get(Item::nr_anon_pages), 0);
+    pc.lru_add_drain_all();
+    pc.reclaim(1024);
+    assert_eq!(pc.nr_free_pages(), free, "every frame is free again");
+}
+
 // Goal: a region larger than memory keeps every byte through swap-out
 // and swap-in. Method: write a stamp to every page of a 4x-memory region,
 // then read them all back in a shuffled order, twice; pswpout and pswpin
 // show the pages did go to swap and come back.
 #[test]
 fn region_larger_than_memory_round_trips_through_swap() {
-    let pc = cache(256, 2048, quiet());
+    region_larger_than_memory_round_trips_through_swap_with(0);
+}
+
+// The same with anonymous mTHP folios of every order: swap-out
+// splits them first (6.8), so every byte still comes back.
+#[test]
+fn region_larger_than_memory_round_trips_through_swap_mthp() {
+    let vm = region_larger_than_memory_round_trips_through_swap_with(ANON_MTHP_ALL);
+    assert!(vm.get(Item::mthp_anon_fault_alloc) > 0 && vm.get(Item::thp_split_page) > 0, "folios made and split");
+}
+
+fn region_larger_than_memory_round_trips_through_swap_with(anon_mthp_orders: u32) -> VmStat {
+    let pc = cache(256, 2048, Tunables { anon_mthp_orders, ..quiet() });
     let m = pc.map_anon(1024 * PS).unwrap();
     for i in 0..1024 {
         write_stamp(&m, 1, i, 1).unwrap();
@@ -119,6 +170,7 @@ fn region_larger_than_memory_round_trips_through_swap() {
     assert!(vm.get(Item::pswpin) > 700, "pages came back from swap: {}", vm.get(Item::pswpin));
     assert!(vm.get(Item::pgmajfault) > 0);
     assert!(vm.get(Item::swap_used_pages) > 0);
+    pc.vmstat()
 }
 
 // Goal: anonymous data survives swap-out and swap-in under pressure with
@@ -192,7 +244,19 @@ fn anon_data_survives_pressure_from_many_threads_and_file_io() {
 // nr_swapcached are 0 and every frame is free again.
 #[test]
 fn dropping_regions_frees_every_swap_slot() {
-    let pc = cache(256, 4096, quiet());
+    dropping_regions_frees_every_swap_slot_with(0);
+}
+
+// The same with anonymous mTHP folios of every order: swap-out
+// splits them first (6.8), so every byte still comes back.
+#[test]
+fn dropping_regions_frees_every_swap_slot_mthp() {
+    let vm = dropping_regions_frees_every_swap_slot_with(ANON_MTHP_ALL);
+    assert!(vm.get(Item::mthp_anon_fault_alloc) > 0 && vm.get(Item::thp_split_page) > 0, "folios made and split");
+}
+
+fn dropping_regions_frees_every_swap_slot_with(anon_mthp_orders: u32) -> VmStat {
+    let pc = cache(256, 4096, Tunables { anon_mthp_orders, ..quiet() });
     let total = pc.nr_free_pages();
     let a = pc.map_anon(600 * PS).unwrap();
     let b = pc.map_anon(600 * PS).unwrap();
@@ -229,6 +293,7 @@ fn dropping_regions_frees_every_swap_slot() {
     let vm = pc.vmstat();
     assert_eq!(vm.get(Item::nr_active_anon) + vm.get(Item::nr_inactive_anon), 0);
     assert_eq!(pc.nr_free_pages(), total, "every frame is free again");
+    pc.vmstat()
 }
 
 /// One run of the swappiness workload: a region and a file, together
@@ -617,7 +682,19 @@ fn anon_lru_rules_3x_against_59() {
 // write faults on one page).
 #[test]
 fn threads_sharing_pages_never_lose_a_write() {
-    let pc = cache(256, 4096, Tunables { kswapd: true, ..quiet() });
+    threads_sharing_pages_never_lose_a_write_with(0);
+}
+
+// The same with anonymous mTHP folios of every order, kswapd on: swap-out
+// splits them first (6.8), so every byte still comes back.
+#[test]
+fn threads_sharing_pages_never_lose_a_write_mthp() {
+    let vm = threads_sharing_pages_never_lose_a_write_with(ANON_MTHP_ALL);
+    assert!(vm.get(Item::mthp_anon_fault_alloc) > 0 && vm.get(Item::thp_split_page) > 0, "folios made and split");
+}
+
+fn threads_sharing_pages_never_lose_a_write_with(anon_mthp_orders: u32) -> VmStat {
+    let pc = cache(256, 4096, Tunables { kswapd: true, anon_mthp_orders, ..quiet() });
     const PAGES: u64 = 768;
     let m = Arc::new(pc.map_anon(PAGES * PS).unwrap());
     let workers: Vec<_> = (0..4u64)
@@ -647,6 +724,7 @@ fn threads_sharing_pages_never_lose_a_write() {
         }
     }
     assert!(pc.vmstat().get(Item::pswpin) > 0);
+    pc.vmstat()
 }
 
 // Goal: MADV_DONTNEED racing faults, writes and swap-out corrupts
@@ -657,7 +735,19 @@ fn threads_sharing_pages_never_lose_a_write() {
 // page is left.
 #[test]
 fn dontneed_racing_access_and_swap_leaks_nothing() {
-    let pc = cache(256, 4096, Tunables { kswapd: true, ..quiet() });
+    dontneed_racing_access_and_swap_leaks_nothing_with(0);
+}
+
+// The same with anonymous mTHP folios of every order, partly zapped: swap-out
+// splits them first (6.8), so every byte still comes back.
+#[test]
+fn dontneed_racing_access_and_swap_leaks_nothing_mthp() {
+    let vm = dontneed_racing_access_and_swap_leaks_nothing_with(ANON_MTHP_ALL);
+    assert!(vm.get(Item::mthp_anon_fault_alloc) > 0 && vm.get(Item::thp_split_page) > 0, "folios made and split");
+}
+
+fn dontneed_racing_access_and_swap_leaks_nothing_with(anon_mthp_orders: u32) -> VmStat {
+    let pc = cache(256, 4096, Tunables { kswapd: true, anon_mthp_orders, ..quiet() });
     const PAGES: u64 = 640;
     let m = Arc::new(pc.map_anon(PAGES * PS).unwrap());
     let stop = Arc::new(AtomicBool::new(false));
@@ -704,4 +794,5 @@ fn dontneed_racing_access_and_swap_leaks_nothing() {
     assert_eq!(vm.get(Item::swap_used_pages), 0, "no slot leaked");
     assert_eq!(vm.get(Item::nr_swapcached), 0);
     assert_eq!(vm.get(Item::nr_anon_pages), 0);
+    pc.vmstat()
 }

@@ -721,7 +721,8 @@ impl Cache {
                 // The plug-in decides what a refault means (after the add).
                 refault = Some(self.workingset_refault_policy(old));
             } else if old & SHADOW_BIT != 0 && self.config.tunables.workingset {
-                let (activate, restore) = self.workingset_refault(old, crate::admission::page_key(inode.id, index));
+                let key = crate::admission::page_key(inode.id, index);
+                let (activate, restore) = self.workingset_refault(old, key, nr);
                 if restore {
                     // It had been in the working set (the multi-gen LRU
                     // restores this without activating).

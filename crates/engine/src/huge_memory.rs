@@ -72,10 +72,25 @@ impl Cache {
             page.unfreeze(2);
             return false;
         }
-        let flags = page.flags();
-        let kept =
-            flags & (PG_UPTODATE | PG_DIRTY | PG_REFERENCED | PG_ACTIVE | PG_WORKINGSET | PG_UNEVICTABLE | PG_WINDOW);
+        // The flags under lru_lock: the list (or generation) a listed
+        // folio is on changes only under it, frozen or not (the multi-gen
+        // LRU sorts and ages folios without a reference).
         let mut lru = self.lruvec.lock(&self.arena, &self.vm);
+        let flags = page.flags();
+        // On a generation (the multi-gen LRU), the tails join it, with the
+        // head's access count.
+        let gen = folio_lru_gen(flags);
+        let gen_bits = if gen.is_some() { LRU_GEN_MASK | LRU_REFS_MASK } else { 0 };
+        let kept = flags
+            & (PG_UPTODATE
+                | PG_DIRTY
+                | PG_REFERENCED
+                | PG_ACTIVE
+                | PG_WORKINGSET
+                | PG_UNEVICTABLE
+                | PG_WINDOW
+                | gen_bits);
+        let typ = crate::lru_gen::folio_type(flags);
         for i in 1..1u32 << order {
             let t = self.page(head + i);
             // The tails are the folio's, frozen with it: plain stores.
@@ -90,13 +105,20 @@ impl Cache {
         }
         if flags & PG_LRU != 0 {
             // The head now counts one page on its list.
-            lru.shrink_folio_len(crate::LruList::of_flags(flags), (1 << order) - 1);
+            let nr = (1 << order) - 1;
+            match gen {
+                Some(gen) => lru.gen_shrink_folio_len(gen, typ, nr),
+                None => lru.shrink_folio_len(crate::LruList::of_flags(flags), nr),
+            }
         }
         page.flags.fetch_and(!FOLIO_ORDER_MASK, Ordering::Relaxed);
         if flags & PG_LRU != 0 {
             for i in 1..1u32 << order {
                 self.page(head + i).set(PG_LRU, &self.vm);
-                self.lruvec_add_folio(&mut lru, head + i);
+                match gen {
+                    Some(gen) => lru.gen_add(head + i, gen, typ, false),
+                    None => self.lruvec_add_folio(&mut lru, head + i),
+                }
             }
         }
         drop(lru);

@@ -125,7 +125,7 @@ pub fn lru_tier_from_refs(refs: usize) -> usize {
 
 /// folio_is_file_lru as the type index.
 #[inline]
-fn folio_type(flags: u32) -> usize {
+pub(crate) fn folio_type(flags: u32) -> usize {
     (flags & PG_SWAPBACKED == 0) as usize
 }
 
@@ -711,10 +711,13 @@ impl Cache {
         }
         // protected
         if tier > tier_idx || refs == 1 << LRU_REFS_WIDTH {
+            // Counted in pages, a folio by its size.
+            let delta = page.folio_nr_pages();
             self.folio_inc_gen(lru, pfn, false, true);
-            g.protected[typ][tier - 1].fetch_add(1, Ordering::Relaxed);
-            self.vm.inc(Item::lru_gen_protected);
-            self.vm.inc(if typ == LRU_GEN_FILE { Item::workingset_activate } else { Item::workingset_activate_anon });
+            g.protected[typ][tier - 1].fetch_add(delta, Ordering::Relaxed);
+            self.vm.add(Item::lru_gen_protected, delta);
+            let item = if typ == LRU_GEN_FILE { Item::workingset_activate } else { Item::workingset_activate_anon };
+            self.vm.add(item, delta);
             return true;
         }
         // waiting for writeback
@@ -750,10 +753,10 @@ impl Cache {
         self.lru_gen_del_folio(lru, pfn, true)
     }
 
-    /// scan_folios, lru_lock held: sort or isolate pages from the tail of
-    /// `typ`'s oldest generation until MIN_LRU_BATCH are isolated (or
-    /// skipped) or MAX_LRU_BATCH scanned. Returns pages scanned, or 0 if
-    /// none could be isolated.
+    /// scan_folios, lru_lock held: sort or isolate folios from the tail of
+    /// `typ`'s oldest generation until MIN_LRU_BATCH pages are isolated
+    /// (or folios skipped) or MAX_LRU_BATCH folios scanned. Returns pages
+    /// scanned (a folio counts its size), or 0 if none could be isolated.
     fn scan_folios(
         &self,
         lru: &mut LruGuard<'_>,
@@ -772,12 +775,13 @@ impl Cache {
         let mut remaining = MAX_LRU_BATCH;
         let mut moved = Vec::new();
         while let Some(pfn) = lru.gen_tail(gen, typ) {
-            scanned += 1;
+            let delta = self.page(pfn).folio_nr_pages();
+            scanned += delta;
             if self.sort_folio(lru, pfn, tier, dirty_seen) {
-                sorted += 1;
+                sorted += delta;
             } else if self.isolate_folio(lru, pfn) {
                 out.push(pfn);
-                isolated += 1;
+                isolated += delta;
             } else {
                 lru.gen_del(pfn, gen, typ);
                 moved.push(pfn);
@@ -889,7 +893,7 @@ impl Cache {
         if list.is_empty() {
             return scanned;
         }
-        sc.nr_scanned += list.len() as u64;
+        sc.nr_scanned += list.iter().map(|&p| self.page(p).folio_nr_pages()).sum::<u64>();
         let mut skip_retry = false;
         loop {
             let mut keep = Vec::with_capacity(list.len());
@@ -1231,18 +1235,18 @@ impl Cache {
         let g = &self.lruvec.lrugen;
         let min_seq = g.min_seq[typ].load(Ordering::Acquire);
         let token = (min_seq << LRU_REFS_WIDTH) | refs.saturating_sub(1) as u64;
-        g.evicted[typ][tier].fetch_add(1, Ordering::Relaxed);
+        g.evicted[typ][tier].fetch_add(self.page(pfn).folio_nr_pages(), Ordering::Relaxed);
         let ws = if refs != 0 { SHADOW_WORKINGSET } else { 0 };
         crate::pagetree::SHADOW_BIT | ws | (token & EVICTION_MASK) as usize
     }
 
-    /// lru_gen_refault (6.1): a page of type `file` comes back where
-    /// `shadow` was. If it was evicted from the generation that is still
-    /// the oldest, the refault counts for its tier (the controller's
-    /// input). It is not activated; a page that had used up its counter,
+    /// lru_gen_refault (6.1): a folio of `nr` pages of type `file` comes
+    /// back where `shadow` was. If it was evicted from the generation that
+    /// is still the oldest, the refault counts for its tier (the
+    /// controller's input), by its size. It is not activated; a page that had used up its counter,
     /// or that comes back through a fault, gets PG_workingset back.
     /// Returns (false, set PG_workingset).
-    pub(crate) fn lru_gen_refault(&self, shadow: usize, file: bool) -> (bool, bool) {
+    pub(crate) fn lru_gen_refault(&self, shadow: usize, file: bool, nr: u64) -> (bool, bool) {
         use crate::workingset::{EVICTION_MASK, SHADOW_WORKINGSET};
         let typ = file as usize;
         let token = shadow as u64 & EVICTION_MASK;
@@ -1254,15 +1258,15 @@ impl Cache {
         }
         let refs = (token & ((1 << LRU_REFS_WIDTH) - 1)) as usize + workingset as usize;
         let tier = lru_tier_from_refs(refs);
-        g.refaulted[typ][tier].fetch_add(1, Ordering::Relaxed);
-        self.vm.inc(Item::lru_gen_refault_recent);
+        g.refaulted[typ][tier].fetch_add(nr, Ordering::Relaxed);
+        self.vm.add(Item::lru_gen_refault_recent, nr);
         // "Count the following two cases as stalls: 1. For pages accessed
         // through page tables, hotter pages pushed out hot pages which
         // refaulted immediately. 2. For pages accessed multiple times
         // through file descriptors, numbers of accesses might have been
         // out of the range."
         if lru_gen_in_fault() || refs == 1 << LRU_REFS_WIDTH {
-            self.vm.inc(if file { Item::workingset_restore } else { Item::workingset_activate_anon });
+            self.vm.add(if file { Item::workingset_restore } else { Item::workingset_activate_anon }, nr);
             return (false, true);
         }
         (false, false)
@@ -1496,6 +1500,11 @@ impl Cache {
         let pfn = pte_pfn(pte.load(Ordering::Acquire))?;
         if young.swap(0, Ordering::Relaxed) == 0 {
             return None;
+        }
+        if self.page(pfn).is_tail() {
+            // A frame of a large folio: its head, with a reference, is read
+            // under the ptl, where an entry's head is stable (rmap.rs).
+            return self.get_mapped_folio(vma, slot, Some(pfn)).map(|(_, head)| head);
         }
         // The entry holds a reference: the count is not zero while it maps
         // the page, and a page it no longer maps is let go.
@@ -1759,7 +1768,8 @@ impl crate::File {
     pub fn lru_gen_page(&self, index: u64) -> Option<LruGenPage> {
         let c = &self.cache;
         let pfn = c.find_get_page(&self.inode, index)?;
-        let flags = c.page(pfn).flags();
+        // A large folio's generation and count are its head's.
+        let flags = c.page(c.arena.compound_head(pfn)).flags();
         c.put_page(pfn);
         let gen = folio_lru_gen(flags)?;
         let g = &c.lruvec.lrugen;

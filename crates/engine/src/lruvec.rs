@@ -342,6 +342,14 @@ impl LruGuard<'_> {
         self.update_compat_sizes();
     }
 
+    /// As `shrink_folio_len`, for a folio on generation `gen`'s list of
+    /// `typ`.
+    pub fn gen_shrink_folio_len(&mut self, gen: usize, typ: usize, nr: u64) {
+        self.lists.lens[gen_list(gen, typ)] -= nr;
+        self.lists.gen_pages -= nr;
+        self.update_compat_sizes();
+    }
+
     /// The oldest page of generation `gen`'s list of `typ`.
     pub fn gen_tail(&self, gen: usize, typ: usize) -> Option<Pfn> {
         let t = self.lists.heads[gen_list(gen, typ)].tail;

@@ -398,8 +398,8 @@ pub struct Tunables {
     /// huge_memory.rs). 0: single pages only, the kernels of the seeds
     /// and pcache before large folios, exactly. `FOLIO_ORDER_MAX_5_18`
     /// and `FOLIO_ORDER_MAX_6` are the kernels' (MAX_PAGECACHE_ORDER).
-    /// Large folios need the classic lists, the kernel's admission and no
-    /// plug-in policy.
+    /// Large folios need the kernel's lists (classic or multi-gen) and
+    /// admission: no plug-in policy, no admission window.
     #[serde(default)]
     pub folio_order_max: u32,
     /// How readahead grows the folio order (5.18's or 6.16's).
@@ -413,7 +413,7 @@ pub struct Tunables {
     /// watermark, else the next, else a page. 0 (the default, and the
     /// kernel's for every size below the PMD's): pages only. Swap-out
     /// splits a folio first, as 6.8 did (6.10 swaps one out whole). Needs
-    /// the classic lists, as `folio_order_max` does.
+    /// the kernel's lists, as `folio_order_max` does.
     #[serde(default)]
     pub anon_mthp_orders: u32,
 }
@@ -626,11 +626,9 @@ impl Config {
                 t.folio_order_max
             )));
         }
-        if t.folio_order_max > 0
-            && (t.policy != PolicyKind::Kernel || t.lru != LruPolicy::Classic || t.admission != Admission::Kernel)
-        {
+        if t.folio_order_max > 0 && (t.policy != PolicyKind::Kernel || t.admission != Admission::Kernel) {
             return Err(Error::InvalidConfig(format!(
-                "folio_order_max {} needs the classic lists (lru Classic, admission Kernel, policy kernel)",
+                "folio_order_max {} needs the kernel's lists (policy kernel, admission Kernel)",
                 t.folio_order_max
             )));
         }
@@ -640,11 +638,9 @@ impl Config {
                 t.anon_mthp_orders
             )));
         }
-        if t.anon_mthp_orders != 0
-            && (t.policy != PolicyKind::Kernel || t.lru != LruPolicy::Classic || t.admission != Admission::Kernel)
-        {
+        if t.anon_mthp_orders != 0 && (t.policy != PolicyKind::Kernel || t.admission != Admission::Kernel) {
             return Err(Error::InvalidConfig(format!(
-                "anon_mthp_orders {:#x} needs the classic lists (lru Classic, admission Kernel, policy kernel)",
+                "anon_mthp_orders {:#x} needs the kernel's lists (policy kernel, admission Kernel)",
                 t.anon_mthp_orders
             )));
         }

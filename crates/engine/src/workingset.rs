@@ -112,13 +112,13 @@ impl Cache {
         SHADOW_BIT | flags | (eviction & EVICTION_MASK) as usize
     }
 
-    /// workingset_refault: a page with admission sketch key `key` is
-    /// faulting back in where `shadow` was. Returns (activate it, it was in
-    /// the workingset before).
-    pub fn workingset_refault(&self, shadow: usize, key: u64) -> (bool, bool) {
-        self.vm.inc(Item::workingset_refault);
+    /// workingset_refault: a folio of `nr` pages, with admission sketch
+    /// key `key`, is faulting back in where `shadow` was. Returns (activate
+    /// it, it was in the workingset before).
+    pub fn workingset_refault(&self, shadow: usize, key: u64, nr: u64) -> (bool, bool) {
+        self.vm.add(Item::workingset_refault, nr);
         if self.lru_gen_enabled() {
-            return self.lru_gen_refault(shadow, true);
+            return self.lru_gen_refault(shadow, true, nr);
         }
         let eviction = shadow as u64 & EVICTION_MASK;
         let now = self.lruvec.inactive_age.load(Ordering::Relaxed) & EVICTION_MASK;
@@ -165,7 +165,7 @@ impl Cache {
     pub fn workingset_refault_anon(&self, shadow: usize) -> (bool, bool) {
         self.vm.inc(Item::workingset_refault_anon);
         if self.lru_gen_enabled() {
-            return self.lru_gen_refault(shadow, false);
+            return self.lru_gen_refault(shadow, false, 1);
         }
         let eviction = shadow as u64 & EVICTION_MASK;
         let now = self.lruvec.inactive_age.load(Ordering::Relaxed) & EVICTION_MASK;
@@ -267,11 +267,11 @@ mod tests {
         assert_eq!(shadow as u64 & EVICTION_MASK, EVICTION_MASK);
         assert!(shadow & SHADOW_BIT != 0 && shadow & SHADOW_WORKINGSET != 0);
         // Refault at once: distance 0 fits even an empty active list.
-        assert_eq!(c.workingset_refault(shadow, 0), (true, true));
+        assert_eq!(c.workingset_refault(shadow, 0, 1), (true, true));
         // One more eviction wraps the masked clock to 0: distance 1.
         let _ = c.workingset_eviction(false, false, 1);
         assert_eq!(c.lruvec.inactive_age.load(Ordering::Relaxed) & EVICTION_MASK, 0);
-        assert_eq!(c.workingset_refault(shadow, 0), (false, false));
+        assert_eq!(c.workingset_refault(shadow, 0, 1), (false, false));
         assert_eq!(c.vm.sum(Item::workingset_refault), 2);
         assert_eq!(c.vm.sum(Item::workingset_activate), 1);
         assert_eq!(c.vm.sum(Item::workingset_restore), 1);

@@ -480,6 +480,8 @@ struct Params {
     policy: PolicyKind,
     /// The largest page-cache folio (`Tunables::folio_order_max`).
     folio_order_max: u32,
+    /// The kernel's lists: classic or multi-gen.
+    lru: pcache::LruPolicy,
 }
 
 /// One thread's random workload on its own files.
@@ -592,6 +594,7 @@ fn run_private_on(p: Params) -> Option<pcache::VmStat> {
         kswapd: p.kswapd,
         policy: p.policy,
         folio_order_max: p.folio_order_max,
+        lru: p.lru,
         // Windows of up to 2 MiB on the memory files too, so readahead
         // reaches every order.
         ra_pages: if p.name == "large-folios" { 512 } else { Tunables::default().ra_pages },
@@ -697,6 +700,7 @@ fn private_files_under_pressure() {
         engine: IoEngine::Threads,
         policy: PolicyKind::Kernel,
         folio_order_max: 0,
+        lru: pcache::LruPolicy::Classic,
     });
 }
 
@@ -712,6 +716,17 @@ fn private_files_under_pressure() {
 // large folios must have been read and split.
 #[test]
 fn private_files_large_folios() {
+    private_large_folios(pcache::LruPolicy::Classic);
+}
+
+// Goal: the same on the multi-gen LRU, which ages, sorts and evicts the
+// folios whole and puts a split folio's pages on its generation.
+#[test]
+fn private_files_large_folios_multigen() {
+    private_large_folios(pcache::LruPolicy::MultiGen);
+}
+
+fn private_large_folios(lru: pcache::LruPolicy) {
     for engine in ENGINES {
         let p = Params {
             name: "large-folios",
@@ -727,6 +742,7 @@ fn private_files_large_folios() {
             engine,
             policy: PolicyKind::Kernel,
             folio_order_max: 9,
+            lru,
         };
         let Some(vm) = run_private_on(p) else { continue };
         let (folios, splits) = (vm.get(Item::thp_file_alloc), vm.get(Item::thp_split_page));
@@ -753,6 +769,7 @@ fn private_files_direct_reclaim_only() {
         engine: IoEngine::Threads,
         policy: PolicyKind::Kernel,
         folio_order_max: 0,
+        lru: pcache::LruPolicy::Classic,
     });
 }
 
@@ -776,6 +793,7 @@ fn private_files_64k_pages() {
         engine: IoEngine::Threads,
         policy: PolicyKind::Kernel,
         folio_order_max: 0,
+        lru: pcache::LruPolicy::Classic,
     });
 }
 
@@ -805,6 +823,7 @@ fn private_files_every_policy() {
                 engine: IoEngine::Threads,
                 policy,
                 folio_order_max: 0,
+                lru: pcache::LruPolicy::Classic,
             });
         }
     }

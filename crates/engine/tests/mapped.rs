@@ -13,8 +13,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use pcache::{
-    Config, Error, File, Item, LruList, Madvise, MapFlags, MappedActivation, Mapping, PageCache, ReclaimWriteback,
-    Tunables, VmStat,
+    Config, Error, File, Item, LruList, LruPolicy, Madvise, MapFlags, MappedActivation, Mapping, PageCache,
+    ReclaimWriteback, Tunables, VmStat,
 };
 
 const PS: u64 = 4096;
@@ -783,26 +783,34 @@ fn load_u64_racing_reclaim_returns_stored_words() {
 // whole and writable; 4000 random operations from a fixed seed.
 #[test]
 fn mapped_reads_and_writes_match_a_model_under_pressure() {
-    mapped_model(0, 64, 160, 4000);
+    mapped_model(0, LruPolicy::Classic, 64, 160, 4000);
 }
 
 // Goal: the same with large folios mapped page by page: streaming reads
 // bring the file in as folios, mapped writes dirty them whole, write pins
 // and holes unmap and split them, and reclaim unmaps and evicts them
-// whole. Method: folios up to order 9 (capped at 1/32 of the cache), a
-// 1,024-page cache under a 2,560-page file, 6000 operations.
+// whole, on the classic lists and on the multi-gen LRU (whose page-table
+// walks find young entries in folios). Method: folios up to order 9
+// (capped at 1/32 of the cache), a 1,024-page cache under a 2,560-page
+// file, 6000 operations.
 #[test]
 fn mapped_large_folios_match_a_model_under_pressure() {
-    let vm = mapped_model(9, 1024, 2560, 6000);
+    for lru in [LruPolicy::Classic, LruPolicy::MultiGen] {
+        mapped_large_folios(lru);
+    }
+}
+
+fn mapped_large_folios(lru: LruPolicy) {
+    let vm = mapped_model(9, lru, 1024, 2560, 6000);
     assert!(vm.get(Item::thp_file_alloc) > 100, "large folios were read");
     assert!(vm.get(Item::thp_split_page) > 10, "mapped folios were split");
 }
 
-fn mapped_model(folio_order_max: u32, cache_pages: u64, pages: u64, steps: u64) -> VmStat {
+fn mapped_model(folio_order_max: u32, lru: LruPolicy, cache_pages: u64, pages: u64, steps: u64) -> VmStat {
     let dir = tempfile::tempdir().unwrap();
     let cache = PageCache::new(Config {
         memory_bytes: cache_pages * PS,
-        tunables: Tunables { dirty_ratio: 40, dirty_background_ratio: 20, folio_order_max, ..Tunables::default() },
+        tunables: Tunables { dirty_ratio: 40, dirty_background_ratio: 20, folio_order_max, lru, ..Tunables::default() },
         ..Config::default()
     })
     .unwrap();

@@ -47,6 +47,10 @@
 //!   `(min_seq, refs)` in its shadow entry; a refault while that generation
 //!   is still the oldest counts as a refault of its tier (`lru_gen_refault`).
 //!
+//! Large folios are aged and evicted whole; every count (generation
+//! sizes, scans, protections, evictions, refaults) is in pages, a folio
+//! counting its size, as the kernel's `folio_nr_pages` deltas.
+//!
 //! pcache's deviations: one node, one zone, no memcg (NR_HIST_GENS = 1, as
 //! without CONFIG_LRU_GEN_STATS); a page's generation always names the list
 //! it is on, because every generation change is made under `lru_lock` with

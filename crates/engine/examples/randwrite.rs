@@ -9,6 +9,10 @@
 //! calls' and the fdatasync's times apart). With `RW_ALL` set in the
 //! environment every non-zero counter is printed, not only the I/O ones.
 
+mod util;
+
+use util::cpu_secs;
+
 use std::time::Instant;
 
 use pcache::{Config, OpenOptions, PageCache, Tunables};
@@ -42,7 +46,7 @@ fn main() -> Res<()> {
             let step = (0..).map(|k| 0x9e37_79b9u64 + 2 * k).find(|s| gcd(*s, pages) == 1).unwrap_or(1);
             let handles = (0..threads).map(|_| f.reopen()).collect::<pcache::Result<Vec<_>>>()?;
             let ops = ops.min(pages / threads as u64);
-            let cpu0 = cpu_secs();
+            let cpu0 = cpu_secs(libc::RUSAGE_SELF);
             start = Instant::now();
             std::thread::scope(|s| -> Res<()> {
                 let joins: Vec<_> = handles
@@ -67,7 +71,7 @@ fn main() -> Res<()> {
             bytes = ops * threads as u64 * 4096;
             let secs = start.elapsed().as_secs_f64();
             let reads = bytes / 4096;
-            let cpu_us = (cpu_secs() - cpu0) * 1e6 / reads as f64;
+            let cpu_us = (cpu_secs(libc::RUSAGE_SELF) - cpu0) * 1e6 / reads as f64;
             println!(
                 "{reads} reads in {secs:.3} s: {:.1} k reads/s, {cpu_us:.1} us CPU per read",
                 reads as f64 / secs / 1e3
@@ -123,18 +127,6 @@ fn gcd(a: u64, b: u64) -> u64 {
     } else {
         gcd(b, a % b)
     }
-}
-
-/// The process's user and system CPU time so far, seconds.
-fn cpu_secs() -> f64 {
-    // SAFETY: an all-zero rusage is a valid value of the plain C struct.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage writes only the struct it is given.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
-        return 0.0;
-    }
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
 /// Drop `path`'s pages from the host's page cache.

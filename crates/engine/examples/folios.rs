@@ -1,0 +1,109 @@
+//! Profiling aid for large folios: what writing into them and faulting
+//! them in costs, against single pages, with the counters it moved.
+//!
+//! `cargo run --release -p pcache --example folios -- write FILE [MEM_MIB] [TUNABLE=VALUE]...`:
+//! read FILE into a fresh cache (it must fit), overwrite it in 1 MiB
+//! `write_at` calls, then `fsync`: the writer's CPU per MiB, and the
+//! writeback's (the fsync's wall time and every other thread's CPU).
+//!
+//! `cargo run --release -p pcache --example folios -- anon MIB [TUNABLE=VALUE]...`:
+//! first-touch an anonymous region of MIB MiB, one 8-byte write per page:
+//! faults and CPU per MiB.
+
+mod util;
+
+use std::time::Instant;
+
+use util::cpu_secs;
+
+use pcache::{Config, Item, OpenOptions, PageCache, Tunables};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let usage = "usage: folios write FILE [MEM_MIB] [TUNABLE=VALUE]... | folios anon MIB [TUNABLE=VALUE]...";
+    match args.get(1).map(String::as_str) {
+        Some("write") => {
+            let path = args.get(2).ok_or(usage)?;
+            let mem: u64 = args.get(3).map(|s| s.parse()).transpose()?.unwrap_or(512) << 20;
+            write(path, mem, tunables(&args[4.min(args.len())..])?)
+        }
+        Some("anon") => {
+            let mib: u64 = args.get(2).ok_or(usage)?.parse()?;
+            anon(mib, tunables(&args[3.min(args.len())..])?)
+        }
+        _ => Err(usage.into()),
+    }
+}
+
+fn tunables(sets: &[String]) -> Result<Tunables, pcache::Error> {
+    Tunables::default().with_sets(sets.iter().filter_map(|kv| kv.split_once('=')))
+}
+
+fn write(path: &str, mem: u64, t: Tunables) -> Result<(), Box<dyn std::error::Error>> {
+    let cache = PageCache::new(Config { tunables: t, ..Config::with_memory(mem) })?;
+    cache.wait_arena_populated(std::time::Duration::from_secs(30));
+    let f = cache.open(std::path::Path::new(path), OpenOptions { create: false, truncate: false, direct: true })?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut size = 0u64;
+    loop {
+        let n = f.read_at(&mut buf, size)?;
+        if n == 0 {
+            break;
+        }
+        size += n as u64;
+    }
+    let mib = (size >> 20).max(1) as f64;
+    let before = cache.vmstat();
+    let (thread0, proc0) = (cpu_secs(libc::RUSAGE_THREAD), cpu_secs(libc::RUSAGE_SELF));
+    let start = Instant::now();
+    let mut pos = 0u64;
+    while pos < size {
+        buf.iter_mut().for_each(|b| *b = b.wrapping_add(1));
+        pos += f.write_at(&buf[..(size - pos).min(buf.len() as u64) as usize], pos)? as u64;
+    }
+    let written = start.elapsed().as_secs_f64();
+    let thread1 = cpu_secs(libc::RUSAGE_THREAD);
+    f.fsync()?;
+    let synced = start.elapsed().as_secs_f64() - written;
+    let (thread, all) = (cpu_secs(libc::RUSAGE_THREAD) - thread0, cpu_secs(libc::RUSAGE_SELF) - proc0);
+    println!(
+        "{} MiB overwritten in {written:.3} s ({:.0} MB/s), fsync {synced:.3} s",
+        size >> 20,
+        size as f64 / written / 1e6
+    );
+    println!(
+        "  cpu us/MiB: writer {:.0} (fsync's share {:.0}), other threads {:.0}",
+        thread / mib * 1e6,
+        (thread - (thread1 - thread0)) / mib * 1e6,
+        (all - thread) / mib * 1e6
+    );
+    print_counters(&cache, &before, &["pgwriteback", "pgpgout", "thp_", "wb_", "nr_vmscan_write"]);
+    f.close()?;
+    Ok(())
+}
+
+fn anon(mib: u64, t: Tunables) -> Result<(), Box<dyn std::error::Error>> {
+    let cache = PageCache::new(Config { tunables: t, ..Config::with_memory((mib + 64) << 20) })?;
+    cache.wait_arena_populated(std::time::Duration::from_secs(30));
+    let m = cache.map_anon(mib << 20)?;
+    let before = cache.vmstat();
+    let cpu0 = cpu_secs(libc::RUSAGE_THREAD);
+    let start = Instant::now();
+    for page in 0..m.nr_pages() {
+        m.write(page * 4096, &page.to_ne_bytes())?;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let cpu = cpu_secs(libc::RUSAGE_THREAD) - cpu0;
+    let faults = cache.vmstat().get(Item::pgfault) - before.get(Item::pgfault);
+    println!("{mib} MiB first-touched in {secs:.3} s: {faults} faults, cpu {:.0} us/MiB", cpu / mib as f64 * 1e6);
+    print_counters(&cache, &before, &["mthp_", "pgalloc"]);
+    Ok(())
+}
+
+fn print_counters(cache: &PageCache, before: &pcache::VmStat, prefixes: &[&str]) {
+    for (k, v) in cache.vmstat().delta(before).iter() {
+        if v != 0 && prefixes.iter().any(|p| k.starts_with(p)) {
+            println!("  {k} {v}");
+        }
+    }
+}

@@ -9,6 +9,11 @@
 //! `cargo run --release -p pcache --example folios -- anon MIB [TUNABLE=VALUE]...`:
 //! first-touch an anonymous region of MIB MiB, one 8-byte write per page:
 //! faults and CPU per MiB.
+//!
+//! `cargo run --release -p pcache --example folios -- frag OPS [TUNABLE=VALUE]...`:
+//! fragmentation under a long mixed workload (streams, random reads,
+//! writes, truncations over files twice a 256 MiB cache, at order 9): how
+//! often readahead got the order it wanted, and the buddy lists after.
 
 mod util;
 
@@ -20,7 +25,7 @@ use pcache::{Config, Item, OpenOptions, PageCache, Tunables};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: folios write FILE [MEM_MIB] [TUNABLE=VALUE]... | folios anon MIB [TUNABLE=VALUE]...";
+    let usage = "usage: folios write FILE [MEM_MIB] [T=V]... | folios anon MIB [T=V]... | folios frag OPS [T=V]...";
     match args.get(1).map(String::as_str) {
         Some("write") => {
             let path = args.get(2).ok_or(usage)?;
@@ -30,6 +35,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some("anon") => {
             let mib: u64 = args.get(2).ok_or(usage)?.parse()?;
             anon(mib, tunables(&args[3.min(args.len())..])?)
+        }
+        Some("frag") => {
+            let ops: u64 = args.get(2).ok_or(usage)?.parse()?;
+            frag(ops, tunables(&args[3.min(args.len())..])?)
         }
         _ => Err(usage.into()),
     }
@@ -97,6 +106,65 @@ fn anon(mib: u64, t: Tunables) -> Result<(), Box<dyn std::error::Error>> {
     let faults = cache.vmstat().get(Item::pgfault) - before.get(Item::pgfault);
     println!("{mib} MiB first-touched in {secs:.3} s: {faults} faults, cpu {:.0} us/MiB", cpu / mib as f64 * 1e6);
     print_counters(&cache, &before, &["mthp_", "pgalloc"]);
+    Ok(())
+}
+
+fn frag(ops: u64, t: Tunables) -> Result<(), Box<dyn std::error::Error>> {
+    let t = Tunables { folio_order_max: pcache::FOLIO_ORDER_MAX_6, ra_pages: 512, ..t };
+    let cache = PageCache::new(Config { tunables: t, ..Config::with_memory(256 << 20) })?;
+    // Eight 64 MiB files and 64 of 1 MiB: twice the cache.
+    let big: Vec<_> = (0..8).map(|i| cache.open_memory(&format!("big{i}"))).collect::<Result<_, _>>()?;
+    let small: Vec<_> = (0..64).map(|i| cache.open_memory(&format!("small{i}"))).collect::<Result<_, _>>()?;
+    for f in &big {
+        f.set_len(64 << 20)?;
+    }
+    for f in &small {
+        f.set_len(1 << 20)?;
+    }
+    let before = cache.vmstat();
+    let (mut x, mut buf) = (0x9e37_79b9_7f4a_7c15u64, vec![0u8; 1 << 20]);
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for _ in 0..ops {
+        let r = next();
+        let f = &big[(r % 8) as usize];
+        let at = (next() % (64 << 20)) & !4095;
+        match r % 10 {
+            // A stream of 4 MiB: readahead ramps up to order 9.
+            0..=2 => {
+                let start = at.min((60 << 20) as u64);
+                for k in 0..4 {
+                    f.read_at(&mut buf, start + (k << 20))?;
+                }
+            }
+            3..=6 => {
+                f.read_at(&mut buf[..4096], at)?;
+            }
+            7 | 8 => {
+                f.write_at(&buf[..64 << 10], at.min((64 << 20) - (64 << 10)))?;
+            }
+            _ => {
+                let s = &small[(next() % 64) as usize];
+                s.set_len(0)?;
+                s.write_at(&buf[..(next() % (1 << 20)) as usize + 1], 0)?;
+            }
+        }
+    }
+    let vm = cache.vmstat().delta(&before);
+    let (alloc, fallback) = (vm.get(Item::thp_file_alloc), vm.get(Item::thp_file_fallback));
+    println!(
+        "{ops} ops: {alloc} large folios, {fallback} orders refused ({:.1}% of tries), {} split",
+        fallback as f64 * 100.0 / (alloc + fallback).max(1) as f64,
+        vm.get(Item::thp_split_page)
+    );
+    let b = cache.buddyinfo();
+    println!("  free blocks by order: {:?} (+{} on per-CPU lists)", b.free_blocks, b.pcp_frames);
+    println!("  unusable (per mille) at orders 4 / 9: {} / {}", b.unusable[4], b.unusable[9]);
+    println!("  fragmentation index at orders 4 / 9: {} / {}", b.fragmentation[4], b.fragmentation[9]);
     Ok(())
 }
 

@@ -242,24 +242,45 @@ impl Cache {
 
     /// MADV_COLD on slots `[first, end)`: clear the young bytes and
     /// deactivate the pages only this mapping maps (madvise_cold_pte_range
-    /// skips shared pages). Deviation: a clean page goes to the inactive
-    /// tail (lru_deactivate_file_fn's move), not the head.
+    /// skips shared pages). A large folio is looked at once, from its
+    /// first slot in the range: it is this mapping's alone when every one
+    /// of its entries (its mapcount) is in this mapping. Deviation: a clean
+    /// page goes to the inactive tail (lru_deactivate_file_fn's move), not
+    /// the head.
     pub(crate) fn madvise_cold(&self, inode: &Inode, vma: &Vma, first: usize, end: usize) {
-        for slot in first..end {
+        let mut slot = first;
+        while slot < end {
             vma.table.young(slot).store(0, Ordering::Relaxed);
-            let Some((pfn, head)) = self.get_mapped_folio(vma, slot, None) else { continue };
+            let Some((pfn, head)) = self.get_mapped_folio(vma, slot, None) else {
+                slot += 1;
+                continue;
+            };
             let page = self.page(head);
-            let still = pte_pfn(vma.table.pte(slot).load(Ordering::Acquire)) == Some(pfn);
-            // A large folio is left alone: its mapcount counts entries,
-            // not mappers, so it cannot tell it is this mapping's alone.
-            if still && page.folio_order() == 0 && page.mapcount.load(Ordering::Relaxed) == 1 {
+            let mapped_here = |s: usize| pte_pfn(vma.table.pte(s).load(Ordering::Acquire));
+            let (exclusive, next) = if page.folio_order() == 0 {
+                (mapped_here(slot) == Some(pfn) && page.mapcount.load(Ordering::Relaxed) == 1, slot + 1)
+            } else {
+                // A file folio (anonymous ones are in anonymous regions):
+                // its slots in this mapping, from its first index's.
+                let nr = page.folio_nr_pages() as i64;
+                let s0 = page.index() as i64 - vma.pgoff as i64;
+                let in_vma = s0.max(0) as usize..((s0 + nr).min(vma.nr_pages as i64)) as usize;
+                let entries = in_vma.clone().filter(|&s| mapped_here(s) == Some(head + (s as i64 - s0) as Pfn)).count();
+                let next = in_vma.end.min(end).max(slot + 1);
+                for s in slot + 1..next {
+                    vma.table.young(s).store(0, Ordering::Relaxed);
+                }
+                (entries > 0 && entries as u32 == page.mapcount.load(Ordering::Relaxed), next)
+            };
+            if exclusive {
                 if page.test(PG_REFERENCED) {
                     page.clear(PG_REFERENCED, &self.vm);
-                    self.clear_page_hot(inode, pfn);
+                    self.clear_page_hot(inode, head);
                 }
-                self.deactivate_page(pfn);
+                self.deactivate_page(head);
             }
-            self.put_page(pfn);
+            self.put_page(head);
+            slot = next;
         }
     }
 }

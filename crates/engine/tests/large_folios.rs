@@ -580,3 +580,57 @@ fn the_multigen_lru_keeps_large_folios() {
     let f = c.open(&path, OpenOptions::default()).unwrap();
     read_checked(&f, &want, 1 << 20, "from the disk");
 }
+
+// Goal: MADV_COLD deactivates a large folio only this mapping maps (all
+// of its entries are here) and leaves one another mapping shares, and
+// clears the young bytes of every entry in the range either way.
+// Method: a file cached in large folios, a folio activated by two reads
+// (through two handles);
+// one mapping touched whole, MADV_COLD over it; then the folio activated
+// again, a second mapping touching one page of it, MADV_COLD over the
+// first.
+#[test]
+fn madvise_cold_deactivates_an_exclusive_folio() {
+    let dir = scratch();
+    let pages = 4096;
+    let path = write_stamped_file(dir.path(), "cold", 41, pages);
+    let want = model(41, pages);
+    let c = cache(64, FOLIO_ORDER_MAX_6);
+    let f = c.open(&path, OpenOptions::default()).unwrap();
+    read_checked(&f, &want, 1 << 20, "first read");
+    let (off, len) = (8u64 << 20, 4u64 << 20);
+    let base = off / PS;
+    let (order, _) = folio(&f, base + 300);
+    assert!(order >= 4, "order {order}");
+    let first = (base + 300) & !((1 << order) - 1);
+    let activate = || {
+        // Two handles: one handle's second read inside the folio its last
+        // read ended in does not mark it (6.x's rule).
+        let mut buf = vec![0u8; 4096];
+        for _ in 0..2 {
+            let h = c.open(&path, OpenOptions::default()).unwrap();
+            h.read_at(&mut buf, first * PS).unwrap();
+        }
+        c.lru_add_drain_all();
+        assert!(f.page_state(first).unwrap().active, "activated by two reads");
+    };
+    activate();
+    let m = f.map(off, len, MapFlags::READ).unwrap();
+    let mut got = vec![0u8; len as usize];
+    m.read(0, &mut got).unwrap();
+    assert!(got[..] == want[off as usize..(off + len) as usize]);
+    m.madvise(0, len, pcache::Madvise::Cold).unwrap();
+    c.lru_add_drain_all();
+    let st = f.page_state(first).unwrap();
+    assert!(!st.active && !st.referenced, "this mapping's alone: deactivated ({st:?})");
+    assert_eq!(st.folio_order, order, "whole");
+    activate();
+    let other = f.map(first * PS, PS, MapFlags::READ).unwrap();
+    drop(other.page(0).unwrap());
+    m.read(0, &mut got).unwrap();
+    m.madvise(0, len, pcache::Madvise::Cold).unwrap();
+    c.lru_add_drain_all();
+    assert!(f.page_state(first).unwrap().active, "shared with another mapping: left active");
+    drop(other);
+    drop(m);
+}

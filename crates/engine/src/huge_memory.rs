@@ -90,7 +90,6 @@ impl Cache {
                 | PG_UNEVICTABLE
                 | PG_WINDOW
                 | gen_bits);
-        let typ = crate::lru_gen::folio_type(flags);
         for i in 1..1u32 << order {
             let t = self.page(head + i);
             // The tails are the folio's, frozen with it: plain stores.
@@ -103,23 +102,9 @@ impl Cache {
             // reference once the tree names the page.
             t.refcount.store(1, Ordering::Release);
         }
-        if flags & PG_LRU != 0 {
-            // The head now counts one page on its list.
-            let nr = (1 << order) - 1;
-            match gen {
-                Some(gen) => lru.gen_shrink_folio_len(gen, typ, nr),
-                None => lru.shrink_folio_len(crate::LruList::of_flags(flags), nr),
-            }
-        }
         page.flags.fetch_and(!FOLIO_ORDER_MASK, Ordering::Relaxed);
         if flags & PG_LRU != 0 {
-            for i in 1..1u32 << order {
-                self.page(head + i).set(PG_LRU, &self.vm);
-                match gen {
-                    Some(gen) => lru.gen_add(head + i, gen, typ, false),
-                    None => self.lruvec_add_folio(&mut lru, head + i),
-                }
-            }
+            self.split_lru(&mut lru, flags, 1 << order, head + 1..head + (1 << order));
         }
         drop(lru);
         // The parts' entries are new words: the frozen head's slot thaws
@@ -133,19 +118,46 @@ impl Cache {
 }
 
 impl Cache {
-    /// split_folio for an anonymous folio before swap-out (6.8's
-    /// shrink_folio_list splits an mTHP folio it is about to swap; 6.10
-    /// swaps it whole). The folio is locked and isolated, the caller
-    /// holding its isolation reference; the split is made under the
-    /// region's ptl, where every reader of an entry's head looks
-    /// (`get_mapped_folio`), with the count frozen at the isolation
-    /// reference plus one per entry. Each frame still mapped becomes a page
-    /// of its own with the folio's state, its entry's reference and
-    /// mapcount, and an isolation reference: it goes to `keep`, which the
-    /// caller puts back on the LRU. A frame no longer mapped (zapped by
-    /// MADV_DONTNEED) is freed. False (nothing changed) while another
-    /// reference is held.
-    pub(crate) fn split_anon_folio(&self, vma: &crate::mmap::Vma, page: &LockedPage<'_>, keep: &mut Vec<Pfn>) -> bool {
+    /// The LRU side of a split, lru_lock held: the head, listed on the
+    /// list (or generation) its `flags` (taken under lru_lock) name with
+    /// `nr` pages, now counts one; each of `tails`, its flags already the
+    /// folio's, joins that list (or generation).
+    fn split_lru(&self, lru: &mut crate::lruvec::LruGuard<'_>, flags: u32, nr: u64, tails: impl Iterator<Item = Pfn>) {
+        let gen = folio_lru_gen(flags);
+        let typ = crate::lru_gen::folio_type(flags);
+        match gen {
+            Some(gen) => lru.gen_shrink_folio_len(gen, typ, nr - 1),
+            None => lru.shrink_folio_len(crate::LruList::of_flags(flags), nr - 1),
+        }
+        for t in tails {
+            self.page(t).set(PG_LRU, &self.vm);
+            match gen {
+                Some(gen) => lru.gen_add(t, gen, typ, false),
+                None => self.lruvec_add_folio(lru, t),
+            }
+        }
+    }
+
+    /// split_folio for an anonymous folio, locked, the caller holding one
+    /// reference: before swap-out (6.8's shrink_folio_list splits an mTHP
+    /// folio it is about to swap; 6.10 swaps it whole), the folio isolated
+    /// and `keep` given; or in place, on its LRU list, `keep` None (the
+    /// deferred split of a folio a zap left partly mapped). The split is
+    /// made under the region's ptl, where every reader of an entry's head
+    /// looks (`get_mapped_folio`), with the count frozen at the caller's
+    /// reference plus one per entry. Each frame still mapped becomes a
+    /// page of its own with the folio's state, its entry's reference and
+    /// mapcount; isolated, it also gets an isolation reference and goes to
+    /// `keep`, which the caller puts back on the LRU; in place, it joins
+    /// the folio's list (or generation). A frame no longer mapped is
+    /// freed. False (nothing changed) while another reference is held, or
+    /// in place when another thread has the folio off its list.
+    pub(crate) fn split_anon_folio(
+        &self,
+        vma: &crate::mmap::Vma,
+        page: &LockedPage<'_>,
+        mut keep: Option<&mut Vec<Pfn>>,
+    ) -> bool {
         let head = page.pfn();
         let nr = page.folio_nr_pages() as usize;
         let first = page.anon_slot();
@@ -166,9 +178,34 @@ impl Cache {
                 page,
                 "an anonymous folio's mapcount is not its entries ({entries})"
             );
-            let kept = page.flags()
-                & (PG_UPTODATE | PG_DIRTY | PG_SWAPBACKED | PG_REFERENCED | PG_ACTIVE | PG_WORKINGSET | PG_UNEVICTABLE);
+            // In place, the list (or generation) is read and changed under
+            // lru_lock (ptl -> lru_lock).
+            let mut lru = match keep {
+                Some(_) => None,
+                None => {
+                    let lru = self.lruvec.lock(&self.arena, &self.vm);
+                    if !page.test(PG_LRU) {
+                        drop(lru);
+                        page.unfreeze(1 + entries);
+                        return false;
+                    }
+                    Some(lru)
+                }
+            };
+            let flags = page.flags();
+            let gen_bits =
+                if lru.is_some() && folio_lru_gen(flags).is_some() { LRU_GEN_MASK | LRU_REFS_MASK } else { 0 };
+            let kept = flags
+                & (PG_UPTODATE
+                    | PG_DIRTY
+                    | PG_SWAPBACKED
+                    | PG_REFERENCED
+                    | PG_ACTIVE
+                    | PG_WORKINGSET
+                    | PG_UNEVICTABLE
+                    | gen_bits);
             let mapping = page.mapping();
+            let mut tails = Vec::new();
             for (i, &on) in mapped.iter().enumerate().skip(1) {
                 let t = self.page(head + i as Pfn);
                 // The tails are the folio's, frozen with it: plain stores.
@@ -179,10 +216,11 @@ impl Cache {
                     t.index.store(crate::page::anon_index(first + i, None), Ordering::Relaxed);
                     t.flags.store(kept, Ordering::Relaxed);
                     t.mapcount.store(1, Ordering::Relaxed);
-                    // The entry's and an isolation reference; Release: the
-                    // fields above are visible to whoever takes one.
-                    t.refcount.store(2, Ordering::Release);
-                    keep.push(head + i as Pfn);
+                    // The entry's reference, and an isolation one if the
+                    // folio was isolated; Release: the fields above are
+                    // visible to whoever takes one.
+                    t.refcount.store(1 + keep.is_some() as u32, Ordering::Release);
+                    tails.push(head + i as Pfn);
                 } else {
                     t.flags.store(0, Ordering::Relaxed);
                     unmapped.push(head + i as Pfn);
@@ -193,6 +231,12 @@ impl Cache {
             if !mapped[0] {
                 page.set_anon(NO_MAPPING, page.index());
             }
+            match (&mut keep, &mut lru) {
+                (Some(keep), _) => keep.extend(tails),
+                (None, Some(lru)) => self.split_lru(lru, flags, nr as u64, tails.into_iter()),
+                (None, None) => {}
+            }
+            drop(lru);
             page.unfreeze(1 + mapped[0] as u32);
         }
         // Frames pinned by a reader of their old entry wait in the

@@ -392,9 +392,28 @@ impl Cache {
     /// each present page is unmapped and, if nothing else holds it, freed;
     /// each swap entry's slot is freed (with its swap-cache page).
     pub(crate) fn zap_anon_range(&self, vma: &Vma, first: usize, end: usize) {
-        for slot in first..end.min(vma.nr_pages as usize) {
+        let end = end.min(vma.nr_pages as usize);
+        for slot in first..end {
             self.zap_anon_pte(vma, slot);
         }
+        // Only a folio across an edge of the range can be left partly
+        // mapped: split it now, so its zapped frames are freed (the
+        // kernel's deferred split, done at once).
+        for slot in [first.checked_sub(1), (end < vma.nr_pages as usize).then_some(end)].into_iter().flatten() {
+            self.deferred_split_at(vma, slot);
+        }
+    }
+
+    /// Split the anonymous large folio mapped at `slot` if some of its
+    /// frames are no longer mapped.
+    fn deferred_split_at(&self, vma: &Vma, slot: usize) {
+        let Some((_, head)) = self.get_mapped_folio(vma, slot, None) else { return };
+        let page = self.lock_page(head);
+        if page.anon() && (page.mapcount.load(Ordering::Relaxed) as u64) < page.folio_nr_pages() {
+            self.split_anon_folio(vma, &page, None);
+        }
+        drop(page);
+        self.put_page(head);
     }
 
     /// Zap one entry. Bounded: each retry follows a change of the entry

@@ -785,7 +785,7 @@ impl Cache {
             // 6.8: an mTHP folio is split before it gets swap slots; its
             // head goes on as a page, its other mapped pages back to the
             // LRU for the next pass.
-            if !vma.as_ref().is_some_and(|v| self.split_anon_folio(v, &page, keep)) {
+            if !vma.as_ref().is_some_and(|v| self.split_anon_folio(v, &page, Some(keep))) {
                 page.unlock();
                 keep.push(pfn);
                 return AnonVerdict::Done(0);

@@ -93,9 +93,10 @@ fn first_touch_is_a_zeroed_frame_on_the_active_anon_list() {
 
 // Goal: anonymous mTHP as 6.8 maps it. A first touch maps a zeroed folio
 // over the aligned range around it (one fault for its 16 pages at 64 KiB),
-// counted in nr_anon_pages and the active anon list by pages; a range that
-// is no longer empty (part zapped) falls back to single pages; a partly
-// zapped folio stays until its last entry goes, then every frame is free.
+// counted in nr_anon_pages and the active anon list by pages; a folio
+// partly zapped is split at once, its zapped frames freed; a range that is
+// no longer empty falls back to single pages; at the end every frame is
+// free.
 #[test]
 fn mthp_first_touch_maps_an_aligned_folio() {
     let pc = cache(1024, 0, Tunables { anon_mthp_orders: ANON_MTHP_64K, ..quiet() });
@@ -111,10 +112,16 @@ fn mthp_first_touch_maps_an_aligned_folio() {
     pc.lru_add_drain_all();
     let vm = pc.vmstat();
     assert_eq!((vm.get(Item::nr_anon_pages), vm.get(Item::nr_active_anon)), (16, 16));
-    // Two pages zapped: the folio stays, 14 pages mapped; touching one
-    // again takes a page (its range is not empty).
+    // Two pages zapped: the folio is split (the deferred split, at once),
+    // their frames freed, 14 pages still mapped and on the list; touching
+    // one again takes a page (its range is not empty).
+    let (free0, split0) = (pc.nr_free_pages(), pc.vmstat().get(Item::thp_split_page));
     m.madvise(18 * PS, 2 * PS, Madvise::DontNeed).unwrap();
-    assert_eq!(pc.vmstat().get(Item::nr_anon_pages), 14);
+    pc.lru_add_drain_all();
+    assert_eq!(pc.vmstat().get(Item::thp_split_page), split0 + 1, "split");
+    let vm = pc.vmstat();
+    assert_eq!((vm.get(Item::nr_anon_pages), vm.get(Item::nr_active_anon)), (14, 14));
+    assert!(pc.nr_free_pages() >= free0 + 2, "the zapped frames are free");
     check_stamp(&m, 3, 21, 1);
     let before = pc.vmstat();
     write_stamp(&m, 3, 18, 2).unwrap();

@@ -39,6 +39,12 @@ fn stamp(region: u64, page: u64, version: u64) -> u64 {
     (region << 48) | (page << 20) | version
 }
 
+/// A run with anonymous mTHP made folios and split some.
+fn assert_folios_made_and_split(vm: &VmStat) {
+    let (made, split) = (vm.get(Item::mthp_anon_fault_alloc), vm.get(Item::thp_split_page));
+    assert!(made > 0 && split > 0, "{made} anonymous folios made, {split} split");
+}
+
 fn write_stamp(m: &Mapping, region: u64, page: u64, version: u64) -> pcache::Result<()> {
     let w = stamp(region, page, version).to_ne_bytes();
     m.write(page * PS, &w)?;
@@ -154,7 +160,7 @@ fn mthp_swap_round_trip_on_the_multigen_lru() {
         }
     }
     let vm = pc.vmstat();
-    assert!(vm.get(Item::mthp_anon_fault_alloc) > 0 && vm.get(Item::thp_split_page) > 0, "folios made and split");
+    assert_folios_made_and_split(&vm);
     assert!(vm.get(Item::pswpout) > 500 && vm.get(Item::pswpin) > 500, "through swap and back");
 }
 
@@ -214,8 +220,7 @@ fn region_larger_than_memory_round_trips_through_swap() {
 // splits them first (6.8), so every byte still comes back.
 #[test]
 fn region_larger_than_memory_round_trips_through_swap_mthp() {
-    let vm = region_larger_than_memory_round_trips_through_swap_with(ANON_MTHP_ALL);
-    assert!(vm.get(Item::mthp_anon_fault_alloc) > 0 && vm.get(Item::thp_split_page) > 0, "folios made and split");
+    assert_folios_made_and_split(&region_larger_than_memory_round_trips_through_swap_with(ANON_MTHP_ALL));
 }
 
 fn region_larger_than_memory_round_trips_through_swap_with(anon_mthp_orders: u32) -> VmStat {
@@ -322,8 +327,7 @@ fn dropping_regions_frees_every_swap_slot() {
 // splits them first (6.8), so every byte still comes back.
 #[test]
 fn dropping_regions_frees_every_swap_slot_mthp() {
-    let vm = dropping_regions_frees_every_swap_slot_with(ANON_MTHP_ALL);
-    assert!(vm.get(Item::mthp_anon_fault_alloc) > 0 && vm.get(Item::thp_split_page) > 0, "folios made and split");
+    assert_folios_made_and_split(&dropping_regions_frees_every_swap_slot_with(ANON_MTHP_ALL));
 }
 
 fn dropping_regions_frees_every_swap_slot_with(anon_mthp_orders: u32) -> VmStat {
@@ -760,8 +764,7 @@ fn threads_sharing_pages_never_lose_a_write() {
 // splits them first (6.8), so every byte still comes back.
 #[test]
 fn threads_sharing_pages_never_lose_a_write_mthp() {
-    let vm = threads_sharing_pages_never_lose_a_write_with(ANON_MTHP_ALL);
-    assert!(vm.get(Item::mthp_anon_fault_alloc) > 0 && vm.get(Item::thp_split_page) > 0, "folios made and split");
+    assert_folios_made_and_split(&threads_sharing_pages_never_lose_a_write_with(ANON_MTHP_ALL));
 }
 
 fn threads_sharing_pages_never_lose_a_write_with(anon_mthp_orders: u32) -> VmStat {
@@ -813,8 +816,7 @@ fn dontneed_racing_access_and_swap_leaks_nothing() {
 // splits them first (6.8), so every byte still comes back.
 #[test]
 fn dontneed_racing_access_and_swap_leaks_nothing_mthp() {
-    let vm = dontneed_racing_access_and_swap_leaks_nothing_with(ANON_MTHP_ALL);
-    assert!(vm.get(Item::mthp_anon_fault_alloc) > 0 && vm.get(Item::thp_split_page) > 0, "folios made and split");
+    assert_folios_made_and_split(&dontneed_racing_access_and_swap_leaks_nothing_with(ANON_MTHP_ALL));
 }
 
 fn dontneed_racing_access_and_swap_leaks_nothing_with(anon_mthp_orders: u32) -> VmStat {

@@ -6,8 +6,11 @@
 
 mod common;
 
+use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::Duration;
+
+use tempfile::TempDir;
 
 use common::{delta, scratch, stamped_page, write_stamped_file};
 use pcache::{
@@ -23,7 +26,11 @@ fn cache(mb: u64, order: u32) -> PageCache {
 }
 
 fn cache_ramp(mb: u64, order: u32, folio_ramp: FolioRamp) -> PageCache {
-    let tunables = Tunables { folio_order_max: order, folio_ramp, ..Tunables::default() };
+    cache_with(mb, Tunables { folio_order_max: order, folio_ramp, ..Tunables::default() })
+}
+
+/// A cache of `mb` MiB with `tunables`.
+fn cache_with(mb: u64, tunables: Tunables) -> PageCache {
     PageCache::new(Config { memory_bytes: mb << 20, tunables, ..Config::default() }).unwrap()
 }
 
@@ -112,7 +119,7 @@ fn the_order_ramps_as_each_kernel_ramped_it() {
     let mut per_folio = Vec::new();
     for (order, ramp) in [(FOLIO_ORDER_MAX_6, FolioRamp::Linux6), (FOLIO_ORDER_MAX_5_18, FolioRamp::Linux5_18)] {
         let tunables = Tunables { folio_order_max: order, folio_ramp: ramp, ra_pages: 512, ..Tunables::default() };
-        let c = PageCache::new(Config { memory_bytes: 64 << 20, tunables, ..Config::default() }).unwrap();
+        let c = cache_with(64, tunables);
         let f = c.open_memory("ramp").unwrap();
         let want = model(19, 4096);
         f.write_at(&want, 0).unwrap();
@@ -141,13 +148,8 @@ fn the_order_ramps_as_each_kernel_ramped_it() {
 // file is read against the model; splits are counted.
 #[test]
 fn truncate_and_punch_cut_through_large_folios() {
-    let dir = scratch();
-    let pages = 4096;
-    let path = write_stamped_file(dir.path(), "cut", 11, pages);
-    let mut want = model(11, pages);
     let c = cache(64, FOLIO_ORDER_MAX_6);
-    let f = c.open(&path, OpenOptions::default()).unwrap();
-    read_checked(&f, &want, 1 << 20, "first read");
+    let (_dir, path, mut want, f) = cached_file(&c, "cut", 11, 4096);
     let before = c.vmstat();
     // DONTNEED of pages inside the last 2 MiB (an order-9 folio by then):
     // only the whole pages of the range go, none before or after it.
@@ -167,12 +169,43 @@ fn truncate_and_punch_cut_through_large_folios() {
     want.resize(14 << 20, 0);
     read_checked(&f, &want, 1 << 20, "after growing again");
     assert!(delta(&c, &before, Item::thp_split_page) > 0, "no folio was split");
+    check_on_disk(&c, f, &path, &want, "truncate and punch");
+}
+
+/// A stamped file of `pages` pages, `name` in a scratch directory, open
+/// in `c` and read once whole (so cached, in large folios where the
+/// cache makes them): the directory (kept for the test's length), the
+/// path, the model and the handle.
+fn cached_file(c: &PageCache, name: &str, seed: u64, pages: u64) -> (TempDir, PathBuf, Vec<u8>, File) {
+    let dir = scratch();
+    let path = write_stamped_file(dir.path(), name, seed, pages);
+    let want = model(seed, pages);
+    let f = c.open(&path, OpenOptions::default()).unwrap();
+    read_checked(&f, &want, 1 << 20, "first read");
+    (dir, path, want, f)
+}
+
+/// The end of a test: `f` synced and closed, the cache dropped, every
+/// frame accounted for, and the file read back from the disk.
+fn check_on_disk(c: &PageCache, f: File, path: &Path, want: &[u8], what: &str) {
     f.fsync().unwrap();
     drop(f);
     c.drop_caches();
-    check_frames(&c, "truncate and punch");
-    let f = c.open(&path, OpenOptions::default()).unwrap();
-    read_checked(&f, &want, 1 << 20, "from the disk");
+    check_frames(c, what);
+    let f = c.open(path, OpenOptions::default()).unwrap();
+    read_checked(&f, want, 1 << 20, &format!("{what}: from the disk"));
+}
+
+/// 2000 random 20 KiB reads of `f` (a stream from `seed`), each checked.
+fn random_reads(f: &File, want: &[u8], seed: u64) {
+    let mut x = seed;
+    let mut buf = vec![0u8; 20 << 10];
+    for _ in 0..2000 {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let pos = (x >> 20) % (want.len() as u64 - buf.len() as u64);
+        f.read_at(&mut buf, pos).unwrap();
+        assert!(buf[..] == want[pos as usize..pos as usize + buf.len()], "random read at {pos}");
+    }
 }
 
 /// The folio holding page `index` of `f`: its order, and whether it is
@@ -197,13 +230,8 @@ fn dirty_and_writeback(c: &PageCache) -> (u64, u64) {
 // disk after drop_caches.
 #[test]
 fn writes_dirty_large_folios_whole() {
-    let dir = scratch();
-    let pages = 4096;
-    let path = write_stamped_file(dir.path(), "dirty", 11, pages);
-    let mut want = model(11, pages);
     let c = cache(64, FOLIO_ORDER_MAX_6);
-    let f = c.open(&path, OpenOptions::default()).unwrap();
-    read_checked(&f, &want, 1 << 20, "first read");
+    let (_dir, path, mut want, f) = cached_file(&c, "dirty", 11, 4096);
     let before = c.vmstat();
     let at = (3 << 20) + 777;
     let (order, _) = folio(&f, at / PS);
@@ -227,7 +255,7 @@ fn writes_dirty_large_folios_whole() {
     assert_eq!(delta(&c, &before, Item::thp_split_page), 0, "a buffered write splits no folio");
     let mut dirty_pages = 0;
     let mut i = 0;
-    while i < pages {
+    while i < want.len() as u64 / PS {
         let (o, d) = folio(&f, i);
         let (lo, hi) = (i * PS, (i + (1 << o)) * PS);
         let written = (lo < (3 << 20) + 789 && hi > (3 << 20) + 777) || (lo < at + len as u64 && hi > at);
@@ -241,11 +269,7 @@ fn writes_dirty_large_folios_whole() {
     assert_eq!(delta(&c, &before, Item::pgwriteback), dirty_pages, "each dirty folio written once, whole");
     assert_eq!(delta(&c, &before, Item::thp_split_page), 0, "writeback splits no folio");
     assert_eq!(folio(&f, first), (order, false), "written back, the folio is clean and whole");
-    drop(f);
-    c.drop_caches();
-    check_frames(&c, "dirty folios");
-    let f = c.open(&path, OpenOptions::default()).unwrap();
-    read_checked(&f, &want, 1 << 20, "from the disk");
+    check_on_disk(&c, f, &path, &want, "dirty folios");
 }
 
 // Goal: a write pin splits a large folio (pinned pages are single pages
@@ -258,13 +282,8 @@ fn writes_dirty_large_folios_whole() {
 // drop_caches.
 #[test]
 fn pins_and_holes_split_dirty_folios() {
-    let dir = scratch();
-    let pages = 4096;
-    let path = write_stamped_file(dir.path(), "wr", 13, pages);
-    let mut want = model(13, pages);
     let c = cache(64, FOLIO_ORDER_MAX_6);
-    let f = c.open(&path, OpenOptions::default()).unwrap();
-    read_checked(&f, &want, 1 << 20, "first read");
+    let (_dir, path, mut want, f) = cached_file(&c, "wr", 13, 4096);
     let before = c.vmstat();
     let at = (3 << 20) + 777;
     let (order, _) = folio(&f, at / PS);
@@ -300,11 +319,7 @@ fn pins_and_holes_split_dirty_folios() {
     read_checked(&f, &want, 1 << 20, "after the hole");
     f.fsync().unwrap();
     assert_eq!(dirty_and_writeback(&c), (0, 0));
-    drop(f);
-    c.drop_caches();
-    check_frames(&c, "pins and holes");
-    let f = c.open(&path, OpenOptions::default()).unwrap();
-    read_checked(&f, &want, 1 << 20, "from the disk");
+    check_on_disk(&c, f, &path, &want, "pins and holes");
 }
 
 // Goal: a shared mapping maps large folios page by page without
@@ -316,13 +331,8 @@ fn pins_and_holes_split_dirty_folios() {
 // throughout and on the disk.
 #[test]
 fn mappings_map_large_folios_whole() {
-    let dir = scratch();
-    let pages = 4096;
-    let path = write_stamped_file(dir.path(), "map", 23, pages);
-    let mut want = model(23, pages);
     let c = cache(64, FOLIO_ORDER_MAX_6);
-    let f = c.open(&path, OpenOptions::default()).unwrap();
-    read_checked(&f, &want, 1 << 20, "first read");
+    let (_dir, path, mut want, f) = cached_file(&c, "map", 23, 4096);
     let before = c.vmstat();
     let (off, len) = (8u64 << 20, 4u64 << 20);
     let m = f.map(off, len, MapFlags::READ | MapFlags::WRITE).unwrap();
@@ -366,16 +376,9 @@ fn mappings_map_large_folios_whole() {
     assert_eq!(f.page_state(first + 1).unwrap().mapcount, 0, "unmapped by the split");
     m.read(0, &mut got).unwrap();
     assert!(got[..] == want[off as usize..(off + len) as usize], "the mapping after the split");
-    drop(f);
     drop(m);
     assert_eq!(c.vmstat().get(Item::nr_mapped), 0, "unmapped");
-    let f = c.open(&path, OpenOptions::default()).unwrap();
-    f.fsync().unwrap();
-    drop(f);
-    c.drop_caches();
-    check_frames(&c, "mappings");
-    let f = c.open(&path, OpenOptions::default()).unwrap();
-    read_checked(&f, &want, 1 << 20, "from the disk");
+    check_on_disk(&c, f, &path, &want, "mappings");
 }
 
 // Goal: reclaim finds a mapped large folio referenced through any one of
@@ -386,14 +389,9 @@ fn mappings_map_large_folios_whole() {
 // page it can take.
 #[test]
 fn reclaim_sees_a_folio_referenced_through_any_entry() {
-    let dir = scratch();
     let pages = 2048;
-    let path = write_stamped_file(dir.path(), "ref", 31, pages);
-    let want = model(31, pages);
-    let tunables = Tunables { folio_order_max: FOLIO_ORDER_MAX_6, kswapd: false, ..Tunables::default() };
-    let c = PageCache::new(Config { memory_bytes: 32 << 20, tunables, ..Config::default() }).unwrap();
-    let f = c.open(&path, OpenOptions::default()).unwrap();
-    read_checked(&f, &want, 1 << 20, "first read");
+    let c = cache_with(32, Tunables { folio_order_max: FOLIO_ORDER_MAX_6, kswapd: false, ..Tunables::default() });
+    let (_dir, _path, want, f) = cached_file(&c, "ref", 31, pages);
     let (order, _) = folio(&f, 1536);
     assert!(order >= 4, "order {order} at 6 MiB");
     let nr = 1u64 << order;
@@ -436,7 +434,7 @@ fn reclaim_dirty_folios(reclaim_writeback: ReclaimWriteback) {
     let path = write_stamped_file(dir.path(), "dirtybig", 19, pages);
     let mut want = model(19, pages);
     let tunables = Tunables { folio_order_max: FOLIO_ORDER_MAX_6, reclaim_writeback, ..Tunables::default() };
-    let c = PageCache::new(Config { memory_bytes: 16 << 20, tunables, ..Config::default() }).unwrap();
+    let c = cache_with(16, tunables);
     // Dirty limits high, so reclaim meets dirty folios, not only the
     // flushers.
     c.sysctl_write("dirty_ratio", "90").unwrap();
@@ -472,12 +470,7 @@ fn reclaim_dirty_folios(reclaim_writeback: ReclaimWriteback) {
     if reclaim_writeback == ReclaimWriteback::Writepage31 {
         assert!(delta(&c, &before, Item::nr_vmscan_write) > 0, "reclaim wrote folios itself");
     }
-    f.fsync().unwrap();
-    drop(f);
-    c.drop_caches();
-    check_frames(&c, "dirty reclaim");
-    let f = c.open(&path, OpenOptions::default()).unwrap();
-    read_checked(&f, &want, 1 << 20, "from the disk");
+    check_on_disk(&c, f, &path, &want, "dirty reclaim");
 }
 
 // Goal: reclaim evicts large folios whole and the bytes survive: a file
@@ -497,14 +490,7 @@ fn reclaim_evicts_large_folios_whole() {
     for pass in 0..2 {
         read_checked(&f, &want, 256 << 10, &format!("pass {pass}"));
     }
-    let mut x = 12345u64;
-    let mut buf = vec![0u8; 20 << 10];
-    for _ in 0..2000 {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        let pos = (x >> 20) % (want.len() as u64 - buf.len() as u64);
-        f.read_at(&mut buf, pos).unwrap();
-        assert!(buf[..] == want[pos as usize..pos as usize + buf.len()], "random read at {pos}");
-    }
+    random_reads(&f, &want, 12345);
     let stolen = delta(&c, &before, Item::pgsteal_kswapd) + delta(&c, &before, Item::pgsteal_direct);
     assert!(stolen > 2 * pages, "{stolen} pages stolen for two passes over a file 4x the cache");
     assert!(delta(&c, &before, Item::thp_file_alloc) > 0);
@@ -534,7 +520,7 @@ fn the_multigen_lru_keeps_large_folios() {
     let mut want = model(37, pages);
     let tunables =
         Tunables { folio_order_max: FOLIO_ORDER_MAX_6, lru: pcache::LruPolicy::MultiGen, ..Tunables::default() };
-    let c = PageCache::new(Config { memory_bytes: 16 << 20, tunables, ..Config::default() }).unwrap();
+    let c = cache_with(16, tunables);
     let on_gens = |what: &str| {
         c.lru_add_drain_all();
         let file = c.vmstat().get(Item::nr_file_pages);
@@ -561,24 +547,12 @@ fn the_multigen_lru_keeps_large_folios() {
     assert!(delta(&c, &before, Item::thp_split_page) > splits, "the hole split a folio");
     on_gens("after the split");
     read_checked(&f, &want, 256 << 10, "pass 1");
-    let mut x = 99u64;
-    let mut small = vec![0u8; 20 << 10];
-    for _ in 0..2000 {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        let pos = (x >> 20) % (want.len() as u64 - small.len() as u64);
-        f.read_at(&mut small, pos).unwrap();
-        assert!(small[..] == want[pos as usize..pos as usize + small.len()], "random read at {pos}");
-    }
+    random_reads(&f, &want, 99);
     on_gens("after random reads");
     let stolen = delta(&c, &before, Item::pgsteal_kswapd) + delta(&c, &before, Item::pgsteal_direct);
     assert!(stolen > pages, "{stolen} pages stolen");
     assert!(delta(&c, &before, Item::thp_file_alloc) > 0);
-    f.fsync().unwrap();
-    drop(f);
-    c.drop_caches();
-    check_frames(&c, "multi-gen");
-    let f = c.open(&path, OpenOptions::default()).unwrap();
-    read_checked(&f, &want, 1 << 20, "from the disk");
+    check_on_disk(&c, f, &path, &want, "multi-gen");
 }
 
 // Goal: MADV_COLD deactivates a large folio only this mapping maps (all
@@ -591,13 +565,8 @@ fn the_multigen_lru_keeps_large_folios() {
 // first.
 #[test]
 fn madvise_cold_deactivates_an_exclusive_folio() {
-    let dir = scratch();
-    let pages = 4096;
-    let path = write_stamped_file(dir.path(), "cold", 41, pages);
-    let want = model(41, pages);
     let c = cache(64, FOLIO_ORDER_MAX_6);
-    let f = c.open(&path, OpenOptions::default()).unwrap();
-    read_checked(&f, &want, 1 << 20, "first read");
+    let (_dir, path, want, f) = cached_file(&c, "cold", 41, 4096);
     let (off, len) = (8u64 << 20, 4u64 << 20);
     let base = off / PS;
     let (order, _) = folio(&f, base + 300);

@@ -1,10 +1,10 @@
 //! Dirty page accounting and writeback (mm/page-writeback.c,
 //! fs/fs-writeback.c, lib/errseq.c), in the simple form of the core engine.
 //!
-//! `set_page_dirty` tags the page in its tree (PAGECACHE_TAG_DIRTY) and
-//! counts it globally and per inode. Writeback (`write_cache_pages`) walks
-//! the dirty tags in file-offset order, clears PG_dirty and sets
-//! PG_writeback page by page, and writes each contiguous run with one device
+//! `set_page_dirty` tags the folio in its tree (PAGECACHE_TAG_DIRTY) and
+//! counts its pages globally and per inode. Writeback (`write_cache_pages`)
+//! walks the dirty tags in file-offset order, clears PG_dirty and sets
+//! PG_writeback folio by folio, and writes each contiguous run with one device
 //! call of up to the device's largest request (`write_request_pages`: its
 //! max_sectors_kb, 4 MiB on the project's disk), as the kernel's
 //! writepages builds one bio across pagevecs until the run breaks or the

@@ -1258,13 +1258,22 @@ impl Cache {
                 None => return Ok(None),
             },
         };
+        // `pfn` is a frame; a folio swapped out whole (6.10) is still one
+        // in the swap cache, frame i at its first slot + i, and maps frame
+        // by frame, each entry a reference and a mapcount on the head.
+        let head = self.arena.compound_head(pfn);
+        let i = (pfn - head) as usize;
         let pte = vma.table.pte(slot);
-        let page = self.lock_page(pfn);
-        if !page.test(PG_SWAPCACHE) || page.swap_slot() != Some(swap) || pte.load(Ordering::Acquire) != swp_pte(swap) {
+        let page = self.lock_page(head);
+        if !page.test(PG_SWAPCACHE)
+            || page.swap_slot().map(|s| s + i as u32) != Some(swap)
+            || slot < i
+            || pte.load(Ordering::Acquire) != swp_pte(swap)
+        {
             // Reclaimed and reused, or the entry was faulted in by
             // another thread, or zapped: look again.
             page.unlock();
-            self.put_page(pfn);
+            self.put_page(head);
             return Ok(None);
         }
         if !page.test(PG_UPTODATE) {
@@ -1272,7 +1281,7 @@ impl Cache {
             // cache; this is a second line of defence).
             self.delete_from_swap_cache(&page);
             page.unlock();
-            self.put_page(pfn);
+            self.put_page(head);
             return Err(Error::Io { name: "swap".into(), source: std::io::Error::from_raw_os_error(libc::EIO) });
         }
         if major {
@@ -1283,9 +1292,9 @@ impl Cache {
             if pte.load(Ordering::Relaxed) != swp_pte(swap) {
                 false
             } else {
-                page.set_anon(vma.anon_mapping(), anon_index(slot, Some(swap)));
+                page.set_anon(vma.anon_mapping(), anon_index(slot - i, page.swap_slot()));
                 page.get();
-                self.page_add_anon_rmap(pfn);
+                self.page_add_anon_rmap(head);
                 if let Some(si) = self.swap() {
                     si.lock().swap_free(swap);
                 }
@@ -1296,7 +1305,7 @@ impl Cache {
         };
         if !mapped {
             page.unlock();
-            self.put_page(pfn);
+            self.put_page(head);
             return Ok(None);
         }
         if !write && self.vm_swap_full() {

@@ -335,6 +335,28 @@ impl Page {
         }
     }
 
+    /// folio_ref_add: `nr` more references, the caller holding one (the
+    /// swap cache holds one per slot of a folio).
+    #[inline]
+    pub fn folio_ref_add(&self, nr: u32) {
+        let old = self.refcount.fetch_add(nr, Ordering::Relaxed);
+        crate::mmdebug::vm_bug_on_page!(old == 0, self, "folio_ref_add on a free page");
+    }
+
+    /// folio_ref_sub_and_test: drop `nr` references; true if they were
+    /// the last.
+    #[inline]
+    pub fn folio_ref_sub_and_test(&self, nr: u32) -> bool {
+        let old = self.refcount.fetch_sub(nr, Ordering::Release);
+        crate::mmdebug::vm_bug_on_page!(old < nr, self, "folio_ref_sub below zero");
+        if old == nr {
+            crate::sync::atomic::fence(Ordering::Acquire);
+            true
+        } else {
+            false
+        }
+    }
+
     /// page_ref_freeze: drop the count from exactly `expected` to 0, so no
     /// lookup can take a new reference.
     #[inline]

@@ -9,33 +9,36 @@ use crate::vmstat::Item;
 
 impl Cache {
     /// swap_writepage (mm/page_io.c) for a run of locked, dirty
-    /// swap-cache pages whose slots are consecutive from `first`: one
-    /// device write, as the block layer merges the adjacent bios reclaim
-    /// submits under its plug (scan_swap_map gives pages reclaimed
-    /// together adjacent slots). Synchronous: the pages stay locked across
-    /// the write (so no writer can start, stable pages), under
-    /// PG_writeback. On error each page is dirty again with PG_error, as
+    /// swap-cache folios whose slots are consecutive from `first` (a large
+    /// folio's frames take consecutive slots of their own): one device
+    /// write, as the block layer merges the adjacent bios reclaim submits
+    /// under its plug (scan_swap_map gives pages reclaimed together
+    /// adjacent slots). Synchronous: the folios stay locked across the
+    /// write (so no writer can start, stable pages), under PG_writeback.
+    /// On error each folio is dirty again with PG_error, as
     /// end_swap_bio_write leaves it: nothing is lost, reclaim tries again
     /// later. Returns whether the run was written.
-    pub(crate) fn swap_writepages(&self, first: u32, pages: &[Pfn]) -> bool {
+    pub(crate) fn swap_writepages(&self, first: u32, folios: &[Pfn]) -> bool {
         let Some(si) = self.swap() else { return false };
-        for (i, &pfn) in pages.iter().enumerate() {
+        let mut frames: Vec<Pfn> = Vec::with_capacity(folios.len());
+        for &pfn in folios {
             let page = self.page(pfn);
-            debug_assert!(page.test(PG_LOCKED) && page.swap_slot() == Some(first + i as u32));
+            debug_assert!(page.test(PG_LOCKED) && page.swap_slot() == Some(first + frames.len() as u32));
             page.clear(PG_DIRTY, &self.vm);
             page.set(PG_WRITEBACK, &self.vm);
+            frames.extend(pfn..pfn + page.folio_nr_pages() as Pfn);
         }
         let ps = self.page_size() as u64;
-        let bufs: Vec<&[u8]> = pages
+        let bufs: Vec<&[u8]> = frames
             .iter()
-            // SAFETY: each page is held (isolated by reclaim) and under
-            // PG_writeback, set while we hold its page lock, which we keep
-            // until the write is done: no writer can store to the frame.
+            // SAFETY: each frame's folio is held (isolated by reclaim) and
+            // under PG_writeback, set while we hold its lock, which we
+            // keep until the write is done: no writer can store to it.
             .map(|&pfn| unsafe { self.arena.frame_for_io(pfn) })
             .collect();
         let res = si.dev.write_pages(first as u64 * ps, &bufs, si.pages as u64 * ps);
         drop(bufs);
-        for &pfn in pages {
+        for &pfn in folios {
             let page = self.page(pfn);
             page.clear_and_wake(PG_WRITEBACK, &self.vm);
             if res.is_ok() {
@@ -46,8 +49,10 @@ impl Cache {
         }
         match res {
             Ok(()) => {
-                self.vm.add(Item::pswpout, pages.len() as u64);
-                self.vm.add(Item::pgpgout, pages.len() as u64 * ps / 1024);
+                self.vm.add(Item::pswpout, frames.len() as u64);
+                self.vm.add(Item::pgpgout, frames.len() as u64 * ps / 1024);
+                let large = folios.iter().filter(|&&p| self.page(p).folio_order() > 0).count();
+                self.vm.add(Item::mthp_swpout, large as u64);
                 true
             }
             Err(_) => {

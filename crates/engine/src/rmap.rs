@@ -348,10 +348,11 @@ impl Cache {
         referenced
     }
 
-    /// try_to_unmap of an anonymous page, page locked and in the swap
-    /// cache: its entry becomes the page's swap entry (the slot gains a
-    /// count), the dirty bit goes to the page. False, changing nothing,
-    /// if the entry was used since `page_referenced_anon` looked.
+    /// try_to_unmap of an anonymous folio, locked and in the swap cache:
+    /// each entry mapping one of its frames becomes that frame's swap
+    /// entry (its slot gains a count), a dirty bit goes to the folio.
+    /// All under one hold of the ptl, and all or nothing: false, changing
+    /// nothing, if an entry was used since `page_referenced_anon` looked.
     pub(crate) fn try_to_unmap_anon(&self, vma: &Vma, pfn: Pfn) -> bool {
         let page = self.page(pfn);
         vm_bug_on_page!(
@@ -360,31 +361,38 @@ impl Cache {
             "try_to_unmap_anon: not locked in the swap cache"
         );
         let (Some(swap), Some(si)) = (page.swap_slot(), self.swap()) else { return false };
-        let slot = page.anon_slot();
-        if slot >= vma.nr_pages as usize {
-            return true;
-        }
-        let old = {
+        let first = page.anon_slot();
+        let end = (first + page.folio_nr_pages() as usize).min(vma.nr_pages as usize);
+        let (unmapped, dirty) = {
             let _ptl = vma.ptl.lock();
-            let pte = vma.table.pte(slot);
-            if pte_pfn(pte.load(Ordering::Relaxed)) != Some(pfn) {
-                return true;
-            }
-            if vma.table.young(slot).swap(0, Ordering::Relaxed) != 0 {
+            let frame = |slot: usize| pfn + (slot - first) as Pfn;
+            let mapped: Vec<usize> = (first..end)
+                .filter(|&slot| pte_pfn(vma.table.pte(slot).load(Ordering::Relaxed)) == Some(frame(slot)))
+                .collect();
+            let young = mapped.iter().filter(|&&slot| vma.table.young(slot).swap(0, Ordering::Relaxed) != 0).count();
+            if young > 0 {
                 return false;
             }
-            si.lock().swap_duplicate(swap);
-            // AcqRel: ordered before the frame can be freed, as
-            // ptep_get_and_clear (pte_pin's re-check then fails).
-            let old = pte.swap(swp_pte(swap), Ordering::AcqRel);
-            vma.pte_removed();
-            old
+            let mut inner = si.lock();
+            let mut dirty = false;
+            for &slot in &mapped {
+                let entry = swap + (slot - first) as u32;
+                inner.swap_duplicate(entry);
+                // AcqRel: ordered before the frame can be freed, as
+                // ptep_get_and_clear (pte_pin's re-check then fails).
+                let old = vma.table.pte(slot).swap(swp_pte(entry), Ordering::AcqRel);
+                vma.pte_removed();
+                dirty |= old & PTE_DIRTY != 0;
+            }
+            (mapped.len(), dirty)
         };
-        if old & PTE_DIRTY != 0 {
+        if dirty {
             page.set(PG_DIRTY, &self.vm);
         }
-        self.page_remove_anon_rmap(pfn);
-        self.vm.inc(Item::pgunmap);
+        for _ in 0..unmapped {
+            self.page_remove_anon_rmap(pfn);
+        }
+        self.vm.add(Item::pgunmap, unmapped as u64);
         true
     }
 
@@ -409,7 +417,11 @@ impl Cache {
     fn deferred_split_at(&self, vma: &Vma, slot: usize) {
         let Some((_, head)) = self.get_mapped_folio(vma, slot, None) else { return };
         let page = self.lock_page(head);
-        if page.anon() && (page.mapcount.load(Ordering::Relaxed) as u64) < page.folio_nr_pages() {
+        // Not a folio in the swap cache (swapped out whole, some frames
+        // faulted back): its cache entries name its frames, so it stays
+        // whole until reclaim frees it or it leaves the cache.
+        let partly = (page.mapcount.load(Ordering::Relaxed) as u64) < page.folio_nr_pages();
+        if page.anon() && partly && !page.test(PG_SWAPCACHE) {
             self.split_anon_folio(vma, &page, None);
         }
         drop(page);

@@ -46,7 +46,8 @@ use crate::vmstat::Item;
 
 /// What `add_new_to_swap_cache` found at a slot.
 enum RaSlot {
-    /// Already cached: this page, with a reference for the caller.
+    /// Already cached: this frame, with a reference to its folio for the
+    /// caller.
     Cached(Pfn),
     /// The new page is now the slot's swap-cache page; the shadow entry
     /// its last eviction left, if any.
@@ -56,9 +57,12 @@ enum RaSlot {
 }
 
 impl Cache {
-    /// add_to_swap: give the locked anonymous page `pfn` a swap slot and
-    /// put it in the swap cache, dirty (its only copy is in memory). False
-    /// when swap is off or full.
+    /// add_to_swap: give the locked anonymous folio `pfn` (a page or a
+    /// large folio's head) swap slots and put it in the swap cache, dirty
+    /// (its only copy is in memory). A large folio takes an aligned run of
+    /// slots, frame i at the first + i, and the cache holds an entry and
+    /// a reference per frame (6.10). False when swap is off or full, or
+    /// for a large folio when no aligned run is free (the caller splits).
     pub(crate) fn add_to_swap(&self, pfn: Pfn) -> bool {
         let page = self.page(pfn);
         vm_bug_on_page!(
@@ -67,56 +71,69 @@ impl Cache {
             "add_to_swap"
         );
         let Some(si) = self.swap() else { return false };
+        let nr = page.folio_nr_pages() as u32;
         {
             let mut inner = si.lock();
-            let Some(slot) = inner.get_swap_page() else { return false };
-            page.get();
+            let slot = if nr == 1 { inner.get_swap_page() } else { inner.get_swap_pages(nr) };
+            let Some(slot) = slot else { return false };
+            page.folio_ref_add(nr);
             page.set(PG_SWAPCACHE, &self.vm);
             page.set_anon(page.mapping(), anon_index(page.anon_slot(), Some(slot)));
-            inner.cache.insert(slot, pfn);
+            for i in 0..nr {
+                inner.cache.insert(slot + i, pfn + i);
+            }
         }
         page.set(PG_DIRTY, &self.vm);
         true
     }
 
-    /// delete_from_swap_cache, page locked: out of the swap cache, its
-    /// slot's cache hold dropped (the slot is freed if no swap pte holds
-    /// it), the cache's reference put. The caller holds a reference too.
+    /// delete_from_swap_cache, folio locked: out of the swap cache, each
+    /// slot's cache hold dropped (a slot is freed if no swap pte holds
+    /// it), the cache's references put. The caller holds a reference too.
     pub(crate) fn delete_from_swap_cache(&self, page: &LockedPage) {
         let pfn = page.pfn();
         vm_bug_on_page!(!page.test(PG_SWAPCACHE), page, "delete_from_swap_cache of a page not in it");
         let (Some(si), Some(slot)) = (self.swap(), page.swap_slot()) else { return };
+        let nr = page.folio_nr_pages() as u32;
         {
             let mut inner = si.lock();
-            let removed = inner.cache.remove(&slot);
-            debug_assert_eq!(removed, Some(pfn));
-            inner.swapcache_free(slot);
+            for i in 0..nr {
+                let removed = inner.cache.remove(&(slot + i));
+                debug_assert_eq!(removed, Some(pfn + i));
+                inner.swapcache_free(slot + i);
+            }
             page.clear(PG_SWAPCACHE, &self.vm);
             page.set_anon(page.mapping(), anon_index(page.anon_slot(), None));
         }
-        let last = page.put_testzero();
+        let last = page.folio_ref_sub_and_test(nr);
         vm_bug_on_page!(last, page, "the swap cache held a page's last reference");
     }
 
-    /// __remove_mapping for a swap-cache page, page locked, clean,
-    /// unmapped and isolated: freeze its count at exactly `refs` (the
-    /// cache's and reclaim's), so nobody holds or can take a reference,
-    /// and take it out of the swap cache, all under the swap lock. The
-    /// page is then frozen at 0 and the caller frees it.
-    pub(crate) fn remove_swap_mapping(&self, pfn: Pfn, refs: u32) -> bool {
+    /// __remove_mapping for a swap-cache folio, locked, clean, unmapped
+    /// and isolated: freeze its count at exactly the cache's references
+    /// and reclaim's one, so nobody holds or can take a reference, and
+    /// take it out of the swap cache, all under the swap lock. The folio
+    /// is then frozen at 0 and the caller frees it.
+    pub(crate) fn remove_swap_mapping(&self, pfn: Pfn) -> bool {
         let page = self.page(pfn);
         let (Some(si), Some(slot)) = (self.swap(), page.swap_slot()) else { return false };
+        let nr = page.folio_nr_pages() as u32;
         let mut inner = si.lock();
-        if page.test(PG_DIRTY) || !page.freeze(refs) {
+        if page.test(PG_DIRTY) || !page.freeze(1 + nr) {
             return false;
         }
-        inner.cache.remove(&slot);
         let shadows = self.config.tunables.anon_lru == crate::AnonLru::Linux5_9 || self.lru_gen_enabled();
-        if inner.swapcache_free(slot) != 0 && shadows {
-            // __delete_from_swap_cache(page, entry, shadow) (5.9+; the
-            // multi-gen LRU's lru_gen_eviction, whatever the anon preset).
-            let shadow = self.workingset_eviction_page(pfn);
-            inner.shadows.insert(slot, shadow);
+        let mut shadow = None;
+        for s in slot..slot + nr {
+            inner.cache.remove(&s);
+            if inner.swapcache_free(s) != 0 && shadows {
+                // __delete_from_swap_cache(folio, entry, shadow) (5.9+; the
+                // multi-gen LRU's lru_gen_eviction, whatever the anon
+                // preset): one shadow for the folio, in each slot a swap
+                // entry still holds.
+                let shadow = *shadow.get_or_insert_with(|| self.workingset_eviction_page(pfn));
+                inner.shadows.insert(s, shadow);
+            }
         }
         // Frozen at 0, but still locked, and a hazard-pinned waiter may be
         // setting PG_waiters on it now: an atomic clear, so that bit is not
@@ -125,28 +142,43 @@ impl Cache {
         true
     }
 
-    /// lookup_swap_cache: the page caching `slot`, with a reference.
+    /// lookup_swap_cache: the frame caching `slot`, with a reference to
+    /// its folio.
     pub(crate) fn lookup_swap_cache(&self, slot: u32) -> Option<Pfn> {
         let si = self.swap()?;
         let inner = si.lock();
         let pfn = *inner.cache.get(&slot)?;
-        // Pages are frozen only under this lock, and leave the cache in
-        // the same section: a cached page always has a reference.
-        self.page(pfn).get();
+        self.get_swapcache_folio(pfn);
         Some(pfn)
     }
 
-    /// The swap ptes holding `slot` (page_swapcount).
-    pub(crate) fn page_swapcount(&self, slot: u32) -> u8 {
-        self.swap().map_or(0, |si| si.lock().swap_count(slot))
+    /// A reference to the folio of `pfn`, a frame the swap cache holds,
+    /// the swap lock held. Folios are frozen only under this lock, and
+    /// leave the cache in the same section, so a cached one always has a
+    /// reference; and a folio in the swap cache is never split, so its
+    /// head is stable.
+    fn get_swapcache_folio(&self, pfn: Pfn) {
+        self.page(self.arena.compound_head(pfn)).get();
     }
 
-    /// try_to_free_swap, page locked: a swap-cache page no swap pte needs
-    /// leaves the cache and frees its slot; its only copy is now in
-    /// memory, so it is dirty.
+    /// folio_swapped: whether a swap pte holds any of the `nr` slots from
+    /// `slot` (a folio's).
+    fn folio_swapped(&self, slot: u32, nr: u32) -> bool {
+        self.swap().is_some_and(|si| {
+            let inner = si.lock();
+            (slot..slot + nr).any(|s| inner.swap_count(s) != 0)
+        })
+    }
+
+    /// try_to_free_swap, folio locked: a swap-cache folio no swap pte
+    /// needs (none of its slots) leaves the cache and frees its slots;
+    /// its only copy is now in memory, so it is dirty.
     pub(crate) fn try_to_free_swap(&self, page: &LockedPage) -> bool {
         let Some(slot) = page.swap_slot() else { return false };
-        if !page.test(PG_SWAPCACHE) || page.test(PG_WRITEBACK) || self.page_swapcount(slot) != 0 {
+        if !page.test(PG_SWAPCACHE)
+            || page.test(PG_WRITEBACK)
+            || self.folio_swapped(slot, page.folio_nr_pages() as u32)
+        {
             return false;
         }
         self.delete_from_swap_cache(page);
@@ -154,10 +186,12 @@ impl Cache {
         true
     }
 
-    /// reuse_swap_page, page locked, at a write fault: the page may be
+    /// reuse_swap_page, folio locked, at a write fault: the page may be
     /// written in place (it always may here: no fork, so no other process
     /// shares it). A swap-cache copy would be stale after the write, so
-    /// the page leaves the swap cache and its slot is freed.
+    /// the folio leaves the swap cache and its slots are freed; a large
+    /// folio some of whose frames are still on swap stays in the cache,
+    /// dirty, and is written to its slots again when reclaimed.
     pub(crate) fn reuse_swap_page(&self, page: &LockedPage) -> bool {
         if page.test(PG_SWAPCACHE) {
             self.try_to_free_swap(page);
@@ -177,12 +211,14 @@ impl Cache {
                 return;
             }
             let Some(&pfn) = inner.cache.get(&slot) else { return };
-            self.page(pfn).get();
-            pfn
+            self.get_swapcache_folio(pfn);
+            self.arena.compound_head(pfn)
         };
         // Bounded: a page lock is held across one transfer at most.
         let page = self.lock_page(pfn);
-        if page.test(PG_SWAPCACHE) && page.swap_slot() == Some(slot) && !page.mapped() {
+        let nr = page.folio_nr_pages() as u32;
+        let holds = page.swap_slot().is_some_and(|first| (first..first + nr).contains(&slot));
+        if page.test(PG_SWAPCACHE) && holds && !page.mapped() {
             self.try_to_free_swap(&page);
             // Nobody maps it: a page only the LRU still knows, reclaimed
             // (freed) when reclaim meets it.
@@ -199,7 +235,7 @@ impl Cache {
         let Some(si) = self.swap() else { return RaSlot::Unused };
         let mut inner = si.lock();
         if let Some(&cached) = inner.cache.get(&slot) {
-            self.page(cached).get();
+            self.get_swapcache_folio(cached);
             return RaSlot::Cached(cached);
         }
         if !inner.in_use(slot) {

@@ -27,6 +27,13 @@
 //! slot after `cluster_next`, wrapping to `lowest_bit`. `lowest_bit` and
 //! `highest_bit` bound the free slots, so a scan never looks outside them.
 //!
+//! A large anonymous folio swapped out whole (6.10's mTHP swap-out) takes
+//! `nr` slots at once, aligned to `nr` as the folio's frames are (the
+//! kernel takes them from a free cluster kept per order):
+//! `get_swap_pages` looks for a naturally aligned run of free slots,
+//! from a cursor of its own, once round the device at most. None, and
+//! the caller splits the folio and swaps its pages, as before 6.10.
+//!
 //! Implementation: one device (no swap types, priorities or swapoff); no
 //! header page, every slot is usable; the swap_map is a `Box<[u8]>` under
 //! a mutex (the kernel's `si->lock`), which is also the swap cache's lock.
@@ -113,6 +120,8 @@ pub(crate) struct SwapInner {
     highest_bit: u32,
     cluster_next: u32,
     cluster_nr: u32,
+    /// Where the next aligned run for a folio is looked for.
+    folio_next: u32,
     pub(crate) inuse_pages: u32,
 }
 
@@ -134,6 +143,7 @@ impl SwapInner {
             highest_bit: pages - 1,
             cluster_next: 0,
             cluster_nr: SWAPFILE_CLUSTER,
+            folio_next: 0,
             inuse_pages: 0,
         }
     }
@@ -222,6 +232,42 @@ impl SwapInner {
             }
         }
         left
+    }
+
+    /// get_swap_pages for a folio of `nr` pages (a power of two above 1):
+    /// the first of `nr` free slots aligned to `nr`, all marked for the
+    /// swap cache; None when no such run is free. Looks at each aligned
+    /// run at most once (from `folio_next`, wrapping), and within a run
+    /// stops at its first used slot.
+    pub(crate) fn get_swap_pages(&mut self, nr: u32) -> Option<u32> {
+        debug_assert!(nr.is_power_of_two() && nr > 1);
+        let pages = self.pages();
+        if pages - self.inuse_pages < nr {
+            return None;
+        }
+        let runs = pages / nr;
+        if runs == 0 {
+            return None;
+        }
+        let start = (self.folio_next / nr) % runs;
+        let free = |map: &[u8], r: u32| map[(r * nr) as usize..((r + 1) * nr) as usize].iter().all(|&v| v == 0);
+        let run = (start..runs).chain(0..start).find(|&r| free(&self.map, r))?;
+        let first = run * nr;
+        self.map[first as usize..(first + nr) as usize].fill(SWAP_HAS_CACHE);
+        self.inuse_pages += nr;
+        if self.inuse_pages == pages {
+            (self.lowest_bit, self.highest_bit) = (pages - 1, 0);
+        } else {
+            let last = first + nr - 1;
+            if (first..=last).contains(&self.lowest_bit) {
+                self.lowest_bit = (last + 1..pages).find(|&o| self.map[o as usize] == 0).unwrap_or(self.lowest_bit);
+            }
+            if (first..=last).contains(&self.highest_bit) {
+                self.highest_bit = (0..first).rev().find(|&o| self.map[o as usize] == 0).unwrap_or(self.highest_bit);
+            }
+        }
+        self.folio_next = first + nr;
+        Some(first)
     }
 
     /// get_swap_page: a free slot for a page entering the swap cache
@@ -355,6 +401,38 @@ mod tests {
         }
         assert_eq!(again.len(), freed);
         assert!(again.iter().all(|s| first.contains(s)));
+    }
+
+    // Goal: a folio's slots are a free run aligned to its size, never a
+    // used slot, the bounds stay true, and a device with no free aligned
+    // run refuses though it has free slots enough.
+    #[test]
+    fn folio_slots_are_an_aligned_free_run() {
+        let mut si = SwapInner::new(64);
+        let single = si.scan_swap_map(SWAP_HAS_CACHE).expect("slot");
+        assert_eq!(single, 0);
+        let a = si.get_swap_pages(16).expect("run");
+        assert_eq!(a, 16, "the run holding slot 0 is not free");
+        let b = si.get_swap_pages(16).expect("run");
+        assert_eq!(b, 32);
+        assert_eq!(si.inuse_pages, 33);
+        assert!((a..a + 16).chain(b..b + 16).all(|o| si.map[o as usize] == SWAP_HAS_CACHE));
+        // One used slot in each remaining run: no run of 16 is free.
+        let used = si.get_swap_pages(16).expect("run");
+        assert_eq!(used, 48);
+        for o in (used + 1)..(used + 16) {
+            si.swap_entry_free(o, SWAP_HAS_CACHE);
+        }
+        assert_eq!(si.get_swap_pages(16), None, "28 free slots but no free aligned run");
+        assert_eq!(si.get_swap_pages(8), Some(8));
+        assert_eq!(si.inuse_pages, 42);
+        // Single slots still come from the bounds, which stay true.
+        let mut rest = Vec::new();
+        while let Some(s) = si.scan_swap_map(1) {
+            rest.push(s);
+        }
+        assert_eq!(rest.len(), 22);
+        assert!(rest.iter().all(|&s| (1..8).contains(&s) || (49..64).contains(&s)));
     }
 
     #[test]

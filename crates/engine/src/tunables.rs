@@ -411,11 +411,26 @@ pub struct Tunables {
     /// fault takes the largest enabled order whose aligned range lies in
     /// the region with every entry empty and a free block above the low
     /// watermark, else the next, else a page. 0 (the default, and the
-    /// kernel's for every size below the PMD's): pages only. Swap-out
-    /// splits a folio first, as 6.8 did (6.10 swaps one out whole). Needs
-    /// the kernel's lists, as `folio_order_max` does.
+    /// kernel's for every size below the PMD's): pages only. Needs the
+    /// kernel's lists, as `folio_order_max` does.
     #[serde(default)]
     pub anon_mthp_orders: u32,
+    /// How reclaim swaps out an anonymous large folio: whole (6.10) or
+    /// split into pages first (6.8).
+    #[serde(default)]
+    pub mthp_swapout: MthpSwapout,
+}
+
+/// Which kernel's reclaim swaps out an anonymous mTHP folio.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum MthpSwapout {
+    /// 6.8: split it, then swap its pages out one by one.
+    Linux6_8,
+    /// 6.10 ("mm: swap: swap out mTHP without splitting"): whole, to an
+    /// aligned run of free slots, in one write; split as in 6.8 only
+    /// where the device has no such run (vmstat mthp_swpout_fallback).
+    #[default]
+    Linux6_10,
 }
 
 /// Anonymous 64 KiB folios (order 4), the mTHP size most deployments
@@ -542,6 +557,7 @@ impl Default for Tunables {
             reclaim_batch: default_reclaim_batch(),
             folio_order_max: 0,
             anon_mthp_orders: 0,
+            mthp_swapout: MthpSwapout::Linux6_10,
             folio_ramp: FolioRamp::Linux6,
         }
     }

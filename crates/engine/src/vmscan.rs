@@ -47,7 +47,7 @@ use crate::lruvec::{LruGuard, NR_LRU_LISTS};
 use crate::mm::Cache;
 use crate::mmdebug::vm_bug_on_page;
 use crate::page::*;
-use crate::tunables::{MappedActivation, ReclaimWriteback, WorkingsetVersion};
+use crate::tunables::{MappedActivation, MthpSwapout, ReclaimWriteback, WorkingsetVersion};
 use crate::vmstat::Item;
 use crate::wait::Wakeup;
 use crate::LruList;
@@ -105,7 +105,7 @@ pub(crate) struct ReclaimStat {
 
 /// What shrink_anon_page decided.
 enum AnonVerdict {
-    /// Handled and unlocked: pages freed (0 or 1).
+    /// Handled and unlocked: pages freed (0, or the folio's).
     Done(u64),
     /// Locked, unmapped, dirty, in the swap cache: to be written.
     Pageout,
@@ -747,15 +747,23 @@ impl Cache {
     /// since no flusher writes anonymous pages; the Linux 3.2 reclaim-writeback series: "Anonymous pages
     /// are still written") and, clean, leaves the swap cache and is freed.
     /// `Done`: the page is unlocked, freed (1) or kept (0).
+    ///
+    /// A large folio (mTHP) goes whole, as in 6.10: an aligned run of
+    /// slots, every mapped frame's entry a swap entry, one write. Where
+    /// no run is free, or under `MthpSwapout::Linux6_8`, it is split
+    /// first: its head goes on as a page, its other mapped pages back to
+    /// the LRU for the next pass.
     fn shrink_anon_page(&self, page: LockedPage, keep: &mut Vec<Pfn>, stat: &mut ReclaimStat) -> AnonVerdict {
         let pfn = page.pfn();
-        let swapcache = page.test(PG_SWAPCACHE);
+        let mut swapcache = page.test(PG_SWAPCACHE);
+        let nr = page.folio_nr_pages();
         if !page.anon() && !swapcache {
             // Its region dropped it: our isolation reference may be the last.
+            let nr = page.folio_nr_pages();
             page.unlock();
             if self.page(pfn).put_testzero() {
                 self.free_page(pfn);
-                return AnonVerdict::Done(1);
+                return AnonVerdict::Done(nr);
             }
             return AnonVerdict::Done(0);
         }
@@ -765,7 +773,7 @@ impl Cache {
             page.unlock();
         };
         if page.test(PG_WRITEBACK) {
-            stat.nr_writeback += 1;
+            stat.nr_writeback += nr;
             page.unlock();
             keep.push(pfn);
             return AnonVerdict::Done(0);
@@ -781,16 +789,21 @@ impl Cache {
             keep.push(pfn);
             return AnonVerdict::Done(0);
         }
-        if page.folio_order() > 0 && self.swap().is_some() {
-            // 6.8: an mTHP folio is split before it gets swap slots; its
-            // head goes on as a page, its other mapped pages back to the
-            // LRU for the next pass.
-            if !vma.as_ref().is_some_and(|v| self.split_anon_folio(v, &page, Some(keep))) {
-                page.unlock();
-                keep.push(pfn);
-                return AnonVerdict::Done(0);
+        if nr > 1 && !swapcache && self.swap().is_some() {
+            let whole = self.config.tunables.mthp_swapout == MthpSwapout::Linux6_10;
+            if whole && self.add_to_swap(pfn) {
+                swapcache = true;
+            } else {
+                if whole {
+                    self.vm.inc(Item::mthp_swpout_fallback);
+                }
+                if !vma.as_ref().is_some_and(|v| self.split_anon_folio(v, &page, Some(keep))) {
+                    page.unlock();
+                    keep.push(pfn);
+                    return AnonVerdict::Done(0);
+                }
+                return self.shrink_anon_page(page, keep, stat);
             }
-            return self.shrink_anon_page(page, keep, stat);
         }
         if !swapcache && !self.add_to_swap(pfn) {
             activate(page);
@@ -803,7 +816,7 @@ impl Cache {
             return AnonVerdict::Done(0);
         }
         if page.test(PG_DIRTY) {
-            stat.nr_dirty += 1;
+            stat.nr_dirty += nr;
             // Locked until pageout_anon has written the batch.
             page.into_raw();
             return AnonVerdict::Pageout;
@@ -811,9 +824,9 @@ impl Cache {
         AnonVerdict::Done(self.free_swapcache_page(page, keep))
     }
 
-    /// The end of an anonymous page's reclaim, page locked, clean and
-    /// unmapped: out of the swap cache and freed (1), or kept (0) if
-    /// someone took a reference meanwhile.
+    /// The end of an anonymous folio's reclaim, locked, clean and
+    /// unmapped: out of the swap cache and freed (its pages), or kept (0)
+    /// if someone took a reference meanwhile.
     fn free_swapcache_page(&self, page: LockedPage, keep: &mut Vec<Pfn>) -> u64 {
         let pfn = page.pfn();
         // Only reclaim writes anonymous pages, under this lock: none is
@@ -823,27 +836,29 @@ impl Cache {
             page,
             "free_swapcache_page under writeback or out of the swap cache"
         );
-        if page.mapped() || !self.remove_swap_mapping(pfn, 2) {
+        if page.mapped() || !self.remove_swap_mapping(pfn) {
             page.unlock();
             keep.push(pfn);
             return 0;
         }
+        let nr = page.folio_nr_pages();
         // Frozen at 0 and out of the swap cache; a hazard-pinned waiter
         // may still be parked on the lock (see shrink_page_list's frees).
         page.unlock();
         self.free_page(pfn);
-        1
+        nr
     }
 
-    /// pageout of the batch's dirty anonymous pages (locked, unmapped, in
-    /// the swap cache): one device write per run of consecutive slots,
-    /// then each written page is freed. A page whose write failed stays
+    /// pageout of the batch's dirty anonymous folios (locked, unmapped,
+    /// in the swap cache): one device write per run of consecutive slots,
+    /// then each written folio is freed. A folio whose write failed stays
     /// dirty and is kept. Returns pages freed.
     fn pageout_anon(&self, batch: &mut [Pfn], keep: &mut Vec<Pfn>) -> u64 {
         let slot = |p: &Pfn| self.page(*p).swap_slot().unwrap_or(u32::MAX);
+        let nr = |p: &Pfn| self.page(*p).folio_nr_pages() as u32;
         batch.sort_unstable_by_key(slot);
         let mut freed = 0;
-        for run in batch.chunk_by(|a, b| slot(a).checked_add(1) == Some(slot(b))) {
+        for run in batch.chunk_by(|a, b| slot(a).checked_add(nr(a)) == Some(slot(b))) {
             let written = self.swap_writepages(slot(&run[0]), run);
             for &pfn in run {
                 // The lock shrink_anon_page handed over with the pfn.

@@ -145,6 +145,11 @@ items! {
     /// in thp_split_page.
     mthp_anon_fault_alloc,
     mthp_anon_fault_fallback,
+    /// Anonymous mTHP folios swapped out whole, and those split first
+    /// because the swap device had no free aligned run (the per-size
+    /// swpout and swpout_fallback, summed).
+    mthp_swpout,
+    mthp_swpout_fallback,
     workingset_refault,
     workingset_activate,
     /// Refaults activated that had been active before eviction.

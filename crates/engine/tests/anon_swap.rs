@@ -16,7 +16,7 @@ use rand::{Rng, SeedableRng};
 use pcache::backing::{Fault, FaultInjector, FaultOp, MemoryDev};
 use pcache::{
     AnonLru, Config, Error, Item, LruList, Madvise, Mapping, PageCache, PolicyKind, ReclaimWriteback, SwapBacking,
-    SwapConfig, Tunables, VmStat, ANON_MTHP_64K, ANON_MTHP_ALL,
+    MthpSwapout, SwapConfig, Tunables, VmStat, ANON_MTHP_64K, ANON_MTHP_ALL,
 };
 
 const PS: u64 = 4096;
@@ -39,10 +39,39 @@ fn stamp(region: u64, page: u64, version: u64) -> u64 {
     (region << 48) | (page << 20) | version
 }
 
-/// A run with anonymous mTHP made folios and split some.
-fn assert_folios_made_and_split(vm: &VmStat) {
-    let (made, split) = (vm.get(Item::mthp_anon_fault_alloc), vm.get(Item::thp_split_page));
-    assert!(made > 0 && split > 0, "{made} anonymous folios made, {split} split");
+/// How a test maps anonymous memory: in pages, or in mTHP folios of
+/// every order that reclaim swaps out whole (6.10) or splits first (6.8).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Mthp {
+    Off,
+    Whole,
+    Split,
+}
+
+impl Mthp {
+    fn tunables(self, t: Tunables) -> Tunables {
+        let (anon_mthp_orders, mthp_swapout) = match self {
+            Mthp::Off => (0, t.mthp_swapout),
+            Mthp::Whole => (ANON_MTHP_ALL, MthpSwapout::Linux6_10),
+            Mthp::Split => (ANON_MTHP_ALL, MthpSwapout::Linux6_8),
+        };
+        Tunables { anon_mthp_orders, mthp_swapout, ..t }
+    }
+}
+
+/// A run with anonymous mTHP made folios and swapped them out as its
+/// variant says: whole (some at least), or every one split first.
+fn assert_folios_swapped(vm: &VmStat, mthp: Mthp) {
+    let made = vm.get(Item::mthp_anon_fault_alloc);
+    let (whole, split) = (vm.get(Item::mthp_swpout), vm.get(Item::thp_split_page));
+    match mthp {
+        Mthp::Off => {}
+        Mthp::Whole => assert!(made > 0 && whole > 0, "{made} anonymous folios made, {whole} swapped out whole"),
+        Mthp::Split => assert!(
+            made > 0 && split > 0 && whole == 0,
+            "{made} anonymous folios made, {split} split, {whole} swapped out whole"
+        ),
+    }
 }
 
 fn write_stamp(m: &Mapping, region: u64, page: u64, version: u64) -> pcache::Result<()> {
@@ -143,13 +172,12 @@ fn mthp_first_touch_maps_an_aligned_folio() {
     assert_eq!(pc.nr_free_pages(), free, "every frame is free again");
 }
 
-// Goal: anonymous mTHP folios on the multi-gen LRU: aged, sorted, split
-// at swap-out and brought back page by page, every byte kept. Method: a
+// Goal: anonymous mTHP folios on the multi-gen LRU: aged, sorted, swapped
+// out whole and brought back page by page, every byte kept. Method: a
 // region 4x memory written and read back twice, as below.
 #[test]
 fn mthp_swap_round_trip_on_the_multigen_lru() {
-    let pc =
-        cache(256, 2048, Tunables { anon_mthp_orders: ANON_MTHP_ALL, lru: pcache::LruPolicy::MultiGen, ..quiet() });
+    let pc = cache(256, 2048, Mthp::Whole.tunables(Tunables { lru: pcache::LruPolicy::MultiGen, ..quiet() }));
     let m = pc.map_anon(1024 * PS).unwrap();
     for i in 0..1024 {
         write_stamp(&m, 5, i, 1).unwrap();
@@ -160,7 +188,7 @@ fn mthp_swap_round_trip_on_the_multigen_lru() {
         }
     }
     let vm = pc.vmstat();
-    assert_folios_made_and_split(&vm);
+    assert_folios_swapped(&vm, Mthp::Whole);
     assert!(vm.get(Item::pswpout) > 500 && vm.get(Item::pswpin) > 500, "through swap and back");
 }
 
@@ -213,18 +241,23 @@ fn mthp_zaps_split_folios_on_the_multigen_lru() {
 // show the pages did go to swap and come back.
 #[test]
 fn region_larger_than_memory_round_trips_through_swap() {
-    region_larger_than_memory_round_trips_through_swap_with(0);
+    region_larger_than_memory_round_trips_through_swap_with(Mthp::Off);
 }
 
 // The same with anonymous mTHP folios of every order: swap-out
 // splits them first (6.8), so every byte still comes back.
 #[test]
-fn region_larger_than_memory_round_trips_through_swap_mthp() {
-    assert_folios_made_and_split(&region_larger_than_memory_round_trips_through_swap_with(ANON_MTHP_ALL));
+fn region_larger_than_memory_round_trips_through_swap_mthp_whole() {
+    assert_folios_swapped(&region_larger_than_memory_round_trips_through_swap_with(Mthp::Whole), Mthp::Whole);
 }
 
-fn region_larger_than_memory_round_trips_through_swap_with(anon_mthp_orders: u32) -> VmStat {
-    let pc = cache(256, 2048, Tunables { anon_mthp_orders, ..quiet() });
+#[test]
+fn region_larger_than_memory_round_trips_through_swap_mthp_split() {
+    assert_folios_swapped(&region_larger_than_memory_round_trips_through_swap_with(Mthp::Split), Mthp::Split);
+}
+
+fn region_larger_than_memory_round_trips_through_swap_with(mthp: Mthp) -> VmStat {
+    let pc = cache(256, 2048, mthp.tunables(quiet()));
     let m = pc.map_anon(1024 * PS).unwrap();
     for i in 0..1024 {
         write_stamp(&m, 1, i, 1).unwrap();
@@ -320,18 +353,23 @@ fn anon_data_survives_pressure_from_many_threads_and_file_io() {
 // nr_swapcached are 0 and every frame is free again.
 #[test]
 fn dropping_regions_frees_every_swap_slot() {
-    dropping_regions_frees_every_swap_slot_with(0);
+    dropping_regions_frees_every_swap_slot_with(Mthp::Off);
 }
 
 // The same with anonymous mTHP folios of every order: swap-out
 // splits them first (6.8), so every byte still comes back.
 #[test]
-fn dropping_regions_frees_every_swap_slot_mthp() {
-    assert_folios_made_and_split(&dropping_regions_frees_every_swap_slot_with(ANON_MTHP_ALL));
+fn dropping_regions_frees_every_swap_slot_mthp_whole() {
+    assert_folios_swapped(&dropping_regions_frees_every_swap_slot_with(Mthp::Whole), Mthp::Whole);
 }
 
-fn dropping_regions_frees_every_swap_slot_with(anon_mthp_orders: u32) -> VmStat {
-    let pc = cache(256, 4096, Tunables { anon_mthp_orders, ..quiet() });
+#[test]
+fn dropping_regions_frees_every_swap_slot_mthp_split() {
+    assert_folios_swapped(&dropping_regions_frees_every_swap_slot_with(Mthp::Split), Mthp::Split);
+}
+
+fn dropping_regions_frees_every_swap_slot_with(mthp: Mthp) -> VmStat {
+    let pc = cache(256, 4096, mthp.tunables(quiet()));
     let total = pc.nr_free_pages();
     let a = pc.map_anon(600 * PS).unwrap();
     let b = pc.map_anon(600 * PS).unwrap();
@@ -757,18 +795,23 @@ fn anon_lru_rules_3x_against_59() {
 // write faults on one page).
 #[test]
 fn threads_sharing_pages_never_lose_a_write() {
-    threads_sharing_pages_never_lose_a_write_with(0);
+    threads_sharing_pages_never_lose_a_write_with(Mthp::Off);
 }
 
 // The same with anonymous mTHP folios of every order, kswapd on: swap-out
 // splits them first (6.8), so every byte still comes back.
 #[test]
-fn threads_sharing_pages_never_lose_a_write_mthp() {
-    assert_folios_made_and_split(&threads_sharing_pages_never_lose_a_write_with(ANON_MTHP_ALL));
+fn threads_sharing_pages_never_lose_a_write_mthp_whole() {
+    assert_folios_swapped(&threads_sharing_pages_never_lose_a_write_with(Mthp::Whole), Mthp::Whole);
 }
 
-fn threads_sharing_pages_never_lose_a_write_with(anon_mthp_orders: u32) -> VmStat {
-    let pc = cache(256, 4096, Tunables { kswapd: true, anon_mthp_orders, ..quiet() });
+#[test]
+fn threads_sharing_pages_never_lose_a_write_mthp_split() {
+    assert_folios_swapped(&threads_sharing_pages_never_lose_a_write_with(Mthp::Split), Mthp::Split);
+}
+
+fn threads_sharing_pages_never_lose_a_write_with(mthp: Mthp) -> VmStat {
+    let pc = cache(256, 4096, mthp.tunables(Tunables { kswapd: true, ..quiet() }));
     const PAGES: u64 = 768;
     let m = Arc::new(pc.map_anon(PAGES * PS).unwrap());
     let workers: Vec<_> = (0..4u64)
@@ -809,18 +852,23 @@ fn threads_sharing_pages_never_lose_a_write_with(anon_mthp_orders: u32) -> VmSta
 // page is left.
 #[test]
 fn dontneed_racing_access_and_swap_leaks_nothing() {
-    dontneed_racing_access_and_swap_leaks_nothing_with(0);
+    dontneed_racing_access_and_swap_leaks_nothing_with(Mthp::Off);
 }
 
 // The same with anonymous mTHP folios of every order, partly zapped: swap-out
 // splits them first (6.8), so every byte still comes back.
 #[test]
-fn dontneed_racing_access_and_swap_leaks_nothing_mthp() {
-    assert_folios_made_and_split(&dontneed_racing_access_and_swap_leaks_nothing_with(ANON_MTHP_ALL));
+fn dontneed_racing_access_and_swap_leaks_nothing_mthp_whole() {
+    assert_folios_swapped(&dontneed_racing_access_and_swap_leaks_nothing_with(Mthp::Whole), Mthp::Whole);
 }
 
-fn dontneed_racing_access_and_swap_leaks_nothing_with(anon_mthp_orders: u32) -> VmStat {
-    let pc = cache(256, 4096, Tunables { kswapd: true, anon_mthp_orders, ..quiet() });
+#[test]
+fn dontneed_racing_access_and_swap_leaks_nothing_mthp_split() {
+    assert_folios_swapped(&dontneed_racing_access_and_swap_leaks_nothing_with(Mthp::Split), Mthp::Split);
+}
+
+fn dontneed_racing_access_and_swap_leaks_nothing_with(mthp: Mthp) -> VmStat {
+    let pc = cache(256, 4096, mthp.tunables(Tunables { kswapd: true, ..quiet() }));
     const PAGES: u64 = 640;
     let m = Arc::new(pc.map_anon(PAGES * PS).unwrap());
     let stop = Arc::new(AtomicBool::new(false));

@@ -616,6 +616,93 @@ fn swap_write_eio_keeps_pages_in_memory() {
     }
 }
 
+// Goal: 6.10's whole-folio swap-out, and a folio's life in the swap cache.
+// Reclaim swaps mTHP folios out whole, never splitting one, and they come
+// back page by page. A folio whose write failed stays in the swap cache,
+// unmapped: faults map its frames from there (minor, no read), and a write
+// to one leaves it in the cache, dirty, while its other frames are on swap.
+// When the device works again, reclaim writes it whole and every byte is
+// right. At the end no slot, swap-cache page or frame is left.
+#[test]
+fn mthp_folios_swap_out_whole_and_fault_back_from_the_swap_cache() {
+    let (pc, dev) = faulty_swap(256, 4096, Mthp::Whole.tunables(quiet()));
+    let total = pc.nr_free_pages();
+    let a = pc.map_anon(1024 * PS).unwrap();
+    for i in 0..1024 {
+        write_stamp(&a, 1, i, 1).unwrap();
+    }
+    let vm = pc.vmstat();
+    let whole = vm.get(Item::mthp_swpout);
+    assert!(whole > 0, "folios swapped out whole");
+    assert_eq!(vm.get(Item::thp_split_page), 0, "no folio split");
+    assert_eq!(vm.get(Item::mthp_swpout_fallback), 0, "a free aligned run for every folio");
+    assert!(vm.get(Item::pswpout) >= 16 * whole, "each folio's pages written");
+    for i in 0..1024 {
+        check_stamp(&a, 1, i, 1);
+    }
+    // Writes fail: the second region's folios go into the swap cache and
+    // are unmapped, but their writes fail and they stay, dirty.
+    dev.fail_always(FaultOp::Write, Fault::Eio);
+    let b = pc.map_anon(512 * PS).unwrap();
+    let mut written = 0;
+    while written < 512 && write_stamp(&b, 2, written, 1).is_ok() {
+        written += 1;
+    }
+    assert!(pc.vmstat().get(Item::swap_write_errors) > 0);
+    assert!(pc.vmstat().get(Item::nr_swapcached) >= 16, "failed folios stay in the swap cache");
+    let before = pc.vmstat();
+    for i in 0..written {
+        check_stamp(&b, 2, i, 1);
+    }
+    assert!(delta(&pc, &before, Item::swap_ra_hit) > 0, "frames mapped from swap-cache folios");
+    // A write to a frame of such a folio: the folio stays whole and dirty.
+    for i in (0..written).step_by(7) {
+        write_stamp(&b, 2, i, 2).unwrap();
+    }
+    dev.clear();
+    for i in 0..1024 {
+        write_stamp(&a, 1, i, 3).unwrap();
+    }
+    for i in 0..written {
+        check_stamp(&b, 2, i, if i % 7 == 0 { 2 } else { 1 });
+    }
+    for i in 0..1024 {
+        check_stamp(&a, 1, i, 3);
+    }
+    assert!(pc.vmstat().get(Item::mthp_swpout) > whole);
+    drop(a);
+    drop(b);
+    let vm = pc.vmstat();
+    assert_eq!(vm.get(Item::swap_used_pages), 0, "no slot leaked");
+    assert_eq!(vm.get(Item::nr_swapcached), 0);
+    assert_eq!(vm.get(Item::nr_anon_pages), 0);
+    pc.lru_add_drain_all();
+    pc.reclaim(1024);
+    assert_eq!(pc.nr_free_pages(), total, "every frame is free again");
+}
+
+// Goal: with no free aligned run of slots, a folio is split and its pages
+// swapped (mthp_swpout_fallback), losing nothing. Method: 40 slots, so
+// each 64 KiB folio finds at most two free runs of 16 and later ones fall
+// back.
+#[test]
+fn mthp_swap_out_falls_back_to_pages_without_a_free_run() {
+    let pc = cache(64, 40, Tunables { anon_mthp_orders: ANON_MTHP_64K, ..quiet() });
+    let m = pc.map_anon(96 * PS).unwrap();
+    for i in 0..96 {
+        write_stamp(&m, 6, i, 1).unwrap();
+    }
+    for _ in 0..2 {
+        for i in 0..96 {
+            check_stamp(&m, 6, i, 1);
+        }
+    }
+    let vm = pc.vmstat();
+    assert!(vm.get(Item::mthp_swpout_fallback) > 0, "no free run: split");
+    assert!(vm.get(Item::thp_split_page) > 0);
+    assert!(vm.get(Item::pswpout) > 0 && vm.get(Item::pswpin) > 0);
+}
+
 // Goal: swap readahead reads the aligned 2^page_cluster block around a
 // fault, so neighbours swapped out together come back in one read and
 // their faults find them in the swap cache (minor faults).

@@ -511,15 +511,20 @@ fn gen_file_pages(c: &PageCache) -> u64 {
 // times the cache; every byte is right, in the cache and on the disk.
 // Method: a 16 MiB cache at order 9 with `LruPolicy::MultiGen`; the
 // generations' page counts are compared with nr_file_pages after each
-// step (nothing is pinned or queued).
+// step (nothing is pinned or queued, and with kswapd off no reclaimer
+// holds pages isolated then).
 #[test]
 fn the_multigen_lru_keeps_large_folios() {
     let dir = scratch();
     let pages = 16384;
     let path = write_stamped_file(dir.path(), "mglru", 37, pages);
     let mut want = model(37, pages);
-    let tunables =
-        Tunables { folio_order_max: FOLIO_ORDER_MAX_6, lru: pcache::LruPolicy::MultiGen, ..Tunables::default() };
+    let tunables = Tunables {
+        folio_order_max: FOLIO_ORDER_MAX_6,
+        lru: pcache::LruPolicy::MultiGen,
+        kswapd: false,
+        ..Tunables::default()
+    };
     let c = cache_with(16, tunables);
     let on_gens = |what: &str| {
         c.lru_add_drain_all();

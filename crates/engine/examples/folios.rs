@@ -10,6 +10,12 @@
 //! first-touch an anonymous region of MIB MiB, one 8-byte write per page:
 //! faults and CPU per MiB.
 //!
+//! `cargo run --release -p pcache --example folios -- swap MIB SWAPFILE [TUNABLE=VALUE]...`:
+//! write one word to each page of an anonymous region of MIB MiB through
+//! a 256 MiB cache swapping to SWAPFILE (O_DIRECT, 2 x MIB), then read
+//! them all back: each phase's wall time and CPU per MiB (the thread's,
+//! which reclaims directly, and kswapd's), and the swap counters.
+//!
 //! `cargo run --release -p pcache --example folios -- frag OPS [TUNABLE=VALUE]...`:
 //! fragmentation under a long mixed workload (streams, random reads,
 //! writes, truncations over files twice a 256 MiB cache, at order 9): how
@@ -25,7 +31,8 @@ use pcache::{Config, Item, OpenOptions, PageCache, Tunables};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: folios write FILE [MEM_MIB] [T=V]... | folios anon MIB [T=V]... | folios frag OPS [T=V]...";
+    let usage = "usage: folios write FILE [MEM_MIB] [T=V]... | folios anon MIB [T=V]... \
+                 | folios swap MIB SWAPFILE [T=V]... | folios frag OPS [T=V]...";
     match args.get(1).map(String::as_str) {
         Some("write") => {
             let path = args.get(2).ok_or(usage)?;
@@ -35,6 +42,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some("anon") => {
             let mib: u64 = args.get(2).ok_or(usage)?.parse()?;
             anon(mib, tunables(&args[3.min(args.len())..])?)
+        }
+        Some("swap") => {
+            let mib: u64 = args.get(2).ok_or(usage)?.parse()?;
+            let path = args.get(3).ok_or(usage)?;
+            swap(mib, path, tunables(&args[4.min(args.len())..])?)
         }
         Some("frag") => {
             let ops: u64 = args.get(2).ok_or(usage)?.parse()?;
@@ -106,6 +118,38 @@ fn anon(mib: u64, t: Tunables) -> Result<(), Box<dyn std::error::Error>> {
     let faults = cache.vmstat().get(Item::pgfault) - before.get(Item::pgfault);
     println!("{mib} MiB first-touched in {secs:.3} s: {faults} faults, cpu {:.0} us/MiB", cpu / mib as f64 * 1e6);
     print_counters(&cache, &before, &["mthp_", "pgalloc"]);
+    Ok(())
+}
+
+fn swap(mib: u64, path: &str, t: Tunables) -> Result<(), Box<dyn std::error::Error>> {
+    let cache = PageCache::new(Config { tunables: t, ..Config::with_memory(256 << 20) })?;
+    cache.wait_arena_populated(std::time::Duration::from_secs(30));
+    cache.swapon(pcache::SwapConfig::file(path, 2 * (mib << 20)))?;
+    let m = cache.map_anon(mib << 20)?;
+    let before = cache.vmstat();
+    let phase = |name: &str, touch: &dyn Fn(u64) -> pcache::Result<()>| -> pcache::Result<()> {
+        let (thread0, proc0) = (cpu_secs(libc::RUSAGE_THREAD), cpu_secs(libc::RUSAGE_SELF));
+        let start = Instant::now();
+        for page in 0..m.nr_pages() {
+            touch(page)?;
+        }
+        let secs = start.elapsed().as_secs_f64();
+        let (thread, all) = (cpu_secs(libc::RUSAGE_THREAD) - thread0, cpu_secs(libc::RUSAGE_SELF) - proc0);
+        println!(
+            "{name}: {mib} MiB in {secs:.3} s, cpu us/MiB: this thread {:.0}, others {:.0}",
+            thread / mib as f64 * 1e6,
+            (all - thread) / mib as f64 * 1e6
+        );
+        Ok(())
+    };
+    phase("swap-out", &|page| m.write(page * 4096, &page.to_ne_bytes()))?;
+    phase("swap-in", &|page| {
+        let mut w = [0u8; 8];
+        m.read(page * 4096, &mut w)?;
+        assert_eq!(u64::from_ne_bytes(w), page, "page {page}");
+        Ok(())
+    })?;
+    print_counters(&cache, &before, &["mthp_", "pswp", "thp_split", "swap_ra", "pgmajfault"]);
     Ok(())
 }
 

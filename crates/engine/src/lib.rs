@@ -85,8 +85,8 @@ pub use signal::Interrupt;
 pub use swapfile::{SwapBacking, SwapConfig};
 pub use sysctl::SYSCTL_NAMES;
 pub use tunables::{
-    AccessedInit, Admission, Advice, AnonLru, Config, DevReadMode, FolioRamp, IoEngine, LruBatching, LruPolicy, MthpSwapout,
-    MappedActivation, PagevecDrain, PolicyKind, ReclaimWriteback, RemarkRule, Tunables, WorkingsetVersion,
+    AccessedInit, Admission, Advice, AnonLru, Config, DevReadMode, FolioRamp, IoEngine, LruBatching, LruPolicy,
+    MappedActivation, MthpSwapout, PagevecDrain, PolicyKind, ReclaimWriteback, RemarkRule, Tunables, WorkingsetVersion,
     ANON_MTHP_64K, ANON_MTHP_ALL, FOLIO_ORDER_MAX_5_18, FOLIO_ORDER_MAX_6, MAX_PAGECACHE_ORDER, MAX_PAGE_SIZE,
     MIN_PAGES, MIN_PAGE_SIZE,
 };

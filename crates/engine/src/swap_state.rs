@@ -22,6 +22,18 @@
 //! going away (`free_swap_and_cache`), and, when swap is over half full,
 //! the swap-in itself (`try_to_free_swap`).
 //!
+//! A large anonymous folio (mTHP) goes in whole, as in 6.10: it takes an
+//! aligned run of slots, frame i at the first slot + i, and the cache
+//! holds an entry (naming the frame) and a reference per frame. Its
+//! entries become swap entries together and it is written in one
+//! request. A fault on one of them finds its frame in the cache and maps
+//! it, with a reference and a mapcount on the head, so the folio may be
+//! partly mapped while in the cache; a write to it keeps it there, dirty,
+//! while any of its slots is still held by a swap entry. It leaves the
+//! cache whole (reclaim, `try_to_free_swap` once no slot is held) and is
+//! never split while in it, so a cache entry's head is stable. Swap-in
+//! reads pages, as 6.10 does.
+//!
 //! Swap-in reads ahead: `swapin_readahead` reads the 2^page_cluster slots
 //! of the aligned block around the one faulted (page_cluster 3: 8 pages),
 //! those in use and not cached, into swap-cache pages that no region maps
@@ -175,9 +187,7 @@ impl Cache {
     /// its only copy is now in memory, so it is dirty.
     pub(crate) fn try_to_free_swap(&self, page: &LockedPage) -> bool {
         let Some(slot) = page.swap_slot() else { return false };
-        if !page.test(PG_SWAPCACHE)
-            || page.test(PG_WRITEBACK)
-            || self.folio_swapped(slot, page.folio_nr_pages() as u32)
+        if !page.test(PG_SWAPCACHE) || page.test(PG_WRITEBACK) || self.folio_swapped(slot, page.folio_nr_pages() as u32)
         {
             return false;
         }

@@ -15,8 +15,8 @@ use rand::{Rng, SeedableRng};
 
 use pcache::backing::{Fault, FaultInjector, FaultOp, MemoryDev};
 use pcache::{
-    AnonLru, Config, Error, Item, LruList, Madvise, Mapping, PageCache, PolicyKind, ReclaimWriteback, SwapBacking,
-    MthpSwapout, SwapConfig, Tunables, VmStat, ANON_MTHP_64K, ANON_MTHP_ALL,
+    AnonLru, Config, Error, Item, LruList, Madvise, Mapping, MthpSwapout, PageCache, PolicyKind, ReclaimWriteback,
+    SwapBacking, SwapConfig, Tunables, VmStat, ANON_MTHP_64K, ANON_MTHP_ALL,
 };
 
 const PS: u64 = 4096;

@@ -1243,9 +1243,11 @@ mod tests {
     // unreferenced.
     #[test]
     fn page_referenced_clears_only_its_slot() {
+        // Single pages: each slot maps a page of its own (a folio's
+        // page_referenced visits all of its entries).
         let pc = PageCache::new(Config {
             memory_bytes: 512 * 4096,
-            tunables: Tunables { kswapd: false, ..Tunables::default() },
+            tunables: Tunables { kswapd: false, folio_order_max: 0, ..Tunables::default() },
             ..Config::default()
         })
         .expect("cache");

@@ -374,7 +374,7 @@ impl Cache {
         if t.max_read_request_kb > 0 || inode.dev_io_pages > 0 {
             cap = cap.min(self.read_request_pages(inode) as u64);
         }
-        t.folio_order_max.min(cap.ilog2())
+        t.page_cache_order_max().min(cap.ilog2())
     }
 
     /// page_cache_ra_order: read the window `[index, index + nr)`, its
@@ -627,7 +627,7 @@ impl Cache {
         // lock), and no reference outlives the read to keep a page the
         // reader has done with from being dropped or reclaimed. One per
         // folio: a large folio's tails are in the run for the I/O only.
-        if self.config.tunables.folio_order_max == 0 {
+        if self.config.tunables.page_cache_order_max() == 0 {
             self.release_pages(&pages);
         } else {
             let heads: Vec<Pfn> = pages.iter().copied().filter(|&p| !self.page(p).is_tail()).collect();

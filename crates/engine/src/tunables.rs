@@ -395,12 +395,13 @@ pub struct Tunables {
     pub reclaim_batch: u32,
     /// The largest page-cache folio readahead allocates, as an order (a
     /// folio of 2^order pages, physically contiguous in the arena;
-    /// huge_memory.rs). 0: single pages only, the kernels of the seeds
-    /// and pcache before large folios, exactly. `FOLIO_ORDER_MAX_5_18`
-    /// and `FOLIO_ORDER_MAX_6` are the kernels' (MAX_PAGECACHE_ORDER).
-    /// Large folios need the kernel's lists (classic or multi-gen) and
-    /// admission: no plug-in policy, no admission window.
-    #[serde(default)]
+    /// huge_memory.rs). The default, `FOLIO_ORDER_MAX_6` (9, as
+    /// `FOLIO_ORDER_MAX_5_18`), is the kernel's MAX_PAGECACHE_ORDER at
+    /// 4 KiB pages. 0: single pages only, the kernels of the seeds and
+    /// pcache before large folios, exactly. Deviation: a plug-in policy
+    /// or the admission window holds single pages, whatever this says
+    /// (`page_cache_order_max`).
+    #[serde(default = "default_folio_order_max")]
     pub folio_order_max: u32,
     /// How readahead grows the folio order (5.18's or 6.16's).
     #[serde(default)]
@@ -412,7 +413,7 @@ pub struct Tunables {
     /// the region with every entry empty and a free block above the low
     /// watermark, else the next, else a page. 0 (the default, and the
     /// kernel's for every size below the PMD's): pages only. Needs the
-    /// kernel's lists, as `folio_order_max` does.
+    /// kernel's lists (no plug-in policy, no admission window).
     #[serde(default)]
     pub anon_mthp_orders: u32,
     /// How reclaim swaps out an anonymous large folio: whole (6.10) or
@@ -464,6 +465,10 @@ pub enum FolioRamp {
 /// The largest `folio_order_max` accepted: the PMD order at 4 KiB pages.
 pub const MAX_PAGECACHE_ORDER: u32 = 9;
 
+fn default_folio_order_max() -> u32 {
+    FOLIO_ORDER_MAX_6
+}
+
 fn default_reclaim_batch() -> u32 {
     crate::vmscan::SWAP_CLUSTER_MAX as u32
 }
@@ -496,6 +501,16 @@ fn default_page_cluster() -> u32 {
 pub const MAX_PAGE_CLUSTER: u32 = 8;
 
 impl Tunables {
+    /// The largest page-cache folio order in effect: `folio_order_max`,
+    /// or 0 under a plug-in policy or the admission window, whose lists
+    /// count pages.
+    pub fn page_cache_order_max(&self) -> u32 {
+        if self.policy != PolicyKind::Kernel || self.admission != Admission::Kernel {
+            return 0;
+        }
+        self.folio_order_max
+    }
+
     /// Set fields by name (`dirty_ratio=40`, `remark_rule=PrevIndex`,
     /// `reserve_space=false`): numbers and booleans as JSON, enum variants
     /// by name. An unknown name or a bad value is refused
@@ -555,7 +570,7 @@ impl Default for Tunables {
             arena_prefault: true,
             policy: PolicyKind::Kernel,
             reclaim_batch: default_reclaim_batch(),
-            folio_order_max: 0,
+            folio_order_max: FOLIO_ORDER_MAX_6,
             anon_mthp_orders: 0,
             mthp_swapout: MthpSwapout::Linux6_10,
             folio_ramp: FolioRamp::Linux6,
@@ -639,12 +654,6 @@ impl Config {
         if t.folio_order_max > MAX_PAGECACHE_ORDER {
             return Err(Error::InvalidConfig(format!(
                 "folio_order_max {} is above {MAX_PAGECACHE_ORDER} (2 MiB folios at 4 KiB pages)",
-                t.folio_order_max
-            )));
-        }
-        if t.folio_order_max > 0 && (t.policy != PolicyKind::Kernel || t.admission != Admission::Kernel) {
-            return Err(Error::InvalidConfig(format!(
-                "folio_order_max {} needs the kernel's lists (policy kernel, admission Kernel)",
                 t.folio_order_max
             )));
         }

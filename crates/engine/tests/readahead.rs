@@ -15,9 +15,12 @@ const PS: u64 = 4096;
 const RA: u64 = 32;
 
 /// No kswapd, and a flusher that never finds anything old enough to write:
-/// nothing changes the cache behind the test's back.
+/// nothing changes the cache behind the test's back. Single pages: the
+/// windows, markers and per-page states here are 2.6.20's
+/// (large_folios.rs reads them in folios).
 fn quiet() -> Tunables {
     Tunables {
+        folio_order_max: 0,
         kswapd: false,
         dirty_expire_centisecs: 360_000,
         dirty_writeback_centisecs: 360_000,

@@ -38,7 +38,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::experiment::{params, variant_tunables, ExpOpts, Experiment, Outcome, ParamDoc};
-use crate::variants::Preset;
+use crate::variants::{seed_tunables, Preset};
 use crate::verdict::{fmt_figure, Headline, Verdict};
 use crate::zipf::ZipfKeys;
 use crate::{kernel, stats, sys};
@@ -59,14 +59,14 @@ pub static PRESETS: &[Preset] = &[
     ),
     Preset::new(EXPERIMENT, "mglru", "the multi-gen LRU (lru_gen)", || Tunables {
         lru: LruPolicy::MultiGen,
-        ..Tunables::default()
+        ..seed_tunables()
     }),
     Preset::new(
         EXPERIMENT,
         APP_POLICY,
         "plug-in policy GET-SCAN (pcache::policy, after cache_ext's): pages not used since their \
         insertion (a NOREUSE scan's) evicted first, down to a tenth of the cache; pages used again in an LRU",
-        || Tunables { policy: PolicyKind::Getscan, ..Tunables::default() },
+        || Tunables { policy: PolicyKind::Getscan, ..seed_tunables() },
     ),
 ];
 

@@ -29,7 +29,7 @@ use crate::plot;
 use crate::render::{self, fmt_ratio_pct, render_table};
 use crate::replay_kernel::{self, KernelColumn, KERNEL};
 pub use crate::replay_kernel::{EXPERIMENT, PAGE};
-use crate::variants::{self, Preset};
+use crate::variants::{self, seed_tunables, Preset};
 use crate::{Error, Result};
 
 pub const WORKINGSET_OFF: &str = "workingset-off";
@@ -47,7 +47,7 @@ pub const MIN_CACHE_PAGES: u64 = pcache::MIN_PAGES;
 pub const DEFAULT_PERCENTS: &[f64] = &[10.0, 20.0, 40.0, 80.0];
 
 fn base_tunables() -> Tunables {
-    Tunables { ra_pages: 0, kswapd: false, ..Tunables::default() }
+    Tunables { ra_pages: 0, kswapd: false, ..seed_tunables() }
 }
 
 /// A plug-in policy's variant: it evicts exactly when a page needs a frame

@@ -33,6 +33,16 @@ impl Preset {
     }
 }
 
+/// The tunables a seed experiment's presets start from: the defaults, but
+/// single pages (`folio_order_max` 0), as every seed's kernel cached them
+/// (large page-cache folios came with 5.16 to 5.18), so that its variants
+/// run as its kernels did. Replay and getscan start here too: a plug-in
+/// holds single pages, and the kernel's lists compete with it on equal
+/// terms (and replay stays page for page what it was).
+pub fn seed_tunables() -> Tunables {
+    Tunables { folio_order_max: 0, ..Tunables::default() }
+}
+
 /// The default variant names of a table, in table order.
 pub fn defaults(table: &[Preset]) -> Vec<String> {
     table.iter().filter(|p| p.default).map(|p| p.name.to_string()).collect()

@@ -37,7 +37,7 @@ use crate::runner::{SeedReport, Variant};
 use crate::stats::{pct_better, Better};
 pub use crate::sys::Backend;
 use crate::sys::{is_tmpfs, kernel_release, pattern, thread_cpu_s};
-use crate::variants::Preset;
+use crate::variants::{seed_tunables, Preset};
 use crate::{Error, Result};
 
 mod checks;
@@ -62,7 +62,7 @@ pub const PRESETS: &[Preset] = &[
         "Linux 3.15-rc3 vanilla: grab_cache_page_write_begin inserts the new page, then \
         mark_page_accessed sets PG_referenced on the visible page with an atomic RMW \
         (AccessedInit::Vanilla315)",
-        || Tunables { accessed_init: AccessedInit::Vanilla315, ..Tunables::default() },
+        || Tunables { accessed_init: AccessedInit::Vanilla315, ..seed_tunables() },
     ),
     Preset::new(
         EXPERIMENT,
@@ -70,7 +70,7 @@ pub const PRESETS: &[Preset] = &[
         "3.15-rc3 + accessed-v2 (commit 2457aec6): pagecache_get_page(FGP_ACCESSED) calls \
         init_page_accessed, a plain store before the page is visible, and the write path skips \
         mark_page_accessed (AccessedInit::AccessedV2)",
-        || Tunables { accessed_init: AccessedInit::AccessedV2, ..Tunables::default() },
+        || Tunables { accessed_init: AccessedInit::AccessedV2, ..seed_tunables() },
     ),
 ];
 

@@ -44,7 +44,7 @@ use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExper
 use crate::runner::{SeedMeasure, SeedReport, KERNEL_COLUMN};
 use crate::stats::{pct_better, ratio, Better, Summary};
 use crate::sys::{cpus, kernel_release};
-use crate::variants::{self, Preset};
+use crate::variants::{self, seed_tunables, Preset};
 use crate::zipf::ZipfKeys;
 use crate::{Error, Result};
 
@@ -71,7 +71,7 @@ pub const PRESETS: &[Preset] = &[
         BEFORE,
         "Linux 2.6.10: mark_page_accessed activates an inactive, referenced page at once, taking \
         lru_lock for each activation (LruBatching::Immediate2610)",
-        || Tunables { lru_batching: LruBatching::Immediate2610, ..Tunables::default() },
+        || Tunables { lru_batching: LruBatching::Immediate2610, ..seed_tunables() },
     ),
     Preset::new(
         EXPERIMENT,
@@ -79,28 +79,28 @@ pub const PRESETS: &[Preset] = &[
         "Nikita Danilov's patch: every mark_page_accessed call takes a page reference and goes into \
         a per-CPU pagevec; the state machine runs under one lru_lock acquisition per 15 calls \
         (LruBatching::DanilovBatch)",
-        || Tunables { lru_batching: LruBatching::DanilovBatch, ..Tunables::default() },
+        || Tunables { lru_batching: LruBatching::DanilovBatch, ..seed_tunables() },
     ),
     Preset::new(
         EXPERIMENT,
         TODAY,
         "Linux today: PG_referenced is set in place; only activations go through the per-CPU \
         pagevec of 15 (LruBatching::Batched)",
-        || Tunables { lru_batching: LruBatching::Batched, ..Tunables::default() },
+        || Tunables { lru_batching: LruBatching::Batched, ..seed_tunables() },
     ),
     Preset::new(
         EXPERIMENT,
         MGLRU,
         "Linux 6.1+ multi-gen LRU (CONFIG_LRU_GEN): mark_page_accessed only counts the access in the \
         page's flags (folio_inc_refs, one compare-and-swap until the count is full), no lru_lock",
-        || Tunables { lru: LruPolicy::MultiGen, ..Tunables::default() },
+        || Tunables { lru: LruPolicy::MultiGen, ..seed_tunables() },
     ),
     Preset::new(
         EXPERIMENT,
         "s3fifo",
         "plug-in policy S3-FIFO (SOSP'23): a small FIFO for new pages, a main CLOCK, a ghost \
         (pcache::policy): a hit raises a per-frame count, with no lock",
-        || Tunables { policy: PolicyKind::S3fifo, ..Tunables::default() },
+        || Tunables { policy: PolicyKind::S3fifo, ..seed_tunables() },
     )
     .optional(),
     Preset::new(
@@ -108,7 +108,7 @@ pub const PRESETS: &[Preset] = &[
         "sieve",
         "plug-in policy SIEVE (NSDI'24): a hand sweeping from the oldest page spares visited ones \
         (pcache::policy): a hit sets a per-frame visited bit, with no lock",
-        || Tunables { policy: PolicyKind::Sieve, ..Tunables::default() },
+        || Tunables { policy: PolicyKind::Sieve, ..seed_tunables() },
     )
     .optional(),
     Preset::new(
@@ -116,7 +116,7 @@ pub const PRESETS: &[Preset] = &[
         "pcache",
         "plug-in policy pcache's own: follows the best of five simulated policies \
         (pcache::policy): accesses reach it through per-thread rings, 15 at a time",
-        || Tunables { policy: PolicyKind::Pcache, ..Tunables::default() },
+        || Tunables { policy: PolicyKind::Pcache, ..seed_tunables() },
     )
     .optional(),
 ];

@@ -43,7 +43,7 @@ use crate::runner::{into_map, Ctx, KernelColumn, Matrix, Measured, SeedChecks, S
 use crate::runner::{SeedMeasure, SeedReport, Variant};
 use crate::stats::{pct_better, ratio, Better};
 use crate::sys::{is_tmpfs, kernel_release, pattern, write_seq, FileIo};
-use crate::variants::{self, Preset};
+use crate::variants::{self, seed_tunables, Preset};
 use crate::{Error, Result};
 
 mod checks;
@@ -69,7 +69,7 @@ pub const SAMPLE_INTERVAL_MS: u64 = 2;
 
 /// The original ran with dirty_ratio 40 (instead of 20).
 fn original_tunables(mode: ReclaimWriteback) -> Tunables {
-    Tunables { reclaim_writeback: mode, dirty_ratio: 40, dirty_background_ratio: 10, ..Tunables::default() }
+    Tunables { reclaim_writeback: mode, dirty_ratio: 40, dirty_background_ratio: 10, ..seed_tunables() }
 }
 
 pub const PRESETS: &[Preset] = &[

@@ -45,7 +45,7 @@ use crate::runner::SeedReport;
 use crate::runner::{into_map, Ctx, KernelColumn, Measured, SeedChecks, SeedExperiment, SeedKernel, SeedMeasure};
 use crate::stats::{pct_better, Better};
 use crate::sys::{kernel_release, read_seq, write_seq};
-use crate::variants::Preset;
+use crate::variants::{seed_tunables, Preset};
 use crate::zipf::ZipfKeys;
 use crate::{Error, Result};
 
@@ -77,7 +77,7 @@ const RR_READ: u64 = 128;
 const WS_CHUNK: u64 = 4 * KIB;
 
 fn with_rule(rule: RemarkRule) -> Tunables {
-    Tunables { remark_rule: rule, ..Tunables::default() }
+    Tunables { remark_rule: rule, ..seed_tunables() }
 }
 /// One per M7 rule; 2.6.20-prev-index (the kernel Harji measured) is the
 /// baseline.

@@ -44,7 +44,7 @@ use crate::runner::{SeedReport, Variant};
 use crate::stats::{best_mean_sorted, pct_better, quantile_sorted, Better, Summary};
 use crate::sys::kernel_release;
 pub use crate::sys::Backend;
-use crate::variants::Preset;
+use crate::variants::{seed_tunables, Preset};
 use crate::{Error, Result};
 
 mod checks;
@@ -73,7 +73,7 @@ pub const PRESETS: &[Preset] = &[
         BEFORE,
         "4.14-rc4 batchshadow-v1r1: drain per-CPU pagevecs on every pagevec_release \
         (PagevecDrain::EveryRelease)",
-        || Tunables { pagevec_drain: PagevecDrain::EveryRelease, ..Tunables::default() },
+        || Tunables { pagevec_drain: PagevecDrain::EveryRelease, ..seed_tunables() },
     ),
     Preset::new(
         EXPERIMENT,
@@ -92,7 +92,7 @@ pub const PRESETS: &[Preset] = &[
 ];
 
 fn onedrain() -> Tunables {
-    Tunables { pagevec_drain: PagevecDrain::Once, ..Tunables::default() }
+    Tunables { pagevec_drain: PagevecDrain::Once, ..seed_tunables() }
 }
 
 pub const BACKENDS: [Backend; 2] = [Backend::Tmpfs, Backend::File];

@@ -1039,8 +1039,19 @@ impl Cache {
             }
             // The folio holding the page: one lookup, one mark and one
             // copy per page of it that this read covers (filemap_read's
-            // folio batch).
-            let (first, folio_end) = if self.page(pfn).flags() & (PG_TAIL | FOLIO_ORDER_MASK) == 0 {
+            // folio batch). The descriptor's flags are loaded first but
+            // used after this page's copy, whose bounds come from `index`
+            // alone: on a random read the descriptor is a cache miss, which
+            // the copy then overlaps instead of waiting for it.
+            let flags = self.page(pfn).flags();
+            let at = cur;
+            let page_stop = end.min(size).min((index + 1) << shift);
+            let done = (cur - pos) as usize;
+            // The pin keeps the folio's frames its own; the copy is one
+            // state of the page between two write sections (highmem.rs).
+            self.memcpy_from_page(pfn, offset as usize, &mut buf[done..done + (page_stop - cur) as usize]);
+            cur = page_stop;
+            let (first, folio_end) = if flags & (PG_TAIL | FOLIO_ORDER_MASK) == 0 {
                 (index, index + 1)
             } else {
                 // Whole and unfreed while the pin or reference is held (a
@@ -1050,24 +1061,21 @@ impl Cache {
                 let first = index - (pfn - head) as u64;
                 (first, first + (1u64 << self.page(head).folio_order()))
             };
-            let stop = end.min(size).min(folio_end << shift);
-            if !noreuse && self.should_mark_accessed(ra, prev_pos, first..folio_end, index, cur) {
+            if !noreuse && self.should_mark_accessed(ra, prev_pos, first..folio_end, index, at) {
                 self.mark_page_accessed_hit(pfn, hot);
                 // Counted after the lookup, so a refault's admission saw
                 // the count of its earlier accesses only.
                 self.admission_access(inode.id, index);
             }
-            let mut frame = pfn;
-            let mut offset = offset;
+            // The folio's next pages that this read covers.
+            let stop = end.min(size).min(folio_end << shift);
+            let mut frame = pfn + 1;
             while cur < stop {
-                let nr = (ps - offset).min(stop - cur);
+                let nr = ps.min(stop - cur);
                 let done = (cur - pos) as usize;
-                // The pin keeps the folio's frames its own; the copy is one
-                // state of the page between two write sections (highmem.rs).
-                self.memcpy_from_page(frame, offset as usize, &mut buf[done..done + nr as usize]);
+                self.memcpy_from_page(frame, 0, &mut buf[done..done + nr as usize]);
                 cur += nr;
                 frame += 1;
-                offset = 0;
             }
             self.unpin(pfn, pin);
             prev_pos = cur;

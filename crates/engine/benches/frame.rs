@@ -16,7 +16,9 @@ mod common;
 use common::{cache, PAGES};
 
 fn pageref(c: &mut Criterion) {
-    let (_cache, f) = cache(Tunables::default());
+    // Single pages, as the rows' history (a folio's page costs the same
+    // copy).
+    let (_cache, f) = cache(Tunables { folio_order_max: 0, ..Tunables::default() });
     let mut buf = [0u8; 4096];
     let mut i = 0u64;
     c.bench_function("frame/pageref_read_into_4k", |b| {
@@ -39,6 +41,7 @@ fn page_mut(c: &mut Criterion) {
         dirty_ratio: 100,
         dirty_background_ratio: 100,
         dirty_expire_centisecs: 360_000,
+        folio_order_max: 0,
         ..Tunables::default()
     });
     let mut n = 0u64;

@@ -1,6 +1,6 @@
 //! Micro-benchmarks of the hit path (criterion): a 4 KiB `read_at` of a
 //! cached page and a `find_page` pin, with the kernel's admission (on
-//! single pages, and on a file cached in large folios), with
+//! single pages, and on a file cached in large folios, the default), with
 //! pcache's adaptive W-TinyLFU admission, whose sketch counts every marked
 //! access, and with the LRU, SIEVE and S3-FIFO plug-ins (pcache::policy):
 //! LRU's hits are queued in per-CPU batches, SIEVE's and S3-FIFO's raise
@@ -21,7 +21,8 @@ use common::{cache, PAGES};
 fn hits(c: &mut Criterion) {
     let mut g = c.benchmark_group("hit");
     let variants = [
-        ("Kernel".to_string(), Tunables::default()),
+        // Single pages, the rows' history; folios, the default.
+        ("Kernel".to_string(), Tunables { folio_order_max: 0, ..Tunables::default() }),
         ("Kernel-folios".to_string(), Tunables { folio_order_max: pcache::FOLIO_ORDER_MAX_6, ..Tunables::default() }),
         ("AdaptiveTinyLfu".to_string(), Tunables { admission: Admission::AdaptiveTinyLfu, ..Tunables::default() }),
         ("policy-lru".to_string(), Tunables { policy: PolicyKind::Lru, ..Tunables::default() }),

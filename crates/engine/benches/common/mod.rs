@@ -13,7 +13,11 @@ pub fn cache(tunables: Tunables) -> (PageCache, pcache::File) {
         // No readahead (every page read on its own), but for large
         // folios, which readahead makes: 2 MiB windows, so they reach
         // order 9.
-        tunables: Tunables { kswapd: false, ra_pages: if tunables.page_cache_order_max() > 0 { 512 } else { 0 }, ..tunables },
+        tunables: Tunables {
+            kswapd: false,
+            ra_pages: if tunables.page_cache_order_max() > 0 { 512 } else { 0 },
+            ..tunables
+        },
         ..Config::default()
     })
     .expect("cache");

@@ -187,9 +187,18 @@ fn concurrent_readers_through_the_ring() {
         }
     });
     assert!(delta(&cache, &before, Item::ra_submit_uring) > 0);
-    cache.drop_caches();
-    for (k, f) in files.iter().enumerate() {
-        assert_eq!(f.cached_pages(), 0, "file {k}: pages left cached (locked or referenced?)");
+    // An asynchronous window a reader queued may still be on the ring,
+    // its pages locked, for a moment after the readers are done (under
+    // load, the readahead thread runs late); nothing may stay for good.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        cache.drop_caches();
+        let left: Vec<u64> = files.iter().map(|f| f.cached_pages()).collect();
+        if left.iter().all(|&n| n == 0) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "pages left cached (locked or referenced?): {left:?}");
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
     drop(files);
     cache.shutdown().unwrap();

@@ -374,7 +374,17 @@ impl Cache {
         if t.max_read_request_kb > 0 || inode.dev_io_pages > 0 {
             cap = cap.min(self.read_request_pages(inode) as u64);
         }
-        t.page_cache_order_max().min(cap.ilog2())
+        self.page_cache_order_max().min(cap.ilog2())
+    }
+
+    /// The largest page-cache folio order in effect: `folio_order_max`,
+    /// or 0 while a plug-in policy (one `Tunables::policy` names, or the
+    /// embedder's own) or the admission window holds the pages.
+    pub(crate) fn page_cache_order_max(&self) -> u32 {
+        if self.policy.active() {
+            return 0;
+        }
+        self.config.tunables.page_cache_order_max()
     }
 
     /// page_cache_ra_order: read the window `[index, index + nr)`, its
@@ -627,7 +637,7 @@ impl Cache {
         // lock), and no reference outlives the read to keep a page the
         // reader has done with from being dropped or reclaimed. One per
         // folio: a large folio's tails are in the run for the I/O only.
-        if self.config.tunables.page_cache_order_max() == 0 {
+        if self.page_cache_order_max() == 0 {
             self.release_pages(&pages);
         } else {
             let heads: Vec<Pfn> = pages.iter().copied().filter(|&p| !self.page(p).is_tail()).collect();

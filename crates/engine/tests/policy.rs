@@ -25,6 +25,8 @@ struct Log {
     refaults: u64,
     removed: HashMap<String, u64>,
     putbacks: HashMap<String, u64>,
+    /// The largest order a folio it was given had.
+    max_order: u8,
 }
 
 /// LRU, checking every hook against the trait's guarantees.
@@ -41,6 +43,7 @@ impl EvictionPolicy for Checked {
     fn folio_added(&self, f: FolioRef) {
         let mut l = self.log.lock().unwrap();
         l.added += 1;
+        l.max_order = l.max_order.max(f.order);
         if let Some(s) = l.pages.insert(f.pfn, State::Held) {
             l.violations.push(format!("added {f:?} while {s:?}"));
         }
@@ -111,6 +114,48 @@ fn config(pages: u64) -> Config {
             ..Tunables::default()
         },
     }
+}
+
+// Goal: a plug-in holds single pages even where the defaults cache large
+// folios (its lists count pages): readahead gives a policy of the
+// caller's, and one `Tunables::policy` names, only order-0 pages, and
+// what the caller's holds is what the cache holds. Method: the default
+// tunables (folio_order_max 9, readahead on), a 1024-page file read
+// sequentially in 64 KiB calls through a 256-page cache, bytes checked.
+#[test]
+fn plug_ins_hold_single_pages_under_large_folio_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seq");
+    let want: Vec<u8> = (0..1024u64).flat_map(|i| pattern(i, 7)).collect();
+    std::fs::write(&path, &want).unwrap();
+    let t = Tunables { kswapd: false, arena_prefault: false, ..Tunables::default() };
+    assert_eq!(t.folio_order_max, pcache::FOLIO_ORDER_MAX_6);
+    let read_all = |cache: &PageCache| {
+        let f = cache.open(&path, pcache::OpenOptions::default()).unwrap();
+        const CALL: usize = 64 << 10;
+        let mut buf = vec![0u8; CALL];
+        for (k, chunk) in want.chunks(CALL).enumerate() {
+            assert_eq!(f.read_at(&mut buf, (k * CALL) as u64).unwrap(), chunk.len());
+            assert!(buf[..] == chunk[..], "chunk {k}");
+        }
+        assert_eq!(cache.vmstat().get(Item::thp_file_alloc), 0, "no large folio");
+        f
+    };
+    let log = Arc::new(Mutex::new(Log::default()));
+    let policy = Box::new(Checked { inner: Lru::new(256), log: log.clone() });
+    let config = Config { memory_bytes: 256 * 4096, tunables: t, ..Config::default() };
+    let cache = PageCache::with_policy(config, policy).unwrap();
+    let f = read_all(&cache);
+    cache.lru_add_drain_all();
+    let l = log.lock().unwrap();
+    assert!(l.violations.is_empty(), "{:?}", l.violations);
+    assert_eq!(l.max_order, 0);
+    assert!(l.added > 256, "reclaim ran");
+    let held = l.pages.values().filter(|&&s| s == State::Held).count() as u64;
+    assert_eq!(held, f.cached_pages(), "the policy holds what the cache holds");
+    drop(l);
+    let named = Config { tunables: Tunables { policy: PolicyKind::Lru, ..t }, ..config };
+    read_all(&PageCache::new(named).unwrap());
 }
 
 fn pattern(index: u64, round: u8) -> Vec<u8> {

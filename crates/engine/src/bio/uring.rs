@@ -381,7 +381,7 @@ impl Cache {
         // unlocks its pages, on its own, so the reader of the first pages
         // does not wait for the last ones of a large window.
         // Room for a split point moved to a large folio's end.
-        let room = (1usize << self.config.tunables.page_cache_order_max()) - 1;
+        let room = (1usize << self.page_cache_order_max()) - 1;
         let max = self.read_request_pages(&req.inode).min(IOV_MAX - room);
         while let Some(head) = self.split_read_front(&mut req, max) {
             if let Err(mut head) = self.uring_submit_read_one(head) {

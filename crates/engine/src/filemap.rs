@@ -220,8 +220,9 @@ impl Cache {
             (pfn, pfn)
         } else {
             // A sibling, a large folio's entry, or nothing to take: the
-            // head's slot and entry. The folio's state is its head's.
-            (slot, entry) = inode.tree.lookup(index, &walk)?;
+            // head's slot and entry, a sibling's from its own node. The
+            // folio's state is its head's.
+            (slot, entry) = inode.tree.resolve_leaf(index, slot, entry, &walk)?;
             if entry & SLOT_FROZEN != 0 {
                 return None;
             }

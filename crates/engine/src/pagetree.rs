@@ -797,7 +797,9 @@ impl PageTree {
     /// The head slot of the entry covering `index` and the entry it held
     /// (0: no entry). Lock-free; the slot stays valid memory while
     /// `_walk` lives, so the hit path can pin the page and re-check the
-    /// slot. If the node is deleted meanwhile, the slot reads 0.
+    /// slot. If the node is deleted meanwhile, the slot reads 0. (The hit
+    /// path takes it in two steps, `lookup_leaf` and `resolve_leaf`.)
+    #[cfg_attr(not(test), allow(dead_code))]
     #[inline(always)]
     pub fn lookup<'g>(&'g self, index: u64, _walk: &'g WalkGuard<'_>) -> Option<(&'g AtomicUsize, usize)> {
         self.lookup_inner(index)
@@ -806,11 +808,27 @@ impl PageTree {
     /// The hit path's walk (`walk_to_entry`): the slot it ends at and the
     /// word it held, unresolved. A word that is not a single page's
     /// (`SINGLE_PAGE_MASK`) may be a sibling or a large folio's: the caller
-    /// then takes `lookup` (one more walk, which resolves a sibling in its
-    /// node). Lock-free, under `_walk` as `lookup`.
+    /// then takes `resolve_leaf`. Lock-free, under `_walk` as `lookup`.
     #[inline(always)]
     pub fn lookup_leaf<'g>(&'g self, index: u64, _walk: &'g WalkGuard<'_>) -> Option<(&'g AtomicUsize, usize)> {
         self.walk_to_entry(index)
+    }
+
+    /// The entry a `lookup_leaf` word `v` in slot `s` stands for: a
+    /// sibling's head slot and entry, found in the same node without a
+    /// second walk (else as `lookup`), or the word itself. Under `_walk`.
+    #[inline]
+    pub fn resolve_leaf<'g>(
+        &'g self,
+        index: u64,
+        s: &'g AtomicUsize,
+        v: usize,
+        _walk: &'g WalkGuard<'_>,
+    ) -> Option<(&'g AtomicUsize, usize)> {
+        if is_sibling(v) {
+            return self.resolve_sibling(index, s, v);
+        }
+        Some((s, v))
     }
 
     /// The head slot of the entry covering `index` (see `lookup`).

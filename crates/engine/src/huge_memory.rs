@@ -32,6 +32,23 @@ use crate::page::*;
 use crate::pagetree::SLOT_FROZEN;
 use crate::vmstat::Item;
 
+/// The flags a split folio's tails take from its head `flags`: its state,
+/// and, when the tails stay on its list (`on_list`) and that is a
+/// generation of the multi-gen LRU, the generation and access count.
+fn split_flags(flags: u32, on_list: bool) -> u32 {
+    let gen_bits = if on_list && folio_lru_gen(flags).is_some() { LRU_GEN_MASK | LRU_REFS_MASK } else { 0 };
+    flags
+        & (PG_UPTODATE
+            | PG_DIRTY
+            | PG_SWAPBACKED
+            | PG_REFERENCED
+            | PG_ACTIVE
+            | PG_WORKINGSET
+            | PG_UNEVICTABLE
+            | PG_WINDOW
+            | gen_bits)
+}
+
 impl Cache {
     /// split_folio: split the large folio headed by `head`, locked by the
     /// caller, who holds one reference to it, into single pages. False
@@ -77,19 +94,7 @@ impl Cache {
         // LRU sorts and ages folios without a reference).
         let mut lru = self.lruvec.lock(&self.arena, &self.vm);
         let flags = page.flags();
-        // On a generation (the multi-gen LRU), the tails join it, with the
-        // head's access count.
-        let gen = folio_lru_gen(flags);
-        let gen_bits = if gen.is_some() { LRU_GEN_MASK | LRU_REFS_MASK } else { 0 };
-        let kept = flags
-            & (PG_UPTODATE
-                | PG_DIRTY
-                | PG_REFERENCED
-                | PG_ACTIVE
-                | PG_WORKINGSET
-                | PG_UNEVICTABLE
-                | PG_WINDOW
-                | gen_bits);
+        let kept = split_flags(flags, true);
         for i in 1..1u32 << order {
             let t = self.page(head + i);
             // The tails are the folio's, frozen with it: plain stores.
@@ -193,17 +198,7 @@ impl Cache {
                 }
             };
             let flags = page.flags();
-            let gen_bits =
-                if lru.is_some() && folio_lru_gen(flags).is_some() { LRU_GEN_MASK | LRU_REFS_MASK } else { 0 };
-            let kept = flags
-                & (PG_UPTODATE
-                    | PG_DIRTY
-                    | PG_SWAPBACKED
-                    | PG_REFERENCED
-                    | PG_ACTIVE
-                    | PG_WORKINGSET
-                    | PG_UNEVICTABLE
-                    | gen_bits);
+            let kept = split_flags(flags, lru.is_some());
             let mapping = page.mapping();
             let mut tails = Vec::new();
             for (i, &on) in mapped.iter().enumerate().skip(1) {

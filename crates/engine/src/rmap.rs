@@ -365,17 +365,21 @@ impl Cache {
         let end = (first + page.folio_nr_pages() as usize).min(vma.nr_pages as usize);
         let (unmapped, dirty) = {
             let _ptl = vma.ptl.lock();
-            let frame = |slot: usize| pfn + (slot - first) as Pfn;
-            let mapped: Vec<usize> = (first..end)
-                .filter(|&slot| pte_pfn(vma.table.pte(slot).load(Ordering::Relaxed)) == Some(frame(slot)))
-                .collect();
-            let young = mapped.iter().filter(|&&slot| vma.table.young(slot).swap(0, Ordering::Relaxed) != 0).count();
-            if young > 0 {
+            let maps = |slot: &usize| {
+                pte_pfn(vma.table.pte(*slot).load(Ordering::Relaxed)) == Some(pfn + (slot - first) as Pfn)
+            };
+            // Every young byte cleared (not only up to the first), as
+            // page_referenced would have.
+            let mut young = false;
+            for s in (first..end).filter(maps) {
+                young |= vma.table.young(s).swap(0, Ordering::Relaxed) != 0;
+            }
+            if young {
                 return false;
             }
             let mut inner = si.lock();
-            let mut dirty = false;
-            for &slot in &mapped {
+            let (mut unmapped, mut dirty) = (0, false);
+            for slot in (first..end).filter(maps) {
                 let entry = swap + (slot - first) as u32;
                 inner.swap_duplicate(entry);
                 // AcqRel: ordered before the frame can be freed, as
@@ -383,8 +387,9 @@ impl Cache {
                 let old = vma.table.pte(slot).swap(swp_pte(entry), Ordering::AcqRel);
                 vma.pte_removed();
                 dirty |= old & PTE_DIRTY != 0;
+                unmapped += 1;
             }
-            (mapped.len(), dirty)
+            (unmapped, dirty)
         };
         if dirty {
             page.set(PG_DIRTY, &self.vm);

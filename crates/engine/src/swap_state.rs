@@ -109,11 +109,7 @@ impl Cache {
         let nr = page.folio_nr_pages() as u32;
         {
             let mut inner = si.lock();
-            for i in 0..nr {
-                let removed = inner.cache.remove(&(slot + i));
-                debug_assert_eq!(removed, Some(pfn + i));
-                inner.swapcache_free(slot + i);
-            }
+            Self::__delete_from_swap_cache(&mut inner, pfn, slot, nr, || None);
             page.clear(PG_SWAPCACHE, &self.vm);
             page.set_anon(page.mapping(), anon_index(page.anon_slot(), None));
         }
@@ -134,24 +130,44 @@ impl Cache {
         if page.test(PG_DIRTY) || !page.freeze(1 + nr) {
             return false;
         }
+        // 5.9+ leaves a shadow (the multi-gen LRU's lru_gen_eviction,
+        // whatever the anon preset).
         let shadows = self.config.tunables.anon_lru == crate::AnonLru::Linux5_9 || self.lru_gen_enabled();
-        let mut shadow = None;
-        for s in slot..slot + nr {
-            inner.cache.remove(&s);
-            if inner.swapcache_free(s) != 0 && shadows {
-                // __delete_from_swap_cache(folio, entry, shadow) (5.9+; the
-                // multi-gen LRU's lru_gen_eviction, whatever the anon
-                // preset): one shadow for the folio, in each slot a swap
-                // entry still holds.
-                let shadow = *shadow.get_or_insert_with(|| self.workingset_eviction_page(pfn));
-                inner.shadows.insert(s, shadow);
-            }
-        }
+        Self::__delete_from_swap_cache(&mut inner, pfn, slot, nr, || {
+            shadows.then(|| self.workingset_eviction_page(pfn))
+        });
         // Frozen at 0, but still locked, and a hazard-pinned waiter may be
         // setting PG_waiters on it now: an atomic clear, so that bit is not
         // lost and the unlock wakes the waiter.
         page.clear(PG_SWAPCACHE, &self.vm);
         true
+    }
+
+    /// __delete_from_swap_cache(folio, entry, shadow), the swap lock held:
+    /// the `nr` entries of the folio at `pfn` leave the cache and each
+    /// slot from `slot` loses the cache's hold. A slot a swap entry still
+    /// holds gets the folio's shadow, if `shadow` gives one (asked once).
+    fn __delete_from_swap_cache(
+        inner: &mut crate::swapfile::SwapInner,
+        pfn: Pfn,
+        slot: u32,
+        nr: u32,
+        shadow: impl FnOnce() -> Option<usize>,
+    ) {
+        let mut shadow = Some(shadow);
+        let mut left = None;
+        for i in 0..nr {
+            let removed = inner.cache.remove(&(slot + i));
+            debug_assert_eq!(removed, Some(pfn + i));
+            if inner.swapcache_free(slot + i) != 0 {
+                if let Some(make) = shadow.take() {
+                    left = make();
+                }
+                if let Some(s) = left {
+                    inner.shadows.insert(slot + i, s);
+                }
+            }
+        }
     }
 
     /// lookup_swap_cache: the frame caching `slot`, with a reference to

@@ -191,20 +191,28 @@ impl SwapInner {
                 (offset..=self.highest_bit).chain(self.lowest_bit..offset).find(|&o| self.map[o as usize] == 0)?;
             offset = next;
         }
-        self.map[offset as usize] = usage;
-        self.inuse_pages += 1;
+        self.take_slots(offset, 1, usage);
+        self.cluster_next = offset + 1;
+        Some(offset)
+    }
+
+    /// Mark the free slots `[first, first + nr)` `usage`, keeping
+    /// `lowest_bit` and `highest_bit` true bounds of the free slots.
+    fn take_slots(&mut self, first: u32, nr: u32, usage: u8) {
+        let pages = self.pages();
+        let last = first + nr - 1;
+        self.map[first as usize..=last as usize].fill(usage);
+        self.inuse_pages += nr;
         if self.inuse_pages == pages {
             (self.lowest_bit, self.highest_bit) = (pages - 1, 0);
         } else {
-            if offset == self.lowest_bit {
-                self.lowest_bit = (offset + 1..pages).find(|&o| self.map[o as usize] == 0).unwrap_or(offset);
+            if (first..=last).contains(&self.lowest_bit) {
+                self.lowest_bit = (last + 1..pages).find(|&o| self.map[o as usize] == 0).unwrap_or(self.lowest_bit);
             }
-            if offset == self.highest_bit {
-                self.highest_bit = (0..offset).rev().find(|&o| self.map[o as usize] == 0).unwrap_or(offset);
+            if (first..=last).contains(&self.highest_bit) {
+                self.highest_bit = (0..first).rev().find(|&o| self.map[o as usize] == 0).unwrap_or(self.highest_bit);
             }
         }
-        self.cluster_next = offset + 1;
-        Some(offset)
     }
 
     /// swap_entry_free: drop one count (`usage` 1) or the cache's hold
@@ -245,27 +253,13 @@ impl SwapInner {
         if pages - self.inuse_pages < nr {
             return None;
         }
+        // At least one run: the device has `nr` free slots.
         let runs = pages / nr;
-        if runs == 0 {
-            return None;
-        }
         let start = (self.folio_next / nr) % runs;
         let free = |map: &[u8], r: u32| map[(r * nr) as usize..((r + 1) * nr) as usize].iter().all(|&v| v == 0);
         let run = (start..runs).chain(0..start).find(|&r| free(&self.map, r))?;
         let first = run * nr;
-        self.map[first as usize..(first + nr) as usize].fill(SWAP_HAS_CACHE);
-        self.inuse_pages += nr;
-        if self.inuse_pages == pages {
-            (self.lowest_bit, self.highest_bit) = (pages - 1, 0);
-        } else {
-            let last = first + nr - 1;
-            if (first..=last).contains(&self.lowest_bit) {
-                self.lowest_bit = (last + 1..pages).find(|&o| self.map[o as usize] == 0).unwrap_or(self.lowest_bit);
-            }
-            if (first..=last).contains(&self.highest_bit) {
-                self.highest_bit = (0..first).rev().find(|&o| self.map[o as usize] == 0).unwrap_or(self.highest_bit);
-            }
-        }
+        self.take_slots(first, nr, SWAP_HAS_CACHE);
         self.folio_next = first + nr;
         Some(first)
     }

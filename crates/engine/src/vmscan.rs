@@ -746,7 +746,7 @@ impl Cache {
     /// slots, `pageout_anon`; by any reclaimer, under 3.1 and 3.2 alike,
     /// since no flusher writes anonymous pages; the Linux 3.2 reclaim-writeback series: "Anonymous pages
     /// are still written") and, clean, leaves the swap cache and is freed.
-    /// `Done`: the page is unlocked, freed (1) or kept (0).
+    /// `Done`: the page is unlocked, freed (its pages) or kept (0).
     ///
     /// A large folio (mTHP) goes whole, as in 6.10: an aligned run of
     /// slots, every mapped frame's entry a swap entry, one write. Where
@@ -759,7 +759,6 @@ impl Cache {
         let nr = page.folio_nr_pages();
         if !page.anon() && !swapcache {
             // Its region dropped it: our isolation reference may be the last.
-            let nr = page.folio_nr_pages();
             page.unlock();
             if self.page(pfn).put_testzero() {
                 self.free_page(pfn);

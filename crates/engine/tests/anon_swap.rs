@@ -59,6 +59,23 @@ impl Mthp {
     }
 }
 
+/// The mTHP variants of a test that runs as `$with(mthp)`: anonymous
+/// folios of every order, swapped out whole (6.10) and split first (6.8);
+/// every byte still comes back, and the folios went as the variant says.
+macro_rules! mthp_variants {
+    ($with:ident, $whole:ident, $split:ident) => {
+        #[test]
+        fn $whole() {
+            assert_folios_swapped(&$with(Mthp::Whole), Mthp::Whole);
+        }
+
+        #[test]
+        fn $split() {
+            assert_folios_swapped(&$with(Mthp::Split), Mthp::Split);
+        }
+    };
+}
+
 /// A run with anonymous mTHP made folios and swapped them out as its
 /// variant says: whole (some at least), or every one split first.
 fn assert_folios_swapped(vm: &VmStat, mthp: Mthp) {
@@ -244,17 +261,11 @@ fn region_larger_than_memory_round_trips_through_swap() {
     region_larger_than_memory_round_trips_through_swap_with(Mthp::Off);
 }
 
-// The same with anonymous mTHP folios of every order: swap-out
-// splits them first (6.8), so every byte still comes back.
-#[test]
-fn region_larger_than_memory_round_trips_through_swap_mthp_whole() {
-    assert_folios_swapped(&region_larger_than_memory_round_trips_through_swap_with(Mthp::Whole), Mthp::Whole);
-}
-
-#[test]
-fn region_larger_than_memory_round_trips_through_swap_mthp_split() {
-    assert_folios_swapped(&region_larger_than_memory_round_trips_through_swap_with(Mthp::Split), Mthp::Split);
-}
+mthp_variants!(
+    region_larger_than_memory_round_trips_through_swap_with,
+    region_larger_than_memory_round_trips_through_swap_mthp_whole,
+    region_larger_than_memory_round_trips_through_swap_mthp_split
+);
 
 fn region_larger_than_memory_round_trips_through_swap_with(mthp: Mthp) -> VmStat {
     let pc = cache(256, 2048, mthp.tunables(quiet()));
@@ -356,17 +367,11 @@ fn dropping_regions_frees_every_swap_slot() {
     dropping_regions_frees_every_swap_slot_with(Mthp::Off);
 }
 
-// The same with anonymous mTHP folios of every order: swap-out
-// splits them first (6.8), so every byte still comes back.
-#[test]
-fn dropping_regions_frees_every_swap_slot_mthp_whole() {
-    assert_folios_swapped(&dropping_regions_frees_every_swap_slot_with(Mthp::Whole), Mthp::Whole);
-}
-
-#[test]
-fn dropping_regions_frees_every_swap_slot_mthp_split() {
-    assert_folios_swapped(&dropping_regions_frees_every_swap_slot_with(Mthp::Split), Mthp::Split);
-}
+mthp_variants!(
+    dropping_regions_frees_every_swap_slot_with,
+    dropping_regions_frees_every_swap_slot_mthp_whole,
+    dropping_regions_frees_every_swap_slot_mthp_split
+);
 
 fn dropping_regions_frees_every_swap_slot_with(mthp: Mthp) -> VmStat {
     let pc = cache(256, 4096, mthp.tunables(quiet()));
@@ -885,17 +890,11 @@ fn threads_sharing_pages_never_lose_a_write() {
     threads_sharing_pages_never_lose_a_write_with(Mthp::Off);
 }
 
-// The same with anonymous mTHP folios of every order, kswapd on: swap-out
-// splits them first (6.8), so every byte still comes back.
-#[test]
-fn threads_sharing_pages_never_lose_a_write_mthp_whole() {
-    assert_folios_swapped(&threads_sharing_pages_never_lose_a_write_with(Mthp::Whole), Mthp::Whole);
-}
-
-#[test]
-fn threads_sharing_pages_never_lose_a_write_mthp_split() {
-    assert_folios_swapped(&threads_sharing_pages_never_lose_a_write_with(Mthp::Split), Mthp::Split);
-}
+mthp_variants!(
+    threads_sharing_pages_never_lose_a_write_with,
+    threads_sharing_pages_never_lose_a_write_mthp_whole,
+    threads_sharing_pages_never_lose_a_write_mthp_split
+);
 
 fn threads_sharing_pages_never_lose_a_write_with(mthp: Mthp) -> VmStat {
     let pc = cache(256, 4096, mthp.tunables(Tunables { kswapd: true, ..quiet() }));
@@ -942,17 +941,11 @@ fn dontneed_racing_access_and_swap_leaks_nothing() {
     dontneed_racing_access_and_swap_leaks_nothing_with(Mthp::Off);
 }
 
-// The same with anonymous mTHP folios of every order, partly zapped: swap-out
-// splits them first (6.8), so every byte still comes back.
-#[test]
-fn dontneed_racing_access_and_swap_leaks_nothing_mthp_whole() {
-    assert_folios_swapped(&dontneed_racing_access_and_swap_leaks_nothing_with(Mthp::Whole), Mthp::Whole);
-}
-
-#[test]
-fn dontneed_racing_access_and_swap_leaks_nothing_mthp_split() {
-    assert_folios_swapped(&dontneed_racing_access_and_swap_leaks_nothing_with(Mthp::Split), Mthp::Split);
-}
+mthp_variants!(
+    dontneed_racing_access_and_swap_leaks_nothing_with,
+    dontneed_racing_access_and_swap_leaks_nothing_mthp_whole,
+    dontneed_racing_access_and_swap_leaks_nothing_mthp_split
+);
 
 fn dontneed_racing_access_and_swap_leaks_nothing_with(mthp: Mthp) -> VmStat {
     let pc = cache(256, 4096, mthp.tunables(Tunables { kswapd: true, ..quiet() }));
